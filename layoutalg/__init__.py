@@ -1,0 +1,34 @@
+"""layoutalg: a CuTe-exact layout algebra in pure Python, with symbolic and F2 views and checkers.
+
+Quick tour::
+
+    >>> import layoutalg as la
+    >>> L = la.parse("(4,(2,3)):(1,(8,16))")
+    >>> la.composition(L, la.Layout(6, 2))
+    Layout((2,3):(2,8))
+
+Everything CuTe computes with static integers is computed identically (same shape, same value at
+every index); where CuTe returns something that is not the operation, a ``LayoutError`` says
+which condition failed.
+"""
+
+from .errors import (LayoutError, ShapeError, ParseError, DivisibilityError, CompositionError,
+                     ComplementError, InverseError, SymbolicError)
+from .inttuple import IntTuple, crd2idx, idx2crd, flatten, product, congruent, fmt
+from .layout import (Layout, make_layout, make_ordered_layout, make_identity_layout, size,
+                     cosize, rank, depth, shape, stride, coalesce, filter, filter_zeros, append,
+                     prepend, slice_and_offset, mode, group, flatten_layout)
+from .algebra import (composition, complement, right_inverse, left_inverse, nullspace,
+                      max_common_layout, max_common_vector, logical_divide, zipped_divide,
+                      tiled_divide, flat_divide, logical_product, zipped_product, tiled_product,
+                      flat_product, blocked_product, raked_product, tile_to_shape, upcast,
+                      downcast, zip_layouts)
+from .swizzle import Swizzle, ComposedLayout, make_composed_layout
+from .parse import parse
+from .tv import make_layout_tv, local_partition, local_tile, TVLayout, thread_values
+from .f2 import F2Map, F2Error, to_f2, from_f2
+from .enumerate import layout_values
+
+__version__ = "0.1.0"
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,493 @@
+"""`Layout`: a function from coordinates to offsets, given by a shape and a congruent stride.
+
+Invariants (checked by the public constructor, assumed by ``Layout._make``):
+  * ``shape`` and ``stride`` are congruent IntTuples (see :mod:`layoutalg.inttuple`);
+  * every static shape leaf is >= 1; strides are any integers (negative and 0 allowed);
+  * a Layout is immutable and hashable; equality is structural (same shape and stride).
+
+Semantics follow CuTe C++ with static integers: ``L(i)`` for an integer ``i`` walks the flattened
+modes column-major, and the last mode is unbounded, so ``L(i)`` is defined for every ``i >= 0``
+(CuTe relies on that extension when composing).  ``size(L)`` is the domain size and
+``cosize(L) = 1 + sum((s - 1) * |d|)`` the codomain extent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence
+
+from .errors import ShapeError
+from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
+                       depth as _depth, flatten, fmt, is_tuple, normalize, product,
+                       rank as _rank)
+
+__all__ = [
+    "Layout", "make_layout", "make_ordered_layout", "make_identity_layout", "size", "cosize",
+    "rank", "depth", "shape", "stride", "coalesce", "filter", "filter_zeros", "append",
+    "prepend", "slice_and_offset", "is_layout", "mode", "flatten_layout", "group",
+]
+
+
+def _check_shape_leaf(s: Any) -> None:
+    if type(s) is int:
+        if s <= 0:
+            raise ShapeError(f"shape extents must be >= 1, got {s}")
+    elif getattr(s, "is_positive", None) is False:
+        raise ShapeError(f"symbolic shape extent {s} is not positive; declare the symbol "
+                         "with positive=True")
+
+
+class Layout:
+    """A CuTe layout ``shape:stride``.
+
+    >>> L = Layout((4, (2, 3)), (1, (8, 16)))
+    >>> str(L), L(5), L((1, (1, 2)))
+    ('(4,(2,3)):(1,(8,16))', 9, 41)
+
+    Calling with an int or a (nested) coordinate gives the offset; a coordinate containing
+    ``None`` (CuTe's ``_``) slices and returns the layout of the ``None`` modes.
+    """
+
+    __slots__ = ("shape", "stride", "_flat", "_hash")
+
+    def __init__(self, shape: IntTuple, stride: Optional[IntTuple] = None) -> None:
+        shape = normalize(shape, "shape")
+        for s in flatten(shape):
+            _check_shape_leaf(s)
+        if stride is None:
+            stride = compact_col_major(shape)
+        else:
+            stride = normalize(stride, "stride")
+            if not congruent(shape, stride):
+                raise ShapeError(f"shape {fmt(shape)} and stride {fmt(stride)} are not congruent "
+                                 "(they must have the same nesting, mode for mode)")
+        self.shape = shape
+        self.stride = stride
+        self._flat = None
+        self._hash = None
+
+    @classmethod
+    def _make(cls, shape: IntTuple, stride: IntTuple) -> "Layout":
+        """Trusted constructor: no validation (internal use, inputs already valid)."""
+        obj = object.__new__(cls)
+        obj.shape = shape
+        obj.stride = stride
+        obj._flat = None
+        obj._hash = None
+        return obj
+
+    # ---- structure -------------------------------------------------------------------------
+    def flat(self) -> tuple:
+        """(flat_shape, flat_stride) tuples, cached."""
+        f = self._flat
+        if f is None:
+            f = self._flat = (flatten(self.shape), flatten(self.stride))
+        return f
+
+    def size(self) -> Any:
+        return product(self.shape)
+
+    def cosize(self) -> Any:
+        fs, fd = self.flat()
+        total = 1
+        for s, d in zip(fs, fd):
+            total = total + (s - 1) * abs(d)
+        return total
+
+    @property
+    def rank(self) -> int:
+        return _rank(self.shape)
+
+    @property
+    def depth(self) -> int:
+        return _depth(self.shape)
+
+    def __len__(self) -> int:
+        return _rank(self.shape)
+
+    def __getitem__(self, i: int) -> "Layout":
+        """Mode ``i`` as a layout (CuTe ``layout<i>``)."""
+        if not is_tuple(self.shape):
+            if i in (0, -1):
+                return self
+            raise IndexError(f"layout {self} has rank 1; mode {i} does not exist")
+        return Layout._make(self.shape[i], self.stride[i])
+
+    def __iter__(self) -> Iterator["Layout"]:
+        for i in range(len(self)):
+            yield self[i]
+
+    # ---- evaluation ------------------------------------------------------------------------
+    def __call__(self, *coord: Any) -> Any:
+        if len(coord) == 1:
+            c = coord[0]
+        else:
+            c = tuple(coord)
+        if type(c) is int:
+            if c < 0:
+                raise ShapeError(f"negative index {c} for layout {self}")
+            fs, fd = self.flat()
+            total = 0
+            last = len(fs) - 1
+            for k in range(last):
+                s = fs[k]
+                total += (c % s) * fd[k]
+                c //= s
+            return total + c * fd[last]
+        if c is None or (type(c) is tuple and _has_none(c)):
+            return slice_and_offset(c, self)[0]
+        if type(c) is tuple:
+            if not _weakly_congruent_coord(c, self.shape):
+                raise ShapeError(f"coordinate {fmt_coord(c)} does not match shape {fmt(self.shape)}")
+            return crd2idx(normalize(c, "coordinate"), self.shape, self.stride)
+        c = normalize(c, "coordinate")  # numpy / sympy index
+        return crd2idx(c, self.shape, self.stride)
+
+    def values(self):
+        """All offsets ``L(0..size-1)`` as a numpy int64 array (vectorised)."""
+        from .enumerate import layout_values
+        return layout_values(self)
+
+    def with_shape(self, *new_shape: Any) -> "Layout":
+        """``composition(self, make_layout(new_shape))`` (CuTe ``with_shape``)."""
+        from .algebra import composition
+        shp = new_shape[0] if len(new_shape) == 1 else tuple(new_shape)
+        return composition(self, Layout(shp))
+
+    # ---- identity --------------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Layout) and self.shape == other.shape
+                and self.stride == other.stride)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.shape, self.stride))
+        return h
+
+    def __str__(self) -> str:
+        return f"{fmt(self.shape)}:{fmt(self.stride)}"
+
+    def __repr__(self) -> str:
+        return f"Layout({fmt(self.shape)}:{fmt(self.stride)})"
+
+    def _repr_svg_(self) -> str:  # pragma: no cover - exercised by visualize tests
+        from visualize import draw_layout
+        return draw_layout(self)._repr_svg_()
+
+    def __reduce__(self):
+        return (Layout, (self.shape, self.stride))
+
+
+def fmt_coord(c: Any) -> str:
+    if c is None:
+        return "_"
+    if type(c) is tuple:
+        return "(" + ",".join(fmt_coord(x) for x in c) + ")"
+    return str(c)
+
+
+def _has_none(c: Any) -> bool:
+    if c is None:
+        return True
+    if type(c) is tuple:
+        return any(_has_none(x) for x in c)
+    return False
+
+
+def _weakly_congruent_coord(c: Any, s: Any) -> bool:
+    if type(c) is not tuple:
+        return True
+    if type(s) is not tuple or len(s) != len(c):
+        return False
+    return all(_weakly_congruent_coord(x, y) for x, y in zip(c, s))
+
+
+def is_layout(x: Any) -> bool:
+    return isinstance(x, Layout)
+
+
+# ---- constructors --------------------------------------------------------------------------
+
+def make_layout(*args: Any, stride: Optional[IntTuple] = None, major: str = "col") -> Layout:
+    """``make_layout(shape[, stride])`` or ``make_layout(L0, L1, ...)`` (concatenation).
+
+    With a shape and no stride the layout is compact: ``major="col"`` (CuTe LayoutLeft, default)
+    or ``major="row"`` (LayoutRight).  With layouts, the result has one mode per argument.
+    """
+    if args and all(isinstance(a, Layout) for a in args):
+        if stride is not None:
+            raise ShapeError("make_layout(L0, L1, ...) concatenates layouts and takes no stride")
+        return Layout._make(tuple(a.shape for a in args), tuple(a.stride for a in args))
+    if len(args) == 2 and stride is None:
+        return Layout(args[0], args[1])
+    if len(args) != 1:
+        raise ShapeError("make_layout takes a shape (and optional stride) or layouts to concatenate")
+    shp = normalize(args[0], "shape")
+    if stride is not None:
+        return Layout(shp, stride)
+    if major == "col":
+        return Layout(shp, compact_col_major(shp))
+    if major == "row":
+        return Layout(shp, compact_row_major(shp))
+    raise ShapeError(f"major must be 'col' or 'row', got {major!r}")
+
+
+def make_ordered_layout(shape: IntTuple, order: IntTuple) -> Layout:
+    """Compact layout whose modes are laid out in the order given by ``order`` (CuTe semantics).
+
+    ``make_ordered_layout((2,2,2,2), (0,2,3,1))`` -> ``(2,2,2,2):(1,4,8,2)``.
+    """
+    shape = normalize(shape, "shape")
+    order = normalize(order, "order")
+    if not _weak_profile(order, shape):
+        raise ShapeError(f"order {fmt(order)} must have the profile of shape {fmt(shape)}")
+    ref_shape = flatten(_product_like(shape, order))
+    ref_order = flatten(order)
+
+    def build(s: Any, o: Any) -> Any:
+        if type(o) is tuple:
+            return tuple(build(x, y) for x, y in zip(s, o))
+        start = 1
+        for rs, ro in zip(ref_shape, ref_order):
+            if ro < o:
+                start = start * rs
+        return compact_col_major(s, start)
+
+    return Layout._make(shape, build(shape, order))
+
+
+def _weak_profile(order: Any, shape: Any) -> bool:
+    if type(order) is not tuple:
+        return True
+    return type(shape) is tuple and len(shape) == len(order) and all(
+        _weak_profile(o, s) for o, s in zip(order, shape))
+
+
+def _product_like(shape: Any, guide: Any) -> Any:
+    if type(guide) is tuple:
+        return tuple(_product_like(s, g) for s, g in zip(shape, guide))
+    return product(shape)
+
+
+def make_identity_layout(shape: IntTuple) -> Layout:
+    """Compact column-major layout of ``shape`` (the identity on its index space)."""
+    return make_layout(shape)
+
+
+# ---- free-function accessors (CuTe names) ---------------------------------------------------
+
+def size(x: Any, mode: Optional[int] = None) -> Any:
+    """Domain size of a layout (or product of an IntTuple); ``size(L, i)`` for mode i."""
+    if hasattr(x, "size") and callable(x.size):
+        return x.size() if mode is None else x[mode].size()
+    x = normalize(x)
+    return product(x if mode is None else x[mode])
+
+
+def cosize(x: Any) -> Any:
+    return x.cosize()
+
+
+def rank(x: Any) -> int:
+    if isinstance(x, Layout):
+        return x.rank
+    if hasattr(x, "rank") and not callable(x.rank):
+        return x.rank
+    return _rank(normalize(x))
+
+
+def depth(x: Any) -> int:
+    if isinstance(x, Layout):
+        return x.depth
+    if hasattr(x, "depth") and not callable(x.depth):
+        return x.depth
+    return _depth(normalize(x))
+
+
+def shape(x: Any) -> IntTuple:
+    return x.shape if hasattr(x, "shape") else normalize(x)
+
+
+def stride(x: Layout) -> IntTuple:
+    return x.stride
+
+
+def mode(layout: Layout, *idx: int) -> Layout:
+    """Nested mode access: ``mode(L, 1, 0)`` is CuTe's ``layout<1,0>(L)``."""
+    out = layout
+    for i in idx:
+        out = out[i]
+    return out
+
+
+# ---- coalesce / filter ------------------------------------------------------------------------
+
+def _bw_coalesce(fs: Sequence[Any], fd: Sequence[Any], ns: Any, nd: Any) -> Layout:
+    """CuTe's back-to-front merge of flat modes (see layout.hpp ``bw_coalesce``)."""
+    shapes = [ns]
+    strides = [nd]
+    for i in range(len(fs) - 1, -1, -1):
+        s, d = fs[i], fd[i]
+        if type(s) is int and s == 1:
+            continue
+        f = shapes[0]
+        if type(f) is int and f == 1 and len(shapes) == 1:
+            shapes[0], strides[0] = s, d
+        elif type(f) is int and _eq(s * d, strides[0]):
+            shapes[0] = s * f
+            strides[0] = d
+        else:
+            shapes.insert(0, s)
+            strides.insert(0, d)
+    if len(shapes) == 1:
+        if type(shapes[0]) is int and shapes[0] == 1:
+            return Layout._make(1, 0)
+        return Layout._make(shapes[0], strides[0])
+    return Layout._make(tuple(shapes), tuple(strides))
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if type(a) is int and type(b) is int:
+        return a == b
+    try:
+        return bool((a - b) == 0)
+    except TypeError:
+        return False
+
+
+def coalesce(layout: Layout, profile: Any = None) -> Layout:
+    """Merge modes while keeping ``L(i)`` for all ``0 <= i < size(L)``.
+
+    Post: ``size(result) == size(layout)``, ``depth(result) <= 1``, and with ``profile`` (an
+    IntTuple), coalescing happens separately inside each mode named by the profile's leaves.
+    """
+    if profile is not None and type(profile) is tuple:
+        return _transform_layout(layout, profile, coalesce, "coalesce")
+    fs, fd = layout.flat()
+    return _bw_coalesce(fs[:-1], fd[:-1], fs[-1], fd[-1])
+
+
+def coalesce_x(layout: Layout) -> Layout:
+    """Like :func:`coalesce` but also preserves ``L(i)`` for ``i >= size(L)`` (CuTe coalesce_x)."""
+    fs, fd = layout.flat()
+    last = fs[-1]
+    if type(last) is int and last == 1:
+        return _bw_coalesce(fs[:-1], fd[:-1], 2, fd[-1])
+    return _bw_coalesce(fs[:-1], fd[:-1], last, fd[-1])
+
+
+def filter_zeros(layout: Layout) -> Layout:
+    """Replace the extent of every stride-0 mode by 1."""
+    def fz(s: Any, d: Any) -> Any:
+        if type(s) is tuple:
+            return tuple(fz(x, y) for x, y in zip(s, d))
+        return 1 if (type(d) is int and d == 0) else s
+    return Layout._make(fz(layout.shape, layout.stride), layout.stride)
+
+
+def filter(layout: Layout, profile: Any = None) -> Layout:  # noqa: A001 - CuTe's name
+    """Remove stride-0 and extent-1 modes, then coalesce (CuTe ``filter``)."""
+    if profile is not None and type(profile) is tuple:
+        return _transform_layout(layout, profile, filter, "filter")
+    return coalesce(filter_zeros(layout))
+
+
+def _transform_layout(layout: Layout, profile: tuple, fn: Any, name: str) -> Layout:
+    r = len(layout)
+    if len(profile) > r:
+        raise ShapeError(f"{name}: profile {fmt(profile)} has more modes than layout {layout} "
+                         f"(rank {r})")
+    parts = [fn(layout[i], profile[i]) for i in range(len(profile))]
+    parts += [layout[i] for i in range(len(profile), r)]
+    return make_layout(*parts)
+
+
+# ---- append / prepend / group / flatten -----------------------------------------------------
+
+def append(layout: Layout, x: Optional[Layout] = None, n: Optional[int] = None) -> Layout:
+    """Append mode ``x`` (default ``1:0``); with ``n``, pad up to rank ``n`` (CuTe append<N>)."""
+    x = x if x is not None else Layout._make(1, 0)
+    s, d = layout.shape, layout.stride
+    if n is None:
+        if type(s) is tuple:
+            return Layout._make(s + (x.shape,), d + (x.stride,))
+        return Layout._make((s, x.shape), (d, x.stride))
+    r = _rank(s)
+    if type(s) is tuple:
+        if n == len(s):
+            return layout
+        if n < len(s):
+            raise ShapeError(f"append: layout {layout} already has rank {len(s)} > {n}")
+        k = n - len(s)
+        return Layout._make(s + (x.shape,) * k, d + (x.stride,) * k)
+    if n == 1:
+        return layout
+    del r
+    return Layout._make((s,) + (x.shape,) * (n - 1), (d,) + (x.stride,) * (n - 1))
+
+
+def prepend(layout: Layout, x: Optional[Layout] = None) -> Layout:
+    x = x if x is not None else Layout._make(1, 0)
+    s, d = layout.shape, layout.stride
+    if type(s) is tuple:
+        return Layout._make((x.shape,) + s, (x.stride,) + d)
+    return Layout._make((x.shape, s), (x.stride, d))
+
+
+def group(layout: Layout, begin: int, end: int) -> Layout:
+    """Group modes ``[begin, end)`` into one nested mode."""
+    s, d = layout.shape, layout.stride
+    if type(s) is not tuple:
+        s, d = (s,), (d,)
+    return Layout._make(s[:begin] + (s[begin:end],) + s[end:], d[:begin] + (d[begin:end],) + d[end:])
+
+
+def flatten_layout(layout: Layout) -> Layout:
+    fs, fd = layout.flat()
+    if type(layout.shape) is not tuple:
+        return layout
+    return Layout._make(fs, fd)
+
+
+# ---- slicing ------------------------------------------------------------------------------
+
+def _lift_slice(c: Any, s: Any) -> tuple:
+    if type(c) is tuple:
+        if type(s) is not tuple or len(s) != len(c):
+            raise ShapeError(f"slice coordinate {fmt_coord(c)} does not match {fmt(s)}")
+        out: tuple = ()
+        for x, y in zip(c, s):
+            out += _lift_slice(x, y)
+        return out
+    if c is None:
+        return (s,)
+    return ()
+
+
+def _slice(c: Any, s: Any) -> Any:
+    if type(c) is tuple:
+        return _lift_slice(c, s)
+    if c is None:
+        return s
+    return ()
+
+
+def _dice_offset(c: Any, s: Any, d: Any) -> Any:
+    """Offset contributed by the non-None parts of coordinate c."""
+    if c is None:
+        return 0
+    if type(c) is tuple:
+        if type(s) is not tuple or len(s) != len(c):
+            raise ShapeError(f"slice coordinate {fmt_coord(c)} does not match {fmt(s)}")
+        return sum((_dice_offset(x, y, z) for x, y, z in zip(c, s, d)), 0)
+    return crd2idx(c, s, d)
+
+
+def slice_and_offset(crd: Any, layout: Layout) -> tuple:
+    """CuTe ``slice_and_offset``: the layout of the ``None`` modes and the fixed offset."""
+    sub_s = _slice(crd, layout.shape)
+    sub_d = _slice(crd, layout.stride)
+    off = _dice_offset(crd, layout.shape, layout.stride)
+    if type(sub_s) is tuple and len(sub_s) == 0:
+        raise ShapeError("slice with no None mode: use L(coord) for a single offset")
+    return Layout._make(sub_s, sub_d), off

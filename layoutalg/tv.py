@@ -1,0 +1,114 @@
+"""Thread-value (TV) layouts and partitioning.
+
+A TV layout maps ``(thread, value)`` to an index of a tile (an ``M x N`` tile is indexed
+column-major unless the tile layout says otherwise).  ``make_layout_tv`` is CuTe's raked
+construction used by ``make_tiled_copy``: threads are laid out by ``thr_layout`` over the tile,
+each owning a ``val_layout`` block of values.
+
+``local_partition`` / ``local_tile`` are CuTe's inner/outer partitioning helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+from .algebra import composition, raked_product, right_inverse, zipped_divide
+from .errors import ShapeError
+from .inttuple import product_each
+from .layout import Layout, make_layout
+
+__all__ = ["make_layout_tv", "tv_tile_shape", "local_partition", "local_tile", "TVLayout",
+           "thread_values"]
+
+
+def make_layout_tv(thr_layout: Layout, val_layout: Layout = None) -> Tuple[tuple, Layout]:
+    """CuTe ``make_layout_tv``: returns ``(tiler_mn, layout_tv)``.
+
+    ``layout_mn = raked_product(thr_layout, val_layout)`` places thread t's value v at tile
+    coordinate ``layout_mn^-1``; ``layout_tv = right_inverse(layout_mn).with_shape(
+    (size(thr), size(val)))`` maps ``(t, v)`` to the column-major tile index.
+    Post: ``layout_tv`` is a bijection onto ``[0, size(thr) * size(val))``.
+    """
+    if val_layout is None:
+        val_layout = Layout._make(1, 0)
+    if not isinstance(thr_layout, Layout) or not isinstance(val_layout, Layout):
+        raise ShapeError("make_layout_tv takes two Layouts (threads, values)")
+    layout_mn = raked_product(thr_layout, val_layout)
+    inv = right_inverse(layout_mn)
+    if inv.size() != layout_mn.size():
+        raise ShapeError(f"make_layout_tv: raked_product({thr_layout}, {val_layout}) = "
+                         f"{layout_mn} is not a bijection onto its tile; thread and value "
+                         "layouts must be compact")
+    layout_tv = composition(inv, make_layout((thr_layout.size(), val_layout.size())))
+    return product_each(layout_mn.shape), layout_tv
+
+
+def tv_tile_shape(thr_layout: Layout, val_layout: Layout) -> tuple:
+    return make_layout_tv(thr_layout, val_layout)[0]
+
+
+def thread_values(layout_tv: Layout, tile_layout: Any, thread: int) -> list:
+    """The offsets (through ``tile_layout``) of every value owned by ``thread``, in value order."""
+    vals = layout_tv(thread, None)
+    n = vals.size()
+    return [tile_layout(vals(v)) for v in range(n)]
+
+
+def local_partition(tensor_layout: Layout, tile: Layout, index: int) -> Tuple[Layout, Any]:
+    """CuTe ``local_partition``: the elements thread ``index`` of ``tile`` owns in each tile.
+
+    The tensor is divided by the tile's per-mode shape; thread ``index`` sits at the tile
+    coordinate ``tile`` assigns it (``(index // stride) % shape`` per mode, as CuTe's
+    ``get_flat_coord``).  Returns ``(layout, offset)``: the thread's elements are
+    ``offset + layout(i)``.
+    """
+    from .inttuple import compact_col_major, crd2idx, is_tuple
+    from .layout import slice_and_offset
+    shp = product_each(tile.shape)
+    tiler = tuple(Layout._make(s, 1) for s in shp)
+    divided = zipped_divide(tensor_layout, tiler)
+    tshape = tile.shape if is_tuple(tile.shape) else (tile.shape,)
+    tstride = tile.stride if is_tuple(tile.stride) else (tile.stride,)
+
+    def hier(s: Any, d: Any) -> Any:
+        if is_tuple(s):
+            return tuple(hier(x, y) for x, y in zip(s, d))
+        return (index // d) % s if d != 0 else 0
+
+    coord = tuple(crd2idx(hier(s, d), s, compact_col_major(s)) for s, d in zip(tshape, tstride))
+    return slice_and_offset((coord, None), divided)
+
+
+def local_tile(tensor_layout: Layout, tiler: Any, coord: Any) -> Tuple[Layout, Any]:
+    """The tile at ``coord`` of ``zipped_divide(tensor, tiler)``: returns ``(layout, offset)``."""
+    from .layout import slice_and_offset
+    divided = zipped_divide(tensor_layout, tiler)
+    return slice_and_offset((None, coord), divided)
+
+
+class TVLayout:
+    """A TV layout bundled with its tile shape: ``(thread, value) -> (m, n)`` coordinates."""
+
+    def __init__(self, layout_tv: Layout, tile_shape: tuple) -> None:
+        self.layout_tv = layout_tv
+        self.tile_shape = tuple(tile_shape)
+
+    @classmethod
+    def raked(cls, thr_layout: Layout, val_layout: Layout) -> "TVLayout":
+        tiler, tv = make_layout_tv(thr_layout, val_layout)
+        return cls(tv, tiler)
+
+    @property
+    def num_threads(self) -> int:
+        return self.layout_tv[0].size()
+
+    @property
+    def num_values(self) -> int:
+        return self.layout_tv[1].size()
+
+    def coord(self, thread: int, value: int) -> tuple:
+        from .inttuple import idx2crd
+        return idx2crd(self.layout_tv((thread, value)), self.tile_shape)
+
+    def __str__(self) -> str:
+        return f"TV{self.tile_shape}: {self.layout_tv}"
