@@ -12,7 +12,7 @@ Invariants: ``phases`` partition ``range(wave_size)``; every phase is a tuple of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Tuple
+from typing import Optional, Tuple
 
 __all__ = ["LdsModel"]
 
@@ -42,3 +42,44 @@ class LdsModel:
     @property
     def is_write(self) -> bool:
         return self.instruction.startswith("ds_write")
+
+    # ---- derived views (used by the verifier; pure functions of the fields) -------------------
+    def lane_phase(self) -> Tuple[int, ...]:
+        """``lane_phase()[l]`` is the index in ``phases`` of the phase serving lane ``l``."""
+        out = [0] * self.wave_size
+        for i, ph in enumerate(self.phases):
+            for lane in ph:
+                out[lane] = i
+        return tuple(out)
+
+    @property
+    def period_bytes(self) -> int:
+        """Bytes after which the bank pattern repeats (``banks * bank_bytes``)."""
+        return self.banks * self.bank_bytes
+
+    def phase_subspace(self) -> Optional[Tuple[int, ...]]:
+        """A GF(2) basis of the phase holding lane 0, if every phase is a coset of it.
+
+        Lane ids are vectors of ``log2(wave_size)`` bits.  The gfx942 ``ds_read_b128`` phase
+        {0-3, 20-23} is span(1, 2, 20) and the other phases are its cosets (Triton PR 11365
+        uses the same view).  Returns None when the phases are not of that form (then only the
+        exhaustive method applies).
+        """
+        n = self.wave_size
+        if n & (n - 1):
+            return None
+        first = next(p for p in self.phases if 0 in p)
+        group = set(first)
+        if len(group) & (len(group) - 1) or any((a ^ b) not in group for a in group for b in group):
+            return None
+        for p in self.phases:
+            lead = p[0]
+            if {lead ^ q for q in group} != set(p):
+                return None
+        basis: list = []
+        span = {0}
+        for lane in sorted(group):
+            if lane not in span:
+                basis.append(lane)
+                span |= {s ^ lane for s in span}
+        return tuple(basis)

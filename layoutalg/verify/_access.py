@@ -1,0 +1,179 @@
+"""Turning the user's description of an access into arrays of element offsets.
+
+An *access* says, for every (thread, value[, iteration...]), which element of LDS (or of a tile)
+it touches.  Accepted forms:
+
+* a :class:`~layoutalg.Layout` or :class:`~layoutalg.ComposedLayout` whose mode 0 is the thread
+  (lane) mode and mode 1 the thread's values; any further modes are *iterations* (k steps, tile
+  positions, stages): each iteration coordinate is a separate instruction issue;
+* a :class:`~layoutalg.TVLayout` (its ``layout_tv`` is used);
+* an integer array ``[threads, values]`` or ``[threads, values, iterations]``.
+
+With ``lds=`` the access yields indices into ``lds`` (a Layout, ComposedLayout or a callable on
+numpy arrays), e.g. a TV partition of a tile composed with the tile's swizzled LDS layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from ..inttuple import flatten, is_static
+from ..layout import Layout
+from ..swizzle import ComposedLayout, Swizzle
+from ..tv import TVLayout
+from .result import AccessError
+
+__all__ = ["Access", "as_access", "eval_at", "has_symbols", "MAX_POINTS"]
+
+MAX_POINTS = 1 << 24   # refuse to enumerate more (thread, value, iteration) points than this
+
+
+@dataclass(frozen=True)
+class Access:
+    """Concrete element offsets of an access: ``offsets[thread, value, iteration]``."""
+
+    offsets: np.ndarray            # int64 [threads, values, iterations]
+    iter_shape: Tuple[int, ...]    # shape of the iteration modes (() when there are none)
+    layout: Any                    # the Layout/ComposedLayout described, None for arrays
+    lds: Any                       # the LDS layout applied after ``layout`` (or None)
+
+    @property
+    def threads(self) -> int:
+        return self.offsets.shape[0]
+
+    @property
+    def values(self) -> int:
+        return self.offsets.shape[1]
+
+    @property
+    def iterations(self) -> int:
+        return self.offsets.shape[2]
+
+    def iter_coord(self, i: int) -> Tuple[int, ...]:
+        """Coordinate of flat iteration ``i`` (first iteration mode fastest, as CuTe)."""
+        if not self.iter_shape:
+            return ()
+        return tuple(int(c) for c in np.unravel_index(i, self.iter_shape, order="F"))
+
+
+def has_symbols(obj: Any) -> bool:
+    """True when a Layout/ComposedLayout has a symbolic (sympy) shape, stride or offset."""
+    if isinstance(obj, TVLayout):
+        obj = obj.layout_tv
+    if isinstance(obj, Layout):
+        return not (is_static(obj.shape) and is_static(obj.stride))
+    if isinstance(obj, ComposedLayout):
+        return (type(obj.offset) is not int or has_symbols(obj.inner)
+                or (not isinstance(obj.outer, Swizzle) and has_symbols(obj.outer)))
+    return False
+
+
+def _mode_sizes(layout: Layout) -> Tuple[int, ...]:
+    shp = layout.shape if type(layout.shape) is tuple else (layout.shape,)
+    out = []
+    for s in shp:
+        n = 1
+        for x in flatten(s):
+            n *= x
+        out.append(n)
+    return tuple(out)
+
+
+def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
+    """``layout(i)`` for every integer ``i`` of ``idx`` (vectorised, exact int64).
+
+    Layouts are evaluated CuTe-style on the 1-D index (column-major over the flat modes, last
+    mode unbounded); composed layouts apply ``outer(offset + inner(i))``.
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    if isinstance(layout, TVLayout):
+        layout = layout.layout_tv
+    if isinstance(layout, Layout):
+        fs, fd = layout.flat()
+        if not all(type(x) is int for x in fs + fd):
+            raise AccessError(f"{what} {layout} has symbolic extents or strides; this check "
+                              "needs concrete integers here")
+        total = np.zeros_like(idx)
+        c = idx.copy()
+        for k in range(len(fs) - 1):
+            total += (c % fs[k]) * fd[k]
+            c //= fs[k]
+        return total + c * fd[-1]
+    if isinstance(layout, ComposedLayout):
+        if type(layout.offset) is not int:
+            raise AccessError(f"{what} {layout} has a symbolic offset; this check needs an int")
+        inner = eval_at(layout.inner, idx, what) + layout.offset
+        outer = layout.outer
+        if isinstance(outer, Swizzle):
+            y = inner & outer.yyy_mask
+            return inner ^ (y >> outer.shift if outer.shift >= 0 else y << -outer.shift)
+        return eval_at(outer, inner, what)
+    if isinstance(layout, Swizzle):
+        y = idx & layout.yyy_mask
+        return idx ^ (y >> layout.shift if layout.shift >= 0 else y << -layout.shift)
+    if callable(layout):
+        out = np.asarray(layout(idx))
+        if out.shape != idx.shape or not np.issubdtype(out.dtype, np.integer):
+            raise AccessError(f"{what}: a callable must map an int array to an int array of the "
+                              f"same shape; got {out.dtype} {out.shape} for {idx.shape}")
+        return out.astype(np.int64)
+    raise AccessError(f"{what}: expected a Layout, ComposedLayout, Swizzle or callable, got "
+                      f"{type(layout).__name__}")
+
+
+def as_access(access: Any, lds: Any = None, what: str = "access") -> Access:
+    """Normalise ``access`` (and an optional ``lds``) into concrete element offsets."""
+    if isinstance(access, TVLayout):
+        access = access.layout_tv
+    layout = None
+    iter_shape: Tuple[int, ...] = ()
+    if isinstance(access, (Layout, ComposedLayout)):
+        inner = access.inner if isinstance(access, ComposedLayout) else access
+        if has_symbols(access):
+            raise AccessError(f"{what} {access} is symbolic; use the sympy method "
+                              "(bank_conflicts dispatches to it automatically)")
+        sizes = _mode_sizes(inner)
+        if len(sizes) == 1:
+            sizes = sizes + (1,)
+        total = 1
+        for s in sizes:
+            total *= s
+        if total > MAX_POINTS:
+            raise AccessError(f"{what} has {total} points, more than the exhaustive limit "
+                              f"{MAX_POINTS}; check one tile (drop iteration modes)")
+        vals = eval_at(access, np.arange(total, dtype=np.int64), what)
+        t, v = sizes[0], sizes[1]
+        iter_shape = tuple(sizes[2:])
+        it = total // (t * v)
+        offsets = vals.reshape(it, v, t).transpose(2, 1, 0)
+        layout = access
+    else:
+        try:
+            arr = np.asarray(access)
+        except Exception:  # pragma: no cover - numpy accepts nearly anything
+            arr = None
+        if arr is None or arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer)):
+            raise AccessError(f"{what}: expected a TV Layout, ComposedLayout, TVLayout or an int "
+                              f"array [lanes, values], got {type(access).__name__}"
+                              + (f" of dtype {arr.dtype}" if arr is not None else ""))
+        if arr.ndim == 1:
+            arr = arr[:, None]
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+        if arr.ndim != 3:
+            raise AccessError(f"{what}: an offset array must be [lanes, values] or "
+                              f"[lanes, values, iterations], got shape {arr.shape}")
+        offsets = arr.astype(np.int64)
+        if offsets.shape[2] > 1:
+            iter_shape = (offsets.shape[2],)
+    if lds is not None:
+        offsets = eval_at(lds, offsets, "lds")
+    if offsets.size == 0:
+        raise AccessError(f"{what} is empty")
+    if offsets.min() < 0:
+        t, v, i = np.argwhere(offsets < 0)[0]
+        raise AccessError(f"{what}: thread {t} value {v} has negative offset {offsets[t, v, i]}")
+    return Access(offsets, iter_shape, layout, lds)
