@@ -52,7 +52,7 @@ def offset_table(layout: AnyLayout, max_cols: int = 32, max_rows: int = 64) -> s
     rows = list(range(R)) if R <= max_rows else list(range(max_rows - 2)) + [-1, R - 1]
     w = max(len(str(int(grid.max()))), len(str(int(grid.min()))), len(str(C - 1))) + 1
     hw = len(str(R - 1)) + 1
-    out = [str(layout)]
+    out = []
     head = " " * hw + "".join(("..".rjust(w) if j < 0 else str(j).rjust(w)) for j in cols)
     out.append(head)
     for i in rows:

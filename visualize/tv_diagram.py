@@ -75,7 +75,7 @@ def tv_owners(layout: Layout, tile: Tuple[int, int]) -> Tuple[Dict[Tuple[int, in
 
 def tv_cell_fn(owners: Dict[Tuple[int, int], List[Tuple[int, int]]], num_threads: int,
                highlight: Optional[Iterable[int]] = None, isolate: Optional[Iterable[int]] = None,
-               block_of: Optional[Dict[Tuple[int, int], int]] = None):
+               value_prefix: str = "V"):
     """A ``cell(i, j)`` function for :func:`~visualize.grid.grid_or_overview`."""
     hi = set(highlight) if highlight is not None else None
     iso = set(isolate) if isolate is not None else None
@@ -91,16 +91,16 @@ def tv_cell_fn(owners: Dict[Tuple[int, int], List[Tuple[int, int]]], num_threads
                 return Cell(fill="#ffffff", lines=())
         t, v = shown[0]
         color = thread_color(t, num_threads)
-        lines = [f"T{t}", f"V{v}" + (f"+{len(shown) - 1}" if len(shown) > 1 else "")]
+        lines = [f"T{t}", f"{value_prefix}{v}" + (f"+{len(shown) - 1}" if len(shown) > 1 else "")]
         tip = ""
         if len(shown) > 1:
-            tip = "held by " + ", ".join(f"T{a}V{b}" for a, b in shown)
+            tip = "held by " + ", ".join(f"T{a}{value_prefix}{b}" for a, b in shown)
         if hi is not None and t not in hi:
             hit = [p for p in shown if p[0] in hi]
             if hit:  # a highlighted thread also holds it (broadcast): show that one
                 t, v = hit[0]
                 color = thread_color(t, num_threads)
-                lines[0], lines[1] = f"T{t}", f"V{v}+{len(shown) - 1}"
+                lines[0], lines[1] = f"T{t}", f"{value_prefix}{v}+{len(shown) - 1}"
             else:
                 return Cell(fill=fade(color, 0.8), lines=tuple(lines), ink="#9a9a9a", tip=tip)
         mark = "#000000" if hi is not None else ""
