@@ -159,14 +159,16 @@ class Grid:
                     for k, s in enumerate(c.lines):
                         texts.append(f'<text x="{xc:.1f}" y="{top + k * LINE_H:.1f}"{fill_attr}>'
                                      f'{_esc(s)}</text>')
-        svg.open_group(stroke=GRID_LINE, stroke_width=0.6)
+        # class/data-* attributes make the structure checkable by tests and tools (no CSS)
+        svg.open_group(class_="cells", data_rows=self.rows, data_cols=self.cols,
+                       data_title=self.title, stroke=GRID_LINE, stroke_width=0.6)
         svg.raw("\n".join(rects))
         svg.close_group()
         if marks:
-            svg.open_group(stroke_width=2.5)
+            svg.open_group(class_="marks", stroke_width=2.5)
             svg.raw("\n".join(marks))
             svg.close_group()
-        svg.open_group(font_size=_g(fs), text_anchor="middle")
+        svg.open_group(class_="labels", font_size=_g(fs), text_anchor="middle")
         svg.raw("\n".join(texts))
         svg.close_group()
 
@@ -191,9 +193,12 @@ class Grid:
                                      f'width="{cw - 1.5:g}" height="{ch - 1.5:g}" fill="none" '
                                      f'stroke="{row[m].mark}"/>')
                 j = k
+        svg.open_group(class_="cells overview", data_rows=self.rows, data_cols=self.cols,
+                       data_title=self.title)
         svg.raw("\n".join(rects))
+        svg.close_group()
         if marks:
-            svg.open_group(stroke_width=1.5)
+            svg.open_group(class_="marks", stroke_width=1.5)
             svg.raw("\n".join(marks))
             svg.close_group()
 

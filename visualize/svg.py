@@ -77,7 +77,9 @@ class Svg:
 
     def open_group(self, **attrs: Union[str, float]) -> None:
         """``<g>`` with presentation attributes (``font_size`` -> ``font-size``) inherited."""
-        a = "".join(f" {k.replace('_', '-')}={quoteattr(str(v))}" for k, v in attrs.items())
+        # trailing underscore for Python keywords: class_ -> class
+        a = "".join(f" {k.rstrip('_').replace('_', '-')}={quoteattr(str(v))}"
+                    for k, v in attrs.items())
         self.parts.append(f"<g{a}>")
 
     def close_group(self) -> None:
