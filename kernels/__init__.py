@@ -1,0 +1,23 @@
+"""kernels: a minimal HIP backend for AMD matrix cores (gfx942 first).
+
+* :func:`compile_hip` (``kernels.toolchain``): HIP source -> :class:`CodeObject` (cached);
+* :meth:`CodeObject.report` (``kernels.codeobject``): registers, LDS, scratch, spills,
+  waves/SIMD, instruction histogram, MFMA counts (total and hot loop);
+* :func:`kernels.emulator.run`: the same source executed on the CPU (work-groups, barriers, LDS,
+  wave64 collectives, MFMA builtins generated from mfma_specs);
+* :func:`kernels.launch.launch`: the code object on a ROCm GPU, with argument validation.
+
+Kernel sources include ``lagen_hip.h`` (``kernels/include``); its header comment is the API.
+"""
+
+from .cache import Cache, content_key
+from .codeobject import CodeObject, KernelReport, occupancy
+from .errors import (CompileError, Diagnostic, EmulatorError, KernelError, LaunchError,
+                     ToolchainError)
+from .toolchain import (INCLUDE_DIR, SUPPORTED_ARCHS, Toolchain, compile_hip, find_host_compiler,
+                        find_toolchain)
+
+__all__ = ["compile_hip", "CodeObject", "KernelReport", "occupancy", "Cache", "content_key",
+           "find_toolchain", "find_host_compiler", "Toolchain", "INCLUDE_DIR", "SUPPORTED_ARCHS",
+           "KernelError", "ToolchainError", "CompileError", "EmulatorError", "LaunchError",
+           "Diagnostic"]

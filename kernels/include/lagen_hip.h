@@ -1,0 +1,120 @@
+// lagen_hip.h - the whole HIP surface a layoutalg kernel may use.
+//
+// One header, two builds of the SAME kernel source:
+//   * device:    clang -x hip -nogpuinc -nogpulib --offload-arch=gfx942 (no HIP headers needed);
+//   * emulation: host C++ with -DLAGEN_EMULATE (kernels/emulator/hip_emu.h implements every name
+//                below on the CPU: fibers per thread, barriers, LDS arena, wave64 collectives).
+// A later CUDA flavour implements the same names; kernels must use nothing else.
+//
+// The API (keep it exactly this; the emitter prints these names):
+//   LAGEN_KERNEL void name(args...)          extern "C" __global__ kernel (what run()/launch() find)
+//   LAGEN_LAUNCH_BOUNDS(threads)             max threads per block (lets the compiler use > 128 VGPRs)
+//   threadIdx.{x,y,z} blockIdx.{x,y,z} blockDim.{x,y,z} gridDim.{x,y,z}  (unsigned)
+//   lagen_lane_id()  lagen_wave_id()         lane in the wave (0..63), wave in the block
+//   __syncthreads()                          work-group barrier with workgroup-scope fences
+//   LAGEN_SHARED(type, name, count)          static LDS: `type name[count]` (an array, per block)
+//   LAGEN_DYNAMIC_SHARED(type, name)         dynamic LDS (bytes given at launch): `type* name`
+//   __device__ __host__ __forceinline__ __restrict__ as in HIP; NO plain __shared__ (use the macros)
+//   vector types: lagen_f16x4 lagen_f16x8 lagen_bf16x4 (short) lagen_f32x4 lagen_f32x16 ...
+//   lagen_bf16_to_f32(unsigned short)  lagen_f32_to_bf16(float) (round to nearest even)
+//   clang builtins (semantics in hip_emu.h):
+//     __builtin_amdgcn_mfma_*            the MFMA instructions (emulated from mfma_specs)
+//     __builtin_amdgcn_ds_swizzle(v, pattern)   bit mode and quad-permute mode
+//     __builtin_amdgcn_ds_bpermute(byte_addr, v)
+//     __builtin_amdgcn_readfirstlane(v)  __builtin_amdgcn_ballot_w64(pred)
+//     __builtin_amdgcn_wave_barrier()    in emulation a wave rendezvous: put one wherever lanes
+//                                        of a wave exchange data through LDS without __syncthreads
+//     __builtin_amdgcn_s_barrier / _fence / s_waitcnt / sched_barrier / s_setprio (no-ops in
+//                                        emulation except s_barrier == __syncthreads)
+//   lagen_atomic_add(float* / int* / unsigned*, value)  relaxed device-scope atomic add
+#pragma once
+
+// ---------------------------------------------------------------- vector types (both builds)
+#if defined(__clang__)
+#define LAGEN_VEC(T, n) __attribute__((ext_vector_type(n)))
+#else
+#define LAGEN_VEC(T, n) __attribute__((vector_size((n) * sizeof(T))))
+#endif
+typedef _Float16 lagen_f16;
+typedef _Float16 lagen_f16x2 LAGEN_VEC(_Float16, 2);
+typedef _Float16 lagen_f16x4 LAGEN_VEC(_Float16, 4);
+typedef _Float16 lagen_f16x8 LAGEN_VEC(_Float16, 8);
+typedef short lagen_bf16x2 LAGEN_VEC(short, 2);   // bf16 values as raw bits (the builtins' type)
+typedef short lagen_bf16x4 LAGEN_VEC(short, 4);
+typedef short lagen_bf16x8 LAGEN_VEC(short, 8);
+typedef short lagen_i16x4 LAGEN_VEC(short, 4);
+typedef float lagen_f32x2 LAGEN_VEC(float, 2);
+typedef float lagen_f32x4 LAGEN_VEC(float, 4);
+typedef float lagen_f32x16 LAGEN_VEC(float, 16);
+typedef float lagen_f32x32 LAGEN_VEC(float, 32);
+typedef double lagen_f64x4 LAGEN_VEC(double, 4);
+typedef int lagen_i32x2 LAGEN_VEC(int, 2);
+typedef int lagen_i32x4 LAGEN_VEC(int, 4);
+typedef int lagen_i32x16 LAGEN_VEC(int, 16);
+typedef int lagen_i32x32 LAGEN_VEC(int, 32);
+typedef unsigned int lagen_u32x4 LAGEN_VEC(unsigned int, 4);
+
+struct lagen_dim3 { unsigned x, y, z; };
+
+#if defined(LAGEN_EMULATE)
+#include "hip_emu.h"
+#else  // ------------------------------------------------------------ device (amdgcn) build
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __restrict__ __restrict
+#define LAGEN_KERNEL extern "C" __global__
+#define LAGEN_LAUNCH_BOUNDS(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
+#define LAGEN_SHARED(type, name, count) __attribute__((shared)) type name[count]
+#define LAGEN_DYNAMIC_SHARED(type, name) extern __attribute__((shared)) type name[]
+#define __shared__ lagen_error_use_LAGEN_SHARED_instead_of___shared__
+
+#define threadIdx (lagen_dim3{__builtin_amdgcn_workitem_id_x(), __builtin_amdgcn_workitem_id_y(), \
+                              __builtin_amdgcn_workitem_id_z()})
+#define blockIdx (lagen_dim3{__builtin_amdgcn_workgroup_id_x(), __builtin_amdgcn_workgroup_id_y(), \
+                             __builtin_amdgcn_workgroup_id_z()})
+#define blockDim (lagen_dim3{__builtin_amdgcn_workgroup_size_x(), __builtin_amdgcn_workgroup_size_y(), \
+                             __builtin_amdgcn_workgroup_size_z()})
+// grid_size is the dispatch's size in work-items; HIP's gridDim counts blocks
+#define gridDim (lagen_dim3{__builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(), \
+                            __builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y(), \
+                            __builtin_amdgcn_grid_size_z() / __builtin_amdgcn_workgroup_size_z()})
+
+__device__ __forceinline__ void __syncthreads() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+__device__ __forceinline__ unsigned lagen_lane_id() {
+  return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+}
+__device__ __forceinline__ unsigned lagen_wave_id() {
+  unsigned flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  return __builtin_amdgcn_readfirstlane(flat / 64u);
+}
+__device__ __forceinline__ float lagen_atomic_add(float* p, float v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+__device__ __forceinline__ int lagen_atomic_add(int* p, int v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+__device__ __forceinline__ unsigned lagen_atomic_add(unsigned* p, unsigned v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+#endif
+
+// ---------------------------------------------------------------- helpers (both builds)
+__device__ __forceinline__ float lagen_bf16_to_f32(unsigned short b) {
+  unsigned u = (unsigned)b << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+__device__ __forceinline__ unsigned short lagen_f32_to_bf16(float f) {
+  unsigned u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return (unsigned short)(u >> 16);
+}
