@@ -33,8 +33,8 @@ from .dtypes import canonical_dtype
 from .errors import NotModelledError, SelectionError, UnsupportedDtypeError
 from .spec import MatrixInstruction
 
-__all__ = ["MfmaChoice", "FmaFallback", "choose_mfma", "warps_per_tile", "k_width",
-           "supported_dtype_pairs"]
+__all__ = ["MfmaChoice", "FmaFallback", "FmaFallbackError", "choose_mfma", "warps_per_tile",
+           "k_width", "supported_dtype_pairs"]
 
 _F8, _B8 = "fp8e4m3fnuz", "fp8e5m2fnuz"
 _OF8, _OB8 = "fp8e4m3fn", "fp8e5m2"
@@ -94,6 +94,10 @@ _add(_V12, 16, 16, "i8", "i8", ("mfma_i32_16x16x16i8", 16, 4))
 _add((4,), 16, 16, _MXFP, _MXFP, ("mfma_scale_f32_16x16x128_f8f6f4", 128, 32))
 _add((4,), 32, 32, _MXFP, _MXFP, ("mfma_scale_f32_32x32x64_f8f6f4", 64, 32))
 
+class FmaFallbackError(SelectionError, AttributeError):
+    """An instruction attribute was read from an :class:`FmaFallback`."""
+
+
 _F8F6F4_TYPES = ("fp8e4m3fn", "fp8e5m2", "fp6e2m3", "fp6e3m2", "fp4e2m1")
 
 
@@ -116,6 +120,12 @@ class MfmaChoice:
     def name(self) -> str:
         return self.instruction.name
 
+    def __getattr__(self, attr: str):
+        # A choice is its instruction plus selection facts: m, n, k, tv_layout(), builtin...
+        if attr.startswith("__") or attr == "instruction":
+            raise AttributeError(attr)
+        return getattr(self.instruction, attr)
+
     def __str__(self) -> str:
         extra = f" ({'; '.join(self.notes)})" if self.notes else ""
         return (f"{self.name}: tile {self.m_dim}x{self.n_dim}, kDim {self.k_dim}, "
@@ -133,6 +143,12 @@ class FmaFallback:
     @property
     def name(self) -> str:
         return "fma"
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise FmaFallbackError(f"choose_mfma chose no MFMA, so there is no {attr!r}: "
+                               f"{self.reason} (check .is_fma before using the instruction)")
 
     def __str__(self) -> str:
         return f"FMA fallback [{self.rule}]: {self.reason}"
