@@ -1,0 +1,756 @@
+"""The verification gate: prove a kernel's IR correct before it is compiled, or stop the build.
+
+Everything is evaluated from the IR, i.e. from the exact sympy objects the emitter prints, with
+C semantics (:func:`kernels.ir.c_eval`).  Two passes:
+
+1. **Static, exhaustive** over every block x every loop iteration x every thread (numpy
+   broadcasting), access by access:
+
+   * ``emitted_index_math`` - each printed offset equals its layoutalg origin (global layout, or
+     the swizzled LDS layout) at the access's coordinates, element by element (this also proves
+     each vector's elements are consecutive);
+   * ``in_bounds`` - predicated-on elements lie inside their tensor (coordinates within the
+     extents), LDS elements inside their array and tile; a predicated load is on exactly when
+     its whole vector is in range (so zero-filled registers are exactly the out-of-range ones);
+   * ``vector_widths`` - every vector access is aligned to its width in bytes;
+   * ``bank_conflicts_lds_read`` / ``bank_conflicts_lds_write`` - every LDS access of every wave
+     and loop iteration by :func:`layoutalg.verify.bank_conflicts` under the target's
+     per-instruction phase model (max ways must be 1);
+   * ``coverage`` - every element of each output is stored exactly once over the whole grid;
+   * ``lds_capacity`` - the LDS arrays fit the target.
+
+2. **Dataflow**, per simulated block, every loop iteration, every thread: registers and LDS hold
+   element identities (tensor, coordinates, zero-filled?) instead of values:
+
+   * ``lane_mfma_operands`` - for every MFMA issue and every lane/item, the A and B registers
+     hold the elements the instruction's spec (``spec.tv_layout``) says they must: each row of
+     A from one row of the A tensor, each column of B from one column of B, and A's k equal to
+     B's k at every reduction slot;
+   * ``lane_accumulator_writeback`` - each stored accumulator element holds C[m][n] for the
+     (m, n) it is stored to, summed over every k in [0, K) exactly once;
+   * ``lds_races`` - no LDS element is read and written (or written twice) by different
+     threads without a barrier in between; no LDS read of a never-written element.
+
+A failed check raises :class:`VerificationError` carrying the counterexample; the results
+(``CheckResult`` records: holds, method, domain, counterexample) travel with the kernel.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from layoutalg import ComposedLayout, Layout, Swizzle
+from layoutalg.inttuple import flatten
+from layoutalg.verify.result import CheckResult
+
+from .errors import KernelError
+from .ir import Access, Barrier, Comment, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
+
+__all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
+
+CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_lds_read",
+          "bank_conflicts_lds_write", "coverage", "lds_capacity", "lane_mfma_operands",
+          "lane_accumulator_writeback", "lds_races")
+_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+class VerificationError(KernelError):
+    """A gate check failed; ``report`` holds every result, ``failed`` the failing ones."""
+
+    exit_code = 1
+
+    def __init__(self, report: "GateReport") -> None:
+        self.report = report
+        self.failed = {k: r for k, r in report.checks.items() if not r.holds}
+        lines = [f"verification failed for kernel {report.kernel}:"]
+        for k, r in self.failed.items():
+            lines.append(f"[{k}] {r}")
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class GateReport:
+    kernel: str
+    checks: Dict[str, CheckResult]
+    details: Dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def holds(self) -> bool:
+        return all(r.holds for r in self.checks.values())
+
+    def as_bools(self) -> Dict[str, bool]:
+        return {k: bool(r.holds) for k, r in self.checks.items()}
+
+    def to_json(self) -> Dict[str, Any]:
+        return {k: {"holds": bool(r.holds), "method": r.method, "domain": r.domain,
+                    "counterexample": None if r.holds else str(r.counterexample)}
+                for k, r in self.checks.items()}
+
+    def raise_if_failed(self) -> "GateReport":
+        if not self.holds:
+            raise VerificationError(self)
+        return self
+
+
+class _Fail:
+    """First counterexample per check (later ones are counted, not kept)."""
+
+    def __init__(self) -> None:
+        self.first: Dict[str, str] = {}
+        self.count: Dict[str, int] = {}
+
+    def add(self, check: str, msg: str) -> None:
+        self.count[check] = self.count.get(check, 0) + 1
+        self.first.setdefault(check, msg)
+
+
+# ---------------------------------------------------------------------------- layout evaluation
+
+def _leaves(c: Any) -> List[Any]:
+    if isinstance(c, tuple):
+        out: List[Any] = []
+        for x in c:
+            out += _leaves(x)
+        return out
+    return [c]
+
+
+def eval_origin(origin: Any, coords: Any, env: Dict[Any, Any]) -> Tuple[Any, Any]:
+    """``(offset, in_range)`` of ``origin`` (Layout or Swizzle-ComposedLayout) at symbolic
+    ``coords`` evaluated in ``env``: an independent numpy evaluation of the layout."""
+    inner = origin.inner if isinstance(origin, ComposedLayout) else origin
+    fs, fd = inner.flat()
+    cs = [np.asarray(c_eval(c, env), dtype=np.int64) for c in _leaves(coords)]
+    if len(cs) != len(fs):
+        raise KernelError(f"gate: coordinates {coords} do not match layout {origin}")
+    off: Any = 0
+    ok: Any = True
+    for c, s, d in zip(cs, fs, fd):
+        off = off + c * d
+        ok = ok & (c >= 0) & (c < s)
+    if isinstance(origin, ComposedLayout):
+        off = off + origin.offset
+        sw = origin.outer
+        if not isinstance(sw, Swizzle):
+            raise KernelError(f"gate: unsupported composed layout {origin}")
+        if sw.bits:
+            y = off & sw.yyy_mask
+            off = off ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
+    return off, ok
+
+
+def _where(mask: np.ndarray, names: Tuple[str, ...], env_vals: Dict[str, np.ndarray]) -> str:
+    idx = tuple(int(i) for i in np.argwhere(mask)[0])
+    parts = []
+    for name, i in zip(names, idx):
+        vals = env_vals.get(name)
+        if vals is not None and vals.shape[0] > 1:
+            parts.append(f"{name}={int(vals[i])}")
+        elif vals is not None:
+            parts.append(f"{name}={int(vals[0])}")
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------------- pass 1 (static)
+
+class _Static:
+    AXES = ("loop", "block_m", "block_n", "tid")
+
+    def __init__(self, k: Kernel, arch: str, fails: _Fail) -> None:
+        self.k, self.arch, self.f = k, arch, fails
+        self.buf_dtype = {p.name: p.dtype for p in k.params}
+        self.buf_dtype.update({s.name: s.dtype for s in k.shared})
+        self.shared = {s.name: s.count for s in k.shared}
+        self.outputs = {p.name for p in k.params if not p.const}
+        self.counts: Dict[str, np.ndarray] = {}
+        self.origins: Dict[str, Any] = {}
+        self.bank_cache: Dict[Tuple[str, bytes], Any] = {}
+        self.bank_worst = {"read": 1, "write": 1}
+        self.bank_n = {"read": 0, "write": 0}
+        self.bank_methods: set = set()
+        self.widths: Dict[str, int] = {}
+        self.axis_vals: Dict[str, np.ndarray] = {}
+        self.points = 0
+
+    def env0(self) -> Dict[Any, Any]:
+        k = self.k
+        T = k.block
+        env: Dict[Any, Any] = {sym("tid"): np.arange(T).reshape(1, 1, 1, T)}
+        self.axis_vals["tid"] = np.arange(T)
+        self.axis_vals["loop"] = np.zeros(1, dtype=np.int64)
+        shapes = [(1, -1, 1, 1), (1, 1, -1, 1)]
+        for i, name in enumerate(k.grid_symbols[:2]):
+            vals = np.arange(k.grid[i])
+            env[sym(name)] = vals.reshape(shapes[i])
+            self.axis_vals[("block_m", "block_n")[i]] = vals
+        return env
+
+    def run(self) -> None:
+        self.stmts(self.k.body, self.env0(), True, in_loop=False)
+
+    def stmts(self, body, env, active, in_loop) -> None:
+        for s in body:
+            if isinstance(s, Let):
+                env[s.symbol] = c_eval(s.expr, env)
+            elif isinstance(s, Loop):
+                if in_loop:
+                    raise KernelError("gate: nested loops are not supported by the static pass")
+                lo, hi = int(c_eval(s.start, env)), int(c_eval(s.stop, env))
+                if hi <= lo:
+                    continue
+                vals = np.arange(lo, hi)
+                inner = dict(env)
+                inner[sym(s.var)] = vals.reshape(-1, 1, 1, 1)
+                saved = self.axis_vals["loop"]
+                self.axis_vals["loop"] = vals
+                self.stmts(s.body, inner, active, in_loop=True)
+                self.axis_vals["loop"] = saved
+            elif isinstance(s, If):
+                self.stmts(s.body, dict(env), active & np.asarray(c_eval(s.cond, env)), in_loop)
+            elif isinstance(s, Access):
+                self.access(s, env, active)
+
+    def access(self, a: Access, env, active) -> None:
+        f = self.f
+        off = np.asarray(c_eval(a.offset, env), dtype=np.int64)
+        pred = np.asarray(True if a.pred is None else c_eval(a.pred, env))
+        on = active & pred
+        where = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
+        eb = _BYTES[self.buf_dtype[a.buf]]
+        self.widths[a.tag] = a.width * eb * 8
+        all_in = True
+        per_elem_off = []
+        for j, coords in enumerate(a.coords):
+            want, in_rng = eval_origin(a.origin, coords, env)
+            got = off + j
+            shape = np.broadcast_shapes(np.shape(got), np.shape(want), np.shape(on),
+                                        np.shape(in_rng))
+            got_b, want_b = np.broadcast_to(got, shape), np.broadcast_to(want, shape)
+            on_b, in_b = np.broadcast_to(on, shape), np.broadcast_to(in_rng, shape)
+            self.points += int(np.prod(shape))
+            bad = got_b != want_b
+            if bad.any():
+                f.add("emitted_index_math",
+                      f"{where} element {j} at {self._at(bad)}: printed offset "
+                      f"{int(got_b[bad][0])} != layout {a.origin} -> {int(want_b[bad][0])}")
+            if (on_b & ~in_b).any():
+                f.add("in_bounds", f"{where} element {j} at {self._at(on_b & ~in_b)}: "
+                                   f"coordinates outside {a.origin}")
+            all_in = all_in & in_b
+            per_elem_off.append((got_b, on_b))
+            if a.space == "lds":
+                n = self.shared[a.buf]
+                oob = on_b & ((got_b < 0) | (got_b >= n))
+                if oob.any():
+                    f.add("in_bounds", f"{where} element {j} at {self._at(oob)}: offset "
+                                       f"{int(got_b[oob][0])} outside {a.buf}[{n}]")
+            elif a.buf in self.outputs and a.kind == "store":
+                cnt = self.counts.setdefault(a.buf, np.zeros(int(a.origin.cosize()), np.int32))
+                self.origins[a.buf] = a.origin
+                sel = got_b[on_b & in_b]
+                np.add.at(cnt, sel, 1)
+        if a.pred is not None and a.kind == "load":
+            shape = np.broadcast_shapes(np.shape(pred), np.shape(active), np.shape(all_in))
+            p_b = np.broadcast_to(pred, shape)
+            in_all = np.broadcast_to(all_in, shape)
+            mism = np.broadcast_to(active, shape) & (p_b != in_all)
+            if mism.any():
+                on_txt = "on" if p_b[mism][0] else "off"
+                rng = "entirely in range" if in_all[mism][0] else "not entirely in range"
+                f.add("in_bounds", f"{where} at {self._at(mism)}: the predicate is {on_txt} but "
+                                   f"the vector is {rng} (a predicated load must be on exactly "
+                                   "for in-range vectors, so zero-filled means out of range)")
+        if a.width > 1:
+            mis = np.broadcast_to(on, np.shape(off)) & (off % a.width != 0)
+            if mis.any():
+                f.add("vector_widths", f"{where} at {self._at(mis)}: offset {int(off[mis][0])} "
+                                       f"is not a multiple of the {a.width}-element vector")
+        if a.space == "lds":
+            self.banks(a, off, eb, where)
+
+    def banks(self, a: Access, off: np.ndarray, eb: int, where: str) -> None:
+        from layoutalg.verify import bank_conflicts
+        kind = "read" if a.kind == "load" else "write"
+        instr = f"ds_{kind}_b{a.width * eb * 8}"
+        T = self.k.block
+        arr = np.broadcast_to(off, np.broadcast_shapes(np.shape(off), (1, 1, 1, T)))
+        # LDS offsets must not depend on the block index
+        if arr.shape[1] > 1 and not (arr == arr[:, :1]).all() or \
+                arr.shape[2] > 1 and not (arr == arr[:, :, :1]).all():
+            self.f.add(f"bank_conflicts_lds_{kind}", f"{where}: LDS offsets depend on the block "
+                                                     "index (not supported by the bank check)")
+        arr = arr[:, 0, 0, :]
+        pats = {p.tobytes(): (i, p) for i, p in reversed(list(enumerate(arr)))}
+        for key, (i, p) in pats.items():
+            full = p[:, None] + np.arange(a.width)[None, :]
+            ck = (instr, full.tobytes())
+            if ck not in self.bank_cache:
+                try:
+                    self.bank_cache[ck] = bank_conflicts(full, arch=self.arch, instruction=instr,
+                                                         elem_bytes=eb, method="exhaustive")
+                except Exception as e:  # no phase model for this instruction, bad access...
+                    self.bank_cache[ck] = e
+            r = self.bank_cache[ck]
+            self.bank_n[kind] += 1
+            if isinstance(r, Exception):
+                self.f.add(f"bank_conflicts_lds_{kind}", f"{where}: cannot check {instr}: {r}")
+                continue
+            self.bank_methods.add(r.method)
+            self.bank_worst[kind] = max(self.bank_worst[kind], r.max_ways)
+            if not r.holds:
+                it = self.axis_vals["loop"]
+                at = f"loop={int(it[i])}" if len(it) > 1 else "outside the loop"
+                self.f.add(f"bank_conflicts_lds_{kind}", f"{where} ({at}): {r.max_ways}-way "
+                                                         f"{instr} conflict: {r.counterexample}")
+
+    def _at(self, mask: np.ndarray) -> str:
+        mask = np.asarray(mask)
+        shape = mask.shape
+        full = np.broadcast_to(mask, shape)
+        idx = tuple(int(i) for i in np.argwhere(full)[0])
+        parts = []
+        for name, i, n in zip(self.AXES, idx, shape):
+            vals = self.axis_vals.get(name)
+            if n > 1 and vals is not None:
+                label = {"loop": "iteration"}.get(name, name)
+                parts.append(f"{label}={int(vals[i])}")
+        return ", ".join(parts) or "every point"
+
+
+# ---------------------------------------------------------------------------- pass 2 (dataflow)
+
+_UNSET = np.int64(-2)
+_SH_C0, _SH_BUF, _ZERO = 30, 60, np.int64(1) << 59    # buf | zero | c0 (29 bits) | c1 (30 bits)
+_MASK0, _MASK = (1 << 29) - 1, (1 << 30) - 1
+
+
+def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    return ((np.int64(buf) << _SH_BUF) | (c0.astype(np.int64) << _SH_C0)
+            | c1.astype(np.int64) | np.where(zero, _ZERO, 0))
+
+
+def _dec(ids: np.ndarray):
+    return ids >> _SH_BUF, (ids >> _SH_C0) & _MASK0, ids & _MASK, (ids & _ZERO) != 0
+
+
+class _Spec:
+    """Index tables of one MFMA instruction, from ``spec.tv_layout`` (lane, item) values."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        M, N, K = spec.m, spec.n, spec.k
+        la = spec.tv_layout("A")
+        lanes = la[0].size()
+        self.a_lane, self.a_item = self._inverse(la, (M, K), lanes)
+        self.b_lane, self.b_item = self._inverse(spec.tv_layout("B"), (K, N), lanes)
+        lc = spec.tv_layout("C")
+        v = lc.values().reshape((lanes, -1), order="F")
+        self.c_i, self.c_j = v % M, v // M          # [lane, item]
+        self.M, self.N, self.K = M, N, K
+
+    @staticmethod
+    def _inverse(lay: Any, shape: Tuple[int, int], lanes: int):
+        v = lay.values().reshape((lanes, -1), order="F")
+        lane = np.full(shape[0] * shape[1], -1)
+        item = np.full(shape[0] * shape[1], -1)
+        for l in range(v.shape[0]):
+            for e in range(v.shape[1]):
+                if lane[v[l, e]] < 0:
+                    lane[v[l, e]] = l
+                    item[v[l, e]] = e
+        if (lane < 0).any():
+            raise KernelError(f"gate: MFMA layout {lay} does not cover its {shape} tile")
+        return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
+
+
+class _Flow:
+    def __init__(self, k: Kernel, fails: _Fail, block: Tuple[int, ...], k_span: int) -> None:
+        self.k, self.f, self.block = k, fails, block
+        T = k.block
+        self.T = T
+        self.buf_id = {p.name: i + 1 for i, p in enumerate(k.params)}
+        self.buf_name = {v: n for n, v in self.buf_id.items()}
+        self.regs = {fr.name: np.full((T, fr.count), _UNSET) for fr in k.frags}
+        self.lds = {s.name: np.full(s.count, _UNSET) for s in k.shared}
+        self.w_ep = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.w_th = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.r_ep = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.r_th = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.epoch = 0
+        accs = {m.acc.frag.name for m in _mfmas(k.body)}
+        self.acc_frags = accs
+        nw = max(1, -(-k_span // 64))
+        self.acc_m = {n: np.full((T, self._frag(n).count), -1) for n in accs}
+        self.acc_n = {n: np.full((T, self._frag(n).count), -1) for n in accs}
+        self.acc_zero = {n: np.zeros((T, self._frag(n).count), bool) for n in accs}
+        self.kbits = {n: np.zeros((T, self._frag(n).count, nw), np.uint64) for n in accs}
+        self.specs: Dict[int, _Spec] = {}
+        self.k_extent: Dict[str, int] = {}
+        self.mfma_issues = 0
+        self.stores_checked = 0
+
+    def _frag(self, name: str):
+        return next(fr for fr in self.k.frags if fr.name == name)
+
+    def env0(self) -> Dict[Any, Any]:
+        env: Dict[Any, Any] = {sym("tid"): np.arange(self.T)}
+        for name, b in zip(self.k.grid_symbols, self.block):
+            env[sym(name)] = b
+        return env
+
+    def run(self) -> None:
+        self.stmts(self.k.body, self.env0())
+
+    def where(self, tag: str, env) -> str:
+        loop = [f"{s.name}={v}" for s, v in env.items()
+                if np.ndim(v) == 0 and s.name not in ("tid",) + tuple(self.k.grid_symbols)
+                and s.name in self.loop_vars]
+        return f"{tag} in block {self.block}" + (f", {', '.join(loop)}" if loop else "")
+
+    loop_vars: set = set()
+
+    def stmts(self, body, env) -> None:
+        for s in body:
+            if isinstance(s, Let):
+                env[s.symbol] = c_eval(s.expr, env)
+            elif isinstance(s, Loop):
+                self.loop_vars = self.loop_vars | {s.var}
+                lo, hi = int(c_eval(s.start, env)), int(c_eval(s.stop, env))
+                for i in range(lo, hi):
+                    inner = dict(env)
+                    inner[sym(s.var)] = i
+                    self.stmts(s.body, inner)
+            elif isinstance(s, If):
+                c = np.asarray(c_eval(s.cond, env))
+                if c.ndim and not (c == c.flat[0]).all():
+                    self.f.add("lds_races", f"if ({s.cond}): condition is not block-uniform")
+                if c.flat[0]:
+                    self.stmts(s.body, dict(env))
+            elif isinstance(s, Barrier):
+                self.epoch += 1
+            elif isinstance(s, ZeroFrag):
+                n = s.frag.name
+                self.regs[n][:] = _UNSET
+                if n in self.acc_frags:
+                    self.acc_m[n][:] = -1
+                    self.acc_n[n][:] = -1
+                    self.kbits[n][:] = 0
+                    self.acc_zero[n][:] = True
+            elif isinstance(s, Access):
+                self.access(s, env)
+            elif isinstance(s, Mfma):
+                self.mfma(s, env)
+
+    # ---- memory --------------------------------------------------------------------------
+    def access(self, a: Access, env) -> None:
+        T = self.T
+        off = np.broadcast_to(np.asarray(c_eval(a.offset, env), dtype=np.int64), (T,))
+        pred = np.broadcast_to(np.asarray(True if a.pred is None else c_eval(a.pred, env)), (T,))
+        fr = a.regs.frag.name
+        th = np.arange(T)
+        for j, i in enumerate(a.regs.idx):
+            addr = off + j
+            if a.space == "global" and a.kind == "load":
+                c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
+                     for x in _leaves(a.coords[j])]
+                self.k_extent[a.buf] = int(a.origin.shape[1]) if isinstance(a.origin.shape, tuple) else 0
+                self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[0], c[1], ~pred)
+            elif a.space == "lds" and a.kind == "store":
+                self.lds_touch(a, addr, th, write=True, env=env)
+                self.lds[a.buf][addr] = self.regs[fr][:, i]
+            elif a.space == "lds" and a.kind == "load":
+                self.lds_touch(a, addr, th, write=False, env=env)
+                vals = self.lds[a.buf][addr]
+                if (vals == _UNSET).any():
+                    t = int(np.argmax(vals == _UNSET))
+                    self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} reads "
+                                            f"{a.buf}[{int(addr[t])}] before anything was written")
+                self.regs[fr][:, i] = vals
+            elif a.space == "global" and a.kind == "store":
+                self.store_out(a, j, i, pred, env)
+
+    def lds_touch(self, a: Access, addr, th, write: bool, env) -> None:
+        b, ep = a.buf, self.epoch
+        uniq, counts = np.unique(addr, return_counts=True)
+        if write:
+            if (counts > 1).any():
+                self.f.add("lds_races", f"{self.where(a.tag, env)}: two threads write "
+                                        f"{b}[{int(uniq[counts > 1][0])}] in one store")
+            war = (self.r_ep[b][addr] == ep) & (self.r_th[b][addr] != th)
+            waw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
+            for bad, what in ((war, "read"), (waw, "written")):
+                if bad.any():
+                    t = int(np.argmax(bad))
+                    self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} writes "
+                                            f"{b}[{int(addr[t])}] that thread "
+                                            f"{int((self.r_th if what == 'read' else self.w_th)[b][addr[t]])}"
+                                            f" {what} since the last barrier")
+            self.w_ep[b][addr] = ep
+            self.w_th[b][addr] = th
+        else:
+            raw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
+            if raw.any():
+                t = int(np.argmax(raw))
+                self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} reads "
+                                        f"{b}[{int(addr[t])}] written by thread "
+                                        f"{int(self.w_th[b][addr[t]])} without a barrier between")
+            multi = np.isin(addr, uniq[counts > 1])
+            fresh = self.r_ep[b][addr] != ep
+            prev = self.r_th[b][addr]
+            new_th = np.where(fresh, th, np.where(prev == th, th, -1))
+            new_th = np.where(multi, -1, new_th)
+            self.r_ep[b][addr] = ep
+            self.r_th[b][addr] = new_th
+
+    def store_out(self, a: Access, j: int, i: int, pred, env) -> None:
+        fr = a.regs.frag.name
+        T = self.T
+        cm, cn = (np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
+                  for x in _leaves(a.coords[j]))
+        if fr not in self.acc_frags:
+            self.f.add("lane_accumulator_writeback", f"{self.where(a.tag, env)}: stores "
+                                                     f"{fr}, which no MFMA accumulates into")
+            return
+        on = pred
+        t_on = np.nonzero(on)[0]
+        self.stores_checked += len(t_on)
+        am, an = self.acc_m[fr][t_on, i], self.acc_n[fr][t_on, i]
+        bad = (am != cm[t_on]) | (an != cn[t_on])
+        if bad.any():
+            t = int(t_on[np.argmax(bad)])
+            self.f.add("lane_accumulator_writeback",
+                       f"{self.where(a.tag, env)}: thread {t} stores {fr}[{i}] to C({int(cm[t])}, "
+                       f"{int(cn[t])}) but it accumulates C({int(self.acc_m[fr][t, i])}, "
+                       f"{int(self.acc_n[fr][t, i])})")
+            return
+        K = self.k_extent.get("A", 0)
+        want = _kmask(K, self.kbits[fr].shape[2])
+        got = self.kbits[fr][t_on, i, :]
+        bad = (got != want[None, :]).any(axis=1)
+        if bad.any():
+            t = int(t_on[np.argmax(bad)])
+            have = _bits_to_list(self.kbits[fr][t, i, :])
+            missing = sorted(set(range(K)) - set(have))
+            extra = sorted(set(have) - set(range(K)))
+            self.f.add("lane_accumulator_writeback",
+                       f"{self.where(a.tag, env)}: thread {t} stores C({int(cm[t])}, {int(cn[t])}) "
+                       f"summed over {len(have)} k values; missing k {missing[:8]}"
+                       f"{'...' if len(missing) > 8 else ''}, unexpected k {extra[:8]}")
+
+    # ---- MFMA ----------------------------------------------------------------------------
+    def mfma(self, m: Mfma, env) -> None:
+        sp = self.specs.get(id(m.spec))
+        if sp is None:
+            sp = self.specs[id(m.spec)] = _Spec(m.spec)
+        T, W = self.T, self.T // 64
+        self.mfma_issues += W
+        base = (np.arange(W) * 64)[:, None, None]
+        a_regs, b_regs = self.regs[m.a.frag.name], self.regs[m.b.frag.name]
+        a_idx, b_idx = np.array(m.a.idx), np.array(m.b.idx)
+        A = a_regs[base + sp.a_lane[None], a_idx[sp.a_item][None]]      # [W, M, K]
+        B = b_regs[base + sp.b_lane[None], b_idx[sp.b_item][None]]      # [W, K, N]
+        where = self.where(m.tag, env)
+        if (A == _UNSET).any() or (B == _UNSET).any():
+            self.f.add("lane_mfma_operands", f"{where}: an operand register was never loaded")
+            return
+        ab, am, ak, az = _dec(A)
+        bb, bn, bk, bz = _dec(B)
+        if (ab != self.buf_id.get("A", -1)).any() or (bb != self.buf_id.get("B", -1)).any():
+            w, i, q = (int(x) for x in np.argwhere(ab != self.buf_id.get("A", -1))[0]) \
+                if (ab != self.buf_id.get("A", -1)).any() else (0, 0, 0)
+            self.f.add("lane_mfma_operands", f"{where}: operand A/B registers hold elements of "
+                                             f"another tensor (wave {w}, A row {i} slot {q})")
+            return
+        row_m = am[:, :, 0]
+        if (am != row_m[:, :, None]).any():
+            w, i, q = (int(x) for x in np.argwhere(am != row_m[:, :, None])[0])
+            self.f.add("lane_mfma_operands",
+                       f"{where}, wave {w}: MFMA row {i} mixes A rows {int(row_m[w, i])} and "
+                       f"{int(am[w, i, q])} (lane {int(sp.a_lane[i, q])} item "
+                       f"{int(sp.a_item[i, q])})")
+            return
+        col_n = bn[:, 0, :]
+        if (bn != col_n[:, None, :]).any():
+            w, q, j = (int(x) for x in np.argwhere(bn != col_n[:, None, :])[0])
+            self.f.add("lane_mfma_operands",
+                       f"{where}, wave {w}: MFMA column {j} mixes B columns {int(col_n[w, j])} and "
+                       f"{int(bn[w, q, j])} (lane {int(sp.b_lane[q, j])} item {int(sp.b_item[q, j])})")
+            return
+        # every reduction slot q: A's k for row i must equal B's k for column j (for all i, j)
+        ka = ak[:, :, :]                     # [W, M, K]
+        if (ka != ka[:, :1, :]).any():
+            w, i, q = (int(x) for x in np.argwhere(ka != ka[:, :1, :])[0])
+            self.f.add("lane_mfma_operands",
+                       f"{where}, wave {w}: slot {q} holds k={int(ka[w, 0, q])} in A row 0 but "
+                       f"k={int(ka[w, i, q])} in A row {i}")
+            return
+        kb = bk
+        if (kb != kb[:, :, :1]).any() or (kb[:, :, 0] != ka[:, 0, :]).any():
+            w, q = (int(x) for x in np.argwhere((kb[:, :, 0] != ka[:, 0, :]) |
+                                                (kb != kb[:, :, :1]).any(axis=2))[0])
+            self.f.add("lane_mfma_operands",
+                       f"{where}, wave {w}: reduction slot {q} multiplies A(., k={int(ka[w, 0, q])})"
+                       f" by B(k={int(kb[w, q, 0])}, .): A and B disagree on k")
+            return
+        # accumulator element (lane, item) <- D[i][j] = (row_m[i], col_n[j])
+        fr = m.acc.frag.name
+        acc_idx = np.array(m.acc.idx)
+        lanes = np.arange(64)
+        th = (np.arange(W) * 64)[:, None, None] + lanes[None, :, None]          # [W, 64, 1]
+        items = acc_idx[None, None, :]                                           # [1, 1, C]
+        ci, cj = sp.c_i[None], sp.c_j[None]                                      # [1, 64, C]
+        wv = np.arange(W)[:, None, None]
+        want_m = row_m[wv, ci]
+        want_n = col_n[wv, cj]
+        th_b = np.broadcast_to(th, want_m.shape)
+        it_b = np.broadcast_to(items, want_m.shape)
+        cur_m, cur_n = self.acc_m[fr][th_b, it_b], self.acc_n[fr][th_b, it_b]
+        fresh = cur_m < 0
+        bad = ~fresh & ((cur_m != want_m) | (cur_n != want_n))
+        if bad.any():
+            w, l, c = (int(x) for x in np.argwhere(bad)[0])
+            self.f.add("lane_mfma_operands",
+                       f"{where}: wave {w} lane {l} accumulator item {c} held C({int(cur_m[w, l, c])},"
+                       f" {int(cur_n[w, l, c])}) but this MFMA adds into it C({int(want_m[w, l, c])}, "
+                       f"{int(want_n[w, l, c])})")
+            return
+        if not self.acc_zero[fr][th_b[fresh], it_b[fresh]].all():
+            self.f.add("lane_mfma_operands", f"{where}: accumulator used before it was zeroed")
+        self.acc_m[fr][th_b, it_b] = want_m
+        self.acc_n[fr][th_b, it_b] = want_n
+        # contributions: slot q counts when neither operand was zero-filled
+        valid = ~az[wv, ci] & ~bz.transpose(0, 2, 1)[wv, cj]                   # [W,64,C,K]
+        kq = ka[:, 0, :]                                                         # [W, K]
+        kk = np.broadcast_to(kq[:, None, None, :], valid.shape)
+        word, bit = kk // 64, (kk % 64).astype(np.uint64)
+        kb_arr = self.kbits[fr]
+        for q in range(sp.K):
+            v = valid[..., q]
+            if not v.any():
+                continue
+            t_, i_, w_, b_ = th_b[v], it_b[v], word[..., q][v], bit[..., q][v]
+            if (w_ >= kb_arr.shape[2]).any():
+                self.f.add("lane_mfma_operands", f"{where}: k {int(kk[..., q][v].max())} beyond "
+                                                 "the reduction extent")
+                return
+            cur = kb_arr[t_, i_, w_]
+            dup = (cur >> b_) & np.uint64(1)
+            if dup.any():
+                x = int(np.argmax(dup))
+                self.f.add("lane_mfma_operands",
+                           f"{where}: thread {int(t_[x])} accumulator item {int(i_[x])} adds "
+                           f"k={int(w_[x]) * 64 + int(b_[x])} a second time")
+                return
+            kb_arr[t_, i_, w_] = cur | (np.uint64(1) << b_)
+
+
+def _kmask(K: int, words: int) -> np.ndarray:
+    out = np.zeros(words, np.uint64)
+    for w in range(words):
+        lo, hi = w * 64, min(K, (w + 1) * 64)
+        if hi > lo:
+            n = hi - lo
+            out[w] = np.uint64((1 << n) - 1) if n < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return out
+
+
+def _bits_to_list(words: np.ndarray) -> List[int]:
+    out = []
+    for w, x in enumerate(words):
+        x = int(x)
+        for b in range(64):
+            if x >> b & 1:
+                out.append(w * 64 + b)
+    return out
+
+
+def _mfmas(body):
+    from .ir import walk
+    return [s for s in walk(body) if isinstance(s, Mfma)]
+
+
+def _blocks_to_simulate(grid: Tuple[int, ...], limit: int = 4) -> List[Tuple[int, int]]:
+    gm, gn = grid[0], grid[1]
+    if gm * gn <= limit:
+        return [(i, j) for j in range(gn) for i in range(gm)]
+    return sorted({(0, 0), (gm - 1, 0), (0, gn - 1), (gm - 1, gn - 1)})
+
+
+# ---------------------------------------------------------------------------- entry point
+
+def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = None,
+                  blocks: Optional[List[Tuple[int, int]]] = None) -> GateReport:
+    """Run every check on ``k``; returns the report (use ``raise_if_failed``)."""
+    t0 = time.perf_counter()
+    fails = _Fail()
+    st = _Static(k, arch, fails)
+    st.run()
+    for buf, cnt in st.counts.items():
+        origin = st.origins[buf]
+        want = np.zeros_like(cnt)
+        want[np.asarray(origin.values()).reshape(-1)] = 1
+        bad = cnt != want
+        if bad.any():
+            o = int(np.argmax(bad))
+            fails.add("coverage", f"{buf} element at offset {o} is stored {int(cnt[o])} times "
+                                  f"(expected {int(want[o])}) over the grid")
+    from mfma_specs.arch import target
+    lds_total = sum(s.count * _BYTES[s.dtype] for s in k.shared)
+    cap = target(arch).lds_bytes
+    if lds_total > cap:
+        fails.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
+    blist = blocks if blocks is not None else _blocks_to_simulate(k.grid)
+    span = k_span if k_span is not None else int(k.meta.get("k_span", 64))
+    issues = stores = 0
+    for b in blist:
+        fl = _Flow(k, fails, b, span)
+        fl.run()
+        issues += fl.mfma_issues
+        stores += fl.stores_checked
+    t1 = time.perf_counter()
+    grid = f"{k.grid[0]}x{k.grid[1]} blocks"
+    T = k.block
+    loops = ", ".join(f"{s.var} in [{s.start}, {s.stop})" for s in _loops(k.body)) or "no loop"
+    static_dom = f"all {grid} x all loop iterations ({loops}) x all {T} threads, every element " \
+                 f"of every access ({st.points} points)"
+    flow_dom = f"blocks {blist} of {grid}, all loop iterations, all {T} threads " \
+               f"({issues} wave-level MFMA issues, {stores} accumulator stores)"
+    doms = {
+        "emitted_index_math": static_dom,
+        "in_bounds": static_dom,
+        "vector_widths": static_dom + "; widths: " + ", ".join(
+            f"{t} {w}-bit" for t, w in sorted(st.widths.items())),
+        "bank_conflicts_lds_read": f"{st.bank_n['read']} (access, wave-set, iteration) issues "
+                                   f"under the {arch} phase model; worst {st.bank_worst['read']}-way",
+        "bank_conflicts_lds_write": f"{st.bank_n['write']} (access, wave-set, iteration) issues "
+                                    f"under the {arch} phase model; worst "
+                                    f"{st.bank_worst['write']}-way",
+        "coverage": f"every element of {', '.join(sorted(st.counts)) or 'no output'} over {grid}",
+        "lds_capacity": f"{lds_total} bytes of LDS vs {cap} on {arch}",
+        "lane_mfma_operands": flow_dom,
+        "lane_accumulator_writeback": flow_dom,
+        "lds_races": flow_dom,
+    }
+    checks = {}
+    for name in CHECKS:
+        ok = name not in fails.first
+        cex = None
+        if not ok:
+            n = fails.count[name]
+            cex = fails.first[name] + (f"\n(and {n - 1} more)" if n > 1 else "")
+        checks[name] = CheckResult(check=name, holds=ok, method="exhaustive",
+                                   domain=doms[name], counterexample=cex)
+    details = {"bank_worst_ways": dict(st.bank_worst), "access_bits": dict(st.widths),
+               "simulated_blocks": blist, "lds_bytes": lds_total,
+               "bank_methods": sorted(st.bank_methods)}
+    return GateReport(k.name, checks, details, t1 - t0)
+
+
+def _loops(body):
+    from .ir import walk
+    return [s for s in walk(body) if isinstance(s, Loop)]

@@ -1,0 +1,400 @@
+"""The GEMM builder: a :class:`~kernels.gemm_plan.GemmPlan` -> kernel IR -> HIP source, gated.
+
+Every index in the kernel is a layout of the plan evaluated on index symbols: a thread's
+coordinate bases (``a_cp_mn = copy_mn(tid, 0)``, ...) are named once; each vector access adds
+the layout's value-mode offset, maps the coordinate through the global or LDS layout, and
+keeps the coordinates with the access so the gate can re-evaluate the layout point by point.
+
+Pipeline (two LDS stages, one barrier per k-tile)::
+
+    load k-tile 0 -> registers -> LDS stage 0; barrier
+    for kt in 0 .. KT-2:   load k-tile kt+1 -> registers      (global loads in flight ...)
+                           MFMAs on LDS stage kt%2            (... while the MFMAs run)
+                           registers -> LDS stage (kt+1)%2; barrier
+    MFMAs on LDS stage (KT-1)%2; write C (predicated at the edges)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import sympy
+
+from .emit import emit
+from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
+from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Param, Shared,
+                 ZeroFrag, swizzle_expr, sym)
+
+__all__ = ["build_gemm_ir", "vector_groups", "GemmBuilder", "lds_access_arrays",
+           "choose_lds_layouts"]
+
+
+def vector_groups(offsets: Sequence[int], max_width: int) -> List[List[int]]:
+    """Split values into vectors: runs of consecutive offsets, aligned to their power-of-two
+    width (<= max_width).  ``offsets[v]`` is value v's offset for one representative thread;
+    the gate proves the grouping for every thread."""
+    pos = {int(o): v for v, o in enumerate(offsets)}
+    if len(pos) != len(offsets):
+        raise ValueError("vector_groups: two values share an offset")
+    used: set = set()
+    groups: List[List[int]] = []
+    for o in sorted(pos):
+        v = pos[o]
+        if v in used:
+            continue
+        w = max_width
+        while w > 1:
+            run = [pos.get(o + j) for j in range(w)]
+            if o % w == 0 and all(r is not None and r not in used for r in run):
+                break
+            w //= 2
+        run = [pos[o + j] for j in range(w)]
+        used.update(run)
+        groups.append(run)
+    return groups
+
+
+def _value_coords(layout_pair: Tuple[Any, Any], v: int) -> Tuple[int, int]:
+    a, b = layout_pair
+    return int(a((0, v))), int(b((0, v)))
+
+
+def _flat_value(layout: Any, v: int) -> int:
+    return int(layout((0, v)))
+
+
+def lds_access_arrays(plan: GemmPlan, op: OperandPlan, swizzle: Any = None):
+    """Element offsets ``[threads, vector]`` of every LDS access of ``op`` (copy writes and
+    MFMA-operand reads), grouped as the builder groups them: ``[(instruction, array), ...]``.
+    Used to choose the swizzle (and the same accesses are re-derived from the IR by the gate)."""
+    from layoutalg import Swizzle
+    sw = swizzle if swizzle is not None else op.swizzle
+    eb = DTYPE_BYTES[plan.cfg.dtype]
+    T = plan.cfg.threads
+    out = []
+
+    fs, fd = op.smem_inner.flat()
+    for kind, mn_l, k_l, groups in _lds_groups(plan, op):
+        mnv = mn_l.values().reshape((T, -1), order="F")
+        kv = k_l.values().reshape((T, -1), order="F")
+        for g in groups:
+            lin = mnv[:, g] * fd[0] + kv[:, g] * fd[1]
+            out.append((f"ds_{kind}_b{len(g) * eb * 8}", _swz(sw, lin)))
+    return out
+
+
+def _swz(sw: Any, x: np.ndarray) -> np.ndarray:
+    if sw.bits == 0:
+        return x
+    y = x & sw.yyy_mask
+    return x ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
+
+
+def _lds_groups(plan: GemmPlan, op: OperandPlan):
+    """(kind, mn layout, k layout, vector groups) of the LDS writes and reads of ``op``."""
+    eb = DTYPE_BYTES[plan.cfg.dtype]
+    maxw = 16 // eb
+    lin = lambda mn, k: mn * op.tile[1] + k  # noqa: E731 - row of BK elements (smem_inner)
+    n_copy = op.copy[1].size()
+    w_offs = [lin(*_value_coords((op.copy_mn, op.copy_k), v)) for v in range(n_copy)]
+    writes = vector_groups(w_offs, maxw)
+    per_read = plan.items * plan.kpack
+    n_frag = op.frag_mn[1].size()
+    r_offs = [lin(*_value_coords((op.frag_mn, op.frag_k), v)) for v in range(n_frag)]
+    reads: List[List[int]] = []
+    for base in range(0, n_frag, per_read):
+        block = list(range(base, base + per_read))
+        sub = vector_groups([r_offs[v] for v in block], maxw)
+        reads += [[block[i] for i in g] for g in sub]
+    return [("write", op.copy_mn, op.copy_k, writes), ("read", op.frag_mn, op.frag_k, reads)]
+
+
+def _tile_index_arrays(plan: GemmPlan, op: OperandPlan):
+    """(write instruction, write array, read instruction, read array) of ``op`` in tile indices
+    ``mn + BMN*k`` ([threads, vectors x width], vectors in issue order), or None when the
+    writes or reads mix vector widths."""
+    eb = DTYPE_BYTES[plan.cfg.dtype]
+    T = plan.cfg.threads
+    (_, _, _, wg), (_, _, _, rg) = _lds_groups(plan, op)
+    out = []
+    for groups, tv in ((wg, op.copy), (rg, _join_tv(op.frag_mn, op.frag_k, op.tile[0]))):
+        widths = {len(g) for g in groups}
+        if len(widths) != 1:
+            return None
+        vals = tv.values().reshape((T, -1), order="F")
+        arr = np.concatenate([vals[:, g] for g in groups], axis=1)
+        out.append((f"ds_{'write' if tv is op.copy else 'read'}_b{widths.pop() * eb * 8}", arr))
+    return out[0][0], out[0][1], out[1][0], out[1][1]
+
+
+def _join_tv(mn_l: Any, k_l: Any, rows: int) -> Any:
+    from layoutalg import Layout
+    fs, fm = mn_l.flat()
+    _, fk = k_l.flat()
+    from .gemm_plan import _unflatten
+    return Layout(mn_l.shape, _unflatten(mn_l.shape, tuple(a + rows * b for a, b in zip(fm, fk))))
+
+
+def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
+    """Pick, per operand, the copy-thread arrangement and the LDS swizzle.
+
+    The swizzle comes from :func:`layoutalg.verify.suggest_swizzle` given the operand's LDS
+    writes (the copy) and MFMA-operand reads (the fragments): the first XOR swizzle that makes
+    both conflict-free under the target's phase model.  For an mn-contiguous operand (written to
+    LDS transposed) the copy arrangement is searched too: threads along mn first (widest
+    coalesced global segments), fewer if no swizzle works.  If nothing is conflict-free the
+    unswizzled tile is kept and the gate will stop the build with the counterexample.
+    """
+    from layoutalg import Swizzle
+    from layoutalg.verify import suggest_swizzle
+    from .gemm_plan import operand_plan
+    eb = DTYPE_BYTES[plan.cfg.dtype]
+    for name in ("A", "B"):
+        op = plan.a if name == "A" else plan.b
+        if op.k_contig:
+            arrangements = [None]
+        else:
+            tmn = op.tile[0] // op.vmn
+            arrangements = [a for a in (tmn, 16, 8, 4, 2, 1) if a <= tmn and tmn % a == 0]
+            arrangements = list(dict.fromkeys(arrangements))
+        chosen = None
+        for a in arrangements:
+            cand = op if a is None else operand_plan(plan, name, a)
+            arrays = _tile_index_arrays(plan, cand)
+            if arrays is None:
+                continue
+            wi, wa, ri, ra = arrays
+            res = suggest_swizzle(cand.tile, write=wa, read=ra, elem_bytes=eb,
+                                  arch=plan.cfg.arch, write_instruction=wi, read_instruction=ri)
+            if res.holds:
+                cand.swizzle = res.swizzle or Swizzle(0, 0, 0)
+                cand.swizzle_search = res
+                chosen = cand
+                break
+            if chosen is None:
+                chosen = cand
+                chosen.swizzle_search = res
+        if name == "A":
+            plan.a = chosen
+        else:
+            plan.b = chosen
+    return plan
+
+
+class GemmBuilder:
+    """Turns a plan into kernel IR (statements with sympy index math)."""
+
+    def __init__(self, plan: GemmPlan, name: Optional[str] = None) -> None:
+        self.p = plan
+        c = plan.cfg
+        self.c = c
+        self.eb = DTYPE_BYTES[c.dtype]
+        self.tid, self.bm, self.bn, self.kt = sym("tid"), sym("block_m"), sym("block_n"), sym("kt")
+        self.name = name or (f"la_gemm_{c.layout_code.lower()}_{c.dtype}_{c.out_dtype}_"
+                             f"{c.m}x{c.n}x{c.k}")
+        self.counter: Dict[str, int] = {}
+        dt = c.dtype
+        self.ld = {op.name: Frag(f"{op.name.lower()}_ld", dt, op.copy_elems, op.vec)
+                   for op in (plan.a, plan.b)}
+        fr_w = plan.items * plan.kpack
+        self.fr = {op.name: Frag(f"{op.name.lower()}_fr", dt, op.frag_mn[1].size(), fr_w)
+                   for op in (plan.a, plan.b)}
+        c_items = plan.acc_m[1][0].size()
+        self.acc = Frag("acc", "f32", plan.acc_m[1].size(), c_items)
+
+    def fresh(self, stem: str) -> str:
+        i = self.counter.get(stem, 0)
+        self.counter[stem] = i + 1
+        return f"{stem}{i}"
+
+    # ---- thread bases -------------------------------------------------------------------
+    def bases(self) -> List[Any]:
+        p, t = self.p, self.tid
+        out: List[Any] = [Comment("per-thread coordinate bases: layout(tid, 0) of each TV layout")]
+        self.base: Dict[str, sympy.Symbol] = {}
+        items = [("a_cp_mn", p.a.copy_mn), ("a_cp_k", p.a.copy_k),
+                 ("b_cp_mn", p.b.copy_mn), ("b_cp_k", p.b.copy_k),
+                 ("a_fr_mn", p.a.frag_mn), ("a_fr_k", p.a.frag_k),
+                 ("b_fr_mn", p.b.frag_mn), ("b_fr_k", p.b.frag_k),
+                 ("c_m", p.acc_m), ("c_n", p.acc_n)]
+        for name, lay in items:
+            out.append(Let(name, sympy.expand(sympy.sympify(lay((t, 0))))))
+            self.base[name] = sym(name)
+        return out
+
+    # ---- global -> registers ---------------------------------------------------------------
+    def load_tile(self, op: OperandPlan, kt_expr: Any) -> List[Any]:
+        p, c = self.p, self.c
+        pre = op.name.lower()
+        bmn = self.bm if op.name == "A" else self.bn
+        BMN, BK = op.tile
+        MN, K = op.extent
+        mn0 = bmn * BMN + self.base[f"{pre}_cp_mn"]
+        k0 = kt_expr * BK + self.base[f"{pre}_cp_k"]
+        n = op.copy_elems
+        offs = [int(op.glob(_value_coords((op.copy_mn, op.copy_k), v))) for v in range(n)]
+        out: List[Any] = []
+        for g in vector_groups(offs, op.vec):
+            coords = []
+            for v in g:
+                dmn, dk = _value_coords((op.copy_mn, op.copy_k), v)
+                coords.append((mn0 + dmn, k0 + dk))
+            off = sympy.expand(op.glob(coords[0]))
+            last = coords[-1]
+            pred = self._pred([(coords[0][0], last[0], MN, BMN), (coords[0][1], last[1], K, BK)])
+            out.append(Access("load", "global", op.name, off, len(g), self.ld[op.name].regs(g),
+                              pred, tag=f"{op.name}.copy.load", origin=op.glob,
+                              coords=tuple(coords)))
+        return out
+
+    def _pred(self, dims) -> Any:
+        """In-bounds predicate over (first, last, extent, block) per dimension; a dimension whose
+        extent is a multiple of its block size never has a partial tile and is left out."""
+        terms = []
+        for first, last, extent, block in dims:
+            if extent % block:
+                terms.append(last < extent)
+        if not terms:
+            return None
+        return sympy.And(*terms)
+
+    # ---- registers -> LDS ----------------------------------------------------------------
+    def store_tile(self, op: OperandPlan, stage: Any) -> List[Any]:
+        pre = op.name.lower()
+        eb = self.eb
+        out: List[Any] = []
+        (_, mn_l, k_l, groups), _ = _lds_groups(self.p, op)
+        for g in groups:
+            coords = []
+            for v in g:
+                dmn, dk = _value_coords((mn_l, k_l), v)
+                coords.append(((self.base[f"{pre}_cp_mn"] + dmn, self.base[f"{pre}_cp_k"] + dk),
+                               stage))
+            out += self._lds_access("store", op, coords, self.ld[op.name].regs(g),
+                                    f"{op.name}.copy.store", f"{pre}_st")
+        del eb
+        return out
+
+    def _lds_access(self, kind: str, op: OperandPlan, coords, regs, tag: str, stem: str):
+        lin = sympy.expand(sympy.sympify(op.smem_inner(coords[0])))
+        name = self.fresh(stem)
+        s = sym(name)
+        return [Let(name, lin),
+                Access("load" if kind == "load" else "store", "lds", f"s{op.name}",
+                       swizzle_expr(op.swizzle, s), len(coords), regs, None, tag=tag,
+                       origin=op.smem, coords=tuple(coords))]
+
+    # ---- LDS -> registers -> MFMA ----------------------------------------------------------
+    def compute(self, stage: Any) -> List[Any]:
+        p = self.p
+        out: List[Any] = []
+        per_read = p.items * p.kpack
+        _, (_, _, _, a_reads) = _lds_groups(p, p.a)
+        _, (_, _, _, b_reads) = _lds_groups(p, p.b)
+        for g in range(p.kgroups):
+            out.append(Comment(f"k-group {g}: operand reads (one per MFMA tile), then "
+                               f"{p.kpack * p.reps_m * p.reps_n} MFMAs"))
+            for op, reads in ((p.a, a_reads), (p.b, b_reads)):
+                pre = op.name.lower()
+                reps = p.reps_m if op.name == "A" else p.reps_n
+                lo, hi = g * reps * per_read, (g + 1) * reps * per_read
+                for rd in reads:
+                    if not (lo <= rd[0] < hi):
+                        continue
+                    coords = []
+                    for v in rd:
+                        dmn, dk = _value_coords((op.frag_mn, op.frag_k), v)
+                        coords.append(((self.base[f"{pre}_fr_mn"] + dmn,
+                                        self.base[f"{pre}_fr_k"] + dk), stage))
+                    out += self._lds_access("load", op, coords, self.fr[op.name].regs(rd),
+                                            f"{op.name}.frag.load", f"{pre}_rd")
+            it = p.items
+            ci = self.acc.width
+            for s in range(p.kpack):
+                for rm in range(p.reps_m):
+                    for rn in range(p.reps_n):
+                        a_idx = [e + it * (s + p.kpack * (rm + p.reps_m * g)) for e in range(it)]
+                        b_idx = [e + it * (s + p.kpack * (rn + p.reps_n * g)) for e in range(it)]
+                        a_i = rm + p.reps_m * rn
+                        out.append(Mfma(p.spec, self.acc.regs(range(a_i * ci, (a_i + 1) * ci)),
+                                        self.fr["A"].regs(a_idx), self.fr["B"].regs(b_idx),
+                                        tag=f"mfma(m{rm},n{rn},g{g},s{s})"))
+        return out
+
+    # ---- epilogue --------------------------------------------------------------------------
+    def epilogue(self) -> List[Any]:
+        p, c = self.p, self.c
+        ob = DTYPE_BYTES[c.out_dtype]
+        m0 = self.bm * c.block_m + self.base["c_m"]
+        n0 = self.bn * c.block_n + self.base["c_n"]
+        n = self.acc.count
+        offs = [int(p.c_glob(_value_coords((p.acc_m, p.acc_n), v))) for v in range(n)]
+        contig = c.m if c.c_major == "col" else c.n
+        maxw = 16 // ob
+        while maxw > 1 and contig % maxw:
+            maxw //= 2
+        out: List[Any] = [Comment("write-back: accumulator TV layout -> C (predicated at edges)")]
+        for g in vector_groups(offs, maxw):
+            coords = []
+            for v in g:
+                dm, dn = _value_coords((p.acc_m, p.acc_n), v)
+                coords.append((m0 + dm, n0 + dn))
+            off = sympy.expand(p.c_glob(coords[0]))
+            pred = self._pred([(coords[0][0], coords[-1][0], c.m, c.block_m),
+                               (coords[0][1], coords[-1][1], c.n, c.block_n)])
+            out.append(Access("store", "global", "C", off, len(g), self.acc.regs(g), pred,
+                              tag="C.store", origin=p.c_glob, coords=tuple(coords)))
+        return out
+
+    # ---- whole kernel ----------------------------------------------------------------------
+    def build(self) -> Kernel:
+        p, c = self.p, self.c
+        KT = p.k_tiles
+        kt = self.kt
+        body: List[Any] = self.bases()
+        body.append(ZeroFrag(self.acc))
+        body.append(Comment("prologue: k-tile 0 -> LDS stage 0"))
+        for op in (p.a, p.b):
+            body += self.load_tile(op, 0)
+        for op in (p.a, p.b):
+            body += self.store_tile(op, 0)
+        body.append(Barrier())
+        loop = Loop("kt", 0, KT - 1)
+        loop.body.append(Comment("prefetch k-tile kt+1 into registers"))
+        for op in (p.a, p.b):
+            loop.body += self.load_tile(op, kt + 1)
+        loop.body.append(Comment("MFMAs on LDS stage kt % 2"))
+        loop.body += self.compute(sympy.Mod(kt, 2))
+        loop.body.append(Comment("registers -> LDS stage (kt+1) % 2"))
+        for op in (p.a, p.b):
+            loop.body += self.store_tile(op, sympy.Mod(kt + 1, 2))
+        loop.body.append(Barrier())
+        if KT > 1:
+            body.append(loop)
+        body.append(Comment(f"last k-tile ({KT - 1}) on LDS stage {(KT - 1) % 2}"))
+        body += self.compute((KT - 1) % 2)
+        body += self.epilogue()
+        params = [Param("A", c.dtype), Param("B", c.dtype), Param("C", c.out_dtype, const=False)]
+        shared = [Shared("sA", c.dtype, 2 * p.a.stage_elems),
+                  Shared("sB", c.dtype, 2 * p.b.stage_elems)]
+        frags = [self.ld["A"], self.ld["B"], self.fr["A"], self.fr["B"], self.acc]
+        header = [f"C[{c.m}x{c.n}] ({c.c_major}-major {c.out_dtype}) = A[{c.m}x{c.k}] "
+                  f"({c.a_major}-major {c.dtype}) @ B[{c.k}x{c.n}] ({c.b_major}-major {c.dtype})",
+                  f"block tile {c.block_m}x{c.block_n}x{c.block_k}, {c.waves_m}x{c.waves_n} "
+                  f"waves, {p.spec.name} (kpack {p.kpack}), grid {p.grid[0]}x{p.grid[1]}",
+                  "layouts (every index below is one of these, evaluated on the named symbols):"]
+        header += [f"  {k}: {v}" for k, v in p.describe().items()]
+        return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,
+                      header=header, meta={"plan": p, "k_span": KT * c.block_k})
+
+
+def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:
+    """Kernel IR for a config (or a plan); LDS swizzles and copy arrangements are chosen by
+    :func:`choose_lds_layouts` unless ``choose_lds`` is False (the plan's are kept)."""
+    plan = cfg_or_plan if isinstance(cfg_or_plan, GemmPlan) else plan_gemm(cfg_or_plan)
+    if choose_lds:
+        choose_lds_layouts(plan)
+    return GemmBuilder(plan).build()

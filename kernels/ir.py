@@ -1,0 +1,279 @@
+"""A small kernel IR: statements whose index math is sympy, printed by :mod:`kernels.emit`.
+
+A :class:`Kernel` is a list of statements.  Every address, lane mapping, swizzle and predicate
+is a sympy expression built by evaluating ``layoutalg`` layouts on index symbols (``tid``,
+``block_m``, ``kt``, ...); the emitter prints those exact objects with
+:func:`layoutalg.symbolic.to_c`, and the verification gate (:mod:`kernels.gate`) evaluates the
+same objects with :func:`c_eval`, which follows the printed C's semantics (truncating ``/``,
+C ``%``, ``^``), so what is checked is what is printed.
+
+Registers live in :class:`Frag` arrays of short vectors (``half8 a_ld[2]``); a :class:`Regs`
+names some elements of one.  Memory traffic is :class:`Access` (global or LDS, load or store, a
+vector of ``width`` consecutive elements at ``offset``, optionally predicated); MFMAs are
+:class:`Mfma`.  Control flow is :class:`Loop` (a counted loop over a symbol) and :class:`If`
+(a block-uniform condition).  That is the whole language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import sympy
+
+from layoutalg.symbolic import Xor, index_symbol
+
+__all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
+           "Access", "Mfma", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
+           "walk", "swizzle_expr"]
+
+
+def sym(name: str) -> sympy.Symbol:
+    """A non-negative integer index symbol (printed as its name)."""
+    return index_symbol(name)
+
+
+def swizzle_expr(sw: Any, x: Any) -> Any:
+    """``Swizzle(B, M, S)`` applied to ``x`` as ``x ^ (((x >> (M+S)) & (2^B-1)) << M)``.
+
+    Same function as ``sw(x)`` (layoutalg's XOR swizzle) for S >= 0, written with one Xor so the
+    printed C is short; the gate checks the printed form against the layout point by point.
+    """
+    if sw.bits == 0:
+        return x
+    if sw.shift < 0:
+        return sw(x)  # rare direction: use layoutalg's own symbolic form
+    hi = sympy.Mod(sympy.floor(x / 2 ** (sw.base + sw.shift)), 2 ** sw.bits)
+    return Xor(x, 2 ** sw.base * hi)
+
+
+# ---- registers and declarations ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Frag:
+    """A per-thread register array: ``count`` elements of ``dtype`` stored as vectors of
+    ``width`` (``half8 a_ld[count/width]``)."""
+
+    name: str
+    dtype: str       # "f16", "bf16", "f32"
+    count: int
+    width: int = 1
+
+    def __post_init__(self) -> None:
+        if self.count % self.width:
+            raise ValueError(f"frag {self.name}: {self.count} elements are not a whole number "
+                             f"of {self.width}-wide vectors")
+
+    def regs(self, idx: Sequence[int]) -> "Regs":
+        return Regs(self, tuple(int(i) for i in idx))
+
+
+@dataclass(frozen=True)
+class Regs:
+    """Elements ``idx`` (in order) of a frag: one vector operand of an access or an MFMA."""
+
+    frag: Frag
+    idx: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    dtype: str          # element dtype of the pointer
+    const: bool = True
+
+
+@dataclass(frozen=True)
+class Shared:
+    """An LDS array of ``count`` elements."""
+
+    name: str
+    dtype: str
+    count: int
+
+
+# ---- statements ------------------------------------------------------------------------------
+
+@dataclass
+class Comment:
+    text: str
+
+
+@dataclass
+class Let:
+    """``const int name = expr;`` binds an index symbol for the statements that follow."""
+
+    name: str
+    expr: Any
+
+    @property
+    def symbol(self) -> sympy.Symbol:
+        return sym(self.name)
+
+
+@dataclass
+class Loop:
+    """``for (int var = start; var < stop; ++var) body`` (start/stop are block-uniform)."""
+
+    var: str
+    start: Any
+    stop: Any
+    body: List[Any] = field(default_factory=list)
+
+
+@dataclass
+class If:
+    """``if (cond) body``; the condition must be uniform across the block."""
+
+    cond: Any
+    body: List[Any] = field(default_factory=list)
+
+
+@dataclass
+class Barrier:
+    pass
+
+
+@dataclass
+class ZeroFrag:
+    frag: Frag
+
+
+@dataclass
+class Access:
+    """Load or store of ``width`` consecutive elements of ``buf`` at ``offset``.
+
+    ``regs`` are the register elements moved (element j <-> ``buf[offset + j]``).  A predicated
+    load that is off reads zeros; a predicated store that is off does nothing.  ``tag`` says what
+    the access is for (``"A.copy"``, ``"A.frag"``, ``"C.store"``) so reports can name it;
+    ``origin`` is the layoutalg object the offset was evaluated from (shown in comments and used
+    by the gate's fidelity check).
+    """
+
+    kind: str                    # "load" | "store"
+    space: str                   # "global" | "lds"
+    buf: str
+    offset: Any
+    width: int
+    regs: Regs
+    pred: Any = None
+    tag: str = ""
+    origin: Any = None
+    coords: Tuple[Any, ...] = ()  # logical coordinates whose image under origin is offset
+
+    def __post_init__(self) -> None:
+        if len(self.regs.idx) != self.width:
+            raise ValueError(f"access {self.tag}: {len(self.regs.idx)} registers for a "
+                             f"{self.width}-wide vector")
+
+
+@dataclass
+class Mfma:
+    """``acc = mfma(a, b, acc)`` with the instruction of ``spec``."""
+
+    spec: Any
+    acc: Regs
+    a: Regs
+    b: Regs
+    tag: str = ""
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: List[Param]
+    shared: List[Shared]
+    frags: List[Frag]
+    body: List[Any]
+    block: int                                 # threads per block (1-D)
+    grid: Tuple[int, int, int]                 # blocks (x, y, z)
+    grid_symbols: Tuple[str, ...] = ("block_m", "block_n")
+    header: List[str] = field(default_factory=list)   # comment lines printed above the kernel
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+def walk(stmts: Sequence[Any]):
+    """Every statement, depth first (loop and if bodies included)."""
+    for s in stmts:
+        yield s
+        if isinstance(s, (Loop, If)):
+            yield from walk(s.body)
+
+
+# ---- evaluation with the printed C's semantics -------------------------------------------------
+
+class NonIntegerExpr(ValueError):
+    """An expression whose printed C would not be integer arithmetic (e.g. a rational factor)."""
+
+
+def _cdiv(a: Any, b: Any) -> Any:
+    """C integer division (truncates toward zero)."""
+    a = np.asarray(a, dtype=np.int64)
+    q = np.abs(a) // abs(int(b)) if np.ndim(b) == 0 else np.abs(a) // np.abs(b)
+    return np.where((a < 0) ^ (np.asarray(b) < 0), -q, q)
+
+
+def _cmod(a: Any, b: Any) -> Any:
+    """C remainder (sign of the dividend)."""
+    a = np.asarray(a, dtype=np.int64)
+    return a - _cdiv(a, b) * b
+
+
+def c_eval(expr: Any, env: Dict[sympy.Symbol, Any]) -> Any:
+    """Evaluate ``expr`` as the C that :func:`layoutalg.symbolic.to_c` prints for it.
+
+    ``env`` maps symbols to ints or int64 numpy arrays (broadcast together).  Raises
+    :class:`NonIntegerExpr` for anything that would not print as integer C (a rational or float
+    coefficient, a power, an unknown function) and ``KeyError`` for an unbound symbol.
+    """
+    e = sympy.sympify(expr)
+    if e.is_Integer:
+        return int(e)
+    if e.is_Symbol:
+        if e not in env:
+            raise KeyError(f"unbound symbol {e} in index expression")
+        return env[e]
+    if isinstance(e, (sympy.logic.boolalg.BooleanTrue,)):
+        return True
+    if isinstance(e, (sympy.logic.boolalg.BooleanFalse,)):
+        return False
+    if e.is_Rational or e.is_Float:
+        raise NonIntegerExpr(f"non-integer constant {e} in index expression")
+    if e.is_Add:
+        out = 0
+        for a in e.args:
+            out = out + c_eval(a, env)
+        return out
+    if e.is_Mul:
+        out = 1
+        for a in e.args:
+            out = out * c_eval(a, env)
+        return out
+    if isinstance(e, sympy.floor):
+        num, den = e.args[0].as_numer_denom()
+        if den == 1:
+            return c_eval(num, env)
+        return _cdiv(c_eval(num, env), c_eval(den, env))
+    if isinstance(e, sympy.Mod):
+        return _cmod(c_eval(e.args[0], env), c_eval(e.args[1], env))
+    if isinstance(e, Xor):
+        return np.bitwise_xor(c_eval(e.args[0], env), c_eval(e.args[1], env))
+    if isinstance(e, sympy.And):
+        out = True
+        for a in e.args:
+            out = np.logical_and(out, c_eval(a, env))
+        return out
+    if isinstance(e, sympy.Or):
+        out = False
+        for a in e.args:
+            out = np.logical_or(out, c_eval(a, env))
+        return out
+    if isinstance(e, sympy.Not):
+        return np.logical_not(c_eval(e.args[0], env))
+    if isinstance(e, sympy.core.relational.Relational):
+        a, b = c_eval(e.lhs, env), c_eval(e.rhs, env)
+        op = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+              "==": np.equal, "!=": np.not_equal}[e.rel_op]
+        return op(a, b)
+    raise NonIntegerExpr(f"cannot evaluate {type(e).__name__} in index expression {e}")
