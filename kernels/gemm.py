@@ -398,3 +398,96 @@ def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:
     if choose_lds:
         choose_lds_layouts(plan)
     return GemmBuilder(plan).build()
+
+
+# ---------------------------------------------------------------------------- the built kernel
+
+@dataclass
+class BuiltKernel:
+    """A gated kernel: its source and IR, the plan it came from, and the verification results
+    (which travel with it into ``report.json``)."""
+
+    name: str
+    source: str
+    ir: Kernel
+    plan: Any
+    verification: Any                        # kernels.gate.GateReport
+    timings: Dict[str, float] = field(default_factory=dict)
+    code_object: Any = None
+
+    @property
+    def grid(self) -> Tuple[int, int, int]:
+        return self.ir.grid
+
+    @property
+    def block(self) -> int:
+        return self.ir.block
+
+    def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
+        """Compile to an AMDGPU code object (cached by source); returns the CodeObject."""
+        from .toolchain import compile_hip
+        t0 = time.perf_counter()
+        co = compile_hip(self.source, arch or self.plan.cfg.arch, name=f"{self.name}.hip", **kw)
+        self.timings["compile_s"] = time.perf_counter() - t0
+        self.timings["compile_cache"] = co.cache_status
+        self.code_object = co
+        return co
+
+    def report(self) -> Dict[str, Any]:
+        """``report.json``: resources of the compiled kernel plus the verification results."""
+        if self.code_object is None:
+            self.compile()
+        r = self.code_object.report(self.name, block_threads=self.block)
+        c = self.plan.cfg
+        out: Dict[str, Any] = {
+            "kernel": self.name, "arch": r.arch,
+            "vgpr": r.vgpr, "agpr": r.agpr, "sgpr": r.sgpr, "lds_bytes": r.lds_bytes,
+            "scratch_bytes": r.scratch_bytes, "spills": r.spills,
+            "waves_per_simd": r.waves_per_simd, "mfma_count": r.mfma_count,
+            "hot_loop_mfma": r.hot_loop_mfma,
+            "verification": self.verification.as_bools(),
+            "verification_detail": self.verification.to_json(),
+            "vgpr_unified": r.vgpr_unified, "occupancy": r.occupancy,
+            "hot_loop": r.hot_loop, "instructions": r.instructions,
+            "grid": list(self.grid), "block": self.block,
+            "config": {k: getattr(c, k) for k in c.__dataclass_fields__},
+            "mfma": self.plan.spec.name, "layouts": self.plan.describe(),
+            "swizzles": {op.name: (op.swizzle_search.summary() if op.swizzle_search is not None else
+                                   str(op.swizzle)) for op in (self.plan.a, self.plan.b)},
+            "notes": list(self.plan.notes),
+            "timings_s": dict(self.timings),
+        }
+        return out
+
+    def emulate(self, *args: Any, **kw: Any) -> Any:
+        """Run on the CPU emulator (``kernels.emulator.run``); ``args`` as the kernel's params."""
+        from .emulator import run
+        return run(self.source, self.name, self.grid, self.block, list(args),
+                   arch=self.plan.cfg.arch, name=f"{self.name}.hip", **kw)
+
+
+def build_gemm(cfg: GemmConfig, *, verify: bool = True) -> BuiltKernel:
+    """Plan, choose LDS layouts, build the IR, run the gate, emit HIP.
+
+    Raises :class:`kernels.gate.VerificationError` (with the counterexample) when a check fails
+    and :class:`kernels.gemm_plan.ConfigError` for options that cannot make a kernel.
+    ``verify=False`` is for tests of the gate itself; the result then says nothing was checked.
+    """
+    from .gate import GateReport, verify_kernel
+    t0 = time.perf_counter()
+    plan = plan_gemm(cfg)
+    choose_lds_layouts(plan)
+    t1 = time.perf_counter()
+    ir = GemmBuilder(plan).build()
+    t2 = time.perf_counter()
+    if verify:
+        rep = verify_kernel(ir, arch=plan.cfg.arch)
+    else:
+        rep = GateReport(ir.name, {}, {"skipped": True})
+    t3 = time.perf_counter()
+    src = emit(ir)
+    t4 = time.perf_counter()
+    bk = BuiltKernel(ir.name, src, ir, plan, rep,
+                     {"plan_s": t1 - t0, "ir_s": t2 - t1, "gate_s": t3 - t2, "emit_s": t4 - t3})
+    rep.raise_if_failed()
+    return bk

@@ -1,0 +1,157 @@
+"""Kernel registry: the names ``layoutalg compile KERNEL`` / ``check KERNEL`` accept.
+
+An entry knows its command-line options, how to build a gated :class:`~kernels.gemm.BuiltKernel`
+from them, how to make inputs, and the torch reference.  Add a kernel with :func:`register`
+(attention will register ``"attention"`` the same way).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List, Sequence, Tuple
+
+__all__ = ["KernelEntry", "GemmEntry", "REGISTRY", "register", "get"]
+
+
+class KernelEntry:
+    """Interface of a registered kernel (subclass and override)."""
+
+    name = ""
+    help = ""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        raise NotImplementedError
+
+    def config(self, args: argparse.Namespace) -> Any:
+        raise NotImplementedError
+
+    def build(self, cfg: Any) -> Any:
+        """A gated BuiltKernel (raises VerificationError / ConfigError)."""
+        raise NotImplementedError
+
+    def inputs(self, cfg: Any, seed: int = 0) -> List[Any]:
+        """Kernel arguments (torch CPU tensors, outputs zeroed) in parameter order."""
+        raise NotImplementedError
+
+    def reference(self, cfg: Any, args: Sequence[Any]) -> Any:
+        """The expected output (float32 torch tensor, in the output's logical shape)."""
+        raise NotImplementedError
+
+    def output(self, cfg: Any, outputs: Sequence[Any]) -> Any:
+        """The kernel's output (from the emulator's outputs) as float32 in logical shape."""
+        raise NotImplementedError
+
+    def tolerance(self, cfg: Any) -> Tuple[float, float]:
+        """(atol, rtol) for |out - ref| <= atol + rtol * |ref|."""
+        raise NotImplementedError
+
+
+_TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+class GemmEntry(KernelEntry):
+    name = "gemm"
+    help = "C = A @ B on MFMA (fp16/bf16 in, fp32 accumulate, fp16/bf16/fp32 out)"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("gemm options")
+        g.add_argument("--m", type=int, default=256, help="rows of A and C (default 256)")
+        g.add_argument("--n", type=int, default=256, help="columns of B and C (default 256)")
+        g.add_argument("--k", type=int, default=256, help="reduction extent (default 256)")
+        g.add_argument("--dtype", default="f16", help="A/B element type: f16 | bf16")
+        g.add_argument("--out-dtype", default=None, help="C element type: f16 | bf16 | f32 "
+                       "(default: --dtype)")
+        g.add_argument("--layout", default="NN", help="NN | NT | TN | TT: A then B, N = "
+                       "row-major as stored, T = column-major (default NN)")
+        g.add_argument("--c-major", default="row", choices=("row", "col"))
+        g.add_argument("--block", default="128x128x32", help="block tile MxNxK (default "
+                       "128x128x32)")
+        g.add_argument("--waves", default="2x2", help="waves per block along MxN (default 2x2)")
+        g.add_argument("--mfma", default=None, help="32x32x8 | 16x16x16 | instruction name "
+                       "(default: choose_mfma)")
+        g.add_argument("--vec", type=int, default=None, help="global vector width in elements "
+                       "(default: widest that fits; 8 = 128-bit)")
+
+    def config(self, args: argparse.Namespace) -> Any:
+        from .gemm_plan import ConfigError, GemmConfig
+        lay = str(args.layout).upper()
+        if len(lay) != 2 or any(c not in "NT" for c in lay):
+            raise ConfigError(f"--layout {args.layout!r}: use NN, NT, TN or TT")
+        try:
+            bm, bn, bk = (int(x) for x in str(args.block).lower().split("x"))
+            wm, wn = (int(x) for x in str(args.waves).lower().split("x"))
+        except ValueError:
+            raise ConfigError(f"--block {args.block!r} / --waves {args.waves!r}: use e.g. "
+                              "128x128x32 and 2x2") from None
+        return GemmConfig(args.m, args.n, args.k, dtype=args.dtype, out_dtype=args.out_dtype,
+                          a_major="row" if lay[0] == "N" else "col",
+                          b_major="row" if lay[1] == "N" else "col", c_major=args.c_major,
+                          block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
+                          mfma=args.mfma, vec=args.vec, arch=getattr(args, "arch", "gfx942"))
+
+    def build(self, cfg: Any) -> Any:
+        from .gemm import build_gemm
+        return build_gemm(cfg)
+
+    def inputs(self, cfg: Any, seed: int = 0) -> List[Any]:
+        import torch
+        c = cfg.normalized()
+        g = torch.Generator().manual_seed(seed)
+        dt = getattr(torch, _TORCH_DT[c.dtype])
+        a = torch.randn(c.m, c.k, generator=g).to(dt)
+        b = torch.randn(c.k, c.n, generator=g).to(dt)
+        # storage: row-major as is, column-major as the transpose's rows
+        a_store = a.contiguous() if c.a_major == "row" else a.t().contiguous()
+        b_store = b.contiguous() if c.b_major == "row" else b.t().contiguous()
+        out_dt = getattr(torch, _TORCH_DT[c.out_dtype])
+        shape = (c.m, c.n) if c.c_major == "row" else (c.n, c.m)
+        return [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
+
+    def _logical(self, cfg: Any, args: Sequence[Any]):
+        c = cfg.normalized()
+        a, b = args[0], args[1]
+        a = a if c.a_major == "row" else a.t()
+        b = b if c.b_major == "row" else b.t()
+        return a, b
+
+    def reference(self, cfg: Any, args: Sequence[Any]) -> Any:
+        import torch
+        a, b = self._logical(cfg, args)
+        return torch.matmul(a.double(), b.double()).float()
+
+    def output(self, cfg: Any, outputs: Sequence[Any]) -> Any:
+        import numpy as np
+        import torch
+        c = cfg.normalized()
+        out = outputs[2]
+        t = torch.from_numpy(np.ascontiguousarray(out)) if not isinstance(out, torch.Tensor) \
+            else out
+        if c.out_dtype == "bf16" and t.dtype != torch.bfloat16:
+            t = t.view(torch.bfloat16)
+        t = t.float()
+        return t if c.c_major == "row" else t.t()
+
+    def tolerance(self, cfg: Any) -> Tuple[float, float]:
+        c = cfg.normalized()
+        # fp32 accumulation of exact fp16/bf16 products: only summation order and the final
+        # rounding to the output type differ from the float64 reference
+        return {"f32": (1e-4, 1e-5), "f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}[c.out_dtype]
+
+
+REGISTRY: Dict[str, KernelEntry] = {}
+
+
+def register(entry: KernelEntry) -> None:
+    REGISTRY[entry.name] = entry
+
+
+def get(name: str) -> KernelEntry:
+    from .gemm_plan import ConfigError
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown kernel {name!r}; known: {', '.join(sorted(REGISTRY))}") \
+            from None
+
+
+register(GemmEntry())
