@@ -265,25 +265,26 @@ def choose_mfma(arch: str, M: int, N: int, K: int, a_dtype: str, b_dtype: str,
         tried.append((_MXFP, _MXFP, "as a block-scaled f8f6f4 MFMA with unit scales"))
     tried.append((key_a, key_b, ""))
 
-    fallback = None
+    fallbacks: List[FmaFallback] = []
     for ka, kb, how in tried:
         entries = _DB.get((m_dim, n_dim, ka, kb), {}).get(version)
         if not entries:
-            fallback = FmaFallback(f"no {m_dim}x{n_dim} MFMA for {a} x {b} on {t.name}", "type")
+            fallbacks.append(FmaFallback(f"no {m_dim}x{n_dim} MFMA for {a} x {b} on {t.name}",
+                                         "type"))
             continue
         stem, k_dim, k_base = next(((s, k, kb_) for s, k, kb_ in entries[:-1] if K >= k),
                                    entries[-1])                          # rule 3
         if K % k_dim:                                                    # rule 4
-            fallback = FmaFallback(
+            fallbacks.append(FmaFallback(
                 f"K={K} is not a multiple of the instruction K={k_dim} ({stem}); Triton "
                 "prefers FMA over duplicated data" + (" (even with nonkdim forced)"
-                                                      if nonkdim else ""), "k")
+                                                      if nonkdim else ""), "k"))
             continue
         spec = _by_builtin(t.name, stem)
         return MfmaChoice(spec, m_dim, n_dim, k_dim, k_base, a, b, acc,
                           tuple(notes + ([how] if how else [])))
-    assert fallback is not None
-    return fallback
+    # the most specific reason: a K mismatch of an existing instruction beats "no such type"
+    return next((f for f in fallbacks if f.rule == "k"), fallbacks[-1])
 
 
 def warps_per_tile(shape: Sequence[int], num_warps: int,
