@@ -13,11 +13,11 @@ Kernel sources include ``lagen_hip.h`` (``kernels/include``); its header comment
 from .cache import Cache, content_key
 from .codeobject import CodeObject, KernelReport, occupancy
 from .errors import (CompileError, Diagnostic, EmulatorError, KernelError, LaunchError,
-                     ToolchainError)
+                     NoDeviceError, ToolchainError)
 from .toolchain import (INCLUDE_DIR, SUPPORTED_ARCHS, Toolchain, compile_hip, find_host_compiler,
                         find_toolchain)
 
 __all__ = ["compile_hip", "CodeObject", "KernelReport", "occupancy", "Cache", "content_key",
            "find_toolchain", "find_host_compiler", "Toolchain", "INCLUDE_DIR", "SUPPORTED_ARCHS",
            "KernelError", "ToolchainError", "CompileError", "EmulatorError", "LaunchError",
-           "Diagnostic"]
+           "NoDeviceError", "Diagnostic"]

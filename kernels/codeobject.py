@@ -8,7 +8,7 @@ reads two things:
 * the disassembly (``llvm-objdump -d --mcpu=<arch>``): instruction histogram, MFMA count, and the
   MFMAs of the hot loop (the innermost loop, found from its backward branch, with most MFMAs).
 
-Occupancy (waves per SIMD) follows the gfx90a/gfx942 rules, see :func:`occupancy`.
+Occupancy (waves per SIMD) comes from the arch model, see :func:`occupancy`.
 """
 
 from __future__ import annotations
@@ -157,6 +157,10 @@ def disassemble(binary: bytes, arch: str, objdump: str) -> Dict[str, List[Insn]]
             if m.group(4) is not None and m.group(4) in starts:
                 target = starts[m.group(4)] + int(m.group(5), 16)
             cur.append(Insn(int(m.group(3), 16), m.group(1), m.group(2).strip(), target))
+    for name, insns in funcs.items():  # drop the s_nop / s_code_end padding after the last s_endpgm
+        ends = [i for i, x in enumerate(insns) if x.mnemonic == "s_endpgm"]
+        if ends:
+            del insns[ends[-1] + 1:]
     return funcs
 
 
@@ -183,48 +187,20 @@ def is_mfma(mnemonic: str) -> bool:
 
 def occupancy(arch: str, vgpr_unified: int, sgpr: int = 0, lds_bytes: int = 0,
               block_threads: Optional[int] = None) -> Dict[str, Any]:
-    """Waves per SIMD on ``arch`` (gfx90a / gfx942 / gfx950), with the limit of each resource.
+    """Waves per SIMD on ``arch`` and the limit each resource imposes; delegates to
+    :func:`mfma_specs.arch.occupancy` (the arch model owns the numbers).
 
-    Rules (LLVM ``AMDGPUBaseInfo.cpp``: ``getTotalNumVGPRs`` 512, ``getVGPRAllocGranule`` 8,
-    ``getMaxWavesPerEU`` 8 on gfx90a+; ``getOccupancyWithNumSGPRs`` for GFX9; AMD CDNA3 ISA and
-    the MI300 occupancy notes of the ROCm docs):
-
-    * VGPRs: each SIMD lane has 512 unified registers, shared by arch VGPRs and AGPRs.  A wave
-      allocates ``align(align(arch_vgpr, 4) + agpr, 8)`` of them (``vgpr_unified`` is the
-      metadata ``.vgpr_count``, which on gfx90a+ is already ``align(arch_vgpr, 4) + agpr``), so
-      ``waves_vgpr = min(8, 512 // alloc)``.
-    * SGPRs (GFX9): <= 80 -> 10, <= 88 -> 9, <= 100 -> 8, else 7 waves (capped at 8).
-    * LDS (only with ``block_threads``): ``lds`` per CU (64 KiB on gfx942, 160 KiB on gfx950)
-      holds ``lds // align(lds_bytes, 512)`` work-groups; their ``ceil(block/64)`` waves spread
-      over the CU's 4 SIMDs, so ``waves_lds = ceil(wgs * waves_per_wg / 4)``.
-    * A work-group's waves must all be resident: ``ceil(waves_per_wg / 4)`` waves per SIMD must
-      fit the register limit, else the kernel cannot launch with that block (waves = 0).
+    The gfx942 rule (LLVM ``AMDGPUBaseInfo``: ``getTotalNumVGPRs`` 512, ``getVGPRAllocGranule``
+    8, ``getMaxWavesPerEU`` 8): ArchVGPRs and AGPRs share 512 registers per SIMD lane; a wave
+    allocates ``align(vgpr_unified, 8)`` of them, where ``vgpr_unified`` is the metadata
+    ``.vgpr_count`` (already ``align(arch_vgpr, 4) + agpr`` on gfx90a+), so
+    ``waves = min(8, 512 // alloc)``; SGPRs (> 100 -> 7 waves) and, given ``block_threads``,
+    LDS (64 KiB per CU shared by the resident work-groups, 512-byte granules) and barriers
+    can lower it; a work-group that cannot be resident at all gives 0 with a ``reason``.
     """
-    try:  # delegate when the arch model grows its own occupancy function
-        from mfma_specs import arch as _arch_model
-        if hasattr(_arch_model, "occupancy"):
-            return _arch_model.occupancy(arch, vgpr_unified=vgpr_unified, sgpr=sgpr,
-                                         lds_bytes=lds_bytes, block_threads=block_threads)
-        lds_per_cu = _arch_model.target(arch).lds_bytes
-    except ImportError:  # pragma: no cover - the arch model is part of this repository
-        lds_per_cu = 65536
-    max_waves, total, granule = 8, 512, 8
-    alloc = max(granule, -(-max(vgpr_unified, 1) // granule) * granule)
-    limits = {"vgpr": min(max_waves, total // alloc)}
-    limits["sgpr"] = min(max_waves, 10 if sgpr <= 80 else 9 if sgpr <= 88 else 8 if sgpr <= 100 else 7)
-    if block_threads:
-        waves_per_wg = -(-block_threads // 64)
-        if lds_bytes:
-            wgs = lds_per_cu // (-(-lds_bytes // 512) * 512)
-            limits["lds"] = min(max_waves, -(-wgs * waves_per_wg // 4))
-        need = -(-waves_per_wg // 4)
-        if need > min(limits.values()):
-            return {"waves_per_simd": 0, "limits": limits, "vgpr_alloc": alloc,
-                    "reason": f"a work-group of {block_threads} threads needs {need} waves per "
-                              f"SIMD resident; resources allow {min(limits.values())}"}
-    waves = min(limits.values())
-    limiter = min(limits, key=lambda k: limits[k])
-    return {"waves_per_simd": waves, "limits": limits, "vgpr_alloc": alloc, "limiter": limiter}
+    from mfma_specs.arch import occupancy as arch_occupancy
+    return arch_occupancy(arch, vgpr_unified=vgpr_unified, sgpr=sgpr, lds_bytes=lds_bytes,
+                          block_threads=block_threads or 0)
 
 
 # --------------------------------------------------------------------------- report

@@ -76,6 +76,10 @@ class EmulatorError(KernelError):
     exit_code = 1
 
 
+class NoDeviceError(ToolchainError):
+    """No ROCm runtime (libamdhip64) or no AMD GPU: the kernel can only run on the emulator."""
+
+
 class LaunchError(KernelError):
     """Launch arguments do not fit the kernel (shape, dtype, stride, device, alignment, grid)."""
 

@@ -257,12 +257,12 @@ def compile_hip(source: str, arch: str = "gfx942", options: Iterable[str] = (), 
     def build() -> bytes:
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="lagen-hip-") as d:
-            src = os.path.join(d, os.path.basename(name))
-            Path(src).write_text(source)
+            base = os.path.basename(name)
+            Path(d, base).write_text(source)
             out = os.path.join(d, "kernel.co")
-            cmd = [tc.clang, *flags, "-I", str(INCLUDE_DIR), "-c", src, "-o", out]
+            cmd = [tc.clang, *flags, "-I", str(INCLUDE_DIR), "-c", base, "-o", out]
             run_compiler(cmd, f"compiling {name} for {arch} with {tc.version}",
-                         {src: source, name: source}, d)
+                         {base: source, name: source}, d)
             data = Path(out).read_bytes()
         timing["compile_s"] = time.perf_counter() - t0
         return data

@@ -55,6 +55,7 @@ struct Thread {
   const char* what;   // the barrier / collective it waits at
   const char* file;
   int line;
+  int site;           // __COUNTER__ of the macro expansion: tells apart barriers on one line
   WaveFn fn;
   long long imm;      // immediates that must be uniform across the wave
   bool full_wave;     // the collective needs all 64 lanes (MFMA)
@@ -129,20 +130,24 @@ inline void report(const char* fmt, ...) {  // from the scheduler or a wave coll
 }
 
 // ------------------------------------------------------------------ synchronisation
-inline void block_on(int state, const char* what, const char* file, int line) {
+inline void block_on(int state, const char* what, const char* file, int line, int site) {
   Thread* t = g_rt.cur;
   t->state = state;
   t->what = what;
   t->file = file;
   t->line = line;
+  t->site = site;
   g_rt.p->stats[1]++;
   swapcontext(&t->ctx, &g_rt.sched);
 }
 
-inline void barrier(const char* file, int line) { block_on(AT_BARRIER, "__syncthreads", file, line); }
+inline void barrier(const char* file, int line, int site) {
+  block_on(AT_BARRIER, "__syncthreads", file, line, site);
+}
 
 inline void wave_op(WaveFn fn, long long imm, bool full_wave, const void* a, const void* b,
-                    const void* c, void* out, const char* what, const char* file, int line) {
+                    const void* c, void* out, const char* what, const char* file, int line,
+                    int site) {
   Thread* t = g_rt.cur;
   t->fn = fn;
   t->imm = imm;
@@ -151,7 +156,7 @@ inline void wave_op(WaveFn fn, long long imm, bool full_wave, const void* a, con
   t->in[1] = b;
   t->in[2] = c;
   t->out = out;
-  block_on(AT_WAVE, what, file, line);
+  block_on(AT_WAVE, what, file, line, site);
 }
 
 // ------------------------------------------------------------------ LDS
@@ -260,28 +265,28 @@ inline void ballot_fn(Thread* const* L, long long) {
     if (L[i]) *(unsigned long long*)L[i]->out = m;
 }
 
-inline int ds_swizzle(int v, int pattern, const char* file, int line) {
+inline int ds_swizzle(int v, int pattern, const char* file, int line, int site) {
   int out;
-  wave_op(swizzle_fn, pattern, false, &v, nullptr, nullptr, &out, "ds_swizzle", file, line);
+  wave_op(swizzle_fn, pattern, false, &v, nullptr, nullptr, &out, "ds_swizzle", file, line, site);
   return out;
 }
-inline int ds_bpermute(int addr, int v, const char* file, int line) {
+inline int ds_bpermute(int addr, int v, const char* file, int line, int site) {
   int out;
-  wave_op(bpermute_fn, 0, false, &addr, &v, nullptr, &out, "ds_bpermute", file, line);
+  wave_op(bpermute_fn, 0, false, &addr, &v, nullptr, &out, "ds_bpermute", file, line, site);
   return out;
 }
-inline int readfirstlane(int v, const char* file, int line) {
+inline int readfirstlane(int v, const char* file, int line, int site) {
   int out;
-  wave_op(readfirstlane_fn, 0, false, &v, nullptr, nullptr, &out, "readfirstlane", file, line);
+  wave_op(readfirstlane_fn, 0, false, &v, nullptr, nullptr, &out, "readfirstlane", file, line, site);
   return out;
 }
-inline unsigned long long ballot(bool p, const char* file, int line) {
+inline unsigned long long ballot(bool p, const char* file, int line, int site) {
   unsigned long long out;
-  wave_op(ballot_fn, 0, false, &p, nullptr, nullptr, &out, "ballot", file, line);
+  wave_op(ballot_fn, 0, false, &p, nullptr, nullptr, &out, "ballot", file, line, site);
   return out;
 }
-inline void wave_barrier(const char* file, int line) {
-  wave_op(nullptr, 0, false, nullptr, nullptr, nullptr, nullptr, "wave_barrier", file, line);
+inline void wave_barrier(const char* file, int line, int site) {
+  wave_op(nullptr, 0, false, nullptr, nullptr, nullptr, nullptr, "wave_barrier", file, line, site);
 }
 inline unsigned mbcnt(unsigned mask, unsigned base, int half) {
   int lane = (int)g_rt.cur->lane - 32 * half;
@@ -301,6 +306,10 @@ template <class T> inline T atomic_add(T* p, T v) {
 }
 
 // ------------------------------------------------------------------ the scheduler
+inline bool same_site(const Thread& a, const Thread& b) {
+  return a.site == b.site && a.line == b.line && a.what == b.what && strcmp(a.file, b.file) == 0;
+}
+
 inline void describe_threads(char* buf, size_t cap) {
   Runtime& rt = g_rt;
   size_t n = 0;
@@ -310,8 +319,7 @@ inline void describe_threads(char* buf, size_t cap) {
     unsigned j = i + 1;
     while (j < rt.nthreads) {
       Thread& b = rt.threads[j];
-      if (b.state != a.state || (a.state != DONE && (b.line != a.line || b.what != a.what ||
-                                                     strcmp(b.file, a.file) != 0)))
+      if (b.state != a.state || (a.state != DONE && !same_site(a, b)))
         break;
       ++j;
     }
@@ -322,10 +330,6 @@ inline void describe_threads(char* buf, size_t cap) {
                             names[a.state], a.what, a.file, a.line);
     i = j;
   }
-}
-
-inline bool same_site(const Thread& a, const Thread& b) {
-  return a.line == b.line && a.what == b.what && strcmp(a.file, b.file) == 0;
 }
 
 // Completes the wave collectives that every live lane has reached; false if none could be.
@@ -592,7 +596,8 @@ template <class... P> inline const char* signature(void (*)(P...)) {
 #define blockIdx (::lagen_emu::g_rt.bid)
 #define blockDim (lagen_dim3{::lagen_emu::g_rt.p->block[0], ::lagen_emu::g_rt.p->block[1], ::lagen_emu::g_rt.p->block[2]})
 #define gridDim (lagen_dim3{::lagen_emu::g_rt.p->grid[0], ::lagen_emu::g_rt.p->grid[1], ::lagen_emu::g_rt.p->grid[2]})
-#define __syncthreads() ::lagen_emu::barrier(__FILE__, __LINE__)
+#define LAGEN_EMU_SITE __FILE__, __LINE__, __COUNTER__
+#define __syncthreads() ::lagen_emu::barrier(LAGEN_EMU_SITE)
 #define LAGEN_SHARED(type, name, count)                                                        \
   static ::lagen_emu::LdsSite name##_lagen_site;                                               \
   type(&name)[count] = *reinterpret_cast<type(*)[count]>(::lagen_emu::lds_alloc(               \
@@ -617,17 +622,17 @@ inline unsigned lagen_atomic_add(unsigned* p, unsigned v) { return ::lagen_emu::
 #define __builtin_amdgcn_grid_size_x() (gridDim.x * blockDim.x)
 #define __builtin_amdgcn_grid_size_y() (gridDim.y * blockDim.y)
 #define __builtin_amdgcn_grid_size_z() (gridDim.z * blockDim.z)
-#define __builtin_amdgcn_s_barrier() ::lagen_emu::barrier(__FILE__, __LINE__)
-#define __builtin_amdgcn_wave_barrier() ::lagen_emu::wave_barrier(__FILE__, __LINE__)
+#define __builtin_amdgcn_s_barrier() ::lagen_emu::barrier(LAGEN_EMU_SITE)
+#define __builtin_amdgcn_wave_barrier() ::lagen_emu::wave_barrier(LAGEN_EMU_SITE)
 #define __builtin_amdgcn_fence(order, scope) __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __builtin_amdgcn_s_waitcnt(n) ((void)0)
 #define __builtin_amdgcn_sched_barrier(n) ((void)0)
 #define __builtin_amdgcn_sched_group_barrier(a, b, c) ((void)0)
 #define __builtin_amdgcn_s_setprio(n) ((void)0)
-#define __builtin_amdgcn_ds_swizzle(v, pattern) ::lagen_emu::ds_swizzle((v), (pattern), __FILE__, __LINE__)
-#define __builtin_amdgcn_ds_bpermute(addr, v) ::lagen_emu::ds_bpermute((addr), (v), __FILE__, __LINE__)
-#define __builtin_amdgcn_readfirstlane(v) ::lagen_emu::readfirstlane((v), __FILE__, __LINE__)
-#define __builtin_amdgcn_ballot_w64(p) ::lagen_emu::ballot((p), __FILE__, __LINE__)
+#define __builtin_amdgcn_ds_swizzle(v, pattern) ::lagen_emu::ds_swizzle((v), (pattern), LAGEN_EMU_SITE)
+#define __builtin_amdgcn_ds_bpermute(addr, v) ::lagen_emu::ds_bpermute((addr), (v), LAGEN_EMU_SITE)
+#define __builtin_amdgcn_readfirstlane(v) ::lagen_emu::readfirstlane((v), LAGEN_EMU_SITE)
+#define __builtin_amdgcn_ballot_w64(p) ::lagen_emu::ballot((p), LAGEN_EMU_SITE)
 #define __builtin_amdgcn_mbcnt_lo(mask, base) ::lagen_emu::mbcnt((mask), (base), 0)
 #define __builtin_amdgcn_mbcnt_hi(mask, base) ::lagen_emu::mbcnt((mask), (base), 1)
 

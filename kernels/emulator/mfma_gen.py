@@ -152,13 +152,13 @@ def emit_instruction(spec) -> str:
     ta, tb, tc = (_ctype(p) for p in params[:3])
     tr = _ctype(ret)
     lines += [f"static inline {tr} lagen_emu_{short}({ta} a, {tb} b, {tc} c, int cbsz, int abid, "
-              f"int blgp, const char* file, int line) {{",
+              f"int blgp, const char* file, int line, int site) {{",
               f"  {tr} d;",
               f"  ::lagen_emu::wave_op({fn}, ((long long)cbsz << 16) | ((long long)abid << 8) | "
-              f"(long long)blgp, true, &a, &b, &c, &d, \"{builtin}\", file, line);",
+              f"(long long)blgp, true, &a, &b, &c, &d, \"{builtin}\", file, line, site);",
               "  return d;", "}",
               f"#define {builtin}(a, b, c, cbsz, abid, blgp) lagen_emu_{short}((a), (b), (c), "
-              f"(cbsz), (abid), (blgp), __FILE__, __LINE__)", ""]
+              f"(cbsz), (abid), (blgp), LAGEN_EMU_SITE)", ""]
     return "\n".join(lines)
 
 

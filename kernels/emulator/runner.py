@@ -156,7 +156,9 @@ def build(source: str, arch: str = "gfx942", options: Sequence[str] = (), *,
     """
     host = find_host_compiler()
     mfma = mfma_gen.generate(arch, mfma_gen.builtins_used(source))
-    headers = [(INCLUDE_DIR / "lagen_hip.h").read_bytes(), (EMU_DIR / "hip_emu.h").read_bytes()]
+    # everything that shapes the library: headers, generated MFMA code, this build recipe
+    headers = [(INCLUDE_DIR / "lagen_hip.h").read_bytes(), (EMU_DIR / "hip_emu.h").read_bytes(),
+               Path(__file__).read_bytes()]
     flags = HOST_FLAGS + tuple(options)
     key = content_key("emu-v1", source, arch, "\0".join(flags), host.version, host.path, mfma,
                       *headers, name)
@@ -175,11 +177,13 @@ def build(source: str, arch: str = "gfx942", options: Sequence[str] = (), *,
             what = f"compiling {base} for the CPU emulator with {host.version}"
             srcs = {base: source, os.path.join(d, base): source}
             inc = ["-I", str(INCLUDE_DIR), "-I", str(EMU_DIR), "-I", d]
-            pre = os.path.join(d, "kernel.ii")
+            pre, main = os.path.join(d, "kernel.ii"), os.path.join(d, "lagen_emu_main.cpp")
             run_compiler([host.path, *flags, *inc, "-E", base, "-o", pre], what, srcs, d)
             names = kernel_names(Path(pre).read_text(errors="replace"))
-            main = f'#include "{base}"\n' + "".join(f"LAGEN_EMU_EXPORT({k})\n" for k in names)
-            Path(d, "lagen_emu_main.cpp").write_text(main)
+            # the source inline under its own name (so __FILE__ and diagnostics say `base`),
+            # then one exported launcher per kernel
+            Path(main).write_text(f'#line 1 "{base}"\n{source}\n#line 1 "lagen_emu_exports"\n' +
+                                  "".join(f"LAGEN_EMU_EXPORT({k})\n" for k in names))
             out = os.path.join(d, "kernel.so")
             run_compiler([host.path, *flags, *inc, "lagen_emu_main.cpp", "-o", out], what, srcs, d)
             meta = {"arch": arch, "kernels": names, "compiler": host.version}
