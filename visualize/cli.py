@@ -33,6 +33,9 @@ def _parse_layout(text: str, what: str = "LAYOUT", allow_composed: bool = True) 
         obj = parse(text)
     except LayoutError as e:
         raise UsageError(f"{what} {text!r} is not a layout: {e}\n{SYNTAX_HELP}") from None
+    if text.strip().startswith("<"):
+        raise UsageError(f"{what} {text!r} is a tiler, not a layout (shape:stride)\n"
+                         f"{SYNTAX_HELP}")
     if isinstance(obj, int) or isinstance(obj, tuple) and all(
             isinstance(x, int) for x in _leaves(obj)):
         # a bare shape like "(4,8)" is a compact column-major layout, as in CuTe make_layout
@@ -160,6 +163,7 @@ def tv_table(layout_tv: Any, tile: tuple, max_cols: int = 16, max_rows: int = 32
 def cmd_tv(args: argparse.Namespace) -> int:
     from layoutalg import Layout, make_layout_tv
     from .tv_diagram import draw_tv
+    highlight, isolate = _threads_arg(args.highlight), _threads_arg(args.isolate)
     thr = _parse_layout(args.thr, "THR", allow_composed=False)
     val = _parse_layout(args.val, "VAL", allow_composed=False) if args.val else Layout(1)
     tiler, tv = make_layout_tv(thr, val)
@@ -170,8 +174,8 @@ def cmd_tv(args: argparse.Namespace) -> int:
     print(f"layout_tv {tv}   ((thread, value) -> column-major tile index)")
     print(tv_table(tv, (M, N)))
     if args.svg or args.png:
-        d = draw_tv((tiler, tv), highlight=_threads_arg(args.highlight),
-                    isolate=_threads_arg(args.isolate), max_cells=args.max_cells)
+        d = draw_tv((tiler, tv), highlight=highlight, isolate=isolate,
+                    max_cells=args.max_cells)
         return _write(d, args)
     return EXIT_OK
 
