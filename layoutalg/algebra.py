@@ -15,7 +15,7 @@ from .errors import (ComplementError, CompositionError, InverseError, LayoutErro
                      DivisibilityError)
 from .inttuple import (ceil_div, compact_col_major, flatten, fmt, is_static, product,
                        product_each, rank as _rank, sym_ok, unwrap)
-from .layout import (Layout, append, coalesce, coalesce_x, filter as _filter, make_layout,
+from .layout import (Layout, _eq, append, coalesce, filter as _filter, make_layout,
                      make_ordered_layout)
 
 __all__ = [
@@ -52,79 +52,330 @@ def _as_layout(x: Any, what: str) -> Layout:
 # ---------------------------------------------------------------------------------------------
 # Composition
 # ---------------------------------------------------------------------------------------------
+#
+# CuTe computes ``A o B`` mode by mode of B (right-distributivity) and, inside one mode ``n:e``
+# of B, walks the coalesced modes ("digits") of A: a digit of extent s either is skipped
+# (e % s == 0, e >= s) or receives a sub-mode of ``min(ceil(s/e), n)`` elements.  CuTe's checks
+# (the "weak" stride and shape divisibility conditions) accept some inputs whose result is not
+# ``A o B``.  The result is exactly ``A o B`` iff, in addition:
+#   (1) inside one mode, a walk that leaves a digit leaves it exactly at its end (e | s), so the
+#       next element starts the next digit at 0 instead of wrapping mid-digit;
+#   (2) across the modes of B, the digit values never carry: for every digit j of A except the
+#       last (unbounded) one, the largest digit-j contributions of all modes sum to at most s_j-1
+#       (a carry changes A's value by d_{j+1} - s_j*d_j, which is nonzero after coalescing, so a
+#       carry makes the result differ from A o B at the coordinate that causes it);
+#   (3) a mode with a negative stride only touches A's last digit: A extends to negative indices
+#       along its last mode only (A(x + t*P) == A(x) + t*d_last for P the product of the other
+#       extents), so any other negative offset would borrow across digits.
+# We compute CuTe's result and raise CompositionError when (1)-(3) fail, so a returned layout R
+# always satisfies R(c) == A(B(c)) for every coordinate c of B.
 
-def _abs(x: Any) -> Any:
-    return abs(x)
 
+def _coalesce_x_flat(layout: Layout) -> tuple:
+    """Flat (shapes, strides) lists of CuTe's ``coalesce_x(layout)`` (value-preserving for all i).
 
-def _composition_impl(ls: Any, ld: Any, rs: Any, rd: Any, lhs: Layout) -> Layout:
-    """``(ls:ld) o (rs:rd)`` for a coalesced lhs; mirrors CuTe's composition_impl.
-
-    Post: ``result(i) == lhs(rhs(i))`` for all ``0 <= i < size(rs)``.
+    Post: adjacent kept digits never satisfy ``s_j * d_j == d_{j+1}`` (static), and every digit
+    but possibly a lone one has extent >= 2.
     """
-    if type(rs) is tuple:  # right-distributivity
-        parts = [_composition_impl(ls, ld, s, d, lhs) for s, d in zip(rs, rd)]
-        return Layout._make(tuple(p.shape for p in parts), tuple(p.stride for p in parts))
-    if type(rd) is int and rd == 0:
-        return Layout._make(rs, rd)
-    if type(ls) is not tuple:
-        return Layout._make(rs, rd * ld)
+    fs, fd = layout.flat()
+    n = len(fs)
+    last_s = fs[n - 1]
+    if type(last_s) is int and last_s == 1:
+        last_s = 2
+    shapes = [last_s]
+    strides = [fd[n - 1]]
+    for i in range(n - 2, -1, -1):
+        s = fs[i]
+        if type(s) is int:
+            if s == 1:
+                continue
+            d = fd[i]
+            f = shapes[-1]
+            if type(f) is int:
+                if f == 1 and len(shapes) == 1:
+                    shapes[-1] = s
+                    strides[-1] = d
+                    continue
+                sd = strides[-1]
+                if type(d) is int and type(sd) is int:
+                    if s * d == sd:
+                        shapes[-1] = s * f
+                        strides[-1] = d
+                        continue
+                elif _eq(s * d, sd):
+                    shapes[-1] = s * f
+                    strides[-1] = d
+                    continue
+            shapes.append(s)
+            strides.append(d)
+            continue
+        d = fd[i]
+        f = shapes[-1]
+        if type(f) is int and f == 1 and len(shapes) == 1:
+            shapes[-1] = s
+            strides[-1] = d
+        elif type(f) is int and _eq(s * d, strides[-1]):
+            shapes[-1] = s * f
+            strides[-1] = d
+        else:
+            shapes.append(s)
+            strides.append(d)
+    shapes.reverse()
+    strides.reverse()
+    if len(shapes) == 1 and type(shapes[0]) is int and shapes[0] == 1:
+        return [1], [0]
+    return shapes, strides
 
-    n = len(ls)
+
+def _compose_leaf_static(ls: list, ld: list, rs: int, rd: int, usage: list, ctx: tuple) -> tuple:
+    """One static mode ``rs:rd`` of B through the static coalesced digits of A (rank >= 2).
+
+    Returns CuTe's (shape, stride) for this mode and adds the largest value this mode puts in
+    each non-last digit to ``usage`` (for condition (2)).  Raises on CuTe's refusals and on (1), (3).
+    """
+    if rd == 0:
+        return rs, 0
+    neg = rd < 0
+    ad = -rd if neg else rd
+    last = len(ls) - 1
     res_s: list = []
     res_d: list = []
-    rest_s, rest_d = rs, rd
-    for i in range(n - 1):
-        cs, cd = ls[i], ld[i]
-        ad = _abs(rest_d)
-        static = type(cs) is int and type(ad) is int
-        if static:
-            # CuTe's (weak) stride divisibility condition
-            if not (ad % cs == 0 or ad < cs):
-                raise CompositionError(
-                    f"composition {lhs} o {rs}:{rd}: stride divisibility condition fails: the "
-                    f"stride {ad} must be a multiple of mode extent {cs} or smaller than it")
-            next_s = -(-cs // ad)
-            next_d = -(-ad // cs) * (1 if rest_d > 0 else -1)
-        else:
-            next_s = ceil_div(cs, ad)
-            next_d = ceil_div(ad, cs) * (1 if sym_ok(rest_d > 0, "stride sign") else -1)
-        if (type(next_s) is int and next_s == 1) or (type(rest_s) is int and rest_s == 1):
-            rest_d = next_d
+    rest_s = rs
+    for i in range(last):
+        cs = ls[i]
+        if ad >= cs:
+            if ad % cs:
+                _fail_stride(ctx, rs, rd, ad, cs)
+            ad //= cs
             continue
-        if type(next_s) is int and type(rest_s) is int:
-            new_s = min(next_s, rest_s)
-            if rest_s % new_s != 0:
-                raise CompositionError(
-                    f"composition {lhs} o {rs}:{rd}: shape divisibility condition fails: "
-                    f"{new_s} elements fit in mode {i} (extent {cs}) but {rest_s} remain, "
-                    f"which is not a multiple of {new_s}")
-            # CuTe stops checking here; the result is only the composition when the stride
-            # divides the mode (so the walk continues at the next mode's start) or when the
-            # remaining elements all fit inside this mode.
-            if static and cs % ad != 0 and rest_s // new_s > 1:
-                raise CompositionError(
-                    f"composition {lhs} o {rs}:{rd} is not a layout: stride {ad} does not divide "
-                    f"mode {i} extent {cs}, so after {new_s} elements the walk would wrap "
-                    f"mid-mode (CuTe accepts this and returns a wrong layout)")
-        else:
-            new_s = _sym_min(next_s, rest_s)
+        # ad < cs: the walk enters digit i
+        if rest_s == 1:
+            ad = 1
+            continue
+        next_s = -(-cs // ad)
+        new_s = next_s if next_s < rest_s else rest_s
+        if rest_s % new_s:
+            _fail_shape(ctx, rs, rd, i, cs, new_s, rest_s)
+        if new_s < rest_s and cs % ad:
+            ctx[2].append((
+                f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)} is not a layout: stride {ad} "
+                f"does not divide the extent {cs} of A's coalesced mode {i}, so after {new_s} "
+                "elements the walk would wrap in the middle of that mode (CuTe accepts this and "
+                "returns a layout that is not A o B)", ld[i] != 0))
+        if neg:
+            ctx[2].append((
+                f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)} is not a layout: a negative "
+                f"stride reaches A's coalesced mode {i} (extent {cs}); A only extends to negative "
+                "indices along its last mode, so these offsets would borrow across modes",
+                i == last - 1 and ld[i] != 0))
+        usage[i] += (new_s - 1) * ad
         res_s.append(new_s)
-        res_d.append(rest_d * cd)
-        rest_s = rest_s // new_s
-        rest_d = next_d
-
+        res_d.append((-ad if neg else ad) * ld[i])
+        rest_s //= new_s
+        ad = 1
+    rest_d = -ad if neg else ad
     if not res_s:
-        return Layout._make(rest_s, rest_d * ld[-1])
-    if type(rest_s) is int and rest_s == 1:
-        return Layout._make(unwrap(tuple(res_s)), unwrap(tuple(res_d)))
-    return Layout._make(tuple(res_s) + (rest_s,), tuple(res_d) + (rest_d * ld[-1],))
+        return rest_s, rest_d * ld[last]
+    if rest_s == 1:
+        if len(res_s) == 1:
+            return res_s[0], res_d[0]
+        return tuple(res_s), tuple(res_d)
+    res_s.append(rest_s)
+    res_d.append(rest_d * ld[last])
+    return tuple(res_s), tuple(res_d)
 
 
-def _sym_min(a: Any, b: Any) -> Any:
-    if sym_ok(a <= b, "min of symbolic extents"):
-        return a
-    return b
+def _mode_str(ctx: tuple, rs: Any, rd: Any) -> str:
+    whole = ctx[1]
+    mode = f"{fmt(rs)}:{fmt(rd)}"
+    return whole if whole == mode else f"{whole} (mode {mode})"
+
+
+def _fail_stride(ctx: tuple, rs: Any, rd: Any, ad: Any, cs: Any) -> None:
+    raise CompositionError(
+        f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)}: stride divisibility condition fails: "
+        f"the remaining stride {ad} must be a multiple of A's coalesced mode extent {cs} or "
+        "smaller than it (CuTe refuses this too)")
+
+
+def _fail_shape(ctx: tuple, rs: Any, rd: Any, i: int, cs: Any, new_s: Any, rest_s: Any) -> None:
+    raise CompositionError(
+        f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)}: shape divisibility condition fails: "
+        f"{new_s} elements fit in A's coalesced mode {i} (extent {cs}) but {rest_s} remain, "
+        f"which is not a multiple of {new_s} (CuTe refuses this too)")
+
+
+def _compose_leaf_general(ls: list, ld: list, rs: Any, rd: Any, usage: list, ctx: tuple) -> tuple:
+    """Like :func:`_compose_leaf_static` for symbolic extents or strides (CuTe's dynamic rules,
+    with every condition decided by sympy or refused with SymbolicError)."""
+    if type(rd) is int and rd == 0:
+        return rs, rd
+    sign_pos = sym_ok(rd > 0, "the sign of a symbolic stride")
+    ad = rd if sign_pos else -rd
+    last = len(ls) - 1
+    res_s: list = []
+    res_d: list = []
+    rest_s = rs
+    for i in range(last):
+        cs = ls[i]
+        if sym_ok(ad >= cs, "whether a stride passes a mode"):
+            if not sym_ok(_mod(ad, cs) == 0, "stride divisibility"):
+                _fail_stride(ctx, rs, rd, ad, cs)
+            ad = _exact_div(ad, cs)
+            continue
+        if _is_one(rest_s):
+            ad = 1
+            continue
+        next_s = ceil_div(cs, ad)
+        new_s = next_s if sym_ok(next_s <= rest_s, "min of extents") else rest_s
+        if not sym_ok(_mod(rest_s, new_s) == 0, "shape divisibility"):
+            _fail_shape(ctx, rs, rd, i, cs, new_s, rest_s)
+        more = not _is_one(_exact_div(rest_s, new_s))
+        if more and not sym_ok(_mod(cs, ad) == 0, "stride divides extent"):
+            raise CompositionError(
+                f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)} is not a layout: stride {ad} "
+                f"does not divide the extent {cs} of A's coalesced mode {i}")
+        if not sign_pos:
+            raise CompositionError(
+                f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)} is not a layout: a negative "
+                f"stride reaches A's coalesced mode {i}")
+        usage[i] = usage[i] + (new_s - 1) * ad
+        res_s.append(new_s)
+        res_d.append((ad if sign_pos else -ad) * ld[i])
+        rest_s = _exact_div(rest_s, new_s)
+        ad = 1
+    rest_d = ad if sign_pos else -ad
+    if not res_s:
+        return rest_s, rest_d * ld[last]
+    if _is_one(rest_s):
+        if len(res_s) == 1:
+            return res_s[0], res_d[0]
+        return tuple(res_s), tuple(res_d)
+    res_s.append(rest_s)
+    res_d.append(rest_d * ld[last])
+    return tuple(res_s), tuple(res_d)
+
+
+def _is_one(x: Any) -> bool:
+    return (type(x) is int and x == 1) or (type(x) is not int and sym_ok(x == 1, "extent == 1"))
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return a % b
+    import sympy
+    return sympy.Mod(a, b)
+
+
+def _exact_div(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return a // b
+    import sympy
+    q = sympy.simplify(a / b)
+    return int(q) if q.is_Integer else q
+
+
+def _compose_tree(ls: list, ld: list, rs: Any, rd: Any, usage: list, ctx: tuple,
+                  static: bool) -> tuple:
+    """Right-distributivity over the (nested) modes of B; returns (shape, stride) trees."""
+    if type(rs) is tuple:
+        out_s = []
+        out_d = []
+        for s, d in zip(rs, rd):
+            a, b = _compose_tree(ls, ld, s, d, usage, ctx, static)
+            out_s.append(a)
+            out_d.append(b)
+        return tuple(out_s), tuple(out_d)
+    if static:
+        return _compose_leaf_static(ls, ld, rs, rd, usage, ctx)
+    return _compose_leaf_general(ls, ld, rs, rd, usage, ctx)
+
+
+def _scale_tree(t: Any, k: Any) -> Any:
+    if type(t) is tuple:
+        return tuple(_scale_tree(x, k) for x in t)
+    return t * k
+
+
+def _compose_layout(lhs: Layout, rs: Any, rd: Any, rhs_text: Any = None) -> Layout:
+    """``lhs o (rs:rd)``; Post: ``result(c) == lhs(rhs(c))`` for every coordinate c of rs."""
+    ls, ld = _coalesce_x_flat(lhs)
+    if len(ls) == 1:
+        # A is a single (unbounded) linear mode: A o B just scales B's strides (always exact)
+        d0 = ld[0]
+        if type(rd) is int:
+            return Layout._make(rs, rd * d0)
+        return Layout._make(rs, _scale_tree(rd, d0))
+    static = all(type(x) is int for x in ls) and all(type(x) is int for x in ld)
+    if static and type(rs) is int and type(rd) is int:
+        usage = [0] * (len(ls) - 1)
+        ctx = (lhs, rhs_text or f"{rs}:{rd}", [])
+        s, d = _compose_leaf_static(ls, ld, rs, rd, usage, ctx)
+        if ctx[2]:  # a single mode of B cannot carry into itself: only (1)/(3) can fail
+            _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
+        return Layout._make(s, d)
+    if static:
+        fr = flatten(rs) + flatten(rd)
+        static = all(type(x) is int for x in fr)
+    usage = [0] * (len(ls) - 1)
+    ctx = (lhs, rhs_text or f"{fmt(rs)}:{fmt(rd)}", [])
+    s, d = _compose_tree(ls, ld, rs, rd, usage, ctx, static)
+    viol = ctx[2]
+    for j in range(len(usage)):
+        u = usage[j]
+        cap = ls[j] - 1
+        if type(u) is int and type(cap) is int:
+            ok = u <= cap
+        else:
+            ok = sym_ok(u <= cap, "whether modes of B overlap in a mode of A")
+        if not ok:
+            viol.append((
+                f"composition {lhs} o {ctx[1]} is not a layout: the modes of B together reach "
+                f"offset {u} inside A's coalesced mode {j} of extent {ls[j]}, so their sum "
+                "carries into the next mode and A(B(c)) differs from the combination of the "
+                "per-mode results (CuTe does not check this)",
+                # the witness (every mode at its largest digit-j value) is only certain when
+                # no mode wrapped inside a lower stride-0 digit
+                all(p for _, p in viol)))
+    if viol:
+        if not static:
+            raise CompositionError(viol[0][0])
+        _resolve_violations(viol, ls, ld, rs, rd, s, d)
+    return Layout._make(s, d)
+
+
+# Largest size(B) for which a composition that fails the structural conditions only in an
+# exotic way (a stride-0 mode of A, a negative stride) is settled by checking every index.
+_EXHAUSTIVE_LIMIT = 1 << 16
+
+
+def _resolve_violations(viol: list, ls: list, ld: list, rs: Any, rd: Any, s: Any, d: Any) -> None:
+    """Raise CompositionError unless CuTe's result ``s:d`` is ``A o B`` after all.
+
+    Each violation carries whether it provably makes the result differ from ``A o B`` (see the
+    conditions above).  The others (a walk wrapping inside a stride-0 mode of A, or a negative
+    stride whose borrow happens to cancel) are decided by comparing every index, for
+    ``size(B) <= _EXHAUSTIVE_LIMIT``.
+    """
+    for msg, provable in viol:
+        if provable:
+            raise CompositionError(msg)
+    n = product(rs)
+    if n > _EXHAUSTIVE_LIMIT:
+        raise CompositionError(viol[0][0] + f" (size(B) = {n} is too large to rule out an "
+                               "exceptional cancellation by checking every index)")
+    import numpy as np
+    from .enumerate import _flat_values
+    bvals = _flat_values(flatten(rs), flatten(rd))
+    truth = np.zeros_like(bvals)
+    x = bvals
+    for j in range(len(ls) - 1):  # floor semantics: A extends along its last mode only
+        truth += (x % ls[j]) * ld[j]
+        x = x // ls[j]
+    truth += x * ld[-1]
+    got = _flat_values(flatten(s), flatten(d))
+    if not np.array_equal(got, truth):
+        raise CompositionError(viol[0][0])
 
 
 def composition(lhs: Any, rhs: Any) -> Any:
@@ -133,8 +384,17 @@ def composition(lhs: Any, rhs: Any) -> Any:
     ``rhs`` may be a Layout, an int ``n`` (meaning ``n:1``), ``None`` (identity) or a by-mode
     tiler tuple whose entries are any of those (modes of lhs beyond the tiler are dropped, as in
     CuTe).  ``lhs`` may be a Layout, a Swizzle or a ComposedLayout.
-    Post: ``shape(result)`` is compatible with ``shape(rhs)``.
+    Post: ``shape(result)`` is compatible with ``shape(rhs)`` and ``result(c) == lhs(rhs(c))``
+    (``rhs(c)`` may be negative only where lhs extends linearly: along its last mode).
+    Raises CompositionError where CuTe refuses, and where CuTe's result would not be ``lhs o rhs``.
     """
+    if type(lhs) is Layout:
+        if type(rhs) is Layout:
+            return _compose_layout(lhs, rhs.shape, rhs.stride, None)
+        if type(rhs) is int:
+            if rhs <= 0:
+                raise ShapeError(f"composition: tiler extent must be >= 1, got {rhs}")
+            return _compose_layout(lhs, rhs, 1, None)
     from .swizzle import ComposedLayout, Swizzle
     if isinstance(lhs, Swizzle):
         if isinstance(rhs, Layout):
@@ -145,8 +405,7 @@ def composition(lhs: Any, rhs: Any) -> Any:
     if not isinstance(lhs, Layout):
         raise ShapeError(f"composition: lhs must be a Layout, Swizzle or ComposedLayout, got {lhs!r}")
     if isinstance(rhs, Layout):
-        f = coalesce_x(lhs)
-        return _composition_impl(f.shape, f.stride, rhs.shape, rhs.stride, lhs)
+        return _compose_layout(lhs, rhs.shape, rhs.stride, None)
     if rhs is None:
         return lhs
     if type(rhs) is tuple:
@@ -162,72 +421,120 @@ def composition(lhs: Any, rhs: Any) -> Any:
     n = normalize(rhs, "composition rhs")
     if type(n) is tuple:  # pragma: no cover - tuples handled above
         raise ShapeError("unreachable")
-    f = coalesce_x(lhs)
-    return _composition_impl(f.shape, f.stride, n, 1, lhs)
+    _check_extent(n, "composition tiler")
+    return _compose_layout(lhs, n, 1, None)
+
+
+def _check_extent(n: Any, what: str) -> None:
+    if type(n) is int and n <= 0:
+        raise ShapeError(f"{what}: extent must be >= 1, got {n}")
 
 
 # ---------------------------------------------------------------------------------------------
 # Complement
 # ---------------------------------------------------------------------------------------------
 
+def _coalesce_shape(shape: Any) -> Any:
+    """CuTe ``coalesce(Shape)``: multiply adjacent static (or adjacent dynamic) extents."""
+    if type(shape) is not tuple:
+        return shape
+    out: list = []
+    for x in flatten(shape):
+        if out and (type(out[-1]) is int) == (type(x) is int):
+            out[-1] = out[-1] * x
+        else:
+            out.append(x)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def complement(layout: Layout, cotarget: Any = None) -> Layout:
     """The layout ``C`` that fills the gaps of ``layout`` up to ``cotarget`` (default cosize).
 
-    Post: ``C`` is strictly increasing, ``C(i) != layout(j)`` for ``i >= 1``, and
-    ``make_layout(layout, C)`` is injective with ``size(C) >= ceil(cotarget / size(filter(layout)))``.
-    Refused (ComplementError) when the layout is not injective or its sorted modes do not nest
-    (a stride not divisible by the extent of the modes below it), since no such C exists.
+    Computed exactly as CuTe's ``complement`` (sort the filtered modes by stride, fill each gap
+    below a mode, then repeat up to the cotarget).  Post (CuTe's, with ``F = filter(layout)``):
+      * ``C`` is strictly increasing: ``C(i-1) < C(i)``;
+      * ``C(i) != layout(j)`` for ``i >= 1`` and every j (disjoint images);
+      * ``size(C) * size(F) >= product(cotarget)`` (the pair covers the cotarget).
+    When the sorted modes nest (each stride a multiple of the span of the modes below it),
+    ``make_layout(layout, C)`` is moreover a bijection onto ``[0, size(F) * size(C))``.
+    Raises ComplementError where CuTe refuses (a non-injective layout), for negative strides
+    (CuTe returns a meaningless layout), and where CuTe's result violates the size
+    post-condition (modes that do not nest, e.g. ``(2,2):(1,3)`` up to 24).
     """
-    if not isinstance(layout, Layout):
-        raise ShapeError(f"complement: expected a Layout, got {layout!r}")
+    if type(layout) is not Layout:
+        if not isinstance(layout, Layout):
+            raise ShapeError(f"complement: expected a Layout, got {layout!r}")
     fl = _filter(layout)
     if cotarget is None:
-        cotarget = fl.cosize()
+        cot = fl.cosize()
     elif isinstance(cotarget, Layout):
-        cotarget = cotarget.shape
+        cot = cotarget.shape
+    elif type(cotarget) is int:
+        cot = cotarget
     else:
         from .inttuple import normalize
-        cotarget = normalize(cotarget, "complement cotarget")
+        cot = normalize(cotarget, "complement cotarget")
+    for x in flatten(cot):
+        if type(x) is int and x <= 0:
+            raise ShapeError(f"complement: cotarget {fmt(cot)} must have extents >= 1")
     s, d = fl.shape, fl.stride
     if type(d) is int and d == 0:
-        return Layout._make(product(cotarget), 1)
+        # irreducible rank-1 stride-0 layout (filter() found nothing): fill the whole cotarget
+        n = _coalesce_shape(cot)
+        return Layout._make(n, compact_col_major(n))
     shapes = list(s) if type(s) is tuple else [s]
     strides = list(d) if type(d) is tuple else [d]
-    if len(strides) > 1 and not is_static(tuple(strides)):
+    r = len(shapes)
+    if r > 1 and not all(type(x) is int for x in strides):
         raise ComplementError(f"complement of {layout}: dynamic strides are only supported for "
                               "rank-1 layouts (as in CuTe)")
     for x in strides:
         if type(x) is int and x < 0:
             raise ComplementError(f"complement of {layout}: negative stride {x} is not supported "
-                                  "(complement is defined for layouts with positive strides)")
-    r = len(shapes)
+                                  "(CuTe's complement assumes positive strides and returns a "
+                                  "meaningless layout)")
     res_s: list = []
     res_d: list = [1]
-    for i in range(r - 1):
-        k = min(range(len(strides)), key=lambda j: strides[j])
+    nests = True
+    for i in range(r):
+        if i < r - 1:
+            k = min(range(len(strides)), key=strides.__getitem__)  # first minimum, as cute::find
+        else:
+            k = 0
         ms = strides[k]
-        _check_nest(layout, ms, res_d[i])
-        res_s.append(ms // res_d[i])
-        res_d.append(ms * shapes[k])
-        del shapes[k]
-        del strides[k]
-    _check_nest(layout, strides[0], res_d[r - 1])
-    res_s.append(strides[0] // res_d[r - 1])
-    new_d = strides[0] * shapes[0]
-    rest_s = product(ceil_div(cotarget, new_d))
-    out = Layout._make(tuple(res_s) + (rest_s,), tuple(res_d) + (new_d,))
-    return coalesce(out)
-
-
-def _check_nest(layout: Layout, stride: Any, below: Any) -> None:
-    if type(stride) is int and type(below) is int:
-        if stride < below:
-            raise ComplementError(f"complement of {layout}: the layout is not injective (a mode "
-                                  f"of stride {stride} overlaps modes spanning {below})")
-        if stride % below != 0:
+        below = res_d[i]
+        if type(ms) is int and type(below) is int:
+            gap = ms // below
+            if gap == 0:
+                raise ComplementError(
+                    f"complement of {layout}: the layout is not injective: a mode of stride {ms} "
+                    f"starts inside the span {below} of the smaller-stride modes (CuTe: "
+                    "'Non-injective Layout detected in complement')")
+            if ms % below:
+                nests = False
+        else:
+            gap = _exact_div(ms, below)
+        res_s.append(gap)
+        if i < r - 1:
+            res_d.append(ms * shapes[k])
+            del shapes[k]
+            del strides[k]
+    new_stride = strides[0] * shapes[0]
+    rest_s = _coalesce_shape(ceil_div(cot, new_stride))
+    rest_d = compact_col_major(rest_s, new_stride)
+    out = coalesce(Layout._make((tuple(res_s), rest_s), (tuple(res_d), rest_d)))
+    if not nests:
+        # CuTe truncates the gap sizes; its result is still increasing and disjoint from the
+        # layout (each gap mode stays below the next stride), but it may be too small.
+        total = out.size() * fl.size()
+        need = product(cot)
+        if total < need:
             raise ComplementError(
-                f"complement of {layout}: stride {stride} is not a multiple of {below}, the span "
-                "of the smaller modes, so the gaps cannot be filled by a layout")
+                f"complement of {layout} up to {fmt(cot)}: the modes do not nest (sorted, each "
+                "stride must be a multiple of the span of the smaller modes), so the gaps cannot "
+                f"be filled by a layout; CuTe returns {out}, and size({out}) * size(filter(A)) = "
+                f"{total} < {need}, violating complement's size post-condition")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +542,7 @@ def _check_nest(layout: Layout, stride: Any, below: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def _wrapped_coalesce(layout: Layout) -> tuple:
+    """Flat (shapes, strides, prefix products) of ``coalesce(layout)`` (CuTe wraps a leaf)."""
     c = coalesce(layout)
     s = c.shape if type(c.shape) is tuple else (c.shape,)
     d = c.stride if type(c.stride) is tuple else (c.stride,)
@@ -244,22 +552,38 @@ def _wrapped_coalesce(layout: Layout) -> tuple:
     return s, d, pre
 
 
-def right_inverse(layout: Any) -> Any:
-    """``R`` with ``layout(R(i)) == i`` for all ``i < size(R)`` (the largest such prefix).
+def _exchange_order(keys: list, vals: list) -> list:
+    """``vals`` reordered by ``keys`` with CuTe's ``exchange_sort`` (not stable: equal strides
+    come out in CuTe's order, which decides which of two equal-stride modes an inverse uses)."""
+    kv = list(zip(keys, vals))
+    n = len(kv)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if kv[j][0] < kv[i][0]:
+                kv[i], kv[j] = kv[j], kv[i]
+    return [v for _, v in kv]
 
-    Post: ``composition(layout, R)`` equals ``make_layout(shape(R))`` on its domain.
+
+def right_inverse(layout: Any) -> Any:
+    """CuTe's ``right_inverse``: ``R`` with ``layout(R(i)) == i`` for all ``i < size(R)``.
+
+    Starting from offset 1, it chains the modes whose stride equals the span reached so far (a
+    mode of stride 0, a negative or a dynamic stride never matches; unlike pycute it does not
+    stop at the first mode that does not chain).
+    Post: ``composition(layout, R)`` equals ``make_layout(shape(R))`` on R's domain.
     """
     if layout is None:
         return None
     if not isinstance(layout, Layout):
         raise ShapeError(f"right_inverse: expected a Layout, got {layout!r}")
     s, d, pre = _wrapped_coalesce(layout)
-    order = sorted((i for i in range(len(d)) if type(d[i]) is int), key=lambda i: d[i])
+    idx = [i for i in range(len(d)) if type(d[i]) is int]
+    order = _exchange_order([d[i] for i in idx], idx)
     rs: list = [1]
     rd: list = [0]
-    curr = 1
+    curr: Any = 1
     for i in order:
-        if d[i] == curr:
+        if type(curr) is int and d[i] == curr:
             rs.append(s[i])
             rd.append(pre[i])
             curr = s[i] * d[i]
@@ -267,33 +591,77 @@ def right_inverse(layout: Any) -> Any:
 
 
 def left_inverse(layout: Any) -> Any:
-    """Quasi-inverse ``R``: ``layout(R(layout(i))) == layout(i)`` for all ``i < size(layout)``.
+    """CuTe's ``left_inverse``: a quasi-inverse ``R`` with ``layout(R(layout(i))) == layout(i)``
+    for all ``i < size(layout)``; for an injective layout ``R(layout(i)) == i``.
 
-    For an injective layout, ``R(layout(i)) == i``.  Refused (InverseError) when the sorted
-    strides fail CuTe's left-inverse divisibility condition.
+    Raises InverseError where CuTe refuses (dynamic strides; a sorted stride that is not a
+    multiple of the size already covered: CuTe's left inverse divisibility condition) and for
+    negative strides (CuTe returns a meaningless layout).
     """
     if layout is None:
         return None
     if not isinstance(layout, Layout):
         raise ShapeError(f"left_inverse: expected a Layout, got {layout!r}")
     s, d, pre = _wrapped_coalesce(layout)
-    if not is_static(d):
-        raise InverseError(f"left_inverse of {layout}: requires static strides")
-    order = sorted(range(len(d)), key=lambda i: d[i])
+    if not all(type(x) is int for x in d):
+        raise InverseError(f"left_inverse of {layout}: requires static strides (as in CuTe)")
+    for x in d:
+        if x < 0:
+            raise InverseError(f"left_inverse of {layout}: negative stride {x} is not supported "
+                               "(CuTe returns a meaningless layout)")
+    order = _exchange_order(list(d), list(range(len(d))))
     rs: list = []
     rd: list = [0]
-    sz = 1
+    sz: Any = 1
     for i in order:
         if d[i] == 0:
             continue
+        if type(sz) is not int:
+            raise InverseError(f"left_inverse of {layout}: requires static shapes below the "
+                               "largest stride")
         if d[i] % sz != 0:
             raise InverseError(f"left_inverse of {layout}: stride {d[i]} is not a multiple of "
-                               f"{sz} (left inverse divisibility condition)")
+                               f"{sz}, the size already covered (CuTe's left inverse "
+                               "divisibility condition)")
         rs.append(d[i] // sz)
         rd.append(pre[i])
-        sz = sz * (d[i] // sz)
+        sz = d[i]
     rs.append(s[order[-1]])
-    return coalesce(Layout._make(tuple(rs), tuple(rd)))
+    out = coalesce(Layout._make(tuple(rs), tuple(rd)))
+    # With the divisibility condition, the positive-stride modes are injective iff each sorted
+    # stride is at least the span of the previous one; then R reads the coordinates back
+    # digit by digit and the post-condition holds.  Otherwise CuTe's result is often not a
+    # quasi-inverse (e.g. (6,4):(16,8)), so check it on every index.
+    prev = None
+    injective = True
+    for i in order:
+        if d[i] == 0:
+            continue
+        if prev is not None and d[i] < s[prev] * d[prev]:
+            injective = False
+            break
+        prev = i
+    if not injective:
+        _check_quasi_inverse(layout, out)
+    return out
+
+
+def _check_quasi_inverse(layout: Layout, inv: Layout) -> None:
+    """Raise InverseError unless ``layout(inv(layout(i))) == layout(i)`` for all i < size."""
+    n = layout.size()
+    if type(n) is not int or n > _EXHAUSTIVE_LIMIT:
+        raise InverseError(f"left_inverse of {layout}: the layout is not injective and too large "
+                           "to check CuTe's quasi-inverse on every index")
+    import numpy as np
+    from .enumerate import _eval_int_array, layout_values
+    y = layout_values(layout)
+    back = _eval_int_array(layout, _eval_int_array(inv, y))
+    if not np.array_equal(back, y):
+        i = int(np.nonzero(back != y)[0][0])
+        raise InverseError(
+            f"left_inverse of {layout}: the layout is not injective and CuTe's result {inv} is "
+            f"not a quasi-inverse: layout(R(layout({i}))) = {int(back[i])} != layout({i}) = "
+            f"{int(y[i])}")
 
 
 def nullspace(layout: Layout) -> Layout:
@@ -449,36 +817,57 @@ def flat_product(block: Layout, tiler: Any) -> Layout:
 
 
 def zip_layouts(a: Layout, b: Layout) -> Layout:
-    """CuTe ``zip(layoutA, layoutB)``: pair up corresponding modes."""
-    return Layout._make(_zip((a.shape, b.shape)), _zip((a.stride, b.stride)))
+    """CuTe ``zip(layoutA, layoutB)``: pair up corresponding modes.
+
+    ``((a0,a1,...),(b0,b1,...)) -> ((a0,b0),(a1,b1),...)``; when ``a`` is a single mode (not a
+    tuple) the result is the single mode ``((a,b))``.  Raises ShapeError when a is a tuple and
+    b is not one of the same rank (CuTe: "Mismatched Ranks" / incomplete tuple_size).
+    """
+    return Layout._make(_zip2(a.shape, b.shape), _zip2(a.stride, b.stride))
 
 
-def _zip(t: tuple) -> Any:
-    first = t[0]
-    if type(first) is not tuple:
-        return (t,)
-    n = len(first)
-    for x in t:
-        if type(x) is tuple and len(x) != n:
-            raise ShapeError(f"zip: mismatched ranks in {fmt(t)}")
-    return tuple(tuple(x[j] if type(x) is tuple else x for x in t) for j in range(n))
+def _zip2(x: Any, y: Any) -> Any:
+    if type(x) is not tuple:
+        return ((x, y),)
+    if type(y) is not tuple or len(y) != len(x):
+        raise ShapeError(f"zip: mismatched ranks: {fmt(x)} and {fmt(y)} (both must be tuples of "
+                         "the same rank, or the first a single mode)")
+    return tuple(zip(x, y))
 
 
 def _rank_product(block: Layout, tiler: Any, raked: bool) -> Layout:
-    t = _as_layout(tiler, "product tiler")
-    r = max(block.rank, t.rank)
-    res = logical_product(append(block, n=r), append(t, n=r))
+    name = "raked_product" if raked else "blocked_product"
+    if not isinstance(block, Layout) or not isinstance(tiler, Layout):
+        raise ShapeError(f"{name} takes two Layouts (as in CuTe); got {block!r} and {tiler!r}: "
+                         "wrap an int or a shape with make_layout(...)")
+    r = max(block.rank, tiler.rank)
+    res = logical_product(append(block, n=r), append(tiler, n=r))
     m0, m1 = res[0], res[1]
-    return zip_layouts(m1, m0) if raked else zip_layouts(m0, m1)
+    try:
+        return zip_layouts(m1, m0) if raked else zip_layouts(m0, m1)
+    except ShapeError:
+        raise ShapeError(
+            f"{name}({block}, {tiler}): the modes {m0} and {m1} of the logical product cannot "
+            "be zipped mode by mode (a rank-1 layout whose single mode is a tuple is combined "
+            "with a plain mode; CuTe refuses this too): give both layouts the same mode "
+            "structure") from None
 
 
-def blocked_product(block: Layout, tiler: Any) -> Layout:
-    """Repeat ``block`` over ``tiler`` (block-major): mode i is ``(block_i, tiler_i)``."""
+def blocked_product(block: Layout, tiler: Layout) -> Layout:
+    """Repeat ``block`` over ``tiler`` (block-major): mode i is ``(block_i, tiler_i)``.
+
+    Post: ``rank(result) == max(rank(block), rank(tiler))`` and
+    ``size(result) == size(block) * size(tiler)``.
+    """
     return _rank_product(block, tiler, raked=False)
 
 
-def raked_product(block: Layout, tiler: Any) -> Layout:
-    """Interleave copies of ``block`` over ``tiler``: mode i is ``(tiler_i, block_i)``."""
+def raked_product(block: Layout, tiler: Layout) -> Layout:
+    """Interleave copies of ``block`` over ``tiler``: mode i is ``(tiler_i, block_i)``.
+
+    Post: ``rank(result) == max(rank(block), rank(tiler))`` and
+    ``size(result) == size(block) * size(tiler)``.
+    """
     return _rank_product(block, tiler, raked=True)
 
 
@@ -534,7 +923,7 @@ def upcast(layout: Layout, n: int) -> Layout:
 def downcast(layout: Layout, n: int) -> Layout:
     """View ``layout`` in units ``n`` times narrower: stride-1 modes grow, other strides scale."""
     fd = layout.flat()[1]
-    if not any(type(x) is int and abs(x) == 1 for x in fd):
+    if not any(type(x) is int and x == 1 for x in fd):
         raise DivisibilityError(f"downcast<{n}> of {layout}: needs a stride-1 mode (adjacent "
                                 "elements)")
 

@@ -155,6 +155,8 @@ def _layout_cols(layout: Any) -> List[int]:
     cols: List[int] = []
     for s, d in zip(fs, fd):
         nb = _log2(s, "extent")
+        if nb == 0:  # an extent-1 mode contributes no input bit, whatever its stride
+            continue
         if type(d) is not int:
             raise F2Error(f"symbolic stride {d} has no F2 view")
         if d == 0:

@@ -141,9 +141,12 @@ def weakly_congruent(a: IntTuple, b: IntTuple) -> bool:
 
 
 def compact_col_major(shape: IntTuple, start: Any = 1) -> IntTuple:
-    """Column-major (LayoutLeft) strides congruent to ``shape``, starting at ``start``."""
+    """Column-major (LayoutLeft) strides congruent to ``shape``, starting at ``start``.
+
+    As in CuTe's ``compact_major``, a static extent-1 leaf gets stride 0 (it never moves).
+    """
     if type(shape) is not tuple:
-        return start
+        return 0 if (type(shape) is int and shape == 1) else start
     out = []
     cur = start
     for s in shape:
@@ -153,9 +156,12 @@ def compact_col_major(shape: IntTuple, start: Any = 1) -> IntTuple:
 
 
 def compact_row_major(shape: IntTuple, start: Any = 1) -> IntTuple:
-    """Row-major (LayoutRight) strides congruent to ``shape``: the last mode is fastest."""
+    """Row-major (LayoutRight) strides congruent to ``shape``: the last mode is fastest.
+
+    A static extent-1 leaf gets stride 0 (CuTe ``compact_major``).
+    """
     if type(shape) is not tuple:
-        return start
+        return 0 if (type(shape) is int and shape == 1) else start
     out = [None] * len(shape)
     cur = start
     for i in range(len(shape) - 1, -1, -1):
