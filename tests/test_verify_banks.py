@@ -321,3 +321,11 @@ def test_f2_proof_agrees_with_exhaustive_on_random_swizzled_layouts(instr, perm,
     sw = la.Swizzle(b, vb + mm, s)
     r = bank_conflicts(la.ComposedLayout(sw, 0, inner), instruction=instr)
     assert r.method == "f2" and r.max_ways == r.proof.ways
+
+
+def test_overlapping_writes_are_flagged_as_races():
+    r = bank_conflicts(la.Layout((64, 8), (0, 1)), instruction="ds_write_b128")
+    assert r.holds                                   # one dword per bank: no conflict ...
+    assert any("WRITE RACE" in n for n in r.notes)   # ... but 64 lanes store the same bytes
+    ok = bank_conflicts(la.Layout((64, 8), (8, 1)), instruction="ds_write_b128")
+    assert not any("RACE" in n for n in ok.notes)

@@ -296,6 +296,8 @@ def bank_conflicts(access: Any, *, arch: Any = "gfx942", instruction: str = "ds_
         dom = f"{lanes_desc} (exhaustive); {shift}"
     notes = () if why_not is None or method == "exhaustive" else (
         f"F2 proof not applicable: {why_not}",)
+    if m.is_write:
+        notes += _write_races(starts, m, names)
     return BankResult(
         check="LDS bank-conflict freedom", holds=max_ways == 1, method=meth, domain=dom,
         counterexample=cex, notes=notes, model=m, elem_bytes=elem_bytes, max_ways=max_ways,
@@ -304,6 +306,21 @@ def bank_conflicts(access: Any, *, arch: Any = "gfx942", instruction: str = "ds_
         total_ideal_cycles=int(ideal.sum()), lane_addresses=starts[rep].copy(),
         lane_banks=lane_banks, lane_phase=np.array(m.lane_phase()), conflict_lanes=conflict,
         aligned=aligned, base_alignment=align, proof=proof)
+
+
+def _write_races(starts: np.ndarray, m: LdsModel, names: list) -> Tuple[str, ...]:
+    """Lanes of one write issue whose byte ranges overlap: a race, whatever the banks say."""
+    order = np.argsort(starts, axis=1, kind="stable")
+    s = np.take_along_axis(starts, order, axis=1)
+    hit = (s[:, 1:] - s[:, :-1]) < m.access_bytes
+    if not hit.any():
+        return ()
+    i, j = (int(x) for x in np.argwhere(hit)[0])
+    a, b = int(order[i, j]), int(order[i, j + 1])
+    return (f"WRITE RACE: in {int(hit.any(axis=1).sum())} issue(s) two lanes write overlapping "
+            f"bytes (e.g. {names[i]}: lanes {min(a, b)} and {max(a, b)} at bytes "
+            f"{int(starts[i, a])} and {int(starts[i, b])}); not a bank conflict, but the stored "
+            "value is undefined",)
 
 
 def _lcm(a: int, b: int) -> int:
