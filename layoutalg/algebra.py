@@ -901,8 +901,14 @@ def tile_to_shape(block: Layout, trg_shape: Any, order: Any = None) -> Layout:
 # Upcast / downcast (reinterpret element width)
 # ---------------------------------------------------------------------------------------------
 
+def _check_factor(n: Any, name: str) -> None:
+    if type(n) is not int or n < 1:
+        raise ShapeError(f"{name}: the factor must be a positive int, got {n!r}")
+
+
 def upcast(layout: Layout, n: int) -> Layout:
     """View ``layout`` in units ``n`` times wider: stride-1 modes shrink, other strides divide."""
+    _check_factor(n, "upcast")
     def up(s: Any, d: Any) -> tuple:
         if type(s) is tuple:
             parts = [up(x, y) for x, y in zip(s, d)]
@@ -922,6 +928,7 @@ def upcast(layout: Layout, n: int) -> Layout:
 
 def downcast(layout: Layout, n: int) -> Layout:
     """View ``layout`` in units ``n`` times narrower: stride-1 modes grow, other strides scale."""
+    _check_factor(n, "downcast")
     fd = layout.flat()[1]
     if not any(type(x) is int and x == 1 for x in fd):
         raise DivisibilityError(f"downcast<{n}> of {layout}: needs a stride-1 mode (adjacent "

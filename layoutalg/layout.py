@@ -27,6 +27,10 @@ __all__ = [
 ]
 
 
+class ModeError(ShapeError, IndexError):
+    """A mode index outside ``[-rank, rank)`` (also an IndexError, so iteration idioms work)."""
+
+
 def _check_shape_leaf(s: Any) -> None:
     if type(s) is int:
         if s <= 0:
@@ -106,11 +110,14 @@ class Layout:
 
     def __getitem__(self, i: int) -> "Layout":
         """Mode ``i`` as a layout (CuTe ``layout<i>``)."""
-        if not is_tuple(self.shape):
+        s = self.shape
+        if type(s) is not tuple:
             if i in (0, -1):
                 return self
-            raise IndexError(f"layout {self} has rank 1; mode {i} does not exist")
-        return Layout._make(self.shape[i], self.stride[i])
+            raise ModeError(f"layout {self} has rank 1; mode {i} does not exist")
+        if type(i) is not int or not -len(s) <= i < len(s):
+            raise ModeError(f"layout {self} has rank {len(s)}; mode {i!r} does not exist")
+        return Layout._make(s[i], self.stride[i])
 
     def __iter__(self) -> Iterator["Layout"]:
         for i in range(len(self)):
@@ -138,8 +145,16 @@ class Layout:
         if type(c) is tuple:
             if not _weakly_congruent_coord(c, self.shape):
                 raise ShapeError(f"coordinate {fmt_coord(c)} does not match shape {fmt(self.shape)}")
-            return crd2idx(normalize(c, "coordinate"), self.shape, self.stride)
+            c = normalize(c, "coordinate")
+            for x in flatten(c):
+                if type(x) is int and x < 0:
+                    raise ShapeError(f"negative coordinate {fmt(c)} for layout {self}")
+            return crd2idx(c, self.shape, self.stride)
         c = normalize(c, "coordinate")  # numpy / sympy index
+        if type(c) is int:
+            return self(c)
+        if getattr(c, "is_negative", None):
+            raise ShapeError(f"negative index {c} for layout {self}")
         return crd2idx(c, self.shape, self.stride)
 
     def values(self):

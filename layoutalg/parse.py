@@ -93,7 +93,10 @@ class _Parser:
         self.eat(",")
         s = self.leaf()
         self.eat(">")
-        return Swizzle(b, m, s)
+        try:
+            return Swizzle(b, m, s)
+        except ShapeError as e:
+            raise ParseError(f"cannot parse {self.text!r}: {e}") from None
 
     def layout_or_tuple(self) -> Any:
         shp = self.inttuple()
