@@ -127,7 +127,9 @@ def test_tv_broadcast_is_shown():
     # stride-0 thread mode: threads 0 and 1 hold the same values
     d = viz.draw_tv(la.parse("(2,4):(0,1)"), tile_shape=(4, 1))
     [g] = grids(d.svg)
-    assert g.texts[1].endswith("+1") and "several" in all_text(d.svg)
+    assert g.texts[:4] == ["T0,1", "V0", "T0,1", "V1"] and "several" in all_text(d.svg)
+    [g] = grids(viz.draw_tv(la.parse("(2,4):(0,1)"), tile_shape=(4, 1), highlight=[1]).svg)
+    assert g.texts[0] == "T1,0" and g.marks == 4
 
 
 def test_large_tv_overview_detail_and_legend():

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .colors import thread_color
 from .grid import FONT_SIZE, LINE_H, PAD, Grid, HStack, Legend, Text, VStack, render
 from .svg import Diagram, Svg, char_width
-from .tv_diagram import tv_cell_fn
+from .tv_diagram import holder_labels, tv_cell_fn
 
 __all__ = ["draw_mma", "mma_owners"]
 
@@ -74,7 +74,7 @@ class _MmaBlock:
         longest = len(f"T{lanes - 1}")
         for own in (owners["A"], owners["B"], owners["C"]):
             for w in own.get(block, {}).values():
-                longest = max(longest, len(f"V{w[0][1]}") + (2 if len(w) > 1 else 0))
+                longest = max(longest, *(len(x) for x in holder_labels(w)))
         cw = max(22.0, longest * char_width(FONT_SIZE) + PAD + 3)
         ch = 2 * LINE_H + PAD + 1
         hw = len(str(max(M, N, K) - 1)) * char_width(FONT_SIZE - 1) + 6
@@ -156,7 +156,7 @@ def draw_mma(spec: Any, *, highlight: Optional[Sequence[int]] = None, title: str
     for op in ("A", "B", "C"):
         d = sum(1 for blk in owners[op].values() for w in blk.values() if len(w) > 1)
         if d:
-            notes.append(f"{op}: {d} elements are held by several lanes (shown as the first lane "
-                         "with +k; hover for all).")
+            notes.append(f"{op}: {d} elements are held by several lanes (T0,16 = lanes 0 and "
+                         "16, +k = k more; hover a cell for all).")
     full = f"{name}" + (f" ({arch})" if arch else "")
     return render(body, title=title or full, subtitle=sub, notes=notes)

@@ -21,7 +21,7 @@ from .colors import EMPTY, fade, thread_color
 from .grid import Cell, HStack, Legend, VStack, grid_or_overview, render
 from .svg import Diagram
 
-__all__ = ["draw_tv", "tv_owners", "as_tv", "tv_cell_fn"]
+__all__ = ["draw_tv", "tv_owners", "as_tv", "tv_cell_fn", "holder_labels"]
 
 
 def as_tv(tv: Any, tile_shape: Any = None) -> Tuple[Layout, Tuple[int, int]]:
@@ -73,6 +73,22 @@ def tv_owners(layout: Layout, tile: Tuple[int, int]) -> Tuple[Dict[Tuple[int, in
     return owners, T, V, outside
 
 
+def holder_labels(holders: Sequence[Tuple[int, int]], value_prefix: str = "V") -> Tuple[str, str]:
+    """Cell text for the (thread, value) pairs holding one element.
+
+    One holder: ``T5`` over ``V3``.  Replicated elements (stride-0 thread modes, WMMA half-waves)
+    list two holders, ``T5,21`` over ``V3`` (or ``V3,7`` when the values differ), and ``+k``
+    for k more; the tooltip lists all.
+    """
+    t, v = holders[0]
+    if len(holders) == 1:
+        return f"T{t}", f"{value_prefix}{v}"
+    t2, v2 = holders[1]
+    more = f"+{len(holders) - 2}" if len(holders) > 2 else ""
+    vals = f"{value_prefix}{v}" if v2 == v else f"{value_prefix}{v},{v2}"
+    return f"T{t},{t2}{more}", vals
+
+
 def tv_cell_fn(owners: Dict[Tuple[int, int], List[Tuple[int, int]]], num_threads: int,
                highlight: Optional[Iterable[int]] = None, isolate: Optional[Iterable[int]] = None,
                value_prefix: str = "V"):
@@ -89,22 +105,17 @@ def tv_cell_fn(owners: Dict[Tuple[int, int], List[Tuple[int, int]]], num_threads
             shown = [p for p in who if p[0] in iso]
             if not shown:
                 return Cell(fill="#ffffff", lines=())
-        t, v = shown[0]
+        if hi is not None:  # a highlighted holder of a shared element is the one shown
+            shown = sorted(shown, key=lambda p: p[0] not in hi)
+        t = shown[0][0]
         color = thread_color(t, num_threads)
-        lines = [f"T{t}", f"{value_prefix}{v}" + (f"+{len(shown) - 1}" if len(shown) > 1 else "")]
-        tip = ""
-        if len(shown) > 1:
-            tip = "held by " + ", ".join(f"T{a}{value_prefix}{b}" for a, b in shown)
+        lines = holder_labels(shown, value_prefix)
+        tip = ("held by " + ", ".join(f"T{a}{value_prefix}{b}" for a, b in shown)
+               if len(shown) > 1 else "")
         if hi is not None and t not in hi:
-            hit = [p for p in shown if p[0] in hi]
-            if hit:  # a highlighted thread also holds it (broadcast): show that one
-                t, v = hit[0]
-                color = thread_color(t, num_threads)
-                lines[0], lines[1] = f"T{t}", f"{value_prefix}{v}+{len(shown) - 1}"
-            else:
-                return Cell(fill=fade(color, 0.8), lines=tuple(lines), ink="#9a9a9a", tip=tip)
+            return Cell(fill=fade(color, 0.8), lines=lines, ink="#9a9a9a", tip=tip)
         mark = "#000000" if hi is not None else ""
-        return Cell(fill=color, lines=tuple(lines), mark=mark, tip=tip)
+        return Cell(fill=color, lines=lines, mark=mark, tip=tip)
 
     return cell
 
@@ -139,8 +150,8 @@ def draw_tv(tv: Any, tile_shape: Any = None, *, highlight: Optional[Sequence[int
         notes.append(f"{missing} tile cells are held by no thread (grey).")
     dups = sum(1 for w in owners.values() if len(w) > 1)
     if dups:
-        notes.append(f"{dups} cells are held by several (thread, value) pairs: the first is "
-                     "shown with +k (hover for all).")
+        notes.append(f"{dups} cells are held by several (thread, value) pairs: T0,16 means "
+                     "threads 0 and 16, +k k more (hover a cell for all).")
     if outside:
         notes.append(f"{outside} (thread, value) pairs map outside the {M}x{N} tile.")
     return render(body, title=title or f"TV layout {layout}", subtitle=sub, notes=notes)
