@@ -271,7 +271,6 @@ def register(subparsers: Any) -> None:
         description="The end-to-end demo: a TV layout, the gfx942 MFMA 16x16x16 and 32x32x8 "
                     "operand layouts, a swizzle, and a conflicted and a fixed LDS access "
                     "(verified), drawn as SVG and PNG into OUT with an index.html.")
-    p.add_argument("--out", default="layoutalg-demo", help="output folder (default "
-                   "./layoutalg-demo)")
+    p.add_argument("--out", default="demo_out", help="output folder (default ./demo_out)")
     p.add_argument("--no-png", action="store_true", help="SVG only (no rasterizer needed)")
     p.set_defaults(func=_guard(cmd_demo))

@@ -141,7 +141,7 @@ def _steps() -> List[Tuple[Item, Callable]]:
     ]
 
 
-def run_demo(out: str = "layoutalg-demo", png: bool = True, quiet: bool = False) -> int:
+def run_demo(out: str = "demo_out", png: bool = True, quiet: bool = False) -> int:
     """Write every diagram and ``index.html`` into ``out``; returns the exit code."""
     from .raster import RasterizerMissing
     log = (lambda *a: None) if quiet else (lambda *a: print(*a))
