@@ -118,14 +118,10 @@ class BankResult(CheckResult):
         if self.proof is not None:
             out.append(f"F2 certificate: {self.proof}")
         if not self.aligned:
-            out.append(f"WARNING: some lane vectors are not {m_ab(self)}-byte aligned: "
+            out.append(f"WARNING: some lane vectors are not {self.model.access_bytes}-byte aligned: "
                        f"{self.model.instruction} then needs unaligned-DS mode (or is split by "
                        "the compiler); the count above is for the dwords actually covered")
         return tuple(out)
-
-
-def m_ab(r: BankResult) -> int:
-    return r.model.access_bytes
 
 
 # ---- the exhaustive kernel -----------------------------------------------------------------
