@@ -176,6 +176,8 @@ class _Static:
         self.widths: Dict[str, int] = {}
         self.axis_vals: Dict[str, np.ndarray] = {}
         self.points = 0
+        gm, gn = (k.grid + (1, 1))[:2]
+        self.block_sig = [[0] * gn for _ in range(gm)]   # hash of every predicate, per block
 
     def env0(self) -> Dict[Any, Any]:
         k = self.k
@@ -221,6 +223,12 @@ class _Static:
         pred = np.asarray(True if a.pred is None else c_eval(a.pred, env))
         on = active & pred
         where = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
+        if a.pred is not None:
+            pb = np.broadcast_to(on, np.broadcast_shapes(np.shape(on), (1, 1, 1, 1)))
+            for i in range(len(self.block_sig)):
+                for j in range(len(self.block_sig[0])):
+                    sl = pb[:, min(i, pb.shape[1] - 1), min(j, pb.shape[2] - 1), :]
+                    self.block_sig[i][j] = hash((self.block_sig[i][j], sl.tobytes()))
         eb = _BYTES[self.buf_dtype[a.buf]]
         self.widths[a.tag] = a.width * eb * 8
         all_in = True
@@ -250,10 +258,13 @@ class _Static:
                     f.add("in_bounds", f"{where} element {j} at {self._at(oob)}: offset "
                                        f"{int(got_b[oob][0])} outside {a.buf}[{n}]")
             elif a.buf in self.outputs and a.kind == "store":
-                cnt = self.counts.setdefault(a.buf, np.zeros(int(a.origin.cosize()), np.int32))
+                n_out = int(a.origin.cosize())
                 self.origins[a.buf] = a.origin
                 sel = got_b[on_b & in_b]
-                np.add.at(cnt, sel, 1)
+                if sel.size and 0 <= sel.min() and sel.max() < n_out:
+                    self.counts.setdefault(a.buf, []).append(sel.astype(np.int32))
+                elif sel.size:
+                    f.add("in_bounds", f"{where} element {j}: offset outside {a.buf}")
         if a.pred is not None and a.kind == "load":
             shape = np.broadcast_shapes(np.shape(pred), np.shape(active), np.shape(all_in))
             p_b = np.broadcast_to(pred, shape)
@@ -408,8 +419,7 @@ class _Flow:
 
     def where(self, tag: str, env) -> str:
         loop = [f"{s.name}={v}" for s, v in env.items()
-                if np.ndim(v) == 0 and s.name not in ("tid",) + tuple(self.k.grid_symbols)
-                and s.name in self.loop_vars]
+                if np.ndim(v) == 0 and s.name in self.loop_vars]
         return f"{tag} in block {self.block}" + (f", {', '.join(loop)}" if loop else "")
 
     loop_vars: set = set()
@@ -476,19 +486,24 @@ class _Flow:
 
     def lds_touch(self, a: Access, addr, th, write: bool, env) -> None:
         b, ep = a.buf, self.epoch
-        uniq, counts = np.unique(addr, return_counts=True)
+        n = self.lds[b].shape[0]
+        if addr.min() < 0 or addr.max() >= n:
+            return  # reported by the static pass (in_bounds)
+        multi = np.bincount(addr, minlength=n)[addr] > 1
         if write:
-            if (counts > 1).any():
+            if multi.any():
+                t = int(np.argmax(multi))
                 self.f.add("lds_races", f"{self.where(a.tag, env)}: two threads write "
-                                        f"{b}[{int(uniq[counts > 1][0])}] in one store")
+                                        f"{b}[{int(addr[t])}] in one store")
             war = (self.r_ep[b][addr] == ep) & (self.r_th[b][addr] != th)
             waw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
-            for bad, what in ((war, "read"), (waw, "written")):
+            for bad, what, who in ((war, "read", self.r_th), (waw, "wrote", self.w_th)):
                 if bad.any():
                     t = int(np.argmax(bad))
+                    other = int(who[b][addr[t]])
                     self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} writes "
-                                            f"{b}[{int(addr[t])}] that thread "
-                                            f"{int((self.r_th if what == 'read' else self.w_th)[b][addr[t]])}"
+                                            f"{b}[{int(addr[t])}], which "
+                                            f"{'several threads' if other < 0 else f'thread {other}'}"
                                             f" {what} since the last barrier")
             self.w_ep[b][addr] = ep
             self.w_th[b][addr] = th
@@ -499,10 +514,9 @@ class _Flow:
                 self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} reads "
                                         f"{b}[{int(addr[t])}] written by thread "
                                         f"{int(self.w_th[b][addr[t]])} without a barrier between")
-            multi = np.isin(addr, uniq[counts > 1])
             fresh = self.r_ep[b][addr] != ep
             prev = self.r_th[b][addr]
-            new_th = np.where(fresh, th, np.where(prev == th, th, -1))
+            new_th = np.where(fresh | (prev == th), th, -1)
             new_th = np.where(multi, -1, new_th)
             self.r_ep[b][addr] = ep
             self.r_th[b][addr] = new_th
@@ -554,7 +568,7 @@ class _Flow:
         a_idx, b_idx = np.array(m.a.idx), np.array(m.b.idx)
         A = a_regs[base + sp.a_lane[None], a_idx[sp.a_item][None]]      # [W, M, K]
         B = b_regs[base + sp.b_lane[None], b_idx[sp.b_item][None]]      # [W, K, N]
-        where = self.where(m.tag, env)
+        where = _Lazy(lambda: self.where(m.tag, env))
         if (A == _UNSET).any() or (B == _UNSET).any():
             self.f.add("lane_mfma_operands", f"{where}: an operand register was never loaded")
             return
@@ -623,30 +637,49 @@ class _Flow:
             self.f.add("lane_mfma_operands", f"{where}: accumulator used before it was zeroed")
         self.acc_m[fr][th_b, it_b] = want_m
         self.acc_n[fr][th_b, it_b] = want_n
-        # contributions: slot q counts when neither operand was zero-filled
-        valid = ~az[wv, ci] & ~bz.transpose(0, 2, 1)[wv, cj]                   # [W,64,C,K]
-        kq = ka[:, 0, :]                                                         # [W, K]
-        kk = np.broadcast_to(kq[:, None, None, :], valid.shape)
-        word, bit = kk // 64, (kk % 64).astype(np.uint64)
+        # contributions: slot q counts when neither operand was zero-filled; all k of one issue
+        # are distinct and (checked) fall into one 64-bit word of the per-element k bitset
+        kq = ka[:, 0, :]                                                          # [W, K]
+        srt = np.sort(kq, axis=1)
+        if (srt[:, 1:] == srt[:, :-1]).any():
+            w = int(np.argmax((srt[:, 1:] == srt[:, :-1]).any(axis=1)))
+            self.f.add("lane_mfma_operands", f"{where}, wave {w}: two reduction slots carry the "
+                                             f"same k ({sorted(kq[w].tolist())})")
+            return
+        word = kq // 64
         kb_arr = self.kbits[fr]
-        for q in range(sp.K):
-            v = valid[..., q]
-            if not v.any():
-                continue
-            t_, i_, w_, b_ = th_b[v], it_b[v], word[..., q][v], bit[..., q][v]
-            if (w_ >= kb_arr.shape[2]).any():
-                self.f.add("lane_mfma_operands", f"{where}: k {int(kk[..., q][v].max())} beyond "
-                                                 "the reduction extent")
-                return
-            cur = kb_arr[t_, i_, w_]
-            dup = (cur >> b_) & np.uint64(1)
-            if dup.any():
-                x = int(np.argmax(dup))
-                self.f.add("lane_mfma_operands",
-                           f"{where}: thread {int(t_[x])} accumulator item {int(i_[x])} adds "
-                           f"k={int(w_[x]) * 64 + int(b_[x])} a second time")
-                return
-            kb_arr[t_, i_, w_] = cur | (np.uint64(1) << b_)
+        if (word != word[:, :1]).any() or (word[:, 0] >= kb_arr.shape[2]).any():
+            self.f.add("lane_mfma_operands", f"{where}: the k values of one MFMA "
+                                             f"({kq[0].tolist()}) span two 64-k windows or pass "
+                                             "the reduction extent (not supported by the check)")
+            return
+        one = np.left_shift(np.uint64(1), (kq % 64).astype(np.uint64))           # [W, K]
+        zero = np.uint64(0)
+        rowbits = np.bitwise_or.reduce(np.where(~az, one[:, None, :], zero), axis=2)   # [W, M]
+        colbits = np.bitwise_or.reduce(np.where(~bz, one[:, :, None], zero), axis=1)   # [W, N]
+        new = rowbits[wv, ci] & colbits[wv, cj]                                   # [W, 64, C]
+        wd = np.broadcast_to(word[:, :1, None], new.shape)
+        cur = kb_arr[th_b, it_b, wd]
+        dup = (cur & new) != 0
+        if dup.any():
+            w, l, c = (int(x) for x in np.argwhere(dup)[0])
+            self.f.add("lane_mfma_operands",
+                       f"{where}: wave {w} lane {l} accumulator item {c} adds a k it already "
+                       "summed (a reduction index used twice)")
+            return
+        kb_arr[th_b, it_b, wd] = cur | new
+
+
+class _Lazy:
+    """A message computed only when printed."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def __str__(self) -> str:
+        return self.fn()
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
 def _kmask(K: int, words: int) -> np.ndarray:
@@ -674,6 +707,55 @@ def _mfmas(body):
     return [s for s in walk(body) if isinstance(s, Mfma)]
 
 
+def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
+    """Do blocks differ only by a translation of the global coordinates?
+
+    Holds when (1) no ``Let`` depends on a grid symbol, (2) every coordinate of every global
+    access is ``c * block + (block-free terms)`` with an integer ``c`` per (buffer, coordinate
+    position, grid symbol), the same for every access of that buffer, and (3) the shifts agree
+    where the dataflow check compares coordinates: A rows with C rows, B columns with C
+    columns, A's k with B's k.  Then a block's dataflow is its representative's, translated,
+    whenever the two have the same predicate values everywhere.
+    """
+    import sympy
+    from .ir import walk
+    grid = [sym(g) for g in k.grid_symbols]
+    tainted = set(grid)
+    shifts: Dict[Tuple[str, int], Tuple[int, ...]] = {}
+    for s in walk(k.body):
+        if isinstance(s, Let) and sympy.sympify(s.expr).free_symbols & tainted:
+            return False, f"index {s.name} depends on the block index"
+        if isinstance(s, Access) and s.space == "lds":
+            if sympy.sympify(s.offset).free_symbols & tainted:
+                return False, f"{s.tag}: LDS offset depends on the block index"
+        if isinstance(s, Access) and s.space == "global":
+            for coords in s.coords:
+                for p, c in enumerate(_leaves(coords)):
+                    c = sympy.expand(sympy.sympify(c))
+                    sh = []
+                    for g in grid:
+                        d = sympy.diff(c, g)
+                        if not d.is_Integer:
+                            return False, f"{s.tag}: coordinate {c} is not affine in {g}"
+                        sh.append(int(d))
+                    if shifts.setdefault((s.buf, p), tuple(sh)) != tuple(sh):
+                        return False, f"{s.tag}: {s.buf} coordinate {p} shifts differently"
+    pairs = ((("A", 0), ("C", 0)), (("B", 0), ("C", 1)), (("A", 1), ("B", 1)))
+    for x, y in pairs:
+        if x in shifts and y in shifts and shifts[x] != shifts[y]:
+            return False, f"{x[0]} coordinate {x[1]} and {y[0]} coordinate {y[1]} shift " \
+                          f"differently with the block ({shifts[x]} vs {shifts[y]})"
+    return True, "blocks are translations of one another"
+
+
+def _representatives(sig: List[List[int]]) -> List[Tuple[int, int]]:
+    seen: Dict[int, Tuple[int, int]] = {}
+    for j in range(len(sig[0])):
+        for i in range(len(sig)):
+            seen.setdefault(sig[i][j], (i, j))
+    return sorted(seen.values())
+
+
 def _blocks_to_simulate(grid: Tuple[int, ...], limit: int = 4) -> List[Tuple[int, int]]:
     gm, gn = grid[0], grid[1]
     if gm * gn <= limit:
@@ -690,10 +772,15 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     fails = _Fail()
     st = _Static(k, arch, fails)
     st.run()
-    for buf, cnt in st.counts.items():
+    for buf, sels in st.counts.items():
         origin = st.origins[buf]
-        want = np.zeros_like(cnt)
-        want[np.asarray(origin.values()).reshape(-1)] = 1
+        cnt = np.bincount(np.concatenate(sels), minlength=int(origin.cosize()))
+        del sels
+        if _is_compact(origin):
+            want = np.ones_like(cnt)
+        else:
+            want = np.zeros_like(cnt)
+            want[np.asarray(origin.values()).reshape(-1)] = 1
         bad = cnt != want
         if bad.any():
             o = int(np.argmax(bad))
@@ -704,7 +791,18 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     cap = target(arch).lds_bytes
     if lds_total > cap:
         fails.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
-    blist = blocks if blocks is not None else _blocks_to_simulate(k.grid)
+    lemma, why = _translation_lemma(k)
+    if blocks is not None:
+        blist, how = blocks, "blocks chosen by the caller"
+    elif lemma:
+        blist = _representatives(st.block_sig)
+        how = (f"one block per predicate pattern; every other block is a translation of its "
+               f"representative ({why}: affine coordinates with uniform shifts, block-free LDS "
+               f"and register indexing, checked symbolically) with identical predicates "
+               f"(checked in the static pass)")
+    else:
+        blist = [(i, j) for j in range(k.grid[1]) for i in range(k.grid[0])]
+        how = f"every block ({why})"
     span = k_span if k_span is not None else int(k.meta.get("k_span", 64))
     issues = stores = 0
     for b in blist:
@@ -718,7 +816,7 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     loops = ", ".join(f"{s.var} in [{s.start}, {s.stop})" for s in _loops(k.body)) or "no loop"
     static_dom = f"all {grid} x all loop iterations ({loops}) x all {T} threads, every element " \
                  f"of every access ({st.points} points)"
-    flow_dom = f"blocks {blist} of {grid}, all loop iterations, all {T} threads " \
+    flow_dom = f"blocks {blist} of {grid} ({how}), all loop iterations, all {T} threads " \
                f"({issues} wave-level MFMA issues, {stores} accumulator stores)"
     doms = {
         "emitted_index_math": static_dom,
@@ -749,6 +847,22 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
                "simulated_blocks": blist, "lds_bytes": lds_total,
                "bank_methods": sorted(st.bank_methods)}
     return GateReport(k.name, checks, details, t1 - t0)
+
+
+def _is_compact(layout: Any) -> bool:
+    """A bijection onto [0, size): sorted by stride, each stride is the product of the extents
+    below it."""
+    if not isinstance(layout, Layout):
+        return False
+    fs, fd = layout.flat()
+    span = 1
+    for sz, d in sorted(zip(fs, fd), key=lambda x: x[1]):
+        if sz == 1:
+            continue
+        if d != span:
+            return False
+        span *= sz
+    return True
 
 
 def _loops(body):

@@ -23,6 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import sympy
 
+from layoutalg.errors import LayoutError
+
 from .emit import emit
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Param, Shared,
@@ -167,8 +169,14 @@ def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
             if arrays is None:
                 continue
             wi, wa, ri, ra = arrays
-            res = suggest_swizzle(cand.tile, write=wa, read=ra, elem_bytes=eb,
-                                  arch=plan.cfg.arch, write_instruction=wi, read_instruction=ri)
+            try:
+                res = suggest_swizzle(cand.tile, write=wa, read=ra, elem_bytes=eb,
+                                      arch=plan.cfg.arch, write_instruction=wi,
+                                      read_instruction=ri)
+            except LayoutError:  # e.g. no phase model for this LDS instruction: the gate says so
+                if chosen is None:
+                    chosen = cand
+                continue
             if res.holds:
                 cand.swizzle = res.swizzle or Swizzle(0, 0, 0)
                 cand.swizzle_search = res

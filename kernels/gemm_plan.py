@@ -259,7 +259,11 @@ def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> Oper
         reps = BMN // tmn
         copy = Layout(((tk, tmn), (vk, reps)), ((vk * BMN, 1), (BMN, tmn)))
     else:
+        # keep LDS writes at least 32-bit: a thread needs >= 2 k values per vector of mn
         vmn = vec
+        while vmn > 1 and per_thread < 2 * vmn:
+            vmn //= 2
+        vec = vmn
         _need(BMN % vmn == 0, f"block {BMN} must be a multiple of the {vec}-element vector")
         # k-extent of a thread's block: the LDS write vector (up to 16 bytes)
         vk = 1
@@ -412,7 +416,8 @@ def plan_gemm(cfg: GemmConfig, spec: Any = None) -> GemmPlan:
     notes = []
     for op in (a, b):
         if op.vec * eb < 16:
-            notes.append(f"{op.name}: {op.vec * eb * 8}-bit global loads (the contiguous extent "
-                         f"or leading dimension is not a multiple of {16 // eb})")
+            notes.append(f"{op.name}: {op.vec * eb * 8}-bit global loads (contiguous extent "
+                         f"or leading dimension not a multiple of {16 // eb}, or too few "
+                         "elements per thread for a transposed LDS write)")
     return GemmPlan(cfg, spec, a, b, acc_m, acc_n, items, kpack, kgroups, reps_m, reps_n,
                     c_glob, grid, tuple(notes))

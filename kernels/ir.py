@@ -209,71 +209,105 @@ class NonIntegerExpr(ValueError):
 
 def _cdiv(a: Any, b: Any) -> Any:
     """C integer division (truncates toward zero)."""
+    if type(a) is int and type(b) is int:
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
     a = np.asarray(a, dtype=np.int64)
-    q = np.abs(a) // abs(int(b)) if np.ndim(b) == 0 else np.abs(a) // np.abs(b)
+    if type(b) is int and b > 0 and (a.size == 0 or a.min() >= 0):
+        return a // b
+    q = np.abs(a) // np.abs(b)
     return np.where((a < 0) ^ (np.asarray(b) < 0), -q, q)
 
 
 def _cmod(a: Any, b: Any) -> Any:
     """C remainder (sign of the dividend)."""
-    a = np.asarray(a, dtype=np.int64)
+    if type(b) is int and b > 0 and (type(a) is int and a >= 0):
+        return a % b
+    if type(b) is int and b > 0:
+        a = np.asarray(a, dtype=np.int64)
+        if a.size == 0 or a.min() >= 0:
+            return a % b
     return a - _cdiv(a, b) * b
+
+
+def _and(*xs: Any) -> Any:
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.logical_and(out, x)
+    return out
+
+
+def _or(*xs: Any) -> Any:
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.logical_or(out, x)
+    return out
+
+
+_COMPILED: Dict[Any, Any] = {}
+_RELOPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+
+
+def c_compile(expr: Any):
+    """A Python function ``env -> value`` computing ``expr`` as its printed C does (cached).
+
+    Same semantics as :func:`c_eval` (which calls it); raises :class:`NonIntegerExpr` at
+    compile time for anything that would not print as integer C.
+    """
+    e = sympy.sympify(expr)
+    fn = _COMPILED.get(e)
+    if fn is not None:
+        return fn
+    syms: List[Any] = []
+
+    def g(e: Any) -> str:
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            if e not in syms:
+                syms.append(e)
+            return f"env[_s[{syms.index(e)}]]"
+        if isinstance(e, sympy.logic.boolalg.BooleanTrue):
+            return "True"
+        if isinstance(e, sympy.logic.boolalg.BooleanFalse):
+            return "False"
+        if e.is_Rational or e.is_Float:
+            raise NonIntegerExpr(f"non-integer constant {e} in index expression")
+        if e.is_Add:
+            return "(" + " + ".join(g(a) for a in e.args) + ")"
+        if e.is_Mul:
+            return "(" + " * ".join(g(a) for a in e.args) + ")"
+        if isinstance(e, sympy.floor):
+            num, den = e.args[0].as_numer_denom()
+            return g(num) if den == 1 else f"_cdiv({g(num)}, {g(den)})"
+        if isinstance(e, sympy.Mod):
+            return f"_cmod({g(e.args[0])}, {g(e.args[1])})"
+        if isinstance(e, Xor):
+            return f"_xor({g(e.args[0])}, {g(e.args[1])})"
+        if isinstance(e, sympy.And):
+            return "_and(" + ", ".join(g(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Or):
+            return "_or(" + ", ".join(g(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Not):
+            return f"_not({g(e.args[0])})"
+        if isinstance(e, sympy.core.relational.Relational):
+            return f"({g(e.lhs)} {_RELOPS[e.rel_op]} {g(e.rhs)})"
+        raise NonIntegerExpr(f"cannot evaluate {type(e).__name__} in index expression {e}")
+
+    body = g(e)
+    ns = {"_cdiv": _cdiv, "_cmod": _cmod, "_xor": np.bitwise_xor, "_and": _and, "_or": _or,
+          "_not": np.logical_not, "_s": syms}
+    fn = eval(f"lambda env: {body}", ns)  # noqa: S307 - generated from a sympy tree above
+    _COMPILED[e] = fn
+    return fn
 
 
 def c_eval(expr: Any, env: Dict[sympy.Symbol, Any]) -> Any:
     """Evaluate ``expr`` as the C that :func:`layoutalg.symbolic.to_c` prints for it.
 
-    ``env`` maps symbols to ints or int64 numpy arrays (broadcast together).  Raises
-    :class:`NonIntegerExpr` for anything that would not print as integer C (a rational or float
-    coefficient, a power, an unknown function) and ``KeyError`` for an unbound symbol.
+    ``env`` maps symbols to ints or int64 numpy arrays (broadcast together): ``floor(n/d)``
+    is C's truncating ``n / d``, ``Mod`` is C's ``%``, :class:`Xor` is ``^``.  Raises
+    :class:`NonIntegerExpr` for anything that would not print as integer C (a rational or
+    float coefficient, a power, an unknown function) and ``KeyError`` for an unbound symbol.
     """
-    e = sympy.sympify(expr)
-    if e.is_Integer:
-        return int(e)
-    if e.is_Symbol:
-        if e not in env:
-            raise KeyError(f"unbound symbol {e} in index expression")
-        return env[e]
-    if isinstance(e, (sympy.logic.boolalg.BooleanTrue,)):
-        return True
-    if isinstance(e, (sympy.logic.boolalg.BooleanFalse,)):
-        return False
-    if e.is_Rational or e.is_Float:
-        raise NonIntegerExpr(f"non-integer constant {e} in index expression")
-    if e.is_Add:
-        out = 0
-        for a in e.args:
-            out = out + c_eval(a, env)
-        return out
-    if e.is_Mul:
-        out = 1
-        for a in e.args:
-            out = out * c_eval(a, env)
-        return out
-    if isinstance(e, sympy.floor):
-        num, den = e.args[0].as_numer_denom()
-        if den == 1:
-            return c_eval(num, env)
-        return _cdiv(c_eval(num, env), c_eval(den, env))
-    if isinstance(e, sympy.Mod):
-        return _cmod(c_eval(e.args[0], env), c_eval(e.args[1], env))
-    if isinstance(e, Xor):
-        return np.bitwise_xor(c_eval(e.args[0], env), c_eval(e.args[1], env))
-    if isinstance(e, sympy.And):
-        out = True
-        for a in e.args:
-            out = np.logical_and(out, c_eval(a, env))
-        return out
-    if isinstance(e, sympy.Or):
-        out = False
-        for a in e.args:
-            out = np.logical_or(out, c_eval(a, env))
-        return out
-    if isinstance(e, sympy.Not):
-        return np.logical_not(c_eval(e.args[0], env))
-    if isinstance(e, sympy.core.relational.Relational):
-        a, b = c_eval(e.lhs, env), c_eval(e.rhs, env)
-        op = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-              "==": np.equal, "!=": np.not_equal}[e.rel_op]
-        return op(a, b)
-    raise NonIntegerExpr(f"cannot evaluate {type(e).__name__} in index expression {e}")
+    return c_compile(expr)(env)
