@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import LaunchError, NoDeviceError
 
-__all__ = ["TensorSpec", "check_tensor", "launch", "hip_runtime", "pack_args"]
+__all__ = ["TensorSpec", "check_tensor", "check_rocm_device", "launch", "hip_runtime", "pack_args"]
 
 
 @dataclass(frozen=True)
@@ -90,18 +90,23 @@ def check_tensor(t, spec: TensorSpec, where: str, check_device: bool = True) -> 
         raise LaunchError(f"{label}: data pointer 0x{ptr:x} is not {spec.align}-byte aligned "
                           f"(offset {ptr % spec.align}); a sliced view? pass .clone()")
     if check_device:
-        dev = getattr(t, "device", None)
-        is_rocm = False
-        try:
-            import torch
-            is_rocm = bool(getattr(torch.version, "hip", None)) and dev is not None and \
-                dev.type == "cuda"
-        except ImportError:  # pragma: no cover
-            pass
-        if not is_rocm:
-            raise LaunchError(f"{label}: tensor is on {dev}; a launch needs tensors on a ROCm "
-                              f"GPU (torch built for ROCm, device 'cuda'); run it on the CPU "
-                              f"with kernels.emulator.run instead")
+        check_rocm_device(t, label)
+
+
+def check_rocm_device(t, label: str) -> None:
+    """Raise :class:`LaunchError` unless tensor ``t`` lives on a ROCm GPU."""
+    dev = getattr(t, "device", None)
+    is_rocm = False
+    try:
+        import torch
+        is_rocm = bool(getattr(torch.version, "hip", None)) and dev is not None and \
+            dev.type == "cuda"
+    except ImportError:  # pragma: no cover
+        pass
+    if not is_rocm:
+        raise LaunchError(f"{label}: tensor is on {dev}; a launch needs tensors on a ROCm "
+                          f"GPU (torch built for ROCm, device 'cuda'); run it on the CPU "
+                          f"with kernels.emulator.run instead")
 
 
 # ------------------------------------------------------------------ the runtime
@@ -194,6 +199,7 @@ def pack_args(md: Dict[str, Any], args: Sequence[Any], specs: Optional[Sequence[
         raise LaunchError(f"{name}: {len(specs)} specs for {len(args)} arguments")
     size = max((a[".offset"] + a[".size"] for a in formal), default=0)
     buf = bytearray(size)
+    tensors = []
     for i, (a, f) in enumerate(zip(args, formal)):
         where = f"{name} argument {i}"
         kind, off, n = f[".value_kind"], f[".offset"], f[".size"]
@@ -202,13 +208,17 @@ def pack_args(md: Dict[str, Any], args: Sequence[Any], specs: Optional[Sequence[
                 ptr = 0
             else:
                 spec = (specs[i] if specs is not None else None) or TensorSpec()
-                check_tensor(a, spec, where, check_device=check_device)
+                check_tensor(a, spec, where, check_device=False)
+                tensors.append((a, where))
                 ptr = a.data_ptr()
             struct.pack_into("<Q", buf, off, ptr)
         elif kind == "by_value":
             buf[off:off + n] = _scalar(a, n, where)
         else:
             raise LaunchError(f"{where}: argument kind {kind!r} is not supported by launch()")
+    if check_device:  # last, so that shape/dtype/stride mistakes are reported first
+        for t, where in tensors:
+            check_rocm_device(t, where)
     return bytes(buf)
 
 

@@ -8,10 +8,27 @@ drift apart.
 
 from __future__ import annotations
 
+import os
 from typing import Dict, Tuple
 
 __all__ = ["VECTOR_ADD", "MFMA_16x16x16_F16_MAPS", "mfma_16x16x16_f16_source", "gemm_source",
-           "c_to_python"]
+           "c_to_python", "require"]
+
+
+def require(what: str = "device"):
+    """For tests: the device toolchain (``"device"``) or the emulator's host compiler
+    (``"host"``).  When it is missing the test FAILS if ``CI=true`` (CI installs clang-19
+    through the README set-up) and is skipped with the reason otherwise."""
+    import pytest
+
+    from .errors import ToolchainError
+    from .toolchain import find_host_compiler, find_toolchain
+    try:
+        return find_toolchain() if what == "device" else find_host_compiler()
+    except ToolchainError as e:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(f"CI=true but the {what} compiler is missing: {e}")
+        pytest.skip(f"{what} compiler not available: {e}")
 
 VECTOR_ADD = r"""#include "lagen_hip.h"
 

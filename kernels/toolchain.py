@@ -12,7 +12,7 @@ Every compiler gets the same self-contained command (no HIP headers, no device l
 kernel includes ``lagen_hip.h`` from ``kernels/include``)::
 
     clang++ -x hip -std=c++17 --offload-arch=gfx942 -nogpulib -nogpuinc --offload-device-only
-            --no-gpu-bundle-output -O3 -I kernels/include -c kernel.hip -o kernel.co
+            --no-gpu-bundle-output -cuid=layoutalg -O3 -I kernels/include -c kernel.hip -o kernel.co
 
 With ``--no-gpu-bundle-output`` clang links the device object with lld, so the output is a
 loadable AMDGPU code object (ELF type DYN), the input of ``hipModuleLoadData``.  Debian's clang
@@ -40,8 +40,11 @@ __all__ = ["Toolchain", "HostCompiler", "find_toolchain", "find_host_compiler", 
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 SUPPORTED_ARCHS = ("gfx90a", "gfx942", "gfx950")
+# -cuid fixes the per-file "__hip_cuid_*" symbol, which clang otherwise derives from the
+# (temporary) path: with it the same source and flags give the same bytes
 DEVICE_FLAGS = ("-x", "hip", "-std=c++17", "-nogpulib", "-nogpuinc", "--offload-device-only",
-                "--no-gpu-bundle-output", "-fno-color-diagnostics", "-fno-caret-diagnostics")
+                "--no-gpu-bundle-output", "-cuid=layoutalg", "-fno-color-diagnostics",
+                "-fno-caret-diagnostics")
 DEFAULT_OPT = "-O3"
 
 _INSTALL_HINT = ("install a HIP-capable clang: on Debian/Ubuntu `apt-get install clang-19 lld-19 "

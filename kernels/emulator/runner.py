@@ -280,9 +280,6 @@ def _guarded(index: int, arr: np.ndarray, orig, libc) -> _Buffer:
 
 
 def _scalar_bytes(value, t: ArgType, where: str) -> bytes:
-    if t.pointer:
-        raise LaunchError(f"{where}: the kernel takes a pointer ({t.cname()}); pass an array, "
-                          f"a tensor or None")
     if t.elem is None:
         if isinstance(value, (bytes, bytearray)) and len(value) == t.nbytes:
             return bytes(value)
