@@ -26,6 +26,10 @@ positions, with items split as ``(4 candidates, slots)``.
 The instruction tables below state what each instruction *is* (shape, types, cycles, clang
 builtin); the lane layouts come only from the functions above.  The test suite compares them
 with AMD's Matrix Instruction Calculator at every entry and compiles every CDNA3 builtin.
+
+Every operand of every instruction modelled here (CDNA1-4 and RDNA3/4 WMMA) is a single CuTe
+``Layout``: all maps are bit permutations of (lane, item) (plus stride-0 replication on RDNA3),
+so no ``ComposedLayout`` or swizzle is needed.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class Param:
         return f"{self.ctype} __attribute__((ext_vector_type({self.width})))"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # identity equality/hash: one object per (family, name, wave)
 class MatrixInstruction:
     """One MFMA / SMFMAC / WMMA instruction of one ISA family.
 

@@ -367,3 +367,11 @@ def test_cli_errors_exit_2():
     assert r.returncode == 2 and "no instruction" in r.stderr
     r = _cli("show", "v_mfma_f32_16x16x16_f16", "--arch", "gfx942", "--operand", "Q")
     assert r.returncode == 2 and "valid operands" in r.stderr
+
+
+def test_docstring_examples():
+    import doctest
+
+    import mfma_specs.arch
+    for mod in (ms, mfma_specs.arch):
+        assert doctest.testmod(mod).failed == 0
