@@ -329,3 +329,30 @@ def test_overlapping_writes_are_flagged_as_races():
     assert any("WRITE RACE" in n for n in r.notes)   # ... but 64 lanes store the same bytes
     ok = bank_conflicts(la.Layout((64, 8), (8, 1)), instruction="ds_write_b128")
     assert not any("RACE" in n for n in ok.notes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(INSTRS), st.permutations(list(range(6))), st.integers(1, 3),
+       st.integers(0, 3), st.sampled_from([32, 64, 128]))
+def test_f2_proof_through_a_swizzled_lds_tile(instr, rows_perm, b, s_extra, cols):
+    """TV partition of a (64 x cols) tile composed with a swizzled row-major LDS layout: the
+    F2 certificate (lds o tv) must match the enumeration of every issue (else VerifierBug)."""
+    m = model(instr)
+    vec = m.access_bytes // 2
+    vb = vec.bit_length() - 1
+    # lane bits pick rows (a permutation of the 6 row bits); values run along the row;
+    # iterations walk the vector chunks of the row
+    row_strides = tuple(1 << p for p in rows_perm)
+    chunks = cols // vec
+    tv = la.Layout(((2,) * 6, vec, chunks), (row_strides, 64, 64 * vec))
+    sw = la.Swizzle(b, vb, max(b, (cols.bit_length() - 1) - vb + s_extra))
+    lds = la.ComposedLayout(sw, 0, la.Layout((64, cols), (cols, 1)))
+    r = bank_conflicts(tv, lds=lds, instruction=instr)
+    assert r.method == "f2" and r.n_issues == chunks
+
+
+def test_partition_reaching_outside_the_lds_tile_is_refused():
+    with pytest.raises(AccessError, match="only 4096 elements"):
+        bank_conflicts(la.Layout((64, 8, 2), (1, 64, 4096)), lds=la.Layout((64, 64), (64, 1)))
+    with pytest.raises(LayoutError, match="partition"):
+        LdsModel("x", "ds_read_b128", 16, 32, 4, ((0,),))

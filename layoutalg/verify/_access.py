@@ -124,6 +124,19 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
                       f"{type(layout).__name__}")
 
 
+def _check_in_domain(lds: Any, idx: np.ndarray) -> None:
+    """Indices past a layout's size only exist through CuTe's unbounded last mode: for a
+    verifier that is almost surely a partition reaching outside its tile, so refuse it."""
+    if isinstance(lds, TVLayout):
+        lds = lds.layout_tv
+    if isinstance(lds, (Layout, ComposedLayout)):
+        n = lds.size()
+        if type(n) is int and idx.size and int(idx.max()) >= n:
+            t, v, i = (int(x) for x in np.argwhere(idx == idx.max())[0])
+            raise AccessError(f"thread {t} value {v} reaches index {int(idx.max())} but the lds "
+                              f"layout {lds} has only {n} elements")
+
+
 def as_access(access: Any, lds: Any = None, what: str = "access") -> Access:
     """Normalise ``access`` (and an optional ``lds``) into concrete element offsets."""
     if isinstance(access, TVLayout):
@@ -170,6 +183,7 @@ def as_access(access: Any, lds: Any = None, what: str = "access") -> Access:
         if offsets.shape[2] > 1:
             iter_shape = (offsets.shape[2],)
     if lds is not None:
+        _check_in_domain(lds, offsets)
         offsets = eval_at(lds, offsets, "lds")
     if offsets.size == 0:
         raise AccessError(f"{what} is empty")

@@ -180,6 +180,8 @@ def in_bounds(tv: Any, tile_shape: Sequence[int], problem_shape: Sequence[Any], 
     if predicate not in ("none", "element", "vector"):
         raise VerifyError(f"predicate must be 'none', 'element' or 'vector', got {predicate!r}")
     tshape = tuple(tile_shape)
+    if not all(type(t) is int and t > 0 for t in tshape):
+        raise VerifyError(f"tile_shape must be positive ints, got {tile_shape!r}")
     pshape = tuple(sympy.sympify(p) for p in problem_shape)
     if len(tshape) != len(pshape):
         raise VerifyError(f"tile {tshape} and problem {tuple(problem_shape)} need the same rank")

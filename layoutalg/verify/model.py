@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
+from ..errors import LayoutError
+
 __all__ = ["LdsModel"]
 
 
@@ -33,8 +35,9 @@ class LdsModel:
     def __post_init__(self) -> None:
         lanes = sorted(l for p in self.phases for l in p)
         if lanes != list(range(self.wave_size)):
-            raise ValueError(f"LdsModel {self.arch}/{self.instruction}: phases must partition "
-                             f"lanes 0..{self.wave_size - 1}")
+            # LayoutError is a ValueError: callers catching ValueError keep working
+            raise LayoutError(f"LdsModel {self.arch}/{self.instruction}: phases must partition "
+                              f"lanes 0..{self.wave_size - 1}")
 
     def bank(self, byte_addr: int) -> int:
         return (byte_addr // self.bank_bytes) % self.banks
