@@ -16,7 +16,7 @@ numpy arrays), e.g. a TV partition of a tile composed with the tile's swizzled L
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 import numpy as np
 

@@ -118,7 +118,8 @@ class BankResult(CheckResult):
         if self.proof is not None:
             out.append(f"F2 certificate: {self.proof}")
         if not self.aligned:
-            out.append(f"WARNING: some lane vectors are not {self.model.access_bytes}-byte aligned: "
+            out.append(f"WARNING: some lane vectors are not {self.model.access_bytes}-byte "
+                       "aligned: "
                        f"{self.model.instruction} then needs unaligned-DS mode (or is split by "
                        "the compiler); the count above is for the dwords actually covered")
         return tuple(out)
@@ -126,7 +127,8 @@ class BankResult(CheckResult):
 
 # ---- the exhaustive kernel -----------------------------------------------------------------
 
-def lane_starts(acc: Access, model: LdsModel, elem_bytes: int, base: int) -> Tuple[np.ndarray, list]:
+def lane_starts(acc: Access, model: LdsModel, elem_bytes: int,
+                base: int) -> Tuple[np.ndarray, list]:
     """Byte address of every lane's vector for every issue: ``[n_issues, wave]`` + issue names.
 
     Checks that each lane's values, taken ``vec`` at a time, are contiguous ascending elements

@@ -49,7 +49,8 @@ class CoverageCounterexample:
             return f"tile element {self.element} {self.coord} is never touched"
         if self.kind == "out of range":
             return f"index {self.element} is outside the tile, touched by {who}"
-        return f"tile element {self.element} {self.coord} is touched {len(self.touched_by)} times: {who}"
+        return (f"tile element {self.element} {self.coord} is touched {len(self.touched_by)} "
+                f"times: {who}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +127,8 @@ def coverage(tv: Any, tile: Any = None, *, method: str = "auto") -> CoverageResu
             notes = (f"F2 view not applicable: {e}",)
         else:
             if f2_holds != holds:
-                raise VerifierBug(f"F2 bijectivity {f2_holds} vs exhaustive {holds} for {acc.layout}")
+                raise VerifierBug(f"F2 bijectivity {f2_holds} vs exhaustive {holds} for "
+                                  f"{acc.layout}")
             meth = "f2"
     elif method == "f2":
         raise VerifyError("the F2 method needs a layout, not an offset array")

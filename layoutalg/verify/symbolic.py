@@ -343,7 +343,8 @@ class SymbolicBankResult(CheckResult):
             per.setdefault(w, []).append(r)
         ways = "; ".join(f"{w}-way for {self.symbol} mod {self.period} in "
                          f"{_compact(rs)}" for w, rs in sorted(per.items()))
-        return (f"ways: {ways}", f"vectors {self.model.access_bytes}-byte aligned for {self.aligned}")
+        return (f"ways: {ways}",
+                f"vectors {self.model.access_bytes}-byte aligned for {self.aligned}")
 
 
 def _compact(rs: list) -> str:

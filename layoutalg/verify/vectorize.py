@@ -22,7 +22,7 @@ import numpy as np
 
 from ..f2 import F2Error
 from ._access import as_access, has_symbols
-from .result import AccessError, CheckResult, VerifierBug, VerifyError
+from .result import CheckResult, VerifierBug, VerifyError
 
 __all__ = ["vector_width", "VectorResult", "VectorCounterexample"]
 
