@@ -40,7 +40,6 @@ def register(subparsers) -> None:
 
 
 def _ops_label(s) -> str:
-    from .dtypes import DTYPE_BITS  # noqa: F401  (keeps import local)
     if s.a_type == s.b_type:
         ab = s.a_type
     else:
@@ -133,14 +132,23 @@ def format_instruction(s, operands: Optional[List[str]] = None) -> str:
     return "\n".join(lines)
 
 
+def _emit(text: str) -> None:
+    """Print, tolerating a closed pipe (``layoutalg mfma list ... | head``)."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _cmd_list(args) -> int:
     from . import instructions
     specs = instructions(args.arch, args.wave)
     if args.json:
-        json.dump([s.summary() for s in specs], sys.stdout, indent=1)
-        print()
+        _emit(json.dumps([s.summary() for s in specs], indent=1))
     else:
-        print(format_table(args.arch, specs))
+        _emit(format_table(args.arch, specs))
     return 0
 
 
@@ -153,8 +161,7 @@ def _cmd_show(args) -> int:
     if args.json:
         out = s.summary()
         out["lane_maps"] = {op: s.lane_map(op) for op in (ops or s.operands)}
-        json.dump(out, sys.stdout)
-        print()
+        _emit(json.dumps(out))
     else:
-        print(format_instruction(s, ops))
+        _emit(format_instruction(s, ops))
     return 0

@@ -337,9 +337,11 @@ def warps_per_tile(shape: Sequence[int], num_warps: int,
 def k_width(choice: MfmaChoice, kpack: int = 1, chain_tail: bool = False) -> int:
     """Elements per thread per operand load (Triton's kWidth).
 
-    ``kWidth = kBase`` (4x4 tile: ``kDim/16``; 4x64 / 64x4: ``kDim``), times ``kpack`` (1 or
-    2) except on the second dot of an attention chain, whose operand comes from the first
-    dot's accumulator layout: there 16-bit types use kWidth 4.
+    ``kWidth = kBase`` (4x4 tile: ``kDim/16``; 4x64 / 64x4: ``kDim``, as Triton's
+    ``BlockedToMFMA`` writes it - there one operand is broadcast block by block and the other
+    holds a whole kDim per lane), times ``kpack`` (1 or 2) except on the second dot of an
+    attention chain, whose operand comes from the first dot's accumulator layout: there
+    16-bit types use kWidth 4.
     """
     if not isinstance(choice, MfmaChoice):
         raise SelectionError(f"k_width needs an MfmaChoice, got {choice!r}")
