@@ -2,8 +2,9 @@
 
 One HIP file per target holds a one-instruction kernel per spec (``mfma_specs.probe``); clang-19
 compiles it (all targets in parallel), llvm-objdump-19 disassembles it, and each kernel must
-contain exactly its spec's matrix instruction.  Required: the 46 CDNA3 instructions on gfx942;
-also checked: CDNA1 (gfx908), CDNA2 (gfx90a), RDNA3 wave32/wave64 (gfx1100), RDNA4 (gfx1201).
+contain exactly its spec's matrix instruction.  Required: the 46 CDNA3 instructions on gfx942
+(also gfx940/gfx941); also checked: CDNA1 (gfx908), CDNA2 (gfx90a), RDNA3 wave32/wave64
+(gfx1100), RDNA4 (gfx1201).
 CDNA4 (gfx950) needs clang >= 20 and is not compiled here.
 
 Skipped only when the CI environment variable is unset *and* the tools are missing; under CI
@@ -26,6 +27,8 @@ IN_CI = bool(os.environ.get("CI"))
 
 CONFIGS = [  # (target, wave size, extra clang flags)
     ("gfx942", None, ()),
+    ("gfx940", None, ()),
+    ("gfx941", None, ()),
     ("gfx908", None, ()),
     ("gfx90a", None, ()),
     ("gfx1100", None, ()),
@@ -83,5 +86,5 @@ def test_builtins_compile_to_the_spec_mnemonic(disassembly, arch, wave):
     assert set(found) == {s.name for s in specs}
     wrong = {name: got for name, got in found.items() if got != [name]}
     assert not wrong, f"{arch}: probe kernels with unexpected matrix instructions: {wrong}"
-    if arch == "gfx942":
+    if arch.startswith("gfx94"):
         assert len(found) == 46
