@@ -80,3 +80,24 @@ def test_svg_renders_in_headless_chromium(tmp_path):
     px = np.asarray(img)
     nonwhite = (px != 255).any(axis=2).mean()
     assert nonwhite > 0.3, f"only {nonwhite:.0%} of the screenshot is drawn"
+
+
+@pytest.mark.skipif(not raster.available(), reason="no SVG rasterizer installed")
+def test_large_overview_pixels_match_thread_colours():
+    # the overview merges equal-colour cells into rectangles: every cell must still show
+    # its own thread's colour once rasterized
+    import re
+    import numpy as np
+    from visualize.tv_diagram import tv_owners
+    tiler, tv = la.make_layout_tv(la.parse("(16,16):(16,1)"), la.parse("(8,8):(8,1)"))
+    d = viz.draw_tv((tiler, tv))
+    img = np.asarray(Image.open(io.BytesIO(d.to_png(scale=1.0))).convert("RGB"))
+    start = d.svg.index('class="cells overview"')
+    m = re.search(r'<rect x="([\d.]+)" y="([\d.]+)"', d.svg[start:])
+    x0, y0 = float(m.group(1)), float(m.group(2))
+    size = 8.0
+    owners, T, _, _ = tv_owners(tv, tiler)
+    wrong = [(i, j) for i in range(0, 128, 3) for j in range(0, 128, 3)
+             if _hex(img[int(y0 + (i + .5) * size), int(x0 + (j + .5) * size)])
+             != thread_color(owners[(i, j)][0][0], T)]
+    assert not wrong, wrong[:5]

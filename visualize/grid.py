@@ -176,23 +176,36 @@ class Grid:
         cw, ch = self.cell_w, self.cell_h
         rects: List[str] = []
         marks: List[str] = []
+        # merge equal-colour runs along rows, then identical runs down columns: a thread's
+        # 8x8 block becomes one rectangle (far fewer elements to write, parse and rasterize)
+        open_runs: dict = {}   # (j, k, fill) -> [first row, last row]
+        done: List[Tuple[int, int, int, int, str]] = []
         for i, row in enumerate(self.cells):
-            y0 = gy + i * ch
+            runs = {}
             j = 0
-            while j < self.cols:  # merge runs of equal fill: far fewer elements
+            while j < self.cols:
                 c = row[j]
                 fill = c.fill if c is not None else EMPTY
                 k = j + 1
                 while k < self.cols and (row[k].fill if row[k] is not None else EMPTY) == fill:
                     k += 1
-                rects.append(f'<rect x="{gx + j * cw:g}" y="{y0:g}" width="{(k - j) * cw:g}" '
-                             f'height="{ch:g}" fill="{fill}"/>')
+                key = (j, k, fill)
+                prev = open_runs.get(key)
+                runs[key] = [prev[0], i] if prev is not None and prev[1] == i - 1 else [i, i]
                 for m in range(j, k):
                     if row[m] is not None and row[m].mark:
-                        marks.append(f'<rect x="{gx + m * cw + 0.75:g}" y="{y0 + 0.75:g}" '
+                        marks.append(f'<rect x="{gx + m * cw + 0.75:g}" y="{gy + i * ch + 0.75:g}" '
                                      f'width="{cw - 1.5:g}" height="{ch - 1.5:g}" fill="none" '
                                      f'stroke="{row[m].mark}"/>')
                 j = k
+            for key, (r0, r1) in open_runs.items():
+                if runs.get(key, [None])[0] != r0:
+                    done.append((r0, r1) + key)
+            open_runs = runs
+        done += [(r0, r1) + key for key, (r0, r1) in open_runs.items()]
+        for r0, r1, j, k, fill in sorted(done):
+            rects.append(f'<rect x="{gx + j * cw:g}" y="{gy + r0 * ch:g}" width="{(k - j) * cw:g}" '
+                         f'height="{(r1 - r0 + 1) * ch:g}" fill="{fill}"/>')
         svg.open_group(class_="cells overview", data_rows=self.rows, data_cols=self.cols,
                        data_title=self.title)
         svg.raw("\n".join(rects))

@@ -36,8 +36,9 @@ class RasterizerMissing(RuntimeError):
 
 
 def _default_scale(width: float, height: float) -> float:
-    # 2x for crisp text in design docs, less for big diagrams so files stay reasonable
-    scale = 2.0
+    # 2x for crisp text in design docs; 1.5x for big diagrams (still sharp at 11px labels,
+    # ~25% faster to rasterize and smaller files); less still to stay under MAX_PIXELS
+    scale = 2.0 if width * height <= 2_000_000 else 1.5
     while scale > 0.5 and width * height * scale * scale > MAX_PIXELS:
         scale /= 1.25
     return scale
