@@ -357,6 +357,21 @@ class GemmBuilder:
                               tag="C.store", origin=p.c_glob, coords=tuple(coords)))
         return out
 
+    def iteration(self, kt: Any, stage: int) -> List[Any]:
+        """k-tile ``kt``: prefetch k-tile kt+1, MFMAs on LDS stage ``stage``, store the
+        prefetched tile into the other stage, barrier."""
+        p = self.p
+        out: List[Any] = [Comment(f"k-tile {kt}: prefetch k-tile {kt + 1} into registers")]
+        for op in (p.a, p.b):
+            out += self.load_tile(op, kt + 1)
+        out.append(Comment(f"MFMAs on LDS stage {stage}"))
+        out += self.compute(stage)
+        out.append(Comment(f"registers -> LDS stage {1 - stage}"))
+        for op in (p.a, p.b):
+            out += self.store_tile(op, 1 - stage)
+        out.append(Barrier())
+        return out
+
     # ---- whole kernel ----------------------------------------------------------------------
     def build(self) -> Kernel:
         p, c = self.p, self.c
@@ -370,18 +385,16 @@ class GemmBuilder:
         for op in (p.a, p.b):
             body += self.store_tile(op, 0)
         body.append(Barrier())
-        loop = Loop("kt", 0, KT - 1)
-        loop.body.append(Comment("prefetch k-tile kt+1 into registers"))
-        for op in (p.a, p.b):
-            loop.body += self.load_tile(op, kt + 1)
-        loop.body.append(Comment("MFMAs on LDS stage kt % 2"))
-        loop.body += self.compute(sympy.Mod(kt, 2))
-        loop.body.append(Comment("registers -> LDS stage (kt+1) % 2"))
-        for op in (p.a, p.b):
-            loop.body += self.store_tile(op, sympy.Mod(kt + 1, 2))
-        loop.body.append(Barrier())
-        if KT > 1:
+        # the k loop, unrolled by two so that each half uses constant LDS stages (all LDS
+        # addresses become loop-invariant); an odd leftover iteration is peeled
+        pairs, rem = divmod(KT - 1, 2)
+        kp = sym("kp")
+        if pairs:
+            loop = Loop("kp", 0, pairs)
+            loop.body += self.iteration(2 * kp, 0) + self.iteration(2 * kp + 1, 1)
             body.append(loop)
+        if rem:
+            body += self.iteration(KT - 2, (KT - 2) % 2)
         body.append(Comment(f"last k-tile ({KT - 1}) on LDS stage {(KT - 1) % 2}"))
         body += self.compute((KT - 1) % 2)
         body += self.epilogue()
@@ -465,7 +478,49 @@ class BuiltKernel:
             "notes": list(self.plan.notes),
             "timings_s": dict(self.timings),
         }
+        out["hot_loop_instructions"] = self.hot_loop_match(r.hot_loop)
         return out
+
+    def expected_loop_instructions(self) -> Dict[str, int]:
+        """Per k-loop iteration: the LDS instructions the gate verified, global loads, MFMAs."""
+        from .ir import Loop, walk
+        loops = [s for s in self.ir.body if isinstance(s, Loop)]
+        exp: Dict[str, int] = {}
+        if not loops:
+            return exp
+        eb = DTYPE_BYTES[self.plan.cfg.dtype]
+        for s in walk(loops[0].body):
+            if isinstance(s, Access) and s.space == "lds":
+                key = f"ds_{'read' if s.kind == 'load' else 'write'}_b{s.width * eb * 8}"
+            elif isinstance(s, Access):
+                bits = s.width * eb * 8
+                key = {128: "global_load_dwordx4", 64: "global_load_dwordx2",
+                       32: "global_load_dword"}.get(bits, f"global_load_{bits}bit")
+            elif isinstance(s, Mfma):
+                key = s.spec.name
+            else:
+                continue
+            exp[key] = exp.get(key, 0) + 1
+        return exp
+
+    def hot_loop_match(self, hot: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        """Do the compiled hot loop's LDS/global/MFMA instructions equal the verified ones
+        (times the compiler's unroll factor)?  A compiler that split a ds_read_b128 into
+        two ds_read_b64, or fused writes into ds_write2_*, would make the bank-conflict proof
+        about another instruction: this says so."""
+        exp = self.expected_loop_instructions()
+        if not hot or not exp:
+            return {"expected_per_iteration": exp, "hot_loop": None, "match": None,
+                    "why": "no loop in the kernel or in the code object (fully unrolled)"}
+        got = {k: v for k, v in hot["histogram"].items()
+               if k.startswith(("ds_read", "ds_write", "global_load", "buffer_load",
+                                "v_mfma"))}
+        mf = [k for k in exp if k.startswith("v_mfma")]
+        unroll = got.get(mf[0], 0) // exp[mf[0]] if mf and exp[mf[0]] else 0
+        match = unroll >= 1 and set(got) == set(exp) and all(
+            got[k] == unroll * v for k, v in exp.items())
+        return {"expected_per_iteration": exp, "hot_loop": got, "unroll": unroll,
+                "match": bool(match)}
 
     def emulate(self, *args: Any, **kw: Any) -> Any:
         """Run on the CPU emulator (``kernels.emulator.run``); ``args`` as the kernel's params."""

@@ -348,7 +348,18 @@ def _choose(arch: str, wtm: int, wtn: int, bk: int, dtype: str, nonkdim: Optiona
     (min(M, N) >= 32 -> 32x32x8, else 16x16x16)."""
     import mfma_specs
     if hasattr(mfma_specs, "choose_mfma"):
-        return mfma_specs.choose_mfma(arch, wtm, wtn, bk, dtype, dtype, "f32", nonkdim=nonkdim)
+        # Triton's rule is stated for power-of-two dot shapes; round each extent down to one
+        # (the rule only compares min(M, N) with 16 and 32 and checks K % instruction K)
+        p2 = [1 << (max(int(v), 1).bit_length() - 1) for v in (wtm, wtn, bk)]
+        ch = mfma_specs.choose_mfma(arch, p2[0], p2[1], p2[2], dtype, dtype, "f32",
+                                    nonkdim=nonkdim)
+        if getattr(ch, "is_fma", False):
+            raise ConfigError(f"no MFMA for a {wtm}x{wtn}x{bk} wave tile ({ch.reason}); this "
+                              "builder emits MFMA kernels only: use block_k a multiple of the "
+                              "instruction K and wave tiles of at least 16x16")
+        if bk % ch.instruction.k:
+            raise ConfigError(f"block_k={bk} must be a multiple of the MFMA K={ch.instruction.k}")
+        return ch.instruction
     dim = nonkdim or (32 if min(wtm, wtn) >= 32 else 16)
     shape = {32: "32x32x8", 16: "16x16x16"}.get(dim)
     if shape is None:

@@ -1,0 +1,146 @@
+"""The verification gate proves the good kernel and refutes broken ones with a counterexample.
+
+Each mutation below breaks one thing in the IR (what the emitter would print) and the matching
+check must fail: a gate that passes these would be 'verifying' nothing.
+"""
+
+import copy
+
+import pytest
+import sympy
+
+from layoutalg import Swizzle
+from kernels.gate import CHECKS, VerificationError, verify_kernel
+from kernels.gemm import GemmBuilder, build_gemm, choose_lds_layouts
+from kernels.gemm_plan import GemmConfig, plan_gemm
+from kernels.ir import Access, Barrier, Let, Loop, Mfma, ZeroFrag, swizzle_expr, sym, walk
+
+CFG = GemmConfig(200, 136, 72)          # edges in M, N and K; KT = 3 (a loop + a peel)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    p = plan_gemm(CFG)
+    choose_lds_layouts(p)
+    return p
+
+
+def _ir(plan):
+    return GemmBuilder(copy.deepcopy(plan)).build()
+
+
+def _failed(k):
+    r = verify_kernel(k)
+    return {n for n, c in r.checks.items() if not c.holds}, r
+
+
+def test_good_kernel_proves_every_check(plan):
+    fails, r = _failed(_ir(plan))
+    assert fails == set()
+    assert set(r.checks) == set(CHECKS)
+    for c in r.checks.values():
+        assert c.method == "exhaustive" and c.domain
+    assert r.details["bank_worst_ways"] == {"read": 1, "write": 1}
+    # the dataflow pass really ran MFMAs and stores
+    assert "MFMA issues" in r.checks["lane_mfma_operands"].domain
+    assert " 0 wave-level" not in r.checks["lane_mfma_operands"].domain
+
+
+def _accesses(k, tag):
+    return [s for s in walk(k.body) if isinstance(s, Access) and s.tag == tag]
+
+
+def test_printed_offset_differs_from_layout(plan):
+    k = _ir(plan)
+    a = _accesses(k, "A.frag.load")[0]
+    a.offset = a.offset + 8                # what would be printed no longer equals the layout
+    fails, r = _failed(k)
+    assert "emitted_index_math" in fails
+    assert "printed offset" in str(r.checks["emitted_index_math"].counterexample)
+
+
+def test_missing_barrier_is_a_race(plan):
+    k = _ir(plan)
+    loop = next(s for s in k.body if isinstance(s, Loop))
+    loop.body = [s for s in loop.body if not isinstance(s, Barrier)]
+    fails, r = _failed(k)
+    assert "lds_races" in fails
+    assert "without a barrier" in str(r.checks["lds_races"].counterexample) or \
+        "since the last barrier" in str(r.checks["lds_races"].counterexample)
+
+
+def test_b_with_another_k_permutation(plan):
+    """Feed B's second k-half to the first MFMA step: A and B disagree on k."""
+    k = _ir(plan)
+    it = plan.items
+    for m in (s for s in walk(k.body) if isinstance(s, Mfma)):
+        m.b = m.b.frag.regs([i + it if (i // it) % 2 == 0 else i - it for i in m.b.idx])
+    fails, r = _failed(k)
+    assert "lane_mfma_operands" in fails
+    assert "disagree on k" in str(r.checks["lane_mfma_operands"].counterexample)
+
+
+def test_wrong_mfma_row(plan):
+    """Swap the A operands of two M tiles for one step: rows of C get the wrong A rows."""
+    k = _ir(plan)
+    ms = [s for s in walk(k.body) if isinstance(s, Mfma)]
+    ms[0].a, ms[2].a = ms[2].a, ms[0].a
+    fails, _ = _failed(k)
+    assert "lane_mfma_operands" in fails
+
+
+def test_unzeroed_accumulator(plan):
+    k = _ir(plan)
+    k.body = [s for s in k.body if not isinstance(s, ZeroFrag)]
+    fails, r = _failed(k)
+    assert "lane_mfma_operands" in fails
+
+
+def test_off_by_one_predicate(plan):
+    k = _ir(plan)
+    for a in _accesses(k, "A.copy.load"):
+        a.pred = sympy.And(*[sympy.StrictLessThan(t.lhs, t.rhs + 1)
+                             for t in sympy.And.make_args(a.pred)])
+    fails, r = _failed(k)
+    assert fails == {"in_bounds"}
+    assert "outside" in str(r.checks["in_bounds"].counterexample)
+
+
+def test_conflicting_swizzle(plan):
+    p = copy.deepcopy(plan)
+    p.b.swizzle = Swizzle(0, 0, 0)           # consistent everywhere, but conflicted
+    fails, r = _failed(GemmBuilder(p).build())
+    assert fails == {"bank_conflicts_lds_read", "bank_conflicts_lds_write"}
+    cex = str(r.checks["bank_conflicts_lds_write"].counterexample)
+    assert "ds_write_b32" in cex and "bank" in cex
+
+
+def test_wrong_store_target(plan):
+    k = _ir(plan)
+    st = _accesses(k, "C.store")
+    st[0].offset, st[1].offset = st[1].offset, st[0].offset
+    st[0].coords, st[1].coords = st[1].coords, st[0].coords
+    fails, r = _failed(k)
+    assert "lane_accumulator_writeback" in fails
+
+
+def test_dropped_store_breaks_coverage(plan):
+    k = _ir(plan)
+    drop = _accesses(k, "C.store")[5]
+    k.body = [s for s in k.body if s is not drop]
+    fails, r = _failed(k)
+    assert fails == {"coverage"}
+    assert "stored 0 times" in str(r.checks["coverage"].counterexample)
+
+
+def test_build_stops_with_the_counterexample(monkeypatch):
+    import kernels.gemm as g
+
+    def no_swizzle(plan):
+        return plan
+    monkeypatch.setattr(g, "choose_lds_layouts", no_swizzle)
+    with pytest.raises(VerificationError) as e:
+        build_gemm(CFG)
+    msg = str(e.value)
+    assert "bank_conflicts_lds" in msg and "counterexample" in msg
+    assert e.value.exit_code == 1
