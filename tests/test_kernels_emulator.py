@@ -123,6 +123,8 @@ MFMA_TEST(t_f32_32x32x1f32, __builtin_amdgcn_mfma_f32_32x32x1f32, float, float, 
 MFMA_TEST(t_f32_16x16x4f16, __builtin_amdgcn_mfma_f32_16x16x4f16, lagen_f16x4, lagen_f16x4, lagen_f32x16)
 MFMA_TEST(t_i32_16x16x32_i8, __builtin_amdgcn_mfma_i32_16x16x32_i8, long, long, lagen_i32x4)
 MFMA_TEST(t_f64_16x16x4f64, __builtin_amdgcn_mfma_f64_16x16x4f64, double, double, lagen_f64x4)
+MFMA_TEST(t_f32_16x16x32_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8, long, long, lagen_f32x4)
+MFMA_TEST(t_f32_32x32x16_bf8_bf8, __builtin_amdgcn_mfma_f32_32x32x16_bf8_bf8, long, long, lagen_f32x16)
 """
 
 MFMA_CASES = [  # kernel, CDNA3 instruction, input kind
@@ -136,7 +138,10 @@ MFMA_CASES = [  # kernel, CDNA3 instruction, input kind
     ("t_f32_16x16x4f16", "v_mfma_f32_16x16x4_4b_f16", "f16"),     # 4 blocks
     ("t_i32_16x16x32_i8", "v_mfma_i32_16x16x32_i8", "i8"),
     ("t_f64_16x16x4f64", "v_mfma_f64_16x16x4_f64", "f64"),
+    ("t_f32_16x16x32_fp8_fp8", "v_mfma_f32_16x16x32_fp8_fp8", "fp8"),   # e4m3fnuz
+    ("t_f32_32x32x16_bf8_bf8", "v_mfma_f32_32x32x16_bf8_bf8", "bf8"),   # e5m2fnuz
 ]
+FP8 = {"fp8": torch.float8_e4m3fnuz, "bf8": torch.float8_e5m2fnuz}
 
 
 def _images(g, op, mat):
@@ -162,6 +167,8 @@ def test_mfma_builtin_matches_numpy(kernel, inst, kind):
         A, B, C = (rng.standard_normal(s) for s in ((nb, M, K), (nb, K, N), (nb, M, N)))
         rnd = {"f16": lambda x: x.astype(np.float16).astype(np.float64),
                "bf16": lambda x: torch.tensor(x).bfloat16().double().numpy(),
+               "fp8": lambda x: torch.tensor(x).to(FP8["fp8"]).double().numpy(),
+               "bf8": lambda x: torch.tensor(x).to(FP8["bf8"]).double().numpy(),
                "f32": lambda x: x.astype(np.float32).astype(np.float64),
                "f64": lambda x: x}[kind]
         A, B = rnd(A), rnd(B)
@@ -171,6 +178,9 @@ def test_mfma_builtin_matches_numpy(kernel, inst, kind):
         a, b = torch.tensor(a).bfloat16(), torch.tensor(b).bfloat16()
     elif kind == "i8":
         a, b = a.astype(np.int8).view(np.int64), b.astype(np.int8).view(np.int64)
+    elif kind in FP8:  # 8 bytes per lane, passed as the builtin's `long`
+        a, b = (torch.tensor(x).to(FP8[kind]).view(torch.uint8).numpy().view(np.int64)
+                for x in (a, b))
     else:
         a, b = a.astype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[kind]), \
             b.astype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[kind])
@@ -185,7 +195,7 @@ def test_mfma_builtin_matches_numpy(kernel, inst, kind):
     if kind == "i8":
         np.testing.assert_array_equal(D, ref)
     else:
-        tol = {"f64": 1e-12, "f32": 1e-5, "f16": 1e-5, "bf16": 1e-5}[kind]
+        tol = {"f64": 1e-12}.get(kind, 1e-5)
         np.testing.assert_allclose(D, ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
@@ -294,6 +304,11 @@ LAGEN_KERNEL void uninit_lds(float* out) {
   LAGEN_SHARED(float, t, 64);
   out[threadIdx.x] = t[threadIdx.x];
 }
+LAGEN_KERNEL void deep(float* p, int n) {
+  volatile float big[40000];
+  for (int i = 0; i < n; ++i) big[i] = i;
+  p[threadIdx.x] = big[n - 1];
+}
 LAGEN_KERNEL void takes(const _Float16* h, lagen_f32x4 v, unsigned char u, float* out) {
   out[0] = (float)h[0] + v[1] + u;
 }
@@ -327,6 +342,15 @@ def test_out_of_bounds_names_the_argument():
                                             r"bytes past the end of argument 0 \(float\*, 400 "
                                             r"bytes\); in block \(0,0,0\) thread \(0,0,0\)"):
         run(ERR_SRC, "overrun", 1, 64, [np.zeros(100, np.float32), 100])
+
+
+def test_stack_overflow_is_caught():
+    p = np.zeros(64, np.float32)
+    with pytest.raises(EmulatorError, match=r"thread stack overflow in block \(0,0,0\) thread "
+                                            r"\(0,0,0\).*raise stack_kib"):
+        run(ERR_SRC, "deep", 1, 64, [p, 40000])
+    run(ERR_SRC, "deep", 1, 64, [p, 40000], stack_kib=256)
+    assert (p == 39999).all()
 
 
 def test_hang_times_out():

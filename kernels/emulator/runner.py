@@ -40,7 +40,10 @@ __all__ = ["run", "build", "EmuLibrary", "RunResult", "ArgType", "kernel_names"]
 EMU_DIR = Path(__file__).resolve().parent
 PAGE = mmap.PAGESIZE
 HOST_FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-DLAGEN_EMULATE=1",
-              "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-color-diagnostics")
+              "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+              "-fstack-clash-protection")  # big frames probe each page: they hit the guard page
+CLANG_FLAGS = ("-fno-color-diagnostics",)
+GCC_FLAGS = ("-fdiagnostics-color=never", "-Wno-attributes")
 _ERR_CAP = 8192
 _EXIT_FAULT = 86
 
@@ -159,7 +162,7 @@ def build(source: str, arch: str = "gfx942", options: Sequence[str] = (), *,
     # everything that shapes the library: headers, generated MFMA code, this build recipe
     headers = [(INCLUDE_DIR / "lagen_hip.h").read_bytes(), (EMU_DIR / "hip_emu.h").read_bytes(),
                Path(__file__).read_bytes()]
-    flags = HOST_FLAGS + tuple(options)
+    flags = HOST_FLAGS + (CLANG_FLAGS if host.is_clang else GCC_FLAGS) + tuple(options)
     key = content_key("emu-v1", source, arch, "\0".join(flags), host.version, host.path, mfma,
                       *headers, name)
     if key in _LOADED:
@@ -463,7 +466,8 @@ def _describe_fault(text: str, buffers: List[_Buffer], sig: List[ArgType], kerne
             return (f"out-of-bounds access: address 0x{addr:x} is {lo - addr} bytes before the "
                     f"start of {what}; in block{where}")
     if "stack overflow" in text:
-        return f"{text}"
+        return (f"thread stack overflow in block{where.split(' (thread stack')[0]}: the kernel needs "
+                f"more stack per thread than stack_kib gives it; raise stack_kib")
     return f"invalid memory access at 0x{addr:x} (not inside any argument buffer); in block{where}"
 
 
