@@ -3,7 +3,6 @@ import re
 import sys
 import os
 
-import numpy as np
 import pytest
 
 import layoutalg as la

@@ -1,7 +1,6 @@
 """Rendering: PNGs decode with the right size and show the thread colours; Chromium draws the SVG."""
 import io
 import os
-import subprocess
 import sys
 
 import pytest

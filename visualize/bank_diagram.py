@@ -27,7 +27,7 @@ from layoutalg.inttuple import flatten
 from layoutalg.tv import TVLayout
 
 from .colors import CONFLICT, category_color
-from .grid import Cell, Grid, HStack, Text, VStack, render
+from .grid import Cell, Grid, HStack, VStack, render
 from .svg import Diagram
 
 __all__ = ["draw_banks", "bank_picture", "BankPicture", "access_offsets"]

@@ -18,7 +18,7 @@ from layoutalg.inttuple import product_each
 from layoutalg.tv import TVLayout
 
 from .colors import EMPTY, fade, thread_color
-from .grid import Cell, HStack, Legend, VStack, grid_or_overview, render
+from .grid import Cell, Legend, VStack, grid_or_overview, render
 from .svg import Diagram
 
 __all__ = ["draw_tv", "tv_owners", "as_tv", "tv_cell_fn", "holder_labels"]
