@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import numbers
 import os
 import struct
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import LaunchError, NoDeviceError
 
-__all__ = ["TensorSpec", "check_tensor", "check_rocm_device", "launch", "hip_runtime", "pack_args"]
+__all__ = ["TensorSpec", "check_tensor", "check_rocm_device", "launch", "hip_runtime", "pack_args",
+           "dim3"]
 
 
 @dataclass(frozen=True)
@@ -242,12 +244,16 @@ def _scalar(v, n: int, where: str) -> bytes:
     return (v % (1 << (8 * n))).to_bytes(n, "little")
 
 
-def _dims(v, what: str) -> Tuple[int, int, int]:
-    t = (v,) if isinstance(v, int) else tuple(v)
-    if not 1 <= len(t) <= 3 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1
-                                   for x in t):
+def dim3(v, what: str) -> Tuple[int, int, int]:
+    """``grid`` / ``block`` given as an int or 1-3 ints -> three positive ints below 2**31."""
+    t = (v,) if isinstance(v, numbers.Integral) else tuple(v)
+    if not 1 <= len(t) <= 3 or any(isinstance(x, bool) or not isinstance(x, numbers.Integral)
+                                   or x < 1 for x in t):
         raise LaunchError(f"{what} must be 1 to 3 positive integers, got {v!r}")
-    return tuple(t) + (1,) * (3 - len(t))  # type: ignore[return-value]
+    out = tuple(int(x) for x in t) + (1,) * (3 - len(t))
+    if any(x >= 2 ** 31 for x in out):
+        raise LaunchError(f"{what} {out} too large")
+    return out  # type: ignore[return-value]
 
 
 def launch(co, kernel: Optional[str], grid, block, args: Sequence[Any], *,
@@ -262,13 +268,13 @@ def launch(co, kernel: Optional[str], grid, block, args: Sequence[Any], *,
     HIP launch: synchronise (``torch.cuda.synchronize()``) before reading the results.
     """
     md = co.kernel_metadata(kernel)
-    g, b = _dims(grid, "grid"), _dims(block, "block")
+    g, b = dim3(grid, "grid"), dim3(block, "block")
     threads = b[0] * b[1] * b[2]
     limit = int(md.get(".max_flat_workgroup_size", 1024))
     if threads > limit:
         raise LaunchError(f"{md['.name']}: block {b} has {threads} threads; the kernel was "
                           f"compiled for at most {limit} (LAGEN_LAUNCH_BOUNDS)")
-    if any(x >= 2 ** 32 for x in g) or g[0] * threads >= 2 ** 32:
+    if g[0] * b[0] >= 2 ** 32 or g[1] * b[1] >= 2 ** 32 or g[2] * b[2] >= 2 ** 32:
         raise LaunchError(f"{md['.name']}: grid {g} too large")
     from mfma_specs import arch as arch_model
     lds_cap = arch_model.target(co.arch).lds_bytes

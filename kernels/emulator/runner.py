@@ -26,12 +26,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..cache import Cache, content_key, default_cache
 from ..errors import EmulatorError, KernelError, LaunchError
+from ..launch import check_tensor, dim3
 from ..toolchain import INCLUDE_DIR, find_host_compiler, run_compiler
 from . import mfma_gen
 
@@ -252,13 +253,11 @@ def _check_pointee(arr: np.ndarray, t: ArgType, where: str, orig) -> None:
     if t.elem is None:
         return
     want = np.dtype(_SCALARS[t.elem])
-    ok = arr.dtype == want or (arr.dtype.itemsize == want.itemsize and t.elem in ("i2", "u2")
-                               and arr.dtype.kind in "fiu")
-    is_bf16 = type(orig).__module__.startswith("torch") and str(orig.dtype) == "torch.bfloat16"
-    if is_bf16:
-        ok = t.elem in ("i2", "u2")
+    # 16-bit integer pointers also take raw 16-bit float bits (bf16 tensors arrive as int16)
+    ok = arr.dtype == want or (t.elem in ("i2", "u2") and arr.dtype.itemsize == 2)
     if not ok:
         got = str(orig.dtype) if hasattr(orig, "dtype") else str(arr.dtype)
+        is_bf16 = got == "torch.bfloat16"
         raise LaunchError(f"{where}: the kernel takes {t.cname()}, but the array has dtype "
                           f"{got} (element type {want.name} expected"
                           f"{'; bf16 data goes to short/unsigned short pointers' if is_bf16 else ''})")
@@ -304,8 +303,6 @@ def _scalar_bytes(value, t: ArgType, where: str) -> bytes:
                 raise LaunchError(f"{where}: {v} does not fit {t.cname()} "
                                   f"[{info.min}, {info.max}]")
         return np.array([int(v) for v in vals.tolist()], dtype=dt).tobytes()
-    if dt.kind == "b":
-        return vals.astype(dt).tobytes()
     return vals.astype(dt).tobytes()
 
 
@@ -317,17 +314,6 @@ class RunResult:
     seconds: float                        # wall time of the launch (workers included)
     library: EmuLibrary
     stats: Dict[str, int]                 # blocks, fiber_switches, barriers, wave_collectives
-
-
-def _dim3(v, what: str) -> Tuple[int, int, int]:
-    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
-    if not 1 <= len(t) <= 3 or any(isinstance(x, bool) or not isinstance(x, (int, np.integer))
-                                   or x < 1 for x in t):
-        raise LaunchError(f"{what} must be 1 to 3 positive integers, got {v!r}")
-    t = tuple(int(x) for x in t) + (1,) * (3 - len(t))
-    if any(x >= 2 ** 31 for x in t):
-        raise LaunchError(f"{what} {t} too large")
-    return t
 
 
 def run(source: str, kernel: str, grid, block, args: Sequence[Any], *, lds_bytes: int = 0,
@@ -345,7 +331,7 @@ def run(source: str, kernel: str, grid, block, args: Sequence[Any], *, lds_bytes
     Raises :class:`LaunchError` for bad arguments, :class:`EmulatorError` when the kernel
     deadlocks, diverges, overruns a buffer or LDS, crashes or times out.
     """
-    grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+    grid3, block3 = dim3(grid, "grid"), dim3(block, "block")
     nthreads = block3[0] * block3[1] * block3[2]
     if nthreads > 1024:
         raise LaunchError(f"block {block3} has {nthreads} threads; the limit is 1024")
@@ -360,7 +346,6 @@ def run(source: str, kernel: str, grid, block, args: Sequence[Any], *, lds_bytes
         raise LaunchError(f"{kernel} takes {len(sig)} arguments "
                           f"({', '.join(t.cname() for t in sig)}), got {len(args)}")
     if specs is not None:
-        from ..launch import check_tensor
         for i, (a, s) in enumerate(zip(args, specs)):
             if s is not None:
                 check_tensor(a, s, f"{kernel} argument {i}", check_device=False)
