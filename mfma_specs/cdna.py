@@ -131,6 +131,12 @@ _ACC = {"f32": "f32", "xf32": "f32", "f16": "f32", "bf16": "f32", "i8": "i32", "
         "f8f6f4": "f32"}
 
 
+_SPARSE_NOTE = ("4:2 sparse A: each A slot stores 2 of 4 candidate k values; the index VGPR "
+                "(idx) holds one 4-bit field (two 2-bit positions) per slot, CBSZ/ABID select "
+                "which index set; no separate C: D is read and written (C layout = D layout).")
+_FAMILY_NOTES = {"CDNA1": "CDNA1: C/D must be AccVGPRs (no ArchVGPR accumulators)."}
+
+
 def build_cdna(family: str, rows: Sequence[tuple], source: str = CALCULATOR_SOURCE,
                status: str = "verified", notes: Dict[str, str] = None) -> Dict[str, MatrixInstruction]:
     """Instruction objects from table rows
@@ -162,7 +168,10 @@ def build_cdna(family: str, rows: Sequence[tuple], source: str = CALCULATOR_SOUR
             builtin=None if builtin is None else "__builtin_amdgcn_" + builtin,
             builtin_params=(pa, pb, cparam) + tail,
             builtin_return=Param("d", _acc_ctype(acc), c_items),
-            source=source, status=status, notes=(notes or {}).get(name, ""))
+            source=source, status=status,
+            notes=" ".join(x for x in ((notes or {}).get(name, ""),
+                                        _SPARSE_NOTE if sparse else "",
+                                        _FAMILY_NOTES.get(family, "")) if x))
     return out
 
 
