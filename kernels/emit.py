@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Set
 
 from layoutalg.symbolic import to_c
 
-from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs, ZeroFrag)
+from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
+                 SchedBarrier, ZeroFrag)
 
 __all__ = ["emit", "SCALAR", "vec_type"]
 
@@ -94,6 +95,8 @@ class _Printer:
             self.out(d, "}")
         elif isinstance(s, Barrier):
             self.out(d, "__syncthreads();")
+        elif isinstance(s, SchedBarrier):
+            self.out(d, "__builtin_amdgcn_sched_barrier(0);")
         elif isinstance(s, ZeroFrag):
             f = s.frag
             zero = f"{self.vt(f.dtype, f.width)}{{}}" if f.width > 1 else "0"

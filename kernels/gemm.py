@@ -27,8 +27,8 @@ from layoutalg.errors import LayoutError
 
 from .emit import emit
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
-from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Param, Shared,
-                 ZeroFrag, swizzle_expr, sym)
+from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Param,
+                 SchedBarrier, Shared, ZeroFrag, swizzle_expr, sym)
 
 __all__ = ["build_gemm_ir", "vector_groups", "GemmBuilder", "lds_access_arrays",
            "choose_lds_layouts"]
@@ -364,6 +364,7 @@ class GemmBuilder:
         out: List[Any] = [Comment(f"k-tile {kt}: prefetch k-tile {kt + 1} into registers")]
         for op in (p.a, p.b):
             out += self.load_tile(op, kt + 1)
+        out.append(SchedBarrier())    # keep the prefetch ahead of the MFMAs
         out.append(Comment(f"MFMAs on LDS stage {stage}"))
         out += self.compute(stage)
         out.append(Comment(f"registers -> LDS stage {1 - stage}"))

@@ -25,6 +25,7 @@ import sympy
 from layoutalg.symbolic import Xor, index_symbol
 
 __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
+           "SchedBarrier",
            "Access", "Mfma", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
            "walk", "swizzle_expr"]
 
@@ -133,6 +134,12 @@ class If:
 @dataclass
 class Barrier:
     pass
+
+
+@dataclass
+class SchedBarrier:
+    """``__builtin_amdgcn_sched_barrier(0)``: the compiler may not move instructions across it
+    (keeps prefetch loads ahead of the MFMAs).  No effect on semantics."""
 
 
 @dataclass
