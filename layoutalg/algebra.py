@@ -15,8 +15,8 @@ from .errors import (ComplementError, CompositionError, InverseError, LayoutErro
                      DivisibilityError)
 from .inttuple import (ceil_div, compact_col_major, flatten, fmt, is_static, product,
                        product_each, rank as _rank, sym_ok, unwrap)
-from .layout import (Layout, _eq, append, coalesce, filter as _filter, make_layout,
-                     make_ordered_layout)
+from .layout import (Layout, _coalesce_lists, _eq, _filter_lists, _iflat, _mk, _mk_flat, append,
+                     coalesce, filter as _filter, make_layout, make_ordered_layout)
 
 __all__ = [
     "composition", "complement", "right_inverse", "left_inverse", "nullspace",
@@ -35,9 +35,18 @@ def tiler_str(t: Any) -> str:
     return str(t)
 
 
+def _int_tile(n: int, what: str) -> Layout:
+    """``make_layout(n)`` for an int tiler: ``n:1`` (``1:0`` for n == 1, as CuTe)."""
+    if n < 1:
+        raise ShapeError(f"{what}: extent must be >= 1, got {n}")
+    return _mk(n, 1, (n,), (1,)) if n != 1 else _mk(1, 0, (1,), (0,))
+
+
 def _as_layout(x: Any, what: str) -> Layout:
     if isinstance(x, Layout):
         return x
+    if type(x) is int:
+        return _int_tile(x, what)
     if type(x) is int or (type(x) is tuple and all(type(e) is int for e in flatten(x))):
         return make_layout(x)
     from .inttuple import normalize
@@ -186,9 +195,14 @@ def _compose_leaf_static(ls: list, ld: list, rs: int, rd: int, usage: list, ctx:
 
 
 def _mode_str(ctx: tuple, rs: Any, rd: Any) -> str:
-    whole = ctx[1]
+    whole = _whole_str(ctx)
     mode = f"{fmt(rs)}:{fmt(rd)}"
     return whole if whole == mode else f"{whole} (mode {mode})"
+
+
+def _whole_str(ctx: tuple) -> str:
+    """The rhs of a composition as text (built only when an error is reported)."""
+    return f"{fmt(ctx[1][0])}:{fmt(ctx[1][1])}"
 
 
 def _fail_stride(ctx: tuple, rs: Any, rd: Any, ad: Any, cs: Any) -> None:
@@ -297,30 +311,104 @@ def _scale_tree(t: Any, k: Any) -> Any:
     return t * k
 
 
-def _compose_layout(lhs: Layout, rs: Any, rd: Any, rhs_text: Any = None) -> Layout:
-    """``lhs o (rs:rd)``; Post: ``result(c) == lhs(rhs(c))`` for every coordinate c of rs."""
+def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None) -> Layout:
+    """``lhs o (rs:rd)``; Post: ``result(c) == lhs(rhs(c))`` for every coordinate c of rs.
+
+    ``rflat`` is ``(flat extents, flat strides)`` of rs:rd when all are ints (or None: unknown).
+    """
+    f = lhs._ints
+    if f is None:
+        f = _iflat(lhs)
+    if f:
+        fs, fd = f
+        last = fs[-1]
+        ls, ld = _coalesce_lists(fs, fd, 2 if last == 1 else last, fd[-1])  # coalesce_x
+        if len(ls) == 1:
+            # A is a single (unbounded) linear mode: A o B scales B's strides (always exact)
+            d0 = ld[0]
+            if type(rd) is int:
+                return Layout._make(rs, rd * d0)
+            return Layout._make(rs, _scale_tree(rd, d0))
+        if type(rs) is int:
+            if type(rd) is int:
+                ctx = (lhs, (rs, rd), [])
+                s, d = _compose_leaf_static(ls, ld, rs, rd, [0] * (len(ls) - 1), ctx)
+                if ctx[2]:  # one mode of B cannot carry into itself: only (1)/(3) can fail
+                    _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
+                return Layout._make(s, d)
+        elif type(rs) is tuple:
+            if rflat is None:
+                rflat = _tree_ints(rs, rd)
+            if rflat:
+                usage = [0] * (len(ls) - 1)
+                ctx = (lhs, (rs, rd), [])
+                for x in rs:
+                    if type(x) is tuple:
+                        s, d = _compose_tree(ls, ld, rs, rd, usage, ctx, True)
+                        break
+                else:  # flat B: one leaf per mode
+                    out_s = []
+                    out_d = []
+                    for a, b in zip(rs, rd):
+                        x, y = _compose_leaf_static(ls, ld, a, b, usage, ctx)
+                        out_s.append(x)
+                        out_d.append(y)
+                    s = tuple(out_s)
+                    d = tuple(out_d)
+                _check_usage(ctx, ls, usage)
+                if ctx[2]:
+                    _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
+                return Layout._make(s, d)
+    return _compose_general(lhs, rs, rd)
+
+
+def _tree_ints(rs: Any, rd: Any) -> Any:
+    """(flat extents, flat strides) when both trees hold only ints, else False."""
+    a = flatten(rs)
+    b = flatten(rd)
+    for x in a:
+        if type(x) is not int:
+            return False
+    for x in b:
+        if type(x) is not int:
+            return False
+    return a, b
+
+
+def _check_usage(ctx: tuple, ls: list, usage: list) -> None:
+    """Condition (2): record a violation where the modes of B together overflow a digit."""
+    for j in range(len(usage)):
+        u = usage[j]
+        if u >= ls[j]:
+            _usage_violation(ctx, ls, j, u)
+
+
+def _usage_violation(ctx: tuple, ls: list, j: int, u: Any) -> None:
+    viol = ctx[2]
+    viol.append((
+        f"composition {ctx[0]} o {_whole_str(ctx)} is not a layout: the modes of B together "
+        f"reach offset {u} inside A's coalesced mode {j} of extent {ls[j]}, so their sum "
+        "carries into the next mode and A(B(c)) differs from the combination of the "
+        "per-mode results (CuTe does not check this)",
+        # the witness (every mode at its largest digit-j value) is only certain when no mode
+        # wrapped inside a lower stride-0 digit
+        all(p for _, p in viol)))
+
+
+def _compose_general(lhs: Layout, rs: Any, rd: Any) -> Layout:
+    """Composition with symbolic extents or strides somewhere (CuTe's dynamic-int rules, every
+    condition decided by sympy or refused with SymbolicError)."""
     ls, ld = _coalesce_x_flat(lhs)
     if len(ls) == 1:
-        # A is a single (unbounded) linear mode: A o B just scales B's strides (always exact)
         d0 = ld[0]
         if type(rd) is int:
             return Layout._make(rs, rd * d0)
         return Layout._make(rs, _scale_tree(rd, d0))
-    static = all(type(x) is int for x in ls) and all(type(x) is int for x in ld)
-    if static and type(rs) is int and type(rd) is int:
-        usage = [0] * (len(ls) - 1)
-        ctx = (lhs, rhs_text or f"{rs}:{rd}", [])
-        s, d = _compose_leaf_static(ls, ld, rs, rd, usage, ctx)
-        if ctx[2]:  # a single mode of B cannot carry into itself: only (1)/(3) can fail
-            _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
-        return Layout._make(s, d)
-    if static:
-        fr = flatten(rs) + flatten(rd)
-        static = all(type(x) is int for x in fr)
+    static = (all(type(x) is int for x in ls) and all(type(x) is int for x in ld)
+              and bool(_tree_ints(rs, rd)))
     usage = [0] * (len(ls) - 1)
-    ctx = (lhs, rhs_text or f"{fmt(rs)}:{fmt(rd)}", [])
+    ctx = (lhs, (rs, rd), [])
     s, d = _compose_tree(ls, ld, rs, rd, usage, ctx, static)
-    viol = ctx[2]
     for j in range(len(usage)):
         u = usage[j]
         cap = ls[j] - 1
@@ -329,18 +417,11 @@ def _compose_layout(lhs: Layout, rs: Any, rd: Any, rhs_text: Any = None) -> Layo
         else:
             ok = sym_ok(u <= cap, "whether modes of B overlap in a mode of A")
         if not ok:
-            viol.append((
-                f"composition {lhs} o {ctx[1]} is not a layout: the modes of B together reach "
-                f"offset {u} inside A's coalesced mode {j} of extent {ls[j]}, so their sum "
-                "carries into the next mode and A(B(c)) differs from the combination of the "
-                "per-mode results (CuTe does not check this)",
-                # the witness (every mode at its largest digit-j value) is only certain when
-                # no mode wrapped inside a lower stride-0 digit
-                all(p for _, p in viol)))
-    if viol:
+            _usage_violation(ctx, ls, j, u)
+    if ctx[2]:
         if not static:
-            raise CompositionError(viol[0][0])
-        _resolve_violations(viol, ls, ld, rs, rd, s, d)
+            raise CompositionError(ctx[2][0][0])
+        _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
     return Layout._make(s, d)
 
 
@@ -390,7 +471,10 @@ def composition(lhs: Any, rhs: Any) -> Any:
     """
     if type(lhs) is Layout:
         if type(rhs) is Layout:
-            return _compose_layout(lhs, rhs.shape, rhs.stride, None)
+            rf = rhs._ints
+            if rf is None:
+                rf = _iflat(rhs)
+            return _compose_layout(lhs, rhs.shape, rhs.stride, rf)
         if type(rhs) is int:
             if rhs <= 0:
                 raise ShapeError(f"composition: tiler extent must be >= 1, got {rhs}")
@@ -405,7 +489,7 @@ def composition(lhs: Any, rhs: Any) -> Any:
     if not isinstance(lhs, Layout):
         raise ShapeError(f"composition: lhs must be a Layout, Swizzle or ComposedLayout, got {lhs!r}")
     if isinstance(rhs, Layout):
-        return _compose_layout(lhs, rhs.shape, rhs.stride, None)
+        return _compose_layout(lhs, rhs.shape, rhs.stride, _iflat(rhs))
     if rhs is None:
         return lhs
     if type(rhs) is tuple:
@@ -464,6 +548,14 @@ def complement(layout: Layout, cotarget: Any = None) -> Layout:
     if type(layout) is not Layout:
         if not isinstance(layout, Layout):
             raise ShapeError(f"complement: expected a Layout, got {layout!r}")
+    f = layout._ints
+    if f is None:
+        f = _iflat(layout)
+    if f:
+        if cotarget is None or type(cotarget) is int:
+            return _complement_int(layout, f[0], f[1], cotarget)
+        if type(cotarget) is tuple and _tree_ints(cotarget, cotarget):
+            return _complement_int(layout, f[0], f[1], cotarget)
     fl = _filter(layout)
     if cotarget is None:
         cot = fl.cosize()
@@ -537,6 +629,104 @@ def complement(layout: Layout, cotarget: Any = None) -> Layout:
     return out
 
 
+def _complement_int(layout: Layout, fs: tuple, fd: tuple, cot: Any) -> Layout:
+    """:func:`complement` for all-int layouts and cotargets (same algorithm, flat lists)."""
+    shapes, strides = _filter_lists(fs, fd)
+    if cot is None:
+        n = 1
+        for x, y in zip(shapes, strides):
+            n += (x - 1) * (y if y >= 0 else -y)
+        cot = n
+    elif type(cot) is int:
+        if cot <= 0:
+            raise ShapeError(f"complement: cotarget {cot} must have extents >= 1")
+        n = cot
+    else:
+        n = 1
+        for x in flatten(cot):
+            if x <= 0:
+                raise ShapeError(f"complement: cotarget {fmt(cot)} must have extents >= 1")
+            n *= x
+    if strides[0] == 0:  # filter left nothing (1:0): fill the whole cotarget
+        return _mk(n, 1, (n,), (1,)) if n != 1 else _mk(1, 0, (1,), (0,))
+    r = len(shapes)
+    # CuTe repeatedly takes the first minimum stride: a stable ascending sort
+    if r == 1:
+        order: Any = (0,)
+    elif r == 2:
+        order = (0, 1) if strides[0] <= strides[1] else (1, 0)
+    else:
+        order = sorted(range(r), key=strides.__getitem__)
+    res_s = []
+    res_d = [1]
+    below = 1
+    nests = True
+    for k in order:
+        ms = strides[k]
+        if ms < 0:
+            raise ComplementError(f"complement of {layout}: negative stride {ms} is not "
+                                  "supported (CuTe's complement assumes positive strides and "
+                                  "returns a meaningless layout)")
+        gap = ms // below
+        if gap == 0:
+            _non_injective(layout, ms, below)
+        if nests and ms % below:
+            nests = False
+        res_s.append(gap)
+        below = ms * shapes[k]
+        res_d.append(below)
+    # res_d's last entry is new_stride; rest = coalesce(ceil_div(cotarget, new_stride)), a
+    # single product for static cotargets
+    if type(cot) is int:
+        rest = (cot + below - 1) // below
+    else:
+        rest = 1
+        q = below
+        for x in flatten(cot):
+            rest *= (x + q - 1) // q
+            q = (q + x - 1) // x
+    res_s.append(rest)
+    # CuTe coalesces (gaps..., rest):(1, spans...).  No two of these modes can merge (each gap
+    # extent times its stride stays below the next stride, which is below the next span), so
+    # coalescing just drops the extent-1 modes.
+    out_s = []
+    out_d = []
+    for x, y in zip(res_s, res_d):
+        if x != 1:
+            out_s.append(x)
+            out_d.append(y)
+    if not out_s:
+        out_s = [1]
+        out_d = [0]
+    out = _mk_flat(out_s, out_d)
+    if not nests:
+        # CuTe truncates the gap sizes; its result is still increasing and disjoint from the
+        # layout (each gap mode stays below the next stride), but it may be too small.
+        size = 1
+        for x in out_s:
+            size *= x
+        for x in shapes:
+            size *= x  # times size(filter(A))
+        if size < n:
+            _too_small(layout, cot, out, size, n)
+    return out
+
+
+def _non_injective(layout: Layout, ms: Any, below: Any) -> None:
+    raise ComplementError(
+        f"complement of {layout}: the layout is not injective: a mode of stride {ms} starts "
+        f"inside the span {below} of the smaller-stride modes (CuTe: 'Non-injective Layout "
+        "detected in complement')")
+
+
+def _too_small(layout: Layout, cot: Any, out: Layout, total: Any, need: Any) -> None:
+    raise ComplementError(
+        f"complement of {layout} up to {fmt(cot)}: the modes do not nest (sorted, each stride "
+        "must be a multiple of the span of the smaller modes), so the gaps cannot be filled by a "
+        f"layout; CuTe returns {out}, and size({out}) * size(filter(A)) = {total} < {need}, "
+        "violating complement's size post-condition")
+
+
 # ---------------------------------------------------------------------------------------------
 # Inverses, nullspace, common layouts
 # ---------------------------------------------------------------------------------------------
@@ -552,16 +742,22 @@ def _wrapped_coalesce(layout: Layout) -> tuple:
     return s, d, pre
 
 
-def _exchange_order(keys: list, vals: list) -> list:
+def _exchange_order(keys: Any, vals: Any) -> list:
     """``vals`` reordered by ``keys`` with CuTe's ``exchange_sort`` (not stable: equal strides
     come out in CuTe's order, which decides which of two equal-stride modes an inverse uses)."""
-    kv = list(zip(keys, vals))
-    n = len(kv)
+    k = list(keys)
+    v = list(vals)
+    n = len(k)
     for i in range(n):
+        ki = k[i]
         for j in range(i + 1, n):
-            if kv[j][0] < kv[i][0]:
-                kv[i], kv[j] = kv[j], kv[i]
-    return [v for _, v in kv]
+            kj = k[j]
+            if kj < ki:
+                k[i] = kj
+                k[j] = ki
+                v[i], v[j] = v[j], v[i]
+                ki = kj
+    return v
 
 
 def right_inverse(layout: Any) -> Any:
@@ -576,6 +772,11 @@ def right_inverse(layout: Any) -> Any:
         return None
     if not isinstance(layout, Layout):
         raise ShapeError(f"right_inverse: expected a Layout, got {layout!r}")
+    f = layout._ints
+    if f is None:
+        f = _iflat(layout)
+    if f:
+        return _right_inverse_int(*f)
     s, d, pre = _wrapped_coalesce(layout)
     idx = [i for i in range(len(d)) if type(d[i]) is int]
     order = _exchange_order([d[i] for i in idx], idx)
@@ -588,6 +789,52 @@ def right_inverse(layout: Any) -> Any:
             rd.append(pre[i])
             curr = s[i] * d[i]
     return coalesce(Layout._make(tuple(rs), tuple(rd)))
+
+
+def _right_inverse_int(fs: tuple, fd: tuple) -> Layout:
+    """:func:`right_inverse` for all-int layouts (same algorithm on flat lists).
+
+    CuTe walks the modes in (exchange-)sorted stride order and takes each mode whose stride is
+    the span reached so far.  The span only grows, so with distinct strides this is a chain of
+    dictionary look-ups; with equal strides the exchange-sort order decides which one is taken.
+    """
+    s, d = _coalesce_lists(fs, fd, fs[-1], fd[-1])
+    n = len(s)
+    if n == 1:
+        x = s[0]
+        return _mk(x, 1, (x,), (1,)) if d[0] == 1 and x != 1 else _mk(1, 0, (1,), (0,))
+    pos = {}
+    for i in range(n):
+        pos[d[i]] = i
+    rs = [1]
+    rd = [0]
+    if len(pos) == n:
+        curr = 1
+        while curr in pos:
+            i = pos[curr]
+            x = s[i]
+            rs.append(x)
+            p = 1
+            for y in s[:i]:
+                p *= y
+            rd.append(p)
+            curr = x * curr
+    else:
+        pres = []
+        p = 1
+        for x in s:
+            pres.append(p)
+            p *= x
+        curr = 1
+        for i in _exchange_order(d, range(n)):
+            if d[i] == curr:
+                rs.append(s[i])
+                rd.append(pres[i])
+                curr = s[i] * d[i]
+    if len(rs) == 1:
+        return _mk(1, 0, (1,), (0,))
+    out_s, out_d = _coalesce_lists(rs, rd, rs[-1], rd[-1])
+    return _mk_flat(out_s, out_d)
 
 
 def left_inverse(layout: Any) -> Any:
@@ -719,9 +966,28 @@ def logical_divide(layout: Layout, tiler: Any) -> Any:
     ``tiler`` is a Layout, an int, ``None`` or a by-mode tuple of those.  A tiler that does not
     divide the layout pads the rest mode (CuTe semantics: ``(3,4):(1,5) / 2:1`` has size 16).
     """
+    if type(layout) is Layout:
+        tt = type(tiler)
+        if tt is Layout or tt is int:
+            t = tiler if tt is Layout else _int_tile(tiler, "logical_divide tiler")
+            lf = layout._ints
+            if lf is None:
+                lf = _iflat(layout)
+            tf = t._ints
+            if tf is None:
+                tf = _iflat(t)
+            if lf and tf:
+                fs, fd = lf
+                cs = _coalesce_lists(fs, fd, fs[-1], fd[-1])[0]
+                c = _complement_int(t, tf[0], tf[1], cs[0] if len(cs) == 1 else tuple(cs))
+                cf = c._flat
+                return _compose_layout(layout, (t.shape, c.shape), (t.stride, c.stride),
+                                       (tf[0] + cf[0], tf[1] + cf[1]))
     from .swizzle import ComposedLayout
     if isinstance(layout, ComposedLayout):
         return layout.divide(tiler, logical_divide)
+    if not isinstance(layout, Layout):
+        raise ShapeError(f"logical_divide: expected a Layout, got {layout!r}")
     if tiler is None:
         return layout
     if type(tiler) is tuple:
@@ -795,6 +1061,28 @@ def logical_product(block: Layout, tiler: Any) -> Layout:
 
     Post: ``size(result) == size(block) * size(tiler)``; mode 0 is ``block`` unchanged.
     """
+    if type(block) is Layout:
+        tt = type(tiler)
+        if tt is Layout or tt is int:
+            t = tiler if tt is Layout else _int_tile(tiler, "logical_product tiler")
+            bf = block._ints
+            if bf is None:
+                bf = _iflat(block)
+            tf = t._ints
+            if tf is None:
+                tf = _iflat(t)
+            if bf and tf:
+                n = 1
+                for x in bf[0]:
+                    n *= x
+                cos = 1
+                for x, y in zip(tf[0], tf[1]):
+                    cos += (x - 1) * (y if y >= 0 else -y)
+                c = _complement_int(block, bf[0], bf[1], n * cos)
+                r = _compose_layout(c, t.shape, t.stride, tf)
+                return Layout._make((block.shape, r.shape), (block.stride, r.stride))
+    elif not isinstance(block, Layout):
+        raise ShapeError(f"logical_product: expected a Layout block, got {block!r}")
     if tiler is None:
         return block
     if type(tiler) is tuple:

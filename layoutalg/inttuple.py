@@ -79,6 +79,11 @@ def flatten(t: IntTuple) -> tuple:
     """All leaves of ``t`` in order, as a flat tuple (a leaf gives a 1-tuple)."""
     if type(t) is not tuple:
         return (t,)
+    for e in t:
+        if type(e) is tuple:
+            break
+    else:
+        return t  # already flat (the common case): no copy
     out: list = []
     stack = [iter(t)]
     while stack:

@@ -51,9 +51,29 @@ class Layout:
     ``None`` (CuTe's ``_``) slices and returns the layout of the ``None`` modes.
     """
 
-    __slots__ = ("shape", "stride", "_flat", "_hash")
+    __slots__ = ("shape", "stride", "_flat", "_hash", "_ints")
 
     def __init__(self, shape: IntTuple, stride: Optional[IntTuple] = None) -> None:
+        self._hash = None
+        if stride is not None:
+            # fast path: plain ints and tuples, congruent, extents >= 1.  The validation walk
+            # also collects the flat modes, so the algebra never has to flatten this layout.
+            if type(shape) is int:
+                if type(stride) is int and shape >= 1:
+                    self.shape = shape
+                    self.stride = stride
+                    self._flat = self._ints = ((shape,), (stride,))
+                    return
+            elif type(shape) is tuple and type(stride) is tuple:
+                fs: list = []
+                fd: list = []
+                if _collect_valid(shape, stride, fs, fd):
+                    self.shape = shape
+                    self.stride = stride
+                    self._flat = self._ints = (tuple(fs), tuple(fd))
+                    return
+        self._flat = None
+        self._ints = None
         shape = normalize(shape, "shape")
         for s in flatten(shape):
             _check_shape_leaf(s)
@@ -66,17 +86,16 @@ class Layout:
                                  "(they must have the same nesting, mode for mode)")
         self.shape = shape
         self.stride = stride
-        self._flat = None
-        self._hash = None
 
     @classmethod
     def _make(cls, shape: IntTuple, stride: IntTuple) -> "Layout":
         """Trusted constructor: no validation (internal use, inputs already valid)."""
-        obj = object.__new__(cls)
+        obj = _new(cls)
         obj.shape = shape
         obj.stride = stride
         obj._flat = None
         obj._hash = None
+        obj._ints = None
         return obj
 
     # ---- structure -------------------------------------------------------------------------
@@ -84,11 +103,22 @@ class Layout:
         """(flat_shape, flat_stride) tuples, cached."""
         f = self._flat
         if f is None:
-            f = self._flat = (flatten(self.shape), flatten(self.stride))
+            s = self.shape
+            if type(s) is int:
+                f = ((s,), (self.stride,))
+            else:
+                f = (flatten(s), flatten(self.stride))
+            self._flat = f
         return f
 
     def size(self) -> Any:
-        return product(self.shape)
+        s = self.shape
+        if type(s) is int:
+            return s
+        p = 1
+        for x in self.flat()[0]:
+            p = p * x
+        return p
 
     def cosize(self) -> Any:
         fs, fd = self.flat()
@@ -191,6 +221,167 @@ class Layout:
 
     def __reduce__(self):
         return (Layout, (self.shape, self.stride))
+
+
+_new = object.__new__
+
+
+def _mk(shape: IntTuple, stride: IntTuple, fs: tuple, fd: tuple) -> Layout:
+    """Trusted constructor for all-int layouts whose flat modes are already known."""
+    obj = _new(Layout)
+    obj.shape = shape
+    obj.stride = stride
+    f = (fs, fd)
+    obj._flat = f
+    obj._ints = f
+    obj._hash = None
+    return obj
+
+
+def _mk_flat(shapes: list, strides: list) -> Layout:
+    """All-int layout from flat lists: a single mode is a leaf (CuTe prints ``4:1``)."""
+    if len(shapes) == 1:
+        s = shapes[0]
+        d = strides[0]
+        return _mk(s, d, (s,), (d,))
+    fs = tuple(shapes)
+    fd = tuple(strides)
+    return _mk(fs, fd, fs, fd)
+
+
+def _iflat(layout: Layout) -> Optional[tuple]:
+    """``layout.flat()`` when every extent and stride is a Python int, else None (cached in
+    ``_ints``; also fills the ``flat()`` cache in the same pass)."""
+    r = layout._ints
+    if r is None:
+        s = layout.shape
+        d = layout.stride
+        if type(s) is int:
+            r = ((s,), (d,)) if type(d) is int else False
+        else:
+            fs: list = []
+            fd: list = []
+            r = (tuple(fs), tuple(fd)) if _collect_ints(s, d, fs, fd) else False
+        if r:
+            layout._flat = r
+        layout._ints = r
+    return r or None
+
+
+def _collect_ints(s: tuple, d: tuple, fs: list, fd: list) -> bool:
+    """Append the leaves of congruent trees s, d to fs, fd; False at the first non-int leaf."""
+    for a, b in zip(s, d):
+        ta = type(a)
+        if ta is int:
+            if type(b) is not int:
+                return False
+            fs.append(a)
+            fd.append(b)
+        elif ta is tuple:
+            if not _collect_ints(a, b, fs, fd):
+                return False
+        else:
+            return False
+    return True
+
+
+def _collect_valid(s: tuple, d: tuple, fs: list, fd: list) -> bool:
+    """Like :func:`_collect_ints`, for unvalidated input: also False on a rank mismatch or an
+    extent < 1 (the general constructor path then reports the precise error)."""
+    if len(s) != len(d):
+        return False
+    for a, b in zip(s, d):
+        ta = type(a)
+        if ta is int:
+            if type(b) is not int or a < 1:
+                return False
+            fs.append(a)
+            fd.append(b)
+        elif ta is tuple:
+            if type(b) is not tuple or not _collect_valid(a, b, fs, fd):
+                return False
+        else:
+            return False
+    return True
+
+
+def _int_tree_ok(shape: Any, stride: Any) -> bool:
+    """True when shape/stride are congruent trees of plain ints with extents >= 1.
+
+    Returns False (use the general, normalizing path) on any other leaf type or on a mismatch;
+    the general path then produces the precise error.
+    """
+    if type(shape) is int:
+        return type(stride) is int and shape >= 1
+    if type(shape) is not tuple or type(stride) is not tuple or len(shape) != len(stride):
+        return False
+    for a, b in zip(shape, stride):
+        if type(a) is int:
+            if type(b) is not int or a < 1:
+                return False
+        elif not _int_tree_ok(a, b):
+            return False
+    return True
+
+
+def _coalesce_lists(fs: Sequence[int], fd: Sequence[int], last_s: int, last_d: int) -> tuple:
+    """CuTe ``bw_coalesce`` on all-int flat modes ``fs[:-1]`` followed by ``last_s:last_d``;
+    returns (shapes, strides) lists in order (``[1], [0]`` when every extent is 1).
+
+    CuTe walks from the back, skipping extent-1 modes and merging a mode ``s:d`` into the next
+    kept one when ``s*d`` equals its stride.  Merging adjacent kept modes is associative, so
+    the same result comes from one forward pass (no reversal).  Post: no extent-1 mode (unless
+    the result is 1:0), no adjacent pair with ``s_i * d_i == d_{i+1}``, ``L(i)`` unchanged for
+    ``i < size``.
+    """
+    shapes: list = []
+    strides: list = []
+    cs = 0  # current (last kept) mode; cs == 0: none yet
+    cd = 0
+    n = len(fs) - 1
+    for i in range(n + 1):
+        if i < n:
+            s = fs[i]
+            d = fd[i]
+        else:
+            s = last_s
+            d = last_d
+        if s == 1:
+            continue
+        if cs and cs * cd == d:
+            cs *= s
+            shapes[-1] = cs
+        else:
+            shapes.append(s)
+            strides.append(d)
+            cs = s
+            cd = d
+    if not shapes:
+        return [1], [0]
+    return shapes, strides
+
+
+def _filter_lists(fs: Sequence[int], fd: Sequence[int]) -> tuple:
+    """Flat (shapes, strides) of ``filter`` for all-int modes: drop stride-0 and extent-1 modes,
+    then coalesce (``[1], [0]`` when nothing is left); one forward pass."""
+    shapes: list = []
+    strides: list = []
+    cs = 0
+    cd = 0
+    for s, d in zip(fs, fd):
+        if s == 1 or d == 0:
+            continue
+        if cs and cs * cd == d:
+            cs *= s
+            shapes[-1] = cs
+        else:
+            shapes.append(s)
+            strides.append(d)
+            cs = s
+            cd = d
+    if not shapes:
+        return [1], [0]
+    return shapes, strides
 
 
 def fmt_coord(c: Any) -> str:
@@ -378,6 +569,17 @@ def coalesce(layout: Layout, profile: Any = None) -> Layout:
     """
     if profile is not None and type(profile) is tuple:
         return _transform_layout(layout, profile, coalesce, "coalesce")
+    f = layout._ints
+    if f is None:
+        f = _iflat(layout)
+    if f:
+        fs, fd = f
+        if len(fs) == 1:
+            s = fs[0]
+            return layout if type(layout.shape) is int and s != 1 else (
+                _mk(1, 0, (1,), (0,)) if s == 1 else _mk(s, fd[0], fs, fd))
+        shapes, strides = _coalesce_lists(fs, fd, fs[-1], fd[-1])
+        return _mk_flat(shapes, strides)
     fs, fd = layout.flat()
     return _bw_coalesce(fs[:-1], fd[:-1], fs[-1], fd[-1])
 
@@ -404,6 +606,12 @@ def filter(layout: Layout, profile: Any = None) -> Layout:  # noqa: A001 - CuTe'
     """Remove stride-0 and extent-1 modes, then coalesce (CuTe ``filter``)."""
     if profile is not None and type(profile) is tuple:
         return _transform_layout(layout, profile, filter, "filter")
+    f = layout._ints
+    if f is None:
+        f = _iflat(layout)
+    if f:
+        shapes, strides = _filter_lists(*f)
+        return _mk_flat(shapes, strides)
     return coalesce(filter_zeros(layout))
 
 

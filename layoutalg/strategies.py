@@ -190,22 +190,25 @@ def _divisors(n: int) -> list:
 @st.composite
 def _dividing_tile(draw: Any, mode: Layout, power_of_two: bool) -> Any:
     """A tiler entry for one mode that makes divides admissible: ``n`` or a compact ``n``-element
-    layout with ``n = s0*...*s_{k-1}*g`` for the mode's flat extents and ``g | s_k``."""
+    layout with ``n = s0*...*s_{k-1}*g`` for the mode's flat extents and ``g | s_k`` (split as
+    ``(a, n/a)`` only with ``a`` of that form too)."""
     fs = flatten(mode.shape)
-    k = draw(st.integers(0, len(fs) - 1))
-    prefix = product(fs[:k]) if k else 1
-    divs = _divisors(fs[k])
-    if power_of_two:
-        divs = [g for g in divs if g & (g - 1) == 0]
-    n = prefix * draw(st.sampled_from(divs))
+    sizes = []  # every s0*...*s_{k-1}*g with g | s_k
+    pre = 1
+    for s in fs:
+        sizes += [pre * g for g in _divisors(s)
+                  if not power_of_two or g & (g - 1) == 0]
+        pre *= s
+    sizes = sorted(set(sizes))
+    n = draw(st.sampled_from(sizes))
     kind = draw(st.sampled_from(["none", "int", "layout", "split"]))
     if kind == "none":
         return None
     if kind == "int":
         return n
     if kind == "split":
-        ds = _divisors(n)
-        a = draw(st.sampled_from(ds))
+        # (a, n/a) col-major is admissible when a is itself such a prefix size
+        a = draw(st.sampled_from([x for x in sizes if n % x == 0]))
         return make_layout((a, n // a))
     return make_layout(n)
 
