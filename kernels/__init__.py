@@ -21,3 +21,16 @@ __all__ = ["compile_hip", "CodeObject", "KernelReport", "occupancy", "Cache", "c
            "find_toolchain", "find_host_compiler", "Toolchain", "INCLUDE_DIR", "SUPPORTED_ARCHS",
            "KernelError", "ToolchainError", "CompileError", "EmulatorError", "LaunchError",
            "NoDeviceError", "Diagnostic"]
+
+# GEMM builder, verification gate and kernel registry (loaded on first use: they import sympy)
+_LAZY = {"build_gemm": "gemm", "BuiltKernel": "gemm", "GemmConfig": "gemm_plan",
+         "plan_gemm": "gemm_plan", "verify_kernel": "gate", "VerificationError": "gate",
+         "GateReport": "gate", "emit": "emit", "registry": None}
+
+
+def __getattr__(name):
+    import importlib
+    if name in _LAZY:
+        mod = importlib.import_module(f".{_LAZY[name] or name}", __name__)
+        return mod if _LAZY[name] is None else getattr(mod, name)
+    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
