@@ -25,7 +25,7 @@ __all__ = ["compile_hip", "CodeObject", "KernelReport", "occupancy", "Cache", "c
 # GEMM builder, verification gate and kernel registry (loaded on first use: they import sympy)
 _LAZY = {"build_gemm": "gemm", "BuiltKernel": "gemm", "GemmConfig": "gemm_plan",
          "plan_gemm": "gemm_plan", "verify_kernel": "gate", "VerificationError": "gate",
-         "GateReport": "gate", "emit": "emit", "registry": None}
+         "GateReport": "gate", "registry": None}
 
 
 def __getattr__(name):
