@@ -714,7 +714,8 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
     access is ``c * block + (block-free terms)`` with an integer ``c`` per (buffer, coordinate
     position, grid symbol), the same for every access of that buffer, and (3) the shifts agree
     where the dataflow check compares coordinates: A rows with C rows, B columns with C
-    columns, A's k with B's k.  Then a block's dataflow is its representative's, translated,
+    columns, A's k with B's k, and k does not move at all (the k-sum is checked against
+    [0, K)).  Then a block's dataflow is its representative's, translated,
     whenever the two have the same predicate values everywhere.
     """
     import sympy
@@ -740,6 +741,9 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
                         sh.append(int(d))
                     if shifts.setdefault((s.buf, p), tuple(sh)) != tuple(sh):
                         return False, f"{s.tag}: {s.buf} coordinate {p} shifts differently"
+    for key in (("A", 1), ("B", 1)):   # the reduction index must not move with the block
+        if any(shifts.get(key, ())):
+            return False, f"{key[0]}'s k coordinate shifts with the block ({shifts[key]})"
     pairs = ((("A", 0), ("C", 0)), (("B", 0), ("C", 1)), (("A", 1), ("B", 1)))
     for x, y in pairs:
         if x in shifts and y in shifts and shifts[x] != shifts[y]:
