@@ -144,3 +144,19 @@ def test_build_stops_with_the_counterexample(monkeypatch):
     msg = str(e.value)
     assert "bank_conflicts_lds" in msg and "counterexample" in msg
     assert e.value.exit_code == 1
+
+
+def test_translation_lemma_refuses_block_dependent_k(plan):
+    """Simulating one block per predicate pattern is only sound when blocks are translations;
+    a k coordinate that moves with the block must turn the shortcut off."""
+    from kernels.gate import _translation_lemma
+    k = _ir(plan)
+    assert _translation_lemma(k)[0]
+    a = _accesses(k, "A.copy.load")[0]
+    bm = sym("block_m")
+    a.coords = tuple((c[0], c[1] + 32 * bm) for c in a.coords)
+    ok, why = _translation_lemma(k)
+    assert not ok and "shifts" in why
+    # and the full gate then simulates every block and catches the wrong k
+    fails, _ = _failed(k)
+    assert fails   # printed offset no longer matches the coordinates, among others
