@@ -142,7 +142,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows = []
     try:
         import triton  # noqa: F401
-        have_triton = True
+        have_triton = bool(triton.__version__)
     except ImportError:
         have_triton = False
         print("triton not installed (pip install triton==3.9.0): layoutalg rows only")

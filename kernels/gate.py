@@ -44,11 +44,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from layoutalg import ComposedLayout, Layout, Swizzle
-from layoutalg.inttuple import flatten
 from layoutalg.verify.result import CheckResult
 
 from .errors import KernelError
-from .ir import Access, Barrier, Comment, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
+from .ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
 
@@ -561,7 +560,7 @@ class _Flow:
         sp = self.specs.get(id(m.spec))
         if sp is None:
             sp = self.specs[id(m.spec)] = _Spec(m.spec)
-        T, W = self.T, self.T // 64
+        W = self.T // 64
         self.mfma_issues += W
         base = (np.arange(W) * 64)[:, None, None]
         a_regs, b_regs = self.regs[m.a.frag.name], self.regs[m.b.frag.name]

@@ -27,10 +27,10 @@ from layoutalg.errors import LayoutError
 
 from .emit import emit
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
-from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Param,
+from .ir import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, ZeroFrag, swizzle_expr, sym)
 
-__all__ = ["build_gemm_ir", "vector_groups", "GemmBuilder", "lds_access_arrays",
+__all__ = ["build_gemm", "BuiltKernel", "build_gemm_ir", "vector_groups", "GemmBuilder",
            "choose_lds_layouts"]
 
 
@@ -62,37 +62,6 @@ def vector_groups(offsets: Sequence[int], max_width: int) -> List[List[int]]:
 def _value_coords(layout_pair: Tuple[Any, Any], v: int) -> Tuple[int, int]:
     a, b = layout_pair
     return int(a((0, v))), int(b((0, v)))
-
-
-def _flat_value(layout: Any, v: int) -> int:
-    return int(layout((0, v)))
-
-
-def lds_access_arrays(plan: GemmPlan, op: OperandPlan, swizzle: Any = None):
-    """Element offsets ``[threads, vector]`` of every LDS access of ``op`` (copy writes and
-    MFMA-operand reads), grouped as the builder groups them: ``[(instruction, array), ...]``.
-    Used to choose the swizzle (and the same accesses are re-derived from the IR by the gate)."""
-    from layoutalg import Swizzle
-    sw = swizzle if swizzle is not None else op.swizzle
-    eb = DTYPE_BYTES[plan.cfg.dtype]
-    T = plan.cfg.threads
-    out = []
-
-    fs, fd = op.smem_inner.flat()
-    for kind, mn_l, k_l, groups in _lds_groups(plan, op):
-        mnv = mn_l.values().reshape((T, -1), order="F")
-        kv = k_l.values().reshape((T, -1), order="F")
-        for g in groups:
-            lin = mnv[:, g] * fd[0] + kv[:, g] * fd[1]
-            out.append((f"ds_{kind}_b{len(g) * eb * 8}", _swz(sw, lin)))
-    return out
-
-
-def _swz(sw: Any, x: np.ndarray) -> np.ndarray:
-    if sw.bits == 0:
-        return x
-    y = x & sw.yyy_mask
-    return x ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
 
 
 def _lds_groups(plan: GemmPlan, op: OperandPlan):
@@ -235,7 +204,6 @@ class GemmBuilder:
 
     # ---- global -> registers ---------------------------------------------------------------
     def load_tile(self, op: OperandPlan, kt_expr: Any) -> List[Any]:
-        p, c = self.p, self.c
         pre = op.name.lower()
         bmn = self.bm if op.name == "A" else self.bn
         BMN, BK = op.tile
@@ -272,7 +240,6 @@ class GemmBuilder:
     # ---- registers -> LDS ----------------------------------------------------------------
     def store_tile(self, op: OperandPlan, stage: Any) -> List[Any]:
         pre = op.name.lower()
-        eb = self.eb
         out: List[Any] = []
         (_, mn_l, k_l, groups), _ = _lds_groups(self.p, op)
         for g in groups:
@@ -283,7 +250,6 @@ class GemmBuilder:
                                stage))
             out += self._lds_access("store", op, coords, self.ld[op.name].regs(g),
                                     f"{op.name}.copy.store", f"{pre}_st")
-        del eb
         return out
 
     def _lds_access(self, kind: str, op: OperandPlan, coords, regs, tag: str, stem: str):
@@ -297,6 +263,7 @@ class GemmBuilder:
 
     # ---- LDS -> registers -> MFMA ----------------------------------------------------------
     def compute(self, stage: Any) -> List[Any]:
+        """Operand reads from LDS stage ``stage`` and the MFMAs, k-group by k-group."""
         p = self.p
         out: List[Any] = []
         per_read = p.items * p.kpack
@@ -377,7 +344,6 @@ class GemmBuilder:
     def build(self) -> Kernel:
         p, c = self.p, self.c
         KT = p.k_tiles
-        kt = self.kt
         body: List[Any] = self.bases()
         body.append(ZeroFrag(self.acc))
         body.append(Comment("prologue: k-tile 0 -> LDS stage 0"))

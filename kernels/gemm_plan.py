@@ -26,7 +26,6 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from layoutalg import Layout, ComposedLayout, Swizzle, composition, make_layout
-from layoutalg.inttuple import flatten
 
 from .errors import KernelError
 

@@ -17,7 +17,7 @@ vector of ``width`` consecutive elements at ``offset``, optionally predicated); 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import sympy

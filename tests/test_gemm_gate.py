@@ -13,7 +13,7 @@ from layoutalg import Swizzle
 from kernels.gate import CHECKS, VerificationError, verify_kernel
 from kernels.gemm import GemmBuilder, build_gemm, choose_lds_layouts
 from kernels.gemm_plan import GemmConfig, plan_gemm
-from kernels.ir import Access, Barrier, Let, Loop, Mfma, ZeroFrag, swizzle_expr, sym, walk
+from kernels.ir import Access, Barrier, Loop, Mfma, ZeroFrag, sym, walk
 
 CFG = GemmConfig(200, 136, 72)          # edges in M, N and K; KT = 3 (a loop + a peel)
 

@@ -12,7 +12,7 @@ from layoutalg.symbolic import Xor, to_c
 from kernels.emit import emit
 from kernels.gemm import vector_groups
 from kernels.ir import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, NonIntegerExpr, Param,
-                        Shared, ZeroFrag, c_eval, swizzle_expr, sym)
+                        Shared, c_eval, swizzle_expr, sym)
 
 t, k = sym("tid"), sym("kt")
 
@@ -36,7 +36,7 @@ def test_c_eval_matches_compiled_c(e, tmp_path):
         pytest.skip("no host C++ compiler")
     ts, ks = np.arange(0, 300, 7), np.arange(0, 5)
     src = ["#include <cstdio>", "int main() {",
-           f"  for (int tid = 0; tid < 300; tid += 7) for (int kt = 0; kt < 5; ++kt)",
+           "  for (int tid = 0; tid < 300; tid += 7) for (int kt = 0; kt < 5; ++kt)",
            f"    printf(\"%d\\n\", (int)({to_c(e)}));", "  return 0; }"]
     (tmp_path / "e.cpp").write_text("\n".join(src))
     subprocess.run([cxx, "-O0", str(tmp_path / "e.cpp"), "-o", str(tmp_path / "e")], check=True)
