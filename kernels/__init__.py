@@ -35,17 +35,7 @@ def __getattr__(name):
         return mod if _LAZY[name] is None else getattr(mod, name)
     raise AttributeError(f"module 'kernels' has no attribute {name!r}")
 
-# The kernel IR, the verification gate and the GEMM builder, loaded on first use (they import
-# sympy).  ``emit`` is not re-exported: the name is the submodule ``kernels.emit``.
-_LAZY = {**dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", "Comment", "Loop",
-                          "If", "Barrier", "Access", "Mfma", "ZeroFrag"), ".ir"),
-         **dict.fromkeys(("verify_kernel", "GateReport", "VerificationError"), ".gate"),
-         **dict.fromkeys(("build_gemm", "BuiltKernel"), ".gemm"),
-         **dict.fromkeys(("GemmConfig", "plan_gemm", "ConfigError"), ".gemm_plan")}
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
-    import importlib
-    return getattr(importlib.import_module(_LAZY[name], __name__), name)
+# the kernel IR (examples/03 builds a kernel from it), also loaded on first use
+_LAZY.update(dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", "Comment", "Loop",
+                            "If", "Barrier", "Access", "Mfma", "ZeroFrag"), "ir"))
+_LAZY["ConfigError"] = "gemm_plan"
