@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import sympy
 
+from layoutalg import Layout
 from layoutalg.errors import LayoutError
 
 from .emit import emit
@@ -211,7 +212,10 @@ class GemmBuilder:
         mn0 = bmn * BMN + self.base[f"{pre}_cp_mn"]
         k0 = kt_expr * BK + self.base[f"{pre}_cp_k"]
         n = op.copy_elems
-        offs = [int(op.glob(_value_coords((op.copy_mn, op.copy_k), v))) for v in range(n)]
+        # vectors run along the contiguous dimension; grouped on the block tile (a matrix
+        # smaller than the tile would alias coordinates in its own layout)
+        tile = Layout((BMN, BK), (BK, 1) if op.k_contig else (1, BMN))
+        offs = [int(tile(_value_coords((op.copy_mn, op.copy_k), v))) for v in range(n)]
         out: List[Any] = []
         for g in vector_groups(offs, op.vec):
             coords = []
@@ -306,7 +310,9 @@ class GemmBuilder:
         m0 = self.bm * c.block_m + self.base["c_m"]
         n0 = self.bn * c.block_n + self.base["c_n"]
         n = self.acc.count
-        offs = [int(p.c_glob(_value_coords((p.acc_m, p.acc_n), v))) for v in range(n)]
+        tile = Layout((c.block_m, c.block_n),
+                      (c.block_n, 1) if c.c_major == "row" else (1, c.block_m))
+        offs = [int(tile(_value_coords((p.acc_m, p.acc_n), v))) for v in range(n)]
         contig = c.m if c.c_major == "col" else c.n
         maxw = 16 // ob
         while maxw > 1 and contig % maxw:

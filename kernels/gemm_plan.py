@@ -249,7 +249,9 @@ def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> Oper
     _need(E % T == 0, f"{name} tile {BMN}x{BK} ({E} elements) does not split over {T} threads")
     per_thread = E // T
     if k_contig:
-        vk, vmn = vec, 1
+        # a thread owns vk consecutive k: one LDS write of at least 32 bits (2 elements) even
+        # when the global loads are narrower (odd leading dimension: scalar loads)
+        vk, vmn = max(vec, min(2, per_thread)), 1
         _need(BK % vk == 0, f"block_k={BK} must be a multiple of the {vec}-element vector")
         tk = BK // vk
         _need(T % tk == 0 and BMN % (T // tk) == 0,

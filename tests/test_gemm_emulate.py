@@ -22,6 +22,9 @@ CASES = {
     "tiny-one-wave": {"m": 40, "n": 48, "k": 24, "block": "32x32x32", "waves": "1x1"},
     # contiguous extents not multiples of 8: 32-bit global loads, all edges partial
     "unaligned-70": {"m": 130, "n": 70, "k": 70, "layout": "NT"},
+    # odd K: scalar global loads packed into 32-bit LDS writes; M far below the block tile
+    "odd-k-tiny-m": {"m": 5, "n": 141, "k": 17, "dtype": "bf16", "out_dtype": "f32",
+                     "c_major": "col", "block": "64x64x32"},
 }
 
 
