@@ -311,7 +311,7 @@ def _scale_tree(t: Any, k: Any) -> Any:
     return t * k
 
 
-def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None) -> Layout:
+def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None, strict: bool = True) -> Layout:
     """``lhs o (rs:rd)``; Post: ``result(c) == lhs(rhs(c))`` for every coordinate c of rs.
 
     ``rflat`` is ``(flat extents, flat strides)`` of rs:rd when all are ints (or None: unknown).
@@ -333,7 +333,7 @@ def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None) -> Layout:
             if type(rd) is int:
                 ctx = (lhs, (rs, rd), [])
                 s, d = _compose_leaf_static(ls, ld, rs, rd, [0] * (len(ls) - 1), ctx)
-                if ctx[2]:  # one mode of B cannot carry into itself: only (1)/(3) can fail
+                if ctx[2] and strict:  # one mode of B cannot carry: only (1)/(3) can fail
                     _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
                 return Layout._make(s, d)
         elif type(rs) is tuple:
@@ -356,10 +356,10 @@ def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None) -> Layout:
                     s = tuple(out_s)
                     d = tuple(out_d)
                 _check_usage(ctx, ls, usage)
-                if ctx[2]:
+                if ctx[2] and strict:
                     _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
                 return Layout._make(s, d)
-    return _compose_general(lhs, rs, rd)
+    return _compose_general(lhs, rs, rd, strict)
 
 
 def _tree_ints(rs: Any, rd: Any) -> Any:
@@ -395,7 +395,7 @@ def _usage_violation(ctx: tuple, ls: list, j: int, u: Any) -> None:
         all(p for _, p in viol)))
 
 
-def _compose_general(lhs: Layout, rs: Any, rd: Any) -> Layout:
+def _compose_general(lhs: Layout, rs: Any, rd: Any, strict: bool = True) -> Layout:
     """Composition with symbolic extents or strides somewhere (CuTe's dynamic-int rules, every
     condition decided by sympy or refused with SymbolicError)."""
     ls, ld = _coalesce_x_flat(lhs)
@@ -418,11 +418,18 @@ def _compose_general(lhs: Layout, rs: Any, rd: Any) -> Layout:
             ok = sym_ok(u <= cap, "whether modes of B overlap in a mode of A")
         if not ok:
             _usage_violation(ctx, ls, j, u)
-    if ctx[2]:
+    if ctx[2] and strict:
         if not static:
             raise CompositionError(ctx[2][0][0])
         _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
     return Layout._make(s, d)
+
+
+def _composition_as_cute(lhs: Layout, rhs: Layout) -> Layout:
+    """CuTe's ``composition(lhs, rhs)`` for two Layouts *without* our soundness refusals (CuTe's
+    own refusals still raise).  Internal: only for operations whose result is then checked
+    against their own post-condition (max_common_vector / max_common_layout)."""
+    return _compose_layout(lhs, rhs.shape, rhs.stride, _iflat(rhs), strict=False)
 
 
 # Largest size(B) for which a composition that fails the structural conditions only in an
@@ -481,9 +488,10 @@ def composition(lhs: Any, rhs: Any) -> Any:
             return _compose_layout(lhs, rhs, 1, None)
     from .swizzle import ComposedLayout, Swizzle
     if isinstance(lhs, Swizzle):
-        if isinstance(rhs, Layout):
-            return ComposedLayout(lhs, 0, rhs)
-        return ComposedLayout(lhs, 0, _as_layout(rhs, "composition rhs"))
+        inner = rhs if isinstance(rhs, Layout) else _as_layout(rhs, "composition rhs")
+        if lhs.bits == 0:
+            return inner  # Sw<0,M,S> is the identity; CuTe returns the layout itself
+        return ComposedLayout(lhs, 0, inner)
     if isinstance(lhs, ComposedLayout):
         return lhs.compose(rhs)
     if not isinstance(lhs, Layout):
@@ -615,17 +623,12 @@ def complement(layout: Layout, cotarget: Any = None) -> Layout:
     rest_s = _coalesce_shape(ceil_div(cot, new_stride))
     rest_d = compact_col_major(rest_s, new_stride)
     out = coalesce(Layout._make((tuple(res_s), rest_s), (tuple(res_d), rest_d)))
-    if not nests:
-        # CuTe truncates the gap sizes; its result is still increasing and disjoint from the
-        # layout (each gap mode stays below the next stride), but it may be too small.
+    if not nests or type(cot) is tuple:
+        # see _complement_int: CuTe's result may be too small
         total = out.size() * fl.size()
         need = product(cot)
-        if total < need:
-            raise ComplementError(
-                f"complement of {layout} up to {fmt(cot)}: the modes do not nest (sorted, each "
-                "stride must be a multiple of the span of the smaller modes), so the gaps cannot "
-                f"be filled by a layout; CuTe returns {out}, and size({out}) * size(filter(A)) = "
-                f"{total} < {need}, violating complement's size post-condition")
+        if sym_ok(total < need, "complement's size post-condition"):
+            _too_small(layout, cot, out, total, need, nests)
     return out
 
 
@@ -699,16 +702,18 @@ def _complement_int(layout: Layout, fs: tuple, fd: tuple, cot: Any) -> Layout:
         out_s = [1]
         out_d = [0]
     out = _mk_flat(out_s, out_d)
-    if not nests:
-        # CuTe truncates the gap sizes; its result is still increasing and disjoint from the
-        # layout (each gap mode stays below the next stride), but it may be too small.
+    # Post: size(C) * size(filter(A)) >= size(cotarget).  CuTe's result is always increasing and
+    # disjoint from the layout (each gap mode stays below the next stride) but may be too small:
+    # when the modes do not nest (CuTe truncates the gaps), or for a shape cotarget, whose
+    # mode-by-mode ceil_div can fall short of size(cotarget) / new_stride.
+    if not nests or type(cot) is not int:
         size = 1
         for x in out_s:
             size *= x
         for x in shapes:
             size *= x  # times size(filter(A))
         if size < n:
-            _too_small(layout, cot, out, size, n)
+            _too_small(layout, cot, out, size, n, nests)
     return out
 
 
@@ -719,12 +724,16 @@ def _non_injective(layout: Layout, ms: Any, below: Any) -> None:
         "detected in complement')")
 
 
-def _too_small(layout: Layout, cot: Any, out: Layout, total: Any, need: Any) -> None:
+def _too_small(layout: Layout, cot: Any, out: Layout, total: Any, need: Any,
+               nests: bool = False) -> None:
+    why = ("the modes do not nest (sorted, each stride must be a multiple of the span of the "
+           "smaller modes), so the gaps cannot be filled by a layout" if not nests else
+           f"the cotarget shape {fmt(cot)} divided mode by mode by the layout's span leaves too "
+           "few repetitions")
     raise ComplementError(
-        f"complement of {layout} up to {fmt(cot)}: the modes do not nest (sorted, each stride "
-        "must be a multiple of the span of the smaller modes), so the gaps cannot be filled by a "
-        f"layout; CuTe returns {out}, and size({out}) * size(filter(A)) = {total} < {need}, "
-        "violating complement's size post-condition")
+        f"complement of {layout} up to {fmt(cot)}: {why}; CuTe returns {out}, and "
+        f"size({out}) * size(filter(A)) = {total} < {need} = size(cotarget), violating "
+        "complement's size post-condition")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -924,25 +933,76 @@ def nullspace(layout: Layout) -> Layout:
     return Layout._make(unwrap(tuple(fs[i] for i in idx)), unwrap(tuple(pre[i] for i in idx)))
 
 
-def max_common_layout(a: Layout, b: Layout) -> Layout:
-    """``R`` with ``a(R(i)) == i`` and ``b(R(i)) == i`` on the largest contiguous prefix."""
-    inv_b = right_inverse(b)
-    common = coalesce(composition(a, inv_b))
-    s0 = common.shape[0] if type(common.shape) is tuple else common.shape
-    d0 = common.stride[0] if type(common.stride) is tuple else common.stride
-    if type(s0) is int and type(d0) is int and d0 == 1:
-        return composition(inv_b, Layout._make(s0, d0))
-    return Layout._make(1, 0)
+def _common_prefix(a: Layout, inv_b: Layout) -> tuple:
+    """CuTe's ``coalesce(composition(a, inv_b))`` and whether it is exactly ``a o inv_b``."""
+    try:
+        return coalesce(composition(a, inv_b)), True
+    except CompositionError:
+        # CuTe returns a layout that is not a o inv_b; its leading stride-1 mode may still be
+        # right, which the callers check against their post-conditions
+        return coalesce(_composition_as_cute(a, inv_b)), False
 
 
-def max_common_vector(a: Layout, b: Layout) -> int:
-    """Largest N such that ``a(b's i-th index) == i`` for ``i < N`` (contiguous in both)."""
-    common = coalesce(composition(a, right_inverse(b)))
+def _leading_unit_mode(common: Layout) -> Any:
     s0 = common.shape[0] if type(common.shape) is tuple else common.shape
     d0 = common.stride[0] if type(common.stride) is tuple else common.stride
     if type(s0) is int and type(d0) is int and d0 == 1:
         return s0
-    return 1
+    return None
+
+
+def _check_identity(fn: Any, n: int, what: str) -> None:
+    """Raise CompositionError unless ``fn(i) == i`` for all ``i < n``."""
+    if n > _EXHAUSTIVE_LIMIT:
+        raise CompositionError(f"{what}: CuTe's intermediate composition is not exact and the "
+                               f"claimed common prefix ({n} elements) is too long to check")
+    for i in range(n):
+        if fn(i) != i:
+            raise CompositionError(f"{what}: CuTe's intermediate composition is not exact and "
+                                   f"its claimed common prefix of {n} elements fails at {i}")
+
+
+def max_common_layout(a: Layout, b: Layout) -> Layout:
+    """CuTe's ``max_common_layout``: ``R`` with ``a(R(i)) == i`` and ``b(R(i)) == i`` for all
+    ``i < size(R)`` (the largest contiguous prefix CuTe finds).
+
+    When CuTe's intermediate composition is not exact, its answer is returned only after
+    checking that post-condition on every index (else CompositionError).
+    """
+    inv_b = right_inverse(b)
+    common, exact = _common_prefix(a, inv_b)
+    s0 = _leading_unit_mode(common)
+    if s0 is None:
+        return Layout._make(1, 0)
+    tile = Layout._make(s0, 1)
+    try:
+        out = composition(inv_b, tile)
+        ok = exact
+    except CompositionError:
+        out = _composition_as_cute(inv_b, tile)
+        ok = False
+    if not ok:
+        n = out.size()
+        _check_identity(lambda i: a(out(i)), n, f"max_common_layout({a}, {b})")
+        _check_identity(lambda i: b(out(i)), n, f"max_common_layout({a}, {b})")
+    return out
+
+
+def max_common_vector(a: Layout, b: Layout) -> int:
+    """CuTe's ``max_common_vector``: the largest N (found by CuTe) such that
+    ``a(b.get_1d_coord(n)) == n`` for ``n < N``, i.e. ``a(right_inverse(b)(n)) == n``.
+
+    When CuTe's intermediate composition is not exact, its answer is returned only after
+    checking that post-condition on every index (else CompositionError).
+    """
+    inv_b = right_inverse(b)
+    common, exact = _common_prefix(a, inv_b)
+    s0 = _leading_unit_mode(common)
+    if s0 is None:
+        return 1
+    if not exact:
+        _check_identity(lambda i: a(inv_b(i)), s0, f"max_common_vector({a}, {b})")
+    return s0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -964,7 +1024,10 @@ def logical_divide(layout: Layout, tiler: Any) -> Any:
     """``layout o (tiler, complement(tiler, shape(coalesce(layout))))``: rank-2 (tile, rest).
 
     ``tiler`` is a Layout, an int, ``None`` or a by-mode tuple of those.  A tiler that does not
-    divide the layout pads the rest mode (CuTe semantics: ``(3,4):(1,5) / 2:1`` has size 16).
+    divide the layout pads the rest mode (CuTe semantics: ``12:1 / 5`` is ``(5,3):(1,5)``, of
+    size 15).  Post: ``result(i) == layout(B(i))`` for ``B = (tiler, complement)`` and
+    ``size(result) >= size(layout)``; raises where CuTe's result is not that (e.g.
+    ``(3,4):(1,5) / 2:1``: CuTe returns ``(2,(2,4)):(1,(2,5))``, whose value at 3 is 3, not 5).
     """
     if type(layout) is Layout:
         tt = type(tiler)

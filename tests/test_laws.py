@@ -480,3 +480,44 @@ def test_int_fast_paths_match_the_general_paths(A, B, cot):
     ]
     for f in ops:
         assert _outcome(lambda: f(A, B)) == _outcome(lambda: f(_general(A), _general(B)))
+
+
+# ---- max_common_vector / max_common_layout -------------------------------------------------------
+
+@FAST
+@given(las.layouts(max_size=64), las.layouts(max_size=64))
+def test_max_common_post_conditions(a, b):
+    """max_common_vector N: a(right_inverse(b)(n)) == n for n < N; max_common_layout R:
+    a(R(i)) == i and b(R(i)) == i for i < size(R)."""
+    try:
+        n = la.max_common_vector(a, b)
+        R = la.max_common_layout(a, b)
+    except LayoutError:
+        return
+    inv = la.right_inverse(b)
+    assert all(a(inv(i)) == i for i in range(n))
+    assert all(a(R(i)) == i and b(R(i)) == i for i in range(R.size()))
+
+
+@FAST
+@given(las.compact_layouts(max_size=64))
+def test_max_common_vector_of_a_layout_with_itself(L):
+    """A bijection shares its whole stride-1 run with itself."""
+    n = la.max_common_vector(L, L)
+    assert n >= 1 and all(L(la.right_inverse(L)(i)) == i for i in range(n))
+
+
+@FAST
+@given(las.injective_layouts(max_size=64, nested=True), las.shapes(max_size=256, max_depth=1))
+def test_complement_with_a_shape_cotarget(L, M):
+    """With a shape cotarget CuTe divides mode by mode; an accepted result still meets the
+    post-conditions with size(M)."""
+    try:
+        C = la.complement(L, M)
+    except ComplementError as e:
+        assert "size post-condition" in str(e)
+        return
+    cv = vals(C)
+    assert all(x < y for x, y in zip(cv, cv[1:]))
+    assert not (set(cv[1:]) & set(vals(L)))
+    assert C.size() * la.filter(L).size() >= product(M)

@@ -236,3 +236,33 @@ def test_pycute_bugs_are_not_reproduced():
     # composition checks divisibility
     with pytest.raises(CompositionError):
         la.composition(P("(4,8):(1,5)"), P("2:6"))
+
+
+def test_regression_complement_shape_cotarget_size():
+    # CuTe divides a shape cotarget mode by mode: ceil_div((2,4,6), 12) = (1,1,3), so its
+    # complement (6,3):(1,12) has 18 * 2 < 48 elements: not a complement of 2:6 up to (2,4,6)
+    with pytest.raises(ComplementError, match="size post-condition"):
+        la.complement(P("2:6"), (2, 4, 6))
+    assert str(la.complement(P("4:2"), (4, 6))) == "(2,3):(1,8)"
+
+
+def test_regression_divide_that_does_not_cover():
+    # 5:1 tiles of (4,6):(1,5): CuTe's rest, complement(5:1, (4,6)), has 3 tiles (15 < 24)
+    with pytest.raises(ComplementError):
+        la.logical_divide(P("(4,6):(1,5)"), 5)
+    assert str(la.logical_divide(la.Layout(12), 5)) == "(5,3):(1,5)"  # padding is fine
+    with pytest.raises(CompositionError):  # CuTe: (2,(2,4)):(1,(2,5)), value 3 at 3 (A(B(3)) = 5)
+        la.logical_divide(P("(3,4):(1,5)"), 2)
+
+
+def test_regression_identity_swizzle_composes_to_the_layout():
+    # CuTe: composition(Swizzle<0,M,S>, layout) is the layout itself
+    L = P("(4,16,2):(16,1,64)")
+    assert la.composition(la.Swizzle(0, 1, 1), L) == L
+
+
+def test_regression_max_common_vector_with_inexact_composition():
+    # a o right_inverse(b) is not a layout here, but CuTe's answers (1 and 1:0) meet the
+    # post-conditions, so they are returned instead of refusing
+    assert la.max_common_vector(P("(2,12,4):(4,8,1)"), P("(8,2,4):(2,1,16)")) == 1
+    assert str(la.max_common_layout(P("(10,5):(5,1)"), P("(2,3,12):(1,24,2)"))) == "1:0"
