@@ -9,8 +9,6 @@ the bounds guard; the kernel is compiled for gfx942 and run on the CPU emulator.
     python3 examples/01_vector_add.py [--n 100000] [--out examples_out/01_vector_add]
 """
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

@@ -9,8 +9,6 @@ of 4, symbolically), the TV layout is drawn, and the kernel is compiled for gfx9
     python3 examples/02_tiled_copy.py [--ldb 128] [--out examples_out/02_tiled_copy]
 """
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

@@ -1,0 +1,126 @@
+"""04 - swizzled GEMM: a production-style fp16 GEMM, every layout choice proven by the verifier.
+
+C = A @ B (fp16 in, fp32 accumulate, fp16 out) on the GEMM builder: 128x128x32 block tiles,
+2x2 waves of v_mfma_f32_32x32x8_f16, a double-buffered (two-stage) LDS pipeline with one
+barrier per k-tile, and XOR-swizzled LDS tiles.  B is compared as stored (K x N row-major: it
+must be transposed on its way through LDS) and pre-shuffled on the host (B^T, k-contiguous,
+as weights are prepared once offline).  The --size problem is compiled for gfx942 and its
+code-object report printed; the same builder at --emulate-size is run on the CPU emulator.
+
+    python3 examples/04_swizzled_gemm.py [--size 4096] [--emulate-size 256] [--out DIR]
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout as well
+import layoutalg as la
+import visualize as viz
+from kernels import GemmConfig, VerificationError, build_gemm
+from layoutalg.verify import bank_conflicts
+
+VARIANTS = {"as stored": "row", "pre-shuffled": "col"}       # B[K,N] row-major vs B^T
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", type=int, default=4096, help="M = N = K compiled (default 4096)")
+    p.add_argument("--emulate-size", type=int, default=256, help="M = N = K emulated")
+    p.add_argument("--out", default="examples_out/04_swizzled_gemm")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ok = True
+
+    # 1. Build both variants: plan -> LDS swizzle search -> IR -> the gate's 10 proofs -> HIP.
+    n = args.size
+    built = {}
+    for name, b_major in VARIANTS.items():
+        try:
+            bk = built[name] = build_gemm(GemmConfig(n, n, n, dtype="f16", b_major=b_major))
+        except VerificationError as e:
+            print(f"FAILED gate for B {name}:\n{e}")
+            return 1
+        v = bk.verification
+        print(f"PROVED gate, B {name}: {sum(v.as_bools().values())}/{len(v.checks)} checks on the "
+              f"printed {n}^3 kernel ({bk.plan.spec.name}, {v.seconds:.1f} s)")
+        (out / f"{bk.name}.hip").write_text(bk.source)
+    plan = built["pre-shuffled"].plan
+
+    # 2. The XOR swizzle: the MFMA operand reads of an unswizzled 128x32 tile conflict; the
+    #    swizzle suggest_swizzle chose makes the copy's writes and the reads conflict-free.
+    #    (Shown for the pre-shuffled kernel; the gate proved every LDS access of both kernels.)
+    for op in (plan.a, plan.b):
+        reads = (op.frag_mn.values() + op.tile[0] * op.frag_k.values()).reshape(
+            (plan.cfg.threads, -1), order="F")             # (thread, value) -> tile index
+        for lds, tag in ((op.smem_inner, "unswizzled"), (op.smem, "swizzled")):
+            w = bank_conflicts(op.copy, lds=lds, instruction="ds_write_b128", elem_bytes=2)
+            r = bank_conflicts(reads, lds=lds, instruction="ds_read_b128", elem_bytes=2)
+            print(f"  {op.name} {tag} {lds}: writes {w.max_ways}-way, reads {r.max_ways}-way"
+                  + (f"; {str(r.counterexample).splitlines()[0]}" if not r.holds else ""))
+            viz.draw_banks(report=r).save(out / f"banks_{op.name}_{tag}.svg")
+        good = w.holds and r.holds
+        ok &= good
+        print(f"{'PROVED' if good else 'FAILED'} {op.name} LDS conflict-free with {op.swizzle} "
+              f"({op.swizzle_search.summary()})")
+    sw = plan.b.swizzle
+    viz.draw_swizzle(la.ComposedLayout(sw, 0, la.Layout((128, 32), (32, 1)))) \
+        .save(out / "swizzle_B.svg")
+
+    # 3. Double buffering: two LDS stages, one barrier per k-tile, race-free over every iteration.
+    g = built["pre-shuffled"].verification
+    print(f"PROVED double buffer: {plan.b.smem} holds 2 stages ({g.details['lds_bytes']} B of "
+          f"LDS for A and B); lds_races: no read/write of a stage without a barrier between, "
+          f"every thread and k-tile of {g.checks['lds_races'].domain.split(' (')[0]} "
+          "(the others are translations)")
+
+    # 4. Pre-shuffled B removes the LDS transpose: compare what the gate verified per k-tile
+    #    with the compiled gfx942 hot loop, and the code-object reports.
+    hot_loops = {}
+    for name, bk in built.items():
+        bk.compile("gfx942")
+        (out / f"{bk.name}.co").write_bytes(bk.code_object.binary)
+        rep = bk.report()
+        hot = rep["hot_loop_instructions"]
+        hot_loops[name] = rep["hot_loop"]
+        ok &= hot["match"] is not False       # None: no loop left (fully unrolled, small sizes)
+        bits = bk.verification.details["access_bits"]["B.copy.store"]
+        print(f"B {name}: B's LDS writes are {bits}-bit; " + (
+            f"compiled hot loop (2 k-tiles) {hot['hot_loop']}\n  == the instructions the gate "
+            f"verified: {hot['match']}" if hot["hot_loop"] else "no loop left in the code "
+            "object (fully unrolled at this size)"))
+        print("  " + bk.code_object.report(bk.name, block_threads=bk.block).summary())
+    bits = [bk.verification.details["access_bits"]["B.copy.store"] for bk in built.values()]
+    loops = [h["instructions"] if h else "no loop" for h in hot_loops.values()]
+    print(f"PROVED (gate vector_widths) pre-shuffling B removes the LDS transpose: B's LDS writes "
+          f"{bits[0]}-bit -> {bits[1]}-bit; hot-loop instructions {loops[0]} -> {loops[1]}")
+
+    # 5. Emulate the same builder at a small size (sizes are compile-time constants, so this is
+    #    a different instance of the same plan) against a float64 reference.
+    e = args.emulate_size
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((e, e)).astype(np.float16)
+    b = rng.standard_normal((e, e)).astype(np.float16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for name, b_major in VARIANTS.items():
+        bk = build_gemm(GemmConfig(e, e, e, dtype="f16", b_major=b_major))
+        b_dev = np.ascontiguousarray(b.T) if b_major == "col" else b   # the host pre-shuffle
+        c = np.zeros((e, e), np.float16)
+        res = bk.emulate(a, b_dev, c)
+        err = np.abs(res.outputs[2].astype(np.float64) - ref)
+        good = bool((err <= 2e-3 + 2e-3 * np.abs(ref)).all())
+        ok &= good
+        print(f"{'OK' if good else 'MISMATCH'}: B {name}, emulated {e}^3 ({bk.grid[0]}x"
+              f"{bk.grid[1]} blocks, {res.seconds:.2f} s); max |C - A@B| = {err.max():.3g} "
+              f"(tolerance 2e-3 + 2e-3*|ref|)")
+    print(f"compiled {n}^3 for gfx942, emulated {e}^3; wrote {out}/*.hip, *.co, banks_*.svg, "
+          "swizzle_B.svg")
+    print("ALL PROOFS AND THE EMULATED RUNS PASSED" if ok else "SOMETHING FAILED (see above)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
