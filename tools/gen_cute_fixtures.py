@@ -221,13 +221,13 @@ def composition_sound(A, B, R):
     B = Lay(B, 1)
   if isinstance(B, Lay):
     return _same_function(R, lambda i: ev(A, ev(B, i)), size(B))
-  # by-mode (tuple of shapes or tiler): mode k of R must be A_k o B_k; untouched modes are kept
+  # by-mode (tuple of shapes or tiler <...>): mode k of R must be A_k o B_k ('_': A_k itself).
+  # CuTe's composition drops the modes of A that the tiler does not reach, so rank(R) == len(B).
   elems = list(B)
-  if len(elems) > rank(A) or rank(R) != rank(A):
+  if len(elems) > rank(A) or rank(R) != len(elems):
     return False
-  for k in range(rank(A)):
+  for k, e in enumerate(elems):
     Ak, Rk = mode(A, k), mode(R, k)
-    e = elems[k] if k < len(elems) else None
     if e is None:
       if not _same_function(Rk, lambda i: ev(Ak, i), size(Ak)):
         return False
@@ -268,6 +268,24 @@ class Gen:
     cuts = sorted(r.sample(range(1, len(items)), r.randint(1, len(items) - 1)))
     groups = [items[a:b] for a, b in zip([0] + cuts, cuts + [len(items)])]
     return tuple(self.nest(gr, max_depth - 1) for gr in groups)
+
+  def deep(self, items, d):
+    """Nest items (len(items) > d) into a tuple of depth exactly d."""
+    if d <= 1:
+      return tuple(items)
+    k = self.r.randint(1, len(items) - d)
+    head, tail = items[:k], items[k:]
+    other = self.nest(head, d - 1) if len(head) > 1 else head[0]
+    inner = self.deep(tail, d - 1)
+    return (other, inner) if self.r.random() < 0.5 else (inner, other)
+
+  def deep_layout(self, budget=256, styles=None):
+    """A layout of depth exactly 3."""
+    r = self.r
+    ext = self.leaves(4, 5, budget, pool=[1, 2, 2, 2, 3, 4, 4, 2, 6, 8])
+    st = self.strides(ext, r.choice(styles or ["col", "row", "perm", "gap", "zero", "rand"]))
+    tmpl = self.deep(list(range(len(ext))), 3)
+    return Lay(self.rebuild(tmpl, ext), self.rebuild(tmpl, st))
 
   @staticmethod
   def rebuild(template, values):
@@ -461,7 +479,7 @@ def build_queries(examples_path):
       if r.random() < 0.75:
         add(op, A, B)
   for _ in range(70):
-    A = lay(nmax=3, budget=32, max_depth=2)
+    A = lay(nmin=1 if r.random() < 0.1 else 2, nmax=3, budget=32, max_depth=2)
     B = lay(nmax=3, budget=16, max_depth=2)
     add(r.choice(["blocked_product", "raked_product"]), A, B)
 
@@ -527,7 +545,7 @@ def build_queries(examples_path):
 
   # ---------------- tv_layout --------------------------------------------------------------------
   for _ in range(70):
-    thr = g.pow2_layout(nmax=2, budget=64, max_depth=1, styles=["col", "row", "perm", "gap", "rand"])
+    thr = g.pow2_layout(nmin=1 if r.random() < 0.1 else 2, nmax=2, budget=64, max_depth=1, styles=["col", "row", "perm", "gap", "rand"])
     val = g.pow2_layout(nmax=2, budget=8, max_depth=1, styles=["col", "row", "perm", "rand"])
     add("tv_layout", thr, val)
 
@@ -543,6 +561,91 @@ def build_queries(examples_path):
       add(op, lay(styles=["col", "row", "perm", "gap", "zero", "rand"]))
   for _ in range(40):
     add("eval", lay())
+
+  # ---------------- inputs CuTe is likely to refuse (or to accept wrongly) -----------------------
+  odd = [3, 5, 6, 10, 12, 2, 4]
+  for _ in range(130):     # composite extents vs. strides that do not divide them
+    A = lay(nmin=2, nmax=3, budget=128, pool=odd, styles=["col", "row", "perm", "gap", "gap"])
+    if r.random() < 0.6:
+      B = Lay(r.choice([2, 3, 4, 6, 8]), r.choice([2, 3, 4, 5, 8, 9]))
+    else:
+      B = lay(nmin=2, nmax=2, budget=32, pool=[2, 3, 4, 5, 6], styles=["col", "perm", "gap", "rand"])
+    add("composition", A, B)
+  for _ in range(40):      # tilers with non-dividing modes, or more modes than the layout has
+    A = lay(nmin=2, nmax=3, budget=128, pool=odd, max_depth=1)
+    el = [Lay(r.choice([2, 4, 3]), r.choice([1, 2, 4])) if r.random() < 0.7 else r.choice([4, 8, 5])
+          for _ in range(rank(A) + (1 if r.random() < 0.25 else 0))]
+    add("composition", A, el)
+  for _ in range(80):      # complement of (mostly) non-injective layouts
+    A = lay(nmin=2, nmax=3, budget=64, styles=["rand"])
+    add("complement", A, r.choice([64, 128, 256, size(A) * 2]))
+  for _ in range(40):      # divides by tilers that do not divide the layout
+    A = lay(nmin=1, nmax=3, budget=128, pool=odd, styles=["col", "perm", "gap"])
+    B = Lay(r.choice([2, 4, 8]), r.choice([1, 2, 3, 4, 8])) if r.random() < 0.7 else \
+        [Lay(r.choice([2, 4]), r.choice([1, 2, 3])) for _ in range(rank(A))]
+    add(r.choice(["logical_divide", "zipped_divide", "tiled_divide", "flat_divide"]), A, B)
+  for _ in range(30):      # products with a non-injective block
+    A = lay(nmin=2, nmax=3, budget=32, styles=["rand", "zero"])
+    B = lay(nmin=1, nmax=2, budget=16, styles=["col", "row", "perm"])
+    add(r.choice(["logical_product", "zipped_product", "blocked_product", "raked_product"]), A, B)
+  for _ in range(40):      # left_inverse: sorted strides that do not divide each other
+    d0 = r.choice([2, 3, 4])
+    d1 = d0 * r.choice([1, 2, 3]) + r.randint(1, d0 - 1)
+    A = Lay((r.choice([2, 3, 4, 8]), r.choice([2, 3, 4])), (d0, d1) if r.random() < 0.7 else (d1, d0))
+    add("left_inverse", A)
+  for _ in range(30):      # upcast by N that does not divide the strides
+    A = lay(nmax=3, styles=["rand", "gap"])
+    add("upcast", r.choice(["2", "4", "8", "16"]), A)
+  for _ in range(40):      # coalesce / filter with a profile that is not congruent-compatible
+    A = lay(nmin=1, nmax=3, max_depth=1)
+    prof = tuple(r.choice([1, (1, 1), (1, (1, 1))]) for _ in range(r.randint(1, rank(A) + 1)))
+    add(r.choice(["coalesce", "filter"]), A, prof)
+  for _ in range(30):      # max_common_* with non-dividing shapes
+    A = lay(nmin=2, nmax=3, budget=128, pool=odd, styles=["col", "perm"])
+    B = lay(nmin=2, nmax=3, budget=128, pool=odd, styles=["col", "row", "perm"])
+    add(r.choice(["max_common_vector", "max_common_layout"]), A, B)
+
+  for _ in range(50):      # CuTe's weak stride condition (stride < extent) lets these through: often not A o B
+    s0 = r.choice([6, 10, 12, 5, 3])
+    k = r.choice([d for d in range(2, s0) if s0 % d] or [2])
+    A = Lay((s0, r.choice([2, 4, 8])), (r.choice([1, 1, 2]), r.choice([s0 + 1, 2 * s0 + 2, 10, 16, 32])))
+    add("composition", A, Lay(r.choice([2, 4, 3, 8]), k) if r.random() < 0.7 else
+        Lay((r.choice([2, 4]), 2), (k, r.choice([1, s0]))))
+  for _ in range(40):
+    A = lay(nmin=2, nmax=3, budget=32, styles=["rand"])
+    add("complement", A)
+  for _ in range(40):      # tile_to_shape with non-dividing targets
+    A = lay(nmin=1, nmax=2, budget=16, max_depth=1, pool=[2, 3, 4, 6])
+    trg = tuple(r.choice([4, 8, 6, 9, 10, 16]) for _ in range(max(rank(A), r.randint(1, 3))))
+    add("tile_to_shape", A, trg)
+  for _ in range(30):      # downcast of layouts without a unit stride
+    A = lay(nmin=1, nmax=3, budget=64, styles=["gap", "rand", "row"])
+    add("downcast", r.choice(["2", "4"]), A)
+  for _ in range(40):      # products with a non-injective or gapped block
+    A = lay(nmin=2, nmax=3, budget=32, styles=["rand", "gap"])
+    B = lay(nmin=1, nmax=2, budget=16, styles=["col", "row", "perm", "gap"])
+    add(r.choice(["logical_product", "zipped_product", "tiled_product", "flat_product",
+                  "blocked_product", "raked_product"]), A, B)
+
+  # ---------------- depth-3 layouts through most ops ---------------------------------------------
+  for _ in range(20):
+    A = g.deep_layout()
+    add("composition", A, g.sub_layout(A) if r.random() < 0.6 else g.tiler(A))
+  for _ in range(10):
+    add("composition", lay(nmax=3), g.deep_layout(budget=32, styles=["col", "perm", "zero"]))
+  for op in ("complement", "coalesce", "filter", "right_inverse", "left_inverse", "nullspace", "eval",
+             "size", "cosize", "rank", "depth"):
+    for _ in range(8):
+      add(op, g.deep_layout(styles=["col", "row", "perm", "gap"] if op == "complement" else None))
+  for op in ("logical_divide", "zipped_divide", "logical_product", "tiled_product", "max_common_vector",
+             "max_common_layout"):
+    for _ in range(8):
+      A = g.deep_layout(budget=64 if "product" in op else 256)
+      B = (g.sub_layout(A) if "divide" in op else lay(nmax=2, budget=8) if "product" in op else
+           Lay(A.shape, Gen.rebuild(A.shape, g.strides(flat(A.shape), r.choice(["col", "row", "perm"])))))
+      add(op, A, B)
+  for _ in range(8):
+    add(r.choice(["upcast", "downcast"]), r.choice(["2", "4"]), g.deep_layout(styles=["col", "perm", "gap"]))
 
   # ---------------- hand-written refusals / edge cases -------------------------------------------
   extra = [
@@ -563,7 +666,7 @@ def build_queries(examples_path):
       "left_inverse (2,2):(1,1)", "left_inverse 4:0", "left_inverse (4,2):(2,1)", "left_inverse 1:0",
       "nullspace 4:1", "nullspace (4,2,3):(0,0,0)", "nullspace 1:0", "nullspace (2,1,3):(0,5,1)",
       "coalesce 1:0", "coalesce (1,1):(3,5)", "coalesce (4,(1,1)):(1,(7,9)) ; (1,1)", "coalesce (2,4):(4,1) ; (1,1,1)",
-      "filter (1,4,1):(9,0,3)", "filter 1:7", "filter ((1,2),(0,3)):((5,0),(2,1))",
+      "filter (1,4,1):(9,0,3)", "filter 1:7", "filter ((1,2),(2,3)):((5,0),(0,1))",
       "max_common_vector 4:1 ; 4:2", "max_common_vector (4,8):(8,1) ; (4,8):(1,4)", "max_common_layout 8:1 ; 8:1",
       "max_common_layout (2,4):(4,1) ; (2,4):(4,1)", "max_common_vector 8:0 ; 8:1",
       "tile_to_shape (2,2):(1,2) ; (6,4)", "tile_to_shape (2,2):(1,2) ; (8,8) ; (2,1)", "tile_to_shape (2,2,2):(1,2,4) ; (8,8)",
@@ -573,8 +676,11 @@ def build_queries(examples_path):
       "tv_layout (4,8):(8,1) ; (2,2):(2,1)", "tv_layout (2,2):(1,1) ; 2:1", "tv_layout 32:1 ; 4:1",
       "swizzle Sw<0,0,0> ; 8", "swizzle Sw<3,3,3> ; 1024", "swizzle Sw<2,4,-3> ; 256", "swizzle Sw<1,0,1> ; 1",
       "size ((2,3),(1,5)):((1,2),(0,6))", "cosize 4:0", "cosize (2,2):(0,0)", "rank (((2,3)),4):(((1,2)),6)",
-      "depth 7:3", "depth ((2,(3,(2,2))),5):((1,(2,(6,12))),24)", "eval (_4,(_2,_3)):(_1,(_8,_16))",
+      "depth 7:3", "depth ((2,(3,2)),5):((1,(2,6)),12)", "eval (_4,(_2,_3)):(_1,(_8,_16))",
       "eval ((1,2),(4,1)):((0,1),(2,0))", "composition (_4,_8):(_8,_1) ; <_2:_1, _4:_2>",
+      "raked_product 6:8 ; 6:4", "blocked_product 4:1 ; 8:1", "tv_layout 16:4 ; 8:1",
+      "zipped_divide (4,6):(1,4) ; <2:1, _>", "zipped_divide ((2,2),6):((1,4),8) ; <2:1, _>",
+      "swizzle Sw<3,0,2> ; 64", "composition Sw<3,0,2> ; 64:1", "swizzle Sw<2,1,-2> ; 64",
       "composition Sw<1,1,1> ; 8:1", "composition Sw<2,2,2> ; (4,(4,2)):(16,(1,4))", "composition Sw<0,2,3> ; 16:1",
   ]
   Q.extend(extra)
