@@ -46,10 +46,10 @@ def main(argv=None) -> int:
 
     # 1. The copy atom (4 threads, each 1x8 values), tiled 2x3 times over the 8x24 block tile.
     atom_tiler, atom = la.make_layout_tv(la.Layout((4, 1), (1, 1)), la.Layout((1, 8), (1, 1)))
-    tile_idx = la.zipped_divide(la.Layout((BM, BN), (1, BM)), tuple(la.Layout(s, 1)
-                                                                   for s in atom_tiler))
-    reps = la.Layout((2, 3), (32, 64))                   # the (2,3) atom tiles of tile_idx
-    tv = la.composition(tile_idx, la.make_layout(atom[0], la.make_layout(atom[1], reps)))
+    tile_idx = la.zipped_divide(la.Layout((BM, BN), (1, BM)),       # tile index m + 8n, by
+                                tuple(la.Layout(s, 1) for s in atom_tiler))   # (4,8) atom tile
+    per_atom = la.composition(tile_idx, (atom, None))   # ((thread, value), atom tile (2,3))
+    tv = la.make_layout(per_atom[0][0], la.make_layout(per_atom[0][1], per_atom[1]))
     print(f"copy atom {atom} over {atom_tiler}; tiled over the {BM}x{BN} block: TV {tv}")
 
     # 2. Partition source and destination: block tile (by bid) o TV layout, sliced at tid.
