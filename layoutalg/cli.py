@@ -6,7 +6,7 @@ Each subcommand lives in the package that owns its feature and is imported only 
 ``show``       :mod:`visualize.cli`  (print / draw a layout)
 ``tv``         :mod:`visualize.cli`  (a TV layout from thread and value layouts)
 ``banks``      :mod:`visualize.cli`  (verify an LDS access and draw it)
-``demo``       :mod:`visualize.cli`  (the README's end-to-end demo)
+``demo``       this module           (the README's end-to-end demo: algebra, diagrams, kernels)
 ``mfma``       :mod:`mfma_specs.cli` (``list`` / ``show`` instructions)
 ``compile``    :mod:`kernels.cli`    (emit, verify, compile a kernel)
 ``check``      :mod:`kernels.cli`    (run a kernel on the CPU emulator vs torch)
@@ -47,7 +47,30 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    d = sub.add_parser(
+        "demo", help="the end-to-end demo: algebra, verified diagrams, a gfx942 GEMM compiled "
+        "and emulated; writes a folder with an index.html",
+        description="The end-to-end demo: a tour of the algebra; a TV layout, the gfx942 MFMA "
+                    "16x16x16 and 32x32x8 layouts, a swizzle, a conflicted and a fixed LDS "
+                    "access (verified), drawn as SVG and PNG; a GEMM verified, compiled for "
+                    "gfx942 (code-object report) and run on the CPU emulator against torch.")
+    d.add_argument("--out", default="demo_out", help="output folder (default ./demo_out)")
+    d.add_argument("--no-png", action="store_true", help="SVG only (no rasterizer needed)")
+    d.add_argument("--no-kernels", action="store_true", help="skip the compile/emulate steps")
+    d.set_defaults(func=_demo)
     return p
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Orchestrates packages that must not import each other (visualize, kernels)."""
+    from visualize.demo import run_demo
+    from .tour import run_tour
+    steps = [("algebra", "Layout algebra tour", "CuTe's documented examples computed by "
+              "layoutalg, and a composition CuTe accepts but that is not a layout.", run_tour)]
+    if not args.no_kernels:
+        from kernels.demo import demo_steps
+        steps += demo_steps()
+    return run_demo(args.out, png=not args.no_png, text_steps=steps)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

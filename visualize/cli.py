@@ -1,4 +1,6 @@
-"""``layoutalg show | tv | banks | demo``: print layouts and draw them from the shell.
+"""``layoutalg show | tv | banks``: print layouts and draw them from the shell.
+
+(``layoutalg demo`` is registered by :mod:`layoutalg.cli`, which also runs the kernel steps.)
 
 Each command prints a text view first (so it is useful over ssh and in logs) and writes a
 diagram only when asked (``--svg F`` / ``--png F``).  Exit codes (see :mod:`layoutalg.cli`):
@@ -205,13 +207,6 @@ def cmd_banks(args: argparse.Namespace) -> int:
     return code
 
 
-# ---- demo -------------------------------------------------------------------------------------
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-    return run_demo(args.out, png=not args.no_png)
-
-
 # ---- registration -----------------------------------------------------------------------------
 
 def register(subparsers: Any) -> None:
@@ -266,11 +261,3 @@ def register(subparsers: Any) -> None:
     _add_output(p)
     p.set_defaults(func=_guard(cmd_banks))
 
-    p = subparsers.add_parser(
-        "demo", help="build, verify and draw example layouts into a folder with an index.html",
-        description="The end-to-end demo: a TV layout, the gfx942 MFMA 16x16x16 and 32x32x8 "
-                    "operand layouts, a swizzle, and a conflicted and a fixed LDS access "
-                    "(verified), drawn as SVG and PNG into OUT with an index.html.")
-    p.add_argument("--out", default="demo_out", help="output folder (default ./demo_out)")
-    p.add_argument("--no-png", action="store_true", help="SVG only (no rasterizer needed)")
-    p.set_defaults(func=_guard(cmd_demo))

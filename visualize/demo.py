@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 __all__ = ["run_demo", "Item"]
 
@@ -141,8 +141,15 @@ def _steps() -> List[Tuple[Item, Callable]]:
     ]
 
 
-def run_demo(out: str = "demo_out", png: bool = True, quiet: bool = False) -> int:
-    """Write every diagram and ``index.html`` into ``out``; returns the exit code."""
+def run_demo(out: str = "demo_out", png: bool = True, quiet: bool = False,
+             text_steps: Sequence[Tuple[str, str, str, Callable]] = ()) -> int:
+    """Write every diagram and ``index.html`` into ``out``; returns the exit code.
+
+    ``text_steps`` adds steps that produce no diagram (the CLI passes the algebra tour and the
+    kernel build/emulation from packages ``visualize`` must not import): each is
+    ``(stem, title, description, run)`` with ``run(out) -> (text_lines, files, ok)``; their text
+    and files appear on the index page before the diagrams.
+    """
     from .raster import RasterizerMissing
     log = (lambda *a: None) if quiet else (lambda *a: print(*a))
     try:
@@ -151,6 +158,19 @@ def run_demo(out: str = "demo_out", png: bool = True, quiet: bool = False) -> in
         print(f"layoutalg demo: cannot create {out}: {e.strerror or e}", file=sys.stderr)
         return 2
     items: List[Item] = []
+    for stem, title, description, run in text_steps:
+        item = Item(stem, title, description)
+        t0 = time.perf_counter()
+        try:
+            item.text, item.files, item.ok = run(out)
+        except Exception as e:  # one failed step must not hide the others
+            item.ok, item.error = False, f"{type(e).__name__}: {e}"
+        items.append(item)
+        state = "ok     " if item.ok else "FAILED "
+        log(f"  {state}  {stem:22s} {', '.join(item.files)}  ({time.perf_counter() - t0:.2f} s)"
+            + (f": {item.error}" if item.error else ""))
+        for line in item.text[:12] if not quiet else ():
+            log(f"             {line}")
     no_raster = False
     for item, build in _steps():
         t0 = time.perf_counter()
@@ -179,7 +199,8 @@ def run_demo(out: str = "demo_out", png: bool = True, quiet: bool = False) -> in
     index = os.path.join(out, "index.html")
     with open(index, "w", encoding="utf-8") as f:
         f.write(_index_html(items))
-    log(f"wrote {len(items)} diagrams and {index}")
+    log(f"wrote {len(items)} items ({sum(1 for i in items if i.stem + '.svg' in i.files)} "
+        f"diagrams) and {index}")
     log(f"open {os.path.abspath(index)}")
     if not all(i.ok for i in items):
         return 1
@@ -192,7 +213,7 @@ def _index_html(items: List[Item]) -> str:
     for it in items:
         links = " · ".join(f'<a href="{e(f)}">{e(f)}</a>' for f in it.files)
         img = (f'<a href="{e(it.stem)}.svg"><img src="{e(it.stem)}.svg" alt="{e(it.title)}">'
-               f'</a>' if it.files else "")
+               f'</a>' if f"{it.stem}.svg" in it.files else "")
         status = ("" if it.ok else
                   f'<p class="bad">{"step failed: " + e(it.error) if it.error else "check failed"}</p>')
         text = f"<pre>{e(chr(10).join(it.text))}</pre>" if it.text else ""
