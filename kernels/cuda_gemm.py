@@ -1,0 +1,603 @@
+"""GEMM for NVIDIA GPUs (sm_80 / sm_90): ``mma.sync`` m16n8k16, ``ldmatrix``, ``cp.async``.
+
+``C = A @ B`` with ``A`` (M, K) row-major, ``B`` either (K, N) row-major (``b_major="n"``,
+``torch.matmul(a, b)``) or (N, K) row-major (``b_major="k"``, ``a @ b.T``), f16 or bf16 in,
+f32 accumulation, ``C`` (M, N) in the input dtype.  One thread block computes a ``bm x bn``
+tile with ``warps_m x warps_n`` warps; ``stages`` shared-memory buffers are filled by
+``cp.async`` (zero-filled past the matrix edges, so ragged M/N/K need no special path) and
+read with ``ldmatrix`` into the ``mma.sync`` fragments.
+
+Everything address-related is a ``layoutalg`` object in :class:`GemmPlan`:
+
+* the shared-memory tiles are ``Swizzle o 0 o (rows, cols):(cols, 1)``; the swizzle is the
+  first one (fewest XOR bits) that :func:`layoutalg.verify.bank_conflicts` proves
+  conflict-free for both the ``cp.async`` writes and the ``ldmatrix`` reads under the 32-bank
+  model :func:`mfma_specs.nvidia.smem_model` (every warp, k step and fragment position);
+* the copy partitions ``(thread, value, iteration) -> offset`` are proved to cover each tile
+  exactly once (:func:`layoutalg.verify.coverage`);
+* the ``ldmatrix`` address layouts, composed with the ``ldmatrix`` destination layout, are
+  proved to put into every ``mma`` register the element the PTX fragment layout expects
+  (:func:`layoutalg.verify.lane_correctness` against :data:`mfma_specs.nvidia.MMA_M16N8K16_F16`);
+* every address printed into the CUDA source is that layout evaluated on index symbols and
+  printed by :func:`layoutalg.symbolic.to_c`, and the printed expression is re-evaluated
+  with C semantics at every lane and compared with the layout (:mod:`kernels.cuda.layout_c`).
+
+>>> g = CudaGemm(CudaGemmConfig(dtype="bf16"))          # doctest: +SKIP
+>>> c = g(a, b)                                         # torch CUDA tensors   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from layoutalg import ComposedLayout, Layout, Swizzle
+from layoutalg.verify import bank_conflicts, coverage, lane_correctness
+from mfma_specs.nvidia import ldmatrix, mma_m16n8k16, smem_model
+
+from .cuda import layout_c as lc
+from .cuda.prelude import PRELUDE
+from .errors import KernelError, LaunchError
+from .launch import TensorSpec
+
+__all__ = ["CudaGemmConfig", "GemmPlan", "plan_gemm", "emit_gemm", "CudaGemm", "gemm",
+           "GemmConfigError", "DEFAULT_CONFIGS"]
+
+
+class GemmConfigError(KernelError):
+    """A configuration the NVIDIA GEMM builder cannot build (says which constraint failed)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class CudaGemmConfig:
+    dtype: str = "f16"          # "f16" or "bf16" (A, B and C)
+    b_major: str = "n"          # "n": B is (K, N) row-major; "k": B is (N, K) row-major
+    bm: int = 128
+    bn: int = 256
+    bk: int = 32
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 4
+    vec: int = 8                # elements per cp.async: 8 (16 B), 4 (8 B) or 2 (4 B)
+    group_m: int = 8            # block rasterisation: group_m block rows share B tiles in L2
+    min_blocks: int = 1         # __launch_bounds__ minimum blocks per SM
+    arch: str = "sm_90"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def wtm(self) -> int:
+        return self.bm // self.warps_m
+
+    @property
+    def wtn(self) -> int:
+        return self.bn // self.warps_n
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * (self.bm * self.bk + self.bk * self.bn) * 2
+
+    @property
+    def name(self) -> str:
+        return (f"lg_gemm_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}_w"
+                f"{self.warps_m}x{self.warps_n}_s{self.stages}_v{self.vec}")
+
+
+DEFAULT_CONFIGS = {
+    "f16": CudaGemmConfig(dtype="f16"),
+    "bf16": CudaGemmConfig(dtype="bf16"),
+}
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise GemmConfigError(msg)
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def _validate(cfg: CudaGemmConfig) -> None:
+    _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
+    _need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
+    for n in ("bm", "bn", "bk", "warps_m", "warps_n", "stages"):
+        _need(_pow2(getattr(cfg, n)) or n == "stages" and getattr(cfg, n) >= 2,
+              f"{n}={getattr(cfg, n)} must be a power of two")
+    _need(cfg.stages >= 2, "stages must be >= 2")
+    _need(cfg.vec in (2, 4, 8), f"vec must be 2, 4 or 8 elements, got {cfg.vec}")
+    _need(cfg.bk % 16 == 0, f"bk={cfg.bk} must be a multiple of 16 (the mma k)")
+    _need(cfg.wtm % 16 == 0, f"bm/warps_m = {cfg.wtm} must be a multiple of 16")
+    _need(cfg.wtn % 16 == 0, f"bn/warps_n = {cfg.wtn} must be a multiple of 16 (ldmatrix.x4 "
+          "loads two n8 fragments)")
+    _need(cfg.threads <= 1024, f"{cfg.threads} threads per block; at most 1024")
+    for rows, cols, what in ((cfg.bm, cfg.bk, "A"), _b_tile(cfg) + ("B",)):
+        chunks = rows * cols // cfg.vec
+        _need(chunks % cfg.threads == 0, f"{what} tile {rows}x{cols} has {chunks} vectors, not "
+              f"a multiple of {cfg.threads} threads")
+        cpr = cols // cfg.vec
+        _need(cfg.threads % cpr == 0 or cpr % cfg.threads == 0,
+              f"{what} tile: {cpr} vectors per row and {cfg.threads} threads do not nest")
+    _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 allows "
+          "227 KiB per block (sm_80: 163 KiB)")
+
+
+def _b_tile(cfg: CudaGemmConfig) -> Tuple[int, int]:
+    return (cfg.bk, cfg.bn) if cfg.b_major == "n" else (cfg.bn, cfg.bk)
+
+
+# --------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """cp.async partition of a (rows, cols) row-major tile: offset/row/col layouts over
+    ``(thread, value, iteration)`` (row/col without the value mode)."""
+
+    rows: int
+    cols: int
+    off: Layout
+    row: Layout
+    col: Layout
+    iters: int
+
+
+@dataclass
+class GemmPlan:
+    cfg: CudaGemmConfig
+    a_copy: CopyPlan
+    b_copy: CopyPlan
+    a_read: Layout          # (lane, 8, (kk, mi, wm)) -> offset in the A tile
+    b_read: Layout          # (lane, 8, (kk, nj, wn)) -> offset in the B tile
+    sw_a: Optional[Swizzle]
+    sw_b: Optional[Swizzle]
+    checks: Dict[str, Any] = field(default_factory=dict)
+
+    def smem_layout(self, op: str) -> Any:
+        rows, cols = (self.cfg.bm, self.cfg.bk) if op == "A" else _b_tile(self.cfg)
+        sw = self.sw_a if op == "A" else self.sw_b
+        tile = Layout((rows, cols), (cols, 1))
+        return ComposedLayout(sw, 0, tile) if sw is not None else tile
+
+    def flat_smem(self, op: str) -> Any:
+        rows, cols = (self.cfg.bm, self.cfg.bk) if op == "A" else _b_tile(self.cfg)
+        sw = self.sw_a if op == "A" else self.sw_b
+        flat = Layout(rows * cols, 1)
+        return ComposedLayout(sw, 0, flat) if sw is not None else flat
+
+    def describe(self) -> Dict[str, str]:
+        return {"A smem": str(self.smem_layout("A")), "B smem": str(self.smem_layout("B")),
+                "A copy": str(self.a_copy.off), "B copy": str(self.b_copy.off),
+                "A ldmatrix": str(self.a_read), "B ldmatrix": str(self.b_read),
+                **{k: v.summary() for k, v in self.checks.items()}}
+
+
+def _copy_plan(rows: int, cols: int, threads: int, vec: int) -> CopyPlan:
+    cpr = cols // vec
+    if threads % cpr == 0:
+        tpr = threads // cpr
+        it = rows // tpr
+        off = Layout(((cpr, tpr), vec, it), ((vec, cols), 1, tpr * cols))
+        row = Layout(((cpr, tpr), it), ((0, 1), tpr))
+        col = Layout(((cpr, tpr), it), ((vec, 0), 0))
+    else:
+        per = cpr // threads
+        it = per * rows
+        off = Layout((threads, vec, (per, rows)), (vec, 1, (threads * vec, cols)))
+        row = Layout((threads, (per, rows)), (0, (0, 1)))
+        col = Layout((threads, (per, rows)), (vec, (threads * vec, 0)))
+    return CopyPlan(rows, cols, off, row, col, it)
+
+
+def _read_layouts(cfg: CudaGemmConfig) -> Tuple[Layout, Layout]:
+    kk = cfg.bk // 16
+    mt, nj = cfg.wtm // 16, cfg.wtn // 16
+    # A (bm x bk): lane bits 0-2 row, bit 3 row+8, bit 4 col+8  (matrices a0a1, a2a3, a4a5, a6a7)
+    a = Layout(((8, 2, 2), 8, (kk, mt, cfg.warps_m)),
+               ((cfg.bk, 8 * cfg.bk, 8), 1, (16, 16 * cfg.bk, cfg.wtm * cfg.bk)))
+    if cfg.b_major == "n":   # B tile (bk x bn), n contiguous: ldmatrix.trans
+        cols = cfg.bn
+        b = Layout(((8, 2, 2), 8, (kk, nj, cfg.warps_n)),
+                   ((cols, 8 * cols, 8), 1, (16 * cols, 16, cfg.wtn)))
+    else:                    # B tile (bn x bk), k contiguous: ldmatrix
+        cols = cfg.bk
+        b = Layout(((8, 2, 2), 8, (kk, nj, cfg.warps_n)),
+                   ((cols, 8, 8 * cols), 1, (16, 16 * cols, cfg.wtn * cols)))
+    return a, b
+
+
+def _search_swizzle(rows: int, cols: int, write: Layout, read: Layout, vec: int):
+    """First Swizzle(B, 3, S) (fewest bits, then smallest S) proved conflict-free for both."""
+    size = rows * cols
+    nbits = size.bit_length() - 1
+    wmodel, rmodel = smem_model(f"cp.async.{2 * vec}"), smem_model("ldmatrix")
+    flat = Layout(size, 1)
+    cands = [None] + [Swizzle(b, 3, s) for b in range(1, 5) for s in range(b, nbits)
+                      if 3 + s + b <= nbits]
+    for sw in cands:
+        lds = flat if sw is None else ComposedLayout(sw, 0, flat)
+        rw = bank_conflicts(write, lds=lds, model=wmodel, elem_bytes=2)
+        rr = bank_conflicts(read, lds=lds, model=rmodel, elem_bytes=2)
+        if rw.holds and rr.holds:
+            return sw, rw, rr
+    raise GemmConfigError(f"no Swizzle(B, 3, S) makes the {rows}x{cols} tile conflict-free for "
+                          "both cp.async writes and ldmatrix reads")
+
+
+def _ldm_partition(read: Layout, ldm, iters: Tuple[int, ...], item_map, steps: int,
+                   step_pos: int) -> np.ndarray:
+    """``[lane, mma item, k step] -> tile offset``: the element each mma register receives.
+
+    The ldmatrix address layout says which row lane ``8*m + r`` points at; the ldmatrix
+    destination layout (``ldm.element``) says which (row, col, matrix) each lane gets in each
+    register half; ``item_map[e]`` is the ldmatrix item feeding mma item ``e``."""
+    out = np.zeros((32, len(item_map), steps), dtype=np.int64)
+    for s in range(steps):
+        it = list(iters)
+        it[step_pos] = s
+        for lane in range(32):
+            for e, li in enumerate(item_map):
+                r8, c8, m = ldm.element(lane, li)
+                out[lane, e, s] = read((8 * m + r8, c8, tuple(it)))
+    return out
+
+
+@lru_cache(maxsize=64)
+def plan_gemm(cfg: CudaGemmConfig) -> GemmPlan:
+    """Layouts and proofs of one configuration (cached); raises :class:`GemmConfigError`."""
+    _validate(cfg)
+    a_copy = _copy_plan(cfg.bm, cfg.bk, cfg.threads, cfg.vec)
+    br, bc = _b_tile(cfg)
+    b_copy = _copy_plan(br, bc, cfg.threads, cfg.vec)
+    a_read, b_read = _read_layouts(cfg)
+    sw_a, wa, ra = _search_swizzle(cfg.bm, cfg.bk, a_copy.off, a_read, cfg.vec)
+    sw_b, wb, rb = _search_swizzle(br, bc, b_copy.off, b_read, cfg.vec)
+    plan = GemmPlan(cfg, a_copy, b_copy, a_read, b_read, sw_a, sw_b)
+    ch = plan.checks
+    ch["A cp.async banks"], ch["A ldmatrix banks"] = wa, ra
+    ch["B cp.async banks"], ch["B ldmatrix banks"] = wb, rb
+    ch["A copy coverage"] = coverage(a_copy.off, cfg.bm * cfg.bk)
+    ch["B copy coverage"] = coverage(b_copy.off, br * bc)
+    spec = mma_m16n8k16(cfg.dtype)
+    kk = cfg.bk // 16
+    # A: ldmatrix.x4 registers 0..3 are a0a1, a2a3, a4a5, a6a7
+    part = _ldm_partition(a_read, ldmatrix(4, False), (0, 0, 0), range(8), kk, 0)
+    ch["A lanes"] = lane_correctness(spec, "A", part, lds=plan.flat_smem("A"),
+                                     memory=plan.smem_layout("A"), steps=kk)
+    ldm_b = ldmatrix(4, cfg.b_major == "n")
+    if cfg.b_major == "n":
+        mem_b = plan.smem_layout("B")                      # B[k][n] at k*bn + n
+    else:
+        mem_b = ComposedLayout(sw_b, 0, Layout((cfg.bk, cfg.bn), (1, cfg.bk))) if sw_b \
+            else Layout((cfg.bk, cfg.bn), (1, cfg.bk))      # B[k][n] at n*bk + k
+    for half, items in ((0, range(4)), (1, range(4, 8))):
+        part = _ldm_partition(b_read, ldm_b, (0, 0, 0), items, kk, 0)
+        ch[f"B lanes (n8 tile {half})"] = lane_correctness(
+            spec, "B", part, lds=plan.flat_smem("B"), memory=mem_b, steps=kk,
+            step=lambda s, h=half: (16 * s, 8 * h))
+    for name, r in ch.items():
+        if not r.holds:
+            raise GemmConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
+    return plan
+
+
+# --------------------------------------------------------------------------- emission
+
+def _c_layout(layout: Layout, coord: Any, ranges: Dict[Any, int], what: str,
+              offset: int = 0) -> str:
+    """Print ``layout(coord) + offset`` and check the printed text at every symbol value."""
+    e = lc.expr(layout, coord, offset=offset)
+    syms = list(ranges)
+
+    def ref(env):
+        n = len(env[syms[0]])
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            sub = {s: int(env[s][i]) for s in syms}
+            out[i] = int(layout(_subst(coord, sub))) + offset
+        return out
+
+    lc.check_printed(e, ref, ranges, what)
+    return lc.c(e)
+
+
+def _subst(coord: Any, sub: Dict[Any, int]) -> Any:
+    if isinstance(coord, tuple):
+        return tuple(_subst(x, sub) for x in coord)
+    return sub.get(coord, coord) if not isinstance(coord, int) else coord
+
+
+def _swz_fn(name: str, sw: Optional[Swizzle], size: int) -> str:
+    x = lc.sym("x")
+    e = lc.swizzle_expr(sw, x)
+    if sw is not None:
+        lc.check_printed(e, lambda env: np.array([sw(int(v)) for v in env[x]]), {x: size},
+                         f"swizzle {sw}")
+    return f"LG_DEV int {name}(int x) {{ return {lc.c(e)}; }}  // {sw or 'identity'}\n"
+
+
+def emit_gemm(cfg: CudaGemmConfig) -> str:
+    """The CUDA source of one configuration (plan proofs run first)."""
+    p = plan_gemm(cfg)
+    T = cfg.threads
+    kk, mt, nt = cfg.bk // 16, cfg.wtm // 16, cfg.wtn // 8
+    br, bc = _b_tile(cfg)
+    a_stage, b_stage = cfg.bm * cfg.bk * 2, br * bc * 2
+    tid, lane, wm, wn = lc.sym("tid"), lc.sym("lane"), lc.sym("wm"), lc.sym("wn")
+    mma = "lg_mma_f16" if cfg.dtype == "f16" else "lg_mma_bf16"
+    pack = "lg_pack_f16x2" if cfg.dtype == "f16" else "lg_pack_bf16x2"
+    cp = {8: "lg_cp_async16", 4: "lg_cp_async8", 2: "lg_cp_async4"}[cfg.vec]
+    vbytes = 2 * cfg.vec
+    L: List[str] = []
+    w = L.append
+    w(f"// generated by kernels/cuda_gemm.py: {cfg.name}")
+    for k, v in p.describe().items():
+        w(f"//   {k}: {v}".replace("\n", " "))
+    w(PRELUDE)
+    w(_swz_fn("lg_swz_a", p.sw_a, cfg.bm * cfg.bk))
+    w(_swz_fn("lg_swz_b", p.sw_b, br * bc))
+    w(f'extern "C" __global__ void __launch_bounds__({T}, {cfg.min_blocks})')
+    w(f"{cfg.name}(const lg_u16* __restrict__ A, const lg_u16* __restrict__ B, "
+      "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {")
+    w("  extern __shared__ __align__(128) unsigned char lg_smem[];")
+    w("  const lg_u32 sA = lg_smem_u32(lg_smem);")
+    w(f"  const lg_u32 sB = sA + {cfg.stages * a_stage};")
+    w("  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;")
+    w(f"  const int wm = warp % {cfg.warps_m}, wn = warp / {cfg.warps_m};")
+    w(f"  const int grid_m = (M + {cfg.bm - 1}) / {cfg.bm}, grid_n = (N + {cfg.bn - 1}) / {cfg.bn};")
+    w(f"  const int group = {cfg.group_m} * grid_n;")
+    w("  const int pid = blockIdx.x;")
+    w(f"  const int first_m = (pid / group) * {cfg.group_m};")
+    w(f"  const int gsize = min(grid_m - first_m, {cfg.group_m});")
+    w(f"  const int m0 = (first_m + (pid % group) % gsize) * {cfg.bm};")
+    w(f"  const int n0 = ((pid % group) / gsize) * {cfg.bn};")
+    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
+    # ---- copy setup (per-thread pointers and predicates, from the copy layouts)
+    for name, cpl, swz in (("a", p.a_copy, "lg_swz_a"), ("b", p.b_copy, "lg_swz_b")):
+        for i in range(cpl.iters):
+            r = _c_layout(cpl.row, (tid, i), {tid: T}, f"{name} copy row")
+            col = _c_layout(cpl.col, (tid, i), {tid: T}, f"{name} copy col")
+            so = _c_layout(cpl.off, (tid, 0, i), {tid: T}, f"{name} copy smem")
+            w(f"  const int {name}r{i} = {r}, {name}c{i} = {col};")
+            w(f"  const lg_u32 {name}s{i} = 2u * {swz}({so});")
+        if name == "a":
+            for i in range(cpl.iters):
+                w(f"  const bool aok{i} = m0 + ar{i} < M;")
+                w(f"  const lg_u16* ag{i} = A + (size_t)(aok{i} ? m0 + ar{i} : 0) * lda + ac{i};")
+        elif cfg.b_major == "n":   # rows are k, cols are n
+            for i in range(cpl.iters):
+                w(f"  const bool bok{i} = n0 + bc{i} < N;")
+                w(f"  const lg_u16* bg{i} = B + (size_t)br{i} * ldb + (bok{i} ? n0 + bc{i} : 0);")
+        else:                      # rows are n, cols are k
+            for i in range(cpl.iters):
+                w(f"  const bool bok{i} = n0 + br{i} < N;")
+                w(f"  const lg_u16* bg{i} = B + (size_t)(bok{i} ? n0 + br{i} : 0) * ldb + bc{i};")
+    w("  auto load_stage = [&](int stage, int kt) {")
+    w(f"    const int k0 = kt * {cfg.bk};")
+    w(f"    const lg_u32 da = sA + stage * {a_stage}, db = sB + stage * {b_stage};")
+    for i in range(p.a_copy.iters):
+        w(f"    {{ const bool ok = aok{i} && k0 + ac{i} < K;")
+        w(f"      {cp}(da + as{i}, ok ? (const void*)(ag{i} + k0) : (const void*)A, ok ? {vbytes} : 0); }}")
+    for i in range(p.b_copy.iters):
+        if cfg.b_major == "n":
+            w(f"    {{ const bool ok = bok{i} && k0 + br{i} < K;")
+            w(f"      {cp}(db + bs{i}, ok ? (const void*)(bg{i} + (size_t)k0 * ldb) : "
+              f"(const void*)B, ok ? {vbytes} : 0); }}")
+        else:
+            w(f"    {{ const bool ok = bok{i} && k0 + bc{i} < K;")
+            w(f"      {cp}(db + bs{i}, ok ? (const void*)(bg{i} + k0) : (const void*)B, "
+              f"ok ? {vbytes} : 0); }}")
+    w("  };")
+    # ---- ldmatrix lane offsets (pre-swizzle), from the read layouts
+    a_lane = _c_layout(p.a_read, (lane, 0, (0, 0, wm)), {lane: 32, wm: cfg.warps_m},
+                       "A ldmatrix lane offset")
+    b_lane = _c_layout(p.b_read, (lane, 0, (0, 0, wn)), {lane: 32, wn: cfg.warps_n},
+                       "B ldmatrix lane offset")
+    w(f"  const int a_ld = {a_lane};")
+    w(f"  const int b_ld = {b_lane};")
+    w(f"  float acc[{mt}][{nt}][4];")
+    w(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i)\n  #pragma unroll\n"
+      f"  for (int j = 0; j < {nt}; ++j)\n  #pragma unroll\n"
+      "  for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;")
+    w(f"  #pragma unroll\n  for (int s = 0; s < {cfg.stages - 1}; ++s) {{")
+    w("    if (s < KT) load_stage(s, s);")
+    w("    lg_cp_async_commit();\n  }")
+    w(f"  int rs = 0, ws = {cfg.stages - 1};")
+    w("  for (int kt = 0; kt < KT; ++kt) {")
+    w(f"    lg_cp_async_wait<{cfg.stages - 2}>();")
+    w("    __syncthreads();")
+    w(f"    if (kt + {cfg.stages - 1} < KT) load_stage(ws, kt + {cfg.stages - 1});")
+    w("    lg_cp_async_commit();")
+    w(f"    const lg_u32 ra = sA + rs * {a_stage}, rb = sB + rs * {b_stage};")
+    w(f"    lg_u32 af[{kk}][{mt}][4], bf[{kk}][{nt}][2];")
+    for k in range(kk):
+        for i in range(mt):
+            off = p.a_read((0, 0, (k, i, 0)))
+            w(f"    lg_ldmatrix_x4(af[{k}][{i}][0], af[{k}][{i}][1], af[{k}][{i}][2], "
+              f"af[{k}][{i}][3], ra + 2u * lg_swz_a(a_ld + {off}));")
+        ld = "lg_ldmatrix_x4_trans" if cfg.b_major == "n" else "lg_ldmatrix_x4"
+        for j in range(nt // 2):
+            off = p.b_read((0, 0, (k, j, 0)))
+            w(f"    {ld}(bf[{k}][{2 * j}][0], bf[{k}][{2 * j}][1], bf[{k}][{2 * j + 1}][0], "
+              f"bf[{k}][{2 * j + 1}][1], rb + 2u * lg_swz_b(b_ld + {off}));")
+        w(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
+          f"    for (int j = 0; j < {nt}; ++j) {mma}(acc[i][j], af[{k}][i], bf[{k}][j]);")
+    w(f"    rs = rs + 1 == {cfg.stages} ? 0 : rs + 1;")
+    w(f"    ws = ws + 1 == {cfg.stages} ? 0 : ws + 1;")
+    w("  }")
+    w("  lg_cp_async_wait<0>();")
+    # ---- epilogue: accumulator (row, col) from the mma C layout
+    spec = mma_m16n8k16(cfg.dtype)
+    crow, ccol = _split_rows(spec.tv_layout("C"), 16)
+    r0 = _c_layout(crow, (lane, 0), {lane: 32}, "C row")
+    c0 = _c_layout(ccol, (lane, 0), {lane: 32}, "C col")
+    w(f"  const int crow = m0 + wm * {cfg.wtm} + {r0};")
+    w(f"  const int ccol = n0 + wn * {cfg.wtn} + {c0};")
+    w("  const bool pair_ok = (ldc & 1) == 0;")
+    w(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i)\n  #pragma unroll\n"
+      f"  for (int j = 0; j < {nt}; ++j)\n  #pragma unroll\n  for (int h = 0; h < 2; ++h) {{")
+    # items 2h, 2h+1 are (row + 8h, col), (row + 8h, col + 1): from the C layout
+    dr = crow((0, (0, 1))) - crow((0, (0, 0)))
+    _need(dr == 8 and ccol((0, (1, 0))) - ccol((0, (0, 0))) == 1, "unexpected C layout")
+    w(f"    const int r = crow + i * 16 + {dr} * h, col = ccol + j * 8;")
+    w("    if (r < M) {")
+    w("      lg_u16* dst = C + (size_t)r * ldc + col;")
+    w("      if (col + 1 < N && pair_ok) {")
+    w(f"        *reinterpret_cast<lg_u32*>(dst) = {pack}(acc[i][j][2 * h], acc[i][j][2 * h + 1]);")
+    w("      } else {")
+    cvt = "lg_f32_to_f16" if cfg.dtype == "f16" else "lg_f32_to_bf16"
+    w(f"        if (col < N) dst[0] = {cvt}(acc[i][j][2 * h]);")
+    w(f"        if (col + 1 < N) dst[1] = {cvt}(acc[i][j][2 * h + 1]);")
+    w("      }\n    }\n  }\n}")
+    return "\n".join(L) + "\n"
+
+
+def _split_rows(layout: Layout, rows: int) -> Tuple[Layout, Layout]:
+    """Split a layout into a column-major ``row + rows*col`` tile into row and col layouts."""
+    fs, fd = layout.flat()
+    rs, cs = [], []
+    for s, d in zip(fs, fd):
+        if d % rows == 0:
+            rs.append(0)
+            cs.append(d // rows)
+        elif (s - 1) * d < rows:
+            rs.append(d)
+            cs.append(0)
+        else:
+            raise GemmConfigError(f"cannot split {layout} into rows/cols of {rows}")
+    shape = layout.shape
+    return Layout(shape, _unflatten(list(rs), shape)), Layout(shape, _unflatten(list(cs), shape))
+
+
+def _unflatten(flat: List[int], profile: Any) -> Any:
+    """``flat`` values laid out in the nesting of ``profile`` (consumed front to back)."""
+    if isinstance(profile, tuple):
+        return tuple(_unflatten(flat, p) for p in profile)
+    return flat.pop(0)
+
+
+# --------------------------------------------------------------------------- running it
+
+_TORCH_DT = {"f16": "float16", "bf16": "bfloat16"}
+
+
+class CudaGemm:
+    """A compiled configuration: ``g(a, b, out=None) -> c`` on torch CUDA tensors."""
+
+    def __init__(self, cfg: CudaGemmConfig = CudaGemmConfig(), *, backend: str = "auto"):
+        self.cfg = cfg
+        self.plan = plan_gemm(cfg)
+        self.source = emit_gemm(cfg)
+        self.backend = backend
+        self._module = None
+
+    @property
+    def module(self):
+        if self._module is None:
+            from .cuda.compile import compile_cuda
+            self._module = compile_cuda(self.source, self.cfg.arch, name=f"{self.cfg.name}.cu",
+                                        backend=self.backend)
+        return self._module
+
+    def check_args(self, a, b, out=None) -> Tuple[int, int, int]:
+        """Validate shapes/dtypes/strides/alignment; returns (M, N, K)."""
+        cfg = self.cfg
+        dt = _TORCH_DT[cfg.dtype]
+        for t, nm in ((a, "a"), (b, "b")):
+            if not hasattr(t, "dim") or t.dim() != 2:
+                raise LaunchError(f"{nm} must be a 2-D torch tensor, got "
+                                  f"{getattr(t, 'shape', type(t).__name__)}")
+            if str(t.dtype).replace("torch.", "") != dt:
+                raise LaunchError(f"{nm}: dtype {str(t.dtype).replace('torch.', '')}, this GEMM "
+                                  f"was built for {dt}")
+            if t.stride(1) != 1:
+                raise LaunchError(f"{nm}: the last dimension must be contiguous (stride 1), got "
+                                  f"strides {tuple(t.stride())}; pass .contiguous()")
+        M, K = a.shape
+        if cfg.b_major == "n":
+            K2, N = b.shape
+        else:
+            N, K2 = b.shape
+        if K2 != K:
+            want = f"({K}, N)" if cfg.b_major == "n" else f"(N, {K})"
+            raise LaunchError(f"b has shape {tuple(b.shape)}; with a {tuple(a.shape)} it must be "
+                              f"{want}")
+        v = cfg.vec
+        for t, nm, ld, inner in ((a, "a", a.stride(0), K), (b, "b", b.stride(0), b.shape[1])):
+            if inner % v or ld % v or t.data_ptr() % (2 * v):
+                raise LaunchError(
+                    f"{nm}: rows of {inner} elements with leading dimension {ld} at pointer "
+                    f"offset {t.data_ptr() % 16} B: this kernel (vec={v}) copies {2 * v}-byte "
+                    f"vectors, so both must be multiples of {v} and the pointer {2 * v}-byte "
+                    "aligned; gemm() picks a narrower vec automatically, or pad the matrix")
+        if min(M, N, K) < 1:
+            raise LaunchError(f"empty GEMM: M={M}, N={N}, K={K}")
+        if out is not None:
+            TensorSpec(dtype=dt, shape=(M, N), strides=()).dtype
+            if tuple(out.shape) != (M, N) or out.stride(1) != 1 or \
+                    str(out.dtype).replace("torch.", "") != dt:
+                raise LaunchError(f"out must be a ({M}, {N}) {dt} tensor with contiguous rows, got "
+                                  f"{tuple(out.shape)} {out.dtype} strides {tuple(out.stride())}")
+            if out.data_ptr() % 4:
+                raise LaunchError("out must be 4-byte aligned")
+        return M, N, K
+
+    def __call__(self, a, b, out=None):
+        import torch
+        from .cuda.launch import launch
+        M, N, K = self.check_args(a, b, out)
+        if out is None:
+            out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+        cfg = self.cfg
+        grid = -(-M // cfg.bm) * -(-N // cfg.bn)
+        launch(self.module, cfg.name, grid, cfg.threads,
+               [a, b, out, M, N, K, a.stride(0), b.stride(0), out.stride(0)],
+               signature=("ptr", "ptr", "ptr", "i32", "i32", "i32", "i32", "i32", "i32"),
+               specs=[TensorSpec(strides=(), align=2 * cfg.vec), TensorSpec(strides=(),
+                      align=2 * cfg.vec), TensorSpec(strides=(), align=4), None, None, None,
+                      None, None, None],
+               smem_bytes=cfg.smem_bytes)
+        return out
+
+
+_GEMMS: Dict[CudaGemmConfig, CudaGemm] = {}
+
+
+def gemm(a, b, out=None, *, b_major: str = "n", config: Optional[CudaGemmConfig] = None):
+    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builder.
+
+    Picks the widest ``cp.async`` vector the shapes and pointers allow (16, 8 or 4 bytes);
+    odd K (or odd N with ``b_major="n"``) is refused with a :class:`LaunchError`.
+    """
+    import torch
+    dt = {torch.float16: "f16", torch.bfloat16: "bf16"}.get(a.dtype)
+    if dt is None:
+        raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
+    for t, nm in ((a, "a"), (b, "b")):
+        if not hasattr(t, "dim") or t.dim() != 2 or t.stride(1) != 1:
+            raise LaunchError(f"{nm} must be a 2-D tensor with a contiguous last dimension, got "
+                              f"shape {tuple(getattr(t, 'shape', ()))} strides "
+                              f"{tuple(t.stride()) if hasattr(t, 'stride') else None}; "
+                              "pass .contiguous()")
+    cfg = config or replace(DEFAULT_CONFIGS[dt], b_major=b_major)
+    if config is None:
+        inner_b = b.shape[1] if b.dim() == 2 else 0
+        for v in (8, 4, 2):
+            ok = all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
+                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0
+            if ok:
+                cfg = replace(cfg, vec=v)
+                break
+        else:
+            raise LaunchError(f"a {tuple(a.shape)} / b {tuple(b.shape)}: rows must hold an even "
+                              "number of elements (the narrowest cp.async moves 4 bytes); pad K/N")
+    g = _GEMMS.get(cfg)
+    if g is None:
+        g = _GEMMS[cfg] = CudaGemm(cfg)
+    return g(a, b, out)
