@@ -56,9 +56,10 @@ def main(argv=None) -> int:
     for op in (plan.a, plan.b):
         reads = (op.frag_mn.values() + op.tile[0] * op.frag_k.values()).reshape(
             (plan.cfg.threads, -1), order="F")             # (thread, value) -> tile index
+        wi, ri = f"ds_write_b{16 * op.vk}", f"ds_read_b{16 * plan.items * plan.kpack}"
         for lds, tag in ((op.smem_inner, "unswizzled"), (op.smem, "swizzled")):
-            w = bank_conflicts(op.copy, lds=lds, instruction="ds_write_b128", elem_bytes=2)
-            r = bank_conflicts(reads, lds=lds, instruction="ds_read_b128", elem_bytes=2)
+            w = bank_conflicts(op.copy, lds=lds, instruction=wi, elem_bytes=2)
+            r = bank_conflicts(reads, lds=lds, instruction=ri, elem_bytes=2)
             print(f"  {op.name} {tag} {lds}: writes {w.max_ways}-way, reads {r.max_ways}-way"
                   + (f"; {str(r.counterexample).splitlines()[0]}" if not r.holds else ""))
             viz.draw_banks(report=r).save(out / f"banks_{op.name}_{tag}.svg")
@@ -74,8 +75,8 @@ def main(argv=None) -> int:
     g = built["pre-shuffled"].verification
     print(f"PROVED double buffer: {plan.b.smem} holds 2 stages ({g.details['lds_bytes']} B of "
           f"LDS for A and B); lds_races: no read/write of a stage without a barrier between, "
-          f"every thread and k-tile of {g.checks['lds_races'].domain.split(' (')[0]} "
-          "(the others are translations)")
+          f"every thread and k-tile of blocks {g.details['simulated_blocks']} (the others of "
+          f"the {plan.grid[0]}x{plan.grid[1]} grid are translations)")
 
     # 4. Pre-shuffled B removes the LDS transpose: compare what the gate verified per k-tile
     #    with the compiled gfx942 hot loop, and the code-object reports.
@@ -90,7 +91,9 @@ def main(argv=None) -> int:
         bits = bk.verification.details["access_bits"]["B.copy.store"]
         print(f"B {name}: B's LDS writes are {bits}-bit; " + (
             f"compiled hot loop (2 k-tiles) {hot['hot_loop']}\n  == the instructions the gate "
-            f"verified: {hot['match']}" if hot["hot_loop"] else "no loop left in the code "
+            f"verified: {hot['match']}" + ("" if hot["match"] else " (MISMATCH: verified "
+                                            f"{hot['expected_per_iteration']})")
+            if hot["hot_loop"] else "no loop left in the code "
             "object (fully unrolled at this size)"))
         print("  " + bk.code_object.report(bk.name, block_threads=bk.block).summary())
     bits = [bk.verification.details["access_bits"]["B.copy.store"] for bk in built.values()]
