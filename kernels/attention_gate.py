@@ -1,0 +1,1237 @@
+"""The attention verification gate: prove the attention IR before it is emitted, or stop.
+
+Shapes and strides are runtime arguments, so the gate checks the kernel on **instances**
+(concrete shapes chosen to hit every edge: ragged sequence lengths, a single row or key, GQA,
+strided BSHD layouts, causal with seqlen_q != seqlen_kv and rows that see no key), and says so
+in every domain.  Everything is evaluated from the IR, i.e. from the sympy objects the printer
+prints, with C semantics (:func:`kernels.ir.c_eval`).
+
+1. **Static, every block of the instance's grid x every loop iteration x every thread**:
+   ``emitted_index_math`` (printed offset == layout(coordinates), element by element),
+   ``in_bounds`` (predicated-on elements in range; a predicated load is on exactly when its
+   whole vector is in range, so zero-filled means out of range; LDS inside its array),
+   ``vector_widths`` (aligned vectors), ``bank_conflicts_lds_read`` / ``_write`` (every LDS
+   access of every wave and iteration under the gfx942 phase model, max ways 1),
+   ``coverage`` (every element of O and LSE stored exactly once over the grid),
+   ``lds_capacity``.
+2. **Dataflow** per simulated block (every query tile of two (batch, head) pairs; the other
+   blocks are the same program on other global coordinates, ``block_independence``): registers
+   and LDS hold element identities instead of values.
+
+   * ``lane_mfma_operands`` - each MFMA of ``S^T = K Q^T`` multiplies a key row of K by a query
+     row of Q with equal head dims in every reduction slot; each MFMA of ``O^T = V^T P^T``
+     multiplies a head-dim row of V^T by a query row of P with equal keys; accumulators keep
+     their (row, column) and never add an index twice;
+   * ``cross_lane_reductions`` - every ``ds_swizzle`` / ``ds_bpermute`` exchange (source lane
+     from the printed pattern or address, hardware semantics) pairs lanes holding the same
+     query row; sums combine disjoint key sets;
+   * ``online_softmax`` - each exponent subtracts a maximum of its own row that covers every key
+     exponentiated so far; ``O`` and ``l`` are rescaled by the ``alpha`` of their own row from
+     the version of the maximum they were accumulated under; ``O`` and ``l`` are combined only
+     under the same maximum; the normaliser sums exactly the keys accumulated into ``O``;
+   * ``masking_and_tile_skipping`` - each mask condition is evaluated at the (row, key) the
+     register really holds and equals visibility (``key < seqlen_kv`` and, causal, ``key <= row +
+     causal_off``); at the store, the keys accumulated unmasked into each output row are exactly
+     its visible keys (so skipped tiles held no visible key and unmasked tiles no invisible one);
+   * ``lane_accumulator_writeback`` - each stored O element is O[row][d] of the coordinates it
+     is stored to (batch and head included), normalised, over its complete head-dim reduction;
+   * ``lds_races`` - no LDS element is read and written (or written twice) by different threads
+     without a barrier in between; nothing reads LDS never written.
+
+Value arithmetic (exp2, fma, max, rounding) is outside the proof: the emulator tests check it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import sympy
+
+from layoutalg import ComposedLayout, Layout, Swizzle
+from layoutalg.verify.result import CheckResult
+
+from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
+                           Rescale, RowMax, SoftmaxUpdate, VecAxpy, VecDot, swizzle_source_lane)
+from .errors import KernelError
+from .gate import GateReport, VerificationError
+from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
+
+__all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
+
+CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_lds_read",
+          "bank_conflicts_lds_write", "coverage", "lds_capacity", "block_independence",
+          "lane_mfma_operands", "cross_lane_reductions", "online_softmax",
+          "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races")
+_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+class Instance:
+    """Values of the runtime symbols (plus the verifier-only ``batch`` / ``kv_heads``), the grid
+    and the problem definition (causal or not)."""
+
+    def __init__(self, name: str, values: Dict[str, int], grid: Tuple[int, int, int],
+                 causal: bool) -> None:
+        self.name, self.values, self.grid, self.causal = name, dict(values), grid, causal
+
+    def symbols(self) -> Dict[Any, int]:
+        out = {}
+        for k, v in self.values.items():
+            out[sympy.Symbol(k, integer=True, nonnegative=True)] = v
+            out[sympy.Symbol(k, integer=True)] = v
+        return out
+
+    def visible(self, row: np.ndarray, key: np.ndarray) -> np.ndarray:
+        v = self.values
+        ok = (key >= 0) & (key < v["seqlen_kv"])
+        if self.causal:
+            ok = ok & (key <= row + v["causal_off"])
+        return ok
+
+    def describe(self) -> str:
+        v = self.values
+        s = (f"{self.name}: B={v['batch']} H={v['heads']} HK={v['kv_heads']} "
+             f"seqlen_q={v['seqlen_q']} seqlen_kv={v['seqlen_kv']}")
+        if self.causal:
+            s += f" causal_off={v['causal_off']}"
+        return s + f" grid {self.grid[0]}x{self.grid[1]}"
+
+
+def default_instances(k: Any) -> List[Instance]:
+    """Edge shapes for a prefill kernel (``k.meta['plan']``) or a decode kernel."""
+    from .attention import PrefillShape
+    plan = k.meta["plan"]
+    c = plan.cfg
+    D = c.head_dim
+    if k.meta.get("kind") == "decode":
+        from .decode import decode_instances
+        return decode_instances(k)
+    BM = c.block_m
+    shapes = [("ragged-gqa", PrefillShape.bhsd(2, 4, 2, 77, 77, D)),
+              ("one-row-one-key", PrefillShape.bhsd(1, 1, 1, 1, 1, D)),
+              ("bshd-strided", _bshd(1, 2, 1, BM + 9, 3 * c.block_n + 5, D))]
+    if c.causal:
+        shapes.append(("q-longer-bottom-right", PrefillShape.bhsd(1, 1, 1, BM + 40, 70, D,
+                                                                  causal_off=70 - BM - 40)))
+        shapes.append(("kv-longer-bottom-right", PrefillShape.bhsd(1, 1, 1, 40, 3 * c.block_n
+                                                                   + 7, D,
+                                                                   causal_off=3 * c.block_n
+                                                                   + 7 - 40)))
+    out = []
+    for name, s in shapes:
+        out.append(Instance(name, s.env(), s.grid(BM), c.causal))
+    return out
+
+
+def _bshd(b: int, h: int, hk: int, sq: int, skv: int, d: int):
+    from .attention import PrefillShape
+    q = (sq * h * d, d, h * d)            # [B, S, H, D] storage viewed as BHSD
+    k = (skv * hk * d, d, hk * d)
+    return PrefillShape(b, h, hk, sq, skv, q, k, k, q, 0)
+
+
+class _Fail:
+    def __init__(self) -> None:
+        self.first: Dict[str, str] = {}
+        self.count: Dict[str, int] = {}
+
+    def add(self, check: str, msg: str) -> None:
+        self.count[check] = self.count.get(check, 0) + 1
+        self.first.setdefault(check, msg)
+
+
+def _leaves(c: Any) -> List[Any]:
+    if isinstance(c, tuple):
+        out: List[Any] = []
+        for x in c:
+            out += _leaves(x)
+        return out
+    return [c]
+
+
+def _subs(x: Any, vals: Dict[Any, int]) -> Any:
+    if isinstance(x, tuple):
+        return tuple(_subs(y, vals) for y in x)
+    v = sympy.sympify(x).subs(vals)
+    if not v.is_Integer:
+        raise KernelError(f"attention gate: {x} does not reduce to an integer for this instance")
+    return int(v)
+
+
+def _concrete(origin: Any, vals: Dict[Any, int]) -> Any:
+    """``origin`` with its symbolic shape and strides replaced by the instance's values."""
+    if isinstance(origin, ComposedLayout):
+        return ComposedLayout(origin.outer, origin.offset, _concrete(origin.inner, vals))
+    return Layout(_subs(origin.shape, vals), _subs(origin.stride, vals))
+
+
+def _eval_mode(shape: Any, stride: Any, c: np.ndarray) -> Tuple[Any, Any]:
+    """Offset and in-range flag of one top-level coordinate ``c`` of a (nested) mode:
+    colexicographic decomposition, as CuTe's idx2crd."""
+    fs, fd = Layout(shape, stride).flat()
+    off: Any = 0
+    rem = c
+    for i, (s, d) in enumerate(zip(fs, fd)):
+        if i == len(fs) - 1:
+            part = rem
+        else:
+            part = rem % s
+            rem = rem // s
+        off = off + part * d
+    total = int(np.prod(fs))
+    return off, (c >= 0) & (c < total)
+
+
+def eval_layout(origin: Any, coords: Any, env: Dict[Any, Any]) -> Tuple[Any, Any]:
+    """``(offset, in_range)`` of a concrete Layout / Swizzle-ComposedLayout at the coordinates
+    (sympy expressions evaluated in ``env``), matching the top-level (possibly nested) modes."""
+    inner = origin.inner if isinstance(origin, ComposedLayout) else origin
+
+    def rec(shape, stride, crd):
+        if isinstance(crd, tuple):
+            if not isinstance(shape, tuple) or len(shape) != len(crd):
+                raise KernelError(f"gate: coordinates {crd} do not match shape {shape}")
+            off, ok = 0, True
+            for s, d, x in zip(shape, stride, crd):
+                o, k = rec(s, d, x)
+                off, ok = off + o, ok & k
+            return off, ok
+        c = np.asarray(c_eval(crd, env), dtype=np.int64)
+        return _eval_mode(shape, stride, c)
+
+    off, ok = rec(inner.shape, inner.stride, coords)
+    if isinstance(origin, ComposedLayout):
+        off = off + origin.offset
+        sw = origin.outer
+        if not isinstance(sw, Swizzle):
+            raise KernelError(f"gate: unsupported composed layout {origin}")
+        if sw.bits:
+            y = off & sw.yyy_mask
+            off = off ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
+    return off, ok
+
+
+def _eval(expr: Any, env: Dict[Any, Any]) -> Any:
+    return c_eval(expr, env)
+
+
+def _let_value(s: Any, env: Dict[Any, Any]) -> Any:
+    if isinstance(s, LetMinMax):
+        a, b = np.asarray(_eval(s.a, env)), np.asarray(_eval(s.b, env))
+        return np.minimum(a, b) if s.op == "min" else np.maximum(a, b)
+    return _eval(s.expr, env)
+
+
+# ============================================================================ pass 1: static
+
+class _Static:
+    """Every block x iteration x thread; arrays shaped [blocks, threads]."""
+
+    def __init__(self, k: Any, inst: Instance, arch: str, f: _Fail, bank_cache: Dict) -> None:
+        self.k, self.inst, self.arch, self.f = k, inst, arch, f
+        self.vals = inst.symbols()
+        self.buf_dtype = {p.name: p.dtype for p in k.params}
+        self.buf_dtype.update({s.name: s.dtype for s in k.shared})
+        self.shared = {s.name: s.count for s in k.shared}
+        self.outputs = {p.name for p in k.params if not p.const}
+        self.origins: Dict[int, Any] = {}
+        self.bank_cache = bank_cache
+        self.bank_worst = {"read": 1, "write": 1}
+        self.bank_n = {"read": 0, "write": 0}
+        self.widths: Dict[str, int] = {}
+        self.points = 0
+        self.stored: Dict[str, List[np.ndarray]] = {}
+        gx, gy, gz = inst.grid
+        nb = gx * gy * gz
+        self.nb = nb
+        bid = np.arange(nb)
+        T = k.block
+        self.env: Dict[Any, Any] = dict(self.vals)
+        self.env[sym("tid")] = np.arange(T).reshape(1, T)
+        names = list(k.grid_symbols) + ["_bz"]
+        ids = (bid % gx, (bid // gx) % gy, bid // (gx * gy))
+        for name, v in zip(names, ids):
+            self.env[sym(name)] = v.reshape(nb, 1)
+
+    def run(self) -> None:
+        self.stmts(self.k.body, self.env, np.ones((self.nb, 1), bool), "")
+
+    def stmts(self, body, env, active, where) -> None:
+        for s in body:
+            if isinstance(s, (Let, LetMinMax)):
+                env[sym(s.name)] = _let_value(s, env)
+            elif isinstance(s, Loop):
+                lo = np.broadcast_to(np.asarray(_eval(s.start, env)), (self.nb, 1))
+                hi = np.broadcast_to(np.asarray(_eval(s.stop, env)), (self.nb, 1))
+                if hi.size == 0 or (hi <= lo).all():
+                    continue
+                for it in range(int(lo.min()), int(hi.max())):
+                    inner = dict(env)
+                    inner[sym(s.var)] = it
+                    act = active & (it >= lo) & (it < hi)
+                    if act.any():
+                        self.stmts(s.body, inner, act, f"{s.var}={it}")
+            elif isinstance(s, If):
+                cond = np.asarray(_eval(s.cond, env))
+                if cond.ndim == 2 and cond.shape[1] > 1:
+                    self.f.add("lds_races", f"if ({s.cond}): condition depends on the thread")
+                    cond = cond[:, :1]
+                cond = np.broadcast_to(cond, (self.nb, 1))
+                self.stmts(s.body, dict(env), active & cond, where)
+            elif isinstance(s, Access):
+                self.access(s, env, active, where)
+
+    def _at(self, mask: np.ndarray, where: str) -> str:
+        b, t = (int(x) for x in np.argwhere(mask)[0])
+        return f"block {b}, thread {t}" + (f", {where}" if where else "") + \
+            f" [{self.inst.name}]"
+
+    def access(self, a: Access, env, active, where) -> None:
+        f = self.f
+        T = self.k.block
+        shape = (self.nb, T)
+        off = np.broadcast_to(np.asarray(_eval(a.offset, env), dtype=np.int64), shape)
+        pred = np.broadcast_to(np.asarray(True if a.pred is None else _eval(a.pred, env)), shape)
+        act = np.broadcast_to(active, shape)
+        on = act & pred
+        what = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
+        eb = _BYTES[self.buf_dtype[a.buf]]
+        self.widths[a.tag] = a.width * eb * 8
+        key = id(a.origin)
+        if key not in self.origins:
+            self.origins[key] = _concrete(a.origin, self.vals)
+        origin = self.origins[key]
+        all_in = np.ones(shape, bool)
+        for j, coords in enumerate(a.coords):
+            want, rng = eval_layout(origin, coords, env)
+            want = np.broadcast_to(np.asarray(want, dtype=np.int64), shape)
+            rng = np.broadcast_to(np.asarray(rng), shape)
+            self.points += int(act.sum())
+            bad = act & (off + j != want)
+            if bad.any():
+                i = tuple(np.argwhere(bad)[0])
+                f.add("emitted_index_math", f"{what} element {j} at {self._at(bad, where)}: "
+                                            f"printed offset {int(off[i] + j)} != layout "
+                                            f"{a.origin} -> {int(want[i])}")
+            if (on & ~rng).any():
+                f.add("in_bounds", f"{what} element {j} at {self._at(on & ~rng, where)}: "
+                                   f"coordinates outside {a.origin}")
+            all_in &= rng
+            if a.space == "lds":
+                n = self.shared[a.buf]
+                oob = on & ((off + j < 0) | (off + j >= n))
+                if oob.any():
+                    f.add("in_bounds", f"{what} element {j} at {self._at(oob, where)}: outside "
+                                       f"{a.buf}[{n}]")
+            elif a.kind == "store" and a.buf in self.outputs:
+                cs = [np.broadcast_to(np.asarray(_eval(x, env), dtype=np.int64), shape)
+                      for x in _leaves(coords)]
+                sel = on & rng
+                ext = [int(x) for x in _leaves(origin.shape)]
+                lin = np.zeros(shape, np.int64)
+                mul = 1
+                for c, e in zip(cs, ext):
+                    lin = lin + c * mul
+                    mul *= e
+                self.stored.setdefault(a.buf, [mul]).append(lin[sel])
+        if a.pred is not None and a.kind == "load":
+            mism = act & (pred != all_in)
+            if mism.any():
+                i = tuple(np.argwhere(mism)[0])
+                f.add("in_bounds", f"{what} at {self._at(mism, where)}: the predicate is "
+                                   f"{'on' if pred[i] else 'off'} but the vector is "
+                                   f"{'' if all_in[i] else 'not '}entirely in range")
+        if a.width > 1:
+            mis = on & (off % a.width != 0)
+            if mis.any():
+                f.add("vector_widths", f"{what} at {self._at(mis, where)}: offset not a multiple "
+                                       f"of the {a.width}-element vector")
+        if a.space == "lds":
+            self.banks(a, off, act, eb, what, where)
+
+    def banks(self, a: Access, off: np.ndarray, act: np.ndarray, eb: int, what: str,
+              where: str) -> None:
+        from layoutalg.verify import bank_conflicts
+        kind = "read" if a.kind == "load" else "write"
+        instr = f"ds_{kind}_b{a.width * eb * 8}"
+        rows = np.nonzero(act.all(axis=1))[0]
+        if rows.size == 0:
+            if act.any():
+                self.f.add(f"bank_conflicts_lds_{kind}", f"{what}: only part of a block "
+                                                         "executes it")
+            return
+        ref = off[rows[0]]
+        if not (off[rows] == ref).all():
+            self.f.add(f"bank_conflicts_lds_{kind}", f"{what}: LDS offsets depend on the block")
+        full = ref[:, None] + np.arange(a.width)[None, :]
+        ck = (instr, full.tobytes())
+        if ck not in self.bank_cache:
+            try:
+                self.bank_cache[ck] = bank_conflicts(full, arch=self.arch, instruction=instr,
+                                                     elem_bytes=eb, method="exhaustive")
+            except Exception as e:  # noqa: BLE001 - reported as the check's counterexample
+                self.bank_cache[ck] = e
+        r = self.bank_cache[ck]
+        self.bank_n[kind] += 1
+        if isinstance(r, Exception):
+            self.f.add(f"bank_conflicts_lds_{kind}", f"{what}: cannot check {instr}: {r}")
+            return
+        self.bank_worst[kind] = max(self.bank_worst[kind], r.max_ways)
+        if not r.holds:
+            self.f.add(f"bank_conflicts_lds_{kind}", f"{what} ({where}): {r.max_ways}-way "
+                                                     f"{instr} conflict: {r.counterexample}")
+
+    def coverage(self) -> str:
+        v = self.inst.values
+        want = {"O": v["batch"] * v["heads"] * v["seqlen_q"] * self.k.meta["plan"].cfg.head_dim,
+                "LSE": v["batch"] * v["heads"] * v["seqlen_q"]}
+        parts = []
+        for buf in sorted(self.outputs):
+            got = self.stored.get(buf)
+            n = want.get(buf)
+            if got is None:
+                if n:
+                    self.f.add("coverage", f"{buf} is never stored [{self.inst.name}]")
+                continue
+            total, sels = got[0], got[1:]
+            cnt = np.bincount(np.concatenate(sels), minlength=total) if sels else \
+                np.zeros(total, np.int64)
+            bad = cnt != 1
+            if bad.any():
+                o = int(np.argmax(bad))
+                self.f.add("coverage", f"{buf} element {o} (linear logical index) is stored "
+                                       f"{int(cnt[o])} times over the grid [{self.inst.name}]")
+            parts.append(f"{buf} ({total} elements)")
+        return ", ".join(parts)
+
+
+# ============================================================================ pass 2: dataflow
+
+_UNSET = np.int64(-1)
+_T_SHIFT, _Z_BIT, _ROW_SHIFT = 56, np.int64(1) << 55, 16
+
+
+def _enc(tensor: int, row: np.ndarray, col: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    return ((np.int64(tensor) << _T_SHIFT) | (row.astype(np.int64) << _ROW_SHIFT)
+            | col.astype(np.int64) | np.where(zero, _Z_BIT, 0))
+
+
+def _dec(x: np.ndarray):
+    return (x >> _T_SHIFT), (x >> _ROW_SHIFT) & ((1 << 39) - 1), x & 0xFFFF, (x & _Z_BIT) != 0
+
+
+class _SpecTables:
+    def __init__(self, spec: Any) -> None:
+        M, N, K = spec.m, spec.n, spec.k
+        self.a_lane, self.a_item = self._inv(spec.tv_layout("A"), (M, K))
+        self.b_lane, self.b_item = self._inv(spec.tv_layout("B"), (K, N))
+        v = spec.tv_layout("C").values().reshape((64, -1), order="F")
+        self.c_i, self.c_j = v % M, v // M
+
+    @staticmethod
+    def _inv(lay: Any, shape: Tuple[int, int]):
+        v = lay.values().reshape((64, -1), order="F")
+        lane = np.full(shape[0] * shape[1], -1)
+        item = np.full(shape[0] * shape[1], -1)
+        for l in range(64):
+            for e in range(v.shape[1]):
+                if lane[v[l, e]] < 0:
+                    lane[v[l, e]], item[v[l, e]] = l, e
+        if (lane < 0).any():
+            raise KernelError(f"gate: MFMA layout {lay} does not cover its tile")
+        return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
+
+
+class _Acc:
+    """Accumulator state of a frag: S (row, key, head-dim bits, masked) or O (row, d, key bits,
+    visible-key bits, version, normalised)."""
+
+    def __init__(self, T: int, n: int, words: int, kw: int) -> None:
+        self.kind = None            # "S" | "O"
+        self.row = np.full((T, n), -1, np.int64)
+        self.col = np.full((T, n), -1, np.int64)
+        self.dbits = np.zeros((T, n, words), np.uint64)
+        self.kbits = np.zeros((T, n, kw), np.uint64)
+        self.vbits = np.zeros((T, n, kw), np.uint64)
+        self.masked = np.zeros((T, n), bool)
+        self.ver = np.zeros((T, n), np.int64)
+        self.norm = np.zeros((T, n), bool)
+        self.zeroed = np.zeros((T, n), bool)
+
+
+class _Var:
+    def __init__(self, T: int, kw: int) -> None:
+        self.row = np.full(T, -1, np.int64)
+        self.kbits = np.zeros((T, kw), np.uint64)
+        self.vbits = np.zeros((T, kw), np.uint64)
+        self.ver = np.zeros(T, np.int64)
+        self.ver_from = np.zeros(T, np.int64)
+        self.set = np.zeros(T, bool)
+
+
+def _bits(keys: np.ndarray, kw: int) -> np.ndarray:
+    """One-hot uint64 words [..., kw] of keys (keys < 64 kw)."""
+    out = np.zeros(keys.shape + (kw,), np.uint64)
+    w = keys // 64
+    b = np.left_shift(np.uint64(1), (keys % 64).astype(np.uint64))
+    for i in range(kw):
+        out[..., i] = np.where(w == i, b, np.uint64(0))
+    return out
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.uint64)
+    cnt = np.zeros(x.shape, np.int64)
+    for s in range(64):
+        cnt += ((x >> np.uint64(s)) & np.uint64(1)).astype(np.int64)
+    return cnt
+
+
+class _Flow:
+    def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: _Fail,
+                 kw: int, expect_bh: Tuple[int, int, int]) -> None:
+        self.k, self.inst, self.block, self.f = k, inst, block, f
+        T = k.block
+        self.T = T
+        self.D = k.meta["plan"].cfg.head_dim
+        self.dw = max(1, -(-self.D // 64))
+        self.kw = kw
+        self.vals = inst.symbols()
+        self.tensor = {p.name: i + 1 for i, p in enumerate(k.params)}
+        self.regs = {fr.name: np.full((T, fr.count), _UNSET) for fr in k.frags}
+        self.frags = {fr.name: fr for fr in k.frags}
+        self.acc: Dict[str, _Acc] = {}
+        self.vars: Dict[str, _Var] = {}
+        self.lds = {s.name: np.full(s.count, _UNSET) for s in k.shared}
+        self.w_ep = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.w_th = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.r_ep = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.r_th = {s.name: np.full(s.count, -1) for s in k.shared}
+        self.epoch = 0
+        self.specs: Dict[int, _SpecTables] = {}
+        self.next_ver = 1
+        self.bat, self.head, self.kvhead = expect_bh
+        self.mfma_issues = 0
+        self.stores = 0
+        self.exchanges = 0
+        self.where = ""
+        self.lse_state: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+
+    def fail(self, check: str, msg: str) -> None:
+        self.f.add(check, f"{msg} (block {self.block}{', ' + self.where if self.where else ''}"
+                          f" [{self.inst.name}])")
+
+    def env0(self) -> Dict[Any, Any]:
+        env: Dict[Any, Any] = dict(self.vals)
+        env[sym("tid")] = np.arange(self.T)
+        for name, b in zip(self.k.grid_symbols, self.block):
+            env[sym(name)] = b
+        return env
+
+    def run(self) -> None:
+        self.stmts(self.k.body, self.env0())
+
+    def stmts(self, body, env) -> None:
+        for s in body:
+            if isinstance(s, (Let, LetMinMax)):
+                env[sym(s.name)] = _let_value(s, env)
+            elif isinstance(s, Loop):
+                lo, hi = int(_eval(s.start, env)), int(_eval(s.stop, env))
+                for i in range(lo, hi):
+                    inner = dict(env)
+                    inner[sym(s.var)] = i
+                    saved = self.where
+                    self.where = f"{s.var}={i}"
+                    self.stmts(s.body, inner)
+                    self.where = saved
+            elif isinstance(s, If):
+                c = np.asarray(_eval(s.cond, env))
+                if c.ndim and not (c == c.flat[0]).all():
+                    self.fail("lds_races", f"if ({s.cond}) is not uniform across the block")
+                if c.flat[0]:
+                    self.stmts(s.body, dict(env))
+            elif isinstance(s, Barrier):
+                self.epoch += 1
+            elif isinstance(s, ZeroFrag):
+                self.zero(s.frag.name)
+            elif isinstance(s, Access):
+                self.access(s, env)
+            elif isinstance(s, Mfma):
+                self.mfma(s)
+            elif isinstance(s, FVar):
+                self.vars[s.name] = _Var(self.T, self.kw)
+            elif isinstance(s, MaskScores):
+                self.mask(s, env)
+            elif isinstance(s, RowMax):
+                self.rowmax(s)
+            elif isinstance(s, LaneXor):
+                self.lanexor(s, env)
+            elif isinstance(s, SoftmaxUpdate):
+                self.softmax_update(s)
+            elif isinstance(s, ExpScores):
+                self.exp_scores(s)
+            elif isinstance(s, Rescale):
+                self.rescale(s)
+            elif isinstance(s, FinalNormalize):
+                self.normalize(s)
+            elif isinstance(s, (VecDot, VecAxpy)):
+                from .decode import flow_vec
+                flow_vec(self, s, env)
+            elif isinstance(s, Comment):
+                pass
+            else:
+                raise KernelError(f"attention gate: unknown statement {type(s).__name__}")
+
+    # ---- helpers -------------------------------------------------------------------------
+    def accs(self, name: str) -> _Acc:
+        if name not in self.acc:
+            fr = self.frags[name]
+            self.acc[name] = _Acc(self.T, fr.count, self.dw, self.kw)
+        return self.acc[name]
+
+    def zero(self, name: str) -> None:
+        fr = self.frags[name]
+        self.acc[name] = _Acc(self.T, fr.count, self.dw, self.kw)
+        self.acc[name].zeroed[:] = True
+        self.regs[name][:] = _UNSET
+
+    def visible_bits(self, rows: np.ndarray) -> np.ndarray:
+        keys = np.arange(self.kw * 64)
+        vis = self.inst.visible(rows[..., None], keys)
+        out = np.zeros(rows.shape + (self.kw,), np.uint64)
+        for w in range(self.kw):
+            blk = vis[..., 64 * w: 64 * (w + 1)].astype(np.uint64)
+            out[..., w] = (blk << np.arange(64, dtype=np.uint64)).sum(axis=-1).astype(np.uint64)
+        return out
+
+    # ---- memory --------------------------------------------------------------------------
+    def access(self, a: Access, env) -> None:
+        T = self.T
+        off = np.broadcast_to(np.asarray(_eval(a.offset, env), dtype=np.int64), (T,))
+        pred = np.broadcast_to(np.asarray(True if a.pred is None else _eval(a.pred, env)), (T,))
+        fr = a.regs.frag.name
+        th = np.arange(T)
+        for j, i in enumerate(a.regs.idx):
+            addr = off + j
+            if a.space == "global":
+                cs = [np.broadcast_to(np.asarray(_eval(x, env), dtype=np.int64), (T,))
+                      for x in _leaves(a.coords[j])]
+                self.check_head(a, cs, pred)
+                if a.kind == "load":
+                    self.regs[fr][:, i] = _enc(self.tensor[a.buf], cs[0], cs[1], ~pred)
+                else:
+                    self.store_out(a, i, cs, pred)
+            elif a.kind == "store":
+                self.lds_touch(a, addr, th, True)
+                self.lds[a.buf][addr] = self.regs[fr][:, i]
+            else:
+                self.lds_touch(a, addr, th, False)
+                vals = self.lds[a.buf][addr]
+                if (vals == _UNSET).any():
+                    t = int(np.argmax(vals == _UNSET))
+                    self.fail("lds_races", f"{a.tag}: thread {t} reads {a.buf}[{int(addr[t])}] "
+                                           "before anything was written")
+                self.regs[fr][:, i] = vals
+
+    def check_head(self, a: Access, cs: List[np.ndarray], pred: np.ndarray) -> None:
+        """Global coordinates (row, d, head, batch): the block's batch, and its head (Q, O) or
+        KV head (K, V)."""
+        if len(cs) < 3:
+            return
+        want_h = self.kvhead if a.buf in ("K", "V") else self.head
+        hb = cs[-2:]
+        if (hb[0][pred] != want_h).any():
+            self.fail("lane_accumulator_writeback" if a.kind == "store" else "lane_mfma_operands",
+                      f"{a.tag}: head coordinate {int(hb[0][pred][0])}, the block's is {want_h}")
+        if (hb[1][pred] != self.bat).any():
+            self.fail("lane_accumulator_writeback" if a.kind == "store" else "lane_mfma_operands",
+                      f"{a.tag}: batch coordinate {int(hb[1][pred][0])}, the block's is "
+                      f"{self.bat}")
+
+    def lds_touch(self, a: Access, addr, th, write: bool) -> None:
+        b, ep = a.buf, self.epoch
+        n = self.lds[b].shape[0]
+        if addr.min() < 0 or addr.max() >= n:
+            return
+        multi = np.bincount(addr, minlength=n)[addr] > 1
+        if write:
+            if multi.any():
+                self.fail("lds_races", f"{a.tag}: two threads write {b}[{int(addr[np.argmax(multi)])}]"
+                                       " in one store")
+            war = (self.r_ep[b][addr] == ep) & (self.r_th[b][addr] != th)
+            waw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
+            for bad, what in ((war, "read"), (waw, "wrote")):
+                if bad.any():
+                    t = int(np.argmax(bad))
+                    self.fail("lds_races", f"{a.tag}: thread {t} writes {b}[{int(addr[t])}], which "
+                                           f"another thread {what} since the last barrier")
+            self.w_ep[b][addr] = ep
+            self.w_th[b][addr] = th
+        else:
+            raw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
+            if raw.any():
+                t = int(np.argmax(raw))
+                self.fail("lds_races", f"{a.tag}: thread {t} reads {b}[{int(addr[t])}] written by "
+                                       f"thread {int(self.w_th[b][addr[t]])} without a barrier")
+            fresh = self.r_ep[b][addr] != ep
+            prev = self.r_th[b][addr]
+            new_th = np.where(fresh | (prev == th), th, -1)
+            self.r_ep[b][addr] = ep
+            self.r_th[b][addr] = np.where(multi, -1, new_th)
+
+    def store_out(self, a: Access, i: int, cs: List[np.ndarray], pred: np.ndarray) -> None:
+        fr = a.regs.frag.name
+        t_on = np.nonzero(pred)[0]
+        self.stores += len(t_on)
+        if a.buf == "LSE":
+            st = self.lse_state.get(fr)
+            if st is None:
+                self.fail("lane_accumulator_writeback", f"{a.tag}: {fr} was never computed")
+                return
+            row, vbits = st
+            empty = (row[t_on] < 0) & ~self.visible_bits(cs[0][t_on]).any(axis=1)
+            row = row.copy()
+            row[t_on[empty]] = cs[0][t_on[empty]]
+            if (row[t_on] != cs[0][t_on]).any():
+                t = int(t_on[np.argmax(row[t_on] != cs[0][t_on])])
+                self.fail("lane_accumulator_writeback", f"{a.tag}: thread {t} stores the "
+                                                        f"logsumexp of row {int(row[t])} to row "
+                                                        f"{int(cs[0][t])}")
+                return
+            want = self.visible_bits(cs[0][t_on])
+            if (vbits[t_on] != want).any():
+                t = int(t_on[np.argmax((vbits[t_on] != want).any(axis=1))])
+                self.fail("masking_and_tile_skipping", f"{a.tag}: thread {t} row {int(cs[0][t])}:"
+                                                       " the logsumexp is not over exactly the "
+                                                       "visible keys")
+            return
+        acc = self.acc.get(fr)
+        if acc is None or acc.kind != "O":
+            self.fail("lane_accumulator_writeback", f"{a.tag}: stores {fr}, which no P V product "
+                                                    "accumulates")
+            return
+        row, col = acc.row[t_on, i].copy(), acc.col[t_on, i].copy()
+        # never accumulated (no tile processed): an empty sum, right only for a row that sees
+        # no key at all
+        empty = (row < 0) & acc.zeroed[t_on, i] & ~self.visible_bits(cs[0][t_on]).any(axis=1)
+        row[empty], col[empty] = cs[0][t_on][empty], cs[1][t_on][empty]
+        bad = (row != cs[0][t_on]) | (col != cs[1][t_on])
+        if bad.any():
+            t = int(t_on[np.argmax(bad)])
+            self.fail("lane_accumulator_writeback", f"{a.tag}: thread {t} stores {fr}[{i}] = "
+                                                    f"O({int(acc.row[t, i])}, {int(acc.col[t, i])})"
+                                                    f" to O({int(cs[0][t])}, {int(cs[1][t])})")
+            return
+        if not acc.norm[t_on, i].all():
+            t = int(t_on[np.argmin(acc.norm[t_on, i])])
+            self.fail("online_softmax", f"{a.tag}: thread {t} stores an unnormalised O")
+        want = self.visible_bits(row)
+        got = acc.vbits[t_on, i]
+        bad = (got != want).any(axis=1)
+        if bad.any():
+            t = int(t_on[np.argmax(bad)])
+            ti = int(np.argmax(bad))
+            have = _bits_list(got[ti])
+            exp = _bits_list(want[ti])
+            miss = sorted(set(exp) - set(have))
+            extra = sorted(set(have) - set(exp))
+            self.fail("masking_and_tile_skipping",
+                      f"{a.tag}: thread {t} row {int(row[ti])}: visible keys missing "
+                      f"{miss[:8]}{'...' if len(miss) > 8 else ''}, invisible keys accumulated "
+                      f"unmasked {extra[:8]}{'...' if len(extra) > 8 else ''}")
+
+    # ---- MFMA ----------------------------------------------------------------------------
+    def mfma(self, m: Mfma) -> None:
+        sp = self.specs.get(id(m.spec))
+        if sp is None:
+            sp = self.specs[id(m.spec)] = _SpecTables(m.spec)
+        T, W = self.T, self.T // 64
+        self.mfma_issues += W
+        base = (np.arange(W) * 64)[:, None, None]
+        a_idx, b_idx = np.array(m.a.idx), np.array(m.b.idx)
+        A = self.regs[m.a.frag.name][base + sp.a_lane[None], a_idx[sp.a_item][None]]  # [W,M,K]
+        where = f"MFMA {m.tag}"
+        if (A == _UNSET).any():
+            self.fail("lane_mfma_operands", f"{where}: an A register was never loaded")
+            return
+        at, arow, acol, az = _dec(A)
+        b_acc = self.acc.get(m.b.frag.name)
+        if b_acc is not None and b_acc.kind == "P":
+            self.mfma_pv(m, sp, at, arow, acol, b_acc, b_idx, where)
+            return
+        B = self.regs[m.b.frag.name][base + sp.b_lane[None], b_idx[sp.b_item][None]]  # [W,K,N]
+        if (B == _UNSET).any():
+            self.fail("lane_mfma_operands", f"{where}: a B register was never loaded")
+            return
+        bt, brow, bcol, bz = _dec(B)
+        if (at != self.tensor.get("K")).any() or (bt != self.tensor.get("Q")).any():
+            self.fail("lane_mfma_operands", f"{where}: S^T = K Q^T needs K in A and Q in B")
+            return
+        # A[i][q] = K(key_i, d_q); B[q][j] = Q(row_j, d_q)
+        key_i = arow[:, :, 0]
+        if (arow != key_i[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: an MFMA row mixes keys")
+            return
+        row_j = brow[:, 0, :]
+        if (brow != row_j[:, None, :]).any():
+            self.fail("lane_mfma_operands", f"{where}: an MFMA column mixes query rows")
+            return
+        dq = acol[:, 0, :]                                   # [W, K]
+        if (acol != dq[:, None, :]).any() or (bcol != dq[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: A and B disagree on the head dim of a "
+                                            "reduction slot")
+            return
+        self.acc_update(m, sp, "S", key_i, row_j, dq, None, None, where)
+
+    def mfma_pv(self, m, sp, at, arow, acol, P: _Acc, b_idx, where) -> None:
+        W = self.T // 64
+        base = (np.arange(W) * 64)[:, None, None]
+        th = base + sp.b_lane[None]
+        it = b_idx[sp.b_item][None]
+        th, it = np.broadcast_arrays(th, it)
+        prow, pkey, pm, pv = P.row[th, it], P.col[th, it], P.masked[th, it], P.ver[th, it]
+        if (prow < 0).any():
+            self.fail("lane_mfma_operands", f"{where}: a P register holds no probability")
+            return
+        if (at != self.tensor.get("V")).any():
+            self.fail("lane_mfma_operands", f"{where}: O^T = V^T P^T needs V in A")
+            return
+        # A[i][q] = V(key_q, d_i): V^T row i is head dim d, slot q is a key
+        d_i = acol[:, :, 0]
+        if (acol != d_i[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: an MFMA row of V^T mixes head dims")
+            return
+        kq = arow[:, 0, :]
+        if (arow != kq[:, None, :]).any() or (pkey != kq[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: V^T and P^T disagree on the key of a "
+                                            "reduction slot")
+            return
+        row_j = prow[:, 0, :]
+        if (prow != row_j[:, None, :]).any():
+            self.fail("lane_mfma_operands", f"{where}: a P^T column mixes query rows")
+            return
+        ver_j = pv[:, 0, :]
+        if (pv != ver_j[:, None, :]).any():
+            self.fail("online_softmax", f"{where}: one query row's probabilities come from "
+                                        "different running maxima")
+            return
+        self.acc_update(m, sp, "O", d_i, row_j, kq, pm, ver_j, where)
+
+    def acc_update(self, m, sp, kind, i_val, row_j, q_val, q_masked, ver_j, where) -> None:
+        """Accumulator (lane, item) <- C[i][j]: S: (row_j, key i) += d slots q;
+        O: (row_j, d i) += keys q."""
+        W = self.T // 64
+        acc = self.accs(m.acc.frag.name)
+        if acc.kind is None:
+            acc.kind = kind
+        elif acc.kind != kind:
+            self.fail("lane_mfma_operands", f"{where}: accumulator used for two products")
+            return
+        acc_idx = np.array(m.acc.idx)
+        th = (np.arange(W) * 64)[:, None, None] + np.arange(64)[None, :, None]
+        items = acc_idx[None, None, :]
+        wv = np.arange(W)[:, None, None]
+        want_col = i_val[wv, sp.c_i[None]]           # key (S) or d (O)
+        want_row = row_j[wv, sp.c_j[None]]
+        th_b, it_b = np.broadcast_arrays(th, items)
+        th_b, it_b = th_b.copy(), it_b.copy()
+        cur_r, cur_c = acc.row[th_b, it_b], acc.col[th_b, it_b]
+        fresh = cur_r < 0
+        if not acc.zeroed[th_b[fresh], it_b[fresh]].all():
+            self.fail("lane_mfma_operands", f"{where}: accumulator used before it was zeroed")
+        bad = ~fresh & ((cur_r != want_row) | (cur_c != want_col))
+        if bad.any():
+            w, l, c = (int(x) for x in np.argwhere(bad)[0])
+            self.fail("lane_mfma_operands", f"{where}: wave {w} lane {l} item {c} held "
+                                            f"({int(cur_r[w, l, c])}, {int(cur_c[w, l, c])}) but "
+                                            f"this MFMA adds ({int(want_row[w, l, c])}, "
+                                            f"{int(want_col[w, l, c])})")
+            return
+        acc.row[th_b, it_b] = want_row
+        acc.col[th_b, it_b] = want_col
+        if kind == "S":
+            words, nbits = acc.dbits, self.dw
+        else:
+            words, nbits = acc.kbits, self.kw
+        srt = np.sort(q_val, axis=1)
+        if (srt[:, 1:] == srt[:, :-1]).any():
+            self.fail("lane_mfma_operands", f"{where}: two reduction slots carry the same index")
+            return
+        if (q_val >= 64 * nbits).any():
+            self.fail("lane_mfma_operands", f"{where}: reduction index past the tracked extent")
+            return
+        qb = _bits(q_val, nbits)                      # [W, K, nbits]
+        new = np.bitwise_or.reduce(qb, axis=1)        # [W, nbits]
+        new_b = new[:, None, None, :]
+        cur = words[th_b, it_b]                       # [W, 64, C, nbits]
+        if ((cur & new_b) != 0).any():
+            self.fail("lane_mfma_operands", f"{where}: an accumulator adds a reduction index it "
+                                            "already summed")
+            return
+        words[th_b, it_b] = cur | new_b
+        if kind == "O":
+            vis = np.bitwise_or.reduce(np.where(~q_masked[..., None], qb[:, :, None, :],
+                                                np.uint64(0)), axis=1)       # [W, N, nbits]
+            acc.vbits[th_b, it_b] = acc.vbits[th_b, it_b] | vis[wv, sp.c_j[None]]
+            want_ver = ver_j[wv, sp.c_j[None]]
+            cur_ver = acc.ver[th_b, it_b]
+            if (cur_ver != want_ver).any():
+                self.fail("online_softmax", f"{where}: O accumulated under maximum version "
+                                            f"{int(cur_ver.flat[0])} receives probabilities of "
+                                            f"version {int(want_ver.flat[0])} (missing rescale)")
+
+    # ---- softmax -------------------------------------------------------------------------
+    def _s_items(self, frag, items, what: str):
+        acc = self.acc.get(frag.name)
+        if acc is None or acc.kind != "S":
+            self.fail("online_softmax", f"{what}: {frag.name} holds no scores")
+            return None
+        idx = np.array(items)
+        full = np.bitwise_or.reduce(_bits(np.arange(self.D), self.dw), axis=0)
+        if (acc.dbits[:, idx] != full[None, None, :]).any():
+            t, c = (int(x) for x in np.argwhere((acc.dbits[:, idx] != full).any(axis=2))[0])
+            self.fail("lane_mfma_operands", f"{what}: thread {t} score item {items[c]} is not "
+                                            f"summed over all {self.D} head dims")
+        return acc, idx
+
+    def mask(self, s: MaskScores, env) -> None:
+        got = self._s_items(s.frag, s.items, "mask")
+        if got is None:
+            return
+        acc, idx = got
+        T = self.T
+        for c, (i, r_e, k_e, cond) in enumerate(zip(s.items, s.rows, s.keys, s.conds)):
+            r = np.broadcast_to(np.asarray(_eval(r_e, env), dtype=np.int64), (T,))
+            kk = np.broadcast_to(np.asarray(_eval(k_e, env), dtype=np.int64), (T,))
+            cv = np.broadcast_to(np.asarray(_eval(cond, env)), (T,))
+            if (acc.row[:, i] != r).any() or (acc.col[:, i] != kk).any():
+                t = int(np.argmax((acc.row[:, i] != r) | (acc.col[:, i] != kk)))
+                self.fail("masking_and_tile_skipping",
+                          f"mask item {i}: thread {t} holds S({int(acc.row[t, i])}, "
+                          f"{int(acc.col[t, i])}) but the condition is printed for "
+                          f"({int(r[t])}, {int(kk[t])})")
+                return
+            vis = self.inst.visible(r, kk)
+            if (cv != vis).any():
+                t = int(np.argmax(cv != vis))
+                self.fail("masking_and_tile_skipping",
+                          f"mask item {i}: thread {t} (row {int(r[t])}, key {int(kk[t])}) is "
+                          f"{'kept' if cv[t] else 'masked'} but is "
+                          f"{'visible' if vis[t] else 'not visible'}")
+                return
+            acc.masked[:, i] = ~cv
+
+    def rowmax(self, s: RowMax) -> None:
+        got = self._s_items(s.frag, s.items, f"row max {s.dst}")
+        if got is None:
+            return
+        acc, idx = got
+        rows = acc.row[:, idx]
+        if (rows != rows[:, :1]).any():
+            t = int(np.argmax((rows != rows[:, :1]).any(axis=1)))
+            self.fail("online_softmax", f"row max {s.dst}: thread {t} combines rows "
+                                        f"{sorted(set(rows[t].tolist()))}")
+            return
+        v = _Var(self.T, self.kw)
+        v.row = rows[:, 0].copy()
+        v.kbits = np.bitwise_or.reduce(_bits(acc.col[:, idx], self.kw), axis=1)
+        v.set[:] = True
+        self.vars[s.dst] = v
+
+    def lanexor(self, s: LaneXor, env) -> None:
+        v = self.vars.get(s.var)
+        if v is None:
+            self.fail("cross_lane_reductions", f"exchange of {s.var} before it is set")
+            return
+        T = self.T
+        tid = np.arange(T)
+        lane = tid % 64
+        if s.method == "swizzle":
+            src_lane = swizzle_source_lane(int(s.pattern), lane)
+        else:
+            addr = np.broadcast_to(np.asarray(_eval(s.addr, env), dtype=np.int64), (T,))
+            src_lane = (addr >> 2) & 63
+        src = tid - lane + src_lane
+        self.exchanges += 1
+        if (v.row[src] != v.row).any():
+            t = int(np.argmax(v.row[src] != v.row))
+            self.fail("cross_lane_reductions", f"{s.method} {s.var} ({s.op}): lane {t % 64} of "
+                                               f"wave {t // 64} (row {int(v.row[t])}) combines "
+                                               f"lane {int(src_lane[t])} (row {int(v.row[src[t]])})")
+            return
+        if (v.ver[src] != v.ver).any():
+            self.fail("online_softmax", f"{s.method} {s.var}: lanes of different maximum "
+                                        "versions combined")
+        if s.op == "sum" and ((v.kbits & v.kbits[src]) != 0).any():
+            t = int(np.argmax(((v.kbits & v.kbits[src]) != 0).any(axis=1)))
+            self.fail("cross_lane_reductions", f"{s.method} {s.var} (sum): lanes {t % 64} and "
+                                               f"{int(src_lane[t])} both hold some keys: they "
+                                               "would be counted twice")
+            return
+        v.kbits = v.kbits | v.kbits[src]
+        v.vbits = v.vbits | v.vbits[src]
+
+    def softmax_update(self, s: SoftmaxUpdate) -> None:
+        m, mt = self.vars.get(s.m), self.vars.get(s.m_tile)
+        if m is None or mt is None:
+            self.fail("online_softmax", f"softmax update: {s.m} / {s.m_tile} not set")
+            return
+        both = m.set & mt.set
+        if (m.row[both] != mt.row[both]).any():
+            self.fail("online_softmax", f"softmax update: {s.m} and {s.m_tile} hold different "
+                                        "rows")
+            return
+        old = m.ver.copy()
+        new_ver = self.next_ver
+        self.next_ver += 1
+        m.row = np.where(m.set, m.row, mt.row)
+        m.kbits = m.kbits | mt.kbits
+        m.ver[:] = new_ver
+        m.set[:] = True
+        a = _Var(self.T, self.kw)
+        a.row, a.ver_from, a.ver, a.set[:] = m.row.copy(), old, m.ver.copy(), True
+        self.vars[s.alpha] = a
+        mc = _Var(self.T, self.kw)
+        mc.row, mc.kbits, mc.ver, mc.set[:] = m.row.copy(), m.kbits.copy(), m.ver.copy(), True
+        self.vars[s.mc] = mc
+
+    def _scale(self, target_ver, target_row, target_set, alpha: _Var, what: str):
+        rows_ok = ~target_set | (target_row == alpha.row[..., None] if target_row.ndim == 2
+                                 else target_row == alpha.row)
+        if not rows_ok.all():
+            self.fail("online_softmax", f"{what}: rescaled by the alpha of another row")
+            return None
+        src = alpha.ver_from[..., None] if target_ver.ndim == 2 else alpha.ver_from
+        if (target_ver != src).any():
+            self.fail("online_softmax", f"{what}: rescaled from maximum version "
+                                        f"{int(src.flat[0])} but it is at version "
+                                        f"{int(target_ver.flat[0])}")
+            return None
+        return alpha.ver[..., None] if target_ver.ndim == 2 else alpha.ver
+
+    def exp_scores(self, s: ExpScores) -> None:
+        l, mc, alpha = self.vars.get(s.l), self.vars.get(s.mc), self.vars.get(s.alpha)
+        if l is None or mc is None or alpha is None:
+            self.fail("online_softmax", "exp: l / mc / alpha not set")
+            return
+        nv = self._scale(l.ver, l.row, l.set, alpha, f"{s.l} *= {s.alpha}")
+        if nv is None:
+            return
+        l.ver = nv.copy()
+        got = self._s_items(s.s, s.s_items, "exp")
+        if got is None:
+            return
+        acc, idx = got
+        rows = acc.row[:, idx]
+        if (rows != mc.row[:, None]).any():
+            t = int(np.argmax((rows != mc.row[:, None]).any(axis=1)))
+            self.fail("online_softmax", f"exp: thread {t} subtracts the maximum of row "
+                                        f"{int(mc.row[t])} from a score of another row")
+            return
+        kb = _bits(acc.col[:, idx], self.kw)                       # [T, n, kw]
+        covered = ((kb & ~mc.kbits[:, None, :]) == 0).all(axis=2)
+        if not covered.all():
+            t, c = (int(x) for x in np.argwhere(~covered)[0])
+            self.fail("online_softmax", f"exp: thread {t} key {int(acc.col[t, idx[c]])} is not "
+                                        "covered by the running maximum (exp2 could overflow)")
+        if (l.ver != mc.ver).any():
+            self.fail("online_softmax", f"exp: {s.l} is at another maximum version than {s.mc}")
+        new = np.bitwise_or.reduce(kb, axis=1)
+        if ((l.kbits & new) != 0).any():
+            self.fail("online_softmax", f"exp: {s.l} already summed one of these keys")
+        l.kbits = l.kbits | new
+        visk = np.bitwise_or.reduce(np.where(~acc.masked[:, idx, None], kb, np.uint64(0)), axis=1)
+        l.vbits = l.vbits | visk
+        l.row = np.where(l.set, l.row, mc.row)
+        if (l.set & (l.row != mc.row)).any():
+            self.fail("online_softmax", f"exp: {s.l} belongs to another row")
+        l.set[:] = True
+        P = self.accs(s.p.name)
+        P.kind = "P"
+        pi = np.array(s.p_items)
+        P.row[:, pi] = rows
+        P.col[:, pi] = acc.col[:, idx]
+        P.masked[:, pi] = acc.masked[:, idx]
+        P.ver[:, pi] = mc.ver[:, None]
+
+    def rescale(self, s: Rescale) -> None:
+        acc = self.acc.get(s.frag.name)
+        alpha = self.vars.get(s.alpha)
+        if acc is None or alpha is None:
+            self.fail("online_softmax", f"rescale of {s.frag.name}: nothing to rescale")
+            return
+        idx = np.array(s.items)
+        nv = self._scale(acc.ver[:, idx], acc.row[:, idx], acc.row[:, idx] >= 0, alpha,
+                         f"{s.frag.name} *= {s.alpha}")
+        if nv is not None:
+            acc.ver[:, idx] = nv
+
+    def normalize(self, s: FinalNormalize) -> None:
+        acc, l, mc = self.acc.get(s.o.name), self.vars.get(s.l), self.vars.get(s.mc)
+        if l is None or mc is None:
+            self.fail("online_softmax", "normalise: l / mc not set")
+            return
+        idx = np.array(s.items)
+        if acc is None:
+            acc = self.accs(s.o.name)
+        rows = acc.row[:, idx]
+        has = rows >= 0
+        if (has & (rows != l.row[:, None])).any():
+            self.fail("online_softmax", f"normalise: O divided by the sum of another row")
+            return
+        if (has & ((acc.kbits[:, idx] != l.kbits[:, None, :]).any(axis=2))).any():
+            t, c = (int(x) for x in np.argwhere(has & (acc.kbits[:, idx] != l.kbits[:, None, :])
+                                                .any(axis=2))[0])
+            self.fail("online_softmax", f"normalise: thread {t} O item {int(idx[c])} sums "
+                                        f"{int(_popcount(acc.kbits[t, idx[c]]).sum())} keys but "
+                                        f"{s.l} sums {int(_popcount(l.kbits[t]).sum())}")
+            return
+        if (has & (acc.ver[:, idx] != l.ver[:, None])).any() or (l.ver != mc.ver).any():
+            self.fail("online_softmax", "normalise: O, l and the maximum are at different "
+                                        "versions")
+            return
+        acc.norm[:, idx] = True
+        self.lse_state[s.lse.name] = (l.row.copy(), l.vbits.copy())
+
+
+def _bits_list(words: np.ndarray) -> List[int]:
+    out = []
+    for w, x in enumerate(words):
+        x = int(x)
+        for b in range(64):
+            if x >> b & 1:
+                out.append(w * 64 + b)
+    return out
+
+
+# ============================================================================ entry point
+
+_BLOCK_SYMBOLS = ("bat", "h", "hk", "block_bh")
+
+
+def block_independence(k: Any) -> Tuple[bool, str]:
+    """The batch / head symbols enter nothing but global accesses (and the lets defining
+    them): blocks of other (batch, head) pairs run the same program on other global
+    coordinates, which the static pass checks for every block."""
+    syms = {sym(n) for n in _BLOCK_SYMBOLS} | {sympy.Symbol(n, integer=True) for n in
+                                               _BLOCK_SYMBOLS}
+    defining = {"bat", "h", "hk"}
+    for s in walk(k.body):
+        exprs: List[Any] = []
+        if isinstance(s, Let) and s.name not in defining:
+            exprs = [s.expr]
+        elif isinstance(s, LetMinMax):
+            exprs = [s.a, s.b]
+        elif isinstance(s, (Loop,)):
+            exprs = [s.start, s.stop]
+        elif isinstance(s, If):
+            exprs = [s.cond]
+        elif isinstance(s, Access) and s.space == "lds":
+            exprs = [s.offset, s.pred] + _leaves(s.coords)
+        elif isinstance(s, MaskScores):
+            exprs = list(s.rows) + list(s.keys) + list(s.conds)
+        elif isinstance(s, LaneXor) and s.addr is not None:
+            exprs = [s.addr]
+        for e in exprs:
+            if e is not None and sympy.sympify(e).free_symbols & syms:
+                return False, f"{type(s).__name__} depends on the batch/head index: {e}"
+    return True, ("batch/head symbols (bat, h, hk, block_bh) appear only in global access "
+                  "offsets and coordinates (checked symbolically on every statement)")
+
+
+def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[Tuple[int, int], Tuple[int, int, int]]]:
+    """Every query tile of the first and the last (batch, head) pair, with the (batch, head,
+    kv head) each must use by definition: block_bh = batch * heads + head."""
+    v = inst.values
+    H, G = v["heads"], v["group"]
+    gx, gy, _ = inst.grid
+    out = []
+    for by in sorted({0, gy - 1}):
+        b, h = by // H, by % H
+        for bx in range(gx):
+            out.append(((bx, by), (b, h, h // G)))
+    return out
+
+
+def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
+                     arch: Optional[str] = None) -> GateReport:
+    """Run every check on an attention kernel's IR; returns the report (``raise_if_failed``)."""
+    t0 = time.perf_counter()
+    plan = k.meta["plan"]
+    arch = arch or plan.cfg.arch
+    insts = list(instances) if instances is not None else default_instances(k)
+    f = _Fail()
+    bank_cache: Dict = {}
+    points = 0
+    widths: Dict[str, int] = {}
+    worst = {"read": 1, "write": 1}
+    nbank = {"read": 0, "write": 0}
+    cov = []
+    issues = stores = exchanges = 0
+    sim = []
+    indep, why = block_independence(k)
+    if not indep:
+        f.add("block_independence", why)
+    for inst in insts:
+        st = _Static(k, inst, arch, f, bank_cache)
+        st.run()
+        cov.append(st.coverage())
+        points += st.points
+        widths.update(st.widths)
+        for kd in ("read", "write"):
+            worst[kd] = max(worst[kd], st.bank_worst[kd])
+            nbank[kd] += st.bank_n[kd]
+        v = inst.values
+        BN = plan.cfg.block_n
+        kw = max(1, -(-(-(-v["seqlen_kv"] // BN) * BN) // 64))
+        blocks = _dataflow_blocks(inst, k) if indep else [
+            ((bx, by), (by // v["heads"], by % v["heads"], (by % v["heads"]) // v["group"]))
+            for by in range(inst.grid[1]) for bx in range(inst.grid[0])]
+        for blk, bh in blocks:
+            fl = _Flow(k, inst, blk, f, kw, bh)
+            fl.run()
+            issues += fl.mfma_issues
+            stores += fl.stores
+            exchanges += fl.exchanges
+        sim.append(f"{inst.name}: blocks {[b for b, _ in blocks]}")
+    from mfma_specs.arch import target
+    lds_total = sum(s.count * _BYTES[s.dtype] for s in k.shared)
+    cap = target(arch).lds_bytes
+    if lds_total > cap:
+        f.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
+    t1 = time.perf_counter()
+    inst_txt = "; ".join(i.describe() for i in insts)
+    static_dom = (f"instances [{inst_txt}]: every block x every loop iteration x every thread, "
+                  f"every element of every access ({points} points)")
+    flow_dom = (f"instances [{inst_txt}]; simulated {'; '.join(sim)} (every query tile of the "
+                f"first and last (batch, head); {why}), all loop iterations, all {k.block} "
+                f"threads ({issues} wave-level MFMA issues, {exchanges} exchanges, {stores} "
+                f"stores checked)")
+    doms = {
+        "emitted_index_math": static_dom, "in_bounds": static_dom,
+        "vector_widths": static_dom + "; widths: " + ", ".join(
+            f"{t} {w}-bit" for t, w in sorted(widths.items())),
+        "bank_conflicts_lds_read": f"{nbank['read']} (access, iteration) issues of all waves "
+                                   f"under the {arch} phase model; worst {worst['read']}-way",
+        "bank_conflicts_lds_write": f"{nbank['write']} (access, iteration) issues of all waves "
+                                    f"under the {arch} phase model; worst {worst['write']}-way",
+        "coverage": "every element of " + "; ".join(cov) + " over the whole grid of each instance",
+        "lds_capacity": f"{lds_total} bytes of LDS vs {cap} on {arch}",
+        "block_independence": why,
+    }
+    for c in ("lane_mfma_operands", "cross_lane_reductions", "online_softmax",
+              "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races"):
+        doms[c] = flow_dom
+    checks = {}
+    for name in CHECKS:
+        ok = name not in f.first
+        cex = None
+        if not ok:
+            n = f.count[name]
+            cex = f.first[name] + (f"\n(and {n - 1} more)" if n > 1 else "")
+        checks[name] = CheckResult(check=name, holds=ok, method="exhaustive", domain=doms[name],
+                                   counterexample=cex)
+    details = {"instances": [i.describe() for i in insts], "bank_worst_ways": worst,
+               "access_bits": widths, "lds_bytes": lds_total, "simulated": sim}
+    return GateReport(k.name, checks, details, t1 - t0)
