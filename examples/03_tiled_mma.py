@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     ok &= gate.holds
     held = [k for k, r in gate.checks.items() if r.holds]
     print(f"{'PROVED' if gate.holds else 'FAILED'} gate on the printed kernel: {len(held)}/"
-          f"{len(gate.checks)} checks hold ({', '.join(held)})\n  MFMA operands and write-back over "
-          f"{gate.checks['lane_mfma_operands'].domain.split('iterations, ')[-1]}")
+          f"{len(gate.checks)} checks hold ({', '.join(held)})\n  MFMA operands and write-back "
+          f"over {gate.checks['lane_mfma_operands'].domain.split('iterations, ')[-1]}")
     print("".join(f"FAILED gate {k}: {r.counterexample}\n" for k, r in gate.checks.items()
                   if not r.holds), end="")
     src = emit(kern)
