@@ -49,6 +49,8 @@ def main(argv=None) -> int:
               f"printed {n}^3 kernel ({bk.plan.spec.name}, {v.seconds:.1f} s)")
         (out / f"{bk.name}.hip").write_text(bk.source)
     plan = built["pre-shuffled"].plan
+    print("  B's layouts, pre-shuffled (all in the .hip header): " + "; ".join(
+        f"{k[2:]} {v}" for k, v in plan.describe().items() if k.startswith("B.")))
 
     # 2. The XOR swizzle: the MFMA operand reads of an unswizzled 128x32 tile conflict; the
     #    swizzle suggest_swizzle chose makes the copy's writes and the reads conflict-free.
