@@ -711,6 +711,6 @@ def slice_and_offset(crd: Any, layout: Layout) -> tuple:
     sub_s = _slice(crd, layout.shape)
     sub_d = _slice(crd, layout.stride)
     off = _dice_offset(crd, layout.shape, layout.stride)
-    if type(sub_s) is tuple and len(sub_s) == 0:
-        raise ShapeError("slice with no None mode: use L(coord) for a single offset")
+    # a coordinate without None slices nothing: CuTe returns the empty layout ():() and the
+    # offset, and so do we
     return Layout._make(sub_s, sub_d), off

@@ -101,8 +101,8 @@ def test_mode_out_of_range():
     raises(ShapeError, "rank 1", la.Layout(8).__getitem__, 1)
 
 
-def test_slice_without_underscore():
-    raises(ShapeError, "no None mode", la.slice_and_offset, (1, 2), L48)
+def test_slice_coordinate_rank_mismatch():
+    raises(ShapeError, "does not match", la.slice_and_offset, (None, 1, 2), L48)
 
 
 # ---- rank mismatches ---------------------------------------------------------------------------
