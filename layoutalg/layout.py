@@ -258,10 +258,12 @@ def _iflat(layout: Layout) -> Optional[tuple]:
         d = layout.stride
         if type(s) is int:
             r = ((s,), (d,)) if type(d) is int else False
-        else:
+        elif type(s) is tuple:
             fs: list = []
             fd: list = []
             r = (tuple(fs), tuple(fd)) if _collect_ints(s, d, fs, fd) else False
+        else:  # a symbolic extent
+            r = False
         if r:
             layout._flat = r
         layout._ints = r

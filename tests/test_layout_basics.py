@@ -266,3 +266,20 @@ def test_regression_max_common_vector_with_inexact_composition():
     # post-conditions, so they are returned instead of refusing
     assert la.max_common_vector(P("(2,12,4):(4,8,1)"), P("(8,2,4):(2,1,16)")) == 1
     assert str(la.max_common_layout(P("(10,5):(5,1)"), P("(2,3,12):(1,24,2)"))) == "1:0"
+
+
+def test_symbolic_algebra():
+    # runtime extents and strides (sympy symbols) go through the general path: CuTe's dynamic
+    # rules, with every condition decided by sympy
+    M, K, lda = sympy.symbols("M K lda", integer=True, positive=True)
+    A = la.Layout((M, K), (1, lda))
+    assert str(la.composition(A, (32, 8))) == "(32,8):(1,lda)"
+    assert str(la.zipped_divide(A, (32, 8))) == \
+        "((32,8),(ceiling(M/32),ceiling(K/8))):((1,lda),(32,8*lda))"
+    assert str(la.complement(la.Layout(32), M)) == "ceiling(M/32):32"
+    assert str(la.logical_product(la.Layout((4, 8)), la.Layout(M))) == "((4,8),M):((1,4),32)"
+    assert str(la.right_inverse(A)) == "M:1"
+    tile, off = la.local_tile(A, (32, 8), (1, 2))
+    assert str(tile) == "((32,8)):((1,lda))" and sympy.simplify(off - (32 + 16 * lda)) == 0
+    assert str(la.composition(la.Layout((4, M), (1, 8)), la.parse("(2,4):(1,2)"))) == \
+        "(2,(2,2)):(1,(2,8))"
