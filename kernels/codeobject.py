@@ -169,9 +169,17 @@ def _is_branch(mn: str) -> bool:
 
 
 def find_loops(insns: List[Insn]) -> List[Tuple[int, int]]:
-    """``(start, end)`` address ranges of loops: a branch at ``end`` back to ``start <= end``."""
-    return sorted({(i.target, i.addr) for i in insns
-                   if _is_branch(i.mnemonic) and i.target is not None and i.target <= i.addr})
+    """``(start, end)`` address ranges of loops: branches back to a header ``start``.
+
+    Several back edges to one header are one loop (a loop body with an early ``continue`` or a
+    predicated edge path has two), ending at the last of them; counting each back edge as its
+    own loop would cut the body short and miss its tail instructions.
+    """
+    ends: Dict[int, int] = {}
+    for i in insns:
+        if _is_branch(i.mnemonic) and i.target is not None and i.target <= i.addr:
+            ends[i.target] = max(ends.get(i.target, i.addr), i.addr)
+    return sorted(ends.items())
 
 
 def _innermost(loops: List[Tuple[int, int]]) -> List[Tuple[int, int]]:

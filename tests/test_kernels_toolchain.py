@@ -176,3 +176,13 @@ def test_innermost_loop_selection():
     loops = find_loops(insns)
     assert loops == [(0x00, 0x40), (0x04, 0x08), (0x0C, 0x14)]  # s_branch forward: no loop
     assert _innermost(loops) == [(0x04, 0x08), (0x0C, 0x14)]
+
+
+def test_two_back_edges_to_one_header_are_one_loop():
+    # regression: a GEMM k loop with a predicated path has two back edges to its header; the
+    # hot loop must span to the last one (it once stopped at the first and missed a load)
+    insns = [Insn(0x00, "v_mfma_f32_16x16x16_f16", ""), Insn(0x04, "s_cbranch_scc1", "", 0x00),
+             Insn(0x08, "global_load_dwordx4", ""), Insn(0x0C, "s_cbranch_vccnz", "", 0x00)]
+    loops = find_loops(insns)
+    assert loops == [(0x00, 0x0C)]
+    assert _innermost(loops) == [(0x00, 0x0C)]
