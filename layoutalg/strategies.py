@@ -67,11 +67,17 @@ def _tree(draw: Any, depth: int, max_rank: int, leaf: Any, budget: List[int]) ->
 
 @st.composite
 def int_tuples(draw: Any, max_rank: int = 3, max_depth: int = 2, min_value: int = 1,
-               max_value: int = 16) -> Any:
-    """Nested integers in ``[min_value, max_value]`` (an int or tuples of depth <= max_depth)."""
+               max_value: int = 16, power_of_two: bool = False) -> Any:
+    """Nested integers in ``[min_value, max_value]`` (an int or tuples of depth <= max_depth);
+    with ``power_of_two`` only the powers of two in that range (at least 1 is always allowed).
+    """
     _check_knobs(1, max_rank, max_depth)
-    return _tree(draw, max_depth, max_rank, lambda b: draw(st.integers(min_value, max_value)),
-                 [0])
+    if power_of_two:
+        pool = [p for p in _POW2 if min_value <= p <= max_value] or [1]
+        leaf = st.sampled_from(pool)
+    else:
+        leaf = st.integers(min_value, max_value)
+    return _tree(draw, max_depth, max_rank, lambda b: draw(leaf), [0])
 
 
 @st.composite

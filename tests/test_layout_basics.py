@@ -283,3 +283,26 @@ def test_symbolic_algebra():
     assert str(tile) == "((32,8)):((1,lda))" and sympy.simplify(off - (32 + 16 * lda)) == 0
     assert str(la.composition(la.Layout((4, M), (1, 8)), la.parse("(2,4):(1,2)"))) == \
         "(2,(2,2)):(1,(2,8))"
+
+
+def test_import_does_not_pull_in_hypothesis():
+    # layoutalg.strategies imports hypothesis; the package itself must not
+    import subprocess
+    import sys
+    code = ("import sys, layoutalg; assert 'hypothesis' not in sys.modules; "
+            "import layoutalg.strategies; assert 'hypothesis' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_strategies_respect_their_knobs():
+    from hypothesis import given, settings
+    from layoutalg import strategies as las
+
+    @settings(max_examples=50, deadline=None)
+    @given(las.layouts(max_size=32, max_rank=2, max_depth=1, power_of_two=True,
+                       zero_strides=False), las.int_tuples(max_depth=0, power_of_two=True))
+    def check(L, t):
+        assert L.size() <= 32 and L.depth <= 1 and L.rank <= 2
+        assert all(x & (x - 1) == 0 and x != 0 for x in L.flat()[0] + tuple(abs(d) for d in L.flat()[1]))
+        assert type(t) is int and t & (t - 1) == 0
+    check()
