@@ -65,6 +65,7 @@ CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_ld
           "lane_mfma_operands", "cross_lane_reductions", "online_softmax",
           "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races")
 _BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+_POS_MASK = (1 << 22) - 1
 
 
 class Instance:
@@ -83,6 +84,9 @@ class Instance:
         return out
 
     def visible(self, row: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """Is ``key`` visible to query row id ``row`` (``(batch * heads + head) << 22 |
+        position``; a plain position works too)."""
+        row = np.asarray(row) & _POS_MASK
         v = self.values
         ok = (key >= 0) & (key < v["seqlen_kv"])
         if self.causal:
@@ -409,16 +413,28 @@ class _Static:
 # ============================================================================ pass 2: dataflow
 
 _UNSET = np.int64(-1)
-_T_SHIFT, _Z_BIT, _ROW_SHIFT = 56, np.int64(1) << 55, 16
+# element identity: tensor (3 bits) | zero-filled | batch*heads+head (20) | row (22) | col (16)
+_T_SHIFT, _Z_BIT, _BH_SHIFT, _ROW_SHIFT = 59, np.int64(1) << 58, 38, 16
 
 
-def _enc(tensor: int, row: np.ndarray, col: np.ndarray, zero: np.ndarray) -> np.ndarray:
-    return ((np.int64(tensor) << _T_SHIFT) | (row.astype(np.int64) << _ROW_SHIFT)
-            | col.astype(np.int64) | np.where(zero, _Z_BIT, 0))
+def _enc(tensor: int, bh: np.ndarray, row: np.ndarray, col: np.ndarray,
+         zero: np.ndarray) -> np.ndarray:
+    if (np.asarray(row) >= (1 << 22)).any() or (np.asarray(bh) >= (1 << 20)).any():
+        raise KernelError("attention gate: instance too large for the identity encoding")
+    return ((np.int64(tensor) << _T_SHIFT) | (bh.astype(np.int64) << _BH_SHIFT)
+            | (row.astype(np.int64) << _ROW_SHIFT) | col.astype(np.int64)
+            | np.where(zero, _Z_BIT, 0))
 
 
 def _dec(x: np.ndarray):
-    return (x >> _T_SHIFT), (x >> _ROW_SHIFT) & ((1 << 39) - 1), x & 0xFFFF, (x & _Z_BIT) != 0
+    """(tensor, batch*heads+head, row, col, zero-filled)."""
+    return ((x >> _T_SHIFT) & 7, (x >> _BH_SHIFT) & ((1 << 20) - 1),
+            (x >> _ROW_SHIFT) & _POS_MASK, x & 0xFFFF, (x & _Z_BIT) != 0)
+
+
+def rowid(bh: Any, pos: Any) -> Any:
+    """The identity of a query row: (batch * heads + head) << 22 | position."""
+    return (np.asarray(bh, dtype=np.int64) << 22) | np.asarray(pos, dtype=np.int64)
 
 
 class _SpecTables:
@@ -490,7 +506,7 @@ def _popcount(x: np.ndarray) -> np.ndarray:
 
 class _Flow:
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: _Fail,
-                 kw: int, expect_bh: Tuple[int, int, int]) -> None:
+                 kw: int) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
         T = k.block
         self.T = T
@@ -510,8 +526,9 @@ class _Flow:
         self.r_th = {s.name: np.full(s.count, -1) for s in k.shared}
         self.epoch = 0
         self.specs: Dict[int, _SpecTables] = {}
-        self.next_ver = 1
-        self.bat, self.head, self.kvhead = expect_bh
+        self.ver_table: Dict[Any, int] = {}
+        v = inst.values
+        self.H, self.HK, self.G = v["heads"], v["kv_heads"], v["group"]
         self.mfma_issues = 0
         self.stores = 0
         self.exchanges = 0
@@ -617,9 +634,12 @@ class _Flow:
             if a.space == "global":
                 cs = [np.broadcast_to(np.asarray(_eval(x, env), dtype=np.int64), (T,))
                       for x in _leaves(a.coords[j])]
-                self.check_head(a, cs, pred)
+                heads = self.HK if a.buf in ("K", "V") else self.H
+                bh = cs[-1] * heads + cs[-2]
                 if a.kind == "load":
-                    self.regs[fr][:, i] = _enc(self.tensor[a.buf], cs[0], cs[1], ~pred)
+                    # zero-filled elements keep their (out-of-range) coordinates: a key past
+                    # seqlen_kv must still be masked, a row past seqlen_q never stored
+                    self.regs[fr][:, i] = _enc(self.tensor[a.buf], bh, cs[0], cs[1], ~pred)
                 else:
                     self.store_out(a, i, cs, pred)
             elif a.kind == "store":
@@ -634,20 +654,10 @@ class _Flow:
                                            "before anything was written")
                 self.regs[fr][:, i] = vals
 
-    def check_head(self, a: Access, cs: List[np.ndarray], pred: np.ndarray) -> None:
-        """Global coordinates (row, d, head, batch): the block's batch, and its head (Q, O) or
-        KV head (K, V)."""
-        if len(cs) < 3:
-            return
-        want_h = self.kvhead if a.buf in ("K", "V") else self.head
-        hb = cs[-2:]
-        if (hb[0][pred] != want_h).any():
-            self.fail("lane_accumulator_writeback" if a.kind == "store" else "lane_mfma_operands",
-                      f"{a.tag}: head coordinate {int(hb[0][pred][0])}, the block's is {want_h}")
-        if (hb[1][pred] != self.bat).any():
-            self.fail("lane_accumulator_writeback" if a.kind == "store" else "lane_mfma_operands",
-                      f"{a.tag}: batch coordinate {int(hb[1][pred][0])}, the block's is "
-                      f"{self.bat}")
+    def kv_of(self, bh_q: np.ndarray) -> np.ndarray:
+        """The KV (batch * kv_heads + kv head) a query (batch * heads + head) must read, by the
+        definition of GQA: kv head = head // (heads / kv_heads)."""
+        return (bh_q // self.H) * self.HK + (bh_q % self.H) // self.G
 
     def lds_touch(self, a: Access, addr, th, write: bool) -> None:
         b, ep = a.buf, self.epoch
@@ -683,6 +693,8 @@ class _Flow:
     def store_out(self, a: Access, i: int, cs: List[np.ndarray], pred: np.ndarray) -> None:
         fr = a.regs.frag.name
         t_on = np.nonzero(pred)[0]
+        pos_c = cs[0]
+        cs = [rowid(cs[-1] * self.H + cs[-2], cs[0])] + list(cs[1:])
         self.stores += len(t_on)
         if a.buf == "LSE":
             st = self.lse_state.get(fr)
@@ -702,7 +714,7 @@ class _Flow:
             want = self.visible_bits(cs[0][t_on])
             if (vbits[t_on] != want).any():
                 t = int(t_on[np.argmax((vbits[t_on] != want).any(axis=1))])
-                self.fail("masking_and_tile_skipping", f"{a.tag}: thread {t} row {int(cs[0][t])}:"
+                self.fail("masking_and_tile_skipping", f"{a.tag}: thread {t} row {int(pos_c[t])}:"
                                                        " the logsumexp is not over exactly the "
                                                        "visible keys")
             return
@@ -720,8 +732,8 @@ class _Flow:
         if bad.any():
             t = int(t_on[np.argmax(bad)])
             self.fail("lane_accumulator_writeback", f"{a.tag}: thread {t} stores {fr}[{i}] = "
-                                                    f"O({int(acc.row[t, i])}, {int(acc.col[t, i])})"
-                                                    f" to O({int(cs[0][t])}, {int(cs[1][t])})")
+                                                    f"O({_rtxt(acc.row[t, i])}, {int(acc.col[t, i])})"
+                                                    f" to O({_rtxt(cs[0][t])}, {int(cs[1][t])})")
             return
         if not acc.norm[t_on, i].all():
             t = int(t_on[np.argmin(acc.norm[t_on, i])])
@@ -737,7 +749,7 @@ class _Flow:
             miss = sorted(set(exp) - set(have))
             extra = sorted(set(have) - set(exp))
             self.fail("masking_and_tile_skipping",
-                      f"{a.tag}: thread {t} row {int(row[ti])}: visible keys missing "
+                      f"{a.tag}: thread {t} row {_rtxt(row[ti])}: visible keys missing "
                       f"{miss[:8]}{'...' if len(miss) > 8 else ''}, invisible keys accumulated "
                       f"unmasked {extra[:8]}{'...' if len(extra) > 8 else ''}")
 
@@ -755,16 +767,16 @@ class _Flow:
         if (A == _UNSET).any():
             self.fail("lane_mfma_operands", f"{where}: an A register was never loaded")
             return
-        at, arow, acol, az = _dec(A)
+        at, abh, arow, acol, az = _dec(A)
         b_acc = self.acc.get(m.b.frag.name)
         if b_acc is not None and b_acc.kind == "P":
-            self.mfma_pv(m, sp, at, arow, acol, b_acc, b_idx, where)
+            self.mfma_pv(m, sp, at, abh, arow, acol, b_acc, b_idx, where)
             return
         B = self.regs[m.b.frag.name][base + sp.b_lane[None], b_idx[sp.b_item][None]]  # [W,K,N]
         if (B == _UNSET).any():
             self.fail("lane_mfma_operands", f"{where}: a B register was never loaded")
             return
-        bt, brow, bcol, bz = _dec(B)
+        bt, bbh, brow, bcol, bz = _dec(B)
         if (at != self.tensor.get("K")).any() or (bt != self.tensor.get("Q")).any():
             self.fail("lane_mfma_operands", f"{where}: S^T = K Q^T needs K in A and Q in B")
             return
@@ -773,9 +785,16 @@ class _Flow:
         if (arow != key_i[:, :, None]).any():
             self.fail("lane_mfma_operands", f"{where}: an MFMA row mixes keys")
             return
-        row_j = brow[:, 0, :]
-        if (brow != row_j[:, None, :]).any():
+        brid = rowid(bbh, brow)
+        row_j = brid[:, 0, :]
+        if (brid != row_j[:, None, :]).any():
             self.fail("lane_mfma_operands", f"{where}: an MFMA column mixes query rows")
+            return
+        kv_j = self.kv_of(row_j >> 22)                       # [W, N]
+        if (abh[:, :, :1] != kv_j[:, None, :1]).any() or (kv_j != kv_j[:, :1]).any() or \
+                (abh != abh[:, :1, :1]).any():
+            self.fail("lane_mfma_operands", f"{where}: K rows of another (batch, kv head) than "
+                                            "the query columns' (GQA mapping)")
             return
         dq = acol[:, 0, :]                                   # [W, K]
         if (acol != dq[:, None, :]).any() or (bcol != dq[:, :, None]).any():
@@ -784,7 +803,7 @@ class _Flow:
             return
         self.acc_update(m, sp, "S", key_i, row_j, dq, None, None, where)
 
-    def mfma_pv(self, m, sp, at, arow, acol, P: _Acc, b_idx, where) -> None:
+    def mfma_pv(self, m, sp, at, abh, arow, acol, P: _Acc, b_idx, where) -> None:
         W = self.T // 64
         base = (np.arange(W) * 64)[:, None, None]
         th = base + sp.b_lane[None]
@@ -810,6 +829,11 @@ class _Flow:
         row_j = prow[:, 0, :]
         if (prow != row_j[:, None, :]).any():
             self.fail("lane_mfma_operands", f"{where}: a P^T column mixes query rows")
+            return
+        kv_j = self.kv_of(row_j >> 22)
+        if (abh != abh[:, :1, :1]).any() or (abh[:, 0, 0][:, None] != kv_j).any():
+            self.fail("lane_mfma_operands", f"{where}: V of another (batch, kv head) than the "
+                                            "probabilities' rows (GQA mapping)")
             return
         ver_j = pv[:, 0, :]
         if (pv != ver_j[:, None, :]).any():
@@ -905,14 +929,15 @@ class _Flow:
             r = np.broadcast_to(np.asarray(_eval(r_e, env), dtype=np.int64), (T,))
             kk = np.broadcast_to(np.asarray(_eval(k_e, env), dtype=np.int64), (T,))
             cv = np.broadcast_to(np.asarray(_eval(cond, env)), (T,))
-            if (acc.row[:, i] != r).any() or (acc.col[:, i] != kk).any():
-                t = int(np.argmax((acc.row[:, i] != r) | (acc.col[:, i] != kk)))
+            pos = acc.row[:, i] & _POS_MASK
+            if (pos != r).any() or (acc.col[:, i] != kk).any():
+                t = int(np.argmax((pos != r) | (acc.col[:, i] != kk)))
                 self.fail("masking_and_tile_skipping",
-                          f"mask item {i}: thread {t} holds S({int(acc.row[t, i])}, "
+                          f"mask item {i}: thread {t} holds S({_rtxt(acc.row[t, i])}, "
                           f"{int(acc.col[t, i])}) but the condition is printed for "
                           f"({int(r[t])}, {int(kk[t])})")
                 return
-            vis = self.inst.visible(r, kk)
+            vis = self.inst.visible(acc.row[:, i], kk)
             if (cv != vis).any():
                 t = int(np.argmax(cv != vis))
                 self.fail("masking_and_tile_skipping",
@@ -983,11 +1008,9 @@ class _Flow:
                                         "rows")
             return
         old = m.ver.copy()
-        new_ver = self.next_ver
-        self.next_ver += 1
         m.row = np.where(m.set, m.row, mt.row)
         m.kbits = m.kbits | mt.kbits
-        m.ver[:] = new_ver
+        m.ver = self.version_ids(m.row, m.kbits)
         m.set[:] = True
         a = _Var(self.T, self.kw)
         a.row, a.ver_from, a.ver, a.set[:] = m.row.copy(), old, m.ver.copy(), True
@@ -995,6 +1018,17 @@ class _Flow:
         mc = _Var(self.T, self.kw)
         mc.row, mc.kbits, mc.ver, mc.set[:] = m.row.copy(), m.kbits.copy(), m.ver.copy(), True
         self.vars[s.mc] = mc
+
+    def version_ids(self, row: np.ndarray, kbits: np.ndarray) -> np.ndarray:
+        """A running maximum's identity: (row, set of keys it is the maximum of).  Two lanes
+        hold the same maximum value exactly when these agree; 0 is the empty maximum (-inf)."""
+        out = np.zeros(row.shape[0], np.int64)
+        for t in range(row.shape[0]):
+            if not kbits[t].any():
+                continue
+            key = (int(row[t]), kbits[t].tobytes())
+            out[t] = self.ver_table.setdefault(key, len(self.ver_table) + 1)
+        return out
 
     def _scale(self, target_ver, target_row, target_set, alpha: _Var, what: str):
         rows_ok = ~target_set | (target_row == alpha.row[..., None] if target_row.ndim == 2
@@ -1095,6 +1129,11 @@ class _Flow:
         self.lse_state[s.lse.name] = (l.row.copy(), l.vbits.copy())
 
 
+def _rtxt(r: Any) -> str:
+    r = int(r)
+    return f"bh {r >> 22} row {r & _POS_MASK}" if r >= 0 else "none"
+
+
 def _bits_list(words: np.ndarray) -> List[int]:
     out = []
     for w, x in enumerate(words):
@@ -1140,18 +1179,10 @@ def block_independence(k: Any) -> Tuple[bool, str]:
                   "offsets and coordinates (checked symbolically on every statement)")
 
 
-def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[Tuple[int, int], Tuple[int, int, int]]]:
-    """Every query tile of the first and the last (batch, head) pair, with the (batch, head,
-    kv head) each must use by definition: block_bh = batch * heads + head."""
-    v = inst.values
-    H, G = v["heads"], v["group"]
+def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
+    """Every query tile (grid x) of the first and the last grid row (batch, head pairs)."""
     gx, gy, _ = inst.grid
-    out = []
-    for by in sorted({0, gy - 1}):
-        b, h = by // H, by % H
-        for bx in range(gx):
-            out.append(((bx, by), (b, h, h // G)))
-    return out
+    return [(bx, by) for by in sorted({0, gy - 1}) for bx in range(gx)]
 
 
 def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
@@ -1186,15 +1217,14 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
         BN = plan.cfg.block_n
         kw = max(1, -(-(-(-v["seqlen_kv"] // BN) * BN) // 64))
         blocks = _dataflow_blocks(inst, k) if indep else [
-            ((bx, by), (by // v["heads"], by % v["heads"], (by % v["heads"]) // v["group"]))
-            for by in range(inst.grid[1]) for bx in range(inst.grid[0])]
-        for blk, bh in blocks:
-            fl = _Flow(k, inst, blk, f, kw, bh)
+            (bx, by) for by in range(inst.grid[1]) for bx in range(inst.grid[0])]
+        for blk in blocks:
+            fl = _Flow(k, inst, blk, f, kw)
             fl.run()
             issues += fl.mfma_issues
             stores += fl.stores
             exchanges += fl.exchanges
-        sim.append(f"{inst.name}: blocks {[b for b, _ in blocks]}")
+        sim.append(f"{inst.name}: blocks {blocks}")
     from mfma_specs.arch import target
     lds_total = sum(s.count * _BYTES[s.dtype] for s in k.shared)
     cap = target(arch).lds_bytes
