@@ -57,13 +57,14 @@ def R(name: str) -> sympy.Symbol:
     return runtime_symbol(name, signed=(name == "causal_off"))
 
 
-def global_layouts(D: int) -> Dict[str, Layout]:
+def global_layouts(D: int, seqlen_q: Any = None) -> Dict[str, Layout]:
     """``(row, d, head, batch) -> element offset`` of Q, K, V, O (symbolic extents and strides);
-    ``(row, head, batch)`` of the fp32 logsumexp (contiguous ``[B, H, seqlen_q]``)."""
-    B = sym("batch")
+    ``(row, head, batch)`` of the fp32 logsumexp (contiguous ``[B, H, seqlen_q]``).
+    ``seqlen_q`` fixes the query length (decode: 1)."""
+    B = R("batch")
     H, G = R("heads"), R("group")
     HK = sym("kv_heads")
-    sq, skv = R("seqlen_q"), R("seqlen_kv")
+    sq, skv = (R("seqlen_q") if seqlen_q is None else seqlen_q), R("seqlen_kv")
     out = {}
     for t, rows, heads in (("Q", sq, H), ("K", skv, HK), ("V", skv, HK), ("O", sq, H)):
         p = t.lower()

@@ -592,9 +592,10 @@ class _Flow:
                 self.rescale(s)
             elif isinstance(s, FinalNormalize):
                 self.normalize(s)
-            elif isinstance(s, (VecDot, VecAxpy)):
-                from .decode import flow_vec
-                flow_vec(self, s, env)
+            elif isinstance(s, VecDot):
+                self.vecdot(s)
+            elif isinstance(s, VecAxpy):
+                self.vecaxpy(s)
             elif isinstance(s, Comment):
                 pass
             else:
@@ -964,20 +965,98 @@ class _Flow:
         v.set[:] = True
         self.vars[s.dst] = v
 
+    def vecdot(self, s: VecDot) -> None:
+        """Decode: a lane's partial dot product of one query row and one key."""
+        A = self.regs[s.a.frag.name if hasattr(s.a, "frag") else s.a.name][:, list(s.a_items)]
+        B = self.regs[s.b.name][:, list(s.b_items)]
+        what = f"dot -> {s.dst.name}[{s.item}]"
+        if (A == _UNSET).any() or (B == _UNSET).any():
+            self.fail("lane_mfma_operands", f"{what}: an operand register was never loaded")
+            return
+        at, abh, arow, acol, _ = _dec(A)
+        bt, bbh, brow, bcol, _ = _dec(B)
+        if (at != self.tensor.get("Q")).any() or (bt != self.tensor.get("K")).any():
+            self.fail("lane_mfma_operands", f"{what}: needs Q times K")
+            return
+        rid = rowid(abh, arow)
+        if (rid != rid[:, :1]).any() or (brow != brow[:, :1]).any() or \
+                (bbh != bbh[:, :1]).any():
+            self.fail("lane_mfma_operands", f"{what}: mixes query rows or keys")
+            return
+        if (acol != bcol).any():
+            self.fail("lane_mfma_operands", f"{what}: multiplies different head dims")
+            return
+        if (self.kv_of(abh[:, 0]) != bbh[:, 0]).any():
+            self.fail("lane_mfma_operands", f"{what}: K of another (batch, kv head) than the "
+                                            "query's (GQA mapping)")
+            return
+        srt = np.sort(acol, axis=1)
+        if (srt[:, 1:] == srt[:, :-1]).any():
+            self.fail("lane_mfma_operands", f"{what}: a head dim used twice")
+            return
+        acc = self.accs(s.dst.name)
+        acc.kind = "S"
+        i = s.item
+        acc.row[:, i] = rid[:, 0]
+        acc.col[:, i] = brow[:, 0]
+        acc.dbits[:, i] = np.bitwise_or.reduce(_bits(acol, self.dw), axis=1)
+        acc.masked[:, i] = False
+        self.mfma_issues += 1
+
+    def vecaxpy(self, s: VecAxpy) -> None:
+        """Decode: O[row][d] += p(row, key) * V(key, d) for this lane's head dims."""
+        P = self.acc.get(s.p.name)
+        what = f"axpy {s.acc.name} += {s.p.name}[{s.p_item}] * {s.x.name}"
+        if P is None or P.kind != "P":
+            self.fail("lane_mfma_operands", f"{what}: {s.p.name} holds no probability")
+            return
+        X = self.regs[s.x.name][:, list(s.x_items)]
+        if (X == _UNSET).any():
+            self.fail("lane_mfma_operands", f"{what}: V register never loaded")
+            return
+        xt, xbh, xrow, xcol, _ = _dec(X)
+        j = s.p_item
+        prow, pkey, pm, pv = P.row[:, j], P.col[:, j], P.masked[:, j], P.ver[:, j]
+        if (xt != self.tensor.get("V")).any() or (xrow != pkey[:, None]).any():
+            self.fail("lane_mfma_operands", f"{what}: V rows are not the probability's key")
+            return
+        if (xbh != self.kv_of(prow >> 22)[:, None]).any():
+            self.fail("lane_mfma_operands", f"{what}: V of another (batch, kv head) (GQA "
+                                            "mapping)")
+            return
+        acc = self.accs(s.acc.name)
+        if acc.kind is None:
+            acc.kind = "O"
+        idx = np.array(s.acc_items)
+        cur_r, cur_c = acc.row[:, idx], acc.col[:, idx]
+        fresh = cur_r < 0
+        if not acc.zeroed[:, idx][fresh].all():
+            self.fail("lane_mfma_operands", f"{what}: accumulator used before it was zeroed")
+        bad = ~fresh & ((cur_r != prow[:, None]) | (cur_c != xcol))
+        if bad.any():
+            self.fail("lane_mfma_operands", f"{what}: accumulator element holds another (row, d)")
+            return
+        acc.row[:, idx] = prow[:, None]
+        acc.col[:, idx] = xcol
+        if (acc.ver[:, idx] != pv[:, None]).any():
+            self.fail("online_softmax", f"{what}: O accumulated under another maximum (missing "
+                                        "rescale)")
+        kb = _bits(pkey, self.kw)[:, None, :]
+        if ((acc.kbits[:, idx] & kb) != 0).any():
+            self.fail("lane_mfma_operands", f"{what}: a key accumulated twice")
+            return
+        acc.kbits[:, idx] |= kb
+        acc.vbits[:, idx] |= np.where(~pm[:, None, None], kb, np.uint64(0))
+
     def lanexor(self, s: LaneXor, env) -> None:
+        if s.frag is not None:
+            self.lanexor_item(s, env)
+            return
         v = self.vars.get(s.var)
         if v is None:
             self.fail("cross_lane_reductions", f"exchange of {s.var} before it is set")
             return
-        T = self.T
-        tid = np.arange(T)
-        lane = tid % 64
-        if s.method == "swizzle":
-            src_lane = swizzle_source_lane(int(s.pattern), lane)
-        else:
-            addr = np.broadcast_to(np.asarray(_eval(s.addr, env), dtype=np.int64), (T,))
-            src_lane = (addr >> 2) & 63
-        src = tid - lane + src_lane
+        src, src_lane = self._src_lanes(s, env)
         self.exchanges += 1
         if (v.row[src] != v.row).any():
             t = int(np.argmax(v.row[src] != v.row))
@@ -996,6 +1075,44 @@ class _Flow:
             return
         v.kbits = v.kbits | v.kbits[src]
         v.vbits = v.vbits | v.vbits[src]
+
+    def _src_lanes(self, s: LaneXor, env):
+        T = self.T
+        tid = np.arange(T)
+        lane = tid % 64
+        if s.method == "swizzle":
+            src_lane = swizzle_source_lane(int(s.pattern), lane)
+        else:
+            addr = np.broadcast_to(np.asarray(_eval(s.addr, env), dtype=np.int64), (T,))
+            src_lane = (addr >> 2) & 63
+        return tid - lane + src_lane, src_lane
+
+    def lanexor_item(self, s: LaneXor, env) -> None:
+        """Exchange of a partial dot product: same (row, key), disjoint head dims."""
+        acc = self.acc.get(s.frag.name)
+        i = s.item
+        what = f"{s.method} {s.frag.name}[{i}] ({s.op})"
+        if acc is None or acc.kind != "S" or s.op != "sum":
+            self.fail("cross_lane_reductions", f"{what}: only sums of scores are exchanged")
+            return
+        src, src_lane = self._src_lanes(s, env)
+        self.exchanges += 1
+        bad = (acc.row[src, i] != acc.row[:, i]) | (acc.col[src, i] != acc.col[:, i])
+        if bad.any():
+            t = int(np.argmax(bad))
+            self.fail("cross_lane_reductions", f"{what}: lane {t % 64} of wave {t // 64} "
+                                               f"(row {_rtxt(acc.row[t, i])}, key "
+                                               f"{int(acc.col[t, i])}) combines lane "
+                                               f"{int(src_lane[t])} (row "
+                                               f"{_rtxt(acc.row[src[t], i])}, key "
+                                               f"{int(acc.col[src[t], i])})")
+            return
+        if ((acc.dbits[:, i] & acc.dbits[src, i]) != 0).any():
+            t = int(np.argmax(((acc.dbits[:, i] & acc.dbits[src, i]) != 0).any(axis=1)))
+            self.fail("cross_lane_reductions", f"{what}: lanes {t % 64} and {int(src_lane[t])} "
+                                               "both hold some head dims: counted twice")
+            return
+        acc.dbits[:, i] = acc.dbits[:, i] | acc.dbits[src, i]
 
     def softmax_update(self, s: SoftmaxUpdate) -> None:
         m, mt = self.vars.get(s.m), self.vars.get(s.m_tile)

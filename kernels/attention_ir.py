@@ -96,12 +96,14 @@ class LaneXor:
     source lane follows from the pattern) or ``ds_bpermute`` with byte address ``addr`` (an index
     expression of ``tid``; the source lane is ``(addr >> 2) & 63``)."""
 
-    var: str
+    var: str                     # a float variable, or "" with ``frag``/``item``
     op: str                      # "max" | "sum"
     method: str                  # "swizzle" | "bpermute"
     pattern: Optional[int] = None
     addr: Any = None
     note: str = ""
+    frag: Optional[Frag] = None  # exchange an element of a frag instead of a variable
+    item: int = 0
 
 
 @dataclass
@@ -152,10 +154,11 @@ class FinalNormalize:
 
 @dataclass
 class VecDot:
-    """Decode: ``dst = sum_j a[a_items[j]] * b[b_items[j]]`` in f32 (a partial dot product of
-    this lane's elements; the lanes' partials are combined by :class:`LaneXor`)."""
+    """Decode: ``dst[item] = sum_j a[a_items[j]] * b[b_items[j]]`` in f32 (a partial dot product
+    of this lane's elements; the lanes' partials are combined by :class:`LaneXor`)."""
 
-    dst: str
+    dst: Frag
+    item: int
     a: Frag
     a_items: Tuple[int, ...]
     b: Frag
@@ -164,11 +167,12 @@ class VecDot:
 
 @dataclass
 class VecAxpy:
-    """Decode: ``acc[acc_items[j]] += p * x[x_items[j]]`` in f32 (``p`` a float variable)."""
+    """Decode: ``acc[acc_items[j]] += p[p_item] * x[x_items[j]]`` in f32."""
 
     acc: Frag
     acc_items: Tuple[int, ...]
-    p: str
+    p: Frag
+    p_item: int
     x: Frag
     x_items: Tuple[int, ...]
 
@@ -228,17 +232,18 @@ class AttnPrinter(_Printer):
             for e in es[1:]:
                 self.out(d, f"{s.dst} = __builtin_fmaxf({s.dst}, {e});")
         elif isinstance(s, LaneXor):
+            var = self.elem(s.frag, s.item) if s.frag is not None else s.var
             if s.method == "swizzle":
-                src = f"la_i2f(__builtin_amdgcn_ds_swizzle(la_f2i({s.var}), {s.pattern:#06x}))"
+                src = f"la_i2f(__builtin_amdgcn_ds_swizzle(la_f2i({var}), {s.pattern:#06x}))"
             elif s.method == "bpermute":
-                src = f"la_i2f(__builtin_amdgcn_ds_bpermute({to_c(s.addr)}, la_f2i({s.var})))"
+                src = f"la_i2f(__builtin_amdgcn_ds_bpermute({to_c(s.addr)}, la_f2i({var})))"
             else:
                 raise ValueError(f"LaneXor: unknown method {s.method}")
             op = "__builtin_fmaxf({v}, {o})" if s.op == "max" else "{v} + {o}"
             note = f"  // {s.note}" if s.note else ""
             self.out(d, "{" + note)
             self.out(d + 1, f"const float o_ = {src};")
-            self.out(d + 1, f"{s.var} = {op.format(v=s.var, o='o_')};")
+            self.out(d + 1, f"{var} = {op.format(v=var, o='o_')};")
             self.out(d, "}")
         elif isinstance(s, SoftmaxUpdate):
             self.out(d, "{")
@@ -250,7 +255,7 @@ class AttnPrinter(_Printer):
             self.out(d, "}")
         elif isinstance(s, ExpScores):
             self.out(d, f"{s.l} *= {s.alpha};")
-            conv = {"f16": "(_Float16)", "bf16": "(short)lagen_f32_to_bf16"}[s.p.dtype]
+            conv = {"f16": "(_Float16)", "bf16": "(short)lagen_f32_to_bf16", "f32": ""}[s.p.dtype]
             for pi, si in zip(s.p_items, s.s_items):
                 self.out(d, "{")
                 self.out(d + 1, f"const float e_ = la_exp2(__builtin_fmaf({self.elem(s.s, si)}, "
@@ -270,16 +275,18 @@ class AttnPrinter(_Printer):
                             f"__builtin_log2f({s.l})) * {LN2!r}f : -__builtin_inff();")
             self.out(d, "}")
         elif isinstance(s, VecDot):
-            terms = [f"{self._f32(s.a, i)} * {self._f32(s.b, j)}"
-                     for i, j in zip(s.a_items, s.b_items)]
-            self.out(d, f"float {s.dst} = {terms[0]};")
-            for t in terms[1:]:
-                self.out(d, f"{s.dst} = __builtin_fmaf({t.split(' * ')[0]}, "
-                            f"{t.split(' * ')[1]}, {s.dst});")
+            dst = self.elem(s.dst, s.item)
+            pairs = list(zip(s.a_items, s.b_items))
+            i0, j0 = pairs[0]
+            self.out(d, f"{dst} = {self._f32(s.a, i0)} * {self._f32(s.b, j0)};")
+            for i, j in pairs[1:]:
+                self.out(d, f"{dst} = __builtin_fmaf({self._f32(s.a, i)}, {self._f32(s.b, j)}, "
+                            f"{dst});")
         elif isinstance(s, VecAxpy):
+            p = self.elem(s.p, s.p_item)
             for i, j in zip(s.acc_items, s.x_items):
                 e = self.elem(s.acc, i)
-                self.out(d, f"{e} = __builtin_fmaf({s.p}, {self._f32(s.x, j)}, {e});")
+                self.out(d, f"{e} = __builtin_fmaf({p}, {self._f32(s.x, j)}, {e});")
         else:
             super().stmt(s, d)
 
