@@ -155,3 +155,8 @@ def get(name: str) -> KernelEntry:
 
 
 register(GemmEntry())
+
+# attention (kernels/attention_registry.py) registers itself here
+from .attention_registry import AttentionEntry  # noqa: E402
+
+register(AttentionEntry())
