@@ -461,8 +461,8 @@ class BuiltAttention:
         if hasattr(self.plan, "sk_search"):
             out["mfma"] = self.plan.spec1.name
             out["swizzles"] = {
-                "sK": self.plan.sk_search.summary() if self.plan.sk_search else None,
-                "sVt": self.plan.sv_search.summary() if self.plan.sv_search else None}
+                "sK": None if self.plan.sk_search is None else self.plan.sk_search.summary(),
+                "sVt": None if self.plan.sv_search is None else self.plan.sv_search.summary()}
         out["hot_loop_instructions"] = hot_loop_match(self.ir, r.hot_loop)
         return out
 
@@ -545,3 +545,144 @@ def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
     if verify:
         rep.raise_if_failed()
     return bk
+
+
+# ---------------------------------------------------------------------------- the torch API
+
+_BUILT: Dict[Any, BuiltAttention] = {}
+
+
+def get_kernel(cfg: Any) -> BuiltAttention:
+    """The gated kernel for a config (``AttnConfig`` or ``decode.DecodeConfig``), built once per
+    process (the code object is cached on disk by ``compile_hip``)."""
+    key = (type(cfg).__name__, cfg.normalized())
+    bk = _BUILT.get(key)
+    if bk is None:
+        if type(cfg).__name__ == "DecodeConfig":
+            from .decode import build_decode
+            bk = build_decode(cfg)
+        else:
+            bk = build_attention(cfg)
+        _BUILT[key] = bk
+    return bk
+
+
+_TDT = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def _flat(t: Any) -> Any:
+    """A contiguous 1-D view of the storage ``t`` spans (for the CPU emulator)."""
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    return t.as_strided((span,), (1,))
+
+
+def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None, *,
+              causal_align: str = "top_left", out_dtype: Any = None, return_lse: bool = False,
+              layout: str = "bhsd", backend: Optional[str] = None, decode: Optional[bool] = None,
+              out: Any = None) -> Any:
+    """``softmax(scale q k^T [+ causal mask]) v`` on MFMA kernels built and verified here.
+
+    ``q`` is ``[B, H, Sq, D]`` and ``k``, ``v`` are ``[B, HK, Skv, D]`` (``layout="bshd"``:
+    ``[B, S, H, D]``), fp16 or bf16, any strides with a unit head-dim stride (others are copied);
+    ``H`` a multiple of ``HK`` (GQA/MQA).  ``causal``: key j visible to query i iff ``j <= i``
+    (``causal_align="top_left"``, torch SDPA's ``is_causal``) or ``j <= i + Skv - Sq``
+    (``"bottom_right"``, flash-attention's); rows that see no key give 0 (lse -inf).
+    ``scale`` defaults to ``1/sqrt(D)``; ``out_dtype`` to q's dtype (f16/bf16).
+    Returns ``out`` (and the fp32 logsumexp ``[B, H, Sq]`` with ``return_lse``).
+
+    ``backend``: ``None`` launches on the ROCm device the tensors live on (``kernels.launch``);
+    ``"emulator"`` runs the same HIP source on the CPU emulator (CPU tensors, small shapes).
+    ``decode``: force (True) or forbid (False) the seqlen_q = 1 decode kernel; by default it is
+    used when ``Sq == 1`` and the mask (if any) is bottom-right.
+    """
+    import torch
+    from .errors import NoDeviceError
+    if layout not in ("bhsd", "bshd"):
+        raise ConfigError(f"layout {layout!r}: use 'bhsd' or 'bshd'")
+    if layout == "bshd":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ConfigError("q, k, v must be 4-D ([B, H, S, D] or [B, S, H, D] with layout='bshd')")
+    B, H, SQ, D = q.shape
+    Bk, HK, SKV, Dk = k.shape
+    if tuple(v.shape) != (Bk, HK, SKV, Dk) or Bk != B or Dk != D:
+        raise ConfigError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+                          "do not match ([B, H, Sq, D] and [B, HK, Skv, D])")
+    dt = _TDT.get(str(q.dtype).replace("torch.", ""))
+    if dt is None or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ConfigError(f"q, k, v must share one dtype, fp16 or bf16 (got {q.dtype}, "
+                          f"{k.dtype}, {v.dtype})")
+    odt = out_dtype if out_dtype is not None else q.dtype
+    if isinstance(odt, str):
+        odt = {"f16": torch.float16, "fp16": torch.float16, "float16": torch.float16,
+               "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}[odt]
+    ot = _TDT[str(odt).replace("torch.", "")]
+    if causal_align not in ("top_left", "bottom_right"):
+        raise ConfigError(f"causal_align {causal_align!r}: use 'top_left' or 'bottom_right'")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not scale > 0:
+        raise ConfigError(f"scale {scale} must be positive")
+
+    def fix(x):  # unit head-dim stride and 8-element strides, else a contiguous copy
+        if x.stride(-1) != 1 or any(s % 8 for s in x.stride()[:3]) or x.data_ptr() % 16:
+            return x.contiguous()
+        return x
+    q, k, v = fix(q), fix(k), fix(v)
+    if out is None:
+        out = torch.empty((B, H, SQ, D), dtype=odt, device=q.device)
+    lse = torch.empty((B, H, SQ), dtype=torch.float32, device=q.device)
+    off = (SKV - SQ) if (causal and causal_align == "bottom_right") else 0
+    st = lambda x: tuple(int(s) for s in x.stride()[:3])  # noqa: E731
+    shape = PrefillShape(B, H, HK, SQ, SKV, st(q), st(k), st(v), st(out), off)
+    use_decode = decode if decode is not None else (
+        SQ == 1 and (not causal or causal_align == "bottom_right"))
+    if use_decode:
+        from .decode import DecodeConfig, decode_args, decode_grid
+        if SQ != 1:
+            raise ConfigError("the decode kernel needs seqlen_q == 1")
+        cfg = DecodeConfig(head_dim=D, dtype=dt, out_dtype=ot)
+        bk = get_kernel(cfg)
+        shape.validate(1)
+        grid, scalars = decode_grid(shape, cfg), decode_args(shape, scale)
+    else:
+        cfg = AttnConfig(head_dim=D, dtype=dt, out_dtype=ot, causal=bool(causal))
+        bk = get_kernel(cfg)
+        shape.validate(bk.plan.cfg.block_m)
+        grid, scalars = shape.grid(bk.plan.cfg.block_m), shape.scalar_args(scale)
+    if SQ == 0 or B * H == 0:
+        return (out, lse) if return_lse else out
+    if backend == "emulator":
+        bufs = [_flat(q), _flat(k), _flat(v), _flat(out), lse]
+        bk.emulate(bufs + scalars, grid)
+    elif backend is None:
+        if q.device.type == "cpu":
+            raise NoDeviceError("kernels.attention: CPU tensors; launch needs ROCm tensors "
+                                "(or pass backend='emulator' to run the same kernel on the CPU "
+                                "emulator)")
+        from .launch import TensorSpec, launch
+        co = bk.code_object or bk.compile()
+        specs = [TensorSpec(dtype=x.dtype, strides=(), align=16, name=n)
+                 for x, n in ((q, "q"), (k, "k"), (v, "v"), (out, "out"))]
+        specs.append(TensorSpec(dtype=torch.float32, name="lse"))
+        launch(co, bk.name, grid, bk.block, [q, k, v, out, lse] + scalars,
+               specs=specs + [None] * len(scalars))
+    else:
+        raise ConfigError(f"backend {backend!r}: None (ROCm launch) or 'emulator'")
+    if layout == "bshd":
+        out_v = out.transpose(1, 2)
+        return (out_v, lse) if return_lse else out_v
+    return (out, lse) if return_lse else out
+
+
+# ``kernels.attention(q, k, v, ...)``: the package attribute ``attention`` is this module once
+# it is imported, so the module itself forwards calls to :func:`attention`.
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        return attention(*args, **kw)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

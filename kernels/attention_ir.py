@@ -202,6 +202,12 @@ __device__ __forceinline__ int la_imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int la_imax(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int la_f2i(float x) { return __builtin_bit_cast(int, x); }
 __device__ __forceinline__ float la_i2f(int x) { return __builtin_bit_cast(float, x); }
+// f32 -> bf16 bits, round to nearest even, quiet NaN: lagen_f32_to_bf16 without a branch
+__device__ __forceinline__ short la_bf16(float f) {
+  const unsigned u = __builtin_bit_cast(unsigned, f);
+  const unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (short)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
+}
 #if defined(LAGEN_EMULATE)
 // v_exp_f32 flushes results below 2^-126 to zero; exp2f keeps them (only denormals differ)
 __device__ __forceinline__ float la_exp2(float x) { return __builtin_exp2f(x); }
@@ -255,7 +261,7 @@ class AttnPrinter(_Printer):
             self.out(d, "}")
         elif isinstance(s, ExpScores):
             self.out(d, f"{s.l} *= {s.alpha};")
-            conv = {"f16": "(_Float16)", "bf16": "(short)lagen_f32_to_bf16", "f32": ""}[s.p.dtype]
+            conv = {"f16": "(_Float16)", "bf16": "la_bf16", "f32": ""}[s.p.dtype]
             for pi, si in zip(s.p_items, s.s_items):
                 self.out(d, "{")
                 self.out(d + 1, f"const float e_ = la_exp2(__builtin_fmaf({self.elem(s.s, si)}, "

@@ -1,0 +1,200 @@
+"""``layoutalg compile attention`` / ``layoutalg check attention``: the registry entry.
+
+``compile`` needs only the compile-time options (dtype, head dim, causal; ``--seqlen-q 1`` picks
+the decode kernel); shapes are runtime arguments.  ``check --emulate`` runs one shape on the CPU
+emulator against torch's ``scaled_dot_product_attention`` in fp32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from typing import Any, List, Sequence, Tuple
+
+from .registry import KernelEntry
+
+__all__ = ["AttentionEntry", "AttnCase"]
+
+_TORCH = {"f16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class AttnCase:
+    """Kernel options plus the problem ``check`` runs."""
+
+    kernel: Any                 # AttnConfig | DecodeConfig
+    batch: int
+    heads: int
+    kv_heads: int
+    seqlen_q: int
+    seqlen_kv: int
+    causal: bool
+    causal_align: str
+    layout: str
+
+    def normalized(self) -> "AttnCase":
+        return self
+
+
+class _Shaped:
+    """A built kernel bound to one problem: what ``cmd_check`` calls."""
+
+    def __init__(self, bk: Any, case: AttnCase) -> None:
+        self.bk, self.case = bk, case
+        self.name, self.verification, self.block = bk.name, bk.verification, bk.block
+        self.source = bk.source
+
+    @property
+    def grid(self) -> Tuple[int, int, int]:
+        return self.case_args()[1]
+
+    def case_args(self):
+        from .attention import PrefillShape
+        c = self.case
+        D = c.kernel.head_dim
+        if c.layout == "bshd":
+            q = (c.seqlen_q * c.heads * D, D, c.heads * D)
+            k = (c.seqlen_kv * c.kv_heads * D, D, c.kv_heads * D)
+        else:
+            q = (c.heads * c.seqlen_q * D, c.seqlen_q * D, D)
+            k = (c.kv_heads * c.seqlen_kv * D, c.seqlen_kv * D, D)
+        off = c.seqlen_kv - c.seqlen_q if (c.causal and c.causal_align == "bottom_right") else 0
+        shape = PrefillShape(c.batch, c.heads, c.kv_heads, c.seqlen_q, c.seqlen_kv, q, k, k, q,
+                             off)
+        scale = 1.0 / math.sqrt(D)
+        if type(c.kernel).__name__ == "DecodeConfig":
+            from .decode import decode_args, decode_grid
+            return decode_args(shape, scale), decode_grid(shape, c.kernel)
+        return shape.scalar_args(scale), shape.grid(self.bk.plan.cfg.block_m)
+
+    def compile(self, arch=None):
+        return self.bk.compile(arch)
+
+    def report(self):
+        return self.bk.report()
+
+    def emulate(self, *inputs: Any, **kw: Any) -> Any:
+        scalars, grid = self.case_args()
+        return self.bk.emulate(list(inputs) + scalars, grid, **kw)
+
+
+class AttentionEntry(KernelEntry):
+    name = "attention"
+    help = ("flash-attention forward (prefill) and decode attention: fp16/bf16 in, fp32 "
+            "softmax and accumulation, fp16/bf16 out, causal, GQA/MQA, any sequence lengths")
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("attention options")
+        g.add_argument("--dtype", default="f16", help="Q/K/V element type: f16 | bf16")
+        g.add_argument("--out-dtype", default=None, help="O element type (default: --dtype)")
+        g.add_argument("--head-dim", type=int, default=128, help="64 | 128 | 256 (default 128)")
+        g.add_argument("--causal", action="store_true", help="causal mask")
+        g.add_argument("--causal-align", default="top_left", choices=("top_left", "bottom_right"),
+                       help="top_left = torch SDPA is_causal (default), bottom_right = "
+                            "flash-attention's (key j visible iff j <= i + Skv - Sq)")
+        g.add_argument("--seqlen-q", type=int, default=None,
+                       help="query length (1 selects the decode kernel; default 77 for check)")
+        g.add_argument("--seqlen-kv", type=int, default=77, help="key/value length (check)")
+        g.add_argument("--batch", type=int, default=1, help="batch (check)")
+        g.add_argument("--heads", type=int, default=2, help="query heads (check)")
+        g.add_argument("--kv-heads", type=int, default=None, help="KV heads (default --heads)")
+        g.add_argument("--layout", default="bhsd", choices=("bhsd", "bshd"),
+                       help="memory layout of Q/K/V/O in check (bshd through strides)")
+        g.add_argument("--block-n", type=int, default=None, help="keys per KV tile (prefill)")
+        g.add_argument("--waves", type=int, default=4, help="waves per block (prefill)")
+
+    def config(self, args: argparse.Namespace) -> AttnCase:
+        from .attention import AttnConfig
+        from .decode import DecodeConfig
+        from .gemm_plan import ConfigError
+        sq = 77 if args.seqlen_q is None else args.seqlen_q
+        causal = bool(args.causal)
+        decode = sq == 1 and (not causal or args.causal_align == "bottom_right")
+        arch = getattr(args, "arch", "gfx942")
+        if decode:
+            kc = DecodeConfig(head_dim=args.head_dim, dtype=args.dtype,
+                              out_dtype=args.out_dtype or args.dtype, arch=arch)
+        else:
+            kc = AttnConfig(head_dim=args.head_dim, dtype=args.dtype, out_dtype=args.out_dtype,
+                            causal=causal, block_n=args.block_n, waves=args.waves, arch=arch)
+        kc = kc.normalized()
+        hk = args.kv_heads or args.heads
+        for n, v in (("batch", args.batch), ("heads", args.heads), ("kv-heads", hk)):
+            if v < 1:
+                raise ConfigError(f"--{n} must be positive")
+        if sq < 1 or args.seqlen_kv < 1:
+            raise ConfigError("--seqlen-q and --seqlen-kv must be positive")
+        if args.heads % hk:
+            raise ConfigError(f"--heads {args.heads} is not a multiple of --kv-heads {hk}")
+        return AttnCase(kc, args.batch, args.heads, hk, sq, args.seqlen_kv, causal,
+                        args.causal_align, args.layout)
+
+    def build(self, cfg: AttnCase) -> Any:
+        from .attention import get_kernel
+        return _Shaped(get_kernel(cfg.kernel), cfg)
+
+    def inputs(self, cfg: AttnCase, seed: int = 0) -> List[Any]:
+        import torch
+        c = cfg
+        g = torch.Generator().manual_seed(seed)
+        dt = getattr(torch, _TORCH[c.kernel.dtype])
+        D = c.kernel.head_dim
+
+        def mk(h, s):
+            if c.layout == "bshd":
+                return torch.randn(c.batch, s, h, D, generator=g).to(dt)
+            return torch.randn(c.batch, h, s, D, generator=g).to(dt)
+        q, k, v = mk(c.heads, c.seqlen_q), mk(c.kv_heads, c.seqlen_kv), mk(c.kv_heads, c.seqlen_kv)
+        o = torch.zeros_like(mk(c.heads, c.seqlen_q), dtype=getattr(torch, _TORCH[c.kernel.out_dtype]))
+        lse = torch.zeros(c.batch, c.heads, c.seqlen_q, dtype=torch.float32)
+        return [q, k, v, o, lse]
+
+    def _bhsd(self, cfg: AttnCase, t: Any) -> Any:
+        return t.transpose(1, 2) if cfg.layout == "bshd" else t
+
+    def reference(self, cfg: AttnCase, args: Sequence[Any]) -> Any:
+        return reference(*(self._bhsd(cfg, a) for a in args[:3]), causal=cfg.causal,
+                         causal_align=cfg.causal_align)[0]
+
+    def output(self, cfg: AttnCase, outputs: Sequence[Any]) -> Any:
+        import numpy as np
+        import torch
+        o = outputs[3]
+        t = torch.from_numpy(np.ascontiguousarray(o)) if not isinstance(o, torch.Tensor) else o
+        if cfg.kernel.out_dtype == "bf16" and t.dtype != torch.bfloat16:
+            t = t.view(torch.bfloat16)
+        return self._bhsd(cfg, t.float())
+
+    def tolerance(self, cfg: AttnCase) -> Tuple[float, float]:
+        # fp32 softmax/accumulation; P rounded to 16 bits before P V; output rounding
+        return {"f16": (4e-3, 4e-3), "bf16": (2e-2, 2e-2)}[cfg.kernel.dtype]
+
+
+def reference(q: Any, k: Any, v: Any, causal: bool = False, causal_align: str = "top_left",
+              scale: Any = None):
+    """(O, logsumexp) in fp32 from torch's scaled_dot_product_attention (BHSD, GQA expanded);
+    rows that see no key give O = 0 and lse = -inf (the kernels' convention)."""
+    import torch
+    import torch.nn.functional as F
+    B, H, SQ, D = q.shape
+    HK, SKV = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    kk = k.float().repeat_interleave(H // HK, 1)
+    vv = v.float().repeat_interleave(H // HK, 1)
+    mask = None
+    if causal:
+        off = SKV - SQ if causal_align == "bottom_right" else 0
+        i = torch.arange(SQ)[:, None]
+        j = torch.arange(SKV)[None, :]
+        mask = j <= i + off
+    s = (q.float() @ kk.transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    if mask is None:
+        o = F.scaled_dot_product_attention(q.float(), kk, vv, scale=scale)
+    else:
+        o = F.scaled_dot_product_attention(q.float(), kk, vv, attn_mask=mask, scale=scale)
+        o = torch.where(mask.any(-1)[None, None, :, None], o, torch.zeros_like(o))
+    return o, lse
