@@ -106,11 +106,11 @@ def run_gemm(results, reps, sizes, sweep=False):
         variants = [
             CudaGemmConfig(),
             CudaGemmConfig(bk=64, stages=3),
-            CudaGemmConfig(bm=256, bn=128, warps_m=4, warps_n=2),
-            CudaGemmConfig(bm=128, bn=128, warps_m=2, warps_n=2, min_blocks=2),
-            CudaGemmConfig(stages=5),
+            CudaGemmConfig(bk=64, stages=4),
             CudaGemmConfig(bm=256, bn=128, bk=64, warps_m=4, warps_n=2, stages=3),
-            CudaGemmConfig(bm=128, bn=256, bk=64, warps_m=2, warps_n=4, stages=4),
+            CudaGemmConfig(bm=128, bn=128, warps_m=2, warps_n=2, min_blocks=2),
+            CudaGemmConfig(bm=128, bn=128, bk=64, warps_m=2, warps_n=2, stages=3, min_blocks=2),
+            CudaGemmConfig(bm=256, bn=128, warps_m=4, warps_n=2),
             CudaGemmConfig(stages=3),
         ]
     for dtype in (torch.float16, torch.bfloat16):

@@ -39,8 +39,8 @@ from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 
 from .cuda import layout_c as lc
 from .cuda.prelude import PRELUDE
-from .cuda_gemm import (GemmConfigError, _c_layout, _copy_plan, _ldm_partition, _search_swizzle,
-                        _swz_fn)
+from .cuda_gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
+                        _search_swizzle, _swz_fn, _swz_step)
 from .errors import KernelError, LaunchError
 from .launch import TensorSpec
 
@@ -227,24 +227,32 @@ def emit_flash(cfg: FlashConfig) -> str:
     else:
         o("  const int n_end = Skv;")
     o(f"  const int NB = (n_end + {bn - 1}) / {bn};")
-    # copies
-    for i in range(p.q_copy.iters):
-        r = _c_layout(p.q_copy.row, (tid, i), {tid: T}, "Q copy row")
-        c = _c_layout(p.q_copy.col, (tid, i), {tid: T}, "Q copy col")
-        so = _c_layout(p.q_copy.off, (tid, 0, i), {tid: T}, "Q copy smem")
-        o(f"  {{ const int r = m0 + {r}; const bool ok = r < Sq;")
-        o(f"    lg_cp_async16(sQ + 2u * lg_swz_q({so}), ok ? (const void*)(Qb + r * q_ss + {c}) "
+    # copies: one base row/col/smem offset per thread from the copy layouts, plus per-iteration
+    # constants where the swizzle is proved translation-invariant over the iterations
+    from .cuda_gemm import _copy_steps
+    for nm, cpl, sw, swz in (("q", p.q_copy, p.sw_q, "lg_swz_q"), ("kv", p.kv_copy, p.sw_k, "lg_swz_k"),
+                             ("vv", p.kv_copy, p.sw_v, "lg_swz_v")):
+        if nm != "vv":
+            o(f"  const int {nm}r = {_c_layout(cpl.row, (tid, 0), {tid: T}, nm + ' copy row')};")
+            o(f"  const int {nm}c = {_c_layout(cpl.col, (tid, 0), {tid: T}, nm + ' copy col')};")
+        so = _c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{nm} copy smem")
+        o(f"  const lg_u32 {nm}s = 2u * {swz}({so});")
+    for i, (dr, dc, ds) in enumerate(_copy_steps(p.q_copy, p.sw_q)):
+        so = f"qs + {2 * ds}" if ds is not None else \
+            f"2u * lg_swz_q({_c_layout(p.q_copy.off, (tid, 0, i), {tid: T}, 'Q copy smem')})"
+        o(f"  {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
+        o(f"    lg_cp_async16(sQ + {so}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
           ": (const void*)Q, ok ? 16 : 0); }")
-    for nm, swz, base, ss in (("k", "lg_swz_k", "Kb", "k_ss"), ("v", "lg_swz_v", "Vb", "v_ss")):
+    for nm, sw, swz, base, ss, sb in (("k", p.sw_k, "lg_swz_k", "Kb", "k_ss", "kvs"),
+                                      ("v", p.sw_v, "lg_swz_v", "Vb", "v_ss", "vvs")):
         o(f"  auto load_{nm} = [&](int buf, int n0) {{")
         o(f"    const lg_u32 dst = s{nm.upper()} + buf * {kv_bytes};")
-        for i in range(p.kv_copy.iters):
-            r = _c_layout(p.kv_copy.row, (tid, i), {tid: T}, "KV copy row")
-            c = _c_layout(p.kv_copy.col, (tid, i), {tid: T}, "KV copy col")
-            so = _c_layout(p.kv_copy.off, (tid, 0, i), {tid: T}, "KV copy smem")
-            o(f"    {{ const int r = n0 + {r}; const bool ok = r < Skv;")
-            o(f"      lg_cp_async16(dst + 2u * {swz}({so}), ok ? (const void*)({base} + r * {ss} + "
-              f"{c}) : (const void*){base[0]}, ok ? 16 : 0); }}")
+        for i, (dr, dc, ds) in enumerate(_copy_steps(p.kv_copy, sw)):
+            so = f"{sb} + {2 * ds}" if ds is not None else \
+                f"2u * {swz}({_c_layout(p.kv_copy.off, (tid, 0, i), {tid: T}, 'KV copy smem')})"
+            o(f"    {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")
+            o(f"      lg_cp_async16(dst + {so}, ok ? (const void*)({base} + r * {ss} + kvc + {dc}) : "
+              f"(const void*){base[0]}, ok ? 16 : 0); }}")
         o("  };")
     o("  load_k(0, 0);")
     o("  lg_cp_async_commit();")
@@ -256,6 +264,14 @@ def emit_flash(cfg: FlashConfig) -> str:
     o(f"  const int q_ld = {q_ld};")
     o(f"  const int k_ld = {k_ld};")
     o(f"  const int v_ld = {v_ld};")
+    o("  const int q_sw = lg_swz_q(q_ld), k_sw = lg_swz_k(k_ld), v_sw = lg_swz_v(v_ld);")
+    q_bases = _lane_bases(p.q_read, 3, cfg.warps)
+    k_bases = _lane_bases(p.k_read, 2, 1)
+    v_bases = _lane_bases(p.v_read, 2, 1)
+
+    def addr(sw, bases, c, sbase, fn, ld_name):
+        t = _swz_step(sw, bases, c, sbase)
+        return t if t is not None else f"{fn}({ld_name} + {c})"
     # accumulator rows/cols from the mma C layout (row g + 8*(e>>1), col 2t + (e&1))
     spec = mma_m16n8k16(cfg.dtype)
     from .cuda_gemm import _split_rows
@@ -281,39 +297,34 @@ def emit_flash(cfg: FlashConfig) -> str:
         for k in range(kd):
             off = p.q_read((0, 0, (k, 0, 0)))
             o(f"      lg_ldmatrix_x4(qa[{k}][0], qa[{k}][1], qa[{k}][2], qa[{k}][3], "
-              f"sQ + 2u * lg_swz_q(q_ld + {off}));")
+              f"sQ + 2u * {addr(p.sw_q, q_bases, off, 'q_sw', 'lg_swz_q', 'q_ld')});")
         o("    }")
     o(f"    const lg_u32 kbuf = sK + (j & 1) * {kv_bytes}, vbuf = sV + (j & 1) * {kv_bytes};")
     o(f"    float s[{mt}][{nt}][4];")
     o(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
       f"    for (int n = 0; n < {nt}; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.f;")
-    o(f"    #pragma unroll\n    for (int kk = 0; kk < {kd}; ++kk) {{")
-    if not cfg.q_in_regs:
-        o(f"      lg_u32 qf[{mt}][4];")
-        qs = p.q_read((0, 0, (1, 0, 0)))
-        qm = p.q_read((0, 0, (0, 1, 0))) if mt > 1 else 0
-        o(f"      #pragma unroll\n      for (int i = 0; i < {mt}; ++i)")
-        o(f"        lg_ldmatrix_x4(qf[i][0], qf[i][1], qf[i][2], qf[i][3], "
-          f"sQ + 2u * lg_swz_q(q_ld + kk * {qs} + i * {qm}));")
-        qref = "qf[i]"
-    else:
-        qref = "qa[kk]"
-    ks = p.k_read((0, 0, (1, 0)))
-    kn = p.k_read((0, 0, (0, 1)))
-    o(f"      #pragma unroll\n      for (int n = 0; n < {nt // 2}; ++n) {{")
-    o("        lg_u32 kb[4];")
-    o(f"        lg_ldmatrix_x4(kb[0], kb[1], kb[2], kb[3], kbuf + 2u * lg_swz_k(k_ld + kk * {ks} "
-      f"+ n * {kn}));")
-    o(f"        #pragma unroll\n        for (int i = 0; i < {mt}; ++i) {{")
-    o(f"          {mma}(s[i][2 * n], {qref}, kb);")
-    o(f"          {mma}(s[i][2 * n + 1], {qref}, kb + 2);")
-    o("        }\n      }\n    }")
+    for kk in range(kd):
+        o("    {")
+        if not cfg.q_in_regs:
+            o(f"      lg_u32 qf[{mt}][4];")
+            for i in range(mt):
+                a = addr(p.sw_q, q_bases, p.q_read((0, 0, (kk, i, 0))), "q_sw", "lg_swz_q", "q_ld")
+                o(f"      lg_ldmatrix_x4(qf[{i}][0], qf[{i}][1], qf[{i}][2], qf[{i}][3], sQ + 2u * {a});")
+        for n in range(nt // 2):
+            a = addr(p.sw_k, k_bases, p.k_read((0, 0, (kk, n))), "k_sw", "lg_swz_k", "k_ld")
+            o("      { lg_u32 kb[4];")
+            o(f"        lg_ldmatrix_x4(kb[0], kb[1], kb[2], kb[3], kbuf + 2u * {a});")
+            for i in range(mt):
+                q = f"qa[{kk}]" if cfg.q_in_regs else f"qf[{i}]"
+                o(f"        {mma}(s[{i}][{2 * n}], {q}, kb); {mma}(s[{i}][{2 * n + 1}], {q}, kb + 2);")
+            o("      }")
+        o("    }")
     # mask + online softmax
     o(f"    const bool need_mask = n0 + {bn} > Skv" + (f" || n0 + {bn - 1} > m0" if cfg.causal
                                                       else "") + ";")
     o(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
       f"    for (int n = 0; n < {nt}; ++n)\n    #pragma unroll\n    for (int e = 0; e < 4; ++e) {{")
-    o("      float x = s[i][n][e] * scale_log2;")
+    o("      float x = s[i][n][e];")
     o("      if (need_mask) {")
     o("        const int r = row0 + i * 16 + 8 * (e >> 1), c = n0 + n * 8 + col0 + (e & 1);")
     cond = "c >= Skv" + (" || c > r" if cfg.causal else "")
@@ -322,17 +333,18 @@ def emit_flash(cfg: FlashConfig) -> str:
     o("      s[i][n][e] = x;\n    }")
     o(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
       "    for (int hh = 0; hh < 2; ++hh) {")
-    o("      float mx = m_i[i][hh];")
+    o("      float mx = m_i[i][hh];   // raw scores: scale > 0 commutes with max")
     o(f"      #pragma unroll\n      for (int n = 0; n < {nt}; ++n) mx = fmaxf(mx, fmaxf(s[i][n][2 * hh], "
       "s[i][n][2 * hh + 1]));")
     o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));")
     o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));")
-    o("      const float base = mx == -__int_as_float(0x7f800000) ? 0.f : mx;")
-    o("      const float alpha = lg_exp2(m_i[i][hh] - base);")
+    o("      const float base = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;")
+    o("      const float alpha = lg_exp2(m_i[i][hh] * scale_log2 - base);")
     o("      m_i[i][hh] = mx;")
     o("      float rs = 0.f;")
     o(f"      #pragma unroll\n      for (int n = 0; n < {nt}; ++n) {{")
-    o("        const float p0 = lg_exp2(s[i][n][2 * hh] - base), p1 = lg_exp2(s[i][n][2 * hh + 1] - base);")
+    o("        const float p0 = lg_exp2(fmaf(s[i][n][2 * hh], scale_log2, -base));")
+    o("        const float p1 = lg_exp2(fmaf(s[i][n][2 * hh + 1], scale_log2, -base));")
     o("        s[i][n][2 * hh] = p0; s[i][n][2 * hh + 1] = p1; rs += p0 + p1;\n      }")
     o("      l_i[i][hh] = l_i[i][hh] * alpha + rs;")
     o(f"      #pragma unroll\n      for (int n = 0; n < {dt}; ++n) {{ acc[i][n][2 * hh] *= alpha; "
@@ -342,23 +354,22 @@ def emit_flash(cfg: FlashConfig) -> str:
     o("    __syncthreads();")
     o(f"    if (j + 1 < NB) load_v((j + 1) & 1, n0 + {bn});")
     o("    lg_cp_async_commit();")
-    vs = p.v_read((0, 0, (1, 0)))
-    vd = p.v_read((0, 0, (0, 1)))
-    o(f"    #pragma unroll\n    for (int kb = 0; kb < {bn // 16}; ++kb) {{")
-    o(f"      lg_u32 pa[{mt}][4];")
-    o(f"      #pragma unroll\n      for (int i = 0; i < {mt}; ++i) {{")
-    o(f"        pa[i][0] = {pack}(s[i][2 * kb][0], s[i][2 * kb][1]);")
-    o(f"        pa[i][1] = {pack}(s[i][2 * kb][2], s[i][2 * kb][3]);")
-    o(f"        pa[i][2] = {pack}(s[i][2 * kb + 1][0], s[i][2 * kb + 1][1]);")
-    o(f"        pa[i][3] = {pack}(s[i][2 * kb + 1][2], s[i][2 * kb + 1][3]);\n      }}")
-    o(f"      #pragma unroll\n      for (int n = 0; n < {kd}; ++n) {{")
-    o("        lg_u32 vb[4];")
-    o(f"        lg_ldmatrix_x4_trans(vb[0], vb[1], vb[2], vb[3], vbuf + 2u * lg_swz_v(v_ld + kb * {vs} "
-      f"+ n * {vd}));")
-    o(f"        #pragma unroll\n        for (int i = 0; i < {mt}; ++i) {{")
-    o(f"          {mma}(acc[i][2 * n], pa[i], vb);")
-    o(f"          {mma}(acc[i][2 * n + 1], pa[i], vb + 2);")
-    o("        }\n      }\n    }")
+    for kb in range(bn // 16):
+        o("    {")
+        o(f"      lg_u32 pa[{mt}][4];")
+        for i in range(mt):
+            o(f"      pa[{i}][0] = {pack}(s[{i}][{2 * kb}][0], s[{i}][{2 * kb}][1]);")
+            o(f"      pa[{i}][1] = {pack}(s[{i}][{2 * kb}][2], s[{i}][{2 * kb}][3]);")
+            o(f"      pa[{i}][2] = {pack}(s[{i}][{2 * kb + 1}][0], s[{i}][{2 * kb + 1}][1]);")
+            o(f"      pa[{i}][3] = {pack}(s[{i}][{2 * kb + 1}][2], s[{i}][{2 * kb + 1}][3]);")
+        for n in range(kd):
+            a = addr(p.sw_v, v_bases, p.v_read((0, 0, (kb, n))), "v_sw", "lg_swz_v", "v_ld")
+            o("      { lg_u32 vb[4];")
+            o(f"        lg_ldmatrix_x4_trans(vb[0], vb[1], vb[2], vb[3], vbuf + 2u * {a});")
+            for i in range(mt):
+                o(f"        {mma}(acc[{i}][{2 * n}], pa[{i}], vb); {mma}(acc[{i}][{2 * n + 1}], pa[{i}], vb + 2);")
+            o("      }")
+        o("    }")
     o("  }")
     o("  lg_cp_async_wait<0>();")
     o(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i)\n  #pragma unroll\n"
@@ -450,6 +461,8 @@ class FlashAttention:
             out = torch.empty_like(q, memory_format=torch.contiguous_format)
         cfg = self.cfg
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
+        if not scale > 0 or not math.isfinite(scale):
+            raise LaunchError(f"scale must be a positive finite number, got {scale}")
         grid = (-(-Sq // cfg.bm), Hq, B)
         args = [q, k, v, out, Sq, Skv, Hq // Hkv]
         for t in (q, k, v, out):

@@ -358,41 +358,40 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w(f"  const int m0 = (first_m + (pid % group) % gsize) * {cfg.bm};")
     w(f"  const int n0 = ((pid % group) / gsize) * {cfg.bn};")
     w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
-    # ---- copy setup (per-thread pointers and predicates, from the copy layouts)
-    for name, cpl, swz in (("a", p.a_copy, "lg_swz_a"), ("b", p.b_copy, "lg_swz_b")):
-        for i in range(cpl.iters):
-            r = _c_layout(cpl.row, (tid, i), {tid: T}, f"{name} copy row")
-            col = _c_layout(cpl.col, (tid, i), {tid: T}, f"{name} copy col")
-            so = _c_layout(cpl.off, (tid, 0, i), {tid: T}, f"{name} copy smem")
-            w(f"  const int {name}r{i} = {r}, {name}c{i} = {col};")
-            w(f"  const lg_u32 {name}s{i} = 2u * {swz}({so});")
-        if name == "a":
-            for i in range(cpl.iters):
-                w(f"  const bool aok{i} = m0 + ar{i} < M;")
-                w(f"  const lg_u16* ag{i} = A + (size_t)(aok{i} ? m0 + ar{i} : 0) * lda + ac{i};")
-        elif cfg.b_major == "n":   # rows are k, cols are n
-            for i in range(cpl.iters):
-                w(f"  const bool bok{i} = n0 + bc{i} < N;")
-                w(f"  const lg_u16* bg{i} = B + (size_t)br{i} * ldb + (bok{i} ? n0 + bc{i} : 0);")
-        else:                      # rows are n, cols are k
-            for i in range(cpl.iters):
-                w(f"  const bool bok{i} = n0 + br{i} < N;")
-                w(f"  const lg_u16* bg{i} = B + (size_t)(bok{i} ? n0 + br{i} : 0) * ldb + bc{i};")
+    # ---- copy setup: one base row/col/smem offset per thread (from the copy layouts), plus
+    # per-iteration constants (proved: the swizzle is translation-invariant over iterations)
+    for name, cpl, sw, swz in (("a", p.a_copy, p.sw_a, "lg_swz_a"),
+                               ("b", p.b_copy, p.sw_b, "lg_swz_b")):
+        w(f"  const int {name}r = {_c_layout(cpl.row, (tid, 0), {tid: T}, name + ' copy row')};")
+        w(f"  const int {name}c = {_c_layout(cpl.col, (tid, 0), {tid: T}, name + ' copy col')};")
+        so = _c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{name} copy smem")
+        w(f"  const lg_u32 {name}s = 2u * {swz}({so});")
+    if cfg.b_major == "n":
+        w("  const lg_u16* ag = A + (size_t)(m0 + ar) * lda + ac;")
+        w("  const lg_u16* bg = B + (size_t)br * ldb + n0 + bc;")
+    else:
+        w("  const lg_u16* ag = A + (size_t)(m0 + ar) * lda + ac;")
+        w("  const lg_u16* bg = B + (size_t)(n0 + br) * ldb + bc;")
     w("  auto load_stage = [&](int stage, int kt) {")
     w(f"    const int k0 = kt * {cfg.bk};")
     w(f"    const lg_u32 da = sA + stage * {a_stage}, db = sB + stage * {b_stage};")
-    for i in range(p.a_copy.iters):
-        w(f"    {{ const bool ok = aok{i} && k0 + ac{i} < K;")
-        w(f"      {cp}(da + as{i}, ok ? (const void*)(ag{i} + k0) : (const void*)A, ok ? {vbytes} : 0); }}")
-    for i in range(p.b_copy.iters):
-        if cfg.b_major == "n":
-            w(f"    {{ const bool ok = bok{i} && k0 + br{i} < K;")
-            w(f"      {cp}(db + bs{i}, ok ? (const void*)(bg{i} + (size_t)k0 * ldb) : "
+    for i, (dr, dc, ds) in enumerate(_copy_steps(p.a_copy, p.sw_a)):
+        so = f"as + {2 * ds}" if ds is not None else \
+            f"2u * lg_swz_a({_c_layout(p.a_copy.off, (tid, 0, i), {tid: T}, 'a copy smem')})"
+        w(f"    {{ const bool ok = m0 + ar + {dr} < M && k0 + ac + {dc} < K;")
+        w(f"      {cp}(da + {so}, ok ? (const void*)(ag + (size_t){dr} * lda + {dc} + k0) : "
+          f"(const void*)A, ok ? {vbytes} : 0); }}")
+    for i, (dr, dc, ds) in enumerate(_copy_steps(p.b_copy, p.sw_b)):
+        so = f"bs + {2 * ds}" if ds is not None else \
+            f"2u * lg_swz_b({_c_layout(p.b_copy.off, (tid, 0, i), {tid: T}, 'b copy smem')})"
+        if cfg.b_major == "n":   # rows are k, cols are n
+            w(f"    {{ const bool ok = n0 + bc + {dc} < N && k0 + br + {dr} < K;")
+            w(f"      {cp}(db + {so}, ok ? (const void*)(bg + (size_t)(k0 + {dr}) * ldb + {dc}) : "
               f"(const void*)B, ok ? {vbytes} : 0); }}")
-        else:
-            w(f"    {{ const bool ok = bok{i} && k0 + bc{i} < K;")
-            w(f"      {cp}(db + bs{i}, ok ? (const void*)(bg{i} + k0) : (const void*)B, "
-              f"ok ? {vbytes} : 0); }}")
+        else:                    # rows are n, cols are k
+            w(f"    {{ const bool ok = n0 + br + {dr} < N && k0 + bc + {dc} < K;")
+            w(f"      {cp}(db + {so}, ok ? (const void*)(bg + (size_t){dr} * ldb + {dc} + k0) : "
+              f"(const void*)B, ok ? {vbytes} : 0); }}")
     w("  };")
     # ---- ldmatrix lane offsets (pre-swizzle), from the read layouts
     a_lane = _c_layout(p.a_read, (lane, 0, (0, 0, wm)), {lane: 32, wm: cfg.warps_m},
@@ -405,31 +404,56 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i)\n  #pragma unroll\n"
       f"  for (int j = 0; j < {nt}; ++j)\n  #pragma unroll\n"
       "  for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;")
-    w(f"  #pragma unroll\n  for (int s = 0; s < {cfg.stages - 1}; ++s) {{")
-    w("    if (s < KT) load_stage(s, s);")
-    w("    lg_cp_async_commit();\n  }")
-    w(f"  int rs = 0, ws = {cfg.stages - 1};")
-    w("  for (int kt = 0; kt < KT; ++kt) {")
-    w(f"    lg_cp_async_wait<{cfg.stages - 2}>();")
-    w("    __syncthreads();")
-    w(f"    if (kt + {cfg.stages - 1} < KT) load_stage(ws, kt + {cfg.stages - 1});")
-    w("    lg_cp_async_commit();")
-    w(f"    const lg_u32 ra = sA + rs * {a_stage}, rb = sB + rs * {b_stage};")
-    w(f"    lg_u32 af[{kk}][{mt}][4], bf[{kk}][{nt}][2];")
-    for k in range(kk):
+    ld = "lg_ldmatrix_x4_trans" if cfg.b_major == "n" else "lg_ldmatrix_x4"
+
+    # swizzle(lane base + constant) = (swizzle(lane base) ^ lo) + hi, proved per constant
+    a_bases = _lane_bases(p.a_read, 3, cfg.warps_m)
+    b_bases = _lane_bases(p.b_read, 3, cfg.warps_n)
+    w("  const int a_sw = lg_swz_a(a_ld), b_sw = lg_swz_b(b_ld);")
+
+    def addr(sw, bases, c, sbase, fn, ld_name):
+        t = _swz_step(sw, bases, c, sbase)
+        return t if t is not None else f"{fn}({ld_name} + {c})"
+
+    def frags(buf: str, base_a: str, base_b: str, k: int, ind: str) -> None:
         for i in range(mt):
             off = p.a_read((0, 0, (k, i, 0)))
-            w(f"    lg_ldmatrix_x4(af[{k}][{i}][0], af[{k}][{i}][1], af[{k}][{i}][2], "
-              f"af[{k}][{i}][3], ra + 2u * lg_swz_a(a_ld + {off}));")
-        ld = "lg_ldmatrix_x4_trans" if cfg.b_major == "n" else "lg_ldmatrix_x4"
+            a = addr(p.sw_a, a_bases, off, "a_sw", "lg_swz_a", "a_ld")
+            w(f"{ind}lg_ldmatrix_x4(af[{buf}][{i}][0], af[{buf}][{i}][1], af[{buf}][{i}][2], "
+              f"af[{buf}][{i}][3], {base_a} + 2u * {a});")
         for j in range(nt // 2):
             off = p.b_read((0, 0, (k, j, 0)))
-            w(f"    {ld}(bf[{k}][{2 * j}][0], bf[{k}][{2 * j}][1], bf[{k}][{2 * j + 1}][0], "
-              f"bf[{k}][{2 * j + 1}][1], rb + 2u * lg_swz_b(b_ld + {off}));")
+            b = addr(p.sw_b, b_bases, off, "b_sw", "lg_swz_b", "b_ld")
+            w(f"{ind}{ld}(bf[{buf}][{2 * j}][0], bf[{buf}][{2 * j}][1], bf[{buf}][{2 * j + 1}][0], "
+              f"bf[{buf}][{2 * j + 1}][1], {base_b} + 2u * {b});")
+
+    # ---- pipeline: stages-1 tiles in flight; fragments double-buffered across k steps and
+    # across the tile boundary (the barrier sits before the last k step's mma, CUTLASS-style)
+    S = cfg.stages
+    w(f"  #pragma unroll\n  for (int s = 0; s < {S - 1}; ++s) {{")
+    w("    if (s < KT) load_stage(s, s);")
+    w("    lg_cp_async_commit();\n  }")
+    w(f"  lg_cp_async_wait<{S - 2}>();")
+    w("  __syncthreads();")
+    w(f"  int rs = 0, ws = {S - 1};")
+    w(f"  lg_u32 af[2][{mt}][4], bf[2][{nt}][2];")
+    frags("0", "sA", "sB", 0, "  ")
+    w("  for (int kt = 0; kt < KT; ++kt) {")
+    for k in range(kk):
+        cur, nxt = k % 2, (k + 1) % 2
+        if k == kk - 1:
+            w(f"    lg_cp_async_wait<{S - 2}>();")
+            w("    __syncthreads();")
+            w(f"    rs = rs + 1 == {S} ? 0 : rs + 1;")
+        w(f"    {{ const lg_u32 ra = sA + rs * {a_stage}, rb = sB + rs * {b_stage};")
+        frags(str(nxt), "ra", "rb", (k + 1) % kk, "      ")
+        w("    }")
+        if k == 0:
+            w(f"    if (kt + {S - 1} < KT) load_stage(ws, kt + {S - 1});")
+            w("    lg_cp_async_commit();")
+            w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
         w(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
-          f"    for (int j = 0; j < {nt}; ++j) {mma}(acc[i][j], af[{k}][i], bf[{k}][j]);")
-    w(f"    rs = rs + 1 == {cfg.stages} ? 0 : rs + 1;")
-    w(f"    ws = ws + 1 == {cfg.stages} ? 0 : ws + 1;")
+          f"    for (int j = 0; j < {nt}; ++j) {mma}(acc[i][j], af[{cur}][i], bf[{cur}][j]);")
     w("  }")
     w("  lg_cp_async_wait<0>();")
     # ---- epilogue: accumulator (row, col) from the mma C layout
@@ -456,6 +480,56 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w(f"        if (col + 1 < N) dst[1] = {cvt}(acc[i][j][2 * h + 1]);")
     w("      }\n    }\n  }\n}")
     return "\n".join(L) + "\n"
+
+
+def _copy_steps(cpl: CopyPlan, sw: Optional[Swizzle]):
+    """Per copy iteration ``i``: ``(drow, dcol, dsmem)`` with ``row(t, i) = row(t, 0) + drow``
+    (layouts are additive) and, when proved for every thread, ``swizzle(off(t, i)) =
+    swizzle(off(t, 0)) + dsmem`` (else ``dsmem`` is None and the swizzle is evaluated)."""
+    T = cpl.off[0].size()
+    tids = np.arange(T)
+    from layoutalg.verify._access import eval_at
+    out = []
+    for i in range(cpl.iters):
+        dr, dc = cpl.row((0, i)), cpl.col((0, i))
+        d0 = cpl.off((0, 0, i))
+        base = np.array([cpl.off((int(t), 0, 0)) for t in tids])
+        here = np.array([cpl.off((int(t), 0, i)) for t in tids])
+        if sw is None:
+            ok = True
+        else:
+            ok = bool((eval_at(sw, here) == eval_at(sw, base) + d0).all())
+        out.append((dr, dc, d0 if ok else None))
+    return out
+
+
+def _lane_bases(read: Layout, n_iter_modes: int, warp_extent: int) -> np.ndarray:
+    """Pre-swizzle offsets ``read(lane, 0, (0, .., 0, w))`` for every lane and warp index
+    ``w`` (the last iteration mode; ``warp_extent`` 1 and any mode count for no warp mode)."""
+    out = []
+    for w in range(warp_extent):
+        it = (0,) * (n_iter_modes - 1) + (w,)
+        for lane in range(32):
+            out.append(read((lane, 0, it)))
+    return np.array(out, dtype=np.int64)
+
+
+def _swz_step(sw: Optional[Swizzle], bases: np.ndarray, c: int, sbase: str) -> str:
+    """C text for ``swizzle(base + c)`` given ``sbase`` = ``swizzle(base)`` already computed.
+
+    Splits ``c`` into the bits the swizzle touches (``lo``) and those above (``hi``) and
+    proves, for every lane/warp base, ``swizzle(base + c) == (swizzle(base) ^ lo) + hi``; if
+    that fails the full swizzle is printed instead."""
+    if sw is None:
+        return f"({sbase} + {c})"
+    from layoutalg.verify._access import eval_at
+    top = sw.base + sw.bits + max(sw.shift, 0)
+    lo, hi = c & ((1 << top) - 1), c >> top << top
+    want = eval_at(sw, bases + c)
+    got = (eval_at(sw, bases) ^ lo) + hi
+    if (want == got).all():
+        return f"(({sbase} ^ {lo}) + {hi})" if lo else f"({sbase} + {hi})"
+    return None
 
 
 def _split_rows(layout: Layout, rows: int) -> Tuple[Layout, Layout]:
