@@ -157,7 +157,11 @@ def _leaves(c: Any) -> List[Any]:
 def _subs(x: Any, vals: Dict[Any, int]) -> Any:
     if isinstance(x, tuple):
         return tuple(_subs(y, vals) for y in x)
-    v = sympy.sympify(x).subs(vals)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    v = sympy.sympify(x).xreplace(vals)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
     if not v.is_Integer:
         raise KernelError(f"attention gate: {x} does not reduce to an integer for this instance")
     return int(v)
@@ -239,7 +243,7 @@ class _Static:
         self.buf_dtype.update({s.name: s.dtype for s in k.shared})
         self.shared = {s.name: s.count for s in k.shared}
         self.outputs = {p.name for p in k.params if not p.const}
-        self.origins: Dict[int, Any] = {}
+        self.origins: Dict[str, Any] = {}
         self.bank_cache = bank_cache
         self.bank_worst = {"read": 1, "write": 1}
         self.bank_n = {"read": 0, "write": 0}
@@ -302,7 +306,7 @@ class _Static:
         what = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
         eb = _BYTES[self.buf_dtype[a.buf]]
         self.widths[a.tag] = a.width * eb * 8
-        key = id(a.origin)
+        key = str(a.origin)
         if key not in self.origins:
             self.origins[key] = _concrete(a.origin, self.vals)
         origin = self.origins[key]
