@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, List, Sequence, Tuple
 
-from .registry import KernelEntry
-
+# no import of .registry here: registry.py imports this module at its end (a cycle otherwise);
+# the entry implements KernelEntry's interface (duck-typed, like every REGISTRY value is used)
 __all__ = ["AttentionEntry", "AttnCase"]
 
 _TORCH = {"f16": "float16", "bf16": "bfloat16"}
@@ -79,7 +79,7 @@ class _Shaped:
         return self.bk.emulate(list(inputs) + scalars, grid, **kw)
 
 
-class AttentionEntry(KernelEntry):
+class AttentionEntry:
     name = "attention"
     help = ("flash-attention forward (prefill) and decode attention: fp16/bf16 in, fp32 "
             "softmax and accumulation, fp16/bf16 out, causal, GQA/MQA, any sequence lengths")
