@@ -343,6 +343,8 @@ class _Static:
                     lin = lin + c * mul
                     mul *= e
                 self.stored.setdefault(a.buf, [mul]).append(lin[sel])
+        if a.space == "global" and len(a.coords[0]) >= 3:
+            self.head_mapping(a, env, act, shape, what, where)
         if a.pred is not None and a.kind == "load":
             mism = act & (pred != all_in)
             if mism.any():
@@ -357,6 +359,35 @@ class _Static:
                                        f"of the {a.width}-element vector")
         if a.space == "lds":
             self.banks(a, off, act, eb, what, where)
+
+    def head_mapping(self, a: Access, env, act, shape, what: str, where: str) -> None:
+        """Every block and thread: K/V are read at the (batch, kv head) that GQA assigns to the
+        (batch, head) of the thread's Q, and O/LSE are written at the Q's (batch, head)."""
+        v = self.inst.values
+        H, HK, G = v["heads"], v["kv_heads"], v["group"]
+        lv = _leaves(a.coords[0])
+        head = np.broadcast_to(np.asarray(_eval(lv[-2], env), dtype=np.int64), shape)
+        bat = np.broadcast_to(np.asarray(_eval(lv[-1], env), dtype=np.int64), shape)
+        if a.buf == "Q":
+            self.qbh = np.where(act, bat * H + head, getattr(self, "qbh", np.full(shape, -1)))
+            return
+        qbh = getattr(self, "qbh", None)
+        if qbh is None:
+            self.f.add("lane_mfma_operands", f"{what}: accessed before Q is loaded")
+            return
+        if a.buf in ("K", "V"):
+            want_b, want_h = qbh // H, (qbh % H) // G
+            check = "lane_mfma_operands"
+        else:
+            want_b, want_h = qbh // H, qbh % H
+            check = "lane_accumulator_writeback"
+        bad = act & ((bat != want_b) | (head != want_h))
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            self.f.add(check, f"{what} at {self._at(bad, where)}: (batch, head) ({int(bat[i])}, "
+                              f"{int(head[i])}) but the thread's Q is (batch, head) "
+                              f"({int(qbh[i] // H)}, {int(qbh[i] % H)}): needs "
+                              f"({int(want_b[i])}, {int(want_h[i])})")
 
     def banks(self, a: Access, off: np.ndarray, act: np.ndarray, eb: int, what: str,
               where: str) -> None:
@@ -1297,7 +1328,9 @@ def block_independence(k: Any) -> Tuple[bool, str]:
             if e is not None and sympy.sympify(e).free_symbols & syms:
                 return False, f"{type(s).__name__} depends on the batch/head index: {e}"
     return True, ("batch/head symbols (bat, h, hk, block_bh) appear only in global access "
-                  "offsets and coordinates (checked symbolically on every statement)")
+                  "offsets and coordinates (checked symbolically on every statement), and the "
+                  "static pass checks for every block and thread that K/V are read at the GQA "
+                  "(batch, kv head) of the thread's Q and O/LSE written at its (batch, head)")
 
 
 def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
