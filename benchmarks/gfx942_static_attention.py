@@ -1,0 +1,185 @@
+"""Static gfx942 comparison for attention: Triton 3.x flash-attention forward beside ours, and
+decode attention bytes moved -> estimated time at 5.3 TB/s (peak) and 4.3 TB/s (BabelStream).
+
+Both code objects are produced offline on a CPU-only machine and read by the same code
+(``benchmarks.gfx942_static.analyse``).  Nothing here runs on a GPU: MI300X run time is NOT
+measured; decode times are estimates from bytes moved.
+
+    python3 benchmarks/gfx942_static_attention.py [--json out.json]
+
+Callable from benchmarks/gfx942_static.py as ``gfx942_static_attention.main([])``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+HEAD_DIMS = (128,)
+PEAK_TBS, MEASURED_TBS = 5.3, 4.3
+
+
+def _triton_fa():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fa_fwd(Q, K, V, O, sqz, sqh, sqm, skz, skh, skn, svz, svh, svn, soz, soh, som,
+               H, N_CTX, sm_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
+        start_m = tl.program_id(0)
+        off_hz = tl.program_id(1)
+        z, h = off_hz // H, off_hz % H
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(Q + z * sqz + h * sqh + offs_m[:, None] * sqm + offs_d[None, :])
+        m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        qk_scale = sm_scale * 1.44269504
+        hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
+        for start_n in range(0, hi, BLOCK_N):
+            k = tl.load(K + z * skz + h * skh + (start_n + offs_n)[None, :] * skn
+                        + offs_d[:, None])
+            qk = tl.dot(q, k)
+            if CAUSAL:
+                qk = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+            alpha = tl.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            v = tl.load(V + z * svz + h * svh + (start_n + offs_n)[:, None] * svn
+                        + offs_d[None, :])
+            acc = tl.dot(p.to(tl.float16), v, acc)
+            m_i = m_ij
+        acc = acc / l_i[:, None]
+        tl.store(O + z * soz + h * soh + offs_m[:, None] * som + offs_d[None, :],
+                 acc.to(tl.float16))
+
+    return fa_fwd
+
+
+def triton_compile(d: int, causal: bool) -> Dict[str, Any]:
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        import triton
+        from triton.backends.compiler import GPUTarget
+        fn = _triton_fa()
+        names = ["Q", "K", "V", "O", "sqz", "sqh", "sqm", "skz", "skh", "skn", "svz", "svh",
+                 "svn", "soz", "soh", "som", "H", "N_CTX", "sm_scale"]
+        sig = {n: "*fp16" for n in names[:4]}
+        sig.update({n: "i32" for n in names[4:18]})
+        sig["sm_scale"] = "fp32"
+        sig.update({"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "HEAD_DIM": "constexpr",
+                    "CAUSAL": "constexpr"})
+        attrs = {(i,): [["tt.divisibility", 16]] for i in range(18)}
+        t0 = time.perf_counter()
+        src = triton.compiler.ASTSource(fn=fn, signature=sig, attrs=attrs, constexprs={
+            (19,): 128, (20,): 64, (21,): d, (22,): causal})
+        k = triton.compile(src, target=GPUTarget("hip", "gfx942", 64),
+                           options={"num_warps": 4, "num_stages": 1})
+        secs = time.perf_counter() - t0
+    return {"binary": k.asm["hsaco"], "lds_dynamic": int(k.metadata.shared), "threads": 256,
+            "seconds": secs, "version": triton.__version__}
+
+
+def ours(d: int, causal: bool, dtype: str = "f16") -> Dict[str, Any]:
+    from kernels.attention import AttnConfig, build_attention
+    t0 = time.perf_counter()
+    bk = build_attention(AttnConfig(head_dim=d, dtype=dtype, causal=causal))
+    t1 = time.perf_counter()
+    co = bk.compile("gfx942", use_cache=False)
+    t2 = time.perf_counter()
+    rep = bk.report()
+    return {"binary": co.binary, "lds_dynamic": 0, "threads": bk.block, "seconds": t2 - t0,
+            "build_s": t1 - t0, "gate_s": bk.timings["gate_s"], "compile_s": t2 - t1,
+            "hot_loop_match": rep["hot_loop_instructions"]["match"],
+            "checks": f"{sum(rep['verification'].values())}/{len(rep['verification'])}"}
+
+
+DECODE_SET = [(30720, h, h, skv, d) for d in (128, 256) for h in (16, 32)
+              for skv in (1, 2, 4, 8, 16)]
+DECODE_GQA = [(30720, 32, 8, skv, 128) for skv in (1, 16)] + [(30720, 32, 1, 16, 128)]
+
+
+def decode_table() -> List[Dict[str, Any]]:
+    from kernels.decode import decode_bytes
+    rows = []
+    for b, h, hk, skv, d in DECODE_SET + DECODE_GQA:
+        by = decode_bytes(b, h, hk, skv, d)
+        t = by["total"]
+        rows.append({"batch": b, "heads": h, "kv_heads": hk, "seqlen_kv": skv, "head_dim": d,
+                     "bytes": t, "us_at_5.3TBs": t / (PEAK_TBS * 1e12) * 1e6,
+                     "us_at_4.3TBs": t / (MEASURED_TBS * 1e12) * 1e6})
+    return rows
+
+
+def decode_static() -> Dict[str, Any]:
+    from gfx942_static import analyse
+    from kernels.decode import DecodeConfig, build_decode
+    out = {}
+    for d in (128, 256):
+        bk = build_decode(DecodeConfig(head_dim=d, dtype="bf16", out_dtype="f16"))
+        co = bk.compile("gfx942")
+        a = analyse(co.binary, bk.block, 0)
+        a["checks"] = f"{sum(bk.verification.as_bools().values())}/14"
+        out[f"d{d}"] = a
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from gfx942_static import analyse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-triton", action="store_true")
+    a = ap.parse_args(argv)
+    res: Dict[str, Any] = {"prefill": {}, "decode_static": decode_static(),
+                           "decode_estimates": decode_table()}
+    cols = ["vgpr", "agpr", "lds_bytes", "waves_per_simd", "spills", "hot_loop_mfma",
+            "mfma_share", "ds_read", "ds_write", "global_load"]
+    print("| kernel | " + " | ".join(cols) + " | compile s |")
+    print("|---" * (len(cols) + 2) + "|")
+    for d in HEAD_DIMS:
+        for causal in (False, True):
+            tag = f"d{d}{' causal' if causal else ''}"
+            runs = {"layoutalg": ours(d, causal)}
+            if not a.no_triton:
+                try:
+                    runs["triton"] = triton_compile(d, causal)
+                except Exception as e:  # noqa: BLE001 - reported, not hidden
+                    print(f"triton {tag}: {type(e).__name__}: {e}")
+            for who, r in runs.items():
+                an = analyse(r["binary"], r["threads"], r["lds_dynamic"])
+                an.update({k: v for k, v in r.items() if k not in ("binary",)})
+                res["prefill"][f"{who} {tag}"] = an
+                vals = [f"{an[c]:.2f}" if c == "mfma_share" else str(an[c]) for c in cols]
+                print(f"| {who} {tag} | " + " | ".join(vals) + f" | {r['seconds']:.2f} |")
+    print()
+    for k, an in res["decode_static"].items():
+        print(f"decode {k}: VGPR {an['vgpr']} waves/SIMD {an['waves_per_simd']} global "
+              f"{an['global_load']} spills {an['spills']} checks {an['checks']}")
+    print("\n| B | H | HK | Skv | D | MB moved | us @5.3 TB/s | us @4.3 TB/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in res["decode_estimates"]:
+        print(f"| {r['batch']} | {r['heads']} | {r['kv_heads']} | {r['seqlen_kv']} | "
+              f"{r['head_dim']} | {r['bytes'] / 1e6:.1f} | {r['us_at_5.3TBs']:.1f} | "
+              f"{r['us_at_4.3TBs']:.1f} |")
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
