@@ -40,7 +40,7 @@ from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 from .cuda import layout_c as lc
 from .cuda.prelude import PRELUDE
 from .cuda_gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
-                        _search_swizzle, _swz_fn, _swz_step)
+                        _search_swizzle, _swz_fn, _swz_split, _swz_step)
 from .errors import KernelError, LaunchError
 from .launch import TensorSpec
 
@@ -272,6 +272,14 @@ def emit_flash(cfg: FlashConfig) -> str:
     def addr(sw, bases, c, sbase, fn, ld_name):
         t = _swz_step(sw, bases, c, sbase)
         return t if t is not None else f"{fn}({ld_name} + {c})"
+
+    def split(sw, bases, c, sbase, fn, ld_name, base):
+        """(address expression without the immediate, immediate bytes) for constant c."""
+        sp = _swz_split(sw, bases, c)
+        if sp is None:
+            return f"{base} + 2u * {fn}({ld_name} + {c})", 0
+        lo, hi = sp
+        return (f"{base} + 2u * ({sbase} ^ {lo})" if lo else f"{base} + 2u * {sbase}"), 2 * hi
     # accumulator rows/cols from the mma C layout (row g + 8*(e>>1), col 2t + (e&1))
     spec = mma_m16n8k16(cfg.dtype)
     from .cuda_gemm import _split_rows
@@ -308,12 +316,14 @@ def emit_flash(cfg: FlashConfig) -> str:
         if not cfg.q_in_regs:
             o(f"      lg_u32 qf[{mt}][4];")
             for i in range(mt):
-                a = addr(p.sw_q, q_bases, p.q_read((0, 0, (kk, i, 0))), "q_sw", "lg_swz_q", "q_ld")
-                o(f"      lg_ldmatrix_x4(qf[{i}][0], qf[{i}][1], qf[{i}][2], qf[{i}][3], sQ + 2u * {a});")
+                a, imm = split(p.sw_q, q_bases, p.q_read((0, 0, (kk, i, 0))), "q_sw", "lg_swz_q",
+                               "q_ld", "sQ")
+                o(f"      lg_ldsm_x4<{imm}>(qf[{i}][0], qf[{i}][1], qf[{i}][2], qf[{i}][3], {a});")
         for n in range(nt // 2):
-            a = addr(p.sw_k, k_bases, p.k_read((0, 0, (kk, n))), "k_sw", "lg_swz_k", "k_ld")
+            a, imm = split(p.sw_k, k_bases, p.k_read((0, 0, (kk, n))), "k_sw", "lg_swz_k", "k_ld",
+                           "kbuf")
             o("      { lg_u32 kb[4];")
-            o(f"        lg_ldmatrix_x4(kb[0], kb[1], kb[2], kb[3], kbuf + 2u * {a});")
+            o(f"        lg_ldsm_x4<{imm}>(kb[0], kb[1], kb[2], kb[3], {a});")
             for i in range(mt):
                 q = f"qa[{kk}]" if cfg.q_in_regs else f"qf[{i}]"
                 o(f"        {mma}(s[{i}][{2 * n}], {q}, kb); {mma}(s[{i}][{2 * n + 1}], {q}, kb + 2);")
@@ -363,9 +373,10 @@ def emit_flash(cfg: FlashConfig) -> str:
             o(f"      pa[{i}][2] = {pack}(s[{i}][{2 * kb + 1}][0], s[{i}][{2 * kb + 1}][1]);")
             o(f"      pa[{i}][3] = {pack}(s[{i}][{2 * kb + 1}][2], s[{i}][{2 * kb + 1}][3]);")
         for n in range(kd):
-            a = addr(p.sw_v, v_bases, p.v_read((0, 0, (kb, n))), "v_sw", "lg_swz_v", "v_ld")
+            a, imm = split(p.sw_v, v_bases, p.v_read((0, 0, (kb, n))), "v_sw", "lg_swz_v", "v_ld",
+                           "vbuf")
             o("      { lg_u32 vb[4];")
-            o(f"        lg_ldmatrix_x4_trans(vb[0], vb[1], vb[2], vb[3], vbuf + 2u * {a});")
+            o(f"        lg_ldsm_x4_trans<{imm}>(vb[0], vb[1], vb[2], vb[3], {a});")
             for i in range(mt):
                 o(f"        {mma}(acc[{i}][{2 * n}], pa[{i}], vb); {mma}(acc[{i}][{2 * n + 1}], pa[{i}], vb + 2);")
             o("      }")

@@ -372,26 +372,61 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     else:
         w("  const lg_u16* ag = A + (size_t)(m0 + ar) * lda + ac;")
         w("  const lg_u16* bg = B + (size_t)(n0 + br) * ldb + bc;")
+    # interior blocks (the whole tile and every k tile inside the matrices) copy without
+    # predicates; edge blocks zero-fill what lies outside
+    w(f"  const bool full = m0 + {cfg.bm} <= M && n0 + {cfg.bn} <= N && K % {cfg.bk} == 0;")
     w("  auto load_stage = [&](int stage, int kt) {")
     w(f"    const int k0 = kt * {cfg.bk};")
     w(f"    const lg_u32 da = sA + stage * {a_stage}, db = sB + stage * {b_stage};")
-    for i, (dr, dc, ds) in enumerate(_copy_steps(p.a_copy, p.sw_a)):
-        so = f"as + {2 * ds}" if ds is not None else \
-            f"2u * lg_swz_a({_c_layout(p.a_copy.off, (tid, 0, i), {tid: T}, 'a copy smem')})"
-        w(f"    {{ const bool ok = m0 + ar + {dr} < M && k0 + ac + {dc} < K;")
-        w(f"      {cp}(da + {so}, ok ? (const void*)(ag + (size_t){dr} * lda + {dc} + k0) : "
-          f"(const void*)A, ok ? {vbytes} : 0); }}")
-    for i, (dr, dc, ds) in enumerate(_copy_steps(p.b_copy, p.sw_b)):
-        so = f"bs + {2 * ds}" if ds is not None else \
-            f"2u * lg_swz_b({_c_layout(p.b_copy.off, (tid, 0, i), {tid: T}, 'b copy smem')})"
-        if cfg.b_major == "n":   # rows are k, cols are n
-            w(f"    {{ const bool ok = n0 + bc + {dc} < N && k0 + br + {dr} < K;")
-            w(f"      {cp}(db + {so}, ok ? (const void*)(bg + (size_t)(k0 + {dr}) * ldb + {dc}) : "
-              f"(const void*)B, ok ? {vbytes} : 0); }}")
-        else:                    # rows are n, cols are k
-            w(f"    {{ const bool ok = n0 + br + {dr} < N && k0 + bc + {dc} < K;")
-            w(f"      {cp}(db + {so}, ok ? (const void*)(bg + (size_t){dr} * ldb + {dc} + k0) : "
-              f"(const void*)B, ok ? {vbytes} : 0); }}")
+    w("    const lg_u16* ak = ag + k0;")
+    if cfg.b_major == "n":
+        w("    const lg_u16* bk = bg + (size_t)k0 * ldb;")
+    else:
+        w("    const lg_u16* bk = bg + k0;")
+    a_steps = _copy_steps(p.a_copy, p.sw_a)
+    b_steps = _copy_steps(p.b_copy, p.sw_b)
+
+    def smem(steps, i, sb, fn, cpl):
+        ds = steps[i][2]
+        return f"{sb} + {2 * ds}" if ds is not None else \
+            f"2u * {fn}({_c_layout(cpl.off, (tid, 0, i), {tid: T}, 'copy smem')})"
+
+    for full in (True, False):
+        w("    if (full) {" if full else "    } else {")
+        if full and all(st[2] is not None for st in a_steps + b_steps):
+            for nm, steps, base, ld_, sb in (("a", a_steps, "ak", "lda", "as"),
+                                             ("b", b_steps, "bk", "ldb", "bs")):
+                w(f"      {{ const lg_u16* q = {base};")
+                prev = (0, 0)
+                for (dr, dc, ds) in steps:
+                    ddr, ddc = dr - prev[0], dc - prev[1]
+                    if (ddr, ddc) != (0, 0):
+                        w(f"        q += (size_t){ddr} * {ld_} + {ddc};" if ddr else
+                          f"        q += {ddc};")
+                    prev = (dr, dc)
+                    w(f"        {cp}_i<{2 * ds}>(d{nm} + {sb}, q);")
+                w("      }")
+            continue
+        for i, (dr, dc, _) in enumerate(a_steps):
+            src = f"ak + (size_t){dr} * lda + {dc}"
+            dst = f"da + {smem(a_steps, i, 'as', 'lg_swz_a', p.a_copy)}"
+            if full:
+                w(f"      {cp}({dst}, {src}, {vbytes});")
+            else:
+                w(f"      {{ const bool ok = m0 + ar + {dr} < M && k0 + ac + {dc} < K;")
+                w(f"        {cp}({dst}, ok ? (const void*)({src}) : (const void*)A, ok ? {vbytes} : 0); }}")
+        for i, (dr, dc, _) in enumerate(b_steps):
+            src = f"bk + (size_t){dr} * ldb + {dc}"
+            dst = f"db + {smem(b_steps, i, 'bs', 'lg_swz_b', p.b_copy)}"
+            if full:
+                w(f"      {cp}({dst}, {src}, {vbytes});")
+                continue
+            if cfg.b_major == "n":   # rows are k, cols are n
+                w(f"      {{ const bool ok = n0 + bc + {dc} < N && k0 + br + {dr} < K;")
+            else:                    # rows are n, cols are k
+                w(f"      {{ const bool ok = n0 + br + {dr} < N && k0 + bc + {dc} < K;")
+            w(f"        {cp}({dst}, ok ? (const void*)({src}) : (const void*)B, ok ? {vbytes} : 0); }}")
+    w("    }")
     w("  };")
     # ---- ldmatrix lane offsets (pre-swizzle), from the read layouts
     a_lane = _c_layout(p.a_read, (lane, 0, (0, 0, wm)), {lane: 32, wm: cfg.warps_m},
@@ -410,22 +445,22 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     a_bases = _lane_bases(p.a_read, 3, cfg.warps_m)
     b_bases = _lane_bases(p.b_read, 3, cfg.warps_n)
     w("  const int a_sw = lg_swz_a(a_ld), b_sw = lg_swz_b(b_ld);")
+    decl_at = len(L)
 
-    def addr(sw, bases, c, sbase, fn, ld_name):
-        t = _swz_step(sw, bases, c, sbase)
-        return t if t is not None else f"{fn}({ld_name} + {c})"
+    xa = _XorRegs("a", p.sw_a, a_bases, "a_sw", "lg_swz_a", "a_ld")
+    xb = _XorRegs("b", p.sw_b, b_bases, "b_sw", "lg_swz_b", "b_ld")
+    ldi = "lg_ldsm_x4_trans" if cfg.b_major == "n" else "lg_ldsm_x4"
+    body: List[str] = []
 
     def frags(buf: str, base_a: str, base_b: str, k: int, ind: str) -> None:
         for i in range(mt):
-            off = p.a_read((0, 0, (k, i, 0)))
-            a = addr(p.sw_a, a_bases, off, "a_sw", "lg_swz_a", "a_ld")
-            w(f"{ind}lg_ldmatrix_x4(af[{buf}][{i}][0], af[{buf}][{i}][1], af[{buf}][{i}][2], "
-              f"af[{buf}][{i}][3], {base_a} + 2u * {a});")
+            reg, imm = xa(p.a_read((0, 0, (k, i, 0))))
+            w(f"{ind}lg_ldsm_x4<{imm}>(af[{buf}][{i}][0], af[{buf}][{i}][1], af[{buf}][{i}][2], "
+              f"af[{buf}][{i}][3], {base_a} + {reg});")
         for j in range(nt // 2):
-            off = p.b_read((0, 0, (k, j, 0)))
-            b = addr(p.sw_b, b_bases, off, "b_sw", "lg_swz_b", "b_ld")
-            w(f"{ind}{ld}(bf[{buf}][{2 * j}][0], bf[{buf}][{2 * j}][1], bf[{buf}][{2 * j + 1}][0], "
-              f"bf[{buf}][{2 * j + 1}][1], {base_b} + 2u * {b});")
+            reg, imm = xb(p.b_read((0, 0, (k, j, 0))))
+            w(f"{ind}{ldi}<{imm}>(bf[{buf}][{2 * j}][0], bf[{buf}][{2 * j}][1], "
+              f"bf[{buf}][{2 * j + 1}][0], bf[{buf}][{2 * j + 1}][1], {base_b} + {reg});")
 
     # ---- pipeline: stages-1 tiles in flight; fragments double-buffered across k steps and
     # across the tile boundary (the barrier sits before the last k step's mma, CUTLASS-style)
@@ -455,6 +490,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
         w(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
           f"    for (int j = 0; j < {nt}; ++j) {mma}(acc[i][j], af[{cur}][i], bf[{cur}][j]);")
     w("  }")
+    L[decl_at:decl_at] = xa.declarations() + xb.declarations()
     w("  lg_cp_async_wait<0>();")
     # ---- epilogue: accumulator (row, col) from the mma C layout
     spec = mma_m16n8k16(cfg.dtype)
@@ -530,6 +566,48 @@ def _swz_step(sw: Optional[Swizzle], bases: np.ndarray, c: int, sbase: str) -> s
     if (want == got).all():
         return f"(({sbase} ^ {lo}) + {hi})" if lo else f"({sbase} + {hi})"
     return None
+
+
+def _swz_split(sw: Optional[Swizzle], bases: np.ndarray, c: int) -> Optional[Tuple[int, int]]:
+    """``(lo, hi)`` with ``swizzle(base + c) == (swizzle(base) ^ lo) + hi`` proved for every
+    base in ``bases`` (all lanes and warps), or None."""
+    if sw is None:
+        return (0, c) if (bases & 0).all() else None
+    from layoutalg.verify._access import eval_at
+    top = sw.base + sw.bits + max(sw.shift, 0)
+    lo, hi = c & ((1 << top) - 1), c >> top << top
+    if ((eval_at(sw, bases + c)) == (eval_at(sw, bases) ^ lo) + hi).all():
+        return lo, hi
+    return None
+
+
+class _XorRegs:
+    """Loop-invariant registers ``2 * (swizzle(lane base) ^ lo)`` (bytes), one per distinct
+    ``lo``; an access is then ``stage base + register + 2*hi`` with ``2*hi`` an immediate."""
+
+    def __init__(self, prefix: str, sw, bases, sbase: str, fn: str, ld_name: str):
+        self.prefix, self.sw, self.bases = prefix, sw, bases
+        self.sbase, self.fn, self.ld = sbase, fn, ld_name
+        self.regs: Dict[int, str] = {}
+        self.fallback: Dict[int, str] = {}
+
+    def __call__(self, c: int) -> Tuple[str, int]:
+        """``(register expression, immediate byte offset)`` for constant ``c``."""
+        split = _swz_split(self.sw, self.bases, c)
+        if split is None:   # not provable: full swizzle, no immediate
+            name = f"{self.prefix}_f{c}"
+            self.fallback[c] = name
+            return name, 0
+        lo, hi = split
+        name = f"{self.prefix}_x{lo}"
+        self.regs[lo] = name
+        return name, 2 * hi
+
+    def declarations(self) -> List[str]:
+        out = [f"  const lg_u32 {n} = 2u * ({self.sbase} ^ {lo});" for lo, n in sorted(self.regs.items())]
+        out += [f"  const lg_u32 {n} = 2u * {self.fn}({self.ld} + {c});"
+                for c, n in sorted(self.fallback.items())]
+        return out
 
 
 def _split_rows(layout: Layout, rows: int) -> Tuple[Layout, Layout]:

@@ -63,6 +63,24 @@ LG_DEV void lg_ldmatrix_x1(lg_u32& r0, lg_u32 addr) {
 LG_DEV void lg_ldmatrix_x1_trans(lg_u32& r0, lg_u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(addr));
 }
+// immediate-offset forms: the constant part of a shared address folds into the instruction
+template <int OFF> LG_DEV void lg_ldsm_x4(lg_u32& r0, lg_u32& r1, lg_u32& r2, lg_u32& r3, lg_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(OFF));
+}
+template <int OFF> LG_DEV void lg_ldsm_x4_trans(lg_u32& r0, lg_u32& r1, lg_u32& r2, lg_u32& r3, lg_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(OFF));
+}
+template <int OFF> LG_DEV void lg_cp_async16_i(lg_u32 dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16;\n" :: "r"(dst), "l"(src), "n"(OFF));
+}
+template <int OFF> LG_DEV void lg_cp_async8_i(lg_u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0+%2], [%1], 8;\n" :: "r"(dst), "l"(src), "n"(OFF));
+}
+template <int OFF> LG_DEV void lg_cp_async4_i(lg_u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0+%2], [%1], 4;\n" :: "r"(dst), "l"(src), "n"(OFF));
+}
 LG_DEV void lg_mma_f16(float* d, const lg_u32* a, const lg_u32* b) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
