@@ -332,6 +332,438 @@ class _Static:
         return ", ".join(parts) or "every point"
 
 
+# ---------------------------------------------------------------------------- pass 1 by translation
+
+class _NeedFull(Exception):
+    """The block-translation lemma does not apply; run the exhaustive static pass instead."""
+
+
+def _slopes(expr: Any, grid: List[Any], cache: Dict[Any, Any]) -> Optional[Tuple[int, ...]]:
+    """Integer ``s_g`` with ``expr == base + sum(s_g * g)`` and ``base`` free of every grid
+    symbol ``g``, read off the expression's own top-level sum (the printed C evaluates an Add
+    term by term, so then ``C(expr)(b) == C(expr)(0) + sum(s_g * b_g)`` exactly); None when a
+    grid symbol appears anywhere else (inside a floor, a product with another symbol, ...)."""
+    import sympy
+    e = sympy.sympify(expr)
+    hit = cache.get(e)
+    if hit is not None or e in cache:
+        return hit
+    out: Optional[Tuple[int, ...]] = None
+    gs = set(grid)
+    if not (e.free_symbols & gs):
+        out = (0,) * len(grid)
+    else:
+        rest, sl = e, []
+        for g in grid:
+            indep, dep = rest.as_independent(g, as_Add=True)
+            if dep == 0:
+                sl.append(0)
+                continue
+            c, m = dep.as_coeff_Mul()
+            if m != g or not c.is_Integer:
+                sl = None
+                break
+            sl.append(int(c))
+            rest = indep
+        if sl is not None and not (sympy.sympify(rest).free_symbols & gs):
+            out = tuple(sl)
+    cache[e] = out
+    return out
+
+
+_REL = {"<": (1, 1), "<=": (1, 0), ">": (-1, 1), ">=": (-1, 0)}   # sign of lhs-rhs, +1
+
+
+def _affine_plan(k: Kernel) -> Tuple[Optional[Dict[int, Any]], str]:
+    """Per access: slopes of its offset, coordinates and predicate atoms in the grid symbols.
+
+    Returns ``(info, "")`` when the block-translation lemma's symbolic conditions hold, else
+    ``(None, why)``.  Conditions: block-free ``Let``s, loop bounds and ``If`` conditions; every
+    offset and coordinate affine in the block ids (integer slopes, read off the printed sum);
+    LDS offsets block-free; global origins plain (linear) layouts; vector offsets moving by
+    multiples of the vector; predicates conjunctions of ``<, <=, >, >=`` atoms, each affine in
+    at most one block id; every output's stores with one slope per coordinate, each grid axis
+    (of more than one block) moving exactly one output coordinate, forward.
+    """
+    import sympy
+    from .ir import walk
+    if len(k.grid_symbols) < 2 or any(int(g) != 1 for g in tuple(k.grid)[2:]):
+        return None, "grid is not two-dimensional"
+    grid = [sym(g) for g in k.grid_symbols[:2]]
+    G = [int(k.grid[0]), int(k.grid[1])]
+    gs = set(grid)
+    cache: Dict[Any, Any] = {}
+    info: Dict[int, Any] = {}
+    outputs = {p.name for p in k.params if not p.const}
+    out_slopes: Dict[str, Tuple[Any, ...]] = {}
+    for s in walk(k.body):
+        if isinstance(s, Let) and sympy.sympify(s.expr).free_symbols & gs:
+            return None, f"index {s.name} depends on the block index"
+        if isinstance(s, Loop) and (sympy.sympify(s.start).free_symbols |
+                                    sympy.sympify(s.stop).free_symbols) & gs:
+            return None, f"loop {s.var} bounds depend on the block index"
+        if isinstance(s, If) and sympy.sympify(s.cond).free_symbols & gs:
+            return None, "an if condition depends on the block index"
+        if not isinstance(s, Access):
+            continue
+        so = _slopes(s.offset, grid, cache)
+        if so is None:
+            return None, f"{s.tag}: offset is not affine in the block index"
+        if s.space == "lds" and any(so):
+            return None, f"{s.tag}: LDS offset depends on the block index"
+        if s.width > 1 and any(x % s.width for x in so):
+            return None, f"{s.tag}: offset moves by {so}, not multiples of the vector"
+        if s.space == "global" and isinstance(s.origin, ComposedLayout):
+            return None, f"{s.tag}: global origin is not a plain layout"
+        if len(s.coords) != s.width:
+            return None, f"{s.tag}: coordinates per element missing"
+        csl = []
+        for coords in s.coords:
+            row = []
+            for c in _leaves(coords):
+                sc = _slopes(c, grid, cache)
+                if sc is None:
+                    return None, f"{s.tag}: coordinate {c} is not affine in the block index"
+                if sum(1 for x in sc if x) > 1:
+                    return None, f"{s.tag}: coordinate {c} moves with two block indices"
+                row.append(sc)
+            csl.append(tuple(row))
+        atoms = []
+        if s.pred is not None:
+            pr = sympy.sympify(s.pred)
+            if pr is sympy.true:
+                parts: Tuple[Any, ...] = ()
+            elif pr is sympy.false:       # never on: the atom 1 < 0
+                parts = (sympy.StrictLessThan(sympy.Integer(1), sympy.Integer(0),
+                                              evaluate=False),)
+            elif isinstance(pr, sympy.And):
+                parts = pr.args
+            else:
+                parts = (pr,)
+            for a in parts:
+                if not isinstance(a, sympy.core.relational.Relational) or a.rel_op not in _REL:
+                    return None, f"{s.tag}: predicate atom {a} is not <, <=, > or >="
+                sl_l, sl_r = _slopes(a.lhs, grid, cache), _slopes(a.rhs, grid, cache)
+                if sl_l is None or sl_r is None:
+                    return None, f"{s.tag}: predicate atom {a} is not affine in the block index"
+                sgn, plus = _REL[a.rel_op]
+                sl = tuple(sgn * (x - y) for x, y in zip(sl_l, sl_r))
+                if sum(1 for x in sl if x) > 1:
+                    return None, f"{s.tag}: predicate atom {a} moves with two block indices"
+                atoms.append((a.lhs, a.rhs, sgn, plus, sl))
+        if s.space == "global" and s.kind == "store" and s.buf in outputs:
+            if not _is_compact(s.origin):
+                return None, f"{s.tag}: output layout {s.origin} is not a bijection onto its range"
+            for row in csl:
+                if out_slopes.setdefault(s.buf, row) != row:
+                    return None, f"{s.buf}: stores move with the block by different slopes"
+        info[id(s)] = (so, csl, atoms)
+    for buf, row in out_slopes.items():
+        for g in range(2):
+            if G[g] == 1:
+                continue
+            moving = [p for p, sc in enumerate(row) if sc[g]]
+            if len(moving) != 1 or row[moving[0]][g] < 0:
+                return None, f"{buf}: grid axis {g} does not move exactly one coordinate forward"
+    return info, ""
+
+
+class _Box:
+    """Per point (loop iteration, thread): the set of blocks as a box ``prod_g [lo_g, hi_g]``
+    of the grid, ``mask`` False meaning empty."""
+
+    def __init__(self, mask: Any, lo: List[Any], hi: List[Any]) -> None:
+        self.mask, self.lo, self.hi = mask, lo, hi
+
+    @classmethod
+    def full(cls, mask: Any, G: List[int]) -> "_Box":
+        return cls(np.asarray(mask, dtype=bool), [np.int64(0)] * len(G),
+                   [np.int64(g - 1) for g in G])
+
+    def cut(self, u: Any, s: Tuple[int, ...]) -> None:
+        """Intersect with ``{b : u + s . b <= 0}`` (at most one non-zero slope)."""
+        u = np.asarray(u, dtype=np.int64)
+        g = next((i for i, x in enumerate(s) if x), None)
+        if g is None:
+            self.mask = self.mask & (u <= 0)
+        elif s[g] > 0:
+            self.hi[g] = np.minimum(self.hi[g], np.floor_divide(-u, s[g]))
+        else:
+            self.lo[g] = np.maximum(self.lo[g], -np.floor_divide(-u, -s[g]))   # ceil(u / -s)
+
+    def nonempty(self) -> Any:
+        ne = self.mask
+        for lo, hi in zip(self.lo, self.hi):
+            ne = ne & (lo <= hi)
+        return ne
+
+    def inside(self, other: "_Box") -> Any:
+        """Per point: self (non-empty) is a subset of other."""
+        ok = other.mask
+        for a, b, c, d in zip(self.lo, self.hi, other.lo, other.hi):
+            ok = ok & (c <= a) & (b <= d)
+        return ok
+
+    def equal(self, other: "_Box") -> Any:
+        na, nb = self.nonempty(), other.nonempty()
+        same = np.asarray(True)
+        for a, b, c, d in zip(self.lo, self.hi, other.lo, other.hi):
+            same = same & (a == c) & (b == d)
+        return (na == nb) & (~na | same)
+
+    def meet(self, other: "_Box") -> "_Box":
+        return _Box(self.mask & other.mask,
+                    [np.maximum(a, b) for a, b in zip(self.lo, other.lo)],
+                    [np.minimum(a, b) for a, b in zip(self.hi, other.hi)])
+
+    def witness(self, other: Optional["_Box"], idx: Tuple[int, ...]) -> Tuple[int, ...]:
+        """A block in self (at point idx) outside ``other`` when one exists (else self's lo)."""
+        def at(x):
+            x = np.asarray(x)
+            return int(x[tuple(min(i, n - 1) for i, n in zip(idx, x.shape))]) if x.ndim else int(x)
+        b = [at(lo) for lo in self.lo]
+        if other is not None and bool(np.asarray(other.mask).reshape(-1)[0] if
+                                      np.ndim(other.mask) == 0 else at(other.mask)):
+            for g in range(len(b)):
+                if at(self.lo[g]) < at(other.lo[g]):
+                    b[g] = at(self.lo[g])
+                    break
+                if at(self.hi[g]) > at(other.hi[g]):
+                    b[g] = at(self.hi[g])
+                    break
+        return tuple(b)
+
+
+class _StaticAffine(_Static):
+    """The static pass at block (0, 0), extended to every block of the grid by the
+    block-translation lemma (see :func:`verify_kernel`'s domain text).
+
+    Every offset, coordinate and predicate atom is ``value at block 0 + slope . block`` with
+    integer slopes (:func:`_affine_plan`, symbolic).  Hence, per point (loop iteration, thread):
+    the printed offset minus the layout's value is block-free when the slopes agree (so one block
+    decides ``emitted_index_math`` for all); each atom holds on an exact interval of blocks per
+    grid axis, so a predicate and a coordinate range are boxes of blocks, computed exactly, and
+    ``in_bounds`` becomes box containment / equality; alignment is block-free (slopes are
+    multiples of the vector); coverage reduces to one block per class of blocks that agree on
+    every store predicate and on the clipping of their output tile (:meth:`coverage`).
+    """
+
+    def __init__(self, k: Kernel, arch: str, fails: _Fail, info: Dict[int, Any]) -> None:
+        super().__init__(k, arch, fails)
+        self.info = info
+        self.G = [int(k.grid[0]), int(k.grid[1])]
+        self.breaks: List[set] = [{0, self.G[0]}, {0, self.G[1]}]
+        self.stores: Dict[str, List[Any]] = {}
+        self.out_shape: Dict[str, Tuple[int, ...]] = {}
+        self.out_slopes: Dict[str, Any] = {}
+
+    def env0(self) -> Dict[Any, Any]:
+        k = self.k
+        T = k.block
+        env: Dict[Any, Any] = {sym("tid"): np.arange(T).reshape(1, 1, 1, T)}
+        self.axis_vals["tid"] = np.arange(T)
+        self.axis_vals["loop"] = np.zeros(1, dtype=np.int64)
+        for i, name in enumerate(k.grid_symbols[:2]):
+            env[sym(name)] = 0
+            self.axis_vals[("block_m", "block_n")[i]] = np.zeros(1, dtype=np.int64)
+        return env
+
+    def _note_breaks(self, box: _Box) -> None:
+        ne = np.asarray(box.nonempty())
+        if not ne.any():
+            return
+        for g in range(2):
+            for arr, add in ((box.lo[g], 0), (box.hi[g], 1)):
+                a = np.asarray(arr)
+                vals = np.unique(np.broadcast_to(a, np.broadcast_shapes(a.shape, ne.shape))[
+                    np.broadcast_to(ne, np.broadcast_shapes(a.shape, ne.shape))]) + add
+                self.breaks[g].update(int(v) for v in vals if 0 <= v <= self.G[g])
+
+    def _where_block(self, mask: Any, box: _Box, other: Optional[_Box]) -> str:
+        mask = np.asarray(mask)
+        idx = tuple(int(i) for i in np.argwhere(mask)[0])
+        b = box.witness(other, idx)
+        return f"{self._at(mask)}, block ({b[0]}, {b[1]})"
+
+    def access(self, a: Access, env, active) -> None:
+        f = self.f
+        so, csl, atoms = self.info[id(a)]
+        off = np.asarray(c_eval(a.offset, env), dtype=np.int64)
+        act = np.asarray(active, dtype=bool)
+        on = _Box.full(act, self.G)
+        for lhs, rhs, sgn, plus, sl in atoms:
+            l0 = np.asarray(c_eval(lhs, env), dtype=np.int64)
+            r0 = np.asarray(c_eval(rhs, env), dtype=np.int64)
+            on.cut(sgn * (l0 - r0) + plus, sl)
+        if atoms:
+            self._note_breaks(on)
+        where = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
+        eb = _BYTES[self.buf_dtype[a.buf]]
+        self.widths[a.tag] = a.width * eb * 8
+        on_ne = on.nonempty()
+        all_in = _Box.full(True, self.G)
+        is_out = a.space == "global" and a.buf in self.outputs and a.kind == "store"
+        if is_out:
+            self._note_breaks(on)
+            self.origins[a.buf] = a.origin
+            self.out_shape[a.buf] = tuple(int(x) for x in a.origin.flat()[0])
+            self.out_slopes[a.buf] = csl[0]
+        for j, coords in enumerate(a.coords):
+            want, _ = eval_origin(a.origin, coords, env)
+            got = off + j
+            shape = np.broadcast_shapes(np.shape(got), np.shape(want), np.shape(on_ne))
+            got_b, want_b = np.broadcast_to(got, shape), np.broadcast_to(want, shape)
+            self.points += int(np.prod(shape))
+            bad = got_b != want_b
+            if bad.any():
+                f.add("emitted_index_math",
+                      f"{where} element {j} at {self._at(bad)} (and every block): printed "
+                      f"offset {int(got_b[bad][0])} != layout {a.origin} -> "
+                      f"{int(want_b[bad][0])}")
+            # slopes: printed offset vs the layout at the coordinates (a plain layout is linear)
+            inner = a.origin.inner if isinstance(a.origin, ComposedLayout) else a.origin
+            fs, fd = inner.flat()
+            for g in range(2):
+                lay = sum(int(d) * row[g] for d, row in zip(fd, csl[j]))
+                if self.G[g] > 1 and lay != so[g]:
+                    f.add("emitted_index_math",
+                          f"{where} element {j}: the printed offset moves by {so[g]} per block "
+                          f"along grid axis {g}, the layout {a.origin} at its coordinates by "
+                          f"{lay}: they differ at block {'(1, 0)' if g == 0 else '(0, 1)'}")
+            inb = _Box.full(True, self.G)
+            leaves = _leaves(coords)
+            c0s = []
+            for c, size, sc in zip(leaves, fs, csl[j]):
+                c0 = np.asarray(c_eval(c, env), dtype=np.int64)
+                c0s.append(c0)
+                inb.cut(-c0, tuple(-x for x in sc))
+                inb.cut(c0 - int(size) + 1, sc)
+            bad = on_ne & ~on.inside(inb)
+            if np.any(bad):
+                f.add("in_bounds", f"{where} element {j} at "
+                                   f"{self._where_block(bad, on, inb)}: coordinates outside "
+                                   f"{a.origin}")
+            all_in = all_in.meet(inb)
+            if a.space == "lds":
+                n = self.shared[a.buf]
+                oob = on_ne & ((got < 0) | (got >= n))
+                if np.any(oob):
+                    oob = np.broadcast_to(oob, shape)
+                    f.add("in_bounds", f"{where} element {j} at {self._at(oob)}: offset "
+                                       f"{int(got_b[oob][0])} outside {a.buf}[{n}]")
+            elif is_out:
+                sel = on.meet(inb)
+                ne = np.broadcast_to(sel.nonempty(), shape)
+                lo_off = got_b + sum(np.minimum(so[g] * sel.lo[g], so[g] * sel.hi[g])
+                                     for g in range(2))
+                hi_off = got_b + sum(np.maximum(so[g] * sel.lo[g], so[g] * sel.hi[g])
+                                     for g in range(2))
+                n_out = int(a.origin.cosize())
+                if np.any(ne & ((lo_off < 0) | (hi_off >= n_out))):
+                    f.add("in_bounds", f"{where} element {j}: offset outside {a.buf}")
+                self.stores.setdefault(a.buf, []).append((c0s, on, shape))
+        if atoms and a.kind == "load":
+            pred_box = _Box.full(True, self.G)       # the predicate alone (no If mask)
+            for lhs, rhs, sgn, plus, sl in atoms:
+                l0 = np.asarray(c_eval(lhs, env), dtype=np.int64)
+                r0 = np.asarray(c_eval(rhs, env), dtype=np.int64)
+                pred_box.cut(sgn * (l0 - r0) + plus, sl)
+            mism = act & ~pred_box.equal(all_in)
+            if np.any(mism):
+                shape = np.broadcast_shapes(np.shape(mism), (1, 1, 1, self.k.block))
+                mism = np.broadcast_to(mism, shape)
+                f.add("in_bounds", f"{where} at {self._where_block(mism, pred_box, all_in)}: "
+                                   "the predicate and 'the whole vector is in range' hold on "
+                                   "different blocks (a predicated load must be on exactly for "
+                                   "in-range vectors, so zero-filled means out of range)")
+        if a.width > 1:
+            mis = on_ne & (off % a.width != 0)
+            if np.any(mis):
+                mis = np.broadcast_to(mis, np.broadcast_shapes(np.shape(mis), np.shape(off)))
+                f.add("vector_widths", f"{where} at {self._at(mis)}: offset "
+                                       f"{int(np.broadcast_to(off, mis.shape)[mis][0])} is not "
+                                       f"a multiple of the {a.width}-element vector")
+        if a.space == "lds":
+            self.banks(a, off, eb, where)
+
+    # ---- coverage ----------------------------------------------------------------------
+    def cells(self, buf: str) -> Tuple[List[int], List[Optional[int]]]:
+        """Cell extent per output coordinate (the slope of the axis that moves it, or the whole
+        extent) and the grid axis moving it (None: no axis)."""
+        shape, row = self.out_shape[buf], self.out_slopes[buf]
+        cell, axis = [], []
+        for p, sc in enumerate(row):
+            g = next((g for g in range(2) if sc[g] and self.G[g] > 1), None)
+            axis.append(g)
+            cell.append(sc[g] if g is not None else shape[p])
+        return cell, axis
+
+    def class_breaks(self) -> List[List[int]]:
+        br = [set(b) for b in self.breaks]
+        for buf in self.stores:
+            cell, axis = self.cells(buf)
+            for p, g in enumerate(axis):
+                if g is not None:
+                    q = self.out_shape[buf][p] // cell[p]
+                    br[g].update(x for x in (q, q + 1) if 0 <= x <= self.G[g])
+        return [sorted(b) for b in br]
+
+    def representatives(self) -> List[Tuple[int, int]]:
+        """One block per class: blocks between consecutive break points agree on every
+        predicate of every access at every point and on the clipping of their output tile."""
+        br = self.class_breaks()
+        reps = [[b for b in bs if b < self.G[g]] for g, bs in enumerate(br)]
+        return [(i, j) for j in reps[1] for i in reps[0]]
+
+    def coverage(self) -> None:
+        f = self.f
+        reps = self.representatives()
+        for buf, recs in self.stores.items():
+            shape = self.out_shape[buf]
+            cell, axis = self.cells(buf)
+            for p, g in enumerate(axis):
+                if g is not None and self.G[g] * cell[p] < shape[p]:
+                    f.add("coverage", f"{buf}: coordinate {p} from {self.G[g] * cell[p]} to "
+                                      f"{shape[p] - 1} lies in no block's tile")
+            for p, g in enumerate(axis):     # each block stores inside its own tile only
+                if g is None:
+                    continue
+                for c0s, on, shp in recs:
+                    outside = on.nonempty() & ((c0s[p] < 0) | (c0s[p] >= cell[p]))
+                    if np.any(outside):
+                        raise _NeedFull(f"{buf}: a block stores outside its {cell} tile")
+            size = int(np.prod(cell))
+            strides = [int(np.prod(cell[:p])) for p in range(len(cell))]
+            for b in reps:
+                lim = [min(cell[p], shape[p] - b[g] * cell[p]) if g is not None else shape[p]
+                       for p, g in enumerate(axis)]
+                idx_all = []
+                for c0s, on, shp in recs:
+                    sel = np.broadcast_to(on.mask, shp)
+                    for g in range(2):
+                        sel = sel & np.broadcast_to((on.lo[g] <= b[g]) & (b[g] <= on.hi[g]), shp)
+                    for p in range(len(cell)):
+                        sel = sel & np.broadcast_to((c0s[p] >= 0) & (c0s[p] < lim[p]), shp)
+                    idx = 0
+                    for p in range(len(cell)):
+                        idx = idx + np.broadcast_to(c0s[p], shp)[sel] * strides[p]
+                    idx_all.append(np.asarray(idx, dtype=np.int64).reshape(-1))
+                cnt = np.bincount(np.concatenate(idx_all) if idx_all else np.zeros(0, np.int64),
+                                  minlength=size)
+                want = np.zeros(cell, dtype=np.int64, order="F")
+                want[tuple(slice(0, max(x, 0)) for x in lim)] = 1
+                want = want.reshape(-1, order="F")
+                bad = cnt != want
+                if bad.any():
+                    o = int(np.argmax(bad))
+                    rel = [(o // strides[p]) % cell[p] for p in range(len(cell))]
+                    absc = [r + (b[g] * cell[p] if g is not None else 0)
+                            for p, (r, g) in enumerate(zip(rel, axis))]
+                    f.add("coverage", f"{buf} element {tuple(absc)} is stored {int(cnt[o])} "
+                                      f"times (expected {int(want[o])}) by block {b} (and every "
+                                      "block of its class)")
+
+
 # ---------------------------------------------------------------------------- pass 2 (dataflow)
 
 _UNSET = np.int64(-2)
@@ -378,6 +810,18 @@ class _Spec:
         return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
 
 
+def sympy_coeff_add(e: Any) -> Tuple[int, Any]:
+    """``(k, rest)`` with ``e == k + rest`` read off the expression's top-level sum."""
+    import sympy
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return int(e), sympy.Integer(0)
+    k, rest = e.as_coeff_Add()
+    if not k.is_Integer:
+        return 0, e
+    return int(k), rest
+
+
 class _Flow:
     def __init__(self, k: Kernel, fails: _Fail, block: Tuple[int, ...], k_span: int) -> None:
         self.k, self.f, self.block = k, fails, block
@@ -400,6 +844,8 @@ class _Flow:
         self.acc_zero = {n: np.zeros((T, self._frag(n).count), bool) for n in accs}
         self.kbits = {n: np.zeros((T, self._frag(n).count, nw), np.uint64) for n in accs}
         self.specs: Dict[int, _Spec] = {}
+        self.mplans: Dict[int, Any] = {}
+        self.deltas: Dict[int, Any] = {}
         self.k_extent: Dict[str, int] = {}
         self.mfma_issues = 0
         self.stores_checked = 0
@@ -462,6 +908,40 @@ class _Flow:
         pred = np.broadcast_to(np.asarray(True if a.pred is None else c_eval(a.pred, env)), (T,))
         fr = a.regs.frag.name
         th = np.arange(T)
+        if a.space == "lds":
+            # the whole vector at once: element j of thread t is (t, j); a race between two
+            # elements is reported as between their threads, exactly as element by element
+            w = a.width
+            addr = (off[:, None] + np.arange(w)[None, :]).reshape(-1)
+            thr = np.repeat(th, w)
+            idx = np.array(a.regs.idx)
+            if a.kind == "store":
+                self.lds_touch(a, addr, thr, write=True, env=env)
+                if addr.min() >= 0 and addr.max() < self.lds[a.buf].shape[0]:
+                    self.lds[a.buf][addr] = self.regs[fr][:, idx].reshape(-1)
+            else:
+                self.lds_touch(a, addr, thr, write=False, env=env)
+                if addr.min() < 0 or addr.max() >= self.lds[a.buf].shape[0]:
+                    return   # reported by the static pass (in_bounds)
+                vals = self.lds[a.buf][addr]
+                if (vals == _UNSET).any():
+                    t = int(np.argmax(vals == _UNSET))
+                    self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {int(thr[t])} "
+                                            f"reads {a.buf}[{int(addr[t])}] before anything was "
+                                            "written")
+                self.regs[fr][:, idx] = vals.reshape(T, w)
+            return
+        if a.space == "global" and a.kind == "load":
+            deltas = self._coord_deltas(a)
+            if deltas is not None:
+                c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
+                     for x in _leaves(a.coords[0])]
+                self.k_extent[a.buf] = int(a.origin.shape[1]) \
+                    if isinstance(a.origin.shape, tuple) else 0
+                cs = [c[p][:, None] + np.asarray(deltas[p])[None, :] for p in range(2)]
+                self.regs[fr][:, np.array(a.regs.idx)] = _enc(self.buf_id[a.buf], cs[0], cs[1],
+                                                              ~pred[:, None])
+                return
         for j, i in enumerate(a.regs.idx):
             addr = off + j
             if a.space == "global" and a.kind == "load":
@@ -483,6 +963,30 @@ class _Flow:
             elif a.space == "global" and a.kind == "store":
                 self.store_out(a, j, i, pred, env)
 
+    def _coord_deltas(self, a: Access) -> Optional[List[List[int]]]:
+        """Per coordinate position, element j's coordinate minus element 0's, when every
+        element's coordinate is element 0's printed sum with another integer constant term
+        (``C(c_j) == C(c_0) - k_0 + k_j`` exactly); None otherwise."""
+        key = id(a)
+        if key in self.deltas:
+            return self.deltas[key]
+        out: Optional[List[List[int]]] = None
+        leaves = [_leaves(c) for c in a.coords]
+        if leaves and all(len(x) == 2 for x in leaves):
+            out = [[], []]
+            for p in range(2):
+                k0, r0 = sympy_coeff_add(leaves[0][p])
+                for lv in leaves:
+                    kj, rj = sympy_coeff_add(lv[p])
+                    if rj != r0:
+                        out = None
+                        break
+                    out[p].append(kj - k0)
+                if out is None:
+                    break
+        self.deltas[key] = out
+        return out
+
     def lds_touch(self, a: Access, addr, th, write: bool, env) -> None:
         b, ep = a.buf, self.epoch
         n = self.lds[b].shape[0]
@@ -500,7 +1004,7 @@ class _Flow:
                 if bad.any():
                     t = int(np.argmax(bad))
                     other = int(who[b][addr[t]])
-                    self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} writes "
+                    self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {int(th[t])} writes "
                                             f"{b}[{int(addr[t])}], which "
                                             f"{'several threads' if other < 0 else f'thread {other}'}"
                                             f" {what} since the last barrier")
@@ -510,7 +1014,7 @@ class _Flow:
             raw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
             if raw.any():
                 t = int(np.argmax(raw))
-                self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} reads "
+                self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {int(th[t])} reads "
                                         f"{b}[{int(addr[t])}] written by thread "
                                         f"{int(self.w_th[b][addr[t]])} without a barrier between")
             fresh = self.r_ep[b][addr] != ep
@@ -556,7 +1060,84 @@ class _Flow:
                        f"{'...' if len(missing) > 8 else ''}, unexpected k {extra[:8]}")
 
     # ---- MFMA ----------------------------------------------------------------------------
+    def _mfma_plan(self, m: Mfma, sp: "_Spec") -> Any:
+        """Flat gather indices of one MFMA statement (register and accumulator tables)."""
+        key = id(m)
+        pl = self.mplans.get(key)
+        if pl is not None:
+            return pl
+        W = self.T // 64
+        base = (np.arange(W) * 64)[:, None, None]
+        na, nb = self._frag(m.a.frag.name).count, self._frag(m.b.frag.name).count
+        nacc = self._frag(m.acc.frag.name).count
+        a_idx, b_idx, acc_idx = np.array(m.a.idx), np.array(m.b.idx), np.array(m.acc.idx)
+        a_fi = (base + sp.a_lane[None]) * na + a_idx[sp.a_item][None]            # [W, M, K]
+        b_fi = (base + sp.b_lane[None]) * nb + b_idx[sp.b_item][None]            # [W, K, N]
+        th = (np.arange(W) * 64)[:, None, None] + np.arange(64)[None, :, None]  # [W, 64, 1]
+        acc_fi = th * nacc + acc_idx[None, None, :]                               # [W, 64, C]
+        wv = np.arange(W)[:, None, None]
+        rowsel = wv * sp.M + sp.c_i[None]                                         # [W, 64, C]
+        colsel = wv * sp.N + sp.c_j[None]
+        pl = (a_fi, b_fi, acc_fi, rowsel, colsel)
+        self.mplans[key] = pl
+        return pl
+
     def mfma(self, m: Mfma, env) -> None:
+        """Fast path: every condition of :meth:`mfma_checked` evaluated in few array operations;
+        on any failure the state is left untouched and :meth:`mfma_checked` (the reference
+        implementation) runs to report the counterexample."""
+        sp = self.specs.get(id(m.spec))
+        if sp is None:
+            sp = self.specs[id(m.spec)] = _Spec(m.spec)
+        fr = m.acc.frag.name
+        kb_arr = self.kbits[fr]
+        a_fi, b_fi, acc_fi, rowsel, colsel = self._mfma_plan(m, sp)
+        A = np.take(self.regs[m.a.frag.name], a_fi)
+        B = np.take(self.regs[m.b.frag.name], b_fi)
+        ok = not ((A < 0).any() or (B < 0).any())
+        if ok:
+            an = (A & ~_ZERO) >> _SH_C0                   # buf | row, per [W, M, K]
+            bn = (B & ~_ZERO) >> _SH_C0                   # buf | column, per [W, K, N]
+            ka, kb = A & _MASK, B & _MASK
+            kq = ka[:, 0, :]                              # [W, K]
+            ok = ((an == an[:, :, :1]).all() and (bn == bn[:, :1, :]).all()
+                  and ((an[:, :, 0] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("A", -1)).all()
+                  and ((bn[:, 0, :] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("B", -1)).all()
+                  and (ka == kq[:, None, :]).all() and (kb == kq[:, :, None]).all())
+        if ok:
+            row_m, col_n = an[:, :, 0] & _MASK0, bn[:, 0, :] & _MASK0
+            want_m, want_n = np.take(row_m, rowsel), np.take(col_n, colsel)
+            cur_m, cur_n = np.take(self.acc_m[fr], acc_fi), np.take(self.acc_n[fr], acc_fi)
+            fresh = cur_m < 0
+            ok = not (~fresh & ((cur_m != want_m) | (cur_n != want_n))).any()
+            if ok and fresh.any():
+                ok = bool(np.take(self.acc_zero[fr], acc_fi[fresh]).all())
+        if ok:
+            srt = np.sort(kq, axis=1)
+            word = kq // 64
+            ok = not (srt[:, 1:] == srt[:, :-1]).any() and (word == word[:, :1]).all() \
+                and not (word[:, 0] >= kb_arr.shape[2]).any()
+        if ok:
+            one = np.left_shift(np.uint64(1), (kq % 64).astype(np.uint64))       # [W, K]
+            zero = np.uint64(0)
+            rowbits = np.bitwise_or.reduce(np.where((A & _ZERO) == 0, one[:, None, :], zero),
+                                           axis=2)                               # [W, M]
+            colbits = np.bitwise_or.reduce(np.where((B & _ZERO) == 0, one[:, :, None], zero),
+                                           axis=1)                               # [W, N]
+            new = np.take(rowbits, rowsel) & np.take(colbits, colsel)            # [W, 64, C]
+            nw = kb_arr.shape[2]
+            kfi = acc_fi * nw + word[:, :1, None]
+            cur = np.take(kb_arr, kfi)
+            ok = not ((cur & new) != 0).any()
+        if not ok:
+            self.mfma_checked(m, env)
+            return
+        self.mfma_issues += self.T // 64
+        np.put(self.acc_m[fr], acc_fi, want_m)
+        np.put(self.acc_n[fr], acc_fi, want_n)
+        np.put(kb_arr, kfi, cur | new)
+
+    def mfma_checked(self, m: Mfma, env) -> None:
         sp = self.specs.get(id(m.spec))
         if sp is None:
             sp = self.specs[id(m.spec)] = _Spec(m.spec)
@@ -722,6 +1303,7 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
     grid = [sym(g) for g in k.grid_symbols]
     tainted = set(grid)
     shifts: Dict[Tuple[str, int], Tuple[int, ...]] = {}
+    cache: Dict[Any, Any] = {}
     for s in walk(k.body):
         if isinstance(s, Let) and sympy.sympify(s.expr).free_symbols & tainted:
             return False, f"index {s.name} depends on the block index"
@@ -731,13 +1313,15 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
         if isinstance(s, Access) and s.space == "global":
             for coords in s.coords:
                 for p, c in enumerate(_leaves(coords)):
-                    c = sympy.expand(sympy.sympify(c))
-                    sh = []
-                    for g in grid:
-                        d = sympy.diff(c, g)
-                        if not d.is_Integer:
-                            return False, f"{s.tag}: coordinate {c} is not affine in {g}"
-                        sh.append(int(d))
+                    sh = _slopes(c, grid, cache)
+                    if sh is None:
+                        c = sympy.expand(sympy.sympify(c))
+                        sh = []
+                        for g in grid:
+                            d = sympy.diff(c, g)
+                            if not d.is_Integer:
+                                return False, f"{s.tag}: coordinate {c} is not affine in {g}"
+                            sh.append(int(d))
                     if shifts.setdefault((s.buf, p), tuple(sh)) != tuple(sh):
                         return False, f"{s.tag}: {s.buf} coordinate {p} shifts differently"
     for key in (("A", 1), ("B", 1)):   # the reduction index must not move with the block
@@ -769,12 +1353,28 @@ def _blocks_to_simulate(grid: Tuple[int, ...], limit: int = 4) -> List[Tuple[int
 # ---------------------------------------------------------------------------- entry point
 
 def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = None,
-                  blocks: Optional[List[Tuple[int, int]]] = None) -> GateReport:
-    """Run every check on ``k``; returns the report (use ``raise_if_failed``)."""
+                  blocks: Optional[List[Tuple[int, int]]] = None,
+                  translation: bool = True) -> GateReport:
+    """Run every check on ``k``; returns the report (use ``raise_if_failed``).
+
+    ``translation=True`` (default) runs the static pass at one block and extends it to every
+    block by the block-translation lemma when its symbolic conditions hold (falling back to the
+    exhaustive enumeration of every block otherwise); ``False`` always enumerates every block.
+    """
     t0 = time.perf_counter()
     fails = _Fail()
-    st = _Static(k, arch, fails)
-    st.run()
+    info, affine_why = _affine_plan(k) if translation else (None, "not requested")
+    st: Any = None
+    if info is not None:
+        st = _StaticAffine(k, arch, fails, info)
+        try:
+            st.run()
+            st.coverage()
+        except _NeedFull as e:
+            info, affine_why, st, fails = None, str(e), None, _Fail()
+    if st is None:
+        st = _Static(k, arch, fails)
+        st.run()
     for buf, sels in st.counts.items():
         origin = st.origins[buf]
         cnt = np.bincount(np.concatenate(sels), minlength=int(origin.cosize()))
@@ -797,6 +1397,12 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     lemma, why = _translation_lemma(k)
     if blocks is not None:
         blist, how = blocks, "blocks chosen by the caller"
+    elif lemma and info is not None:
+        blist = st.representatives()
+        how = (f"one block per class of blocks that agree on every predicate; every other block "
+               f"is a translation of its representative ({why}: affine coordinates with uniform "
+               f"shifts, block-free LDS and register indexing, checked symbolically) with "
+               f"identical predicates (predicate intervals computed exactly in the static pass)")
     elif lemma:
         blist = _representatives(st.block_sig)
         how = (f"one block per predicate pattern; every other block is a translation of its "
@@ -819,6 +1425,18 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     loops = ", ".join(f"{s.var} in [{s.start}, {s.stop})" for s in _loops(k.body)) or "no loop"
     static_dom = f"all {grid} x all loop iterations ({loops}) x all {T} threads, every element " \
                  f"of every access ({st.points} points)"
+    if info is not None:
+        static_dom = (
+            f"all {grid} x all loop iterations ({loops}) x all {T} threads, every element of "
+            f"every access, by the block-translation lemma: every offset, coordinate and "
+            f"predicate atom was shown symbolically to be (its value at block (0, 0)) + "
+            f"(integer slope) x (block id), so block (0, 0) is evaluated at every point "
+            f"({st.points} points) and the result carried to every block exactly: index math by "
+            f"equal slopes of printed offset and layout, bounds and predicates as exact "
+            f"intervals of blocks per point, alignment by slopes that are multiples of the "
+            f"vector")
+    elif translation:
+        static_dom += f" (block-translation lemma not applicable: {affine_why})"
     flow_dom = f"blocks {blist} of {grid} ({how}), all loop iterations, all {T} threads " \
                f"({issues} wave-level MFMA issues, {stores} accumulator stores)"
     doms = {
@@ -831,7 +1449,15 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
         "bank_conflicts_lds_write": f"{st.bank_n['write']} (access, wave-set, iteration) issues "
                                     f"under the {arch} phase model; worst "
                                     f"{st.bank_worst['write']}-way",
-        "coverage": f"every element of {', '.join(sorted(st.counts)) or 'no output'} over {grid}",
+        "coverage": (f"every element of {', '.join(sorted(st.counts)) or 'no output'} over {grid}"
+                     if info is None else
+                     f"every element of {', '.join(sorted(st.stores)) or 'no output'} over {grid}: "
+                     f"each block stores only inside its own output tile (the slopes move "
+                     f"one coordinate per grid axis by the tile extent; checked at every point), "
+                     f"the tiles cover the output, and within a tile every element is stored "
+                     f"exactly once, checked at one block per class of blocks that agree on "
+                     f"every store predicate and on the clipping of the tile: "
+                     f"{len(st.representatives())} block(s) {st.representatives()}"),
         "lds_capacity": f"{lds_total} bytes of LDS vs {cap} on {arch}",
         "lane_mfma_operands": flow_dom,
         "lane_accumulator_writeback": flow_dom,

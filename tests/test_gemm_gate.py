@@ -160,3 +160,103 @@ def test_translation_lemma_refuses_block_dependent_k(plan):
     # and the full gate then simulates every block and catches the wrong k
     fails, _ = _failed(k)
     assert fails   # printed offset no longer matches the coordinates, among others
+
+
+# ---- the block-translation lemma (static pass at one block, carried to every block) ----------
+
+CFG3 = GemmConfig(150, 140, 72, block_m=64, block_n=64)   # 3x3 grid, partial last row/column
+
+
+@pytest.fixture(scope="module")
+def plan3():
+    p = plan_gemm(CFG3)
+    choose_lds_layouts(p)
+    return p
+
+
+def _both(k):
+    """(failed checks by the lemma, failed checks by enumerating every block, reports)."""
+    r1 = verify_kernel(copy.deepcopy(k))
+    r0 = verify_kernel(copy.deepcopy(k), translation=False)
+    f1 = {n for n, c in r1.checks.items() if not c.holds}
+    f0 = {n for n, c in r0.checks.items() if not c.holds}
+    return f1, f0, r1, r0
+
+
+def test_lemma_applies_and_agrees_with_enumeration(plan3):
+    f1, f0, r1, r0 = _both(GemmBuilder(copy.deepcopy(plan3)).build())
+    assert f1 == f0 == set()
+    assert "block-translation lemma" in r1.checks["in_bounds"].domain
+    assert "block-translation lemma" not in r0.checks["in_bounds"].domain
+    # one block per class: first, interior and the partial last block along each axis
+    assert r1.details["simulated_blocks"] == r0.details["simulated_blocks"] or \
+        set(r0.details["simulated_blocks"]) <= set(r1.details["simulated_blocks"])
+    assert "exactly once" in r1.checks["coverage"].domain
+
+
+def _mut_offset_moves_with_block(k):
+    a = _accesses(k, "B.copy.load")[0]
+    a.offset = a.offset + sym("block_n")        # right at block 0, wrong at every other
+
+
+def _mut_store_without_predicate(k):
+    for a in _accesses(k, "C.store"):
+        a.pred = None                           # the partial last tiles store past M, N
+
+
+def _mut_store_drops_last_column(k):
+    for a in _accesses(k, "C.store"):
+        a.pred = sympy.And(*[sympy.StrictLessThan(t.lhs, t.rhs - 1) if "block_n" in str(t)
+                             else t for t in sympy.And.make_args(a.pred)])
+
+
+def _mut_load_predicate_too_strict(k):
+    for a in _accesses(k, "A.copy.load"):
+        a.pred = sympy.And(*[sympy.StrictLessThan(t.lhs, t.rhs - 8) if "block_m" in str(t)
+                             else t for t in sympy.And.make_args(a.pred)])
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (_mut_offset_moves_with_block, {"emitted_index_math"}),
+    (_mut_store_without_predicate, {"in_bounds"}),
+    (_mut_store_drops_last_column, {"coverage"}),
+    (_mut_load_predicate_too_strict, {"in_bounds"}),
+])
+def test_lemma_catches_errors_only_other_blocks_show(plan3, mutate, expect):
+    k = GemmBuilder(copy.deepcopy(plan3)).build()
+    mutate(k)
+    f1, f0, r1, r0 = _both(k)
+    assert expect <= f1 and expect <= f0, (f1, f0)
+    assert f1 & {"emitted_index_math", "in_bounds", "vector_widths", "coverage"} == \
+        f0 & {"emitted_index_math", "in_bounds", "vector_widths", "coverage"}
+    for name in expect:
+        cex = str(r1.checks[name].counterexample)
+        assert "block" in cex, cex
+
+
+def test_lemma_not_applicable_falls_back_to_every_block(plan3):
+    """A block-dependent index binding turns the lemma off: every block is enumerated."""
+    from kernels.ir import Let
+    k = GemmBuilder(copy.deepcopy(plan3)).build()
+    i = next(n for n, s in enumerate(k.body) if isinstance(s, Let))
+    k.body[i] = Let(k.body[i].name, k.body[i].expr + 0 * sym("block_m") + sym("block_m") -
+                    sym("block_m"))                 # sympy folds this: still block-free
+    r = verify_kernel(k)
+    assert "block-translation lemma:" in r.checks["in_bounds"].domain
+    k2 = GemmBuilder(copy.deepcopy(plan3)).build()
+    k2.body.insert(i + 1, Let("dummy", sympy.floor(sym("block_m") / 2)))
+    r2 = verify_kernel(k2)
+    assert r2.holds
+    assert "lemma not applicable" in r2.checks["in_bounds"].domain
+    assert "depends on the block index" in r2.checks["in_bounds"].domain
+
+
+def test_4096_cubed_is_proved_by_the_lemma():
+    """The benchmark size: the static pass evaluates one block and carries it to all 32x32."""
+    p = plan_gemm(GemmConfig(4096, 4096, 4096))
+    choose_lds_layouts(p)
+    r = verify_kernel(GemmBuilder(p).build())
+    assert r.holds
+    assert "all 32x32 blocks" in r.checks["in_bounds"].domain
+    assert "block-translation lemma" in r.checks["in_bounds"].domain
+    assert r.details["simulated_blocks"] == [(0, 0)]
