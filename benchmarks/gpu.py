@@ -105,12 +105,11 @@ def run_gemm(results, reps, sizes, sweep=False):
     if sweep:
         variants = [
             CudaGemmConfig(),
-            CudaGemmConfig(bk=64, stages=3),
-            CudaGemmConfig(bm=256, bn=128, warps_m=4, warps_n=2),
-            CudaGemmConfig(group_m=4),
-            CudaGemmConfig(group_m=16),
-            CudaGemmConfig(b_major="k"),
+            CudaGemmConfig(mma_order="serp"),
+            CudaGemmConfig(mma_order="nm"),
             CudaGemmConfig(stages=5),
+            CudaGemmConfig(bk=64, stages=3, mma_order="serp"),
+            CudaGemmConfig(bm=256, bn=128, warps_m=4, warps_n=2, mma_order="serp"),
         ]
     for dtype in (torch.float16, torch.bfloat16):
         dn = "f16" if dtype == torch.float16 else "bf16"
@@ -161,8 +160,8 @@ def run_prefill(results, reps, seqs, sweep=False, B=8, H=32, D=128):
     base = FLASH_DEFAULTS[D]
     variants = [dict(base)]
     if sweep:
-        variants = [dict(bm=128, bn=64, warps=4), dict(bm=128, bn=32, warps=4),
-                    dict(bm=64, bn=64, warps=4)]
+        variants = [dict(bm=128, bn=64, warps=4), dict(bm=128, bn=64, warps=4, fast_copy=True),
+                    dict(bm=128, bn=32, warps=4, fast_copy=True)]
     for S in seqs:
         q = torch.randn(B, H, S, D, dtype=dtype, device="cuda")
         k = torch.randn(B, H, S, D, dtype=dtype, device="cuda")

@@ -69,6 +69,7 @@ class FlashConfig:
     warps: int = 4
     causal: bool = False
     q_in_regs: bool = False   # keep Q fragments in registers (mt == 1 only, costs 2*D/4 regs)
+    fast_copy: bool = True    # predicate-free K/V copies for blocks inside the sequence
     min_blocks: int = 1
     arch: str = "sm_90"
 
@@ -91,7 +92,8 @@ class FlashConfig:
     @property
     def name(self) -> str:
         return (f"lg_flash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_w{self.warps}"
-                f"{'_causal' if self.causal else ''}{'_qreg' if self.q_in_regs else ''}")
+                f"{'_causal' if self.causal else ''}{'_qreg' if self.q_in_regs else ''}"
+                f"{'_fc' if self.fast_copy else ''}")
 
 
 @dataclass
@@ -247,7 +249,19 @@ def emit_flash(cfg: FlashConfig) -> str:
                                       ("v", p.sw_v, "lg_swz_v", "Vb", "v_ss", "vvs")):
         o(f"  auto load_{nm} = [&](int buf, int n0) {{")
         o(f"    const lg_u32 dst = s{nm.upper()} + buf * {kv_bytes};")
-        for i, (dr, dc, ds) in enumerate(_copy_steps(p.kv_copy, sw)):
+        steps = _copy_steps(p.kv_copy, sw)
+        if cfg.fast_copy and all(st[2] is not None for st in steps):
+            # whole block inside the sequence: no predicates, one running pointer
+            o(f"    if (n0 + {bn} <= Skv) {{")
+            o(f"      const lg_u16* q = {base} + (long long)(n0 + kvr) * {ss} + kvc;")
+            prev = (0, 0)
+            for (dr, dc, ds) in steps:
+                if (dr, dc) != prev:
+                    o(f"      q += {dr - prev[0]} * {ss} + {dc - prev[1]};")
+                prev = (dr, dc)
+                o(f"      lg_cp_async16_i<{2 * ds}>(dst + {sb}, q);")
+            o("      return;\n    }")
+        for i, (dr, dc, ds) in enumerate(steps):
             so = f"{sb} + {2 * ds}" if ds is not None else \
                 f"2u * {swz}({_c_layout(p.kv_copy.off, (tid, 0, i), {tid: T}, 'KV copy smem')})"
             o(f"    {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")

@@ -66,6 +66,7 @@ class CudaGemmConfig:
     vec: int = 8                # elements per cp.async: 8 (16 B), 4 (8 B) or 2 (4 B)
     group_m: int = 8            # block rasterisation: group_m block rows share B tiles in L2
     min_blocks: int = 1         # __launch_bounds__ minimum blocks per SM
+    mma_order: str = "nm"       # issue order of a warp's mma: "mn", "nm" or "serp" (serpentine)
     arch: str = "sm_90"
 
     @property
@@ -87,7 +88,9 @@ class CudaGemmConfig:
     @property
     def name(self) -> str:
         return (f"lg_gemm_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}_w"
-                f"{self.warps_m}x{self.warps_n}_s{self.stages}_v{self.vec}")
+                f"{self.warps_m}x{self.warps_n}_s{self.stages}_v{self.vec}"
+                + ("" if self.mma_order == "nm" else f"_{self.mma_order}")
+                + ("" if self.group_m == 8 else f"_g{self.group_m}"))
 
 
 DEFAULT_CONFIGS = {
@@ -487,8 +490,8 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
             w(f"    if (kt + {S - 1} < KT) load_stage(ws, kt + {S - 1});")
             w("    lg_cp_async_commit();")
             w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
-        w(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n"
-          f"    for (int j = 0; j < {nt}; ++j) {mma}(acc[i][j], af[{cur}][i], bf[{cur}][j]);")
+        for i, j in _mma_order(cfg.mma_order, mt, nt):
+            w(f"    {mma}(acc[{i}][{j}], af[{cur}][{i}], bf[{cur}][{j}]);")
     w("  }")
     L[decl_at:decl_at] = xa.declarations() + xb.declarations()
     w("  lg_cp_async_wait<0>();")
@@ -516,6 +519,16 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w(f"        if (col + 1 < N) dst[1] = {cvt}(acc[i][j][2 * h + 1]);")
     w("      }\n    }\n  }\n}")
     return "\n".join(L) + "\n"
+
+
+def _mma_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
+    if order == "mn":
+        return [(i, j) for i in range(mt) for j in range(nt)]
+    if order == "nm":
+        return [(i, j) for j in range(nt) for i in range(mt)]
+    if order == "serp":
+        return [(i, j if i % 2 == 0 else nt - 1 - j) for i in range(mt) for j in range(nt)]
+    raise GemmConfigError(f"mma_order must be 'mn', 'nm' or 'serp', got {order!r}")
 
 
 def _copy_steps(cpl: CopyPlan, sw: Optional[Swizzle]):
