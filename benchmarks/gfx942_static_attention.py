@@ -96,7 +96,7 @@ def triton_compile(d: int, causal: bool) -> Dict[str, Any]:
 
 
 def ours(d: int, causal: bool, dtype: str = "f16") -> Dict[str, Any]:
-    from kernels.attention import AttnConfig, build_attention
+    from kernels.flash_attention import AttnConfig, build_attention
     t0 = time.perf_counter()
     bk = build_attention(AttnConfig(head_dim=d, dtype=dtype, causal=causal))
     t1 = time.perf_counter()

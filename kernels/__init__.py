@@ -39,3 +39,6 @@ def __getattr__(name):
 _LAZY.update(dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", "Comment", "Loop",
                             "If", "Barrier", "Access", "Mfma", "ZeroFrag"), "ir"))
 _LAZY["ConfigError"] = "gemm_plan"
+
+# ``kernels.attention(q, k, v, causal=..., scale=...)``: the function (kernels/flash_attention.py)
+_LAZY["attention"] = "flash_attention"

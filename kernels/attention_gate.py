@@ -104,7 +104,7 @@ class Instance:
 
 def default_instances(k: Any) -> List[Instance]:
     """Edge shapes for a prefill kernel (``k.meta['plan']``) or a decode kernel."""
-    from .attention import PrefillShape
+    from .flash_attention import PrefillShape
     plan = k.meta["plan"]
     c = plan.cfg
     D = c.head_dim
@@ -129,7 +129,7 @@ def default_instances(k: Any) -> List[Instance]:
 
 
 def _bshd(b: int, h: int, hk: int, sq: int, skv: int, d: int):
-    from .attention import PrefillShape
+    from .flash_attention import PrefillShape
     q = (sq * h * d, d, h * d)            # [B, S, H, D] storage viewed as BHSD
     k = (skv * hk * d, d, hk * d)
     return PrefillShape(b, h, hk, sq, skv, q, k, k, q, 0)

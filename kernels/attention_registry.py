@@ -50,7 +50,7 @@ class _Shaped:
         return self.case_args()[1]
 
     def case_args(self):
-        from .attention import PrefillShape
+        from .flash_attention import PrefillShape
         c = self.case
         D = c.kernel.head_dim
         if c.layout == "bshd":
@@ -105,7 +105,7 @@ class AttentionEntry:
         g.add_argument("--waves", type=int, default=4, help="waves per block (prefill)")
 
     def config(self, args: argparse.Namespace) -> AttnCase:
-        from .attention import AttnConfig
+        from .flash_attention import AttnConfig
         from .decode import DecodeConfig
         from .gemm_plan import ConfigError
         sq = 77 if args.seqlen_q is None else args.seqlen_q
@@ -131,7 +131,7 @@ class AttentionEntry:
                         args.causal_align, args.layout)
 
     def build(self, cfg: AttnCase) -> Any:
-        from .attention import get_kernel
+        from .flash_attention import get_kernel
         return _Shaped(get_kernel(cfg.kernel), cfg)
 
     def inputs(self, cfg: AttnCase, seed: int = 0) -> List[Any]:

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
-from .attention import (BuiltAttention, PrefillShape, R, global_layouts, hot_loop_match)
+from .flash_attention import (BuiltAttention, PrefillShape, R, global_layouts, hot_loop_match)
 from .attention_ir import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
                            MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy,
                            VecDot, emit_attention)

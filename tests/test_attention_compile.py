@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kernels.attention import AttnConfig, get_kernel
+from kernels.flash_attention import AttnConfig, get_kernel
 from kernels.decode import DecodeConfig
 
 CONFIGS = {

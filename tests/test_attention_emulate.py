@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-import kernels.attention as attn
+import kernels.flash_attention as attn
 from kernels.attention_registry import reference
 
 TOL = {torch.float16: 4e-3, torch.bfloat16: 2e-2}
@@ -77,8 +77,11 @@ def test_decode_matches_sdpa(d, skv, hk):
     _check(out, lse, q, k, v, False, "top_left")
 
 
-def test_module_is_callable_and_reference_is_sensitive():
+def test_package_function_and_reference_is_sensitive():
     import kernels
+    from kernels import attention
+    assert attention is attn.attention and kernels.attention is attn.attention
+    assert callable(attention) and type(attention).__name__ == "function"
     q, k, v = _inputs(1, 2, 1, 40, 50, 64, torch.float16)
     out = kernels.attention(q, k, v, scale=0.5 / math.sqrt(64), backend="emulator")
     ref, _ = reference(q, k, v)   # default scale: a different answer

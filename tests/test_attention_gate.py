@@ -4,7 +4,7 @@ nothing would be the worst bug): each mutation below must fail the named check."
 import pytest
 import sympy
 
-from kernels.attention import AttnBuilder, AttnConfig, PrefillShape
+from kernels.flash_attention import AttnBuilder, AttnConfig, PrefillShape
 from kernels.attention_gate import CHECKS, Instance, verify_attention
 from kernels.attention_ir import LaneXor, MaskScores, Rescale
 from kernels.attention_plan import plan_attention

@@ -672,17 +672,3 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         out_v = out.transpose(1, 2)
         return (out_v, lse) if return_lse else out_v
     return (out, lse) if return_lse else out
-
-
-# ``kernels.attention(q, k, v, ...)``: the package attribute ``attention`` is this module once
-# it is imported, so the module itself forwards calls to :func:`attention`.
-import sys as _sys  # noqa: E402
-import types as _types  # noqa: E402
-
-
-class _CallableModule(_types.ModuleType):
-    def __call__(self, *args: Any, **kw: Any) -> Any:
-        return attention(*args, **kw)
-
-
-_sys.modules[__name__].__class__ = _CallableModule
