@@ -276,7 +276,7 @@ def launch(module, kernel: Optional[str], grid, block, args: Sequence[Any], *,
         if stream is None:
             stream = torch.cuda.current_stream(index).cuda_stream
         (err,) = drv.cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], smem_bytes,
-                                    drv.CUstream(int(stream)), ctypes.addressof(ptrs), None)
+                                    drv.CUstream(int(stream)), ctypes.addressof(ptrs), 0)
         _check(err, f"cuLaunchKernel({kernel}, grid {g}, block {b}, smem {smem_bytes})")
         if os.environ.get("LAYOUTALG_CUDA_SYNC") == "1":
             torch.cuda.synchronize(index)
