@@ -89,3 +89,4 @@ def lookup(arch: str, name: str, wave_size: Optional[int] = None) -> MatrixInstr
 
 
 from .select import FmaFallback, MfmaChoice, choose_mfma, k_width, warps_per_tile  # noqa: E402
+from . import nvidia  # noqa: E402,F401  (NVIDIA mma.sync / ldmatrix atoms, 32-bank smem model)
