@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Set
 from layoutalg.symbolic import to_c
 
 from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
-                 SchedBarrier, ZeroFrag)
+                 SchedBarrier, WaitCnt, ZeroFrag)
 
 __all__ = ["emit", "SCALAR", "vec_type"]
 
@@ -97,6 +97,10 @@ class _Printer:
             self.out(d, "__syncthreads();")
         elif isinstance(s, SchedBarrier):
             self.out(d, "__builtin_amdgcn_sched_barrier(0);")
+        elif isinstance(s, WaitCnt):
+            what = " ".join(f"{n}({v})" for n, v in (("vmcnt", s.vm), ("lgkmcnt", s.lgkm))
+                            if v is not None)
+            self.out(d, f"__builtin_amdgcn_s_waitcnt({hex(s.immediate())});  // {what}")
         elif isinstance(s, ZeroFrag):
             f = s.frag
             zero = f"{self.vt(f.dtype, f.width)}{{}}" if f.width > 1 else "0"

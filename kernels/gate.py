@@ -426,6 +426,8 @@ def _affine_plan(k: Kernel) -> Tuple[Optional[Dict[int, Any]], str]:
                     return None, f"{s.tag}: coordinate {c} is not affine in the block index"
                 if sum(1 for x in sc if x) > 1:
                     return None, f"{s.tag}: coordinate {c} moves with two block indices"
+                if s.space == "lds" and any(sc):
+                    return None, f"{s.tag}: LDS coordinate {c} depends on the block index"
                 row.append(sc)
             csl.append(tuple(row))
         atoms = []
@@ -459,12 +461,15 @@ def _affine_plan(k: Kernel) -> Tuple[Optional[Dict[int, Any]], str]:
                     return None, f"{s.buf}: stores move with the block by different slopes"
         info[id(s)] = (so, csl, atoms)
     for buf, row in out_slopes.items():
+        taken: set = set()
         for g in range(2):
             if G[g] == 1:
                 continue
             moving = [p for p, sc in enumerate(row) if sc[g]]
-            if len(moving) != 1 or row[moving[0]][g] < 0:
-                return None, f"{buf}: grid axis {g} does not move exactly one coordinate forward"
+            if len(moving) != 1 or row[moving[0]][g] < 0 or moving[0] in taken:
+                return None, (f"{buf}: grid axis {g} does not move exactly one coordinate "
+                              "(of its own) forward")
+            taken.add(moving[0])
     return info, ""
 
 
@@ -844,7 +849,8 @@ class _Flow:
         self.acc_zero = {n: np.zeros((T, self._frag(n).count), bool) for n in accs}
         self.kbits = {n: np.zeros((T, self._frag(n).count, nw), np.uint64) for n in accs}
         self.specs: Dict[int, _Spec] = {}
-        self.mplans: Dict[int, Any] = {}
+        self.mplans: Dict[Any, Any] = {}
+        self.groups: Dict[int, Any] = {}
         self.deltas: Dict[int, Any] = {}
         self.k_extent: Dict[str, int] = {}
         self.mfma_issues = 0
@@ -870,8 +876,10 @@ class _Flow:
     loop_vars: set = set()
 
     def stmts(self, body, env) -> None:
-        for s in body:
-            if isinstance(s, Let):
+        for s in self._grouped(body):
+            if isinstance(s, list):
+                self.mfma_batch(s, env)
+            elif isinstance(s, Let):
                 env[s.symbol] = c_eval(s.expr, env)
             elif isinstance(s, Loop):
                 self.loop_vars = self.loop_vars | {s.var}
@@ -1083,29 +1091,51 @@ class _Flow:
         return pl
 
     def mfma(self, m: Mfma, env) -> None:
-        """Fast path: every condition of :meth:`mfma_checked` evaluated in few array operations;
-        on any failure the state is left untouched and :meth:`mfma_checked` (the reference
-        implementation) runs to report the counterexample."""
-        sp = self.specs.get(id(m.spec))
+        self.mfma_batch([m], env)
+
+    def _batch_plan(self, ms: List[Mfma], sp: "_Spec") -> Any:
+        key = tuple(id(m) for m in ms)
+        pl = self.mplans.get(key)
+        if pl is not None:
+            return pl
+        parts = [self._mfma_plan(m, sp) for m in ms]
+        W = self.T // 64
+        a_fi = np.stack([q[0] for q in parts])
+        b_fi = np.stack([q[1] for q in parts])
+        acc_fi = np.stack([q[2] for q in parts])
+        rowsel = np.stack([n * W * sp.M + q[3] for n, q in enumerate(parts)])
+        colsel = np.stack([n * W * sp.N + q[4] for n, q in enumerate(parts)])
+        pl = (a_fi, b_fi, acc_fi, rowsel, colsel)
+        self.mplans[key] = pl
+        return pl
+
+    def mfma_batch(self, ms: List[Mfma], env) -> None:
+        """Fast path for MFMAs of one instruction and frags whose accumulator registers are
+        pairwise disjoint (so issuing them together equals issuing them one by one): every
+        condition of :meth:`mfma_checked` in few array operations over all of them.  On any
+        failure the state is left untouched and :meth:`mfma_checked` (the reference
+        implementation) runs on each in order to report the counterexample."""
+        m0 = ms[0]
+        sp = self.specs.get(id(m0.spec))
         if sp is None:
-            sp = self.specs[id(m.spec)] = _Spec(m.spec)
-        fr = m.acc.frag.name
+            sp = self.specs[id(m0.spec)] = _Spec(m0.spec)
+        fr = m0.acc.frag.name
         kb_arr = self.kbits[fr]
-        a_fi, b_fi, acc_fi, rowsel, colsel = self._mfma_plan(m, sp)
-        A = np.take(self.regs[m.a.frag.name], a_fi)
-        B = np.take(self.regs[m.b.frag.name], b_fi)
+        a_fi, b_fi, acc_fi, rowsel, colsel = self._batch_plan(ms, sp)
+        A = np.take(self.regs[m0.a.frag.name], a_fi)     # [Nb, W, M, K]
+        B = np.take(self.regs[m0.b.frag.name], b_fi)     # [Nb, W, K, N]
         ok = not ((A < 0).any() or (B < 0).any())
         if ok:
-            an = (A & ~_ZERO) >> _SH_C0                   # buf | row, per [W, M, K]
-            bn = (B & ~_ZERO) >> _SH_C0                   # buf | column, per [W, K, N]
+            an = (A & ~_ZERO) >> _SH_C0                   # buf | row
+            bn = (B & ~_ZERO) >> _SH_C0                   # buf | column
             ka, kb = A & _MASK, B & _MASK
-            kq = ka[:, 0, :]                              # [W, K]
-            ok = ((an == an[:, :, :1]).all() and (bn == bn[:, :1, :]).all()
-                  and ((an[:, :, 0] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("A", -1)).all()
-                  and ((bn[:, 0, :] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("B", -1)).all()
-                  and (ka == kq[:, None, :]).all() and (kb == kq[:, :, None]).all())
+            kq = ka[..., 0, :]                            # [Nb, W, K]
+            ok = ((an == an[..., :1]).all() and (bn == bn[..., :1, :]).all()
+                  and ((an[..., 0] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("A", -1)).all()
+                  and ((bn[..., 0, :] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("B", -1)).all()
+                  and (ka == kq[..., None, :]).all() and (kb == kq[..., :, None]).all())
         if ok:
-            row_m, col_n = an[:, :, 0] & _MASK0, bn[:, 0, :] & _MASK0
+            row_m, col_n = an[..., 0] & _MASK0, bn[..., 0, :] & _MASK0
             want_m, want_n = np.take(row_m, rowsel), np.take(col_n, colsel)
             cur_m, cur_n = np.take(self.acc_m[fr], acc_fi), np.take(self.acc_n[fr], acc_fi)
             fresh = cur_m < 0
@@ -1113,29 +1143,62 @@ class _Flow:
             if ok and fresh.any():
                 ok = bool(np.take(self.acc_zero[fr], acc_fi[fresh]).all())
         if ok:
-            srt = np.sort(kq, axis=1)
+            srt = np.sort(kq, axis=-1)
             word = kq // 64
-            ok = not (srt[:, 1:] == srt[:, :-1]).any() and (word == word[:, :1]).all() \
-                and not (word[:, 0] >= kb_arr.shape[2]).any()
+            ok = not (srt[..., 1:] == srt[..., :-1]).any() and (word == word[..., :1]).all() \
+                and not (word[..., 0] >= kb_arr.shape[2]).any()
         if ok:
-            one = np.left_shift(np.uint64(1), (kq % 64).astype(np.uint64))       # [W, K]
+            one = np.left_shift(np.uint64(1), (kq % 64).astype(np.uint64))       # [Nb, W, K]
             zero = np.uint64(0)
-            rowbits = np.bitwise_or.reduce(np.where((A & _ZERO) == 0, one[:, None, :], zero),
-                                           axis=2)                               # [W, M]
-            colbits = np.bitwise_or.reduce(np.where((B & _ZERO) == 0, one[:, :, None], zero),
-                                           axis=1)                               # [W, N]
-            new = np.take(rowbits, rowsel) & np.take(colbits, colsel)            # [W, 64, C]
+            rowbits = np.bitwise_or.reduce(np.where((A & _ZERO) == 0, one[..., None, :], zero),
+                                           axis=-1)                              # [Nb, W, M]
+            colbits = np.bitwise_or.reduce(np.where((B & _ZERO) == 0, one[..., :, None], zero),
+                                           axis=-2)                              # [Nb, W, N]
+            new = np.take(rowbits, rowsel) & np.take(colbits, colsel)            # [Nb, W, 64, C]
             nw = kb_arr.shape[2]
-            kfi = acc_fi * nw + word[:, :1, None]
+            kfi = acc_fi * nw + word[..., :1, None]
             cur = np.take(kb_arr, kfi)
             ok = not ((cur & new) != 0).any()
         if not ok:
-            self.mfma_checked(m, env)
+            for m in ms:
+                self.mfma_checked(m, env)
             return
-        self.mfma_issues += self.T // 64
+        self.mfma_issues += (self.T // 64) * len(ms)
         np.put(self.acc_m[fr], acc_fi, want_m)
         np.put(self.acc_n[fr], acc_fi, want_n)
         np.put(kb_arr, kfi, cur | new)
+
+    def _grouped(self, body: List[Any]) -> List[Any]:
+        """``body`` with each run of consecutive MFMAs split into batches (lists) of one
+        instruction and frags with pairwise disjoint accumulator registers (cached)."""
+        key = id(body)
+        hit = self.groups.get(key)
+        if hit is not None and hit[0] is body:
+            return hit[1]
+        out: List[Any] = []
+        cur: List[Mfma] = []
+        used: set = set()
+
+        def flush():
+            if cur:
+                out.append(list(cur))
+                cur.clear()
+                used.clear()
+        for s in body:
+            if not isinstance(s, Mfma):
+                flush()
+                out.append(s)
+                continue
+            acc = set(s.acc.idx)
+            if cur and (s.spec is not cur[0].spec or acc & used or
+                        (s.a.frag.name, s.b.frag.name, s.acc.frag.name) !=
+                        (cur[0].a.frag.name, cur[0].b.frag.name, cur[0].acc.frag.name)):
+                flush()
+            cur.append(s)
+            used |= acc
+        flush()
+        self.groups[key] = (body, out)
+        return out
 
     def mfma_checked(self, m: Mfma, env) -> None:
         sp = self.specs.get(id(m.spec))

@@ -12,6 +12,9 @@ Pipeline (two LDS stages, one barrier per k-tile)::
                            MFMAs on LDS stage kt%2            (... while the MFMAs run)
                            registers -> LDS stage (kt+1)%2; barrier
     MFMAs on LDS stage (KT-1)%2; write C (predicated at the edges)
+
+With ``stages=1`` (half the LDS: a block_k=64 tile fits the occupancy of a 32-wide double
+buffer) the store waits for every wave's reads: ``MFMAs; barrier; registers -> LDS; barrier``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from layoutalg.errors import LayoutError
 from .emit import emit
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .ir import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
-                 SchedBarrier, Shared, ZeroFrag, swizzle_expr, sym)
+                 SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
 
 __all__ = ["build_gemm", "BuiltKernel", "build_gemm_ir", "vector_groups", "GemmBuilder",
            "choose_lds_layouts"]
@@ -110,6 +113,42 @@ def _join_tv(mn_l: Any, k_l: Any, rows: int) -> Any:
     return Layout(mn_l.shape, _unflatten(mn_l.shape, tuple(a + rows * b for a, b in zip(fm, fk))))
 
 
+def _swizzle_cannot_help(op: OperandPlan, arr: np.ndarray, instr: str, eb: int, arch: str,
+                         min_vec: int) -> bool:
+    """True when no XOR swizzle keeping ``min_vec``-element vectors whole can make the LDS
+    access ``arr`` ([threads, issues x width] tile indices ``mn + BMN*k``) conflict-free.
+
+    Such a swizzle permutes whole ``min_vec``-element chunks and never moves a dword inside its
+    chunk, so a dword at in-chunk position ``p`` can only reach the ``banks / dwords-per-chunk``
+    banks congruent to ``p``: a phase with more distinct dwords than that at one position
+    conflicts under every such swizzle.  A necessary condition only, used to skip hopeless
+    swizzle searches; the gate proves whatever is finally chosen.
+    """
+    from mfma_specs.arch import lds_model
+    try:
+        model = lds_model(arch, instr)
+    except Exception:      # no phase model: let the search (and the gate) say so
+        return False
+    chunk_dw = min_vec * eb // 4
+    if chunk_dw < 2 or model.banks % chunk_dw:
+        return False
+    slots = model.banks // chunk_dw
+    BMN, BK = op.tile
+    off = (arr % BMN) * BK + arr // BMN                        # k-contiguous rows (smem_inner)
+    w = model.access_bytes // eb
+    T = arr.shape[0]
+    dw = (off * eb) // 4
+    for wave in range(0, T, 64):
+        for i in range(0, arr.shape[1], w):
+            blk = dw[wave:wave + 64, i:i + w]
+            for ph in model.phases:
+                lanes = [l for l in ph if wave + l < T]
+                d = np.unique(blk[lanes].reshape(-1))
+                if np.bincount(d % chunk_dw, minlength=chunk_dw).max() > slots:
+                    return True
+    return False
+
+
 def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
     """Pick, per operand, the copy-thread arrangement and the LDS swizzle.
 
@@ -133,12 +172,16 @@ def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
             arrangements = [a for a in (tmn, 16, 8, 4, 2, 1) if a <= tmn and tmn % a == 0]
             arrangements = list(dict.fromkeys(arrangements))
         chosen = None
-        for a in arrangements:
+        for n_a, a in enumerate(arrangements):
             cand = op if a is None else operand_plan(plan, name, a)
             arrays = _tile_index_arrays(plan, cand)
             if arrays is None:
                 continue
             wi, wa, ri, ra = arrays
+            min_vec = max(int(wi[len("ds_write_b"):]), int(ri[len("ds_read_b"):])) // (8 * eb)
+            if n_a + 1 < len(arrangements) and _swizzle_cannot_help(
+                    cand, wa, wi, eb, plan.cfg.arch, min_vec):
+                continue
             try:
                 res = suggest_swizzle(cand.tile, write=wa, read=ra, elem_bytes=eb,
                                       arch=plan.cfg.arch, write_instruction=wi,
@@ -165,8 +208,10 @@ def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
 class GemmBuilder:
     """Turns a plan into kernel IR (statements with sympy index math)."""
 
-    def __init__(self, plan: GemmPlan, name: Optional[str] = None) -> None:
+    def __init__(self, plan: GemmPlan, name: Optional[str] = None,
+                 read_ahead: Optional[int] = None) -> None:
         self.p = plan
+        self.read_ahead = plan.cfg.read_ahead if read_ahead is None else read_ahead
         c = plan.cfg
         self.c = c
         self.eb = DTYPE_BYTES[c.dtype]
@@ -174,6 +219,8 @@ class GemmBuilder:
         self.name = name or (f"la_gemm_{c.layout_code.lower()}_{c.dtype}_{c.out_dtype}_"
                              f"{c.m}x{c.n}x{c.k}")
         self.counter: Dict[str, int] = {}
+        self._vc_cache: Dict[Any, Any] = {}
+        self._groups_cache: Dict[str, Any] = {}
         dt = c.dtype
         self.ld = {op.name: Frag(f"{op.name.lower()}_ld", dt, op.copy_elems, op.vec)
                    for op in (plan.a, plan.b)}
@@ -182,6 +229,23 @@ class GemmBuilder:
                    for op in (plan.a, plan.b)}
         c_items = plan.acc_m[1][0].size()
         self.acc = Frag("acc", "f32", plan.acc_m[1].size(), c_items)
+
+    def vc(self, pair: Tuple[Any, Any], v: int) -> Tuple[int, int]:
+        """``_value_coords(pair, v)`` from each layout's values, computed once per layout."""
+        key = (id(pair[0]), id(pair[1]))
+        arr = self._vc_cache.get(key)
+        if arr is None:
+            a, b = pair
+            T = a[0].size()
+            arr = (a.values().reshape(-1, order="F")[::T], b.values().reshape(-1, order="F")[::T])
+            self._vc_cache[key] = arr
+        return int(arr[0][v]), int(arr[1][v])
+
+    def groups(self, op: OperandPlan):
+        g = self._groups_cache.get(op.name)
+        if g is None or g[0] is not op:
+            g = self._groups_cache[op.name] = (op, _lds_groups(self.p, op))
+        return g[1]
 
     def fresh(self, stem: str) -> str:
         i = self.counter.get(stem, 0)
@@ -215,12 +279,12 @@ class GemmBuilder:
         # vectors run along the contiguous dimension; grouped on the block tile (a matrix
         # smaller than the tile would alias coordinates in its own layout)
         tile = Layout((BMN, BK), (BK, 1) if op.k_contig else (1, BMN))
-        offs = [int(tile(_value_coords((op.copy_mn, op.copy_k), v))) for v in range(n)]
+        offs = [int(tile(self.vc((op.copy_mn, op.copy_k), v))) for v in range(n)]
         out: List[Any] = []
         for g in vector_groups(offs, op.vec):
             coords = []
             for v in g:
-                dmn, dk = _value_coords((op.copy_mn, op.copy_k), v)
+                dmn, dk = self.vc((op.copy_mn, op.copy_k), v)
                 coords.append((mn0 + dmn, k0 + dk))
             off = sympy.expand(op.glob(coords[0]))
             last = coords[-1]
@@ -245,11 +309,11 @@ class GemmBuilder:
     def store_tile(self, op: OperandPlan, stage: Any) -> List[Any]:
         pre = op.name.lower()
         out: List[Any] = []
-        (_, mn_l, k_l, groups), _ = _lds_groups(self.p, op)
+        (_, mn_l, k_l, groups), _ = self.groups(op)
         for g in groups:
             coords = []
             for v in g:
-                dmn, dk = _value_coords((mn_l, k_l), v)
+                dmn, dk = self.vc((mn_l, k_l), v)
                 coords.append(((self.base[f"{pre}_cp_mn"] + dmn, self.base[f"{pre}_cp_k"] + dk),
                                stage))
             out += self._lds_access("store", op, coords, self.ld[op.name].regs(g),
@@ -271,11 +335,12 @@ class GemmBuilder:
         p = self.p
         out: List[Any] = []
         per_read = p.items * p.kpack
-        _, (_, _, _, a_reads) = _lds_groups(p, p.a)
-        _, (_, _, _, b_reads) = _lds_groups(p, p.b)
+        _, (_, _, _, a_reads) = self.groups(p.a)
+        _, (_, _, _, b_reads) = self.groups(p.b)
+        reads_of: List[List[Any]] = []
+        mfmas_of: List[List[Any]] = []
         for g in range(p.kgroups):
-            out.append(Comment(f"k-group {g}: operand reads (one per MFMA tile), then "
-                               f"{p.kpack * p.reps_m * p.reps_n} MFMAs"))
+            out = [Comment(f"k-group {g}: operand reads (one per MFMA tile)")]
             for op, reads in ((p.a, a_reads), (p.b, b_reads)):
                 pre = op.name.lower()
                 reps = p.reps_m if op.name == "A" else p.reps_n
@@ -285,11 +350,15 @@ class GemmBuilder:
                         continue
                     coords = []
                     for v in rd:
-                        dmn, dk = _value_coords((op.frag_mn, op.frag_k), v)
+                        dmn, dk = self.vc((op.frag_mn, op.frag_k), v)
                         coords.append(((self.base[f"{pre}_fr_mn"] + dmn,
                                         self.base[f"{pre}_fr_k"] + dk), stage))
                     out += self._lds_access("load", op, coords, self.fr[op.name].regs(rd),
                                             f"{op.name}.frag.load", f"{pre}_rd")
+            if self.c.explicit_waits:
+                out.append(WaitCnt(lgkm=0))
+            reads_of.append(out)
+            out = [Comment(f"k-group {g}: {p.kpack * p.reps_m * p.reps_n} MFMAs")]
             it = p.items
             ci = self.acc.width
             for s in range(p.kpack):
@@ -301,6 +370,18 @@ class GemmBuilder:
                         out.append(Mfma(p.spec, self.acc.regs(range(a_i * ci, (a_i + 1) * ci)),
                                         self.fr["A"].regs(a_idx), self.fr["B"].regs(b_idx),
                                         tag=f"mfma(m{rm},n{rn},g{g},s{s})"))
+            mfmas_of.append(out)
+        # issue order: the reads of `read_ahead` k-groups before the first MFMAs, then each
+        # group's MFMAs followed by the reads of the group `read_ahead` further on (the LDS
+        # latency hides behind MFMAs; the gate checks the dataflow in this order)
+        ahead = min(max(int(self.read_ahead), 0), p.kgroups - 1)
+        out = []
+        for g in range(ahead + 1):
+            out += reads_of[g]
+        for g in range(p.kgroups):
+            out += mfmas_of[g]
+            if g + ahead + 1 < p.kgroups:
+                out += reads_of[g + ahead + 1]
         return out
 
     # ---- epilogue --------------------------------------------------------------------------
@@ -312,7 +393,7 @@ class GemmBuilder:
         n = self.acc.count
         tile = Layout((c.block_m, c.block_n),
                       (c.block_n, 1) if c.c_major == "row" else (1, c.block_m))
-        offs = [int(tile(_value_coords((p.acc_m, p.acc_n), v))) for v in range(n)]
+        offs = [int(tile(self.vc((p.acc_m, p.acc_n), v))) for v in range(n)]
         contig = c.m if c.c_major == "col" else c.n
         maxw = 16 // ob
         while maxw > 1 and contig % maxw:
@@ -321,7 +402,7 @@ class GemmBuilder:
         for g in vector_groups(offs, maxw):
             coords = []
             for v in g:
-                dm, dn = _value_coords((p.acc_m, p.acc_n), v)
+                dm, dn = self.vc((p.acc_m, p.acc_n), v)
                 coords.append((m0 + dm, n0 + dn))
             off = sympy.expand(p.c_glob(coords[0]))
             pred = self._pred([(coords[0][0], coords[-1][0], c.m, c.block_m),
@@ -340,9 +421,15 @@ class GemmBuilder:
         out.append(SchedBarrier())    # keep the prefetch ahead of the MFMAs
         out.append(Comment(f"MFMAs on LDS stage {stage}"))
         out += self.compute(stage)
-        out.append(Comment(f"registers -> LDS stage {1 - stage}"))
+        nxt = (stage + 1) % self.c.stages
+        if self.c.stages == 1:
+            out.append(Comment("single LDS stage: every wave has read it before it is rewritten"))
+            out.append(Barrier())
+        out.append(Comment(f"registers -> LDS stage {nxt}"))
+        if self.c.explicit_waits:
+            out.append(WaitCnt(vm=0))
         for op in (p.a, p.b):
-            out += self.store_tile(op, 1 - stage)
+            out += self.store_tile(op, nxt)
         out.append(Barrier())
         return out
 
@@ -364,21 +451,22 @@ class GemmBuilder:
         kp = sym("kp")
         if pairs:
             loop = Loop("kp", 0, pairs)
-            loop.body += self.iteration(2 * kp, 0) + self.iteration(2 * kp + 1, 1)
+            S = c.stages
+            loop.body += self.iteration(2 * kp, 0) + self.iteration(2 * kp + 1, 1 % S)
             body.append(loop)
         if rem:
-            body += self.iteration(KT - 2, (KT - 2) % 2)
-        body.append(Comment(f"last k-tile ({KT - 1}) on LDS stage {(KT - 1) % 2}"))
-        body += self.compute((KT - 1) % 2)
+            body += self.iteration(KT - 2, (KT - 2) % c.stages)
+        body.append(Comment(f"last k-tile ({KT - 1}) on LDS stage {(KT - 1) % c.stages}"))
+        body += self.compute((KT - 1) % c.stages)
         body += self.epilogue()
         params = [Param("A", c.dtype), Param("B", c.dtype), Param("C", c.out_dtype, const=False)]
-        shared = [Shared("sA", c.dtype, 2 * p.a.stage_elems),
-                  Shared("sB", c.dtype, 2 * p.b.stage_elems)]
+        shared = [Shared("sA", c.dtype, c.stages * p.a.stage_elems),
+                  Shared("sB", c.dtype, c.stages * p.b.stage_elems)]
         frags = [self.ld["A"], self.ld["B"], self.fr["A"], self.fr["B"], self.acc]
         header = [f"C[{c.m}x{c.n}] ({c.c_major}-major {c.out_dtype}) = A[{c.m}x{c.k}] "
                   f"({c.a_major}-major {c.dtype}) @ B[{c.k}x{c.n}] ({c.b_major}-major {c.dtype})",
                   f"block tile {c.block_m}x{c.block_n}x{c.block_k}, {c.waves_m}x{c.waves_n} "
-                  f"waves, {p.spec.name} (kpack {p.kpack}), grid {p.grid[0]}x{p.grid[1]}",
+                  f"waves, {c.stages} LDS stage(s), {p.spec.name} (kpack {p.kpack}), grid {p.grid[0]}x{p.grid[1]}",
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,

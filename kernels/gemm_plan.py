@@ -7,7 +7,7 @@ transpose view ``B^T[n][k]``), so one code path serves A and B and every NN/NT/T
 * ``copy``  - the global->LDS copy TV layout ``(tid, value) -> mn + BMN*k`` (CuTe convention,
   column-major tile index), split into the coordinate layouts ``copy_mn`` / ``copy_k``;
 * ``smem``  - the LDS tile ``((mn, k), stage) -> element offset``: k-contiguous rows (an MFMA lane
-  reads consecutive k), two stages (double buffer), XOR-swizzled by the swizzle the verifier
+  reads consecutive k), ``cfg.stages`` stages (2: double buffer), XOR-swizzled by the swizzle the verifier
   suggests for this tile's writes and MFMA reads together;
 * ``frag_mn`` / ``frag_k`` - the MFMA operand TV layouts ``(tid, value) -> coordinate``: the
   instruction's own lane layout (``spec.tv_layout``) composed with a k-permutation that lets one
@@ -69,6 +69,13 @@ class GemmConfig:
     mfma: Optional[str] = None     # "32x32x8" | "16x16x16" | full name | None (choose_mfma)
     vec: Optional[int] = None      # global vector width in elements (None: widest that fits)
     arch: str = "gfx942"
+    stages: int = 2                # LDS buffers: 2 (double buffer, one barrier per k-tile) or
+                                   # 1 (half the LDS, two barriers per k-tile)
+    explicit_waits: bool = True    # one s_waitcnt vmcnt(0) before the LDS stores and one
+                                   # lgkmcnt(0) per k-group of operand reads (instead of the
+                                   # compiler's wait before each consumer)
+    read_ahead: int = 0            # LDS operand reads issued this many k-groups ahead of
+                                   # their MFMAs (0: each group's reads right before its MFMAs)
 
     def normalized(self) -> "GemmConfig":
         c = replace(self, dtype=norm_dtype(self.dtype),
@@ -78,6 +85,8 @@ class GemmConfig:
         for name in ("a_major", "b_major", "c_major"):
             if getattr(c, name) not in ("row", "col"):
                 raise ConfigError(f"{name} must be 'row' or 'col', got {getattr(c, name)!r}")
+        if c.stages not in (1, 2):
+            raise ConfigError(f"stages must be 1 or 2, got {c.stages!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):
             v = getattr(c, name)
             if type(v) is not int or v < 1:
@@ -283,7 +292,7 @@ def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> Oper
             Layout((tmn, tk), (vmn, vk * BMN))
         copy = make_layout(thr, Layout((vmn, vk, reps), (1, BMN, tk * vk * BMN)))
     copy_mn, copy_k = split_tv(copy, BMN)
-    smem_inner = Layout(((BMN, BK), 2), ((BK, 1), BMN * BK))
+    smem_inner = Layout(((BMN, BK), cfg.stages), ((BK, 1), BMN * BK))
     return OperandPlan(name, (MN, cfg.k), (BMN, BK), k_contig, glob, vec, vk, vmn, copy,
                        copy_mn, copy_k, smem_inner, lanes_mn=None if k_contig else a)
 

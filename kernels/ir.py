@@ -25,7 +25,7 @@ import sympy
 from layoutalg.symbolic import Xor, index_symbol
 
 __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
-           "SchedBarrier",
+           "SchedBarrier", "WaitCnt",
            "Access", "Mfma", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
            "walk", "swizzle_expr"]
 
@@ -45,6 +45,14 @@ def swizzle_expr(sw: Any, x: Any) -> Any:
         return x
     if sw.shift < 0:
         return sw(x)  # rare direction: use layoutalg's own symbolic form
+    if isinstance(x, sympy.Symbol):
+        # the same tree as below, built without sympy's evaluation (nothing would simplify for
+        # a bare symbol; 30x faster)
+        fl = sympy.floor(sympy.Mul(x, sympy.Rational(1, 2 ** (sw.base + sw.shift))),
+                         evaluate=False)
+        hi = sympy.Mod(fl, sympy.Integer(2 ** sw.bits), evaluate=False)
+        return Xor(x, sympy.Mul(sympy.Integer(2 ** sw.base), hi, evaluate=False),
+                   evaluate=False)
     hi = sympy.Mod(sympy.floor(x / 2 ** (sw.base + sw.shift)), 2 ** sw.bits)
     return Xor(x, 2 ** sw.base * hi)
 
@@ -140,6 +148,26 @@ class Barrier:
 class SchedBarrier:
     """``__builtin_amdgcn_sched_barrier(0)``: the compiler may not move instructions across it
     (keeps prefetch loads ahead of the MFMAs).  No effect on semantics."""
+
+
+@dataclass
+class WaitCnt:
+    """``s_waitcnt``: wait until at most ``vm`` vector-memory (global) and ``lgkm`` LDS/scalar
+    operations of this wave are outstanding (None: do not wait on that counter).  A scheduling
+    statement: it only waits, so it cannot change results; the compiler still inserts every wait
+    correctness needs, and one explicit wait lets it drop the finer-grained ones it would emit
+    before each consumer."""
+
+    vm: Any = None
+    lgkm: Any = None
+
+    def immediate(self) -> int:
+        """The gfx9 (CDNA) SIMM16: vmcnt in bits 3:0 and 15:14, expcnt 6:4, lgkmcnt 11:8."""
+        vm = 63 if self.vm is None else int(self.vm)
+        lg = 15 if self.lgkm is None else int(self.lgkm)
+        if not (0 <= vm <= 63 and 0 <= lg <= 15):
+            raise ValueError(f"s_waitcnt vmcnt({vm}) lgkmcnt({lg}) out of range")
+        return (vm & 15) | ((vm >> 4) << 14) | (7 << 4) | (lg << 8)
 
 
 @dataclass
