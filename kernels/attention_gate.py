@@ -53,7 +53,8 @@ from layoutalg import ComposedLayout, Layout, Swizzle
 from layoutalg.verify.result import CheckResult
 
 from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
-                           Rescale, RowMax, SoftmaxUpdate, VecAxpy, VecDot, swizzle_source_lane)
+                           MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
+                           VecAxpy, VecDot, swizzle_source_lane)
 from .errors import KernelError
 from .gate import GateReport, VerificationError
 from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
@@ -64,6 +65,9 @@ CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_ld
           "bank_conflicts_lds_write", "coverage", "lds_capacity", "block_independence",
           "lane_mfma_operands", "cross_lane_reductions", "online_softmax",
           "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races")
+# split-KV decode only: the split kernel's partials cover every key of each (batch, head) once;
+# the reduction merges exactly the partials written, each once, into the output they belong to
+SPLIT_CHECKS = ("split_partition", "reduction_reads_partials")
 _BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 _POS_MASK = (1 << 22) - 1
 
@@ -89,6 +93,9 @@ class Instance:
         row = np.asarray(row) & _POS_MASK
         v = self.values
         ok = (key >= 0) & (key < v["seqlen_kv"])
+        if "kv_chunk" in v:     # split-KV: "row" s is split s, which sees [s chunk, (s+1) chunk)
+            c = v["kv_chunk"]
+            ok = ok & (key >= row * c) & (key < (row + 1) * c)
         if self.causal:
             ok = ok & (key <= row + v["causal_off"])
         return ok
@@ -99,6 +106,8 @@ class Instance:
              f"seqlen_q={v['seqlen_q']} seqlen_kv={v['seqlen_kv']}")
         if self.causal:
             s += f" causal_off={v['causal_off']}"
+        if "kv_chunk" in v:
+            s += f" n_splits={v['n_splits']} kv_chunk={v['kv_chunk']}"
         return s + f" grid {self.grid[0]}x{self.grid[1]}"
 
 
@@ -111,6 +120,9 @@ def default_instances(k: Any) -> List[Instance]:
     if k.meta.get("kind") == "decode":
         from .decode import decode_instances
         return decode_instances(k)
+    if k.meta.get("kind") in ("decode_split", "decode_combine"):
+        from .decode_splitkv import splitkv_instances
+        return splitkv_instances(k)
     BM = c.block_m
     shapes = [("ragged-gqa", PrefillShape.bhsd(2, 4, 2, 77, 77, D)),
               ("one-row-one-key", PrefillShape.bhsd(1, 1, 1, 1, 1, D)),
@@ -368,12 +380,14 @@ class _Static:
         lv = _leaves(a.coords[0])
         head = np.broadcast_to(np.asarray(_eval(lv[-2], env), dtype=np.int64), shape)
         bat = np.broadcast_to(np.asarray(_eval(lv[-1], env), dtype=np.int64), shape)
-        if a.buf == "Q":
+        if a.buf == self.k.meta.get("head_ref", "Q"):
             self.qbh = np.where(act, bat * H + head, getattr(self, "qbh", np.full(shape, -1)))
             return
         qbh = getattr(self, "qbh", None)
         if qbh is None:
-            self.f.add("lane_mfma_operands", f"{what}: accessed before Q is loaded")
+            self.f.add("lane_mfma_operands", f"{what}: accessed before "
+                                             f"{self.k.meta.get('head_ref', 'Q')} (which fixes "
+                                             "the thread's (batch, head)) is loaded")
             return
         if a.buf in ("K", "V"):
             want_b, want_h = qbh // H, (qbh % H) // G
@@ -509,6 +523,7 @@ class _Acc:
         self.ver = np.zeros((T, n), np.int64)
         self.norm = np.zeros((T, n), bool)
         self.zeroed = np.zeros((T, n), bool)
+        self.partial = np.zeros((T, n), bool)     # split-KV: unnormalised partial, stats taken
 
 
 class _Var:
@@ -569,6 +584,7 @@ class _Flow:
         self.exchanges = 0
         self.where = ""
         self.lse_state: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+        self.part_keys: Dict[int, np.ndarray] = {}   # split kernel: (bh, split) row -> key bits
 
     def fail(self, check: str, msg: str) -> None:
         self.f.add(check, f"{msg} (block {self.block}{', ' + self.where if self.where else ''}"
@@ -631,6 +647,12 @@ class _Flow:
                 self.vecdot(s)
             elif isinstance(s, VecAxpy):
                 self.vecaxpy(s)
+            elif isinstance(s, PartialStats):
+                self.partial_stats(s)
+            elif isinstance(s, MergeStep):
+                self.merge_step(s)
+            elif isinstance(s, MergeFinal):
+                self.merge_final(s)
             elif isinstance(s, Comment):
                 pass
             else:
@@ -732,7 +754,10 @@ class _Flow:
         pos_c = cs[0]
         cs = [rowid(cs[-1] * self.H + cs[-2], cs[0])] + list(cs[1:])
         self.stores += len(t_on)
-        if a.buf == "LSE":
+        if self.k.meta.get("kind") == "decode_combine":
+            self.store_merged(a, i, cs, t_on)
+            return
+        if a.buf == "LSE" or fr in self.lse_state:
             st = self.lse_state.get(fr)
             if st is None:
                 self.fail("lane_accumulator_writeback", f"{a.tag}: {fr} was never computed")
@@ -748,6 +773,9 @@ class _Flow:
                                                         f"{int(cs[0][t])}")
                 return
             want = self.visible_bits(cs[0][t_on])
+            if fr in self.k.meta.get("partition_frags", ()):
+                for t in t_on:
+                    self.part_keys[int(cs[0][t])] = vbits[t].copy()
             if (vbits[t_on] != want).any():
                 t = int(t_on[np.argmax((vbits[t_on] != want).any(axis=1))])
                 self.fail("masking_and_tile_skipping", f"{a.tag}: thread {t} row {int(pos_c[t])}:"
@@ -755,7 +783,8 @@ class _Flow:
                                                        "visible keys")
             return
         acc = self.acc.get(fr)
-        if acc is None or acc.kind != "O":
+        never = acc is not None and acc.kind is None and acc.zeroed[t_on, i].all()
+        if acc is None or (acc.kind != "O" and not never):    # never: zeroed, no key at all
             self.fail("lane_accumulator_writeback", f"{a.tag}: stores {fr}, which no P V product "
                                                     "accumulates")
             return
@@ -771,7 +800,12 @@ class _Flow:
                                                     f"O({_rtxt(acc.row[t, i])}, {int(acc.col[t, i])})"
                                                     f" to O({_rtxt(cs[0][t])}, {int(cs[1][t])})")
             return
-        if not acc.norm[t_on, i].all():
+        if a.buf in self.k.meta.get("partials", ()):
+            if not acc.partial[t_on, i].all():
+                t = int(t_on[np.argmin(acc.partial[t_on, i])])
+                self.fail("online_softmax", f"{a.tag}: thread {t} stores a partial O whose "
+                                            "(max, sum) were not taken with it")
+        elif not acc.norm[t_on, i].all():
             t = int(t_on[np.argmin(acc.norm[t_on, i])])
             self.fail("online_softmax", f"{a.tag}: thread {t} stores an unnormalised O")
         want = self.visible_bits(row)
@@ -1280,6 +1314,147 @@ class _Flow:
         acc.norm[:, idx] = True
         self.lse_state[s.lse.name] = (l.row.copy(), l.vbits.copy())
 
+    # ---- split-KV ------------------------------------------------------------------------
+    def partial_stats(self, s: PartialStats) -> None:
+        """The split's (max, sum) are taken next to its unnormalised O: same row, same keys,
+        same maximum version (what the reduction needs to rescale O exactly)."""
+        acc, l, m = self.acc.get(s.o.name), self.vars.get(s.l), self.vars.get(s.m)
+        if l is None or m is None:
+            self.fail("online_softmax", "partial stats: l / m not set")
+            return
+        if acc is None:
+            acc = self.accs(s.o.name)
+        idx = np.array(s.items)
+        rows = acc.row[:, idx]
+        has = rows >= 0
+        if (l.ver != m.ver).any() or (l.row != m.row).any():
+            self.fail("online_softmax", f"partial stats: {s.l} and {s.m} are of different rows "
+                                        "or maximum versions")
+            return
+        if (has & (rows != l.row[:, None])).any() or \
+                (has & (acc.ver[:, idx] != l.ver[:, None])).any():
+            self.fail("online_softmax", "partial stats: O is of another row or maximum version "
+                                        "than the stored (max, sum)")
+            return
+        if (has & (acc.kbits[:, idx] != l.kbits[:, None, :]).any(axis=2)).any():
+            self.fail("online_softmax", "partial stats: O and the sum are over different keys")
+            return
+        acc.partial[:, idx] = True
+        self.lse_state[s.m_out.name] = (l.row.copy(), l.vbits.copy())
+        self.lse_state[s.l_out.name] = (l.row.copy(), l.vbits.copy())
+
+    def _merge_var(self, name: str) -> Optional[_Var]:
+        v = self.vars.get(name)
+        if v is None:
+            self.fail("reduction_reads_partials", f"merge: {name} not declared")
+        return v
+
+    def merge_step(self, s: MergeStep) -> None:
+        """One split merged: O, max and sum of the SAME (batch, head) and split, O's head dims
+        equal to the accumulator's, a split never merged twice."""
+        what = f"merge into {s.o.name}"
+        X = self.regs[s.x.name][:, list(s.x_items)]
+        MP = self.regs[s.mp.name][:, [s.mp_item]]
+        LP = self.regs[s.lp.name][:, [s.lp_item]]
+        if (X == _UNSET).any() or (MP == _UNSET).any() or (LP == _UNSET).any():
+            self.fail("reduction_reads_partials", f"{what}: an operand register was never "
+                                                  "loaded")
+            return
+        xt, xbh, xs, xd, _ = _dec(X)
+        mt, mbh, ms, _, _ = _dec(MP)
+        lt, lbh, ls, _, _ = _dec(LP)
+        tens = self.tensor
+        if (xt != tens.get("Op")).any() or (mt != tens.get("Mp")).any() or \
+                (lt != tens.get("Lp")).any():
+            self.fail("reduction_reads_partials", f"{what}: operands are not (Op, Mp, Lp)")
+            return
+        bh, sp = xbh[:, :1], xs[:, :1]
+        if (xbh != bh).any() or (mbh != bh).any() or (lbh != bh).any() or (xs != sp).any() or \
+                (ms != sp).any() or (ls != sp).any():
+            t = int(np.argmax((xbh != bh).any(1) | (mbh != bh).any(1) | (lbh != bh).any(1)
+                              | (xs != sp).any(1) | (ms != sp).any(1) | (ls != sp).any(1)))
+            self.fail("reduction_reads_partials", f"{what}: thread {t} merges O of (bh, split) "
+                                                  f"{list(zip(xbh[t].tolist(), xs[t].tolist()))}"
+                                                  f" with max ({int(mbh[t, 0])}, {int(ms[t, 0])})"
+                                                  f" and sum ({int(lbh[t, 0])}, {int(ls[t, 0])})")
+            return
+        rid = rowid(bh[:, 0], 0)
+        bit = _bits(sp[:, 0], self.kw)                                      # [T, kw]
+        acc = self.accs(s.o.name)
+        idx = np.array(s.o_items)
+        fresh = acc.row[:, idx] < 0
+        if not acc.zeroed[:, idx][fresh].all():
+            self.fail("reduction_reads_partials", f"{what}: accumulator used before it was "
+                                                  "zeroed")
+        bad = ~fresh & ((acc.row[:, idx] != rid[:, None]) | (acc.col[:, idx] != xd))
+        if bad.any():
+            t, c = (int(x) for x in np.argwhere(bad)[0])
+            self.fail("reduction_reads_partials", f"{what}: thread {t} item {int(idx[c])} holds "
+                                                  f"O({_rtxt(acc.row[t, idx[c]])}, d "
+                                                  f"{int(acc.col[t, idx[c]])}) but merges "
+                                                  f"({_rtxt(rid[t])}, d {int(xd[t, c])})")
+            return
+        if ((acc.kbits[:, idx] & bit[:, None, :]) != 0).any():
+            self.fail("reduction_reads_partials", f"{what}: a split merged twice")
+            return
+        acc.kind = "M"
+        acc.row[:, idx] = rid[:, None]
+        acc.col[:, idx] = xd
+        acc.kbits[:, idx] |= bit[:, None, :]
+        for name in (s.m, s.l):
+            v = self._merge_var(name)
+            if v is None:
+                return
+            if (v.set & (v.row != rid)).any() or ((v.kbits & bit) != 0).any():
+                self.fail("reduction_reads_partials", f"{what}: {name} belongs to another "
+                                                      "(batch, head) or already merged this "
+                                                      "split")
+                return
+            v.row, v.set[:] = rid.copy(), True
+            v.kbits = v.kbits | bit
+
+    def merge_final(self, s: MergeFinal) -> None:
+        acc, l, m = self.acc.get(s.o.name), self._merge_var(s.l), self._merge_var(s.mc)
+        if acc is None or l is None or m is None:
+            return
+        idx = np.array(s.items)
+        if (acc.row[:, idx] != l.row[:, None]).any() or (m.row != l.row).any() or \
+                (acc.kbits[:, idx] != l.kbits[:, None, :]).any() or (m.kbits != l.kbits).any():
+            self.fail("reduction_reads_partials", "merge: O, max and sum merged different "
+                                                  "(batch, head) or splits")
+            return
+        acc.norm[:, idx] = True
+        self.lse_state[s.lse.name] = (l.row.copy(), l.kbits.copy())
+
+    def store_merged(self, a: Access, i: int, cs: List[np.ndarray], t_on: np.ndarray) -> None:
+        """Combine kernel: each stored O / LSE element merged all n_splits partials of its own
+        (batch, head) (and O its own head dim), normalised."""
+        fr = a.regs.frag.name
+        ns = self.inst.values["n_splits"]
+        allb = np.bitwise_or.reduce(_bits(np.arange(ns), self.kw), axis=0)
+        if fr in self.lse_state:
+            row, kb = self.lse_state[fr]
+            col_ok = np.ones(len(t_on), bool)
+        else:
+            acc = self.acc.get(fr)
+            if acc is None or acc.kind != "M":
+                self.fail("reduction_reads_partials", f"{a.tag}: stores {fr}, which merges no "
+                                                      "partial")
+                return
+            if not acc.norm[t_on, i].all():
+                self.fail("online_softmax", f"{a.tag}: stores an unnormalised merged O")
+            row, kb = acc.row[:, i], acc.kbits[:, i]
+            col_ok = acc.col[t_on, i] == cs[1][t_on]
+        bad = (row[t_on] != cs[0][t_on]) | ~col_ok | (kb[t_on] != allb).any(axis=1)
+        if bad.any():
+            t = int(t_on[np.argmax(bad)])
+            got = _bits_list(kb[t])
+            self.fail("reduction_reads_partials", f"{a.tag}: thread {t} stores to "
+                                                  f"{_rtxt(cs[0][t])} the merge of "
+                                                  f"{_rtxt(row[t])} over splits {got[:8]}"
+                                                  f"{'...' if len(got) > 8 else ''} (want all "
+                                                  f"{ns})")
+
 
 def _rtxt(r: Any) -> str:
     r = int(r)
@@ -1333,6 +1508,30 @@ def block_independence(k: Any) -> Tuple[bool, str]:
                   "(batch, kv head) of the thread's Q and O/LSE written at its (batch, head)")
 
 
+def _check_partition(inst: Instance, part: Dict[int, np.ndarray], kw: int, f: _Fail) -> None:
+    """Split-KV: per (batch, head), the partials' key sets partition [0, seqlen_kv)."""
+    v = inst.values
+    skv, ns = v["seqlen_kv"], v["n_splits"]
+    want = np.zeros(kw * 64, np.int64)
+    want[:skv] = 1
+    for bh in range(v["batch"] * v["heads"]):
+        cnt = np.zeros(kw * 64, np.int64)
+        for s in range(ns):
+            bits = part.get(int(rowid(bh, s)))
+            if bits is None:
+                f.add("split_partition", f"(batch, head) {divmod(bh, v['heads'])}: split {s} "
+                                         f"stores no partial [{inst.name}]")
+                return
+            cnt[_bits_list(bits)] += 1
+        bad = cnt != want
+        if bad.any():
+            key = int(np.argmax(bad))
+            f.add("split_partition", f"(batch, head) {divmod(bh, v['heads'])}: key {key} is in "
+                                     f"{int(cnt[key])} splits' partials (want {int(want[key])})"
+                                     f" [{inst.name}]")
+            return
+
+
 def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
     """Every query tile (grid x) of the first and the last grid row (batch, head pairs)."""
     gx, gy, _ = inst.grid
@@ -1370,14 +1569,19 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
         v = inst.values
         BN = plan.cfg.block_n
         kw = max(1, -(-(-(-v["seqlen_kv"] // BN) * BN) // 64))
-        blocks = _dataflow_blocks(inst, k) if indep else [
-            (bx, by) for by in range(inst.grid[1]) for bx in range(inst.grid[0])]
+        every = not indep or k.meta.get("kind") in ("decode_split", "decode_combine")
+        blocks = [(bx, by) for by in range(inst.grid[1]) for bx in range(inst.grid[0])] \
+            if every else _dataflow_blocks(inst, k)
+        part: Dict[int, np.ndarray] = {}
         for blk in blocks:
             fl = _Flow(k, inst, blk, f, kw)
             fl.run()
             issues += fl.mfma_issues
             stores += fl.stores
             exchanges += fl.exchanges
+            part.update(fl.part_keys)
+        if k.meta.get("kind") == "decode_split":
+            _check_partition(inst, part, kw, f)
         sim.append(f"{inst.name}: blocks {blocks}")
     from mfma_specs.arch import target
     lds_total = sum(s.count * _BYTES[s.dtype] for s in k.shared)
@@ -1407,8 +1611,15 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
     for c in ("lane_mfma_operands", "cross_lane_reductions", "online_softmax",
               "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races"):
         doms[c] = flow_dom
+    doms["split_partition"] = (f"{flow_dom}; for every (batch, head): the key sets of the "
+                               "stored partials (max/sum/O of split s) are disjoint and their "
+                               "union is [0, seqlen_kv)")
+    doms["reduction_reads_partials"] = (f"{flow_dom}; every stored O / LSE element merged the "
+                                        "partials (Op, Mp, Lp) of its own (batch, head) and "
+                                        "split, each of the n_splits splits exactly once, O at "
+                                        "its own head dim")
     checks = {}
-    for name in CHECKS:
+    for name in CHECKS + tuple(k.meta.get("extra_checks", ())):
         ok = name not in f.first
         cex = None
         if not ok:

@@ -29,6 +29,7 @@ from .ir import Frag, Kernel
 
 __all__ = ["ScalarParam", "LetMinMax", "FVar", "MaskScores", "RowMax", "LaneXor",
            "SoftmaxUpdate", "ExpScores", "Rescale", "FinalNormalize", "VecDot", "VecAxpy",
+           "PartialStats", "MergeStep", "MergeFinal",
            "AttnKernel", "AttnPrinter", "emit_attention", "LOG2E", "LN2",
            "swizzle_source_lane", "runtime_symbol"]
 
@@ -178,6 +179,53 @@ class VecAxpy:
 
 
 @dataclass
+class PartialStats:
+    """Split-KV: ``m_out[0] = m * c`` (the running maximum in log2 units, -inf for a split that
+    saw no key) and ``l_out[0] = l`` next to the UNnormalised accumulator ``o[items]``: the
+    partial ``(max, sum, O)`` of one KV split, ``O = sum_k exp2(s_k c - m c) v_k``."""
+
+    o: Frag
+    items: Tuple[int, ...]
+    l: str
+    m: str
+    m_out: Frag
+    l_out: Frag
+
+
+@dataclass
+class MergeStep:
+    """Split-KV reduction, one split (log-sum-exp merge, online over the splits)::
+
+        mn = max(M, ms); mu = mn == -inf ? 0 : mn; a = exp2(M - mu); w = exp2(ms - mu)
+        L = L a + w ls;  o[j] = o[j] a + w x[j];  M = mn
+
+    ``ms``/``ls``/``x`` are the split's partial max (log2 units), sum and unnormalised O."""
+
+    o: Frag
+    o_items: Tuple[int, ...]
+    x: Frag
+    x_items: Tuple[int, ...]
+    mp: Frag
+    mp_item: int
+    lp: Frag
+    lp_item: int
+    m: str
+    l: str
+
+
+@dataclass
+class MergeFinal:
+    """``o[items] *= (L > 0 ? 1 / L : 0)``; ``lse[0] = L > 0 ? (M + log2 L) ln 2 : -inf`` (M in
+    log2 units): printed like :class:`FinalNormalize`."""
+
+    o: Frag
+    items: Tuple[int, ...]
+    l: str
+    mc: str
+    lse: Frag
+
+
+@dataclass
 class AttnKernel(Kernel):
     """A :class:`kernels.ir.Kernel` with by-value scalar parameters (after the pointers) and
     grid symbols bound to ``blockIdx.{x,y,z}``."""
@@ -272,7 +320,24 @@ class AttnPrinter(_Printer):
         elif isinstance(s, Rescale):
             for i in s.items:
                 self.out(d, f"{self.elem(s.frag, i)} *= {s.alpha};")
-        elif isinstance(s, FinalNormalize):
+        elif isinstance(s, PartialStats):
+            self.out(d, f"{self.elem(s.m_out, 0)} = {s.m} * {c};  // -inf * c = -inf: empty split")
+            self.out(d, f"{self.elem(s.l_out, 0)} = {s.l};")
+        elif isinstance(s, MergeStep):
+            self.out(d, "{")
+            self.out(d + 1, f"const float ms_ = {self.elem(s.mp, s.mp_item)};")
+            self.out(d + 1, f"const float ls_ = {self.elem(s.lp, s.lp_item)};")
+            self.out(d + 1, f"const float mn_ = __builtin_fmaxf({s.m}, ms_);")
+            self.out(d + 1, "const float mu_ = mn_ == -__builtin_inff() ? 0.0f : mn_;")
+            self.out(d + 1, f"const float a_ = la_exp2({s.m} - mu_);")
+            self.out(d + 1, "const float w_ = la_exp2(ms_ - mu_);")
+            self.out(d + 1, f"{s.l} = __builtin_fmaf({s.l}, a_, w_ * ls_);")
+            for i, j in zip(s.o_items, s.x_items):
+                e = self.elem(s.o, i)
+                self.out(d + 1, f"{e} = __builtin_fmaf({e}, a_, w_ * {self.elem(s.x, j)});")
+            self.out(d + 1, f"{s.m} = mn_;")
+            self.out(d, "}")
+        elif isinstance(s, (FinalNormalize, MergeFinal)):
             self.out(d, "{")
             self.out(d + 1, f"const float inv_ = {s.l} > 0.0f ? 1.0f / {s.l} : 0.0f;")
             for i in s.items:
@@ -304,7 +369,9 @@ class AttnPrinter(_Printer):
             return f"(float){e}"
         return e
 
-    def kernel(self) -> str:
+    def kernel(self, prelude: bool = True) -> str:
+        """The source; ``prelude=False``: the kernel alone (appended to another kernel's source,
+        which brings the include and the helpers)."""
         k = self.k
         body_start = len(self.lines)
         for f in k.frags:
@@ -332,9 +399,13 @@ class AttnPrinter(_Printer):
                                  f"{per} (16 bytes)")
             head.append(f"  LAGEN_SHARED({vec_type(s.dtype, per)}, {s.name}_v, {s.count // per});")
             head.append(f"  {SCALAR[s.dtype]}* const {s.name} = ({SCALAR[s.dtype]}*){s.name}_v;")
+        if not prelude:     # drop the banner, the include and the helpers (the first has them)
+            keep = head.index('#include "lagen_hip.h"') + 3
+            head = [""] + [f"// {h}".rstrip() for h in k.header] + head[keep:]
         return "\n".join(head + body + ["}", ""])
 
 
-def emit_attention(k: AttnKernel) -> str:
-    """HIP C++ source of an attention kernel."""
-    return AttnPrinter(k).kernel()
+def emit_attention(k: AttnKernel, prelude: bool = True) -> str:
+    """HIP C++ source of an attention kernel (``prelude=False``: without the include and the
+    helper functions, to append to another kernel's source)."""
+    return AttnPrinter(k).kernel(prelude)

@@ -32,6 +32,8 @@ class AttnCase:
     causal: bool
     causal_align: str
     layout: str
+    n_splits: int = 1           # split-KV decode: KV splits and keys per split
+    kv_chunk: int = 0
 
     def normalized(self) -> "AttnCase":
         return self
@@ -49,7 +51,10 @@ class _Shaped:
     def grid(self) -> Tuple[int, int, int]:
         return self.case_args()[1]
 
-    def case_args(self):
+    def shape(self):
+        return self.case_args(shape_only=True)
+
+    def case_args(self, shape_only: bool = False):
         from .flash_attention import PrefillShape
         c = self.case
         D = c.kernel.head_dim
@@ -63,6 +68,12 @@ class _Shaped:
         shape = PrefillShape(c.batch, c.heads, c.kv_heads, c.seqlen_q, c.seqlen_kv, q, k, k, q,
                              off)
         scale = 1.0 / math.sqrt(D)
+        if shape_only:
+            return shape
+        if type(c.kernel).__name__ == "SplitKVConfig":
+            from .decode_splitkv import split_args
+            return (split_args(shape, scale, c.n_splits, c.kv_chunk),
+                    self.bk.grids(shape, c.n_splits)[0])
         if type(c.kernel).__name__ == "DecodeConfig":
             from .decode import decode_args, decode_grid
             return decode_args(shape, scale), decode_grid(shape, c.kernel)
@@ -75,6 +86,10 @@ class _Shaped:
         return self.bk.report()
 
     def emulate(self, *inputs: Any, **kw: Any) -> Any:
+        c = self.case
+        if self.bk.kind == "decode_splitkv":
+            return self.bk.emulate_pair(*inputs, self.shape(), 1.0 / math.sqrt(c.kernel.head_dim),
+                                        c.n_splits, c.kv_chunk, **kw)
         scalars, grid = self.case_args()
         return self.bk.emulate(list(inputs) + scalars, grid, **kw)
 
@@ -101,6 +116,9 @@ class AttentionEntry:
         g.add_argument("--kv-heads", type=int, default=None, help="KV heads (default --heads)")
         g.add_argument("--layout", default="bhsd", choices=("bhsd", "bshd"),
                        help="memory layout of Q/K/V/O in check (bshd through strides)")
+        g.add_argument("--kv-splits", type=int, default=None,
+                       help="decode: KV splits of the split-KV kernel pair (default: chosen from "
+                            "the shape; 1 split = the single decode kernel below 512 keys)")
         g.add_argument("--block-n", type=int, default=None, help="keys per KV tile (prefill)")
         g.add_argument("--waves", type=int, default=4, help="waves per block (prefill)")
 
@@ -127,8 +145,18 @@ class AttentionEntry:
             raise ConfigError("--seqlen-q and --seqlen-kv must be positive")
         if args.heads % hk:
             raise ConfigError(f"--heads {args.heads} is not a multiple of --kv-heads {hk}")
+        ns, chunk = 1, 0
+        ksp = getattr(args, "kv_splits", None)
+        if decode:
+            from .decode_splitkv import SplitKVConfig, choose_splits, validate_split
+            ns, chunk = choose_splits(args.batch, args.heads, args.seqlen_kv, kc, ksp)
+            if ns > 1 or ksp is not None:
+                kc = SplitKVConfig(**{f: getattr(kc, f) for f in kc.__dataclass_fields__})
+                validate_split(ns, chunk, args.seqlen_kv, kc)
+        elif ksp is not None:
+            raise ConfigError("--kv-splits applies to decode (--seqlen-q 1) only")
         return AttnCase(kc, args.batch, args.heads, hk, sq, args.seqlen_kv, causal,
-                        args.causal_align, args.layout)
+                        args.causal_align, args.layout, ns, chunk)
 
     def build(self, cfg: AttnCase) -> Any:
         from .flash_attention import get_kernel

@@ -122,6 +122,10 @@ class DecodeBuilder:
         self.p = Frag("p_fr", "f32", U, 1)
         self.o = Frag("o_acc", "f32", 8, 8)
         self.lse = Frag("lse_v", "f32", 1, 1)
+        # the query row the masked scores belong to, and the end of the keys it sees (the split-KV
+        # kernel of decode_splitkv.py overrides both)
+        self.mask_row: Any = 0
+        self.mask_bound: Any = R("seqlen_kv")
 
     def step(self, masked: bool) -> List[Any]:
         c = self.c
@@ -147,8 +151,8 @@ class DecodeBuilder:
                                    frag=self.s, item=u,
                                    note=f"lane-xor {m}: (m << 10) | 0x1f" if u == 0 else ""))
         if masked:
-            out.append(MaskScores(self.s, tuple(range(U)), tuple(0 for _ in range(U)),
-                                  tuple(keys), tuple(k < R("seqlen_kv") for k in keys)))
+            out.append(MaskScores(self.s, tuple(range(U)), tuple(self.mask_row for _ in range(U)),
+                                  tuple(keys), tuple(k < self.mask_bound for k in keys)))
         out += [RowMax("mt", self.s, tuple(range(U))),
                 SoftmaxUpdate("m_run", "mt", "alpha", "mc"),
                 ExpScores(self.p, tuple(range(U)), self.s, tuple(range(U)), "mc", "l_run",

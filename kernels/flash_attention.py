@@ -558,7 +558,10 @@ def get_kernel(cfg: Any) -> BuiltAttention:
     key = (type(cfg).__name__, cfg.normalized())
     bk = _BUILT.get(key)
     if bk is None:
-        if type(cfg).__name__ == "DecodeConfig":
+        if type(cfg).__name__ == "SplitKVConfig":
+            from .decode_splitkv import build_splitkv
+            bk = build_splitkv(cfg)
+        elif type(cfg).__name__ == "DecodeConfig":
             from .decode import build_decode
             bk = build_decode(cfg)
         else:
@@ -579,7 +582,7 @@ def _flat(t: Any) -> Any:
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None, *,
               causal_align: str = "top_left", out_dtype: Any = None, return_lse: bool = False,
               layout: str = "bhsd", backend: Optional[str] = None, decode: Optional[bool] = None,
-              out: Any = None) -> Any:
+              out: Any = None, kv_splits: Optional[int] = None) -> Any:
     """``softmax(scale q k^T [+ causal mask]) v`` on MFMA kernels built and verified here.
 
     ``q`` is ``[B, H, Sq, D]`` and ``k``, ``v`` are ``[B, HK, Skv, D]`` (``layout="bshd"``:
@@ -593,7 +596,10 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     ``backend``: ``None`` launches on the ROCm device the tensors live on (``kernels.launch``);
     ``"emulator"`` runs the same HIP source on the CPU emulator (CPU tensors, small shapes).
     ``decode``: force (True) or forbid (False) the seqlen_q = 1 decode kernel; by default it is
-    used when ``Sq == 1`` and the mask (if any) is bottom-right.
+    used when ``Sq == 1`` and the mask (if any) is bottom-right.  With long KV it is the split-KV
+    pair (:mod:`kernels.decode_splitkv`: partials per KV split, then an exact log-sum-exp merge);
+    ``kv_splits`` sets the split count (default: :func:`~kernels.decode_splitkv.choose_splits`,
+    1 split, i.e. the single decode kernel, below 512 keys).
     """
     import torch
     from .errors import NoDeviceError
@@ -640,9 +646,22 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         from .decode import DecodeConfig, decode_args, decode_grid
         if SQ != 1:
             raise ConfigError("the decode kernel needs seqlen_q == 1")
+        from .decode_splitkv import SplitKVConfig, choose_splits, validate_split
         cfg = DecodeConfig(head_dim=D, dtype=dt, out_dtype=ot)
-        bk = get_kernel(cfg)
+        n_splits, kv_chunk = choose_splits(B, H, SKV, cfg, kv_splits)
         shape.validate(1)
+        if n_splits > 1 or kv_splits is not None:
+            cfg = SplitKVConfig(head_dim=D, dtype=dt, out_dtype=ot)
+            validate_split(n_splits, kv_chunk, SKV, cfg)
+        bk = get_kernel(cfg)
+        if bk.kind == "decode_splitkv":
+            if SQ == 0 or B * H == 0:
+                return (out, lse) if return_lse else out
+            _run_splitkv(bk, q, k, v, out, lse, shape, scale, n_splits, kv_chunk, backend)
+            if layout == "bshd":
+                out_v = out.transpose(1, 2)
+                return (out_v, lse) if return_lse else out_v
+            return (out, lse) if return_lse else out
         grid, scalars = decode_grid(shape, cfg), decode_args(shape, scale)
     else:
         cfg = AttnConfig(head_dim=D, dtype=dt, out_dtype=ot, causal=bool(causal))
@@ -672,3 +691,44 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         out_v = out.transpose(1, 2)
         return (out_v, lse) if return_lse else out_v
     return (out, lse) if return_lse else out
+
+
+def _run_splitkv(bk: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, shape: PrefillShape,
+                 scale: float, n_splits: int, kv_chunk: int, backend: Optional[str]) -> None:
+    """The split kernel then the combine kernel (fp32 workspace: O, max, sum per split)."""
+    import torch
+    from .decode_splitkv import combine_args, split_args
+    from .errors import NoDeviceError
+    if backend == "emulator":
+        res = bk.emulate_pair(_flat(q), _flat(k), _flat(v), _flat(out), lse, shape, scale,
+                              n_splits, kv_chunk)
+        del res
+        return
+    if backend is not None:
+        raise ConfigError(f"backend {backend!r}: None (ROCm launch) or 'emulator'")
+    if q.device.type == "cpu":
+        raise NoDeviceError("kernels.attention: CPU tensors; launch needs ROCm tensors (or pass "
+                            "backend='emulator' to run the same kernels on the CPU emulator)")
+    from .launch import TensorSpec, launch
+    B, H, D = shape.batch, shape.heads, bk.cfg.head_dim
+    f32 = dict(dtype=torch.float32, device=q.device)
+    op = torch.empty((B * H * n_splits * D,), **f32)
+    mp = torch.empty((B * H * n_splits,), **f32)
+    lp = torch.empty((B * H * n_splits,), **f32)
+    co = bk.code_object or bk.compile()
+    g1, g2 = bk.grids(shape, n_splits)
+    s1 = split_args(shape, scale, n_splits, kv_chunk)
+    specs = [TensorSpec(dtype=x.dtype, strides=(), align=16, name=n)
+             for x, n in ((q, "q"), (k, "k"), (v, "v"), (op, "Op"))]
+    specs += [TensorSpec(dtype=torch.float32, name="Mp"), TensorSpec(dtype=torch.float32,
+                                                                     name="Lp")]
+    launch(co, bk.split.name, g1, bk.block, [q, k, v, op, mp, lp] + s1,
+           specs=specs + [None] * len(s1))
+    s2 = combine_args(shape, n_splits)
+    specs = [TensorSpec(dtype=torch.float32, align=16, name="Op"),
+             TensorSpec(dtype=torch.float32, name="Mp"), TensorSpec(dtype=torch.float32,
+                                                                    name="Lp"),
+             TensorSpec(dtype=out.dtype, strides=(), align=16, name="out"),
+             TensorSpec(dtype=torch.float32, name="lse")]
+    launch(co, bk.combine.name, g2, bk.combine.block, [op, mp, lp, out, lse] + s2,
+           specs=specs + [None] * len(s2))
