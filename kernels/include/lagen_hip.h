@@ -1,10 +1,11 @@
 // lagen_hip.h - the whole HIP surface a layoutalg kernel may use.
 //
-// One header, two builds of the SAME kernel source:
+// One header, three builds of the SAME kernel source:
 //   * device:    clang -x hip -nogpuinc -nogpulib --offload-arch=gfx942 (no HIP headers needed);
 //   * emulation: host C++ with -DLAGEN_EMULATE (kernels/emulator/hip_emu.h implements every name
 //                below on the CPU: fibers per thread, barriers, LDS arena, wave64 collectives).
-// A later CUDA flavour implements the same names; kernels must use nothing else.
+//   * cuda:      nvcc/NVRTC include lagen_cuda.h instead (kernels/cuda/amd_flavour.py).
+// Every flavour implements the same names; kernels must use nothing else.
 //
 // The API (keep it exactly this; the emitter prints these names):
 //   LAGEN_KERNEL void name(args...)          extern "C" __global__ kernel (what run()/launch() find)
@@ -28,6 +29,11 @@
 //                                        emulation except s_barrier == __syncthreads)
 //   lagen_atomic_add(float* / int* / unsigned*, value)  relaxed device-scope atomic add
 #pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// the CUDA flavour (NVIDIA GPUs, wave64 as two warps): kernels/include/lagen_cuda.h
+#include "lagen_cuda.h"
+#else
 
 // ---------------------------------------------------------------- vector types (both builds)
 #if defined(__clang__)
@@ -118,3 +124,4 @@ __device__ __forceinline__ unsigned short lagen_f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
   return (unsigned short)(u >> 16);
 }
+#endif  // not CUDA

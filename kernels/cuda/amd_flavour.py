@@ -1,0 +1,561 @@
+"""Run the AMD-flavoured kernels (the SAME emitted HIP source) on an NVIDIA GPU, to check their logic
+at scale.  Correctness, not speed: a wave64 is two warps, every MFMA is emulated on CUDA cores in
+double precision (bit-identical to the CPU emulator), wave collectives go through shared memory.
+
+The HIP source's ``#include "lagen_hip.h"`` picks ``kernels/include/lagen_cuda.h`` under
+nvcc/NVRTC (its header comment is the model).  This module supplies what that header needs:
+
+* :func:`generate_cuda` - ``lagen_mfma_cuda.inc``: one device function per MFMA builtin the source
+  names, generated from :mod:`mfma_specs` with the CPU emulator's own lane tables
+  (``kernels.emulator.mfma_gen._table``, checked bijections);
+* :func:`lds_layout` - every ``LAGEN_SHARED`` array placed in dynamic shared memory
+  (``-DLAGEN_LDS_OFF_<name>=<offset>``), then the per-wave scratch, then ``LAGEN_DYNAMIC_SHARED``;
+* :func:`compile_amd` - NVRTC (or ``nvcc -cubin`` offline) through :func:`kernels.cuda.compile_cuda`
+  with those options and include paths; :func:`launch_amd` - :func:`kernels.cuda.launch.launch`
+  with the signature parsed from the source and the shared-memory size computed;
+* :func:`run_gemm` / :func:`run_attention` - the registry's GEMM and prefill attention on torch
+  CUDA tensors; ``python3 -m kernels.cuda.amd_flavour`` runs the large-shape checks and timings.
+
+Limits: blocks of a multiple of 64 threads, at most 960 (15 named barriers besides barrier 0);
+every collective must be reached by all 64 lanes of the wave (a partial wave hangs instead of
+reporting, unlike the emulator); ``.x``-style vector swizzles are not provided.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..errors import CompileError, KernelError, LaunchError
+
+__all__ = ["generate_cuda", "lds_layout", "kernel_signatures", "cuda_options", "AmdCudaModule",
+           "compile_amd", "launch_amd", "run_gemm", "run_attention", "translate",
+           "MAX_WAVES", "INCLUDE_DIR"]
+
+INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
+MAX_WAVES = 15           # named barriers 1..15 (0 is __syncthreads)
+
+# mfma_specs dtype -> (CUDA element reader, scratch type)
+_READERS = {"f16": ("lagen_cuda_elt_f16", "float"), "bf16": ("lagen_cuda_elt_bf16", "float"),
+            "f32": ("lagen_cuda_elt_f32", "float"), "f64": ("lagen_cuda_elt_f64", "double"),
+            "i8": ("lagen_cuda_elt_i8", "int"), "fp8e4m3fnuz": ("lagen_cuda_elt_fp8", "float"),
+            "fp8e5m2fnuz": ("lagen_cuda_elt_bf8", "float")}
+_ACC = {"f32": ("lagen_cuda_elt_f32", "double", "lagen_cuda_put_f32"),
+        "f64": ("lagen_cuda_elt_f64", "double", "lagen_cuda_put_f64"),
+        "i32": ("lagen_cuda_elt_i32", "long long", "lagen_cuda_put_i32")}
+_CTYPES = {"__fp16": "_Float16", "_Float16": "_Float16", "short": "short", "float": "float",
+           "int": "int", "long": "long", "double": "double", "bool": "bool"}
+_SIZEOF = {"float": 4, "double": 8, "int": 4}
+MIN_SCRATCH = 512
+
+
+# ----------------------------------------------------------------------------- MFMA generator
+
+def _mg():
+    from ..emulator import mfma_gen
+    return mfma_gen
+
+
+def _ctype(p) -> str:
+    base = _CTYPES.get(p.ctype)
+    if base is None:
+        raise KernelError(f"builtin parameter type {p.ctype!r} unknown to the CUDA flavour")
+    return base if p.width == 1 else f"lagen_vec<{base}, {p.width}>"
+
+
+def scratch_bytes(spec) -> int:
+    """Per-wave shared-memory bytes one instruction's collective needs."""
+    mg = _mg()
+    st = _READERS[spec.a_type][1]
+    n = (spec.m * spec.k + spec.k * spec.n) * spec.blocks * _SIZEOF[st]
+    if mg._table(spec, "C") != mg._table(spec, "D"):
+        n = (n + 7) // 8 * 8 + spec.m * spec.n * spec.blocks * 8
+    return max(MIN_SCRATCH, (n + 15) // 16 * 16)
+
+
+def emit_cuda_instruction(spec) -> str:
+    """CUDA C++ for one MFMA builtin: tables, the device function and the builtin macro."""
+    mg = _mg()
+    why = mg._supported(spec)
+    if why:
+        raise KernelError(f"cannot emulate {spec.name} on CUDA: {why}")
+    if spec.a_type != spec.b_type and _READERS[spec.a_type][1] != _READERS[spec.b_type][1]:
+        raise KernelError(f"{spec.name}: A and B scratch types differ")
+    M, N, K, nb = spec.m, spec.n, spec.k, spec.blocks
+    builtin = mg._builtin_name(spec)
+    short = builtin[len("__builtin_amdgcn_"):]
+    params = list(spec.builtin_params)
+    if len(params) != 6:
+        raise KernelError(f"{spec.name}: expected (A, B, C, cbsz, abid, blgp)")
+    na, nbi, nc, nd = (spec.items(o) for o in "ABCD")
+    ra, st = _READERS[spec.a_type]
+    rb, _ = _READERS[spec.b_type]
+    rc, acc, put = _ACC[spec.acc_type]
+    ta, tb, tc_, td = (mg._table(spec, o) for o in "ABCD")
+    same_cd = tc_ == td
+    if not same_cd and nc != nd:
+        raise KernelError(f"{spec.name}: C and D item counts differ")
+    ta_t, tb_t, tc_t = (_ctype(p) for p in params[:3])
+    tr = _ctype(spec.builtin_return)
+
+    def arr(name, vals):
+        return (f"static __device__ const unsigned short {name}[{len(vals)}] = "
+                f"{{{','.join(str(v) for v in vals)}}};")
+
+    p = f"lagen_cuda_T{short}"
+    a_elems = M * K * nb
+    b_elems = K * N * nb
+    off_c = ((a_elems + b_elems) * _SIZEOF[st] + 7) // 8 * 8
+    lines = [f"// {spec.name} ({spec.family}): D = A*B + C; M={M} N={N} K={K} blocks={nb}; "
+             f"A {spec.a_type} x{na}, B {spec.b_type} x{nbi}, C/D {spec.acc_type} x{nc}",
+             arr(p + "A", ta), arr(p + "B", tb), arr(p + "D", td)]
+    if not same_cd:
+        lines.append(arr(p + "C", tc_))
+    lines += [
+        f"static_assert({scratch_bytes(spec)} <= LAGEN_CUDA_WAVE_SCRATCH_BYTES, "
+        f"\"wave scratch too small for {builtin}\");",
+        f"__device__ __noinline__ {tr} lagen_cuda_mfma_{short}({ta_t} a, {tb_t} b, {tc_t} c, "
+        f"int cbsz, int abid, int blgp) {{",
+        "  lagen_cuda_check_modifiers(cbsz, abid, blgp);",
+        "  const unsigned l = lagen_lane_id();",
+        "  unsigned char* scr = lagen_cuda_wave_scratch();",
+        f"  {st}* const sa = ({st}*)scr;",
+        f"  {st}* const sb = sa + {a_elems};",
+        "  lagen_cuda_wave_sync();  // the previous collective's readers are done",
+        "#pragma unroll",
+        f"  for (int e = 0; e < {na}; ++e) sa[{p}A[l * {na} + e]] = {ra}(&a, e);",
+        "#pragma unroll",
+        f"  for (int e = 0; e < {nbi}; ++e) sb[{p}B[l * {nbi} + e]] = {rb}(&b, e);"]
+    if not same_cd:
+        lines += [f"  {acc}* const sc = ({acc}*)(scr + {off_c});",
+                  "#pragma unroll",
+                  f"  for (int e = 0; e < {nc}; ++e) sc[{p}C[l * {nc} + e]] = {rc}(&c, e);"]
+    lines += [
+        "  lagen_cuda_wave_sync();",
+        f"  {tr} d;",
+        "#pragma unroll",
+        f"  for (int e = 0; e < {nd}; ++e) {{",
+        f"    const int t = {p}D[l * {nd} + e];",
+        f"    const int i = t % {M}, j = (t / {M}) % {N}, blk = t / {M * N};",
+        f"    {acc} s = " + (f"{rc}(&c, e);" if same_cd else "sc[t];"),
+        f"    const {st}* ar = sa + i + {M * K} * blk;",
+        f"    const {st}* bc = sb + {K} * j + {K * N} * blk;",
+        "#pragma unroll 4",
+        f"    for (int k = 0; k < {K}; ++k) s = lagen_cuda_mac(s, ({acc})ar[{M} * k], ({acc})bc[k]);",
+        f"    {put}(&d, e, s);",
+        "  }",
+        "  return d;",
+        "}",
+        f"#define {builtin}(a, b, c, cbsz, abid, blgp) lagen_cuda_mfma_{short}((a), (b), (c), "
+        f"(cbsz), (abid), (blgp))", ""]
+    return "\n".join(lines)
+
+
+def _specs_for(builtins: Optional[Iterable[str]], arch: str) -> list:
+    mg = _mg()
+    by = {}
+    for s in mg._all_specs(arch):
+        if s.builtin:
+            by.setdefault(mg._builtin_name(s), s)
+    if builtins is None:
+        return [s for s in by.values() if mg._supported(s) is None]
+    out = []
+    for b in sorted(set(builtins)):
+        if b not in by:
+            raise KernelError(f"{b} is not a matrix builtin of {arch}")
+        why = mg._supported(by[b])
+        if why:
+            raise KernelError(f"{b} ({by[b].name}) is not emulated: {why}")
+        out.append(by[b])
+    return out
+
+
+def generate_cuda(builtins: Optional[Iterable[str]] = None, arch: str = "gfx942") -> Tuple[str, int]:
+    """(``lagen_mfma_cuda.inc`` text, per-wave scratch bytes) for the given builtins (all when None)."""
+    specs = _specs_for(builtins, arch)
+    scratch = max([MIN_SCRATCH] + [scratch_bytes(s) for s in specs])
+    head = (f"// lagen_mfma_cuda.inc: generated by kernels/cuda/amd_flavour.py from mfma_specs "
+            f"({arch}); do not edit.\n#pragma once\n")
+    return head + "\n".join(emit_cuda_instruction(s) for s in specs), scratch
+
+
+# ----------------------------------------------------------------------------- source analysis
+
+_ELEM = {"f16": 2, "bf16": 2, "i16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8}
+_SCALAR = {"_Float16": 2, "lagen_f16": 2, "short": 2, "unsigned short": 2, "float": 4, "int": 4,
+           "unsigned": 4, "unsigned int": 4, "double": 8, "char": 1, "unsigned char": 1,
+           "signed char": 1, "long": 8, "long long": 8}
+
+
+def _sizeof(t: str) -> int:
+    t = " ".join(t.split())
+    m = re.fullmatch(r"lagen_(f16|bf16|i16|f32|i32|u32|f64)x(\d+)", t)
+    if m:
+        return _ELEM[m.group(1)] * int(m.group(2))
+    if t in _SCALAR:
+        return _SCALAR[t]
+    raise KernelError(f"CUDA flavour: unknown LDS element type {t!r} (add it to amd_flavour._SCALAR)")
+
+
+def _int_expr(e: str) -> int:
+    if not re.fullmatch(r"[\d\s()+\-*/]+", e):
+        raise KernelError(f"CUDA flavour: LDS count {e!r} is not an integer expression")
+    return int(eval(e.replace("/", "//"), {"__builtins__": {}}))  # digits and operators only
+
+
+def lds_layout(source: str) -> Tuple[Dict[str, int], int]:
+    """({name: byte offset}, total bytes) of the source's LAGEN_SHARED arrays, 16-byte aligned."""
+    offs: Dict[str, Tuple[int, int]] = {}
+    end = 0
+    for m in re.finditer(r"LAGEN_SHARED\(\s*([^,]+?)\s*,\s*(\w+)\s*,\s*([^)]*(?:\([^)]*\)[^)]*)*)\)",
+                         source):
+        t, name, count = m.group(1), m.group(2), m.group(3)
+        if t == "type":   # the macro's own definition quoted in a comment
+            continue
+        size = _sizeof(t) * _int_expr(count)
+        if name in offs:
+            if offs[name][1] != size:
+                raise KernelError(f"CUDA flavour: two LDS arrays named {name} of different sizes")
+            continue
+        offs[name] = (end, size)
+        end = (end + size + 15) // 16 * 16
+    return {k: v[0] for k, v in offs.items()}, end
+
+
+_KERNEL = re.compile(r"LAGEN_KERNEL\s+(?:LAGEN_LAUNCH_BOUNDS\s*\(\s*\d+\s*\)\s*)?void\s+(\w+)\s*"
+                     r"\(([^)]*)\)")
+
+
+def _param_kind(p: str) -> str:
+    p = " ".join(p.replace("__restrict__", "").split())
+    if "*" in p:
+        return "ptr"
+    words = p.split()[:-1]
+    t = " ".join(w for w in words if w != "const")
+    if t in ("int", "int32_t", "signed int"):
+        return "i32"
+    if t in ("unsigned", "unsigned int", "uint32_t"):
+        return "u32"
+    if t in ("float",):
+        return "f32"
+    if t in ("long long", "int64_t", "long"):
+        return "i64"
+    raise KernelError(f"CUDA flavour: kernel parameter {p!r} has no launch type")
+
+
+def kernel_signatures(source: str) -> Dict[str, Tuple[str, ...]]:
+    """{kernel name: launch signature} of every LAGEN_KERNEL in ``source``."""
+    out = {}
+    for m in _KERNEL.finditer(source):
+        params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+        out[m.group(1)] = tuple(_param_kind(p) for p in params)
+    return out
+
+
+# ----------------------------------------------------------------------------- compile
+
+def _inc_dir(inc: str) -> Path:
+    h = hashlib.sha256(inc.encode()).hexdigest()[:16]
+    d = Path(tempfile.gettempdir()) / "layoutalg-amd-cuda" / h
+    f = d / "lagen_mfma_cuda.inc"
+    if not f.exists() or f.read_text() != inc:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f"inc.{os.getpid()}.tmp"
+        tmp.write_text(inc)
+        os.replace(tmp, f)
+    return d
+
+
+def cuda_options(source: str, arch: str = "gfx942") -> Tuple[Tuple[str, ...], Dict[str, Any]]:
+    """Compiler options (include paths, LDS offsets, scratch size, content key) and the layout."""
+    mg = _mg()
+    used = mg.builtins_used(source)
+    inc, scratch = generate_cuda(used, arch)
+    offs, static = lds_layout(source)
+    d = _inc_dir(inc)
+    hdr = hashlib.sha256()
+    for f in ("lagen_hip.h", "lagen_cuda.h"):
+        hdr.update((INCLUDE_DIR / f).read_bytes())
+    hdr.update(inc.encode())
+    opts = [f"-I{INCLUDE_DIR}", f"-I{d}", "-DLAGEN_CUDA_MFMA_INC=1",
+            f"-DLAGEN_LDS_STATIC_BYTES={static}", f"-DLAGEN_CUDA_WAVE_SCRATCH_BYTES={scratch}",
+            f"-DLAGEN_CUDA_HEADERS={hdr.hexdigest()[:16]}"]
+    opts += [f"-DLAGEN_LDS_OFF_{k}={v}" for k, v in offs.items()]
+    return tuple(opts), {"lds_offsets": offs, "lds_static_bytes": static,
+                         "wave_scratch_bytes": scratch, "builtins": used}
+
+
+def translate(source: str, arch: str = "gfx942") -> str:
+    """One self-contained CUDA translation unit (headers and options inlined), for inspection or
+    ``nvcc`` by hand: the options as #defines, lagen_cuda.h, the generated MFMA code, the source."""
+    opts, info = cuda_options(source, arch)
+    inc, _ = generate_cuda(info["builtins"], arch)
+    defs = []
+    for o in opts:
+        if o.startswith("-D"):
+            k, _, v = o[2:].partition("=")
+            if k != "LAGEN_CUDA_MFMA_INC":
+                defs.append(f"#define {k} {v or 1}")
+    hdr = (INCLUDE_DIR / "lagen_cuda.h").read_text()
+    body = re.sub(r'^\s*#\s*include\s*"lagen_hip.h".*$', "// (lagen_hip.h -> lagen_cuda.h above)",
+                  source, flags=re.M)
+    return "\n".join(defs) + "\n" + hdr + "\n" + inc + "\n#line 1 \"kernel.hip\"\n" + body
+
+
+@dataclass
+class AmdCudaModule:
+    """A compiled AMD-flavoured source: the CUDA module plus what the launch needs."""
+
+    module: Any                                  # kernels.cuda.compile.CudaModule
+    signatures: Dict[str, Tuple[str, ...]]
+    lds_static_bytes: int
+    wave_scratch_bytes: int
+    builtins: Tuple[str, ...]
+
+    @property
+    def kernels(self) -> Tuple[str, ...]:
+        return tuple(self.signatures)
+
+    def smem_bytes(self, threads: int, dyn_lds: int = 0) -> int:
+        waves = (threads + 63) // 64
+        return self.lds_static_bytes + waves * self.wave_scratch_bytes + int(dyn_lds)
+
+
+def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend: str = "auto",
+                options: Sequence[str] = (), name: str = "amd_flavour.cu",
+                use_cache: bool = True) -> AmdCudaModule:
+    """Compile an AMD-flavoured HIP source for an NVIDIA GPU (NVRTC, or nvcc offline)."""
+    from .compile import compile_cuda
+    opts, info = cuda_options(source, arch)
+    sigs = kernel_signatures(source)
+    if not sigs:
+        raise CompileError("CUDA flavour: the source has no LAGEN_KERNEL")
+    mod = compile_cuda(source, sm, tuple(opts) + tuple(options), name=name, backend=backend,
+                       use_cache=use_cache)
+    mod = replace(mod, kernels=tuple(sigs))
+    return AmdCudaModule(mod, sigs, info["lds_static_bytes"], info["wave_scratch_bytes"],
+                         tuple(info["builtins"]))
+
+
+def launch_amd(m: AmdCudaModule, kernel: Optional[str], grid, block, args: Sequence[Any], *,
+               dyn_lds: int = 0, stream: Any = None) -> None:
+    """Launch on torch CUDA tensors; ``block`` must be a multiple of 64 threads (<= 960)."""
+    from ..launch import dim3
+    from .launch import launch
+    kernel = kernel or m.kernels[0]
+    if kernel not in m.signatures:
+        raise LaunchError(f"no kernel {kernel!r} in the module; it has {', '.join(m.kernels)}")
+    b = dim3(block, "block")
+    threads = b[0] * b[1] * b[2]
+    if threads % 64:
+        raise LaunchError(f"{kernel}: block of {threads} threads; the CUDA flavour runs whole "
+                          f"waves only (a multiple of 64 threads)")
+    if threads > 64 * MAX_WAVES:
+        raise LaunchError(f"{kernel}: block of {threads} threads is more than {MAX_WAVES} waves "
+                          f"(named barriers 1..15)")
+    launch(m.module, kernel, grid, block, args, signature=m.signatures[kernel],
+           smem_bytes=m.smem_bytes(threads, dyn_lds), stream=stream)
+
+
+# ----------------------------------------------------------------------------- the registry kernels
+
+_TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def gemm_kernel(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[str] = None,
+                **kw: Any):
+    from ..gemm import build_gemm
+    from ..gemm_plan import GemmConfig
+    return build_gemm(GemmConfig(m, n, k, dtype=dtype, out_dtype=out_dtype, **kw))
+
+
+def run_gemm(built: Any, a: Any, b: Any, c: Any, *, sm: str = "sm_90",
+             module: Optional[AmdCudaModule] = None) -> AmdCudaModule:
+    """Launch a built GEMM (kernels.gemm.build_gemm) on CUDA tensors a, b (as stored), c (output)."""
+    mod = module or compile_amd(built.source, sm)
+    launch_amd(mod, built.name, built.grid, built.block, [a, b, c])
+    return mod
+
+
+def attention_case(batch: int, heads: int, seqlen: int, head_dim: int = 128, causal: bool = False,
+                   dtype: str = "f16", seqlen_kv: Optional[int] = None,
+                   kv_heads: Optional[int] = None):
+    """(entry, AttnCase, shaped kernel) of the registry's prefill attention."""
+    from ..registry import get
+    e = get("attention")
+    p = argparse.ArgumentParser()
+    e.add_arguments(p)
+    argv = ["--head-dim", str(head_dim), "--seqlen-q", str(seqlen), "--seqlen-kv",
+            str(seqlen_kv or seqlen), "--batch", str(batch), "--heads", str(heads),
+            "--dtype", dtype]
+    if kv_heads:
+        argv += ["--kv-heads", str(kv_heads)]
+    if causal:
+        argv.append("--causal")
+    a = p.parse_args(argv)
+    a.arch = "gfx942"
+    cfg = e.config(a)
+    return e, cfg, e.build(cfg)
+
+
+def run_attention(shaped: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, *, sm: str = "sm_90",
+                  module: Optional[AmdCudaModule] = None) -> AmdCudaModule:
+    scalars, grid = shaped.case_args()
+    mod = module or compile_amd(shaped.source, sm)
+    launch_amd(mod, shaped.name, grid, shaped.block, [q, k, v, o, lse] + list(scalars))
+    return mod
+
+
+# ----------------------------------------------------------------------------- large-shape checks
+
+def _time(fn, reps: int) -> float:
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[str] = None,
+               layout: str = "NN", reps: int = 3, seed: int = 0) -> Dict[str, Any]:
+    import torch
+    built = gemm_kernel(m, n, k, dtype, out_dtype, a_major="row" if layout[0] == "N" else "col",
+                        b_major="row" if layout[1] == "N" else "col")
+    c_cfg = built.plan.cfg.normalized() if hasattr(built.plan, "cfg") else None
+    od = out_dtype or dtype
+    dt, odt = getattr(torch, _TORCH_DT[dtype]), getattr(torch, _TORCH_DT[od])
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", generator=g).to(dt)
+    b = torch.randn(k, n, device="cuda", generator=g).to(dt)
+    a_st = a.contiguous() if layout[0] == "N" else a.t().contiguous()
+    b_st = b.contiguous() if layout[1] == "N" else b.t().contiguous()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
+    t0 = time.perf_counter()
+    mod = compile_amd(built.source)
+    t_compile = time.perf_counter() - t0
+    run_gemm(built, a_st, b_st, c, module=mod)
+    torch.cuda.synchronize()
+    ref = (a.double() @ b.double())
+    out = c.double()
+    err = out - ref
+    res = {"kernel": built.name, "shape": [m, n, k], "dtype": dtype, "out_dtype": od,
+           "layout": layout, "grid": list(built.grid), "block": built.block,
+           "unwritten_nan": int(torch.isnan(out).sum()),
+           "max_abs_err": float(err.abs().max()),
+           "rel_fro_err": float(err.norm() / ref.norm()),
+           "max_abs_ref": float(ref.abs().max()),
+           "compile_s": round(t_compile, 2), "backend": mod.module.backend,
+           "smem_bytes": mod.smem_bytes(built.block)}
+    # the output rounding to f16/bf16 bounds the error: |c - ref| <= ulp/2 of |ref| + fp32 sum
+    ms = _time(lambda: run_gemm(built, a_st, b_st, c, module=mod), reps)
+    res["ms_per_launch"] = round(ms, 3)
+    del c_cfg
+    return res
+
+
+def check_attention(batch: int, heads: int, seqlen: int, head_dim: int = 128,
+                    causal: bool = False, dtype: str = "f16", reps: int = 3,
+                    seed: int = 0) -> Dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    e, cfg, shaped = attention_case(batch, heads, seqlen, head_dim, causal, dtype)
+    dt = getattr(torch, _TORCH_DT[dtype])
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    shp = (batch, heads, seqlen, head_dim)
+    q, k, v = (torch.randn(shp, device="cuda", generator=g).to(dt) for _ in range(3))
+    o = torch.full(shp, float("nan"), device="cuda", dtype=dt)
+    lse = torch.full((batch, heads, seqlen), float("nan"), device="cuda", dtype=torch.float32)
+    t0 = time.perf_counter()
+    mod = compile_amd(shaped.source)
+    t_compile = time.perf_counter() - t0
+    run_attention(shaped, q, k, v, o, lse, module=mod)
+    torch.cuda.synchronize()
+    scale = 1.0 / head_dim ** 0.5
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal,
+                                         scale=scale)
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if causal:
+        mask = torch.ones(seqlen, seqlen, device="cuda", dtype=torch.bool).tril()
+        s = s.masked_fill(~mask, float("-inf"))
+    ref_lse = torch.logsumexp(s, -1)
+    err = o.double() - ref
+    res = {"kernel": shaped.name, "shape": list(shp), "causal": causal, "dtype": dtype,
+           "grid": list(shaped.grid), "block": shaped.block,
+           "unwritten_nan": int(torch.isnan(o).sum()) + int(torch.isnan(lse).sum()),
+           "max_abs_err": float(err.abs().max()),
+           "rel_fro_err": float(err.norm() / ref.norm()),
+           "lse_max_abs_err": float((lse.double() - ref_lse).abs().max()),
+           "compile_s": round(t_compile, 2), "backend": mod.module.backend,
+           "smem_bytes": mod.smem_bytes(shaped.block)}
+    ms = _time(lambda: run_attention(shaped, q, k, v, o, lse, module=mod), reps)
+    res["ms_per_launch"] = round(ms, 3)
+    return res
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import torch
+    p = argparse.ArgumentParser(description="AMD-flavoured kernels on an NVIDIA GPU (functional)")
+    p.add_argument("--json", default=None)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="small shapes only")
+    a = p.parse_args(argv)
+    props = torch.cuda.get_device_properties(0)
+    out: Dict[str, Any] = {"device": props.name, "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                       time.gmtime()),
+                           "torch": torch.__version__, "gemm": [], "attention": []}
+    if a.quick:
+        gemms = [(256, 256, 256, "f16", None, "NN"), (200, 136, 72, "bf16", None, "NN")]
+        atts = [(1, 2, 200, 128, True, "f16")]
+    else:
+        gemms = [(4096, 4096, 4096, "f16", None, "NN"), (4000, 3000, 1000, "f16", None, "NN"),
+                 (4000, 3000, 1000, "bf16", None, "NN"), (4096, 4096, 4096, "bf16", "f32", "NT")]
+        atts = [(2, 8, 2048, 128, False, "f16"), (2, 8, 2048, 128, True, "f16"),
+                (2, 8, 2048, 128, True, "bf16")]
+    rows = []
+    for (m, n, k, dt, od, lay) in gemms:
+        try:
+            r = check_gemm(m, n, k, dt, od, lay, reps=a.reps)
+        except Exception as ex:  # keep going: report every case
+            r = {"shape": [m, n, k], "dtype": dt, "layout": lay, "error": f"{type(ex).__name__}: {ex}"[:800]}
+        out["gemm"].append(r)
+        rows.append(("gemm", f"{m}x{n}x{k} {dt}->{od or dt} {lay}", r))
+        print(json.dumps(r), flush=True)
+    for (b, h, s, d, causal, dt) in atts:
+        try:
+            r = check_attention(b, h, s, d, causal, dt, reps=a.reps)
+        except Exception as ex:
+            r = {"shape": [b, h, s, d], "causal": causal, "error": f"{type(ex).__name__}: {ex}"[:800]}
+        out["attention"].append(r)
+        rows.append(("attn", f"B{b} H{h} S{s} D{d} {'causal' if causal else 'full'} {dt}", r))
+        print(json.dumps(r), flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+    print(f"\n{out['device']}  {out['date']}  torch {out['torch']}")
+    print(f"{'kind':5} {'case':40} {'max|err|':>10} {'rel fro':>10} {'nan':>5} {'ms':>9}")
+    for kind, case, r in rows:
+        if "error" in r:
+            print(f"{kind:5} {case:40} ERROR {r['error'][:200]}")
+        else:
+            print(f"{kind:5} {case:40} {r['max_abs_err']:10.3g} {r['rel_fro_err']:10.3g} "
+                  f"{r['unwritten_nan']:5d} {r['ms_per_launch']:9.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
