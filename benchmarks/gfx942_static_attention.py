@@ -5,7 +5,10 @@ Both code objects are produced offline on a CPU-only machine and read by the sam
 (``benchmarks.gfx942_static.analyse``).  Nothing here runs on a GPU: MI300X run time is NOT
 measured; decode times are estimates from bytes moved.
 
-    python3 benchmarks/gfx942_static_attention.py [--json out.json]
+    python3 benchmarks/gfx942_static_attention.py [--json out.json] [--splitkv-only]
+
+Split-KV decode (long KV): code-object summary of the split / combine kernels, the automatic
+split count and bytes moved (partials included) -> time, printed first.
 
 Callable from benchmarks/gfx942_static.py as ``gfx942_static_attention.main([])``.
 """
@@ -126,6 +129,47 @@ def decode_table() -> List[Dict[str, Any]]:
     return rows
 
 
+SPLITKV_SET = [(b, 32, 32, 32768, 128) for b in (1, 2, 4, 8)] + \
+    [(b, 32, 8, 32768, 128) for b in (1, 8)] + [(1, 32, 32, 32768, 256), (8, 32, 32, 32768, 256)]
+
+
+def splitkv_table() -> List[Dict[str, Any]]:
+    """Split-KV decode (kernels/decode_splitkv.py): automatic split count, bytes moved (q, K, V,
+    fp32 partials written + read back, O, LSE) -> time at 5.3 / 4.3 TB/s."""
+    from kernels.decode import DecodeConfig
+    from kernels.decode_splitkv import choose_splits, splitkv_bytes
+    rows = []
+    for b, h, hk, skv, d in SPLITKV_SET:
+        cfg = DecodeConfig(head_dim=d)
+        ns, chunk = choose_splits(b, h, skv, cfg)
+        by = splitkv_bytes(b, h, hk, skv, d, ns)
+        t = by["total"]
+        q_blocks = -(-(b * h) // cfg.queries_per_block)
+        rows.append({"batch": b, "heads": h, "kv_heads": hk, "seqlen_kv": skv, "head_dim": d,
+                     "n_splits": ns, "kv_chunk": chunk, "split_blocks": q_blocks * ns,
+                     "bytes": t, "partial_bytes": by["partials_write"] + by["partials_read"],
+                     "us_at_5.3TBs": t / (PEAK_TBS * 1e12) * 1e6,
+                     "us_at_4.3TBs": t / (MEASURED_TBS * 1e12) * 1e6})
+    return rows
+
+
+def splitkv_static() -> Dict[str, Any]:
+    from kernels.decode_splitkv import SplitKVConfig, build_splitkv
+    out = {}
+    for d in (128, 256):
+        bk = build_splitkv(SplitKVConfig(head_dim=d, dtype="bf16", out_dtype="f16"))
+        rep = bk.report()
+        v = rep["verification"]
+        for who, r in rep["kernels"].items():
+            hist = (r["hot_loop"] or {}).get("histogram", {})
+            out[f"d{d} {who}"] = {k: r[k] for k in ("vgpr", "agpr", "sgpr", "lds_bytes",
+                                                    "scratch_bytes", "spills", "waves_per_simd")}
+            out[f"d{d} {who}"]["hot_loop_global"] = {k: n for k, n in hist.items()
+                                                     if k.startswith("global_")}
+            out[f"d{d} {who}"]["checks"] = f"{sum(v.values())}/{len(v)}"
+    return out
+
+
 def decode_static() -> Dict[str, Any]:
     from gfx942_static import analyse
     from kernels.decode import DecodeConfig, build_decode
@@ -139,14 +183,36 @@ def decode_static() -> Dict[str, Any]:
     return out
 
 
+def print_splitkv(res: Dict[str, Any]) -> None:
+    for k, an in res["splitkv_static"].items():
+        print(f"split-KV {k}: " + ", ".join(f"{n} {v}" for n, v in an.items()))
+    print("\n| B | H | HK | Skv | D | splits x keys | split blocks | MB moved | of which partials "
+          "(MB) | us @5.3 TB/s | us @4.3 TB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in res["splitkv_estimates"]:
+        print(f"| {r['batch']} | {r['heads']} | {r['kv_heads']} | {r['seqlen_kv']} | "
+              f"{r['head_dim']} | {r['n_splits']} x {r['kv_chunk']} | {r['split_blocks']} | "
+              f"{r['bytes'] / 1e6:.1f} | {r['partial_bytes'] / 1e6:.2f} | "
+              f"{r['us_at_5.3TBs']:.1f} | {r['us_at_4.3TBs']:.1f} |")
+    print()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     from gfx942_static import analyse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-triton", action="store_true")
+    ap.add_argument("--splitkv-only", action="store_true", help="only the split-KV tables")
     a = ap.parse_args(argv)
-    res: Dict[str, Any] = {"prefill": {}, "decode_static": decode_static(),
-                           "decode_estimates": decode_table()}
+    res: Dict[str, Any] = {"splitkv_static": splitkv_static(), "splitkv_estimates":
+                           splitkv_table()}
+    print_splitkv(res)
+    if a.splitkv_only:
+        if a.json:
+            Path(a.json).write_text(json.dumps(res, indent=1, default=str))
+        return 0
+    res.update({"prefill": {}, "decode_static": decode_static(),
+                "decode_estimates": decode_table()})
     cols = ["vgpr", "agpr", "lds_bytes", "waves_per_simd", "spills", "hot_loop_mfma",
             "mfma_share", "ds_read", "ds_write", "global_load"]
     print("| kernel | " + " | ".join(cols) + " | compile s |")
