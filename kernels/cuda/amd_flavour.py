@@ -32,13 +32,13 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 from ..errors import CompileError, KernelError, LaunchError
 
 __all__ = ["generate_cuda", "lds_layout", "kernel_signatures", "cuda_options", "AmdCudaModule",
            "compile_amd", "launch_amd", "run_gemm", "run_attention", "translate",
-           "MAX_WAVES", "INCLUDE_DIR"]
+           "MAX_WAVES", "INCLUDE_DIR", "mfma_probe_source", "mfma_probe_inputs"]
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 MAX_WAVES = 15           # named barriers 1..15 (0 is __syncthreads)
@@ -368,6 +368,8 @@ def launch_amd(m: AmdCudaModule, kernel: Optional[str], grid, block, args: Seque
 # ----------------------------------------------------------------------------- the registry kernels
 
 _TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+# the registry's GemmEntry.tolerance: (atol, rtol) by output type
+_GEMM_TOL = {"f32": (1e-4, 1e-5), "f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}
 
 
 def gemm_kernel(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[str] = None,
@@ -414,6 +416,64 @@ def run_attention(shaped: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, *, sm: 
     return mod
 
 
+# ----------------------------------------------------------------------------- MFMA probes
+
+_PROBE_T = {("float", 1): "float", ("float", 4): "lagen_f32x4", ("float", 16): "lagen_f32x16",
+            ("float", 32): "lagen_f32x32", ("__fp16", 4): "lagen_f16x4", ("__fp16", 8): "lagen_f16x8",
+            ("short", 4): "lagen_bf16x4", ("short", 8): "lagen_bf16x8", ("int", 1): "int",
+            ("int", 4): "lagen_i32x4", ("int", 16): "lagen_i32x16", ("int", 32): "lagen_i32x32",
+            ("long", 1): "long", ("double", 1): "double", ("double", 4): "lagen_f64x4"}
+# numpy dtype and items per lane of a probe operand, from the builtin parameter
+_PROBE_NP = {"float": "float32", "__fp16": "float16", "short": "int16", "int": "int32",
+             "long": "int64", "double": "float64"}
+
+
+def mfma_probe_source(builtins: Optional[Iterable[str]] = None, arch: str = "gfx942") -> str:
+    """A HIP source (lagen API) with one kernel ``probe_<builtin>`` per MFMA builtin: thread g
+    loads its A/B/C registers from a[g], b[g], c[g] and stores D to d[g]; any block of whole
+    waves.  Runs unchanged on the CPU emulator and through the CUDA flavour."""
+    mg = _mg()
+    out = ["#include \"lagen_hip.h\"", ""]
+    for s in _specs_for(builtins, arch):
+        b = mg._builtin_name(s)
+        short = b[len("__builtin_amdgcn_"):]
+        ta, tb, tc = (_PROBE_T[(p.ctype, p.width)] for p in s.builtin_params[:3])
+        td = _PROBE_T[(s.builtin_return.ctype, s.builtin_return.width)]
+        out += [f"LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS(256) void probe_{short}(const {ta}* __restrict__ a, "
+                f"const {tb}* __restrict__ b, const {tc}* __restrict__ c, {td}* __restrict__ d) {{",
+                "  const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;",
+                f"  d[g] = {b}(a[g], b[g], c[g], 0, 0, 0);", "}", ""]
+    return "\n".join(out)
+
+
+def mfma_probe_inputs(builtin: str, threads: int, seed: int = 0, arch: str = "gfx942"):
+    """numpy (a, b, c, d) for ``probe_<builtin>`` over ``threads`` threads: finite random values
+    of the operand types (fp8 bytes without the NaN code 0x80), d zeroed."""
+    import numpy as np
+    (s,) = _specs_for([builtin], arch)
+    rng = np.random.default_rng(seed)
+    arrs = []
+    for p, et in zip(list(s.builtin_params[:3]) + [s.builtin_return],
+                     (s.a_type, s.b_type, s.acc_type, s.out_type)):
+        dt = np.dtype(_PROBE_NP[p.ctype])
+        n = threads * p.width
+        if et in ("fp8e4m3fnuz", "fp8e5m2fnuz", "i8"):
+            raw = rng.integers(0, 256, size=n * dt.itemsize, dtype=np.uint8)
+            if et != "i8":
+                raw[raw == 0x80] = 0x81
+            x = raw.view(dt)
+        elif et == "bf16":
+            f = rng.standard_normal(n).astype(np.float32)
+            x = (f.view(np.uint32) >> 16).astype(np.uint16).view(np.int16)
+        elif et == "i32":
+            x = rng.integers(-1000, 1000, size=n).astype(dt)
+        else:
+            x = rng.standard_normal(n).astype(dt)
+        arrs.append(np.ascontiguousarray(x))
+    arrs[3] = np.zeros_like(arrs[3])
+    return arrs
+
+
 # ----------------------------------------------------------------------------- large-shape checks
 
 def _time(fn, reps: int) -> float:
@@ -437,7 +497,6 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
     import torch
     built = gemm_kernel(m, n, k, dtype, out_dtype, a_major="row" if layout[0] == "N" else "col",
                         b_major="row" if layout[1] == "N" else "col")
-    c_cfg = built.plan.cfg.normalized() if hasattr(built.plan, "cfg") else None
     od = out_dtype or dtype
     dt, odt = getattr(torch, _TORCH_DT[dtype]), getattr(torch, _TORCH_DT[od])
     g = torch.Generator(device="cuda").manual_seed(seed)
@@ -462,10 +521,12 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
            "max_abs_ref": float(ref.abs().max()),
            "compile_s": round(t_compile, 2), "backend": mod.module.backend,
            "smem_bytes": mod.smem_bytes(built.block)}
+    atol, rtol = _GEMM_TOL[od]
+    res["tol"] = [atol, rtol]
+    res["within_tol"] = bool((err.abs() <= atol + rtol * ref.abs()).all())
     # the output rounding to f16/bf16 bounds the error: |c - ref| <= ulp/2 of |ref| + fp32 sum
     ms = _time(lambda: run_gemm(built, a_st, b_st, c, module=mod), reps)
     res["ms_per_launch"] = round(ms, 3)
-    del c_cfg
     return res
 
 
@@ -503,6 +564,9 @@ def check_attention(batch: int, heads: int, seqlen: int, head_dim: int = 128,
            "lse_max_abs_err": float((lse.double() - ref_lse).abs().max()),
            "compile_s": round(t_compile, 2), "backend": mod.module.backend,
            "smem_bytes": mod.smem_bytes(shaped.block)}
+    atol, rtol = e.tolerance(cfg)
+    res["tol"] = [atol, rtol]
+    res["within_tol"] = bool((err.abs() <= atol + rtol * ref.abs()).all())
     ms = _time(lambda: run_attention(shaped, q, k, v, o, lse, module=mod), reps)
     res["ms_per_launch"] = round(ms, 3)
     return res
@@ -547,13 +611,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     print(f"\n{out['device']}  {out['date']}  torch {out['torch']}")
-    print(f"{'kind':5} {'case':40} {'max|err|':>10} {'rel fro':>10} {'nan':>5} {'ms':>9}")
+    print(f"{'kind':5} {'case':40} {'max|err|':>10} {'rel fro':>10} {'nan':>5} {'ms':>9} {'tol ok':>6}")
     for kind, case, r in rows:
         if "error" in r:
             print(f"{kind:5} {case:40} ERROR {r['error'][:200]}")
         else:
             print(f"{kind:5} {case:40} {r['max_abs_err']:10.3g} {r['rel_fro_err']:10.3g} "
-                  f"{r['unwritten_nan']:5d} {r['ms_per_launch']:9.3f}")
+                  f"{r['unwritten_nan']:5d} {r['ms_per_launch']:9.3f} {str(r['within_tol']):>6}")
     return 0
 
 

@@ -9,7 +9,7 @@
 //     (flattened x-fastest), lanes 0-31 in warp 2w, lanes 32-63 in warp 2w+1; lane = flat % 64;
 //   * wave collectives (MFMA, ds_swizzle, ds_bpermute, readfirstlane, ballot_w64, wave_barrier)
 //     exchange through a per-wave shared-memory scratch area between two named barriers
-//     (`bar.sync 1+w, 64`), so every one of the 64 lanes must reach each collective (an MFMA
+//     (`barrier.sync 1+w, 64`), so every one of the 64 lanes must reach each collective (an MFMA
 //     needs that on AMD too); blocks are multiples of 64 threads, at most 15 waves (960 threads);
 //   * MFMA semantics come from mfma_specs through the generated "lagen_mfma_cuda.inc"
 //     (amd_flavour.generate_cuda): each lane scatters its A/B register items into the wave's
@@ -157,7 +157,7 @@ __device__ __forceinline__ unsigned char* lagen_cuda_dynamic_lds() {
 
 // the two warps of the calling wave meet (named barrier 1 + wave; barrier 0 is __syncthreads)
 __device__ __forceinline__ void lagen_cuda_wave_sync() {
-  asm volatile("bar.sync %0, 64;" ::"r"(1u + lagen_wave_id()) : "memory");
+  asm volatile("barrier.sync %0, 64;" ::"r"(1u + lagen_wave_id()) : "memory");  // not .aligned
 }
 
 // ---------------------------------------------------------------- atomics, bf16 helpers
