@@ -757,6 +757,12 @@ class _Flow:
         if self.k.meta.get("kind") == "decode_combine":
             self.store_merged(a, i, cs, t_on)
             return
+        want_buf = getattr(self, "stat_buf", {}).get(fr)
+        if want_buf is not None and a.buf != want_buf:
+            self.fail("lane_accumulator_writeback", f"{a.tag}: stores the split's "
+                                                    f"{'max' if want_buf == 'Mp' else 'sum'} "
+                                                    f"({fr}) to {a.buf}, not {want_buf}")
+            return
         if a.buf == "LSE" or fr in self.lse_state:
             st = self.lse_state.get(fr)
             if st is None:
@@ -1340,6 +1346,7 @@ class _Flow:
             self.fail("online_softmax", "partial stats: O and the sum are over different keys")
             return
         acc.partial[:, idx] = True
+        self.stat_buf = {s.m_out.name: "Mp", s.l_out.name: "Lp"}
         self.lse_state[s.m_out.name] = (l.row.copy(), l.vbits.copy())
         self.lse_state[s.l_out.name] = (l.row.copy(), l.vbits.copy())
 

@@ -83,7 +83,22 @@ class _Shaped:
         return self.bk.compile(arch)
 
     def report(self):
-        return self.bk.report()
+        """The kernel's report plus the bytes the checked problem moves at least (HBM)."""
+        rep = self.bk.report()
+        c = self.case
+        kd, ob = c.kernel.head_dim, 2
+        if self.bk.kind == "decode_splitkv":
+            from .decode_splitkv import splitkv_bytes
+            rep["bytes_moved"] = splitkv_bytes(c.batch, c.heads, c.kv_heads, c.seqlen_kv, kd,
+                                               c.n_splits, 2, ob)
+            rep["splits"] = {"n_splits": c.n_splits, "kv_chunk": c.kv_chunk}
+        elif self.bk.kind == "decode":
+            from .decode import decode_bytes
+            rep["bytes_moved"] = decode_bytes(c.batch, c.heads, c.kv_heads, c.seqlen_kv, kd, 2, ob)
+        if "bytes_moved" in rep:
+            rep["bytes_moved"]["problem"] = (f"B={c.batch} H={c.heads} HK={c.kv_heads} "
+                                             f"seqlen_kv={c.seqlen_kv} D={kd}")
+        return rep
 
     def emulate(self, *inputs: Any, **kw: Any) -> Any:
         c = self.case

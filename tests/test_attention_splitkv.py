@@ -60,6 +60,14 @@ def test_split_chunk_offset_is_caught():
     assert "split_partition" in failed
 
 
+def test_split_storing_max_and_sum_swapped_is_caught():
+    k = SplitBuilder(DecodeConfig(head_dim=128)).build()
+    st = {s.buf: s for s in walk(k.body) if isinstance(s, Access) and s.buf in ("Mp", "Lp")}
+    st["Mp"].regs, st["Lp"].regs = st["Lp"].regs, st["Mp"].regs
+    failed, _ = _failed(k)
+    assert "lane_accumulator_writeback" in failed
+
+
 def test_combine_skipping_a_split_is_caught():
     k = CombineBuilder(DecodeConfig(head_dim=128)).build()
     for s in walk(k.body):
@@ -132,6 +140,7 @@ def test_splitkv_matches_sdpa(name):
     out, lse = attn.attention(q, k, v, out_dtype=torch.float16, return_lse=True,
                               backend="emulator", layout=layout, kv_splits=ks)
     assert out.dtype == torch.float16
+    assert any(key[0] == "SplitKVConfig" for key in attn._BUILT)
     if layout == "bshd":
         q, k, v, out = (x.transpose(1, 2) for x in (q, k, v, out))
     ref, lref = reference(q, k, v)
@@ -180,6 +189,8 @@ def test_cli_compile_long_kv_is_splitkv(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["kind"] == "decode_splitkv" and all(rep["verification"].values())
     assert len(rep["verification"]) == 16
+    assert rep["splits"] == {"n_splits": 128, "kv_chunk": 256}      # B=1, H=2
+    assert rep["bytes_moved"]["kv"] == 2 * 2 * 32768 * 128 * 2
     for who in ("split", "combine"):
         kr = rep["kernels"][who]
         assert kr["scratch_bytes"] == 0 and kr["spills"] == 0 and kr["lds_bytes"] == 0
@@ -190,11 +201,11 @@ def test_cli_compile_long_kv_is_splitkv(tmp_path):
     assert "la_attn_decode_split_" in src and "la_attn_decode_combine_" in src
 
 
-def test_cli_check_emulate_4097():
-    r = subprocess.run([sys.executable, "-m", "layoutalg.cli", "check", "attention", "--emulate",
-                        "--dtype", "bf16", "--out-dtype", "f16", "--seqlen-q", "1",
-                        "--seqlen-kv", "4097", "--heads", "2", "--kv-heads", "1"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "16/16 checks hold" in r.stdout and "grid 1x16" in r.stdout
-    assert float(r.stdout.strip().splitlines()[-1].split(":")[1]) < 4e-3
+def test_cli_check_emulate_4097(capsys):
+    from layoutalg.cli import main
+    rc = main(["check", "attention", "--emulate", "--dtype", "bf16", "--out-dtype", "f16",
+               "--seqlen-q", "1", "--seqlen-kv", "4097", "--heads", "2", "--kv-heads", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "16/16 checks hold" in out and "grid 1x16" in out
+    assert float(out.strip().splitlines()[-1].split(":")[1]) < 4e-3
