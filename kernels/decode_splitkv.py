@@ -419,6 +419,37 @@ def validate_split(n_splits: int, kv_chunk: int, seqlen_kv: int, cfg: DecodeConf
                           f"{seqlen_kv}")
 
 
+def _check_same_workspace(bk: BuiltSplitKV) -> None:
+    """The pair's link: the combine kernel reads Op / Mp / Lp through the same layouts (printed
+    from the same layoutalg objects) the split kernel writes them with; else the combine's
+    ``reduction_reads_partials`` fails."""
+    from layoutalg.verify.result import CheckResult
+    from .ir import walk
+
+    def origins(ir: Any) -> Dict[str, set]:
+        out: Dict[str, set] = {}
+        for a in walk(ir.body):
+            if isinstance(a, Access) and a.buf in ("Op", "Mp", "Lp"):
+                out.setdefault(a.buf, set()).add(str(a.origin))
+        return out
+    w, r = origins(bk.split.ir), origins(bk.combine.ir)
+    bad = [b for b in ("Op", "Mp", "Lp") if len(w.get(b, ())) != 1 or w.get(b) != r.get(b)]
+    rep = bk.combine.verification
+    old = rep.checks.get("reduction_reads_partials")
+    if old is None:
+        return
+    dom = old.domain + "; the split kernel writes and the combine kernel reads Op, Mp, Lp " \
+                       "through the same layouts: " + ", ".join(f"{b} {sorted(w.get(b, ()))}"
+                                                               for b in ("Op", "Mp", "Lp"))
+    cex = old.counterexample
+    if bad:
+        cex = (cex + "\n" if cex else "") + "; ".join(
+            f"{b}: written as {sorted(w.get(b, ()))}, read as {sorted(r.get(b, ()))}" for b in bad)
+    rep.checks["reduction_reads_partials"] = CheckResult(
+        check="reduction_reads_partials", holds=old.holds and not bad, method=old.method,
+        domain=dom, counterexample=cex)
+
+
 def build_splitkv(cfg: DecodeConfig, *, verify: bool = True) -> BuiltSplitKV:
     from .attention_gate import verify_attention
     from .gate import GateReport
@@ -435,6 +466,7 @@ def build_splitkv(cfg: DecodeConfig, *, verify: bool = True) -> BuiltSplitKV:
                                      {"gate_s": tb - ta}, kind=ir.meta["kind"])))
     bk = BuiltSplitKV(built[0], built[1], c, {"build_and_gate_s": time.perf_counter() - t0})
     if verify:
+        _check_same_workspace(bk)
         bk.verification.raise_if_failed()
     return bk
 

@@ -209,3 +209,41 @@ def test_cli_check_emulate_4097(capsys):
     assert rc == 0, out
     assert "16/16 checks hold" in out and "grid 1x16" in out
     assert float(out.strip().splitlines()[-1].split(":")[1]) < 4e-3
+
+
+def test_launch_arguments_match_the_code_object(monkeypatch):
+    """The ROCm path (no GPU here): both launches' arguments packed against the code object's
+    metadata (count, kinds, sizes), with meta tensors standing in for device ones."""
+    import kernels.launch as L
+    calls = []
+
+    def fake(co, name, grid, block, args, *, specs=None, lds_bytes=0, stream=None):
+        calls.append((name, grid, len(L.pack_args(co.kernel_metadata(name), args, specs,
+                                                  check_device=False))))
+    monkeypatch.setattr(L, "launch", fake)
+    B, H, HK, S, D = 2, 4, 2, 3000, 128
+    q = torch.empty(B, H, 1, D, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(B, HK, S, D, dtype=torch.bfloat16, device="meta")
+    attn.attention(q, k, torch.empty_like(k), out_dtype=torch.float16)
+    ns, _ = choose_splits(B, H, S, DecodeConfig())
+    assert [(c[0].split("_")[3], c[1]) for c in calls] == [("split", (1, ns, 1)),
+                                                            ("combine", (1, 1, 1))]
+
+
+def test_pair_link_is_checked():
+    """A combine kernel reading the workspace through another layout than the split kernel
+    writes it fails reduction_reads_partials."""
+    from kernels.decode_splitkv import _check_same_workspace
+    from kernels.ir import Access, walk
+    from layoutalg import Layout
+    bk = attn.get_kernel(SplitKVConfig(head_dim=128))
+    import copy
+    bk2 = copy.copy(bk)
+    bk2.combine = copy.deepcopy(bk.combine)
+    for a in walk(bk2.combine.ir.body):
+        if isinstance(a, Access) and a.buf == "Mp":
+            a.origin = Layout(a.origin.shape, (2,) + tuple(a.origin.stride[1:]))
+    _check_same_workspace(bk2)
+    r = bk2.combine.verification.checks["reduction_reads_partials"]
+    assert not r.holds and "Mp" in r.counterexample
+    assert bk.verification.checks["reduction_reads_partials"].holds
