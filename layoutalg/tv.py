@@ -54,36 +54,60 @@ def thread_values(layout_tv: Layout, tile_layout: Any, thread: int) -> list:
     return [tile_layout(vals(v)) for v in range(n)]
 
 
-def local_partition(tensor_layout: Layout, tile: Layout, index: int) -> Tuple[Layout, Any]:
-    """CuTe ``local_partition``: the elements thread ``index`` of ``tile`` owns in each tile.
+def _rep_under(n: int) -> Any:
+    """CuTe ``repeat<n>(_)``: ``_`` itself for n == 1 (keeps the mode whole), else n of them
+    (splices the mode's sub-modes into the result)."""
+    return None if n == 1 else (None,) * n
 
-    The tensor is divided by the tile's per-mode shape; thread ``index`` sits at the tile
-    coordinate ``tile`` assigns it (``(index // stride) % shape`` per mode, as CuTe's
-    ``get_flat_coord``).  Returns ``(layout, offset)``: the thread's elements are
+
+def _append_under(coord: tuple, n: int, what: str) -> tuple:
+    """CuTe ``append<n>(coord, _)``: pad a tuple coordinate with ``_`` up to n entries."""
+    if len(coord) > n:
+        raise ShapeError(f"{what}: coordinate {coord} has {len(coord)} entries but the mode it "
+                         f"slices has rank {n}")
+    return coord + (None,) * (n - len(coord))
+
+
+def local_partition(tensor_layout: Layout, tile: Layout, index: int) -> Tuple[Layout, Any]:
+    """CuTe ``local_partition`` (= ``outer_partition`` by the tile's per-mode shape): the
+    elements thread ``index`` of ``tile`` owns, one per tile.
+
+    The tensor is divided by ``product_each(shape(tile))``; thread ``index`` sits at
+    ``tile.get_flat_coord(index)`` (per mode, the column-major index of
+    ``(index // stride) % shape``).  As in CuTe the coordinate slices the tile modes and the rest
+    modes are spliced into the result.  Returns ``(layout, offset)``: the thread's elements are
     ``offset + layout(i)``.
     """
     from .inttuple import compact_col_major, crd2idx, is_tuple
     from .layout import slice_and_offset
     shp = product_each(tile.shape)
-    tiler = tuple(Layout._make(s, 1) for s in shp)
-    divided = zipped_divide(tensor_layout, tiler)
-    tshape = tile.shape if is_tuple(tile.shape) else (tile.shape,)
-    tstride = tile.stride if is_tuple(tile.stride) else (tile.stride,)
+    divided = zipped_divide(tensor_layout, shp)
 
     def hier(s: Any, d: Any) -> Any:
         if is_tuple(s):
             return tuple(hier(x, y) for x, y in zip(s, d))
         return (index // d) % s if d != 0 else 0
 
-    coord = tuple(crd2idx(hier(s, d), s, compact_col_major(s)) for s, d in zip(tshape, tstride))
-    return slice_and_offset((coord, None), divided)
+    if is_tuple(tile.shape):
+        coord: Any = tuple(crd2idx(hier(s, d), s, compact_col_major(s))
+                           for s, d in zip(tile.shape, tile.stride))
+        coord = _append_under(coord, divided[0].rank, "local_partition")
+    else:
+        coord = hier(tile.shape, tile.stride)
+    return slice_and_offset((coord, _rep_under(divided[1].rank)), divided)
 
 
 def local_tile(tensor_layout: Layout, tiler: Any, coord: Any) -> Tuple[Layout, Any]:
-    """The tile at ``coord`` of ``zipped_divide(tensor, tiler)``: returns ``(layout, offset)``."""
+    """CuTe ``local_tile`` (= ``inner_partition``): the tile at ``coord`` of
+    ``zipped_divide(tensor, tiler)``, with the tile modes spliced into the result as in CuTe.
+    A tuple ``coord`` shorter than the rest mode is padded with ``None`` (``_``).
+    Returns ``(layout, offset)``.
+    """
     from .layout import slice_and_offset
     divided = zipped_divide(tensor_layout, tiler)
-    return slice_and_offset((None, coord), divided)
+    if type(coord) is tuple:
+        coord = _append_under(coord, divided[1].rank, "local_tile")
+    return slice_and_offset((_rep_under(divided[0].rank), coord), divided)
 
 
 class TVLayout:

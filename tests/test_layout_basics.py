@@ -280,7 +280,7 @@ def test_symbolic_algebra():
     assert str(la.logical_product(la.Layout((4, 8)), la.Layout(M))) == "((4,8),M):((1,4),32)"
     assert str(la.right_inverse(A)) == "M:1"
     tile, off = la.local_tile(A, (32, 8), (1, 2))
-    assert str(tile) == "((32,8)):((1,lda))" and sympy.simplify(off - (32 + 16 * lda)) == 0
+    assert str(tile) == "(32,8):(1,lda)" and sympy.simplify(off - (32 + 16 * lda)) == 0
     assert str(la.composition(la.Layout((4, M), (1, 8)), la.parse("(2,4):(1,2)"))) == \
         "(2,(2,2)):(1,(2,8))"
 
@@ -306,3 +306,14 @@ def test_strategies_respect_their_knobs():
         assert all(x & (x - 1) == 0 and x != 0 for x in L.flat()[0] + tuple(abs(d) for d in L.flat()[1]))
         assert type(t) is int and t & (t - 1) == 0
     check()
+
+
+def test_regression_partition_shapes_follow_cute():
+    # CuTe's own comment: local_partition(data (_16,_64), Layout<Shape<_2,_16>>{}, thr) -> (_8,_4)
+    # (the rest modes are spliced in; we used to return them nested as ((8,4)))
+    part, off = la.local_partition(la.Layout((16, 64)), la.Layout((2, 16)), 5)
+    assert str(part) == "(8,4):(2,256)" and off == 1 + 2 * 16
+    # local_tile splices the tile modes: (32,64), not ((32,64)); a short coordinate is padded
+    tile, off = la.local_tile(la.Layout((64, 128)), (32, 64), (1, 1))
+    assert str(tile) == "(32,64):(1,64)" and off == 32 + 64 * 64
+    assert str(la.local_tile(la.Layout((64, 128)), (32, 64), (1,))[0]) == "(32,64,2):(1,64,4096)"
