@@ -38,6 +38,17 @@ prints, with C semantics (:func:`kernels.ir.c_eval`).
    * ``lds_races`` - no LDS element is read and written (or written twice) by different threads
      without a barrier in between; nothing reads LDS never written.
 
+3. **Split-KV decode** (:mod:`kernels.decode_splitkv`, two kernels): the split kernel is checked
+   as a decode whose query "row" ``s`` is split ``s`` (Q's row mode has stride 0) and sees
+   exactly the keys ``[s kv_chunk, (s+1) kv_chunk)`` below seqlen_kv, so the checks above prove
+   each partial's keys; ``split_partition`` adds that per (batch, head) the partials' key sets
+   are disjoint and cover ``[0, seqlen_kv)``; the partial O is stored unnormalised next to the
+   (max, sum) of the same row, keys and maximum version.  For the combine kernel,
+   ``reduction_reads_partials``: every merge step combines O, max and sum of one (batch, head)
+   and split, at the accumulator's head dims, no split twice, and each stored O / LSE element
+   merged all ``n_splits`` splits of its own (batch, head); the pair's workspace layouts are
+   the same objects on both sides (``decode_splitkv._check_same_workspace``).
+
 Value arithmetic (exp2, fma, max, rounding) is outside the proof: the emulator tests check it.
 """
 

@@ -18,6 +18,9 @@ scores are reduced across the query's lanes before the softmax), so no other exc
 The same gate as prefill proves index math, bounds, 128-bit widths, coverage, the exchanges
 (same query row and key, disjoint head dims), the online softmax and the masking.
 
+Long KV: this kernel has only ``ceil(B H / queries_per_block)`` work-groups; when that cannot
+fill the GPU, :mod:`.decode_splitkv` splits the KV sequence over work-groups and merges.
+
 Causal masking does not apply: with one query row, bottom-right causal attention sees every key
 of the cache (and top-left would see only key 0, which no decoder wants).
 """

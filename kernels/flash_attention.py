@@ -642,6 +642,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     shape = PrefillShape(B, H, HK, SQ, SKV, st(q), st(k), st(v), st(out), off)
     use_decode = decode if decode is not None else (
         SQ == 1 and (not causal or causal_align == "bottom_right"))
+    if kv_splits is not None and not use_decode:
+        raise ConfigError("kv_splits applies to the decode kernel (seqlen_q == 1) only")
     if use_decode:
         from .decode import DecodeConfig, decode_args, decode_grid
         if SQ != 1:

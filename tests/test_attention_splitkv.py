@@ -211,6 +211,13 @@ def test_cli_check_emulate_4097(capsys):
     assert float(out.strip().splitlines()[-1].split(":")[1]) < 4e-3
 
 
+def test_kv_splits_for_prefill_is_refused():
+    from kernels.gemm_plan import ConfigError
+    q = torch.zeros(1, 1, 4, 128, dtype=torch.bfloat16)
+    with pytest.raises(ConfigError, match="kv_splits"):
+        attn.attention(q, q, q, kv_splits=2, backend="emulator")
+
+
 def test_launch_arguments_match_the_code_object(monkeypatch):
     """The ROCm path (no GPU here): both launches' arguments packed against the code object's
     metadata (count, kinds, sizes), with meta tensors standing in for device ones."""
