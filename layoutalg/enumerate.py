@@ -19,10 +19,23 @@ def _flat_values(fs: tuple, fd: tuple) -> np.ndarray:
     if not all(type(x) is int for x in fs + fd):
         raise ShapeError("numeric enumeration needs static (int) shapes and strides; "
                          "use layoutalg.symbolic for symbolic layouts")
-    out = np.zeros(1, dtype=np.int64)
+    # int64 holds every offset unless the extreme offsets pass 2^63: then use Python ints
+    # (object arrays) rather than wrap around silently
+    lo = hi = 0
+    for s, d in zip(fs, fd):
+        if d > 0:
+            hi += (s - 1) * d
+        else:
+            lo += (s - 1) * d
+    dtype: Any = np.int64 if hi < 2 ** 63 and lo >= -2 ** 63 else object
+    out = np.zeros(1, dtype=dtype)
     for s, d in zip(fs, fd):
         # out is laid out with the earlier (faster) modes varying first
-        out = (out[None, :] + (np.arange(s, dtype=np.int64) * d)[:, None]).reshape(-1)
+        step = np.arange(s, dtype=np.int64) if dtype is np.int64 else np.array(
+            [k * d for k in range(s)], dtype=object)
+        if dtype is np.int64:
+            step = step * d
+        out = (out[None, :] + step[:, None]).reshape(-1)
     return out
 
 

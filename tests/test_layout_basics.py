@@ -317,3 +317,10 @@ def test_regression_partition_shapes_follow_cute():
     tile, off = la.local_tile(la.Layout((64, 128)), (32, 64), (1, 1))
     assert str(tile) == "(32,64):(1,64)" and off == 32 + 64 * 64
     assert str(la.local_tile(la.Layout((64, 128)), (32, 64), (1,))[0]) == "(32,64,2):(1,64,4096)"
+
+
+def test_regression_values_do_not_wrap_around():
+    # offsets beyond int64 used to wrap silently in values(); now they come back exact
+    L = la.Layout((4, 3), (2 ** 62, 5))
+    assert [int(v) for v in L.values()] == [L(i) for i in range(12)]
+    assert la.Layout((4, 3), (1, 5)).values().dtype.name == "int64"
