@@ -231,22 +231,23 @@ def lds_layout(source: str) -> Tuple[Dict[str, int], int]:
 
 
 _KERNEL = re.compile(r"LAGEN_KERNEL\s+(?:LAGEN_LAUNCH_BOUNDS\s*\(\s*\d+\s*\)\s*)?void\s+(\w+)\s*"
-                     r"\(([^)]*)\)")
+                     r"\(([^)]*)\)", re.S)
 
 
 def _param_kind(p: str) -> str:
-    p = " ".join(p.replace("__restrict__", "").split())
-    if "*" in p:
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", p, flags=re.S)
+    if "*" in text:
         return "ptr"
-    words = p.split()[:-1]
-    t = " ".join(w for w in words if w != "const")
-    if t in ("int", "int32_t", "signed int"):
+    words = [w for w in re.findall(r"[A-Za-z_]\w*", text)
+             if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")]
+    t = " ".join(words[:-1])
+    if t in ("int", "int32_t", "signed int", "signed"):
         return "i32"
     if t in ("unsigned", "unsigned int", "uint32_t"):
         return "u32"
-    if t in ("float",):
+    if t == "float":
         return "f32"
-    if t in ("long long", "int64_t", "long"):
+    if t in ("long long", "int64_t", "long", "long long int"):
         return "i64"
     raise KernelError(f"CUDA flavour: kernel parameter {p!r} has no launch type")
 
@@ -578,6 +579,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="small shapes only")
+    p.add_argument("--dump", default=None, help="directory: write the source of a failing case")
     a = p.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     out: Dict[str, Any] = {"device": props.name, "date": time.strftime("%Y-%m-%d %H:%M UTC",
@@ -597,6 +599,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             r = check_gemm(m, n, k, dt, od, lay, reps=a.reps)
         except Exception as ex:  # keep going: report every case
             r = {"shape": [m, n, k], "dtype": dt, "layout": lay, "error": f"{type(ex).__name__}: {ex}"[:800]}
+            if a.dump:
+                Path(a.dump, f"gemm_{m}x{n}x{k}_{dt}.hip").write_text(gemm_kernel(m, n, k, dt, od).source)
         out["gemm"].append(r)
         rows.append(("gemm", f"{m}x{n}x{k} {dt}->{od or dt} {lay}", r))
         print(json.dumps(r), flush=True)
@@ -605,6 +609,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             r = check_attention(b, h, s, d, causal, dt, reps=a.reps)
         except Exception as ex:
             r = {"shape": [b, h, s, d], "causal": causal, "error": f"{type(ex).__name__}: {ex}"[:800]}
+            if a.dump:
+                Path(a.dump, f"attn_{s}_{int(causal)}_{dt}.hip").write_text(
+                    attention_case(b, h, s, d, causal, dt)[2].source)
         out["attention"].append(r)
         rows.append(("attn", f"B{b} H{h} S{s} D{d} {'causal' if causal else 'full'} {dt}", r))
         print(json.dumps(r), flush=True)
