@@ -256,7 +256,8 @@ def _ceil_div_leaf(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         return (a + b - 1) // b
     import sympy
-    return sympy.ceiling(sympy.Rational(1, 1) * a / b)
+    q = sympy.ceiling(sympy.Rational(1, 1) * a / b)
+    return int(q) if q.is_Integer else q  # keep static results plain ints (CuTe's static 1s)
 
 
 def ceil_div(a: IntTuple, b: IntTuple) -> IntTuple:

@@ -324,3 +324,16 @@ def test_regression_values_do_not_wrap_around():
     L = la.Layout((4, 3), (2 ** 62, 5))
     assert [int(v) for v in L.values()] == [L(i) for i in range(12)]
     assert la.Layout((4, 3), (1, 5)).values().dtype.name == "int64"
+
+
+def test_symbolic_refusals_are_symbolic_errors():
+    M, lda = sympy.symbols("M lda", integer=True, positive=True)
+    # whether 2 elements fit in a mode of runtime extent M is undecidable: refuse, don't guess
+    with pytest.raises(la.SymbolicError):
+        la.composition(la.Layout((M, 4), (1, lda)), la.parse("(2,2):(1,2)"))
+    # a whole-layout tiler on a runtime (M,N) shape: the rest covers the layout only if M >= 4
+    N = sympy.Symbol("N", integer=True, positive=True)
+    with pytest.raises(la.SymbolicError):
+        la.logical_divide(la.Layout((M, N), (1, M)), la.Layout(4, 1))
+    # static results of symbolic arithmetic are plain ints again: CuTe's 1:0
+    assert str(la.complement(la.Layout((M, 4), (1, M)))) == "1:0"
