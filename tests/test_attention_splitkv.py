@@ -126,7 +126,8 @@ CASES = {
     "skv77-3-splits-gqa": (2, 4, 2, 77, 128, 3, "bhsd"),
     "skv77-bshd-mqa": (1, 4, 1, 77, 128, 4, "bshd"),
     "skv1000-auto-d256": (1, 2, 1, 1000, 256, None, "bhsd"),
-    # seqlen_kv 4097 (16 splits, chosen automatically): test_cli_check_emulate_4097
+    "skv4097-auto-d256-mqa": (1, 2, 1, 4097, 256, None, "bhsd"),
+    # seqlen_kv 4097 at d128 (16 splits, chosen automatically): test_cli_check_emulate_4097
 }
 
 
