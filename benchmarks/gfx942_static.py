@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 TRITON_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 64, 4, 2),     # the REFERENCE.md kernel
     (256, 256, 32, 8, 2),     # the tile of our larger config
+    (256, 256, 64, 8, 2),     # the same tile with BK=64 (our BK=64 row's tile)
 ]
 OURS_CONFIGS = [  # (block_m, block_n, block_k, waves_m, waves_n, LDS stages)
     (128, 128, 32, 2, 2, 2),  # the GemmConfig default

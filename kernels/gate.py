@@ -847,7 +847,9 @@ class _Flow:
         self.acc_m = {n: np.full((T, self._frag(n).count), -1) for n in accs}
         self.acc_n = {n: np.full((T, self._frag(n).count), -1) for n in accs}
         self.acc_zero = {n: np.zeros((T, self._frag(n).count), bool) for n in accs}
-        self.kbits = {n: np.zeros((T, self._frag(n).count, nw), np.uint64) for n in accs}
+        # k bitsets per accumulator element, word-major: one MFMA touches one word, so its
+        # gathers stay inside one contiguous [T, count] slice
+        self.kbits = {n: np.zeros((nw, T, self._frag(n).count), np.uint64) for n in accs}
         self.specs: Dict[int, _Spec] = {}
         self.mplans: Dict[Any, Any] = {}
         self.groups: Dict[int, Any] = {}
@@ -1054,12 +1056,12 @@ class _Flow:
                        f"{int(self.acc_n[fr][t, i])})")
             return
         K = self.k_extent.get("A", 0)
-        want = _kmask(K, self.kbits[fr].shape[2])
-        got = self.kbits[fr][t_on, i, :]
+        want = _kmask(K, self.kbits[fr].shape[0])
+        got = self.kbits[fr][:, t_on, i].T
         bad = (got != want[None, :]).any(axis=1)
         if bad.any():
             t = int(t_on[np.argmax(bad)])
-            have = _bits_to_list(self.kbits[fr][t, i, :])
+            have = _bits_to_list(self.kbits[fr][:, t, i])
             missing = sorted(set(range(K)) - set(have))
             extra = sorted(set(have) - set(range(K)))
             self.f.add("lane_accumulator_writeback",
@@ -1146,7 +1148,7 @@ class _Flow:
             srt = np.sort(kq, axis=-1)
             word = kq // 64
             ok = not (srt[..., 1:] == srt[..., :-1]).any() and (word == word[..., :1]).all() \
-                and not (word[..., 0] >= kb_arr.shape[2]).any()
+                and not (word[..., 0] >= kb_arr.shape[0]).any()
         if ok:
             one = np.left_shift(np.uint64(1), (kq % 64).astype(np.uint64))       # [Nb, W, K]
             zero = np.uint64(0)
@@ -1155,9 +1157,14 @@ class _Flow:
             colbits = np.bitwise_or.reduce(np.where((B & _ZERO) == 0, one[..., :, None], zero),
                                            axis=-2)                              # [Nb, W, N]
             new = np.take(rowbits, rowsel) & np.take(colbits, colsel)            # [Nb, W, 64, C]
-            nw = kb_arr.shape[2]
-            kfi = acc_fi * nw + word[..., :1, None]
-            cur = np.take(kb_arr, kfi)
+            w0 = int(word.flat[0])
+            if (word == w0).all():            # the usual case: one k window for the batch
+                kb_sl = kb_arr[w0]
+                kfi = acc_fi
+            else:
+                kb_sl = kb_arr
+                kfi = word[..., :1, None] * kb_arr[0].size + acc_fi
+            cur = np.take(kb_sl, kfi)
             ok = not ((cur & new) != 0).any()
         if not ok:
             for m in ms:
@@ -1166,7 +1173,7 @@ class _Flow:
         self.mfma_issues += (self.T // 64) * len(ms)
         np.put(self.acc_m[fr], acc_fi, want_m)
         np.put(self.acc_n[fr], acc_fi, want_n)
-        np.put(kb_arr, kfi, cur | new)
+        np.put(kb_sl, kfi, cur | new)
 
     def _grouped(self, body: List[Any]) -> List[Any]:
         """``body`` with each run of consecutive MFMAs split into batches (lists) of one
@@ -1291,7 +1298,7 @@ class _Flow:
             return
         word = kq // 64
         kb_arr = self.kbits[fr]
-        if (word != word[:, :1]).any() or (word[:, 0] >= kb_arr.shape[2]).any():
+        if (word != word[:, :1]).any() or (word[:, 0] >= kb_arr.shape[0]).any():
             self.f.add("lane_mfma_operands", f"{where}: the k values of one MFMA "
                                              f"({kq[0].tolist()}) span two 64-k windows or pass "
                                              "the reduction extent (not supported by the check)")
@@ -1302,7 +1309,7 @@ class _Flow:
         colbits = np.bitwise_or.reduce(np.where(~bz, one[:, :, None], zero), axis=1)   # [W, N]
         new = rowbits[wv, ci] & colbits[wv, cj]                                   # [W, 64, C]
         wd = np.broadcast_to(word[:, :1, None], new.shape)
-        cur = kb_arr[th_b, it_b, wd]
+        cur = kb_arr[wd, th_b, it_b]
         dup = (cur & new) != 0
         if dup.any():
             w, l, c = (int(x) for x in np.argwhere(dup)[0])
@@ -1310,7 +1317,7 @@ class _Flow:
                        f"{where}: wave {w} lane {l} accumulator item {c} adds a k it already "
                        "summed (a reduction index used twice)")
             return
-        kb_arr[th_b, it_b, wd] = cur | new
+        kb_arr[wd, th_b, it_b] = cur | new
 
 
 class _Lazy:

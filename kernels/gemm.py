@@ -149,6 +149,110 @@ def _swizzle_cannot_help(op: OperandPlan, arr: np.ndarray, instr: str, eb: int, 
     return False
 
 
+_SWIZZLE_MAX_BITS = 5   # suggest_swizzle's default
+
+
+def screen_swizzles(op: OperandPlan, accesses, eb: int) -> Optional[Tuple[Any, int]]:
+    """The first ``(B, M, S)`` in :func:`layoutalg.verify.suggest_swizzle`'s candidate order
+    whose XOR swizzle of ``op``'s k-contiguous LDS tile leaves every phase of every access free
+    of bank conflicts, by a vectorized count of distinct bank words per bank and phase, and how
+    many candidates were tried; ``(None, n)`` when none passes; None when the screen does not
+    apply (a tile size that is not a power of two, a partial wave).
+
+    ``accesses``: ``[(array [threads, issues x width] of tile indices, LdsModel)]``.  A fast
+    search only: the caller proves the winner with ``bank_conflicts`` (and the gate proves the
+    kernel), and ``tests/test_gemm_plan.py`` checks it picks what ``suggest_swizzle`` picks.
+    """
+    from layoutalg import Swizzle
+    BMN, BK = op.tile
+    size = BMN * BK
+    if size & (size - 1):
+        return None
+    nbits = size.bit_length() - 1
+    prep: List[Any] = []
+    prep_rest: List[Any] = []
+    m_min = 0
+    for arr, model in accesses:
+        T, nv = arr.shape
+        if T % 64:
+            return None
+        w = model.access_bytes // eb
+        m_min = max(m_min, w.bit_length() - 1)
+        off = ((arr % BMN) * BK + arr // BMN).reshape(-1).astype(np.int64)
+        rows = []
+        for wave in range(0, T, 64):
+            for i in range(0, nv, w):
+                for ph in model.phases:
+                    lanes = wave + np.asarray(ph)
+                    rows.append((lanes[:, None] * nv + np.arange(i, i + w)[None, :]).reshape(-1))
+        if len({len(r) for r in rows}) != 1:
+            return None
+        G = np.stack(rows)
+        # a few rows first: most candidates already fail there
+        prep.append((off, G[:16], model.banks, model.bank_bytes))
+        prep_rest.append((off, G[16:], model.banks, model.bank_bytes))
+    cands = [(0, m_min, 0)] + [(b, mm, sh) for b in range(1, _SWIZZLE_MAX_BITS + 1)
+                               for mm in range(m_min, nbits) for sh in range(b, nbits)
+                               if mm + sh + b <= nbits]
+    for tried, (b, mm, sh) in enumerate(cands, 1):
+        ok = True
+        for off, G, banks, bank_bytes in prep + prep_rest:
+            if not len(G):
+                continue
+            x = off
+            if b:
+                sw = Swizzle(b, mm, sh)
+                x = x ^ ((x & sw.yyy_mask) >> sh)
+            D = np.sort((x[G] * eb) // bank_bytes, axis=1)
+            first = np.ones(D.shape, dtype=bool)
+            first[:, 1:] = D[:, 1:] != D[:, :-1]
+            R = D.shape[0]
+            key = (np.arange(R)[:, None] * banks + D % banks)[first]
+            if np.bincount(key, minlength=R * banks).max() > 1:
+                ok = False
+                break
+        if ok:
+            return (b, mm, sh), tried
+    return None, len(cands)
+
+
+def _screened_suggestion(cand: OperandPlan, wa, wi: str, ra, ri: str, eb: int, arch: str):
+    """A ``SwizzleSuggestion`` for the screen's winner, proved by ``bank_conflicts``; None when
+    the screen does not apply or the proof disagrees (the caller then runs suggest_swizzle);
+    False when the screen finds no candidate."""
+    from layoutalg import ComposedLayout, Swizzle
+    from layoutalg.verify import bank_conflicts
+    from layoutalg.verify.search import SwizzleSuggestion
+    from mfma_specs.arch import lds_model
+    try:
+        models = (lds_model(arch, wi), lds_model(arch, ri))
+    except Exception:
+        return None
+    got = screen_swizzles(cand, [(wa, models[0]), (ra, models[1])], eb)
+    if got is None:
+        return None
+    found, tried = got
+    if found is None:
+        return False
+    b, mm, sh = found
+    BMN, BK = cand.tile
+    tile = Layout((BMN, BK), (BK, 1))
+    sw = Swizzle(b, mm, sh)
+    lds = tile if b == 0 else ComposedLayout(sw, 0, tile)
+    res = tuple(bank_conflicts(acc, lds=lds, model=m, elem_bytes=eb)
+                for acc, m in ((wa, models[0]), (ra, models[1])))
+    if not all(r.holds for r in res):
+        return None
+    meth = "f2" if all(r.method == "f2" for r in res) else "exhaustive"
+    nbits = (BMN * BK).bit_length() - 1
+    dom = (f"candidates Swizzle(B, M, S) with B <= {_SWIZZLE_MAX_BITS}, M + S + B <= {nbits}, "
+           f"in suggest_swizzle's (B, M, S) order: the first {tried - 1} fail a vectorized "
+           f"count of distinct bank words per bank and phase (kernels.gemm.screen_swizzles, "
+           f"same phase models); this one is proved conflict-free for {wi} and {ri} ({meth})")
+    return SwizzleSuggestion(check="conflict-free swizzle", holds=True, method=meth, domain=dom,
+                             swizzle=None if b == 0 else sw, lds=lds, results=res, tried=tried)
+
+
 def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
     """Pick, per operand, the copy-thread arrangement and the LDS swizzle.
 
@@ -172,6 +276,27 @@ def choose_lds_layouts(plan: GemmPlan) -> GemmPlan:
             arrangements = [a for a in (tmn, 16, 8, 4, 2, 1) if a <= tmn and tmn % a == 0]
             arrangements = list(dict.fromkeys(arrangements))
         chosen = None
+        # fast path: the first arrangement whose screened winner is proved conflict-free
+        for a in arrangements:
+            cand = op if a is None else operand_plan(plan, name, a)
+            arrays = _tile_index_arrays(plan, cand)
+            if arrays is None:
+                continue
+            wi, wa, ri, ra = arrays
+            res = _screened_suggestion(cand, wa, wi, ra, ri, eb, plan.cfg.arch)
+            if res is False:
+                continue          # no candidate passes: this arrangement cannot work
+            if res is not None:
+                cand.swizzle = res.swizzle or Swizzle(0, 0, 0)
+                cand.swizzle_search = res
+                chosen = cand
+            break
+        if chosen is not None:
+            if name == "A":
+                plan.a = chosen
+            else:
+                plan.b = chosen
+            continue
         for n_a, a in enumerate(arrangements):
             cand = op if a is None else operand_plan(plan, name, a)
             arrays = _tile_index_arrays(plan, cand)

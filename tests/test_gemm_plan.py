@@ -85,3 +85,41 @@ def test_clear_errors():
     # auto vector width falls back to narrower loads and says so
     p = plan_gemm(GemmConfig(64, 64, 70))
     assert p.a.vec == 2 and any("32-bit" in n for n in p.notes)
+
+
+@pytest.mark.parametrize("cfg", [
+    GemmConfig(4096, 4096, 4096),
+    GemmConfig(4096, 4096, 4096, block_k=64, stages=1),
+    GemmConfig(512, 512, 512, block_m=64, block_n=64),
+    GemmConfig(512, 512, 512, b_major="col", a_major="col", mfma="16x16x16"),
+    GemmConfig(512, 512, 512, dtype="bf16", block_k=64, stages=1, block_n=64, waves_n=1),
+])
+def test_swizzle_screen_picks_what_suggest_swizzle_picks(cfg):
+    """The fast screen in choose_lds_layouts returns, for every copy arrangement, the same
+    verdict, swizzle and candidate index as layoutalg.verify.suggest_swizzle."""
+    from layoutalg.verify import suggest_swizzle
+    from mfma_specs.arch import lds_model
+    from kernels.gemm import _tile_index_arrays, screen_swizzles
+    from kernels.gemm_plan import operand_plan
+    p = plan_gemm(cfg)
+    for name in ("A", "B"):
+        op = p.a if name == "A" else p.b
+        tmn = op.tile[0] // op.vmn
+        arrangements = [None] if op.k_contig else \
+            [a for a in (tmn, 16, 8, 4, 2, 1) if a <= tmn and tmn % a == 0]
+        for a in dict.fromkeys(arrangements):
+            cand = op if a is None else operand_plan(p, name, a)
+            arrays = _tile_index_arrays(p, cand)
+            if arrays is None:
+                continue
+            wi, wa, ri, ra = arrays
+            ref = suggest_swizzle(cand.tile, write=wa, read=ra, elem_bytes=2, arch="gfx942",
+                                  write_instruction=wi, read_instruction=ri)
+            found, tried = screen_swizzles(cand, [(wa, lds_model("gfx942", wi)),
+                                                  (ra, lds_model("gfx942", ri))], 2)
+            assert (found is not None) == ref.holds, (name, a)
+            if ref.holds:
+                assert tried == ref.tried
+                sw = ref.swizzle
+                assert found == ((0, found[1], 0) if sw is None else
+                                 (sw.bits, sw.base, sw.shift)), (name, a, found, sw)
