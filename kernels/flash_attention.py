@@ -637,6 +637,11 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     if out is None:
         out = torch.empty((B, H, SQ, D), dtype=odt, device=q.device)
     lse = torch.empty((B, H, SQ), dtype=torch.float32, device=q.device)
+    for x, n in ((q, "q"), (k, "k"), (v, "v"), (out, "out")):
+        span = 1 + sum((s - 1) * st for s, st in zip(x.shape, x.stride()))
+        if span > 2 ** 31 - 1:   # offsets are printed as 32-bit int expressions
+            raise ConfigError(f"{n} spans {span} elements; the kernels index with 32-bit ints "
+                              "(at most 2^31 - 1): split the batch")
     off = (SKV - SQ) if (causal and causal_align == "bottom_right") else 0
     st = lambda x: tuple(int(s) for s in x.stride()[:3])  # noqa: E731
     shape = PrefillShape(B, H, HK, SQ, SKV, st(q), st(k), st(v), st(out), off)

@@ -219,6 +219,14 @@ def test_kv_splits_for_prefill_is_refused():
         attn.attention(q, q, q, kv_splits=2, backend="emulator")
 
 
+def test_32_bit_index_math_overflow_is_refused():
+    from kernels.gemm_plan import ConfigError
+    q = torch.empty(16, 32, 1, 128, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(16, 32, 32768, 128, dtype=torch.bfloat16, device="meta")   # 2^31 elements
+    with pytest.raises(ConfigError, match="32-bit"):
+        attn.attention(q, k, k)
+
+
 def test_launch_arguments_match_the_code_object(monkeypatch):
     """The ROCm path (no GPU here): both launches' arguments packed against the code object's
     metadata (count, kinds, sizes), with meta tensors standing in for device ones."""
