@@ -494,10 +494,11 @@ def _time(fn, reps: int) -> float:
 
 
 def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[str] = None,
-               layout: str = "NN", reps: int = 3, seed: int = 0) -> Dict[str, Any]:
+               layout: str = "NN", reps: int = 3, seed: int = 0, built: Any = None) -> Dict[str, Any]:
     import torch
-    built = gemm_kernel(m, n, k, dtype, out_dtype, a_major="row" if layout[0] == "N" else "col",
-                        b_major="row" if layout[1] == "N" else "col")
+    if built is None:
+        built = gemm_kernel(m, n, k, dtype, out_dtype, a_major="row" if layout[0] == "N" else "col",
+                            b_major="row" if layout[1] == "N" else "col")
     od = out_dtype or dtype
     dt, odt = getattr(torch, _TORCH_DT[dtype]), getattr(torch, _TORCH_DT[od])
     g = torch.Generator(device="cuda").manual_seed(seed)
@@ -533,10 +534,10 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
 
 def check_attention(batch: int, heads: int, seqlen: int, head_dim: int = 128,
                     causal: bool = False, dtype: str = "f16", reps: int = 3,
-                    seed: int = 0) -> Dict[str, Any]:
+                    seed: int = 0, case: Any = None) -> Dict[str, Any]:
     import torch
     import torch.nn.functional as F
-    e, cfg, shaped = attention_case(batch, heads, seqlen, head_dim, causal, dtype)
+    e, cfg, shaped = case or attention_case(batch, heads, seqlen, head_dim, causal, dtype)
     dt = getattr(torch, _TORCH_DT[dtype])
     g = torch.Generator(device="cuda").manual_seed(seed)
     shp = (batch, heads, seqlen, head_dim)
@@ -593,10 +594,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  (4000, 3000, 1000, "bf16", None, "NN"), (4096, 4096, 4096, "bf16", "f32", "NT")]
         atts = [(2, 8, 2048, 128, False, "f16"), (2, 8, 2048, 128, True, "f16"),
                 (2, 8, 2048, 128, True, "bf16")]
+    # every source is emitted before the first NVRTC compile of the process (see the docs: on the
+    # device machine's Python 3.12 a source emitted after a compile once lost the blanks
+    # between declared types and names)
+    built_g = [gemm_kernel(m, n, k, dt, od, a_major="row" if lay[0] == "N" else "col",
+                           b_major="row" if lay[1] == "N" else "col")
+               for (m, n, k, dt, od, lay) in gemms]
+    built_a = [attention_case(b, h, s, d, causal, dt) for (b, h, s, d, causal, dt) in atts]
+    for bk in built_g + [c[2] for c in built_a]:
+        sig = kernel_signatures(bk.source)
+        print(f"emitted {bk.name}: {len(bk.source)} chars, signature ok: {bool(sig)}", flush=True)
     rows = []
-    for (m, n, k, dt, od, lay) in gemms:
+    for (m, n, k, dt, od, lay), bk in zip(gemms, built_g):
         try:
-            r = check_gemm(m, n, k, dt, od, lay, reps=a.reps)
+            r = check_gemm(m, n, k, dt, od, lay, reps=a.reps, built=bk)
         except Exception as ex:  # keep going: report every case
             r = {"shape": [m, n, k], "dtype": dt, "layout": lay, "error": f"{type(ex).__name__}: {ex}"[:800]}
             if a.dump:
@@ -604,9 +615,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out["gemm"].append(r)
         rows.append(("gemm", f"{m}x{n}x{k} {dt}->{od or dt} {lay}", r))
         print(json.dumps(r), flush=True)
-    for (b, h, s, d, causal, dt) in atts:
+    for (b, h, s, d, causal, dt), case in zip(atts, built_a):
         try:
-            r = check_attention(b, h, s, d, causal, dt, reps=a.reps)
+            r = check_attention(b, h, s, d, causal, dt, reps=a.reps, case=case)
         except Exception as ex:
             r = {"shape": [b, h, s, d], "causal": causal, "error": f"{type(ex).__name__}: {ex}"[:800]}
             if a.dump:
