@@ -51,7 +51,8 @@ from .ir import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 __all__ = ["SplitKVConfig", "build_splitkv", "BuiltSplitKV", "choose_splits", "splitkv_bytes",
            "splitkv_instances", "SPLIT_SCALARS", "COMBINE_SCALARS", "MI300X_CUS"]
 
-SPLIT_SCALARS = DECODE_SCALARS + ("n_splits", "kv_chunk")
+SPLIT_SCALARS = tuple(n for n in DECODE_SCALARS if not n.startswith("o_")) + ("n_splits",
+                                                                             "kv_chunk")
 COMBINE_SCALARS = ("batch", "heads", "n_splits", "o_sb", "o_sh")
 MI300X_CUS = 304
 MIN_KEYS_PER_SPLIT = 256
