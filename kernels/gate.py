@@ -781,6 +781,17 @@ def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarr
             | c1.astype(np.int64) | np.where(zero, _ZERO, 0))
 
 
+_ACC_SH = 31
+_ACC_LO = (1 << _ACC_SH) - 1
+
+
+def _acc_dec(ids: Any):
+    """(m, n) of accumulator identities ((m << 31) | n), -1 for both where none."""
+    ids = np.asarray(ids)
+    none = ids < 0
+    return np.where(none, -1, ids >> _ACC_SH), np.where(none, -1, ids & _ACC_LO)
+
+
 def _dec(ids: np.ndarray):
     return ids >> _SH_BUF, (ids >> _SH_C0) & _MASK0, ids & _MASK, (ids & _ZERO) != 0
 
@@ -844,8 +855,8 @@ class _Flow:
         accs = {m.acc.frag.name for m in _mfmas(k.body)}
         self.acc_frags = accs
         nw = max(1, -(-k_span // 64))
-        self.acc_m = {n: np.full((T, self._frag(n).count), -1) for n in accs}
-        self.acc_n = {n: np.full((T, self._frag(n).count), -1) for n in accs}
+        # accumulator element identity: (m << 31) | n of the C element it sums, -1 = none yet
+        self.acc_id = {n: np.full((T, self._frag(n).count), -1, np.int64) for n in accs}
         self.acc_zero = {n: np.zeros((T, self._frag(n).count), bool) for n in accs}
         # k bitsets per accumulator element, word-major: one MFMA touches one word, so its
         # gathers stay inside one contiguous [T, count] slice
@@ -902,8 +913,7 @@ class _Flow:
                 n = s.frag.name
                 self.regs[n][:] = _UNSET
                 if n in self.acc_frags:
-                    self.acc_m[n][:] = -1
-                    self.acc_n[n][:] = -1
+                    self.acc_id[n][:] = -1
                     self.kbits[n][:] = 0
                     self.acc_zero[n][:] = True
             elif isinstance(s, Access):
@@ -1046,14 +1056,14 @@ class _Flow:
         on = pred
         t_on = np.nonzero(on)[0]
         self.stores_checked += len(t_on)
-        am, an = self.acc_m[fr][t_on, i], self.acc_n[fr][t_on, i]
+        am, an = _acc_dec(self.acc_id[fr][t_on, i])
         bad = (am != cm[t_on]) | (an != cn[t_on])
         if bad.any():
             t = int(t_on[np.argmax(bad)])
             self.f.add("lane_accumulator_writeback",
                        f"{self.where(a.tag, env)}: thread {t} stores {fr}[{i}] to C({int(cm[t])}, "
-                       f"{int(cn[t])}) but it accumulates C({int(self.acc_m[fr][t, i])}, "
-                       f"{int(self.acc_n[fr][t, i])})")
+                       f"{int(cn[t])}) but it accumulates C({int(_acc_dec(self.acc_id[fr][t, i])[0])}, "
+                       f"{int(_acc_dec(self.acc_id[fr][t, i])[1])})")
             return
         K = self.k_extent.get("A", 0)
         want = _kmask(K, self.kbits[fr].shape[0])
@@ -1106,8 +1116,8 @@ class _Flow:
         b_fi = np.stack([q[1] for q in parts])
         acc_fi = np.stack([q[2] for q in parts])
         rowsel = np.stack([n * W * sp.M + q[3] for n, q in enumerate(parts)])
-        colsel = np.stack([n * W * sp.N + q[4] for n, q in enumerate(parts)])
-        pl = (a_fi, b_fi, acc_fi, rowsel, colsel)
+        ijsel = rowsel * sp.N + sp.c_j[None, None]          # into [Nb, W, M, N] tables
+        pl = (a_fi, b_fi, acc_fi, ijsel)
         self.mplans[key] = pl
         return pl
 
@@ -1123,7 +1133,7 @@ class _Flow:
             sp = self.specs[id(m0.spec)] = _Spec(m0.spec)
         fr = m0.acc.frag.name
         kb_arr = self.kbits[fr]
-        a_fi, b_fi, acc_fi, rowsel, colsel = self._batch_plan(ms, sp)
+        a_fi, b_fi, acc_fi, ijsel = self._batch_plan(ms, sp)
         A = np.take(self.regs[m0.a.frag.name], a_fi)     # [Nb, W, M, K]
         B = np.take(self.regs[m0.b.frag.name], b_fi)     # [Nb, W, K, N]
         ok = not ((A < 0).any() or (B < 0).any())
@@ -1138,10 +1148,11 @@ class _Flow:
                   and (ka == kq[..., None, :]).all() and (kb == kq[..., :, None]).all())
         if ok:
             row_m, col_n = an[..., 0] & _MASK0, bn[..., 0, :] & _MASK0
-            want_m, want_n = np.take(row_m, rowsel), np.take(col_n, colsel)
-            cur_m, cur_n = np.take(self.acc_m[fr], acc_fi), np.take(self.acc_n[fr], acc_fi)
-            fresh = cur_m < 0
-            ok = not (~fresh & ((cur_m != want_m) | (cur_n != want_n))).any()
+            code = (row_m[..., :, None] << _ACC_SH) | col_n[..., None, :]       # [Nb, W, M, N]
+            want = np.take(code, ijsel)                                         # [Nb, W, 64, C]
+            cur_id = np.take(self.acc_id[fr], acc_fi)
+            fresh = cur_id < 0
+            ok = not (~fresh & (cur_id != want)).any()
             if ok and fresh.any():
                 ok = bool(np.take(self.acc_zero[fr], acc_fi[fresh]).all())
         if ok:
@@ -1156,7 +1167,7 @@ class _Flow:
                                            axis=-1)                              # [Nb, W, M]
             colbits = np.bitwise_or.reduce(np.where((B & _ZERO) == 0, one[..., :, None], zero),
                                            axis=-2)                              # [Nb, W, N]
-            new = np.take(rowbits, rowsel) & np.take(colbits, colsel)            # [Nb, W, 64, C]
+            new = np.take(rowbits[..., :, None] & colbits[..., None, :], ijsel)  # [Nb, W, 64, C]
             w0 = int(word.flat[0])
             if (word == w0).all():            # the usual case: one k window for the batch
                 kb_sl = kb_arr[w0]
@@ -1171,8 +1182,7 @@ class _Flow:
                 self.mfma_checked(m, env)
             return
         self.mfma_issues += (self.T // 64) * len(ms)
-        np.put(self.acc_m[fr], acc_fi, want_m)
-        np.put(self.acc_n[fr], acc_fi, want_n)
+        np.put(self.acc_id[fr], acc_fi, want)
         np.put(kb_sl, kfi, cur | new)
 
     def _grouped(self, body: List[Any]) -> List[Any]:
@@ -1273,7 +1283,7 @@ class _Flow:
         want_n = col_n[wv, cj]
         th_b = np.broadcast_to(th, want_m.shape)
         it_b = np.broadcast_to(items, want_m.shape)
-        cur_m, cur_n = self.acc_m[fr][th_b, it_b], self.acc_n[fr][th_b, it_b]
+        cur_m, cur_n = _acc_dec(self.acc_id[fr][th_b, it_b])
         fresh = cur_m < 0
         bad = ~fresh & ((cur_m != want_m) | (cur_n != want_n))
         if bad.any():
@@ -1285,8 +1295,7 @@ class _Flow:
             return
         if not self.acc_zero[fr][th_b[fresh], it_b[fresh]].all():
             self.f.add("lane_mfma_operands", f"{where}: accumulator used before it was zeroed")
-        self.acc_m[fr][th_b, it_b] = want_m
-        self.acc_n[fr][th_b, it_b] = want_n
+        self.acc_id[fr][th_b, it_b] = (want_m.astype(np.int64) << _ACC_SH) | want_n
         # contributions: slot q counts when neither operand was zero-filled; all k of one issue
         # are distinct and (checked) fall into one 64-bit word of the per-element k bitset
         kq = ka[:, 0, :]                                                          # [W, K]
