@@ -240,6 +240,26 @@ __device__ __forceinline__ unsigned lagen_cuda_mbcnt(unsigned mask, unsigned bas
 #define __builtin_amdgcn_sched_group_barrier(a, b, c) ((void)0)
 #define __builtin_amdgcn_s_setprio(n) ((void)0)
 #define __builtin_amdgcn_exp2f(x) exp2f(x)
+// clang/gcc builtins the emitters print that NVRTC does not know (nvcc does; same meaning)
+#define __builtin_inff() __int_as_float(0x7f800000)
+#define __builtin_huge_valf() __int_as_float(0x7f800000)
+#define __builtin_fmaf(a, b, c) fmaf((a), (b), (c))
+#define __builtin_fmaxf(a, b) fmaxf((a), (b))
+#define __builtin_fminf(a, b) fminf((a), (b))
+#define __builtin_fabsf(x) fabsf(x)
+#define __builtin_sqrtf(x) sqrtf(x)
+#define __builtin_exp2f(x) exp2f(x)
+#define __builtin_log2f(x) log2f(x)
+#define __builtin_expf(x) expf(x)
+#define __builtin_logf(x) logf(x)
+template <class To, class From>
+__device__ __forceinline__ To lagen_cuda_bit_cast(const From& x) {
+  static_assert(sizeof(To) == sizeof(From), "__builtin_bit_cast: sizes differ");
+  To t;
+  memcpy(&t, &x, sizeof(To));
+  return t;
+}
+#define __builtin_bit_cast(T, x) lagen_cuda_bit_cast<T>(x)
 #define __builtin_amdgcn_ds_swizzle(v, pattern) lagen_cuda_ds_swizzle((v), (pattern))
 #define __builtin_amdgcn_ds_bpermute(addr, v) lagen_cuda_ds_bpermute((addr), (v))
 #define __builtin_amdgcn_readfirstlane(v) lagen_cuda_readfirstlane((v))
