@@ -72,6 +72,8 @@ CASES_1STAGE = {
     "TN-bk32-1stage-16x16": GemmConfig(96, 80, 70, a_major="col", block_m=64, block_n=64,
                                        mfma="16x16x16", stages=1),
     "NN-bk64-2stage-no-waits": GemmConfig(72, 200, 130, block_k=64, explicit_waits=False),
+    # operand reads issued one k-group ahead of their MFMAs (IR order; the gate checks it)
+    "NN-bk64-1stage-read-ahead": GemmConfig(100, 90, 140, block_k=64, stages=1, read_ahead=1),
 }
 
 
