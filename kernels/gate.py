@@ -3,8 +3,12 @@
 Everything is evaluated from the IR, i.e. from the exact sympy objects the emitter prints, with
 C semantics (:func:`kernels.ir.c_eval`).  Two passes:
 
-1. **Static, exhaustive** over every block x every loop iteration x every thread (numpy
-   broadcasting), access by access:
+1. **Static** over every block x every loop iteration x every thread (numpy broadcasting),
+   access by access.  When the block-translation lemma's symbolic conditions hold
+   (:func:`_affine_plan`: every offset, coordinate and predicate atom is its value at block
+   (0, 0) plus an integer slope times the block id), block (0, 0) is evaluated at every point
+   and the verdict carried to every block exactly (:class:`_StaticAffine`); otherwise every
+   block is enumerated (``verify_kernel(..., translation=False)`` forces that):
 
    * ``emitted_index_math`` - each printed offset equals its layoutalg origin (global layout, or
      the swizzled LDS layout) at the access's coordinates, element by element (this also proves
