@@ -377,7 +377,8 @@ def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend
         t0 = time.perf_counter()
         cubin, log = _nvrtc_compile_safe(source, name, arch_sm, all_opts)
         mod = cc.CudaModule(cubin=cubin, arch=arch_sm, source=source, name=name, options=all_opts,
-                            backend="nvrtc", compiler=cc._nvrtc_version(cc._nvrtc()), key="",
+                            backend="nvrtc", compiler=cc._nvrtc_version(cc._nvrtc()),
+                            key="amd-nvrtc-" + hashlib.sha256(cubin).hexdigest(),  # launch's cache
                             cache_status="uncached", compile_seconds=time.perf_counter() - t0,
                             log=log, kernels=tuple(sigs))
     else:
