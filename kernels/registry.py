@@ -71,6 +71,10 @@ class GemmEntry(KernelEntry):
                        "(default: choose_mfma)")
         g.add_argument("--vec", type=int, default=None, help="global vector width in elements "
                        "(default: widest that fits; 8 = 128-bit)")
+        g.add_argument("--stages", type=int, default=2, choices=(1, 2),
+                       help="LDS buffers: 2 = double buffer (default), 1 = single buffer with "
+                       "two barriers per k-tile (pair with a 64-deep block, e.g. --block "
+                       "128x128x64, for the highest MFMA share)")
 
     def config(self, args: argparse.Namespace) -> Any:
         from .gemm_plan import ConfigError, GemmConfig
@@ -87,7 +91,8 @@ class GemmEntry(KernelEntry):
                           a_major="row" if lay[0] == "N" else "col",
                           b_major="row" if lay[1] == "N" else "col", c_major=args.c_major,
                           block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
-                          mfma=args.mfma, vec=args.vec, arch=getattr(args, "arch", "gfx942"))
+                          mfma=args.mfma, vec=args.vec, stages=args.stages,
+                          arch=getattr(args, "arch", "gfx942"))
 
     def build(self, cfg: Any) -> Any:
         from .gemm import build_gemm

@@ -69,3 +69,19 @@ def test_failed_verification_exits_1_with_counterexample(monkeypatch, capsys, tm
 def test_bad_input_exits_2(argv, capsys):
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_single_stage_bk64_from_the_cli(capsys):
+    # --stages 1 with a 64-deep block: the configuration with Triton-level MFMA share
+    rc = main(["check", "gemm", "--emulate", "--m", "72", "--n", "40", "--k", "136",
+               "--block", "64x64x64", "--stages", "1"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and out[-1].startswith("max error: ")
+    assert "10/10 checks hold" in out[0]
+
+
+def test_stages_outside_1_2_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["check", "gemm", "--emulate", "--stages", "3"])
+    assert e.value.code == 2
+    assert "--stages" in capsys.readouterr().err
