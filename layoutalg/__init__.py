@@ -31,4 +31,14 @@ from .enumerate import layout_values
 
 __version__ = "0.1.0"
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# The symbolic view needs sympy, which takes a while to import: load it on first use.
+_LAZY_SYMBOLIC = ("index_symbol", "offset_expr", "to_c", "Xor", "substitute")
+
+__all__ = [name for name in dir() if not name.startswith("_")] + list(_LAZY_SYMBOLIC)
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SYMBOLIC:
+        from . import symbolic
+        return getattr(symbolic, name)
+    raise AttributeError(f"module 'layoutalg' has no attribute {name!r}")
