@@ -117,6 +117,11 @@ class TVLayout:
         self.layout_tv = layout_tv
         self.tile_shape = tuple(tile_shape)
 
+    def _repr_svg_(self) -> str:  # pragma: no cover - exercised through visualize's tests
+        """Jupyter renders a TV layout as its T<thread>/V<value> diagram."""
+        from visualize import draw_tv
+        return draw_tv(self)._repr_svg_()
+
     @classmethod
     def raked(cls, thr_layout: Layout, val_layout: Layout) -> "TVLayout":
         tiler, tv = make_layout_tv(thr_layout, val_layout)

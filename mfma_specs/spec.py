@@ -98,6 +98,11 @@ class MatrixInstruction:
     d_type: Optional[str] = None
     acc_halfword: bool = False     # 16-bit results, one per 32-bit VGPR (RDNA3, OPSEL=0)
 
+    def _repr_svg_(self) -> str:
+        """Jupyter renders a spec as its MMA diagram (C at the origin, A left, B above)."""
+        from visualize import draw_mma
+        return draw_mma(self)._repr_svg_()
+
     # ---- shape and cost ---------------------------------------------------------------
     @property
     def sparse(self) -> bool:
