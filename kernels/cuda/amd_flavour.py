@@ -577,14 +577,20 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
 
 def check_attention(batch: int, heads: int, seqlen: int, head_dim: int = 128,
                     causal: bool = False, dtype: str = "f16", reps: int = 3,
-                    seed: int = 0, case: Any = None) -> Dict[str, Any]:
+                    seed: int = 0, case: Any = None, kv_heads: Optional[int] = None,
+                    seqlen_kv: Optional[int] = None) -> Dict[str, Any]:
+    """Prefill attention (BHSD, causal = torch's top-left mask, GQA when kv_heads < heads) on
+    the GPU against float64 torch; outputs and LSE poisoned with NaN first."""
     import torch
-    import torch.nn.functional as F
-    e, cfg, shaped = case or attention_case(batch, heads, seqlen, head_dim, causal, dtype)
+    hk, skv = kv_heads or heads, seqlen_kv or seqlen
+    e, cfg, shaped = case or attention_case(batch, heads, seqlen, head_dim, causal, dtype,
+                                            seqlen_kv=skv, kv_heads=hk)
     dt = getattr(torch, _TORCH_DT[dtype])
     g = torch.Generator(device="cuda").manual_seed(seed)
     shp = (batch, heads, seqlen, head_dim)
-    q, k, v = (torch.randn(shp, device="cuda", generator=g).to(dt) for _ in range(3))
+    q = torch.randn(shp, device="cuda", generator=g).to(dt)
+    k, v = (torch.randn((batch, hk, skv, head_dim), device="cuda", generator=g).to(dt)
+            for _ in range(2))
     o = torch.full(shp, float("nan"), device="cuda", dtype=dt)
     lse = torch.full((batch, heads, seqlen), float("nan"), device="cuda", dtype=torch.float32)
     t0 = time.perf_counter()
@@ -593,16 +599,19 @@ def check_attention(batch: int, heads: int, seqlen: int, head_dim: int = 128,
     run_attention(shaped, q, k, v, o, lse, module=mod)
     torch.cuda.synchronize()
     scale = 1.0 / head_dim ** 0.5
-    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal,
-                                         scale=scale)
-    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    kk = k.double().repeat_interleave(heads // hk, 1)
+    vv = v.double().repeat_interleave(heads // hk, 1)
+    s = (q.double() @ kk.transpose(-1, -2)) * scale
     if causal:
-        mask = torch.ones(seqlen, seqlen, device="cuda", dtype=torch.bool).tril()
-        s = s.masked_fill(~mask, float("-inf"))
+        i = torch.arange(seqlen, device="cuda")[:, None]
+        j = torch.arange(skv, device="cuda")[None, :]
+        s = s.masked_fill(~(j <= i), float("-inf"))
     ref_lse = torch.logsumexp(s, -1)
+    ref = torch.softmax(s, -1) @ vv
+    del s
     err = o.double() - ref
-    res = {"kernel": shaped.name, "shape": list(shp), "causal": causal, "dtype": dtype,
-           "grid": list(shaped.grid), "block": shaped.block,
+    res = {"kernel": shaped.name, "shape": list(shp), "kv_heads": hk, "seqlen_kv": skv,
+           "causal": causal, "dtype": dtype, "grid": list(shaped.grid), "block": shaped.block,
            "unwritten_nan": int(torch.isnan(o).sum()) + int(torch.isnan(lse).sum()),
            "max_abs_err": float(err.abs().max()),
            "rel_fro_err": float(err.norm() / ref.norm()),
@@ -624,14 +633,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="small shapes only")
     p.add_argument("--dump", default=None, help="directory: write the source of a failing case")
+    p.add_argument("--variants", action="store_true",
+                   help="other configurations (layouts, 16x16x16 MFMA, block_k 64, head_dim "
+                        "64/256, GQA, Sq != Skv) at mid-size ragged shapes")
     a = p.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     out: Dict[str, Any] = {"device": props.name, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                        time.gmtime()),
                            "torch": torch.__version__, "gemm": [], "attention": []}
+    # gemm rows: (m, n, k, dtype, out_dtype, layout[, GemmConfig keywords]);
+    # attention rows: (batch, heads, seqlen, head_dim, causal, dtype[, kv_heads, seqlen_kv])
     if a.quick:
         gemms = [(256, 256, 256, "f16", None, "NN"), (200, 136, 72, "bf16", None, "NN")]
         atts = [(1, 2, 200, 128, True, "f16")]
+    elif a.variants:
+        gemms = [(2000, 1544, 1000, dt, None, lay, kw)
+                 for dt, lay in (("f16", "NT"), ("bf16", "TN"), ("f16", "TT"))
+                 for kw in ({}, {"mfma": "16x16x16"}, {"block_k": 64}, {"block_m": 64, "block_n": 64})]
+        atts = [(2, 8, 1000, 64, True, "f16"), (2, 8, 1000, 256, False, "bf16"),
+                (2, 8, 1500, 128, True, "f16", 2, 1500), (1, 8, 777, 128, True, "bf16", 4, 2047),
+                (1, 4, 1024, 128, False, "f16", 4, 3000)]
     else:
         gemms = [(4096, 4096, 4096, "f16", None, "NN"), (4000, 3000, 1000, "f16", None, "NN"),
                  (4000, 3000, 1000, "bf16", None, "NN"), (4096, 4096, 4096, "bf16", "f32", "NT")]
@@ -640,44 +661,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # every source is emitted before the first NVRTC compile of the process (see the docs: on the
     # device machine's Python 3.12 a source emitted after a compile once lost the blanks
     # between declared types and names)
+    gemms = [g if len(g) == 7 else tuple(g) + ({},) for g in gemms]
+    atts = [t if len(t) == 8 else tuple(t) + (None, None) for t in atts]
     built_g = [gemm_kernel(m, n, k, dt, od, a_major="row" if lay[0] == "N" else "col",
-                           b_major="row" if lay[1] == "N" else "col")
-               for (m, n, k, dt, od, lay) in gemms]
-    built_a = [attention_case(b, h, s, d, causal, dt) for (b, h, s, d, causal, dt) in atts]
+                           b_major="row" if lay[1] == "N" else "col", **kw)
+               for (m, n, k, dt, od, lay, kw) in gemms]
+    built_a = [attention_case(b, h, s, d, causal, dt, seqlen_kv=skv, kv_heads=hk)
+               for (b, h, s, d, causal, dt, hk, skv) in atts]
     for bk in built_g + [c[2] for c in built_a]:
         sig = kernel_signatures(bk.source)
         print(f"emitted {bk.name}: {len(bk.source)} chars, signature ok: {bool(sig)}", flush=True)
     rows = []
-    for (m, n, k, dt, od, lay), bk in zip(gemms, built_g):
+    for (m, n, k, dt, od, lay, kw), bk in zip(gemms, built_g):
         try:
             r = check_gemm(m, n, k, dt, od, lay, reps=a.reps, built=bk)
+            r["config"] = kw
         except Exception as ex:  # keep going: report every case
             r = {"shape": [m, n, k], "dtype": dt, "layout": lay, "error": f"{type(ex).__name__}: {ex}"[:800]}
             if a.dump:
-                Path(a.dump, f"gemm_{m}x{n}x{k}_{dt}.hip").write_text(gemm_kernel(m, n, k, dt, od).source)
+                Path(a.dump, f"gemm_{m}x{n}x{k}_{dt}_{lay}.hip").write_text(bk.source)
         out["gemm"].append(r)
-        rows.append(("gemm", f"{m}x{n}x{k} {dt}->{od or dt} {lay}", r))
+        extra = " ".join(f"{k_}={v_}" for k_, v_ in kw.items())
+        rows.append(("gemm", f"{m}x{n}x{k} {dt}->{od or dt} {lay} {extra}".strip(), r))
         print(json.dumps(r), flush=True)
-    for (b, h, s, d, causal, dt), case in zip(atts, built_a):
+    for (b, h, s, d, causal, dt, hk, skv), case in zip(atts, built_a):
         try:
-            r = check_attention(b, h, s, d, causal, dt, reps=a.reps, case=case)
+            r = check_attention(b, h, s, d, causal, dt, reps=a.reps, case=case, kv_heads=hk,
+                                seqlen_kv=skv)
         except Exception as ex:
             r = {"shape": [b, h, s, d], "causal": causal, "error": f"{type(ex).__name__}: {ex}"[:800]}
             if a.dump:
-                Path(a.dump, f"attn_{s}_{int(causal)}_{dt}.hip").write_text(
-                    attention_case(b, h, s, d, causal, dt)[2].source)
+                Path(a.dump, f"attn_{s}_{d}_{int(causal)}_{dt}.hip").write_text(case[2].source)
         out["attention"].append(r)
-        rows.append(("attn", f"B{b} H{h} S{s} D{d} {'causal' if causal else 'full'} {dt}", r))
+        kv = f" Hkv{hk} Skv{skv}" if (hk or skv) else ""
+        rows.append(("attn", f"B{b} H{h} S{s}{kv} D{d} {'causal' if causal else 'full'} {dt}", r))
         print(json.dumps(r), flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     print(f"\n{out['device']}  {out['date']}  torch {out['torch']}")
-    print(f"{'kind':5} {'case':40} {'max|err|':>10} {'rel fro':>10} {'nan':>5} {'ms':>9} {'tol ok':>6}")
+    print(f"{'kind':5} {'case':52} {'max|err|':>10} {'rel fro':>10} {'nan':>5} {'ms':>9} {'tol ok':>6}")
     for kind, case, r in rows:
         if "error" in r:
-            print(f"{kind:5} {case:40} ERROR {r['error'][:200]}")
+            print(f"{kind:5} {case:52} ERROR {r['error'][:200]}")
         else:
-            print(f"{kind:5} {case:40} {r['max_abs_err']:10.3g} {r['rel_fro_err']:10.3g} "
+            print(f"{kind:5} {case:52} {r['max_abs_err']:10.3g} {r['rel_fro_err']:10.3g} "
                   f"{r['unwritten_nan']:5d} {r['ms_per_launch']:9.3f} {str(r['within_tol']):>6}")
     return 0
 
