@@ -125,6 +125,54 @@ def test_probe_runs_on_cpu_emulator():
     assert np.isfinite(d).all() and np.abs(d).max() > 0
 
 
+def test_nvrtc_buffers_are_never_shared_singletons(monkeypatch):
+    """compile.py's b" " * n is CPython's shared one-byte object for an empty log; NVRTC writing
+    its NUL there corrupted the process's " " on the device machine.  amd_flavour's own call
+    must hand NVRTC fresh buffers of at least two bytes."""
+    from kernels.cuda import compile as cc
+    seen = []
+
+    class FakeNvrtc:
+        def nvrtcCreateProgram(self, src, name, n, h, i):
+            return 0, "prog"
+
+        def nvrtcCompileProgram(self, prog, n, opts):
+            return (0,)
+
+        def nvrtcGetProgramLogSize(self, prog):
+            return 0, 1                       # empty log: just the NUL
+
+        def nvrtcGetProgramLog(self, prog, buf):
+            seen.append(buf)
+            return (0,)
+
+        def nvrtcGetCUBINSize(self, prog):
+            return 0, 1
+
+        def nvrtcGetCUBIN(self, prog, buf):
+            seen.append(buf)
+            return (0,)
+
+        def nvrtcDestroyProgram(self, prog):
+            return (0,)
+
+    monkeypatch.setattr(cc, "_nvrtc", lambda: FakeNvrtc())
+    cubin, log = af._nvrtc_compile_safe("x", "k.cu", "sm_90", ())
+    assert len(seen) == 2 and all(len(b) >= 2 for b in seen)
+    shared = (bytes([32]), bytes([0]), bytes(0))  # CPython's cached 0/1-byte objects
+    assert all(all(b is not x for x in shared) for b in seen)
+    assert (cubin, log) == (b"\0", "") and " ".join(["a", "b"]) == "a b"
+
+
+def test_cuda_header_maps_builtins_nvrtc_lacks():
+    h = (af.INCLUDE_DIR / "lagen_cuda.h").read_text()
+    for b in ("__builtin_inff()", "__builtin_fmaf(", "__builtin_fmaxf(", "__builtin_exp2f(",
+              "__builtin_log2f(", "__builtin_bit_cast(", "__builtin_shufflevector(",
+              "__builtin_amdgcn_exp2f(", "__builtin_amdgcn_ds_bpermute("):
+        assert f"#define {b}" in h, b
+    assert '#include "lagen_cuda.h"' in (af.INCLUDE_DIR / "lagen_hip.h").read_text()
+
+
 def _nvcc(source):
     m = af.compile_amd(source, "sm_90", backend="nvcc", use_cache=False)
     assert m.module.cubin[:4] == b"\x7fELF"
