@@ -126,9 +126,9 @@ def test_probe_runs_on_cpu_emulator():
 
 
 def test_nvrtc_buffers_are_never_shared_singletons(monkeypatch):
-    """compile.py's b" " * n is CPython's shared one-byte object for an empty log; NVRTC writing
-    its NUL there corrupted the process's " " on the device machine.  amd_flavour's own call
-    must hand NVRTC fresh buffers of at least two bytes."""
+    """Regression: compile.py once passed b" " * n, CPython's shared one-byte object for an
+    empty log; NVRTC writing its NUL there corrupted the process's " " on the device machine.
+    The NVRTC call (used by kernels.cuda and amd_flavour alike) must hand it fresh buffers."""
     from kernels.cuda import compile as cc
     seen = []
 
@@ -157,7 +157,7 @@ def test_nvrtc_buffers_are_never_shared_singletons(monkeypatch):
             return (0,)
 
     monkeypatch.setattr(cc, "_nvrtc", lambda: FakeNvrtc())
-    cubin, log = af._nvrtc_compile_safe("x", "k.cu", "sm_90", ())
+    cubin, log = cc._nvrtc_compile("x", "k.cu", "sm_90", ())
     assert len(seen) == 2 and all(len(b) >= 2 for b in seen)
     shared = (bytes([32]), bytes([0]), bytes(0))  # CPython's cached 0/1-byte objects
     assert all(all(b is not x for x in shared) for b in seen)

@@ -331,37 +331,6 @@ class AmdCudaModule:
         return self.lds_static_bytes + waves * self.wave_scratch_bytes + int(dyn_lds)
 
 
-def _nvrtc_compile_safe(source: str, name: str, arch: str, options: Tuple[str, ...]):
-    """kernels.cuda.compile's NVRTC call with buffers of at least two bytes.  That module sizes its log
-    buffer as ``b" " * n``: for an empty log (n == 1) CPython returns its shared one-byte object,
-    NVRTC writes the NUL into it, and from then on the process's " " is "\\0" (seen on the device
-    machine's Python 3.12.3: every later f"{type} {name}" printed "type\\0name")."""
-    from .compile import _check_nvrtc, _nvrtc
-    nv = _nvrtc()
-    err, prog = nv.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
-    _check_nvrtc(nv, err, "nvrtcCreateProgram")
-    try:
-        opts = [f"-arch={arch}".encode()] + [o.encode() for o in options]
-        (err,) = nv.nvrtcCompileProgram(prog, len(opts), opts)
-        _, n = nv.nvrtcGetProgramLogSize(prog)
-        log = b"\0" * max(int(n) + 1, 2)     # never CPython's shared 0/1-byte objects
-        nv.nvrtcGetProgramLog(prog, log)
-        log_s = log.split(b"\0", 1)[0].decode(errors="replace")
-        if int(err) != 0:
-            from .compile import parse_nvcc_diagnostics
-            raise CompileError(f"NVRTC failed compiling {name} for {arch}",
-                               parse_nvcc_diagnostics(log_s, {name: source}), log_s,
-                               ["nvrtc"] + [o.decode() for o in opts])
-        err, size = nv.nvrtcGetCUBINSize(prog)
-        _check_nvrtc(nv, err, "nvrtcGetCUBINSize")
-        cubin = b"\0" * max(int(size) + 1, 2)
-        (err,) = nv.nvrtcGetCUBIN(prog, cubin)
-        _check_nvrtc(nv, err, "nvrtcGetCUBIN")
-        return cubin[:int(size)], log_s
-    finally:
-        nv.nvrtcDestroyProgram(prog)
-
-
 def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend: str = "auto",
                 options: Sequence[str] = (), name: str = "amd_flavour.cu",
                 use_cache: bool = True) -> AmdCudaModule:
@@ -376,7 +345,7 @@ def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend
     if backend == "nvrtc" or (backend == "auto" and cc.nvrtc_available()):
         arch_sm = cc._norm_arch(sm)
         t0 = time.perf_counter()
-        cubin, log = _nvrtc_compile_safe(source, name, arch_sm, all_opts)
+        cubin, log = cc._nvrtc_compile(source, name, arch_sm, all_opts)
         mod = cc.CudaModule(cubin=cubin, arch=arch_sm, source=source, name=name, options=all_opts,
                             backend="nvrtc", compiler=cc._nvrtc_version(cc._nvrtc()),
                             key="amd-nvrtc-" + hashlib.sha256(cubin).hexdigest(),  # launch's cache

@@ -115,21 +115,29 @@ def _nvrtc_compile(source: str, name: str, arch: str, options: Tuple[str, ...]) 
         opts = [f"-arch={arch}".encode()] + [o.encode() for o in options]
         (err,) = nv.nvrtcCompileProgram(prog, len(opts), opts)
         err_l, n = nv.nvrtcGetProgramLogSize(prog)
-        log = b" " * n
+        # NVRTC writes into these buffers.  They must be fresh objects: for n <= 1, b" " * n is
+        # CPython's shared empty/one-byte object, and writing its NUL into it corrupts every
+        # later " " in the process (seen on Python 3.12: f"{a} {b}" printed "a\0b").
+        log = _scratch(n)
         nv.nvrtcGetProgramLog(prog, log)
-        log_s = log.rstrip(b"\0 ").decode(errors="replace")
+        log_s = log.split(b"\0", 1)[0].decode(errors="replace")
         if int(err) != 0:
             raise CompileError(f"NVRTC failed compiling {name} for {arch}",
                                parse_nvcc_diagnostics(log_s, {name: source}), log_s,
                                ["nvrtc"] + [o.decode() for o in opts])
         err, size = nv.nvrtcGetCUBINSize(prog)
         _check_nvrtc(nv, err, "nvrtcGetCUBINSize")
-        cubin = b" " * size
+        cubin = _scratch(size)
         (err,) = nv.nvrtcGetCUBIN(prog, cubin)
         _check_nvrtc(nv, err, "nvrtcGetCUBIN")
-        return bytes(cubin), log_s
+        return cubin[:int(size)], log_s
     finally:
         nv.nvrtcDestroyProgram(prog)
+
+
+def _scratch(n: int) -> bytes:
+    """A new, writable-by-C buffer of at least ``n`` bytes (never an interned bytes object)."""
+    return b"\0" * max(int(n) + 1, 2)
 
 
 def _check_nvrtc(nv, err, what: str) -> None:
