@@ -60,7 +60,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import sympy
 
-from layoutalg import ComposedLayout, Layout, Swizzle
+from layoutalg import ComposedLayout, Layout
 from layoutalg.verify.result import CheckResult
 
 from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
@@ -68,6 +68,9 @@ from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, 
                            VecAxpy, VecDot, swizzle_source_lane)
 from .errors import KernelError
 from .gate import GateReport, VerificationError
+from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below
+from .gate_common import bits_to_list as _bits_list, compose_offset, leaves as _leaves
+from .gate_common import mfma_inverse
 from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
 
 __all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
@@ -79,7 +82,6 @@ CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_ld
 # split-KV decode only: the split kernel's partials cover every key of each (batch, head) once;
 # the reduction merges exactly the partials written, each once, into the output they belong to
 SPLIT_CHECKS = ("split_partition", "reduction_reads_partials")
-_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 _POS_MASK = (1 << 22) - 1
 
 
@@ -158,25 +160,6 @@ def _bshd(b: int, h: int, hk: int, sq: int, skv: int, d: int):
     return PrefillShape(b, h, hk, sq, skv, q, k, k, q, 0)
 
 
-class _Fail:
-    def __init__(self) -> None:
-        self.first: Dict[str, str] = {}
-        self.count: Dict[str, int] = {}
-
-    def add(self, check: str, msg: str) -> None:
-        self.count[check] = self.count.get(check, 0) + 1
-        self.first.setdefault(check, msg)
-
-
-def _leaves(c: Any) -> List[Any]:
-    if isinstance(c, tuple):
-        out: List[Any] = []
-        for x in c:
-            out += _leaves(x)
-        return out
-    return [c]
-
-
 def _subs(x: Any, vals: Dict[Any, int]) -> Any:
     if isinstance(x, tuple):
         return tuple(_subs(y, vals) for y in x)
@@ -232,15 +215,7 @@ def eval_layout(origin: Any, coords: Any, env: Dict[Any, Any]) -> Tuple[Any, Any
         return _eval_mode(shape, stride, c)
 
     off, ok = rec(inner.shape, inner.stride, coords)
-    if isinstance(origin, ComposedLayout):
-        off = off + origin.offset
-        sw = origin.outer
-        if not isinstance(sw, Swizzle):
-            raise KernelError(f"gate: unsupported composed layout {origin}")
-        if sw.bits:
-            y = off & sw.yyy_mask
-            off = off ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
-    return off, ok
+    return compose_offset(origin, off), ok
 
 
 def _eval(expr: Any, env: Dict[Any, Any]) -> Any:
@@ -416,7 +391,6 @@ class _Static:
 
     def banks(self, a: Access, off: np.ndarray, act: np.ndarray, eb: int, what: str,
               where: str) -> None:
-        from layoutalg.verify import bank_conflicts
         kind = "read" if a.kind == "load" else "write"
         instr = f"ds_{kind}_b{a.width * eb * 8}"
         rows = np.nonzero(act.all(axis=1))[0]
@@ -429,14 +403,7 @@ class _Static:
         if not (off[rows] == ref).all():
             self.f.add(f"bank_conflicts_lds_{kind}", f"{what}: LDS offsets depend on the block")
         full = ref[:, None] + np.arange(a.width)[None, :]
-        ck = (instr, full.tobytes())
-        if ck not in self.bank_cache:
-            try:
-                self.bank_cache[ck] = bank_conflicts(full, arch=self.arch, instruction=instr,
-                                                     elem_bytes=eb, method="exhaustive")
-            except Exception as e:  # noqa: BLE001 - reported as the check's counterexample
-                self.bank_cache[ck] = e
-        r = self.bank_cache[ck]
+        r = bank_result(self.bank_cache, full, self.arch, instr, eb)
         self.bank_n[kind] += 1
         if isinstance(r, Exception):
             self.f.add(f"bank_conflicts_lds_{kind}", f"{what}: cannot check {instr}: {r}")
@@ -500,23 +467,10 @@ def rowid(bh: Any, pos: Any) -> Any:
 class _SpecTables:
     def __init__(self, spec: Any) -> None:
         M, N, K = spec.m, spec.n, spec.k
-        self.a_lane, self.a_item = self._inv(spec.tv_layout("A"), (M, K))
-        self.b_lane, self.b_item = self._inv(spec.tv_layout("B"), (K, N))
+        self.a_lane, self.a_item = mfma_inverse(spec.tv_layout("A"), (M, K), 64)
+        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), 64)
         v = spec.tv_layout("C").values().reshape((64, -1), order="F")
         self.c_i, self.c_j = v % M, v // M
-
-    @staticmethod
-    def _inv(lay: Any, shape: Tuple[int, int]):
-        v = lay.values().reshape((64, -1), order="F")
-        lane = np.full(shape[0] * shape[1], -1)
-        item = np.full(shape[0] * shape[1], -1)
-        for l in range(64):
-            for e in range(v.shape[1]):
-                if lane[v[l, e]] < 0:
-                    lane[v[l, e]], item[v[l, e]] = l, e
-        if (lane < 0).any():
-            raise KernelError(f"gate: MFMA layout {lay} does not cover its tile")
-        return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
 
 
 class _Acc:
@@ -999,7 +953,7 @@ class _Flow:
             self.fail("online_softmax", f"{what}: {frag.name} holds no scores")
             return None
         idx = np.array(items)
-        full = np.bitwise_or.reduce(_bits(np.arange(self.D), self.dw), axis=0)
+        full = bits_below(self.D, self.dw)
         if (acc.dbits[:, idx] != full[None, None, :]).any():
             t, c = (int(x) for x in np.argwhere((acc.dbits[:, idx] != full).any(axis=2))[0])
             self.fail("lane_mfma_operands", f"{what}: thread {t} score item {items[c]} is not "
@@ -1449,7 +1403,7 @@ class _Flow:
         (batch, head) (and O its own head dim), normalised."""
         fr = a.regs.frag.name
         ns = self.inst.values["n_splits"]
-        allb = np.bitwise_or.reduce(_bits(np.arange(ns), self.kw), axis=0)
+        allb = bits_below(ns, self.kw)
         if fr in self.lse_state:
             row, kb = self.lse_state[fr]
             col_ok = np.ones(len(t_on), bool)
@@ -1477,16 +1431,6 @@ class _Flow:
 def _rtxt(r: Any) -> str:
     r = int(r)
     return f"bh {r >> 22} row {r & _POS_MASK}" if r >= 0 else "none"
-
-
-def _bits_list(words: np.ndarray) -> List[int]:
-    out = []
-    for w, x in enumerate(words):
-        x = int(x)
-        for b in range(64):
-            if x >> b & 1:
-                out.append(w * 64 + b)
-    return out
 
 
 # ============================================================================ entry point

@@ -47,10 +47,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from layoutalg import ComposedLayout, Layout, Swizzle
+from layoutalg import ComposedLayout, Layout
 from layoutalg.verify.result import CheckResult
 
 from .errors import KernelError
+from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below as _kmask
+from .gate_common import bits_to_list as _bits_to_list, compose_offset, leaves as _leaves
+from .gate_common import mfma_inverse
 from .ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
@@ -58,7 +61,6 @@ __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
 CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_lds_read",
           "bank_conflicts_lds_write", "coverage", "lds_capacity", "lane_mfma_operands",
           "lane_accumulator_writeback", "lds_races")
-_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 class VerificationError(KernelError):
@@ -100,28 +102,7 @@ class GateReport:
         return self
 
 
-class _Fail:
-    """First counterexample per check (later ones are counted, not kept)."""
-
-    def __init__(self) -> None:
-        self.first: Dict[str, str] = {}
-        self.count: Dict[str, int] = {}
-
-    def add(self, check: str, msg: str) -> None:
-        self.count[check] = self.count.get(check, 0) + 1
-        self.first.setdefault(check, msg)
-
-
 # ---------------------------------------------------------------------------- layout evaluation
-
-def _leaves(c: Any) -> List[Any]:
-    if isinstance(c, tuple):
-        out: List[Any] = []
-        for x in c:
-            out += _leaves(x)
-        return out
-    return [c]
-
 
 def eval_origin(origin: Any, coords: Any, env: Dict[Any, Any]) -> Tuple[Any, Any]:
     """``(offset, in_range)`` of ``origin`` (Layout or Swizzle-ComposedLayout) at symbolic
@@ -136,15 +117,7 @@ def eval_origin(origin: Any, coords: Any, env: Dict[Any, Any]) -> Tuple[Any, Any
     for c, s, d in zip(cs, fs, fd):
         off = off + c * d
         ok = ok & (c >= 0) & (c < s)
-    if isinstance(origin, ComposedLayout):
-        off = off + origin.offset
-        sw = origin.outer
-        if not isinstance(sw, Swizzle):
-            raise KernelError(f"gate: unsupported composed layout {origin}")
-        if sw.bits:
-            y = off & sw.yyy_mask
-            off = off ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
-    return off, ok
+    return compose_offset(origin, off), ok
 
 
 def _where(mask: np.ndarray, names: Tuple[str, ...], env_vals: Dict[str, np.ndarray]) -> str:
@@ -288,7 +261,6 @@ class _Static:
             self.banks(a, off, eb, where)
 
     def banks(self, a: Access, off: np.ndarray, eb: int, where: str) -> None:
-        from layoutalg.verify import bank_conflicts
         kind = "read" if a.kind == "load" else "write"
         instr = f"ds_{kind}_b{a.width * eb * 8}"
         T = self.k.block
@@ -302,14 +274,7 @@ class _Static:
         pats = {p.tobytes(): (i, p) for i, p in reversed(list(enumerate(arr)))}
         for key, (i, p) in pats.items():
             full = p[:, None] + np.arange(a.width)[None, :]
-            ck = (instr, full.tobytes())
-            if ck not in self.bank_cache:
-                try:
-                    self.bank_cache[ck] = bank_conflicts(full, arch=self.arch, instruction=instr,
-                                                         elem_bytes=eb, method="exhaustive")
-                except Exception as e:  # no phase model for this instruction, bad access...
-                    self.bank_cache[ck] = e
-            r = self.bank_cache[ck]
+            r = bank_result(self.bank_cache, full, self.arch, instr, eb)
             self.bank_n[kind] += 1
             if isinstance(r, Exception):
                 self.f.add(f"bank_conflicts_lds_{kind}", f"{where}: cannot check {instr}: {r}")
@@ -808,26 +773,12 @@ class _Spec:
         M, N, K = spec.m, spec.n, spec.k
         la = spec.tv_layout("A")
         lanes = la[0].size()
-        self.a_lane, self.a_item = self._inverse(la, (M, K), lanes)
-        self.b_lane, self.b_item = self._inverse(spec.tv_layout("B"), (K, N), lanes)
+        self.a_lane, self.a_item = mfma_inverse(la, (M, K), lanes)
+        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), lanes)
         lc = spec.tv_layout("C")
         v = lc.values().reshape((lanes, -1), order="F")
         self.c_i, self.c_j = v % M, v // M          # [lane, item]
         self.M, self.N, self.K = M, N, K
-
-    @staticmethod
-    def _inverse(lay: Any, shape: Tuple[int, int], lanes: int):
-        v = lay.values().reshape((lanes, -1), order="F")
-        lane = np.full(shape[0] * shape[1], -1)
-        item = np.full(shape[0] * shape[1], -1)
-        for l in range(v.shape[0]):
-            for e in range(v.shape[1]):
-                if lane[v[l, e]] < 0:
-                    lane[v[l, e]] = l
-                    item[v[l, e]] = e
-        if (lane < 0).any():
-            raise KernelError(f"gate: MFMA layout {lay} does not cover its {shape} tile")
-        return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
 
 
 def sympy_coeff_add(e: Any) -> Tuple[int, Any]:
@@ -1343,26 +1294,6 @@ class _Lazy:
         return self.fn()
 
     __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
-
-
-def _kmask(K: int, words: int) -> np.ndarray:
-    out = np.zeros(words, np.uint64)
-    for w in range(words):
-        lo, hi = w * 64, min(K, (w + 1) * 64)
-        if hi > lo:
-            n = hi - lo
-            out[w] = np.uint64((1 << n) - 1) if n < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
-    return out
-
-
-def _bits_to_list(words: np.ndarray) -> List[int]:
-    out = []
-    for w, x in enumerate(words):
-        x = int(x)
-        for b in range(64):
-            if x >> b & 1:
-                out.append(w * 64 + b)
-    return out
 
 
 def _mfmas(body):
