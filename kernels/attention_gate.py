@@ -70,7 +70,7 @@ from .errors import KernelError
 from .gate import GateReport, VerificationError
 from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below
 from .gate_common import bits_to_list as _bits_list, compose_offset, leaves as _leaves
-from .gate_common import mfma_inverse
+from .gate_common import LdsRaces, mfma_inverse
 from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
 
 __all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
@@ -535,11 +535,7 @@ class _Flow:
         self.acc: Dict[str, _Acc] = {}
         self.vars: Dict[str, _Var] = {}
         self.lds = {s.name: np.full(s.count, _UNSET) for s in k.shared}
-        self.w_ep = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.w_th = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.r_ep = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.r_th = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.epoch = 0
+        self.races = LdsRaces(k.shared)
         self.specs: Dict[int, _SpecTables] = {}
         self.ver_table: Dict[Any, int] = {}
         v = inst.values
@@ -585,7 +581,7 @@ class _Flow:
                 if c.flat[0]:
                     self.stmts(s.body, dict(env))
             elif isinstance(s, Barrier):
-                self.epoch += 1
+                self.races.epoch += 1
             elif isinstance(s, ZeroFrag):
                 self.zero(s.frag.name)
             elif isinstance(s, Access):
@@ -683,35 +679,16 @@ class _Flow:
         return (bh_q // self.H) * self.HK + (bh_q % self.H) // self.G
 
     def lds_touch(self, a: Access, addr, th, write: bool) -> None:
-        b, ep = a.buf, self.epoch
-        n = self.lds[b].shape[0]
-        if addr.min() < 0 or addr.max() >= n:
-            return
-        multi = np.bincount(addr, minlength=n)[addr] > 1
-        if write:
-            if multi.any():
-                self.fail("lds_races", f"{a.tag}: two threads write {b}[{int(addr[np.argmax(multi)])}]"
-                                       " in one store")
-            war = (self.r_ep[b][addr] == ep) & (self.r_th[b][addr] != th)
-            waw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
-            for bad, what in ((war, "read"), (waw, "wrote")):
-                if bad.any():
-                    t = int(np.argmax(bad))
-                    self.fail("lds_races", f"{a.tag}: thread {t} writes {b}[{int(addr[t])}], which "
-                                           f"another thread {what} since the last barrier")
-            self.w_ep[b][addr] = ep
-            self.w_th[b][addr] = th
-        else:
-            raw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
-            if raw.any():
-                t = int(np.argmax(raw))
-                self.fail("lds_races", f"{a.tag}: thread {t} reads {b}[{int(addr[t])}] written by "
-                                       f"thread {int(self.w_th[b][addr[t]])} without a barrier")
-            fresh = self.r_ep[b][addr] != ep
-            prev = self.r_th[b][addr]
-            new_th = np.where(fresh | (prev == th), th, -1)
-            self.r_ep[b][addr] = ep
-            self.r_th[b][addr] = np.where(multi, -1, new_th)
+        b = a.buf
+        for kind, t, other in self.races.touch(b, addr, th, write):
+            if kind == "write_twice":
+                msg = f"two threads write {b}[{int(addr[t])}] in one store"
+            elif kind == "raw":
+                msg = f"thread {t} reads {b}[{int(addr[t])}] written by thread {other} without a barrier"
+            else:
+                msg = (f"thread {t} writes {b}[{int(addr[t])}], which another thread {kind} "
+                       "since the last barrier")
+            self.fail("lds_races", f"{a.tag}: {msg}")
 
     def store_out(self, a: Access, i: int, cs: List[np.ndarray], pred: np.ndarray) -> None:
         fr = a.regs.frag.name

@@ -53,7 +53,7 @@ from layoutalg.verify.result import CheckResult
 from .errors import KernelError
 from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below as _kmask
 from .gate_common import bits_to_list as _bits_to_list, compose_offset, leaves as _leaves
-from .gate_common import mfma_inverse
+from .gate_common import LdsRaces, mfma_inverse
 from .ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
@@ -802,11 +802,7 @@ class _Flow:
         self.buf_name = {v: n for n, v in self.buf_id.items()}
         self.regs = {fr.name: np.full((T, fr.count), _UNSET) for fr in k.frags}
         self.lds = {s.name: np.full(s.count, _UNSET) for s in k.shared}
-        self.w_ep = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.w_th = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.r_ep = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.r_th = {s.name: np.full(s.count, -1) for s in k.shared}
-        self.epoch = 0
+        self.races = LdsRaces(k.shared)
         accs = {m.acc.frag.name for m in _mfmas(k.body)}
         self.acc_frags = accs
         nw = max(1, -(-k_span // 64))
@@ -863,7 +859,7 @@ class _Flow:
                 if c.flat[0]:
                     self.stmts(s.body, dict(env))
             elif isinstance(s, Barrier):
-                self.epoch += 1
+                self.races.epoch += 1
             elif isinstance(s, ZeroFrag):
                 n = s.frag.name
                 self.regs[n][:] = _UNSET
@@ -963,41 +959,18 @@ class _Flow:
         return out
 
     def lds_touch(self, a: Access, addr, th, write: bool, env) -> None:
-        b, ep = a.buf, self.epoch
-        n = self.lds[b].shape[0]
-        if addr.min() < 0 or addr.max() >= n:
-            return  # reported by the static pass (in_bounds)
-        multi = np.bincount(addr, minlength=n)[addr] > 1
-        if write:
-            if multi.any():
-                t = int(np.argmax(multi))
-                self.f.add("lds_races", f"{self.where(a.tag, env)}: two threads write "
-                                        f"{b}[{int(addr[t])}] in one store")
-            war = (self.r_ep[b][addr] == ep) & (self.r_th[b][addr] != th)
-            waw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
-            for bad, what, who in ((war, "read", self.r_th), (waw, "wrote", self.w_th)):
-                if bad.any():
-                    t = int(np.argmax(bad))
-                    other = int(who[b][addr[t]])
-                    self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {int(th[t])} writes "
-                                            f"{b}[{int(addr[t])}], which "
-                                            f"{'several threads' if other < 0 else f'thread {other}'}"
-                                            f" {what} since the last barrier")
-            self.w_ep[b][addr] = ep
-            self.w_th[b][addr] = th
-        else:
-            raw = (self.w_ep[b][addr] == ep) & (self.w_th[b][addr] != th)
-            if raw.any():
-                t = int(np.argmax(raw))
-                self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {int(th[t])} reads "
-                                        f"{b}[{int(addr[t])}] written by thread "
-                                        f"{int(self.w_th[b][addr[t]])} without a barrier between")
-            fresh = self.r_ep[b][addr] != ep
-            prev = self.r_th[b][addr]
-            new_th = np.where(fresh | (prev == th), th, -1)
-            new_th = np.where(multi, -1, new_th)
-            self.r_ep[b][addr] = ep
-            self.r_th[b][addr] = new_th
+        b = a.buf
+        for kind, t, other in self.races.touch(b, addr, th, write):
+            if kind == "write_twice":
+                msg = f"two threads write {b}[{int(addr[t])}] in one store"
+            elif kind == "raw":
+                msg = (f"thread {int(th[t])} reads {b}[{int(addr[t])}] written by thread {other} "
+                       "without a barrier between")
+            else:
+                who = "several threads" if other < 0 else f"thread {other}"
+                msg = (f"thread {int(th[t])} writes {b}[{int(addr[t])}], which {who} {kind} "
+                       "since the last barrier")
+            self.f.add("lds_races", f"{self.where(a.tag, env)}: {msg}")
 
     def store_out(self, a: Access, j: int, i: int, pred, env) -> None:
         fr = a.regs.frag.name

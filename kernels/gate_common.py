@@ -113,3 +113,55 @@ def bits_to_list(words: np.ndarray) -> List[int]:
             if x >> b & 1:
                 out.append(w * 64 + b)
     return out
+
+
+# ---------------------------------------------------------------------------- LDS races
+
+class LdsRaces:
+    """Per LDS element since the last barrier (``epoch``): epoch and thread of the last write,
+    and of the reads (thread -1: several threads).  Bump ``epoch`` at every barrier."""
+
+    def __init__(self, shared: Any) -> None:
+        self.epoch = 0
+        self.w_ep = {s.name: np.full(s.count, -1) for s in shared}
+        self.w_th = {s.name: np.full(s.count, -1) for s in shared}
+        self.r_ep = {s.name: np.full(s.count, -1) for s in shared}
+        self.r_th = {s.name: np.full(s.count, -1) for s in shared}
+
+    def touch(self, b: str, addr: np.ndarray, th: np.ndarray,
+              write: bool) -> List[Tuple[str, int, int]]:
+        """Record that thread ``th[i]`` reads (or writes) ``b[addr[i]]`` for every i, and return
+        the races it makes, in this order, each as ``(kind, i, other thread)``:
+        ``"write_twice"`` (two threads write one element in this access), ``"read"`` /
+        ``"wrote"`` (the write hits an element another thread read / wrote since the last
+        barrier; other -1: several threads), ``"raw"`` (the read hits an element another thread
+        wrote since the last barrier).  Addresses outside ``b`` record nothing (the static pass
+        reports them as in_bounds)."""
+        ep = self.epoch
+        w_ep, w_th, r_ep, r_th = self.w_ep[b], self.w_th[b], self.r_ep[b], self.r_th[b]
+        n = w_ep.shape[0]
+        if addr.min() < 0 or addr.max() >= n:
+            return []
+        out: List[Tuple[str, int, int]] = []
+        multi = np.bincount(addr, minlength=n)[addr] > 1
+        if write:
+            if multi.any():
+                out.append(("write_twice", int(np.argmax(multi)), -1))
+            war = (r_ep[addr] == ep) & (r_th[addr] != th)
+            waw = (w_ep[addr] == ep) & (w_th[addr] != th)
+            for bad, kind, who in ((war, "read", r_th), (waw, "wrote", w_th)):
+                if bad.any():
+                    t = int(np.argmax(bad))
+                    out.append((kind, t, int(who[addr[t]])))
+            w_ep[addr] = ep
+            w_th[addr] = th
+        else:
+            raw = (w_ep[addr] == ep) & (w_th[addr] != th)
+            if raw.any():
+                t = int(np.argmax(raw))
+                out.append(("raw", t, int(w_th[addr[t]])))
+            fresh = r_ep[addr] != ep
+            new_th = np.where(fresh | (r_th[addr] == th), th, -1)
+            r_ep[addr] = ep
+            r_th[addr] = np.where(multi, -1, new_th)
+        return out
