@@ -21,7 +21,6 @@ import layoutalg as la
 import visualize as viz
 from kernels import compile_hip
 from kernels.emulator import run
-from layoutalg.symbolic import index_symbol, to_c
 from layoutalg.verify import coverage, in_bounds, vector_width
 
 THREADS, VEC = 256, 4                  # 4 fp32 = one 128-bit vector per thread
@@ -44,7 +43,7 @@ def main(argv=None) -> int:
             print(r)
 
     # 1. Layouts: the tensor, its block tiles, the TV layout of one block, one thread's slice.
-    bid, tid = index_symbol("bid"), index_symbol("tid")
+    bid, tid = la.index_symbol("bid"), la.index_symbol("tid")
     gA = la.Layout(args.n, 1)                                   # A[i] at offset i
     tiler, tv = la.make_layout_tv(la.Layout(THREADS, 1), la.Layout(VEC, 1))
     tile, block_off = la.local_tile(gA, la.Layout(tiler[0], 1), bid)   # block bid's tile
@@ -53,7 +52,7 @@ def main(argv=None) -> int:
     first = sympy.expand(block_off + thread_off)
     print(f"tensor {gA}; block tile {tiler} -> {tile} at offset {block_off}")
     print(f"TV layout of a block: {tv}; thread tid owns {vals} at offset {thread_off}")
-    print(f"first element of a thread's vector: {to_c(first)}")
+    print(f"first element of a thread's vector: {la.to_c(first)}")
 
     # 2. Proofs.
     proved("coverage", coverage(tv, tiler))
@@ -76,7 +75,7 @@ LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({THREADS}) void vector_add(const float* __restr
     const float* __restrict__ B, float* __restrict__ C, int n) {{
   const int tid = threadIdx.x;
   const int bid = blockIdx.x;
-  const int i = {to_c(first)};
+  const int i = {la.to_c(first)};
   if (i < n) {{  // one guard per 128-bit vector: proved safe for n % {VEC} == 0
     const lagen_f32x4 a = *(const lagen_f32x4*)(A + i);
     const lagen_f32x4 b = *(const lagen_f32x4*)(B + i);

@@ -21,7 +21,6 @@ import layoutalg as la
 import visualize as viz
 from kernels import compile_hip
 from kernels.emulator import run
-from layoutalg.symbolic import index_symbol, to_c
 from layoutalg.verify import coverage, in_bounds, vector_width
 
 M, N, BM, BN = 24, 120, 8, 24           # problem and block tile
@@ -53,7 +52,7 @@ def main(argv=None) -> int:
     print(f"copy atom {atom} over {atom_tiler}; tiled over the {BM}x{BN} block: TV {tv}")
 
     # 2. Partition source and destination: block tile (by bid) o TV layout, sliced at tid.
-    bid, tid, v = index_symbol("bid"), index_symbol("tid"), index_symbol("v")
+    bid, tid, v = la.index_symbol("bid"), la.index_symbol("tid"), la.index_symbol("v")
 
     def partition(ld):
         """(thread, value) -> offset in a row-major MxN tensor with row pitch ``ld``."""
@@ -96,8 +95,8 @@ LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({THREADS}) void tiled_copy(const float* __restr
   const int bid = blockIdx.x;
 #pragma unroll
   for (int v = 0; v < {tv[1].size()}; v += {VEC}) {{  // one proved 128-bit vector per step
-    const lagen_f32x4 x = *(const lagen_f32x4*)(A + {to_c(src_expr)});
-    *(lagen_f32x4*)(B + {to_c(dst_expr)}) = x;
+    const lagen_f32x4 x = *(const lagen_f32x4*)(A + {la.to_c(src_expr)});
+    *(lagen_f32x4*)(B + {la.to_c(dst_expr)}) = x;
   }}
 }}
 """

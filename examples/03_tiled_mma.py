@@ -23,7 +23,6 @@ import visualize as viz
 from kernels import Access, Frag, Kernel, Mfma, Param, ZeroFrag, compile_hip, verify_kernel
 from kernels.emit import emit
 from kernels.emulator import run
-from layoutalg.symbolic import index_symbol
 from layoutalg.verify import lane_correctness
 
 BM, BN, BK, IK = 64, 64, 8, 4           # block tile; the atom's k
@@ -76,7 +75,7 @@ def main(argv=None) -> int:
             print(next(str(r) for r in res if not r.holds))
 
     # 4. The kernel as IR: each access offset is a layout evaluated at (tid, value).
-    tid = index_symbol("tid")
+    tid = la.index_symbol("tid")
 
     def coords(tv, shape, v):     # (row, col) of value v of thread tid in a column-major tile
         return tuple(la.composition(la.Layout(shape, s), tv)((tid, v)) for s in ((1, 0), (0, 1)))
