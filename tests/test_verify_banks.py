@@ -356,3 +356,20 @@ def test_partition_reaching_outside_the_lds_tile_is_refused():
         bank_conflicts(la.Layout((64, 8, 2), (1, 64, 4096)), lds=la.Layout((64, 64), (64, 1)))
     with pytest.raises(LayoutError, match="partition"):
         LdsModel("x", "ds_read_b128", 16, 32, 4, ((0,),))
+
+
+def test_f2_domain_never_covers_constants_the_swizzle_moves_into_the_vector_bits():
+    """Sw<1,0,9> XORs element bit 9 into bit 0.  The one issue evaluated is a valid,
+    conflict-free ds_read_b128, but an issue constant with bit 9 set (a multiple of 8 elements
+    outside the lanes' bits) would split every lane's vector: the F2 extension to "every issue
+    constant" must not be claimed (it used to be, with method 'f2')."""
+    read = la.Layout((64, 8), (8, 1))
+    lds = la.ComposedLayout(la.Swizzle(1, 0, 9), 0, la.Layout(4096, 1))
+    r = bank_conflicts(read, lds=lds)
+    assert r.holds and r.method == "exhaustive"
+    assert any("F2 proof not applicable" in n and "swizzle" in n for n in r.notes)
+    with pytest.raises(VerifyError, match="F2 method does not apply"):
+        bank_conflicts(read, lds=lds, method="f2")
+    # the constant the old domain text covered really is not one ds_read_b128
+    with pytest.raises(AccessError, match="not 8 contiguous"):
+        bank_conflicts(read, lds=la.ComposedLayout(la.Swizzle(1, 0, 9), 512, la.Layout(4096, 1)))

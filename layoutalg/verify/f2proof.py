@@ -151,6 +151,12 @@ def prove_banks_f2(access: Any, lds: Any, model: LdsModel, elem_bytes: int, thre
     others = [c for k, c in enumerate(cols) if not (t_bits <= k < t_bits + vec_bits)]
     if any(c & low for c in others) or full.const & low:
         raise F2Error(f"lane vectors are not aligned to {vec} elements in the F2 view")
+    # the verdict is claimed for every issue constant K (a multiple of vec) reaching the lanes
+    # as sw(K): that needs a swizzle that never XORs a bit of K into the vector's low bits
+    if sw is not None and any(c & low for c in swizzle_f2(sw, full.n_out).cols[vec_bits:]):
+        raise F2Error(f"the swizzle {sw} XORs offset bits into the low {vec_bits} bits of a "
+                      f"{vec}-element vector: another issue constant could split the lane "
+                      "vectors")
     lane_cols = cols[:l_bits]
     images = []
     for q in basis:
