@@ -179,6 +179,17 @@ def build_cdna(family: str, rows: Sequence[tuple], source: str = CALCULATOR_SOUR
 # (mnemonic, M(=N), K, blocks, A type, B type, cycles, clang builtin, "A-arg B-arg")
 _F8, _B8 = "fp8e4m3fnuz", "fp8e5m2fnuz"
 
+
+def fp8_rows(kind: str, shapes: Sequence[Tuple[int, int, int]], fp8: str, bf8: str,
+             args: str) -> List[tuple]:
+    """Table rows of the ``kind`` ("mfma"/"smfmac") f32 instructions for every (A, B) pairing of
+    fp8 and bf8 (types ``fp8``/``bf8``), one set per ``(M, K, cycles)`` in ``shapes``."""
+    fmts = (("bf8", bf8), ("fp8", fp8))
+    return [(f"v_{kind}_f32_{m}x{m}x{k}_{an}_{bn}", m, k, 1, at, bt, cyc,
+             f"{kind}_f32_{m}x{m}x{k}_{an}_{bn}", args)
+            for m, k, cyc in shapes for an, at in fmts for bn, bt in fmts]
+
+
 _GFX9_COMMON: List[tuple] = [
     ("v_mfma_f32_32x32x1f32", 32, 1, 2, "f32", "f32", 64, "mfma_f32_32x32x1f32", "f f"),
     ("v_mfma_f32_16x16x1f32", 16, 1, 4, "f32", "f32", 32, "mfma_f32_16x16x1f32", "f f"),
@@ -261,17 +272,9 @@ CDNA3_ROWS: List[tuple] = [
     ("v_smfmac_i32_32x32x32_i8", 32, 32, 1, "i8", "i8", 32, "smfmac_i32_32x32x32_i8", "i2 i4"),
     ("v_mfma_f64_16x16x4_f64", 16, 4, 1, "f64", "f64", 32, "mfma_f64_16x16x4f64", "d d"),
     ("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, "f64", "f64", 16, "mfma_f64_4x4x4f64", "d d"),
-] + [
-    (f"v_mfma_f32_{m}x{m}x{k}_{an}_{bn}", m, k, 1, at, bt, cyc,
-     f"mfma_f32_{m}x{m}x{k}_{an}_{bn}", "l l")
-    for m, k, cyc in ((16, 32, 16), (32, 16, 32))
-    for an, at in (("bf8", _B8), ("fp8", _F8)) for bn, bt in (("bf8", _B8), ("fp8", _F8))
-] + [
-    (f"v_smfmac_f32_{m}x{m}x{k}_{an}_{bn}", m, k, 1, at, bt, cyc,
-     f"smfmac_f32_{m}x{m}x{k}_{an}_{bn}", "i2 i4")
-    for m, k, cyc in ((16, 64, 16), (32, 32, 32))
-    for an, at in (("bf8", _B8), ("fp8", _F8)) for bn, bt in (("bf8", _B8), ("fp8", _F8))
 ]
+CDNA3_ROWS += fp8_rows("mfma", ((16, 32, 16), (32, 16, 32)), _F8, _B8, "l l")
+CDNA3_ROWS += fp8_rows("smfmac", ((16, 64, 16), (32, 32, 32)), _F8, _B8, "i2 i4")
 
 INSTRUCTIONS: Dict[str, Dict[str, MatrixInstruction]] = {
     "CDNA1": build_cdna("CDNA1", CDNA1_ROWS),

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from .cdna import CDNA3_ROWS, build_cdna, mfma_a_layout, mfma_b_layout, mfma_c_layout
+from .cdna import (CDNA3_ROWS, build_cdna, fp8_rows, mfma_a_layout, mfma_b_layout,
+                   mfma_c_layout)
 from .spec import MatrixInstruction, Param
 
 __all__ = ["INSTRUCTIONS", "CDNA4_SOURCE"]
@@ -79,13 +80,7 @@ _NEW_SPARSE: List[tuple] = [
     ("v_smfmac_i32_16x16x128_i8", 16, 128, 1, "i8", "i8", 16, "smfmac_i32_16x16x128_i8",
      "i4 i8"),
     ("v_smfmac_i32_32x32x64_i8", 32, 64, 1, "i8", "i8", 32, "smfmac_i32_32x32x64_i8", "i4 i8"),
-] + [
-    (f"v_smfmac_f32_{m}x{m}x{k}_{an}_{bn}", m, k, 1, at, bt, cyc,
-     f"smfmac_f32_{m}x{m}x{k}_{an}_{bn}", "i4 i8")
-    for m, k, cyc in ((16, 128, 16), (32, 64, 32))
-    for an, at in (("bf8", _OCP_B8), ("fp8", _OCP_F8))
-    for bn, bt in (("bf8", _OCP_B8), ("fp8", _OCP_F8))
-]
+] + fp8_rows("smfmac", ((16, 128, 16), (32, 64, 32)), _OCP_F8, _OCP_B8, "i4 i8")
 
 
 def _f8f6f4() -> Dict[str, MatrixInstruction]:
