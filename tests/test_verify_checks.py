@@ -118,6 +118,10 @@ def test_bounds_concrete_and_errors():
         in_bounds(tv, tiler, (96, 64), predicate="maybe")
     with pytest.raises(AccessError, match="consecutive"):
         in_bounds(tv, tiler, (96, 64), predicate="vector", vector=8, vector_dim=0)
+    # a vector_dim outside the tile used to skip the vector guard (and vector=) unnoticed
+    for dim in (2, -1, None):
+        with pytest.raises(VerifyError, match="vector_dim"):
+            in_bounds(tv, tiler, (96, 64), predicate="vector", vector=8, vector_dim=dim)
 
 
 # ---- search ----------------------------------------------------------------------------------------

@@ -187,6 +187,10 @@ def in_bounds(tv: Any, tile_shape: Sequence[int], problem_shape: Sequence[Any], 
     pshape = tuple(sympy.sympify(p) for p in problem_shape)
     if len(tshape) != len(pshape):
         raise VerifyError(f"tile {tshape} and problem {tuple(problem_shape)} need the same rank")
+    if predicate == "vector" and (type(vector_dim) is not int
+                                  or not 0 <= vector_dim < len(tshape)):
+        raise VerifyError(f"vector_dim must be a dimension of tile {tshape} (0..{len(tshape) - 1})"
+                          f", got {vector_dim!r}")
     for p in pshape:
         if p.is_positive is False or (p.is_integer is False):
             raise VerifyError(f"problem extent {p} must be a positive integer (declare symbols "
