@@ -38,6 +38,8 @@ from layoutalg.verify import coverage, lane_correctness
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 
 from .cuda import layout_c as lc
+from .cuda.builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name as _dt_name
+from .cuda.builder import short_dtype
 from .cuda.prelude import PRELUDE
 from .cuda_gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
                         _search_swizzle, _swz_fn, _swz_split, _swz_step)
@@ -413,14 +415,7 @@ def emit_flash(cfg: FlashConfig) -> str:
     return "\n".join(L) + "\n"
 
 
-_TORCH_DT = {"f16": "float16", "bf16": "bfloat16"}
-
-
-def _dt_name(t) -> str:
-    return str(t.dtype).replace("torch.", "")
-
-
-class FlashAttention:
+class FlashAttention(CompiledKernel):
     """A compiled prefill configuration: ``fa(q, k, v, out=None, scale=None) -> out``.
 
     ``q`` (B, Hq, Sq, D), ``k``/``v`` (B, Hkv, Skv, D), any strides with the last dimension
@@ -428,19 +423,8 @@ class FlashAttention:
     """
 
     def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto"):
-        self.cfg = cfg
         self.plan = plan_flash(cfg)
-        self.source = emit_flash(cfg)
-        self.backend = backend
-        self._module = None
-
-    @property
-    def module(self):
-        if self._module is None:
-            from .cuda.compile import compile_cuda
-            self._module = compile_cuda(self.source, self.cfg.arch, name=f"{self.cfg.name}.cu",
-                                        backend=self.backend)
-        return self._module
+        super().__init__(cfg, emit_flash(cfg), backend)
 
     def check_args(self, q, k, v, out=None):
         cfg = self.cfg
@@ -507,8 +491,7 @@ _FLASH: Dict[FlashConfig, FlashAttention] = {}
 def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = None, out=None,
                     config: Optional[FlashConfig] = None):
     """``softmax(q k^T * scale [+ causal mask]) v`` with the NVIDIA prefill kernel."""
-    import torch
-    dt = {torch.float16: "f16", torch.bfloat16: "bf16"}.get(q.dtype)
+    dt = short_dtype(q)
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
     if config is None:
@@ -636,23 +619,12 @@ def emit_decode(cfg: DecodeConfig) -> str:
     return "\n".join(L) + "\n"
 
 
-class DecodeAttention:
+class DecodeAttention(CompiledKernel):
     """``dec(q, k, v, out=None, scale=None)``: ``q`` (B, Hq, 1, D) or (B, Hq, D), ``k``/``v``
     (B, Hkv, Skv, D); ``out`` like ``q`` in ``cfg.out_dtype``."""
 
     def __init__(self, cfg: DecodeConfig = DecodeConfig(), *, backend: str = "auto"):
-        self.cfg = cfg
-        self.source = emit_decode(cfg)
-        self.backend = backend
-        self._module = None
-
-    @property
-    def module(self):
-        if self._module is None:
-            from .cuda.compile import compile_cuda
-            self._module = compile_cuda(self.source, self.cfg.arch, name=f"{self.cfg.name}.cu",
-                                        backend=self.backend)
-        return self._module
+        super().__init__(cfg, emit_decode(cfg), backend)
 
     def check_args(self, q, k, v, out=None):
         cfg = self.cfg
@@ -720,8 +692,7 @@ _DECODE: Dict[DecodeConfig, DecodeAttention] = {}
 def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optional[float] = None,
                      out=None, config: Optional[DecodeConfig] = None):
     """One decode step: ``softmax(q k^T * scale) v`` per (batch, head)."""
-    import torch
-    dt = {torch.float16: "f16", torch.bfloat16: "bf16"}.get(q.dtype)
+    dt = short_dtype(q)
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the decode kernel takes float16 or bfloat16")
     if config is None:

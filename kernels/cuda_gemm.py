@@ -39,6 +39,7 @@ from layoutalg.verify import bank_conflicts, coverage, lane_correctness
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16, smem_model
 
 from .cuda import layout_c as lc
+from .cuda.builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name, short_dtype
 from .cuda.prelude import PRELUDE
 from .errors import KernelError, LaunchError
 from .launch import TensorSpec
@@ -649,26 +650,12 @@ def _unflatten(flat: List[int], profile: Any) -> Any:
 
 # --------------------------------------------------------------------------- running it
 
-_TORCH_DT = {"f16": "float16", "bf16": "bfloat16"}
-
-
-class CudaGemm:
+class CudaGemm(CompiledKernel):
     """A compiled configuration: ``g(a, b, out=None) -> c`` on torch CUDA tensors."""
 
     def __init__(self, cfg: CudaGemmConfig = CudaGemmConfig(), *, backend: str = "auto"):
-        self.cfg = cfg
         self.plan = plan_gemm(cfg)
-        self.source = emit_gemm(cfg)
-        self.backend = backend
-        self._module = None
-
-    @property
-    def module(self):
-        if self._module is None:
-            from .cuda.compile import compile_cuda
-            self._module = compile_cuda(self.source, self.cfg.arch, name=f"{self.cfg.name}.cu",
-                                        backend=self.backend)
-        return self._module
+        super().__init__(cfg, emit_gemm(cfg), backend)
 
     def check_args(self, a, b, out=None) -> Tuple[int, int, int]:
         """Validate shapes/dtypes/strides/alignment; returns (M, N, K)."""
@@ -678,8 +665,8 @@ class CudaGemm:
             if not hasattr(t, "dim") or t.dim() != 2:
                 raise LaunchError(f"{nm} must be a 2-D torch tensor, got "
                                   f"{getattr(t, 'shape', type(t).__name__)}")
-            if str(t.dtype).replace("torch.", "") != dt:
-                raise LaunchError(f"{nm}: dtype {str(t.dtype).replace('torch.', '')}, this GEMM "
+            if dtype_name(t) != dt:
+                raise LaunchError(f"{nm}: dtype {dtype_name(t)}, this GEMM "
                                   f"was built for {dt}")
             if t.stride(1) != 1:
                 raise LaunchError(f"{nm}: the last dimension must be contiguous (stride 1), got "
@@ -706,7 +693,7 @@ class CudaGemm:
         if out is not None:
             TensorSpec(dtype=dt, shape=(M, N), strides=()).dtype
             if tuple(out.shape) != (M, N) or out.stride(1) != 1 or \
-                    str(out.dtype).replace("torch.", "") != dt:
+                    dtype_name(out) != dt:
                 raise LaunchError(f"out must be a ({M}, {N}) {dt} tensor with contiguous rows, got "
                                   f"{tuple(out.shape)} {out.dtype} strides {tuple(out.stride())}")
             if out.data_ptr() % 4:
@@ -740,8 +727,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Optional[CudaGemmConfig]
     Picks the widest ``cp.async`` vector the shapes and pointers allow (16, 8 or 4 bytes);
     odd K (or odd N with ``b_major="n"``) is refused with a :class:`LaunchError`.
     """
-    import torch
-    dt = {torch.float16: "f16", torch.bfloat16: "bf16"}.get(a.dtype)
+    dt = short_dtype(a)
     if dt is None:
         raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
     for t, nm in ((a, "a"), (b, "b")):
