@@ -20,6 +20,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
+from ..enumerate import _eval_int_array, swizzle_values
 from ..inttuple import flatten, is_static
 from ..layout import Layout
 from ..swizzle import ComposedLayout, Swizzle
@@ -96,24 +97,13 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
         if not all(type(x) is int for x in fs + fd):
             raise AccessError(f"{what} {layout} has symbolic extents or strides; this check "
                               "needs concrete integers here")
-        total = np.zeros_like(idx)
-        c = idx.copy()
-        for k in range(len(fs) - 1):
-            total += (c % fs[k]) * fd[k]
-            c //= fs[k]
-        return total + c * fd[-1]
+        return _eval_int_array(layout, idx)
     if isinstance(layout, ComposedLayout):
         if type(layout.offset) is not int:
             raise AccessError(f"{what} {layout} has a symbolic offset; this check needs an int")
-        inner = eval_at(layout.inner, idx, what) + layout.offset
-        outer = layout.outer
-        if isinstance(outer, Swizzle):
-            y = inner & outer.yyy_mask
-            return inner ^ (y >> outer.shift if outer.shift >= 0 else y << -outer.shift)
-        return eval_at(outer, inner, what)
+        return eval_at(layout.outer, eval_at(layout.inner, idx, what) + layout.offset, what)
     if isinstance(layout, Swizzle):
-        y = idx & layout.yyy_mask
-        return idx ^ (y >> layout.shift if layout.shift >= 0 else y << -layout.shift)
+        return swizzle_values(layout, idx)
     if callable(layout):
         out = np.asarray(layout(idx))
         if out.shape != idx.shape or not np.issubdtype(out.dtype, np.integer):
