@@ -10,7 +10,6 @@ exit code 2 with the message on stderr.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import List, Optional

@@ -7,7 +7,7 @@ CLI maps it to exit code 2, and every message says what was wrong and what would
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Optional
+from typing import Iterable
 
 from layoutalg.errors import LayoutError
 
@@ -61,10 +61,3 @@ def close_matches(word: object, candidates: Iterable[str], n: int = 3,
     cands = list(candidates)
     close = difflib.get_close_matches(str(word).lower(), cands, n=n, cutoff=cutoff)
     return f" (did you mean {', '.join(close)}?)" if close else ""
-
-
-def _fmt_list(items: Iterable[str], limit: Optional[int] = None) -> str:
-    items = list(items)
-    if limit is not None and len(items) > limit:
-        return ", ".join(items[:limit]) + f", ... ({len(items)} in all)"
-    return ", ".join(items)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _table, lookup
+from . import _table
 from .arch import target
 from .dtypes import canonical_dtype
 from .errors import NotModelledError, SelectionError, UnsupportedDtypeError
@@ -217,7 +217,7 @@ def choose_mfma(arch: str, M: int, N: int, K: int, a_dtype: str, b_dtype: str,
     key_a, key_b = a, b
     if allow_xf32 and a == b == "f32":
         if version != 3:
-            notes.append(f"allow_xf32 ignored: xf32 MFMA exists only on gfx94x")
+            notes.append("allow_xf32 ignored: xf32 MFMA exists only on gfx94x")
         else:
             key_a = key_b = "xf32"
     if version <= 3 and a in (_OF8, _OB8) and b in (_OF8, _OB8):
