@@ -166,3 +166,22 @@ def test_search_errors():
         suggest_swizzle((64, 64))
     with pytest.raises(LayoutError, match="power of two"):
         suggest_swizzle((48, 64), read=la.Layout((48, 8), (1, 48)))
+
+
+def test_f2_disagreeing_with_the_enumeration_is_a_verifier_bug(monkeypatch):
+    """coverage and vector_width share verify.f2proof.cross_check: an F2 answer that differs
+    from the exhaustive one raises VerifierBug rather than returning either."""
+    import sys
+    from layoutalg.verify import VerifierBug
+    cov_mod = sys.modules["layoutalg.verify.coverage"]
+    vec_mod = sys.modules["layoutalg.verify.vectorize"]
+    tiler, tv = la.make_layout_tv(la.Layout((32, 8), (8, 1)), la.Layout((1, 8), (1, 1)))
+    monkeypatch.setattr(cov_mod, "_f2_bijective", lambda layout, n: False)
+    with pytest.raises(VerifierBug, match="bijective"):
+        coverage(tv, tiler)
+    monkeypatch.setattr(vec_mod, "_f2_width", lambda *a: 1)
+    with pytest.raises(VerifierBug, match="widest vector"):
+        vector_width(la.Layout((64, 8), (8, 1)))
+    with pytest.raises(VerifyError, match="needs a layout"):
+        vector_width(np.zeros((64, 8), dtype=np.int64), method="f2")
+    assert coverage(np.arange(64).reshape(64, 1)).method == "exhaustive"

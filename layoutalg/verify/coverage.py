@@ -27,9 +27,9 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 import sympy
 
-from ..f2 import F2Error
 from ..tv import TVLayout
 from ._access import as_access
+from .f2proof import cross_check
 from .result import AccessError, CheckResult, VerifierBug, VerifyError
 
 __all__ = ["coverage", "CoverageResult", "CoverageCounterexample", "in_bounds", "BoundsResult"]
@@ -117,21 +117,8 @@ def coverage(tv: Any, tile: Any = None, *, method: str = "auto") -> CoverageResu
     elif miss:
         e = int(np.flatnonzero(counts == 0)[0])
         cex = CoverageCounterexample("missing", e, _tile_coord(e, shape), ())
-    meth, notes = "exhaustive", ()
-    if method in ("auto", "f2") and acc.layout is not None:
-        try:
-            f2_holds = _f2_bijective(acc.layout, n)
-        except F2Error as e:
-            if method == "f2":
-                raise VerifyError(f"the F2 method does not apply: {e}") from None
-            notes = (f"F2 view not applicable: {e}",)
-        else:
-            if f2_holds != holds:
-                raise VerifierBug(f"F2 bijectivity {f2_holds} vs exhaustive {holds} for "
-                                  f"{acc.layout}")
-            meth = "f2"
-    elif method == "f2":
-        raise VerifyError("the F2 method needs a layout, not an offset array")
+    meth, notes = cross_check(method, acc.layout, lambda: _f2_bijective(acc.layout, n), holds,
+                              "bijective")
     dom = f"all {n_pts} (thread, value, iteration) points onto the {n} elements of tile {shape}"
     if meth == "f2":
         dom += " (GF(2): affine map of full rank onto log2(tile) bits)"

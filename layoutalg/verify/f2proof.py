@@ -20,15 +20,43 @@ That is the whole proof; :func:`prove_banks_f2` returns it with a witness lane p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from ..f2 import F2Error, F2Map, f2_rank, swizzle_f2, to_f2
 from ..layout import Layout
 from ..swizzle import ComposedLayout, Swizzle
 from ..tv import TVLayout
 from .model import LdsModel
+from .result import VerifierBug, VerifyError
 
-__all__ = ["F2BankProof", "prove_banks_f2", "access_f2", "log2_exact", "f2_span"]
+__all__ = ["F2BankProof", "prove_banks_f2", "access_f2", "log2_exact", "f2_span", "cross_check"]
+
+
+def cross_check(method: str, layout: Any, f2_answer: Callable[[], Any], exhaustive: Any,
+                what: str) -> Tuple[str, Tuple[str, ...]]:
+    """Answer a question by F2 as well, beside the exhaustive ``exhaustive``: ``(method, notes)``.
+
+    ``method`` is the caller's (``"auto"``, ``"exhaustive"`` or ``"f2"``); ``layout`` is None
+    for an offset array.  ``f2_answer()`` raises :class:`~layoutalg.f2.F2Error` when the F2
+    view does not apply (a note, or :class:`~.result.VerifyError` under ``method="f2"``);
+    otherwise it must equal ``exhaustive`` or :class:`~.result.VerifierBug` is raised.
+    """
+    if method not in ("auto", "f2"):
+        return "exhaustive", ()
+    if layout is None:
+        if method == "f2":
+            raise VerifyError("the F2 method needs a layout, not an offset array")
+        return "exhaustive", ()
+    try:
+        got = f2_answer()
+    except F2Error as e:
+        if method == "f2":
+            raise VerifyError(f"the F2 method does not apply: {e}") from None
+        return "exhaustive", (f"F2 view not applicable: {e}",)
+    if got != exhaustive:
+        raise VerifierBug(f"F2 says {what} {got!r}, exhaustive evaluation says {exhaustive!r} "
+                          f"for {layout}")
+    return "f2", ()
 
 
 def log2_exact(x: int, what: str) -> int:

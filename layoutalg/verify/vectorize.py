@@ -20,9 +20,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from ..f2 import F2Error
 from ._access import as_access, has_symbols
-from .result import CheckResult, VerifierBug, VerifyError
+from .f2proof import access_f2, cross_check, log2_exact
+from .result import CheckResult, VerifyError
 
 __all__ = ["vector_width", "VectorResult", "VectorCounterexample"]
 
@@ -109,7 +109,6 @@ def _legal(off: np.ndarray, w: int) -> bool:
 
 
 def _f2_width(layout: Any, lds: Any, threads: int, values: int, max_w: int) -> int:
-    from .f2proof import access_f2, log2_exact
     full, _, _ = access_f2(layout, lds)
     t_bits = log2_exact(threads, "threads")
     v_bits = log2_exact(values, "values")
@@ -166,21 +165,9 @@ def vector_width(access: Any, *, elem_bytes: int = 2, lds: Any = None, max_bytes
             cex = VectorCounterexample(wn, th, (g * wn, g * wn + wn - 1), acc.iter_coord(i),
                                        tuple(int(x) for x in off[th, g * wn:(g + 1) * wn, i]),
                                        reason)
-    meth, notes = "exhaustive", ()
-    if method in ("auto", "f2") and acc.layout is not None:
-        try:
-            wf = _f2_width(acc.layout, acc.lds, acc.threads, acc.values, max_w)
-        except F2Error as e:
-            if method == "f2":
-                raise VerifyError(f"the F2 method does not apply: {e}") from None
-            notes = (f"F2 view not applicable: {e}",)
-        else:
-            if wf != w:
-                raise VerifierBug(f"F2 says {wf}-element vectors, exhaustive says {w} for "
-                                  f"{acc.layout}")
-            meth = "f2"
-    elif method == "f2":
-        raise VerifyError("the F2 method needs a layout, not an offset array")
+    meth, notes = cross_check(
+        method, acc.layout, lambda: _f2_width(acc.layout, acc.lds, acc.threads, acc.values, max_w),
+        w, "the widest vector (elements) is")
     holds = True if require_bytes is None else w * elem_bytes >= require_bytes
     dom = (f"every thread ({acc.threads}), value group and iteration ({acc.iterations}); "
            f"assuming the buffer base is {max_bytes}-byte aligned")
