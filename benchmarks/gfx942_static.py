@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TRITON_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-    (128, 128, 64, 4, 2),     # the REFERENCE.md kernel
+    (128, 128, 64, 4, 2),     # the kernel of shared/docs/REFERENCE.md
     (256, 256, 32, 8, 2),     # the tile of our larger config
     (256, 256, 64, 8, 2),     # the same tile with BK=64 (our BK=64 row's tile)
 ]
