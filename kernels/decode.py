@@ -110,6 +110,17 @@ def _xors(c: DecodeConfig) -> List[int]:
     return out
 
 
+def query_lets(lanes_per_query: int, queries_per_block: int) -> List[Any]:
+    """The thread -> query mapping of the decode kernels (one query, ``qi`` = batch * heads +
+    head, per ``lanes_per_query`` lanes, 8 head dims from ``dc`` per lane): ``qi``, ``dc``,
+    ``bat``, ``h``."""
+    tid, H = sym("tid"), R("heads")
+    return [Let("qi", sym("block_q") * queries_per_block + sympy.floor(tid / lanes_per_query)),
+            Let("dc", 8 * sympy.Mod(tid, lanes_per_query)),
+            Let("bat", sympy.floor(sym("qi") / H)),
+            Let("h", sympy.Mod(sym("qi"), H))]
+
+
 class DecodeBuilder:
     def __init__(self, cfg: DecodeConfig) -> None:
         c = cfg.normalized()
@@ -171,14 +182,11 @@ class DecodeBuilder:
         c = self.c
         D, U, C, Gq = c.head_dim, c.keys_per_step, c.lanes_per_query, c.queries_per_block
         tid = sym("tid")
-        H, G = R("heads"), R("group")
+        G = R("group")
         q_ok = sym("qi") < R("batch") * R("heads")
         body: List[Any] = [
             Comment(f"{C} lanes per query, {Gq} queries per block"),
-            Let("qi", sym("block_q") * Gq + sympy.floor(tid / C)),
-            Let("dc", 8 * sympy.Mod(tid, C)),
-            Let("bat", sympy.floor(sym("qi") / H)),
-            Let("h", sympy.Mod(sym("qi"), H)),
+            *query_lets(C, Gq),
             Let("hk", sympy.floor(sym("h") / G)),
             Let("n_steps", sympy.floor((R("seqlen_kv") + U - 1) / U)),
             Let("n_full", sympy.floor(R("seqlen_kv") / U)),

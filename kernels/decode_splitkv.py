@@ -43,7 +43,7 @@ from layoutalg import Layout
 
 from .attention_ir import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, PartialStats,
                            ScalarParam, emit_attention)
-from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan
+from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .flash_attention import BuiltAttention, PrefillShape, R
 from .gemm_plan import ConfigError
 from .ir import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
@@ -97,15 +97,12 @@ class SplitBuilder(DecodeBuilder):
         c = self.c
         D, U, C, Gq = c.head_dim, c.keys_per_step, c.lanes_per_query, c.queries_per_block
         tid, sp = sym("tid"), sym("split")
-        H, G = R("heads"), R("group")
+        G = R("group")
         q_ok = sym("qi") < R("batch") * R("heads")
         body: List[Any] = [
             Comment(f"{C} lanes per query, {Gq} queries per block; block (x, split) reads keys "
                     "[k0, k1) of split `split`"),
-            Let("qi", sym("block_q") * Gq + sympy.floor(tid / C)),
-            Let("dc", 8 * sympy.Mod(tid, C)),
-            Let("bat", sympy.floor(sym("qi") / H)),
-            Let("h", sympy.Mod(sym("qi"), H)),
+            *query_lets(C, Gq),
             Let("hk", sympy.floor(sym("h") / G)),
             Let("k0", sp * R("kv_chunk")),
         ]
@@ -168,7 +165,6 @@ class CombineBuilder:
         c = self.c
         D, C, Gq = c.head_dim, c.lanes_per_query, c.queries_per_block
         tid, s = sym("tid"), sym("s")
-        H = R("heads")
         q_ok = sym("qi") < R("batch") * R("heads")
         x = Frag("x_fr", "f32", 8, 4)
         mp, lp = Frag("mp_fr", "f32", 1, 1), Frag("lp_fr", "f32", 1, 1)
@@ -176,10 +172,7 @@ class CombineBuilder:
         lse = Frag("lse_v", "f32", 1, 1)
         body: List[Any] = [
             Comment(f"{C} lanes per query (8 head dims each), {Gq} queries per block"),
-            Let("qi", sym("block_q") * Gq + sympy.floor(tid / C)),
-            Let("dc", 8 * sympy.Mod(tid, C)),
-            Let("bat", sympy.floor(sym("qi") / H)),
-            Let("h", sympy.Mod(sym("qi"), H)),
+            *query_lets(C, Gq),
             FVar("m_run", "-inf"), FVar("l_run", "0"), ZeroFrag(o)]
         step: List[Any] = []
         for buf, fr in (("Mp", mp), ("Lp", lp)):
