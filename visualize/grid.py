@@ -160,17 +160,11 @@ class Grid:
                         texts.append(f'<text x="{xc:.1f}" y="{top + k * LINE_H:.1f}"{fill_attr}>'
                                      f'{_esc(s)}</text>')
         # class/data-* attributes make the structure checkable by tests and tools (no CSS)
-        svg.open_group(class_="cells", data_rows=self.rows, data_cols=self.cols,
-                       data_title=self.title, stroke=GRID_LINE, stroke_width=0.6)
-        svg.raw("\n".join(rects))
-        svg.close_group()
+        svg.group(rects, class_="cells", data_rows=self.rows, data_cols=self.cols,
+                  data_title=self.title, stroke=GRID_LINE, stroke_width=0.6)
         if marks:
-            svg.open_group(class_="marks", stroke_width=2.5)
-            svg.raw("\n".join(marks))
-            svg.close_group()
-        svg.open_group(class_="labels", font_size=_g(fs), text_anchor="middle")
-        svg.raw("\n".join(texts))
-        svg.close_group()
+            svg.group(marks, class_="marks", stroke_width=2.5)
+        svg.group(texts, class_="labels", font_size=_g(fs), text_anchor="middle")
 
     def _draw_overview(self, svg: Svg, gx: float, gy: float) -> None:
         cw, ch = self.cell_w, self.cell_h
@@ -206,14 +200,10 @@ class Grid:
         for r0, r1, j, k, fill in sorted(done):
             rects.append(f'<rect x="{gx + j * cw:g}" y="{gy + r0 * ch:g}" width="{(k - j) * cw:g}" '
                          f'height="{(r1 - r0 + 1) * ch:g}" fill="{fill}"/>')
-        svg.open_group(class_="cells overview", data_rows=self.rows, data_cols=self.cols,
-                       data_title=self.title)
-        svg.raw("\n".join(rects))
-        svg.close_group()
+        svg.group(rects, class_="cells overview", data_rows=self.rows, data_cols=self.cols,
+                  data_title=self.title)
         if marks:
-            svg.open_group(class_="marks", stroke_width=1.5)
-            svg.raw("\n".join(marks))
-            svg.close_group()
+            svg.group(marks, class_="marks", stroke_width=1.5)
 
 
 def _pow2_at_least(x: float) -> int:

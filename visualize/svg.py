@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Union
 from xml.sax.saxutils import escape, quoteattr
 
 __all__ = ["Svg", "Diagram", "FONT", "char_width"]
@@ -87,6 +87,13 @@ class Svg:
 
     def raw(self, fragment: str) -> None:
         self.parts.append(fragment)
+
+    def group(self, elements: Sequence[str], **attrs: Union[str, float]) -> None:
+        """``elements`` (SVG text, one per line) in one ``<g>`` with ``attrs`` as in
+        :meth:`open_group`."""
+        self.open_group(**attrs)
+        self.raw("\n".join(elements))
+        self.close_group()
 
     # -- output --------------------------------------------------------------------------------
     def to_string(self, title: str = "") -> str:
