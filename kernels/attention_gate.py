@@ -61,7 +61,6 @@ import numpy as np
 import sympy
 
 from layoutalg import ComposedLayout, Layout
-from layoutalg.verify.result import CheckResult
 
 from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
                            MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
@@ -70,7 +69,7 @@ from .errors import KernelError
 from .gate import GateReport, VerificationError
 from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below
 from .gate_common import bits_to_list as _bits_list, compose_offset, leaves as _leaves
-from .gate_common import LdsRaces, mfma_inverse
+from .gate_common import LdsRaces, check_lds_capacity, mfma_inverse
 from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
 
 __all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
@@ -1522,11 +1521,7 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
         if k.meta.get("kind") == "decode_split":
             _check_partition(inst, part, kw, f)
         sim.append(f"{inst.name}: blocks {blocks}")
-    from mfma_specs.arch import target
-    lds_total = sum(s.count * _BYTES[s.dtype] for s in k.shared)
-    cap = target(arch).lds_bytes
-    if lds_total > cap:
-        f.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
+    lds_total, cap = check_lds_capacity(k, arch, f)
     t1 = time.perf_counter()
     inst_txt = "; ".join(i.describe() for i in insts)
     static_dom = (f"instances [{inst_txt}]: every block x every loop iteration x every thread, "
@@ -1557,15 +1552,7 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
                                         "partials (Op, Mp, Lp) of its own (batch, head) and "
                                         "split, each of the n_splits splits exactly once, O at "
                                         "its own head dim")
-    checks = {}
-    for name in CHECKS + tuple(k.meta.get("extra_checks", ())):
-        ok = name not in f.first
-        cex = None
-        if not ok:
-            n = f.count[name]
-            cex = f.first[name] + (f"\n(and {n - 1} more)" if n > 1 else "")
-        checks[name] = CheckResult(check=name, holds=ok, method="exhaustive", domain=doms[name],
-                                   counterexample=cex)
+    checks = f.results(CHECKS + tuple(k.meta.get("extra_checks", ())), doms)
     details = {"instances": [i.describe() for i in insts], "bank_worst_ways": worst,
                "access_bits": widths, "lds_bytes": lds_total, "simulated": sim}
     return GateReport(k.name, checks, details, t1 - t0)

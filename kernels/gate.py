@@ -53,7 +53,7 @@ from layoutalg.verify.result import CheckResult
 from .errors import KernelError
 from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below as _kmask
 from .gate_common import bits_to_list as _bits_to_list, compose_offset, leaves as _leaves
-from .gate_common import LdsRaces, mfma_inverse
+from .gate_common import LdsRaces, check_lds_capacity, mfma_inverse
 from .ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
@@ -1376,11 +1376,7 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
             o = int(np.argmax(bad))
             fails.add("coverage", f"{buf} element at offset {o} is stored {int(cnt[o])} times "
                                   f"(expected {int(want[o])}) over the grid")
-    from mfma_specs.arch import target
-    lds_total = sum(s.count * _BYTES[s.dtype] for s in k.shared)
-    cap = target(arch).lds_bytes
-    if lds_total > cap:
-        fails.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
+    lds_total, cap = check_lds_capacity(k, arch, fails)
     lemma, why = _translation_lemma(k)
     if blocks is not None:
         blist, how = blocks, "blocks chosen by the caller"
@@ -1450,15 +1446,7 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
         "lane_accumulator_writeback": flow_dom,
         "lds_races": flow_dom,
     }
-    checks = {}
-    for name in CHECKS:
-        ok = name not in fails.first
-        cex = None
-        if not ok:
-            n = fails.count[name]
-            cex = fails.first[name] + (f"\n(and {n - 1} more)" if n > 1 else "")
-        checks[name] = CheckResult(check=name, holds=ok, method="exhaustive",
-                                   domain=doms[name], counterexample=cex)
+    checks = fails.results(CHECKS, doms)
     details = {"bank_worst_ways": dict(st.bank_worst), "access_bits": dict(st.widths),
                "simulated_blocks": blist, "lds_bytes": lds_total,
                "bank_methods": sorted(st.bank_methods)}

@@ -5,11 +5,12 @@ two gates."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 import numpy as np
 
 from layoutalg import ComposedLayout, Swizzle
+from layoutalg.verify.result import CheckResult
 
 from .errors import KernelError
 
@@ -26,6 +27,31 @@ class Fail:
     def add(self, check: str, msg: str) -> None:
         self.count[check] = self.count.get(check, 0) + 1
         self.first.setdefault(check, msg)
+
+    def results(self, checks: Iterable[str], domains: Dict[str, str]) -> Dict[str, CheckResult]:
+        """One exhaustive :class:`CheckResult` per check over its domain: it holds unless a
+        counterexample was added (then the first one, and how many more)."""
+        out = {}
+        for name in checks:
+            ok = name not in self.first
+            cex = None
+            if not ok:
+                n = self.count[name]
+                cex = self.first[name] + (f"\n(and {n - 1} more)" if n > 1 else "")
+            out[name] = CheckResult(check=name, holds=ok, method="exhaustive",
+                                    domain=domains[name], counterexample=cex)
+        return out
+
+
+def check_lds_capacity(k: Any, arch: str, fails: Fail) -> Tuple[int, int]:
+    """``lds_capacity``: the kernel's LDS arrays fit ``arch``; returns (their bytes, the
+    target's)."""
+    from mfma_specs.arch import target
+    lds_total = sum(s.count * BYTES[s.dtype] for s in k.shared)
+    cap = target(arch).lds_bytes
+    if lds_total > cap:
+        fails.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
+    return lds_total, cap
 
 
 # ---------------------------------------------------------------------------- layout evaluation
