@@ -9,7 +9,7 @@ from kernels.registry import get
 
 ENTRY = get("gemm")
 BASE = dict(m=200, n=136, k=72, dtype="f16", out_dtype=None, layout="NN", c_major="row",
-            block="128x128x32", waves="2x2", mfma=None, vec=None, arch="gfx942")
+            block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, arch="gfx942")
 
 CASES = {
     "NN": {}, "NT": {"layout": "NT"}, "TN": {"layout": "TN"}, "TT": {"layout": "TT"},
