@@ -67,9 +67,8 @@ from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, 
                            VecAxpy, VecDot, swizzle_source_lane)
 from .errors import KernelError
 from .gate import GateReport, VerificationError
-from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below
-from .gate_common import bits_to_list as _bits_list, compose_offset, leaves as _leaves
-from .gate_common import LdsRaces, check_lds_capacity, mfma_inverse
+from .gate_common import (BYTES, Fail, LdsRaces, MfmaTables, bank_result, bits_below,
+                          bits_to_list, check_lds_capacity, compose_offset, leaves)
 from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
 
 __all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
@@ -233,7 +232,7 @@ def _let_value(s: Any, env: Dict[Any, Any]) -> Any:
 class _Static:
     """Every block x iteration x thread; arrays shaped [blocks, threads]."""
 
-    def __init__(self, k: Any, inst: Instance, arch: str, f: _Fail, bank_cache: Dict) -> None:
+    def __init__(self, k: Any, inst: Instance, arch: str, f: Fail, bank_cache: Dict) -> None:
         self.k, self.inst, self.arch, self.f = k, inst, arch, f
         self.vals = inst.symbols()
         self.buf_dtype = {p.name: p.dtype for p in k.params}
@@ -301,7 +300,7 @@ class _Static:
         act = np.broadcast_to(active, shape)
         on = act & pred
         what = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
-        eb = _BYTES[self.buf_dtype[a.buf]]
+        eb = BYTES[self.buf_dtype[a.buf]]
         self.widths[a.tag] = a.width * eb * 8
         key = str(a.origin)
         if key not in self.origins:
@@ -331,9 +330,9 @@ class _Static:
                                        f"{a.buf}[{n}]")
             elif a.kind == "store" and a.buf in self.outputs:
                 cs = [np.broadcast_to(np.asarray(_eval(x, env), dtype=np.int64), shape)
-                      for x in _leaves(coords)]
+                      for x in leaves(coords)]
                 sel = on & rng
-                ext = [int(x) for x in _leaves(origin.shape)]
+                ext = [int(x) for x in leaves(origin.shape)]
                 lin = np.zeros(shape, np.int64)
                 mul = 1
                 for c, e in zip(cs, ext):
@@ -362,7 +361,7 @@ class _Static:
         (batch, head) of the thread's Q, and O/LSE are written at the Q's (batch, head)."""
         v = self.inst.values
         H, HK, G = v["heads"], v["kv_heads"], v["group"]
-        lv = _leaves(a.coords[0])
+        lv = leaves(a.coords[0])
         head = np.broadcast_to(np.asarray(_eval(lv[-2], env), dtype=np.int64), shape)
         bat = np.broadcast_to(np.asarray(_eval(lv[-1], env), dtype=np.int64), shape)
         if a.buf == self.k.meta.get("head_ref", "Q"):
@@ -463,15 +462,6 @@ def rowid(bh: Any, pos: Any) -> Any:
     return (np.asarray(bh, dtype=np.int64) << 22) | np.asarray(pos, dtype=np.int64)
 
 
-class _SpecTables:
-    def __init__(self, spec: Any) -> None:
-        M, N, K = spec.m, spec.n, spec.k
-        self.a_lane, self.a_item = mfma_inverse(spec.tv_layout("A"), (M, K), 64)
-        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), 64)
-        v = spec.tv_layout("C").values().reshape((64, -1), order="F")
-        self.c_i, self.c_j = v % M, v // M
-
-
 class _Acc:
     """Accumulator state of a frag: S (row, key, head-dim bits, masked) or O (row, d, key bits,
     visible-key bits, version, normalised)."""
@@ -519,7 +509,7 @@ def _popcount(x: np.ndarray) -> np.ndarray:
 
 
 class _Flow:
-    def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: _Fail,
+    def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
         T = k.block
@@ -535,7 +525,7 @@ class _Flow:
         self.vars: Dict[str, _Var] = {}
         self.lds = {s.name: np.full(s.count, _UNSET) for s in k.shared}
         self.races = LdsRaces(k.shared)
-        self.specs: Dict[int, _SpecTables] = {}
+        self.specs: Dict[int, MfmaTables] = {}
         self.ver_table: Dict[Any, int] = {}
         v = inst.values
         self.H, self.HK, self.G = v["heads"], v["kv_heads"], v["group"]
@@ -651,7 +641,7 @@ class _Flow:
             addr = off + j
             if a.space == "global":
                 cs = [np.broadcast_to(np.asarray(_eval(x, env), dtype=np.int64), (T,))
-                      for x in _leaves(a.coords[j])]
+                      for x in leaves(a.coords[j])]
                 heads = self.HK if a.buf in ("K", "V") else self.H
                 bh = cs[-1] * heads + cs[-2]
                 if a.kind == "load":
@@ -761,8 +751,8 @@ class _Flow:
         if bad.any():
             t = int(t_on[np.argmax(bad)])
             ti = int(np.argmax(bad))
-            have = _bits_list(got[ti])
-            exp = _bits_list(want[ti])
+            have = bits_to_list(got[ti])
+            exp = bits_to_list(want[ti])
             miss = sorted(set(exp) - set(have))
             extra = sorted(set(have) - set(exp))
             self.fail("masking_and_tile_skipping",
@@ -774,7 +764,7 @@ class _Flow:
     def mfma(self, m: Mfma) -> None:
         sp = self.specs.get(id(m.spec))
         if sp is None:
-            sp = self.specs[id(m.spec)] = _SpecTables(m.spec)
+            sp = self.specs[id(m.spec)] = MfmaTables(m.spec)
         T, W = self.T, self.T // 64
         self.mfma_issues += W
         base = (np.arange(W) * 64)[:, None, None]
@@ -1396,7 +1386,7 @@ class _Flow:
         bad = (row[t_on] != cs[0][t_on]) | ~col_ok | (kb[t_on] != allb).any(axis=1)
         if bad.any():
             t = int(t_on[np.argmax(bad)])
-            got = _bits_list(kb[t])
+            got = bits_to_list(kb[t])
             self.fail("reduction_reads_partials", f"{a.tag}: thread {t} stores to "
                                                   f"{_rtxt(cs[0][t])} the merge of "
                                                   f"{_rtxt(row[t])} over splits {got[:8]}"
@@ -1432,7 +1422,7 @@ def block_independence(k: Any) -> Tuple[bool, str]:
         elif isinstance(s, If):
             exprs = [s.cond]
         elif isinstance(s, Access) and s.space == "lds":
-            exprs = [s.offset, s.pred] + _leaves(s.coords)
+            exprs = [s.offset, s.pred] + leaves(s.coords)
         elif isinstance(s, MaskScores):
             exprs = list(s.rows) + list(s.keys) + list(s.conds)
         elif isinstance(s, LaneXor) and s.addr is not None:
@@ -1446,7 +1436,7 @@ def block_independence(k: Any) -> Tuple[bool, str]:
                   "(batch, kv head) of the thread's Q and O/LSE written at its (batch, head)")
 
 
-def _check_partition(inst: Instance, part: Dict[int, np.ndarray], kw: int, f: _Fail) -> None:
+def _check_partition(inst: Instance, part: Dict[int, np.ndarray], kw: int, f: Fail) -> None:
     """Split-KV: per (batch, head), the partials' key sets partition [0, seqlen_kv)."""
     v = inst.values
     skv, ns = v["seqlen_kv"], v["n_splits"]
@@ -1460,7 +1450,7 @@ def _check_partition(inst: Instance, part: Dict[int, np.ndarray], kw: int, f: _F
                 f.add("split_partition", f"(batch, head) {divmod(bh, v['heads'])}: split {s} "
                                          f"stores no partial [{inst.name}]")
                 return
-            cnt[_bits_list(bits)] += 1
+            cnt[bits_to_list(bits)] += 1
         bad = cnt != want
         if bad.any():
             key = int(np.argmax(bad))
@@ -1483,7 +1473,7 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
     plan = k.meta["plan"]
     arch = arch or plan.cfg.arch
     insts = list(instances) if instances is not None else default_instances(k)
-    f = _Fail()
+    f = Fail()
     bank_cache: Dict = {}
     points = 0
     widths: Dict[str, int] = {}

@@ -51,9 +51,8 @@ from layoutalg import ComposedLayout, Layout
 from layoutalg.verify.result import CheckResult
 
 from .errors import KernelError
-from .gate_common import BYTES as _BYTES, Fail as _Fail, bank_result, bits_below as _kmask
-from .gate_common import bits_to_list as _bits_to_list, compose_offset, leaves as _leaves
-from .gate_common import LdsRaces, check_lds_capacity, mfma_inverse
+from .gate_common import (BYTES, Fail, LdsRaces, MfmaTables, bank_result, bits_below,
+                          bits_to_list, check_lds_capacity, compose_offset, leaves)
 from .ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
@@ -109,7 +108,7 @@ def eval_origin(origin: Any, coords: Any, env: Dict[Any, Any]) -> Tuple[Any, Any
     ``coords`` evaluated in ``env``: an independent numpy evaluation of the layout."""
     inner = origin.inner if isinstance(origin, ComposedLayout) else origin
     fs, fd = inner.flat()
-    cs = [np.asarray(c_eval(c, env), dtype=np.int64) for c in _leaves(coords)]
+    cs = [np.asarray(c_eval(c, env), dtype=np.int64) for c in leaves(coords)]
     if len(cs) != len(fs):
         raise KernelError(f"gate: coordinates {coords} do not match layout {origin}")
     off: Any = 0
@@ -137,7 +136,7 @@ def _where(mask: np.ndarray, names: Tuple[str, ...], env_vals: Dict[str, np.ndar
 class _Static:
     AXES = ("loop", "block_m", "block_n", "tid")
 
-    def __init__(self, k: Kernel, arch: str, fails: _Fail) -> None:
+    def __init__(self, k: Kernel, arch: str, fails: Fail) -> None:
         self.k, self.arch, self.f = k, arch, fails
         self.buf_dtype = {p.name: p.dtype for p in k.params}
         self.buf_dtype.update({s.name: s.dtype for s in k.shared})
@@ -205,7 +204,7 @@ class _Static:
                 for j in range(len(self.block_sig[0])):
                     sl = pb[:, min(i, pb.shape[1] - 1), min(j, pb.shape[2] - 1), :]
                     self.block_sig[i][j] = hash((self.block_sig[i][j], sl.tobytes()))
-        eb = _BYTES[self.buf_dtype[a.buf]]
+        eb = BYTES[self.buf_dtype[a.buf]]
         self.widths[a.tag] = a.width * eb * 8
         all_in = True
         per_elem_off = []
@@ -389,7 +388,7 @@ def _affine_plan(k: Kernel) -> Tuple[Optional[Dict[int, Any]], str]:
         csl = []
         for coords in s.coords:
             row = []
-            for c in _leaves(coords):
+            for c in leaves(coords):
                 sc = _slopes(c, grid, cache)
                 if sc is None:
                     return None, f"{s.tag}: coordinate {c} is not affine in the block index"
@@ -522,7 +521,7 @@ class _StaticAffine(_Static):
     every store predicate and on the clipping of their output tile (:meth:`coverage`).
     """
 
-    def __init__(self, k: Kernel, arch: str, fails: _Fail, info: Dict[int, Any]) -> None:
+    def __init__(self, k: Kernel, arch: str, fails: Fail, info: Dict[int, Any]) -> None:
         super().__init__(k, arch, fails)
         self.info = info
         self.G = [int(k.grid[0]), int(k.grid[1])]
@@ -572,7 +571,7 @@ class _StaticAffine(_Static):
         if atoms:
             self._note_breaks(on)
         where = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
-        eb = _BYTES[self.buf_dtype[a.buf]]
+        eb = BYTES[self.buf_dtype[a.buf]]
         self.widths[a.tag] = a.width * eb * 8
         on_ne = on.nonempty()
         all_in = _Box.full(True, self.G)
@@ -605,9 +604,8 @@ class _StaticAffine(_Static):
                           f"along grid axis {g}, the layout {a.origin} at its coordinates by "
                           f"{lay}: they differ at block {'(1, 0)' if g == 0 else '(0, 1)'}")
             inb = _Box.full(True, self.G)
-            leaves = _leaves(coords)
             c0s = []
-            for c, size, sc in zip(leaves, fs, csl[j]):
+            for c, size, sc in zip(leaves(coords), fs, csl[j]):
                 c0 = np.asarray(c_eval(c, env), dtype=np.int64)
                 c0s.append(c0)
                 inb.cut(-c0, tuple(-x for x in sc))
@@ -765,22 +763,6 @@ def _dec(ids: np.ndarray):
     return ids >> _SH_BUF, (ids >> _SH_C0) & _MASK0, ids & _MASK, (ids & _ZERO) != 0
 
 
-class _Spec:
-    """Index tables of one MFMA instruction, from ``spec.tv_layout`` (lane, item) values."""
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-        M, N, K = spec.m, spec.n, spec.k
-        la = spec.tv_layout("A")
-        lanes = la[0].size()
-        self.a_lane, self.a_item = mfma_inverse(la, (M, K), lanes)
-        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), lanes)
-        lc = spec.tv_layout("C")
-        v = lc.values().reshape((lanes, -1), order="F")
-        self.c_i, self.c_j = v % M, v // M          # [lane, item]
-        self.M, self.N, self.K = M, N, K
-
-
 def sympy_coeff_add(e: Any) -> Tuple[int, Any]:
     """``(k, rest)`` with ``e == k + rest`` read off the expression's top-level sum."""
     import sympy
@@ -794,7 +776,7 @@ def sympy_coeff_add(e: Any) -> Tuple[int, Any]:
 
 
 class _Flow:
-    def __init__(self, k: Kernel, fails: _Fail, block: Tuple[int, ...], k_span: int) -> None:
+    def __init__(self, k: Kernel, fails: Fail, block: Tuple[int, ...], k_span: int) -> None:
         self.k, self.f, self.block = k, fails, block
         T = k.block
         self.T = T
@@ -812,7 +794,7 @@ class _Flow:
         # k bitsets per accumulator element, word-major: one MFMA touches one word, so its
         # gathers stay inside one contiguous [T, count] slice
         self.kbits = {n: np.zeros((nw, T, self._frag(n).count), np.uint64) for n in accs}
-        self.specs: Dict[int, _Spec] = {}
+        self.specs: Dict[int, MfmaTables] = {}
         self.mplans: Dict[Any, Any] = {}
         self.groups: Dict[int, Any] = {}
         self.deltas: Dict[int, Any] = {}
@@ -906,7 +888,7 @@ class _Flow:
             deltas = self._coord_deltas(a)
             if deltas is not None:
                 c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                     for x in _leaves(a.coords[0])]
+                     for x in leaves(a.coords[0])]
                 self.k_extent[a.buf] = int(a.origin.shape[1]) \
                     if isinstance(a.origin.shape, tuple) else 0
                 cs = [c[p][:, None] + np.asarray(deltas[p])[None, :] for p in range(2)]
@@ -917,7 +899,7 @@ class _Flow:
             addr = off + j
             if a.space == "global" and a.kind == "load":
                 c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                     for x in _leaves(a.coords[j])]
+                     for x in leaves(a.coords[j])]
                 self.k_extent[a.buf] = int(a.origin.shape[1]) if isinstance(a.origin.shape, tuple) else 0
                 self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[0], c[1], ~pred)
             elif a.space == "lds" and a.kind == "store":
@@ -942,12 +924,12 @@ class _Flow:
         if key in self.deltas:
             return self.deltas[key]
         out: Optional[List[List[int]]] = None
-        leaves = [_leaves(c) for c in a.coords]
-        if leaves and all(len(x) == 2 for x in leaves):
+        per_elem = [leaves(c) for c in a.coords]
+        if per_elem and all(len(x) == 2 for x in per_elem):
             out = [[], []]
             for p in range(2):
-                k0, r0 = sympy_coeff_add(leaves[0][p])
-                for lv in leaves:
+                k0, r0 = sympy_coeff_add(per_elem[0][p])
+                for lv in per_elem:
                     kj, rj = sympy_coeff_add(lv[p])
                     if rj != r0:
                         out = None
@@ -976,7 +958,7 @@ class _Flow:
         fr = a.regs.frag.name
         T = self.T
         cm, cn = (np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                  for x in _leaves(a.coords[j]))
+                  for x in leaves(a.coords[j]))
         if fr not in self.acc_frags:
             self.f.add("lane_accumulator_writeback", f"{self.where(a.tag, env)}: stores "
                                                      f"{fr}, which no MFMA accumulates into")
@@ -994,12 +976,12 @@ class _Flow:
                        f"{int(_acc_dec(self.acc_id[fr][t, i])[1])})")
             return
         K = self.k_extent.get("A", 0)
-        want = _kmask(K, self.kbits[fr].shape[0])
+        want = bits_below(K, self.kbits[fr].shape[0])
         got = self.kbits[fr][:, t_on, i].T
         bad = (got != want[None, :]).any(axis=1)
         if bad.any():
             t = int(t_on[np.argmax(bad)])
-            have = _bits_to_list(self.kbits[fr][:, t, i])
+            have = bits_to_list(self.kbits[fr][:, t, i])
             missing = sorted(set(range(K)) - set(have))
             extra = sorted(set(have) - set(range(K)))
             self.f.add("lane_accumulator_writeback",
@@ -1008,7 +990,7 @@ class _Flow:
                        f"{'...' if len(missing) > 8 else ''}, unexpected k {extra[:8]}")
 
     # ---- MFMA ----------------------------------------------------------------------------
-    def _mfma_plan(self, m: Mfma, sp: "_Spec") -> Any:
+    def _mfma_plan(self, m: Mfma, sp: "MfmaTables") -> Any:
         """Flat gather indices of one MFMA statement (register and accumulator tables)."""
         key = id(m)
         pl = self.mplans.get(key)
@@ -1033,7 +1015,7 @@ class _Flow:
     def mfma(self, m: Mfma, env) -> None:
         self.mfma_batch([m], env)
 
-    def _batch_plan(self, ms: List[Mfma], sp: "_Spec") -> Any:
+    def _batch_plan(self, ms: List[Mfma], sp: "MfmaTables") -> Any:
         key = tuple(id(m) for m in ms)
         pl = self.mplans.get(key)
         if pl is not None:
@@ -1058,7 +1040,7 @@ class _Flow:
         m0 = ms[0]
         sp = self.specs.get(id(m0.spec))
         if sp is None:
-            sp = self.specs[id(m0.spec)] = _Spec(m0.spec)
+            sp = self.specs[id(m0.spec)] = MfmaTables(m0.spec)
         fr = m0.acc.frag.name
         kb_arr = self.kbits[fr]
         a_fi, b_fi, acc_fi, ijsel = self._batch_plan(ms, sp)
@@ -1148,7 +1130,7 @@ class _Flow:
     def mfma_checked(self, m: Mfma, env) -> None:
         sp = self.specs.get(id(m.spec))
         if sp is None:
-            sp = self.specs[id(m.spec)] = _Spec(m.spec)
+            sp = self.specs[id(m.spec)] = MfmaTables(m.spec)
         W = self.T // 64
         self.mfma_issues += W
         base = (np.arange(W) * 64)[:, None, None]
@@ -1299,7 +1281,7 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
                 return False, f"{s.tag}: LDS offset depends on the block index"
         if isinstance(s, Access) and s.space == "global":
             for coords in s.coords:
-                for p, c in enumerate(_leaves(coords)):
+                for p, c in enumerate(leaves(coords)):
                     sh = _slopes(c, grid, cache)
                     if sh is None:
                         c = sympy.expand(sympy.sympify(c))
@@ -1349,7 +1331,7 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     exhaustive enumeration of every block otherwise); ``False`` always enumerates every block.
     """
     t0 = time.perf_counter()
-    fails = _Fail()
+    fails = Fail()
     info, affine_why = _affine_plan(k) if translation else (None, "not requested")
     st: Any = None
     if info is not None:
@@ -1358,7 +1340,7 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
             st.run()
             st.coverage()
         except _NeedFull as e:
-            info, affine_why, st, fails = None, str(e), None, _Fail()
+            info, affine_why, st, fails = None, str(e), None, Fail()
     if st is None:
         st = _Static(k, arch, fails)
         st.run()

@@ -117,6 +117,24 @@ def mfma_inverse(lay: Any, shape: Tuple[int, int], lanes: int):
     return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
 
 
+class MfmaTables:
+    """Index tables of one MFMA instruction, from ``spec.tv_layout`` (lane, item) values:
+    ``a_lane``/``a_item`` [M, K] and ``b_lane``/``b_item`` [K, N] (who holds each operand
+    element), ``c_i``/``c_j`` [lane, item] (the accumulator element each register holds)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        M, N, K = spec.m, spec.n, spec.k
+        la = spec.tv_layout("A")
+        lanes = la[0].size()
+        self.a_lane, self.a_item = mfma_inverse(la, (M, K), lanes)
+        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), lanes)
+        lc = spec.tv_layout("C")
+        v = lc.values().reshape((lanes, -1), order="F")
+        self.c_i, self.c_j = v % M, v // M          # [lane, item]
+        self.M, self.N, self.K = M, N, K
+
+
 # ---------------------------------------------------------------------------- bit sets
 
 def bits_below(n: int, words: int) -> np.ndarray:
