@@ -277,8 +277,8 @@ def _is_one(x: Any) -> bool:
 def _mod(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         return a % b
-    import sympy
-    return sympy.Mod(a, b)
+    from .symbolic import imod
+    return imod(a, b)
 
 
 def _exact_div(a: Any, b: Any) -> Any:

@@ -15,6 +15,7 @@ they either follow CuTe's dynamic-int semantics or raise :class:`SymbolicError`.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterable, Tuple, Union
 
 from .errors import ShapeError, SymbolicError
@@ -194,9 +195,21 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     total = 0
     for i in range(n - 1):
         s = product(shape[i])
-        total = total + crd2idx(crd % s, shape[i], stride[i])
+        total = total + crd2idx(_mod(crd, s), shape[i], stride[i])
         crd = crd // s
     return total + crd2idx(crd, shape[-1], stride[-1])
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if not (_is_sympy(a) or _is_sympy(b)):
+        return a % b
+    from .symbolic import imod   # sympy's Mod, minus a sympy 1.14 wrong answer
+    return imod(a, b)
+
+
+def _is_sympy(x: Any) -> bool:
+    sympy = sys.modules.get("sympy")    # no sympy object exists before sympy is imported
+    return sympy is not None and isinstance(x, sympy.Basic)
 
 
 def idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
@@ -210,7 +223,7 @@ def idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
             out.append(idx2crd(idx, s))
         else:
             p = product(s)
-            out.append(idx2crd(idx % p, s))
+            out.append(idx2crd(_mod(idx, p), s))
             idx = idx // p
     return tuple(out)
 

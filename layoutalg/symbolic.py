@@ -16,7 +16,8 @@ from typing import Any, Dict
 import sympy
 from sympy.printing.c import C99CodePrinter
 
-__all__ = ["Xor", "index_symbol", "offset_expr", "to_c", "substitute", "simplify_index"]
+__all__ = ["Xor", "index_symbol", "offset_expr", "to_c", "substitute", "simplify_index",
+           "imod"]
 
 
 class Xor(sympy.Function):
@@ -36,6 +37,31 @@ class Xor(sympy.Function):
         if a == b:
             return sympy.Integer(0)
         return None
+
+
+def imod(a: Any, b: Any) -> Any:
+    """``Mod(a, b)`` of integer expressions, immune to sympy#28744.
+
+    sympy 1.14 evaluates ``Mod(k*Mod(x, m), n)`` (integer ``x``, ``m != n``) by squaring the
+    inner Mod (``Mod(5*Mod(t, 8), 4) -> Mod(Mod(t, 8)**2, 4)``, wrong at t = 2).  When sympy's
+    answer shows such a power of a Mod that ``a`` did not have, the Mods of ``a`` are hidden
+    behind integer dummies while sympy reduces, and put back unevaluated.  Otherwise sympy's
+    answer is returned as it is.
+    """
+    out = sympy.Mod(a, b)
+    if not _new_mod_powers(out, a):
+        return out
+    a = sympy.sympify(a)
+    hide = {m: sympy.Dummy(integer=True) for m in a.atoms(sympy.Mod)}
+    out = sympy.Mod(a.xreplace(hide), b)
+    with sympy.evaluate(False):
+        return out.xreplace({d: m for m, d in hide.items()})
+
+
+def _new_mod_powers(out: Any, a: Any) -> bool:
+    def powers(e: Any) -> set:
+        return {p for p in sympy.sympify(e).atoms(sympy.Pow) if isinstance(p.base, sympy.Mod)}
+    return bool(powers(out) - powers(a))
 
 
 def index_symbol(name: str, bound: Any = None) -> sympy.Symbol:

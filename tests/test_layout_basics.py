@@ -117,6 +117,26 @@ def test_symbolic_swizzled_layout():
         assert substitute(e, {t: i}) == CL(i)
 
 
+def test_symbolic_offsets_survive_sympys_mod_of_a_product_bug():
+    """sympy 1.14 evaluates Mod(k*Mod(x, m), n) for integer x by squaring the inner Mod
+    (sympy#28744: Mod(5*Mod(t, 8), 4) -> Mod(Mod(t, 8)**2, 4)).  A swizzled or composed layout
+    with a non-power-of-two stride hits exactly that: its symbolic offset (and the C printed
+    from it) was wrong at t = 2, 6, ..."""
+    t = index_symbol("t")
+    cases = [la.ComposedLayout(la.Swizzle(2, 0, 2), 0, P("(8,1,3):(5,2,24)")),
+             la.ComposedLayout(la.Swizzle(2, 0, 3), 64, P("(8,3):(3,24)")),
+             la.ComposedLayout(P("(4,64):(64,1)"), 0, P("(4,8):(8,1)")),
+             la.ComposedLayout(P("(3,40):(1,3)"), 0, P("(8,3):(5,1)"))]
+    for CL in cases:
+        e = CL(t)
+        c = to_c(offset_expr(CL, t)).replace("/", "//")
+        for i in range(CL.size()):
+            assert substitute(e, {t: i}) == CL(i), (CL, i, e)
+            assert eval(c, {"t": i}) == CL(i), (CL, i, c)
+    # the workaround leaves sympy's own (correct) simplifications alone
+    assert offset_expr(P("(4,8):(8,1)"), t) == 8 * sympy.Mod(t, 4) + sympy.floor(t / 4)
+
+
 # ---- F2 ------------------------------------------------------------------------------------------
 
 def test_f2_view_of_layouts_and_swizzles():
