@@ -64,7 +64,7 @@ def _new_mod_powers(out: Any, a: Any) -> bool:
     return bool(powers(out) - powers(a))
 
 
-def index_symbol(name: str, bound: Any = None) -> sympy.Symbol:
+def index_symbol(name: str) -> sympy.Symbol:
     """A non-negative integer symbol (a thread index, a loop counter, a runtime extent)."""
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
