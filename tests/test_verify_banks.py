@@ -373,3 +373,15 @@ def test_f2_domain_never_covers_constants_the_swizzle_moves_into_the_vector_bits
     # the constant the old domain text covered really is not one ds_read_b128
     with pytest.raises(AccessError, match="not 8 contiguous"):
         bank_conflicts(read, lds=la.ComposedLayout(la.Swizzle(1, 0, 9), 512, la.Layout(4096, 1)))
+
+
+def test_negative_tile_indices_through_an_lds_layout_are_refused():
+    """Tile index -511 is no element of the lds tile, yet CuTe-style evaluation of
+    (64,64):(64,1) at it gives offset 56 (floor division into the unbounded last mode): the
+    check used to accept such a partition and report a verdict about addresses it made up."""
+    lane, val = np.arange(64)[:, None], np.arange(8)[None, :]
+    arr = lane % 63 + 1 - 512 + 64 * val
+    with pytest.raises(AccessError, match="negative"):
+        bank_conflicts(arr, lds=la.Layout((64, 64), (64, 1)))
+    with pytest.raises(AccessError, match="negative"):
+        bank_conflicts(la.Layout((64, 8), (1, -64)), lds=la.Layout((64, 64), (64, 1)))

@@ -97,3 +97,14 @@ def test_symbolic_errors():
     r = bank_conflicts(b_read(128 + P), instruction="ds_read_b64", domain=(0, 10))
     with pytest.raises(Exception, match="outside"):
         r.ways(11)
+
+
+def test_symbolic_lds_refuses_tile_indices_outside_the_tile():
+    """With a symbolic lds, a partition reaching past the tile (or below index 0) is an
+    AccessError, as with a concrete lds (it used to fail with a bare ValueError)."""
+    p = index_symbol("p")
+    lds = la.Layout((64, 64), (64 + p, 1))
+    with pytest.raises(AccessError, match="only 4096 elements"):
+        bank_conflicts(la.Layout((64, 8, 2), (1, 64, 4096)), lds=lds)
+    with pytest.raises(AccessError, match="negative"):
+        bank_conflicts(la.Layout((64, 8), (1, -64)), lds=lds)

@@ -115,8 +115,12 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
 
 
 def _check_in_domain(lds: Any, idx: np.ndarray) -> None:
-    """Indices past a layout's size only exist through CuTe's unbounded last mode: for a
-    verifier that is almost surely a partition reaching outside its tile, so refuse it."""
+    """Indices past a layout's size (or below 0) only exist through CuTe's unbounded last mode:
+    for a verifier that is almost surely a partition reaching outside its tile, so refuse it."""
+    if idx.size and int(idx.min()) < 0:
+        t, v, i = (int(x) for x in np.argwhere(idx < 0)[0])
+        raise AccessError(f"thread {t} value {v} reaches negative tile index {int(idx[t, v, i])}; "
+                          "the lds layout has no such element")
     if isinstance(lds, TVLayout):
         lds = lds.layout_tv
     if isinstance(lds, (Layout, ComposedLayout)):

@@ -149,7 +149,8 @@ def affine_offsets(access: Any, lds: Any, sym: sympy.Symbol
         raise AccessError(f"access has {total} points, more than {MAX_POINTS}")
     t, v = sizes[0], sizes[1]
     it = total // (t * v)
-    idx = np.arange(total, dtype=np.int64)
+    # [thread, value, iteration] indices (thread fastest, as CuTe): offsets come out in that shape
+    idx = np.arange(total, dtype=np.int64).reshape(it, v, t).transpose(2, 1, 0)
     if lds is None:
         la, lb = _split(access, sym, "access")
         alpha, beta = eval_at(la, idx), eval_at(lb, idx)
@@ -162,8 +163,7 @@ def affine_offsets(access: Any, lds: Any, sym: sympy.Symbol
             raise AccessError("with a symbolic lds, lds must be a Layout")
         la, lb = _split(lds, sym, "lds")
         alpha, beta = eval_at(la, tile), eval_at(lb, tile)
-    shape3 = lambda a: a.reshape(it, v, t).transpose(2, 1, 0)  # noqa: E731
-    return shape3(alpha), shape3(beta), tuple(sizes[2:])
+    return alpha, beta, tuple(sizes[2:])
 
 
 # ---- exact parameter sets ------------------------------------------------------------------------
