@@ -385,3 +385,12 @@ def test_negative_tile_indices_through_an_lds_layout_are_refused():
         bank_conflicts(arr, lds=la.Layout((64, 64), (64, 1)))
     with pytest.raises(AccessError, match="negative"):
         bank_conflicts(la.Layout((64, 8), (1, -64)), lds=la.Layout((64, 64), (64, 1)))
+
+
+def test_offsets_past_int64_are_refused_not_wrapped():
+    """Lane 63 of (64,8):(2^57,1) sits at element 63 * 2^57 < 2^63 but byte 63 * 2^58, which
+    wrapped to a negative int64 address; the check used to return a verdict on those."""
+    for stride in (1 << 57, 1 << 62):
+        with pytest.raises(AccessError, match="int64"):
+            bank_conflicts(la.Layout((64, 8), (stride, 1)))
+    assert bank_conflicts(la.Layout((64, 8), (1 << 50, 1))).max_ways == 8

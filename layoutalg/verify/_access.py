@@ -30,6 +30,7 @@ from .result import AccessError
 __all__ = ["Access", "as_access", "eval_at", "has_symbols", "MAX_POINTS"]
 
 MAX_POINTS = 1 << 24   # refuse to enumerate more (thread, value, iteration) points than this
+MAX_OFFSET = 1 << 62   # offsets (and byte addresses) must stay below this: int64 never wraps
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,15 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
         if not all(type(x) is int for x in fs + fd):
             raise AccessError(f"{what} {layout} has symbolic extents or strides; this check "
                               "needs concrete integers here")
+        # |offset| <= sum (s-1)|d| over all but the last mode + (idx // their size) |d_last|
+        span, block = 0, 1
+        for s, d in zip(fs[:-1], fd[:-1]):
+            span += (s - 1) * abs(d)
+            block *= s
+        span += (int(idx.max()) // block if idx.size else 0) * abs(fd[-1])
+        if span >= MAX_OFFSET:
+            raise AccessError(f"{what} {layout} reaches offsets up to {span}, past the verifier's "
+                              f"exact int64 range (< 2^62)")
         return _eval_int_array(layout, idx)
     if isinstance(layout, ComposedLayout):
         if type(layout.offset) is not int:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..f2 import F2Error
 from .f2proof import F2BankProof, prove_banks_f2
-from ._access import Access, as_access, has_symbols
+from ._access import MAX_OFFSET, Access, as_access, has_symbols
 from ._model import resolve_model, vector_elems
 from .model import LdsModel
 from .result import AccessError, CheckResult, VerifierBug, VerifyError
@@ -144,6 +144,9 @@ def lane_starts(acc: Access, model: LdsModel, elem_bytes: int,
         raise AccessError(f"each lane has {v} values, but {model.instruction} moves {vec} "
                           f"elements of {elem_bytes} bytes ({model.access_bytes} bytes) per "
                           f"lane; the values mode must be a multiple of {vec}")
+    if base + elem_bytes * int(acc.offsets.max()) + model.access_bytes >= MAX_OFFSET:
+        raise AccessError(f"byte addresses reach {base + elem_bytes * int(acc.offsets.max())}, "
+                          "past the verifier's exact int64 range (< 2^62)")
     groups = v // vec
     off = acc.offsets.reshape(t, groups, vec, it)
     step = off - off[:, :, :1, :]
