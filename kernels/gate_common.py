@@ -1,7 +1,8 @@
 """Helpers shared by the GEMM gate (:mod:`kernels.gate`) and the attention gate
-(:mod:`kernels.attention_gate`): failure collection, layout-evaluation pieces, the cached LDS
-bank check, MFMA lane tables and uint64 bit-set helpers.  The checks themselves stay in the
-two gates."""
+(:mod:`kernels.attention_gate`): failure collection and the verdict per check, the LDS
+capacity check, layout-evaluation pieces, the cached LDS bank check, MFMA lane tables, uint64
+bit-set helpers and the LDS race model of the dataflow passes.  The checks themselves, and their
+messages, stay in the two gates."""
 
 from __future__ import annotations
 
