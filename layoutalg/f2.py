@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import LayoutError
 
-__all__ = ["F2Map", "to_f2", "from_f2", "f2_rank", "F2Error", "swizzle_f2"]
+__all__ = ["F2Map", "to_f2", "from_f2", "f2_rank", "F2Error", "swizzle_f2", "add_offset"]
 
 
 class F2Error(LayoutError):
@@ -184,21 +184,26 @@ def to_f2(obj: Any) -> F2Map:
     if isinstance(obj, Swizzle):
         return swizzle_f2(obj)
     if isinstance(obj, ComposedLayout):
-        inner = to_f2(obj.inner)
-        off = obj.offset
-        if type(off) is not int or off < 0:
-            raise F2Error(f"offset {off} has no F2 view")
-        image = 0
-        for c in inner.cols:
-            image |= c
-        if off & image:
-            raise F2Error(f"offset {off} overlaps the bits of {obj.inner}; addition would carry")
-        shifted = F2Map(inner.cols, inner.n_out, off)
+        shifted = add_offset(to_f2(obj.inner), obj.offset)
         outer = obj.outer
         if isinstance(outer, Swizzle):
             return swizzle_f2(outer, shifted.n_out).compose(shifted)
         return to_f2(outer).compose(shifted)
     raise F2Error(f"no F2 view for {obj!r}")
+
+
+def add_offset(m: F2Map, off: Any) -> F2Map:
+    """``x -> m(x) + off`` as an F2 map: the XOR ``m(x) ^ off`` when ``off`` has no bit that
+    ``m`` can set (then the addition never carries), else :class:`F2Error`."""
+    if type(off) is not int or off < 0:
+        raise F2Error(f"offset {off!r} has no F2 view")
+    image = m.const
+    for c in m.cols:
+        image |= c
+    if off & image:
+        raise F2Error(f"offset {off} overlaps the bits of the layout it is added to; the sum "
+                      "carries")
+    return F2Map(m.cols, m.n_out, m.const | off)
 
 
 def swizzle_f2(sw: Any, n_bits: int = 0) -> F2Map:

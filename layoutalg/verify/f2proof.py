@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
-from ..f2 import F2Error, F2Map, f2_rank, swizzle_f2, to_f2
+from ..f2 import F2Error, F2Map, add_offset, f2_rank, swizzle_f2, to_f2
 from ..layout import Layout
 from ..swizzle import ComposedLayout, Swizzle
 from ..tv import TVLayout
@@ -88,15 +88,7 @@ def access_f2(access: Any, lds: Any = None) -> Tuple[F2Map, F2Map, Optional[Swiz
             m = to_f2(obj.inner)
             if inner_map is not None:
                 m = m.compose(inner_map)
-            off = obj.offset
-            if type(off) is not int or off < 0:
-                raise F2Error(f"offset {off!r} has no F2 view")
-            image = 0
-            for c in m.cols:
-                image |= c
-            if off & (image | m.const):
-                raise F2Error(f"offset {off} overlaps the bits of the access; the sum carries")
-            return F2Map(m.cols, m.n_out, m.const | off), obj.outer
+            return add_offset(m, obj.offset), obj.outer
         if isinstance(obj, (Layout, ComposedLayout)):
             m = to_f2(obj)
             return (m.compose(inner_map) if inner_map is not None else m), None
