@@ -29,8 +29,7 @@ class F2Error(LayoutError):
 
 def _log2(x: int, what: str) -> int:
     if type(x) is not int or x <= 0 or x & (x - 1):
-        raise F2Error(f"{what} {x} is not a power of two; the F2 view needs power-of-two "
-                      "extents and strides")
+        raise F2Error(f"{what} {x} is not a power of two; the F2 view needs powers of two")
     return x.bit_length() - 1
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
 from ..f2 import F2Error, F2Map, add_offset, f2_rank, swizzle_f2, to_f2
+from ..f2 import _log2 as log2_exact
 from ..layout import Layout
 from ..swizzle import ComposedLayout, Swizzle
 from ..tv import TVLayout
@@ -57,12 +58,6 @@ def cross_check(method: str, layout: Any, f2_answer: Callable[[], Any], exhausti
         raise VerifierBug(f"F2 says {what} {got!r}, exhaustive evaluation says {exhaustive!r} "
                           f"for {layout}")
     return "f2", ()
-
-
-def log2_exact(x: int, what: str) -> int:
-    if type(x) is not int or x <= 0 or x & (x - 1):
-        raise F2Error(f"{what} = {x} is not a power of two")
-    return x.bit_length() - 1
 
 
 def f2_span(basis: Tuple[int, ...]):
