@@ -744,8 +744,14 @@ _MASK0, _MASK = (1 << 29) - 1, (1 << 30) - 1
 
 
 def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarray:
-    return ((np.int64(buf) << _SH_BUF) | (c0.astype(np.int64) << _SH_C0)
-            | c1.astype(np.int64) | np.where(zero, _ZERO, 0))
+    c0, c1 = np.asarray(c0, dtype=np.int64), np.asarray(c1, dtype=np.int64)
+    # A coordinate outside its bit field would alias another element (or the buffer id) and
+    # the dataflow proof would compare the wrong identities: refuse instead.
+    if c0.size and (c0.min() < 0 or c0.max() > _MASK0 or c1.min() < 0 or c1.max() > _MASK):
+        raise KernelError(f"GEMM gate: element coordinates outside [0, 2^29) x [0, 2^30) "
+                          f"(got {int(c0.min())}..{int(c0.max())} x {int(c1.min())}.."
+                          f"{int(c1.max())}) cannot be tracked by the dataflow check")
+    return ((np.int64(buf) << _SH_BUF) | (c0 << _SH_C0) | c1 | np.where(zero, _ZERO, 0))
 
 
 _ACC_SH = 31

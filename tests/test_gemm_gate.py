@@ -260,3 +260,18 @@ def test_4096_cubed_is_proved_by_the_lemma():
     assert "all 32x32 blocks" in r.checks["in_bounds"].domain
     assert "block-translation lemma" in r.checks["in_bounds"].domain
     assert r.details["simulated_blocks"] == [(0, 0)]
+
+
+def test_dataflow_identity_encoding_refuses_coordinates_it_cannot_hold():
+    # regression: _enc packed coordinates into bit fields without a range check, so a huge or
+    # negative coordinate would alias another element and the dataflow proof compare the wrong ids
+    import numpy as np
+    from kernels.errors import KernelError
+    from kernels.gate import _dec, _enc
+    ids = _enc(3, np.array([0, 5]), np.array([7, (1 << 30) - 1]), np.array([False, True]))
+    buf, c0, c1, zero = _dec(ids)
+    assert list(buf) == [3, 3] and list(c0) == [0, 5] and list(c1) == [7, (1 << 30) - 1]
+    assert list(zero) == [False, True]
+    for c0, c1 in (([1 << 29], [0]), ([0], [1 << 30]), ([-1], [0]), ([0], [-1])):
+        with pytest.raises(KernelError, match="cannot be tracked"):
+            _enc(0, np.array(c0), np.array(c1), np.array([False]))
