@@ -60,6 +60,30 @@ def cross_check(method: str, layout: Any, f2_answer: Callable[[], Any], exhausti
     return "f2", ()
 
 
+def _input_cols(full: F2Map, n_in: int) -> list:
+    """``full.cols`` padded with zero columns to ``n_in`` input bits."""
+    return list(full.cols) + [0] * max(0, n_in - full.n_in)
+
+
+def vector_misfit(full: F2Map, t_bits: int, v_bits: int, k: int) -> Optional[str]:
+    """Why the first ``k`` value bits of ``full`` (thread bits below them) are not one aligned
+    ``2^k``-element vector per lane; None when they are.
+
+    They are when value bit j is element bit j and no other input bit (nor the constant) sets
+    any of the low ``k`` element bits.
+    """
+    cols = _input_cols(full, t_bits + v_bits)
+    for j in range(k):
+        if cols[t_bits + j] != 1 << j:
+            return (f"value bit {j} maps to {bin(cols[t_bits + j])}, not element {1 << j}: lane "
+                    "vectors are not contiguous in the F2 view")
+    low = (1 << k) - 1
+    others = [c for n, c in enumerate(cols) if not (t_bits <= n < t_bits + k)]
+    if any(c & low for c in others) or full.const & low:
+        return f"lane vectors are not aligned to {1 << k} elements in the F2 view"
+    return None
+
+
 def f2_span(basis: Tuple[int, ...]):
     """All ``2^len(basis)`` XOR combinations, as (combination mask, vector) pairs."""
     out = [(0, 0)]
@@ -156,16 +180,11 @@ def prove_banks_f2(access: Any, lds: Any, model: LdsModel, elem_bytes: int, thre
     if basis is None:
         raise F2Error(f"the phases of {model.arch} {model.instruction} are not cosets of a "
                       "GF(2) subspace")
-    cols = list(full.cols) + [0] * max(0, t_bits + v_bits - full.n_in)
+    cols = _input_cols(full, t_bits + v_bits)
+    why = vector_misfit(full, t_bits, v_bits, vec_bits)
+    if why is not None:
+        raise F2Error(why)
     low = vec - 1
-    # the vector: value bit j must be element bit j, everything else must leave the low bits 0
-    for j in range(vec_bits):
-        if cols[t_bits + j] != 1 << j:
-            raise F2Error(f"value bit {j} maps to {bin(cols[t_bits + j])}, not element "
-                          f"{1 << j}: lane vectors are not contiguous in the F2 view")
-    others = [c for k, c in enumerate(cols) if not (t_bits <= k < t_bits + vec_bits)]
-    if any(c & low for c in others) or full.const & low:
-        raise F2Error(f"lane vectors are not aligned to {vec} elements in the F2 view")
     # the verdict is claimed for every issue constant K (a multiple of vec) reaching the lanes
     # as sw(K): that needs a swizzle that never XORs a bit of K into the vector's low bits
     if sw is not None and any(c & low for c in swizzle_f2(sw, full.n_out).cols[vec_bits:]):
@@ -194,7 +213,7 @@ def prove_banks_f2(access: Any, lds: Any, model: LdsModel, elem_bytes: int, thre
                         lane ^= q
                 witness = lane
                 break
-    pcols = list(pre.cols) + [0] * max(0, t_bits + v_bits - pre.n_in)
+    pcols = _input_cols(pre, t_bits + v_bits)
     varying = 0
     for c in pcols[:l_bits] + pcols[t_bits:t_bits + vec_bits]:
         varying |= c

@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from ._access import as_access, has_symbols
-from .f2proof import access_f2, cross_check, log2_exact
+from .f2proof import access_f2, cross_check, log2_exact, vector_misfit
 from .result import CheckResult, VerifyError
 
 __all__ = ["vector_width", "VectorResult", "VectorCounterexample"]
@@ -112,17 +112,9 @@ def _f2_width(layout: Any, lds: Any, threads: int, values: int, max_w: int) -> i
     full, _, _ = access_f2(layout, lds)
     t_bits = log2_exact(threads, "threads")
     v_bits = log2_exact(values, "values")
-    cols = list(full.cols) + [0] * max(0, t_bits + v_bits - full.n_in)
     k = 0
-    while (1 << (k + 1)) <= min(max_w, values):
-        kk = k + 1
-        if any(cols[t_bits + j] != 1 << j for j in range(kk)):
-            break
-        low = (1 << kk) - 1
-        others = [c for n, c in enumerate(cols) if not (t_bits <= n < t_bits + kk)]
-        if any(c & low for c in others) or full.const & low:
-            break
-        k = kk
+    while (2 << k) <= min(max_w, values) and vector_misfit(full, t_bits, v_bits, k + 1) is None:
+        k += 1
     return 1 << k
 
 
