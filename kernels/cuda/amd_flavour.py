@@ -10,7 +10,7 @@ nvcc/NVRTC (its header comment is the model).  This module supplies what that he
   (``kernels.emulator.mfma_gen._table``, checked bijections);
 * :func:`lds_layout` - every ``LAGEN_SHARED`` array placed in dynamic shared memory
   (``-DLAGEN_LDS_OFF_<name>=<offset>``), then the per-wave scratch, then ``LAGEN_DYNAMIC_SHARED``;
-* :func:`compile_amd` - NVRTC (its own call: fresh buffers, no cubin cache, ~1 s a kernel) or
+* :func:`compile_amd` - NVRTC (kernels.cuda.compile._nvrtc_compile, no cubin cache, ~1 s a kernel) or
   ``nvcc -cubin`` offline through :func:`kernels.cuda.compile_cuda`, with those options and
   include paths; :func:`launch_amd` - :func:`kernels.cuda.launch.launch`
   with the signature parsed from the source and the shared-memory size computed;
