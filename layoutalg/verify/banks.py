@@ -21,7 +21,7 @@ of every phase are unchanged; a multiple of ``access_bytes`` also keeps the vect
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import gcd
+from math import lcm
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -280,7 +280,7 @@ def bank_conflicts(access: Any, *, arch: Any = "gfx942", instruction: str = "ds_
         else None
     lane_banks, conflict = _lane_views(starts[rep], counts[rep], m)
     aligned = bool((starts % m.access_bytes == 0).all())
-    align = _lcm(m.bank_bytes, m.access_bytes) if aligned else m.bank_bytes
+    align = lcm(m.bank_bytes, m.access_bytes) if aligned else m.bank_bytes
     shift = (f"any LDS base that is a multiple of {align} bytes gives the same verdict "
              "(shift lemma)")
     n = len(names)
@@ -323,9 +323,6 @@ def _write_races(starts: np.ndarray, m: LdsModel, names: list) -> Tuple[str, ...
             f"{int(starts[i, a])} and {int(starts[i, b])}); not a bank conflict, but the stored "
             "value is undefined",)
 
-
-def _lcm(a: int, b: int) -> int:
-    return a * b // gcd(a, b)
 
 
 def _lane_views(starts: np.ndarray, counts: np.ndarray, m: LdsModel):

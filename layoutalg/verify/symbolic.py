@@ -20,7 +20,7 @@ modulo the smallest period of the pattern, plus/minus finitely many exceptional 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import gcd
+from math import lcm
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
@@ -424,7 +424,7 @@ def bank_conflicts_symbolic(access: Any, *, model: LdsModel, elem_bytes: int, ld
     w = model.wave_size
     tau = (elem_bytes * beta.reshape(t, v // vec, vec, it)[:, :, 0, :]).reshape(
         t // w, w, v // vec, it).transpose(0, 2, 3, 1).reshape(-1, w)
-    period = _lcm(model.period_bytes, model.access_bytes)
+    period = lcm(model.period_bytes, model.access_bytes)
     exc = _exception_points(sigma, tau, model, lo, hi)
     exc_set = set(exc.tolist())
     # one representative per residue, outside the exception points
@@ -491,7 +491,3 @@ def _concrete(access: Any, lds: Any, sym: Any, value: int, model: LdsModel, elem
     return bank_conflicts(substitute_layout(access, sym, value),
                           lds=substitute_layout(lds, sym, value), model=model,
                           elem_bytes=elem_bytes, base=base)
-
-
-def _lcm(a: int, b: int) -> int:
-    return a * b // gcd(a, b)
