@@ -21,13 +21,14 @@ from typing import Any, Tuple
 import numpy as np
 
 from ..enumerate import _eval_int_array, swizzle_values
+from ..errors import SymbolicError
 from ..inttuple import flatten, is_static
 from ..layout import Layout
 from ..swizzle import ComposedLayout, Swizzle
 from ..tv import TVLayout
 from .result import AccessError
 
-__all__ = ["Access", "as_access", "eval_at", "has_symbols", "MAX_POINTS"]
+__all__ = ["Access", "as_access", "eval_at", "has_symbols", "tv_sizes", "MAX_POINTS"]
 
 MAX_POINTS = 1 << 24   # refuse to enumerate more (thread, value, iteration) points than this
 MAX_OFFSET = 1 << 62   # offsets (and byte addresses) must stay below this: int64 never wraps
@@ -73,15 +74,27 @@ def has_symbols(obj: Any) -> bool:
     return False
 
 
-def _mode_sizes(layout: Layout) -> Tuple[int, ...]:
+def tv_sizes(layout: Layout, what: str) -> Tuple[int, ...]:
+    """``(threads, values, iteration extents...)``: the sizes of a TV layout's modes (a rank-1
+    layout has one value per thread); at most :data:`MAX_POINTS` points in all."""
     shp = layout.shape if type(layout.shape) is tuple else (layout.shape,)
-    out = []
+    sizes = []
     for s in shp:
         n = 1
         for x in flatten(s):
+            if type(x) is not int:
+                raise SymbolicError(f"{what} {layout} has a symbolic extent {x}")
             n *= x
-        out.append(n)
-    return tuple(out)
+        sizes.append(n)
+    if len(sizes) == 1:
+        sizes.append(1)
+    total = 1
+    for n in sizes:
+        total *= n
+    if total > MAX_POINTS:
+        raise AccessError(f"{what} has {total} points, more than the exhaustive limit "
+                          f"{MAX_POINTS}; check one tile (drop iteration modes)")
+    return tuple(sizes)
 
 
 def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
@@ -152,19 +165,10 @@ def as_access(access: Any, lds: Any = None, what: str = "access") -> Access:
         if has_symbols(access):
             raise AccessError(f"{what} {access} is symbolic; use the sympy method "
                               "(bank_conflicts dispatches to it automatically)")
-        sizes = _mode_sizes(inner)
-        if len(sizes) == 1:
-            sizes = sizes + (1,)
-        total = 1
-        for s in sizes:
-            total *= s
-        if total > MAX_POINTS:
-            raise AccessError(f"{what} has {total} points, more than the exhaustive limit "
-                              f"{MAX_POINTS}; check one tile (drop iteration modes)")
-        vals = eval_at(access, np.arange(total, dtype=np.int64), what)
-        t, v = sizes[0], sizes[1]
-        iter_shape = tuple(sizes[2:])
-        it = total // (t * v)
+        t, v, *iters = tv_sizes(inner, what)
+        iter_shape = tuple(iters)
+        it = int(np.prod(iter_shape, dtype=np.int64))
+        vals = eval_at(access, np.arange(t * v * it, dtype=np.int64), what)
         offsets = vals.reshape(it, v, t).transpose(2, 1, 0)
         layout = access
     else:

@@ -30,7 +30,7 @@ from ..inttuple import flatten
 from ..layout import Layout
 from ..swizzle import ComposedLayout
 from ..tv import TVLayout
-from ._access import MAX_POINTS, _check_in_domain, eval_at, has_symbols
+from ._access import _check_in_domain, eval_at, has_symbols, tv_sizes
 from .model import LdsModel
 from .result import AccessError, CheckResult, VerifyError
 from ..errors import SymbolicError
@@ -133,24 +133,10 @@ def affine_offsets(access: Any, lds: Any, sym: sympy.Symbol
                                 "offset is not affine; substitute the symbol (or use F2)")
     if not isinstance(access, Layout):
         raise AccessError("the sympy method needs the access as a Layout")
-    shp = access.shape if type(access.shape) is tuple else (access.shape,)
-    sizes = []
-    for s in shp:
-        n = 1
-        for x in flatten(s):
-            if type(x) is not int:
-                raise SymbolicError(f"access {access} has a symbolic extent {x}")
-            n *= x
-        sizes.append(n)
-    if len(sizes) == 1:
-        sizes.append(1)
-    total = int(np.prod(sizes))
-    if total > MAX_POINTS:
-        raise AccessError(f"access has {total} points, more than {MAX_POINTS}")
-    t, v = sizes[0], sizes[1]
-    it = total // (t * v)
+    t, v, *iters = tv_sizes(access, "access")
+    it = int(np.prod(iters, dtype=np.int64))
     # [thread, value, iteration] indices (thread fastest, as CuTe): offsets come out in that shape
-    idx = np.arange(total, dtype=np.int64).reshape(it, v, t).transpose(2, 1, 0)
+    idx = np.arange(t * v * it, dtype=np.int64).reshape(it, v, t).transpose(2, 1, 0)
     if lds is None:
         la, lb = _split(access, sym, "access")
         alpha, beta = eval_at(la, idx), eval_at(lb, idx)
@@ -163,7 +149,7 @@ def affine_offsets(access: Any, lds: Any, sym: sympy.Symbol
             raise AccessError("with a symbolic lds, lds must be a Layout")
         la, lb = _split(lds, sym, "lds")
         alpha, beta = eval_at(la, tile), eval_at(lb, tile)
-    return alpha, beta, tuple(sizes[2:])
+    return alpha, beta, tuple(iters)
 
 
 # ---- exact parameter sets ------------------------------------------------------------------------
