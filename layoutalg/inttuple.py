@@ -201,7 +201,7 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
 
 
 def _mod(a: Any, b: Any) -> Any:
-    if not (_is_sympy(a) or _is_sympy(b)):
+    if type(a) is int and type(b) is int or not (_is_sympy(a) or _is_sympy(b)):
         return a % b
     from .symbolic import imod   # sympy's Mod, minus a sympy 1.14 wrong answer
     return imod(a, b)
