@@ -345,12 +345,8 @@ class BuiltSplitKV:
         return self.cfg.arch
 
     def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
-        from .toolchain import compile_hip
-        t0 = time.perf_counter()
-        co = compile_hip(self.source, arch or self.arch, name=f"{self.name}.hip", **kw)
-        self.timings["compile_s"] = time.perf_counter() - t0
-        self.code_object = co
-        return co
+        from .toolchain import compile_built
+        return compile_built(self, arch or self.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
         if self.code_object is None:

@@ -632,13 +632,8 @@ class BuiltKernel:
 
     def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
         """Compile to an AMDGPU code object (cached by source); returns the CodeObject."""
-        from .toolchain import compile_hip
-        t0 = time.perf_counter()
-        co = compile_hip(self.source, arch or self.plan.cfg.arch, name=f"{self.name}.hip", **kw)
-        self.timings["compile_s"] = time.perf_counter() - t0
-        self.timings["compile_cache"] = co.cache_status
-        self.code_object = co
-        return co
+        from .toolchain import compile_built
+        return compile_built(self, arch or self.plan.cfg.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
         """``report.json``: resources of the compiled kernel plus the verification results."""

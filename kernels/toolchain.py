@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .cache import Cache, content_key, default_cache
 from .errors import CompileError, Diagnostic, KernelError, ToolchainError
@@ -280,3 +280,15 @@ def compile_hip(source: str, arch: str = "gfx942", options: Iterable[str] = (), 
     return CodeObject(binary=binary, arch=arch, source=source, flags=flags, toolchain=tc,
                       key=key, path=path, cache_status=status,
                       compile_seconds=timing.get("compile_s", 0.0))
+
+
+def compile_built(kernel: Any, arch: str, **kw: Any):
+    """Compile a built kernel's ``source`` (``kernel.name`` names the file), record the compile
+    time and cache status in ``kernel.timings`` and the result in ``kernel.code_object``."""
+    import time
+    t0 = time.perf_counter()
+    co = compile_hip(kernel.source, arch, name=f"{kernel.name}.hip", **kw)
+    kernel.timings["compile_s"] = time.perf_counter() - t0
+    kernel.timings["compile_cache"] = co.cache_status
+    kernel.code_object = co
+    return co
