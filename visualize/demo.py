@@ -234,7 +234,9 @@ pre {{ background: #f6f8fa; padding: .6em; overflow-x: auto; font-size: 12px; }}
 </style></head><body>
 <h1>layoutalg demo</h1>
 <p>Example layouts for AMD MI300X (gfx942), checked by <code>layoutalg.verify</code> and drawn by
-<code>visualize</code>. Each diagram is an SVG (click to open full size) with a PNG beside it.</p>
+<code>visualize</code>. Each diagram is an SVG (click to open full size) with a PNG beside it.
+Kernel steps compile for gfx942 offline and run on the CPU emulator: nothing here ran on an
+MI300X.</p>
 <ul>{toc}</ul>
 {''.join(cards)}
 </body></html>
