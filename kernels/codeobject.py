@@ -241,6 +241,14 @@ class KernelReport:
     def spills(self) -> int:
         return self.vgpr_spills + self.sgpr_spills
 
+    # the resource keys every report.json starts with (the CLI contract), in this order
+    REPORT_KEYS = ("vgpr", "agpr", "sgpr", "lds_bytes", "scratch_bytes", "spills",
+                   "waves_per_simd", "mfma_count", "hot_loop_mfma")
+
+    def report_fields(self) -> Dict[str, Any]:
+        """The :data:`REPORT_KEYS` of this report, for a kernel builder's ``report.json``."""
+        return {k: getattr(self, k) for k in self.REPORT_KEYS}
+
     def to_dict(self) -> Dict[str, Any]:
         d = {k: getattr(self, k) for k in (
             "kernel", "arch", "vgpr", "agpr", "vgpr_unified", "sgpr", "lds_bytes",

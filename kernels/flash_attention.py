@@ -439,10 +439,7 @@ class BuiltAttention:
         c = self.plan.cfg
         out: Dict[str, Any] = {
             "kernel": self.name, "kind": self.kind, "arch": r.arch,
-            "vgpr": r.vgpr, "agpr": r.agpr, "sgpr": r.sgpr, "lds_bytes": r.lds_bytes,
-            "scratch_bytes": r.scratch_bytes, "spills": r.spills,
-            "waves_per_simd": r.waves_per_simd, "mfma_count": r.mfma_count,
-            "hot_loop_mfma": r.hot_loop_mfma,
+            **r.report_fields(),
             "verification": self.verification.as_bools(),
             "verification_detail": self.verification.to_json(),
             "verification_domain": self.verification.details.get("instances"),
