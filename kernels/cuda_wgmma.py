@@ -1,0 +1,453 @@
+"""GEMM for NVIDIA Hopper (``sm_90a``): ``wgmma.mma_async`` from shared memory, ``cp.async`` stages.
+
+``C = A @ B`` with ``A`` (M, K) row-major and ``B`` (K, N) row-major (``b_major="n"``, the
+tensor cores read it N-major, i.e. transposed) or (N, K) row-major (``b_major="k"``), f16 or
+bf16 in, f32 accumulation, ``C`` in the input dtype.  A block of ``bm // 64`` warpgroups
+computes a ``bm x bn`` tile; warpgroup ``g`` issues ``wgmma.m64n{bn}k16`` on rows
+``64g .. 64g+63``.  All threads fill ``stages`` shared-memory buffers with 16-byte
+``cp.async`` (zero-filled past the matrix edges), ``stages - 2`` tiles ahead; one wgmma group
+stays in flight across the barrier, so the tensor cores work while the next tile is waited for.
+
+What is proved before any source is printed (:func:`plan_wgmma_gemm`, each a
+``layoutalg.verify`` result or an exhaustive comparison):
+
+* the ``cp.async`` partitions cover each tile exactly once and are bank-conflict-free under
+  the 32-bank model (:func:`mfma_specs.nvidia.smem_model`);
+* for every warpgroup and k step, the address the tensor cores read for operand element
+  ``(mn, k)`` -- the descriptor printed into the source, decoded and evaluated with the PTX
+  canonical layout (:func:`mfma_specs.nvidia_wgmma.gmma_addresses`) -- is the address the copy
+  wrote that element to (the shared layout ``Swizzle o tile``), at every element;
+* every stage base is 1024-byte aligned (the kernel rounds the dynamic shared base up), which
+  the descriptor model requires;
+* the epilogue's (row, col) of each accumulator register is printed from
+  :meth:`mfma_specs.nvidia_wgmma.Wgmma.layout_c` and checked at every thread and register.
+
+The wgmma semantics themselves (that the instruction multiplies what the descriptors say) can
+only be checked on a GPU: ``tests/test_nvidia_gpu.py`` compares with ``torch.matmul``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from layoutalg import ComposedLayout, Layout, Swizzle, composition
+from layoutalg.verify import bank_conflicts, coverage
+from layoutalg.verify._access import eval_at
+from mfma_specs.nvidia import smem_model
+from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
+
+from .cuda import layout_c as lc
+from .cuda.prelude import PACK, source_head
+from .cuda_gemm import CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _split_rows
+
+__all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
+           "WGMMA_DEFAULT_CONFIGS"]
+
+_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
+
+
+@dataclass(frozen=True)
+class WgmmaGemmConfig:
+    dtype: str = "f16"          # "f16" or "bf16" (A, B and C)
+    b_major: str = "n"          # "n": B is (K, N) row-major; "k": B is (N, K) row-major
+    bm: int = 128               # 64 rows per warpgroup
+    bn: int = 256               # the wgmma N (a multiple of 64, at most 256)
+    bk: int = 64                # 64 (128-byte swizzle), 32 (64-byte) or 16 (32-byte)
+    stages: int = 4
+    group_m: int = 8            # block rasterisation: group_m block rows share B tiles in L2
+    arch: str = "sm_90a"        # wgmma needs the arch-specific target
+
+    vec = 8                     # elements per cp.async (16 bytes); not a field: fixed
+    mma_order = "wgmma"
+
+    @property
+    def warpgroups(self) -> int:
+        return self.bm // 64
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.warpgroups
+
+    @property
+    def a_stage(self) -> int:
+        return self.bm * self.bk * 2
+
+    @property
+    def b_stage(self) -> int:
+        return self.bk * self.bn * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * (self.a_stage + self.b_stage) + _ALIGN
+
+    @property
+    def name(self) -> str:
+        return (f"lg_wgmma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
+                f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}"))
+
+
+WGMMA_DEFAULT_CONFIGS = {"f16": WgmmaGemmConfig(dtype="f16"),
+                         "bf16": WgmmaGemmConfig(dtype="bf16")}
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise GemmConfigError(msg)
+
+
+def _validate(cfg: WgmmaGemmConfig) -> None:
+    _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
+    _need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
+    _need(cfg.bm in (64, 128, 192, 256), f"bm={cfg.bm}: 64 rows per warpgroup, 1 to 4 "
+          "warpgroups (64, 128, 192 or 256)")
+    _need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: the wgmma N, a multiple "
+          "of 64 (one 128-byte swizzle row of B) in 64..256")
+    _need(cfg.bk in (16, 32, 64), f"bk={cfg.bk}: 16, 32 or 64 (a K-major row of bk 16-bit "
+          "elements is one 32/64/128-byte swizzle row)")
+    _need(cfg.stages >= 3, f"stages={cfg.stages}: at least 3 (stages - 2 tiles are loaded "
+          "ahead while one wgmma group is in flight)")
+    _need(cfg.arch.endswith("a") and cfg.arch.startswith("sm_90"),
+          f"arch={cfg.arch!r}: wgmma needs 'sm_90a'")
+    _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
+          "allows 227 KiB per block")
+
+
+def _b_tile(cfg: WgmmaGemmConfig) -> Tuple[int, int]:
+    return (cfg.bk, cfg.bn) if cfg.b_major == "n" else (cfg.bn, cfg.bk)
+
+
+# --------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand's shared-memory side: the stage layout over the row-major tile index, the
+    copy partition, and the descriptor each (warpgroup, k step) issues."""
+
+    name: str
+    rows: int
+    cols: int
+    smem: Any                   # row-major tile index -> element offset in the stage
+    copy: CopyPlan
+    major: str                  # "K" or "MN" (how the tensor cores read it)
+    desc: GmmaDescriptor        # start = 0 (added at run time: stage base + offsets below)
+    wg_step: int                # bytes between warpgroups' operands (0: shared by all)
+    k_step: int                 # bytes between consecutive k16 steps
+    copy_consts: Tuple[Tuple[int, int, int], ...]   # per iteration (drow, dcol, dsmem)
+
+
+@dataclass
+class WgmmaPlan:
+    cfg: WgmmaGemmConfig
+    a: Operand
+    b: Operand
+    checks: Dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> Dict[str, str]:
+        out = {}
+        for op in (self.a, self.b):
+            out[f"{op.name} smem"] = str(op.smem)
+            out[f"{op.name} copy"] = str(op.copy.off)
+            out[f"{op.name} descriptor"] = (f"{op.major}-major, swizzle {op.desc.swizzle_width} B, "
+                                            f"LBO {op.desc.lbo} B, SBO {op.desc.sbo} B, k step "
+                                            f"{op.k_step} B, warpgroup step {op.wg_step} B")
+        out.update({k: v.summary() if hasattr(v, "summary") else str(v)
+                    for k, v in self.checks.items()})
+        return out
+
+
+def _kmajor(name: str, rows: int, bk: int, cfg: WgmmaGemmConfig, wg_rows: int) -> Operand:
+    """A (rows x bk) tile with k contiguous: rows of ``bk`` elements are swizzle rows."""
+    width = 2 * bk
+    sw = Swizzle({32: 1, 64: 2, 128: 3}[width], 3, 3)      # Swizzle<B,4,3> on bytes
+    smem = ComposedLayout(sw, 0, Layout(rows * bk, 1))
+    desc = GmmaDescriptor(0, 16, 8 * width, width)          # LBO unused ("assumed 1")
+    cpl = _copy_plan(rows, bk, cfg.threads, cfg.vec)
+    return Operand(name, rows, bk, smem, cpl, "K", desc, wg_rows * width, 32,
+                   _copy_consts(cpl, smem, name))
+
+
+def _nmajor(name: str, bk: int, bn: int, cfg: WgmmaGemmConfig) -> Operand:
+    """A (bk x bn) tile with n contiguous, stored as bn/64 column blocks of (bk x 64): each
+    k row of a block is one 128-byte swizzle row."""
+    inner = Layout((64, bn // 64, bk), (1, 64 * bk, 64))   # over the row-major index k*bn + n
+    smem = ComposedLayout(Swizzle(3, 3, 3), 0, inner)
+    desc = GmmaDescriptor(0, 64 * bk * 2, 1024, 128)       # LBO: next 64 n; SBO: next 8 k
+    cpl = _copy_plan(bk, bn, cfg.threads, cfg.vec)
+    return Operand(name, bk, bn, smem, cpl, "MN", desc, 0, 16 * 128,
+                   _copy_consts(cpl, smem, name))
+
+
+def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, int], ...]:
+    """Per copy iteration ``i``: ``(drow, dcol, dsmem)`` with ``row(t, i) = row(t, 0) + drow``
+    and ``smem(off(t, 0, i)) == smem(off(t, 0, 0)) + dsmem`` proved for every thread (so the
+    kernel computes one shared address per thread and adds constants)."""
+    T = cpl.off[0].size()
+    base = eval_at(smem, np.array([cpl.off((t, 0, 0)) for t in range(T)]))
+    out = []
+    for i in range(cpl.iters):
+        here = eval_at(smem, np.array([cpl.off((t, 0, i)) for t in range(T)]))
+        d = here - base
+        _need(bool((d == d[0]).all()), f"{name} copy iteration {i}: the shared offset is not "
+              "base + constant for every thread; choose another tile shape")
+        out.append((cpl.row((0, i)), cpl.col((0, i)), int(d[0])))
+    return tuple(out)
+
+
+def _check_descriptor(op: Operand, cfg: WgmmaGemmConfig, wgs: int, mn: int) -> str:
+    """Every (warpgroup, k step, element): the hardware's read address (descriptor model) ==
+    the address the copy wrote that element to.  Returns a summary; raises on a mismatch."""
+    ks = cfg.bk // 16
+    n_checked = 0
+    for g in range(wgs):
+        for s in range(ks):
+            d = GmmaDescriptor(g * op.wg_step + s * op.k_step, op.desc.lbo, op.desc.sbo,
+                               op.desc.swizzle_width)
+            hw = gmma_addresses(d, op.major, 2, mn, 16)
+            ii, kk = np.meshgrid(np.arange(mn), np.arange(16), indexing="ij")
+            if op.major == "K":     # tile rows are mn, cols are k
+                idx = (g * mn + ii) * op.cols + 16 * s + kk
+            else:                   # tile rows are k, cols are mn
+                idx = (16 * s + kk) * op.cols + ii
+            ours = 2 * eval_at(op.smem, idx.reshape(-1)).reshape(mn, 16)
+            if not np.array_equal(hw, ours):
+                i, j = map(int, np.argwhere(hw != ours)[0])
+                raise GemmConfigError(
+                    f"{cfg.name}: operand {op.name}, warpgroup {g}, k step {s}: the descriptor "
+                    f"{d} reads element ({i}, {j}) at byte {int(hw[i, j])}, the copy wrote it at "
+                    f"{int(ours[i, j])}")
+            n_checked += hw.size
+    return (f"{op.name}: descriptor reads == copy writes at all {n_checked} (warpgroup, k step, "
+            "element) points")
+
+
+class _Proved:
+    """A check result with the ``holds``/``summary()`` shape of :mod:`layoutalg.verify`."""
+
+    holds = True
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def summary(self) -> str:
+        return self.text
+
+
+@lru_cache(maxsize=32)
+def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
+    """Layouts, descriptors and proofs of one configuration (cached); raises
+    :class:`GemmConfigError` if any check fails."""
+    _validate(cfg)
+    a = _kmajor("A", cfg.bm, cfg.bk, cfg, 64)
+    b = _nmajor("B", cfg.bk, cfg.bn, cfg) if cfg.b_major == "n" else \
+        _kmajor("B", cfg.bn, cfg.bk, cfg, 0)
+    plan = WgmmaPlan(cfg, a, b)
+    ch = plan.checks
+    wmodel = smem_model("cp.async.16")
+    for op in (a, b):
+        ch[f"{op.name} copy coverage"] = coverage(op.copy.off, op.rows * op.cols)
+        ch[f"{op.name} cp.async banks"] = bank_conflicts(op.copy.off, lds=op.smem, model=wmodel,
+                                                         elem_bytes=2)
+        offs = eval_at(op.smem, np.arange(op.rows * op.cols))
+        _need(np.array_equal(np.sort(offs), np.arange(op.rows * op.cols)),
+              f"{op.name}: the shared layout is not a bijection onto the stage")
+    ch["A descriptors"] = _Proved(_check_descriptor(a, cfg, cfg.warpgroups, 64))
+    ch["B descriptors"] = _Proved(_check_descriptor(b, cfg, 1, cfg.bn))
+    for stage_bytes in (cfg.a_stage, cfg.b_stage):
+        _need(stage_bytes % _ALIGN == 0, f"stage of {stage_bytes} bytes is not a multiple of "
+              f"{_ALIGN}: later stages would break the descriptor's base-offset-0 assumption")
+    ch["stage alignment"] = _Proved(f"stages {cfg.a_stage} / {cfg.b_stage} B, multiples of "
+                                    f"{_ALIGN}; the kernel rounds the shared base up to {_ALIGN}")
+    for name, r in ch.items():
+        if not r.holds:
+            raise GemmConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
+    return plan
+
+
+# --------------------------------------------------------------------------- emission
+
+def _wgmma_fn(cfg: WgmmaGemmConfig) -> str:
+    """The inline-PTX wrapper of one ``wgmma.mma_async`` (accumulate into ``d``)."""
+    n = cfg.bn // 2
+    regs = ", ".join(f"%{i}" for i in range(n))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
+    trans_b = 1 if cfg.b_major == "n" else 0
+    return (
+        "LG_DEV void lg_wgmma(float* d, lg_u64 da, lg_u64 db) {\n"
+        f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
+        f'    "{wgmma(cfg.dtype, cfg.bn).name} {{{regs}}}, %{n}, %{n + 1}, p, 1, 1, 0, '
+        f'{trans_b};\\n}}\\n"\n'
+        f'    : {outs}\n'
+        '    : "l"(da), "l"(db), "r"(1));\n}\n')
+
+
+_HELPERS = r"""
+LG_DEV void lg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+LG_DEV void lg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> LG_DEV void lg_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+// cp.async writes through the generic proxy; wgmma reads through the async proxy
+LG_DEV void lg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+"""
+
+
+def _swz_fn(name: str, smem: ComposedLayout, size: int) -> str:
+    x = lc.sym("x")
+    sw = smem.outer
+    e = lc.swizzle_expr(sw, x)
+    lc.check_printed(e, lambda env: np.array([sw(int(v)) for v in env[x]]), {x: size},
+                     f"swizzle {sw}")
+    return f"LG_DEV int {name}(int x) {{ return {lc.c(e)}; }}  // {sw}\n"
+
+
+def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
+    """The CUDA source of one configuration (plan proofs run first)."""
+    p = plan_wgmma_gemm(cfg)
+    T, S = cfg.threads, cfg.stages
+    tid = lc.sym("tid")
+    L = source_head("kernels/cuda_wgmma.py", cfg.name,
+                    (f"{k}: {v}" for k, v in p.describe().items()))
+    w = L.append
+    w(_HELPERS)
+    w(_wgmma_fn(cfg))
+    for op in (p.a, p.b):
+        w(_swz_fn(f"lg_swz_{op.name.lower()}", op.smem, op.rows * op.cols))
+    w(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
+    w(f"{cfg.name}(const lg_u16* __restrict__ A, const lg_u16* __restrict__ B, "
+      "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {")
+    w("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
+    w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {_ALIGN - 1}u) & ~{_ALIGN - 1}u;")
+    w(f"  const lg_u32 sB = sA + {S * cfg.a_stage};")
+    w("  const int tid = threadIdx.x, wg = tid >> 7;")
+    w(f"  const int grid_m = (M + {cfg.bm - 1}) / {cfg.bm}, grid_n = (N + {cfg.bn - 1}) / {cfg.bn};")
+    w(f"  const int group = {cfg.group_m} * grid_n;")
+    w("  const int pid = blockIdx.x;")
+    w(f"  const int first_m = (pid / group) * {cfg.group_m};")
+    w(f"  const int gsize = min(grid_m - first_m, {cfg.group_m});")
+    w(f"  const int m0 = (first_m + (pid % group) % gsize) * {cfg.bm};")
+    w(f"  const int n0 = ((pid % group) / gsize) * {cfg.bn};")
+    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
+    # ---- copy setup: one base (row, col, shared offset) per thread, constants per iteration
+    for op in (p.a, p.b):
+        nm = op.name.lower()
+        w(f"  const int {nm}r = {_c_layout(op.copy.row, (tid, 0), {tid: T}, nm + ' copy row')};")
+        w(f"  const int {nm}c = {_c_layout(op.copy.col, (tid, 0), {tid: T}, nm + ' copy col')};")
+        inner = composition(op.smem.inner, op.copy.off)
+        so = _c_layout(inner, (tid, 0, 0), {tid: T}, f"{nm} copy smem")
+        w(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
+    w("  const lg_u16* ag = A + (size_t)(m0 + ar) * lda + ac;")
+    if cfg.b_major == "n":
+        w("  const lg_u16* bg = B + (size_t)br * ldb + n0 + bc;")
+    else:
+        w("  const lg_u16* bg = B + (size_t)(n0 + br) * ldb + bc;")
+    w(f"  const bool full = m0 + {cfg.bm} <= M && n0 + {cfg.bn} <= N && K % {cfg.bk} == 0;")
+    w("  auto load_stage = [&](int stage, int kt) {")
+    w(f"    const int k0 = kt * {cfg.bk};")
+    w(f"    const lg_u32 da = sA + stage * {cfg.a_stage} + as, db = sB + stage * {cfg.b_stage} + bs;")
+    w("    const lg_u16* ak = ag + k0;")
+    w("    const lg_u16* bk = bg + (size_t)k0 * ldb;" if cfg.b_major == "n" else
+      "    const lg_u16* bk = bg + k0;")
+    w("    if (full) {")
+    for op, src, ld in ((p.a, "ak", "lda"), (p.b, "bk", "ldb")):
+        nm = op.name.lower()
+        for dr, dc, ds in op.copy_consts:
+            w(f"      lg_cp_async16_i<{2 * ds}>(d{nm}, {src} + (size_t){dr} * {ld} + {dc});")
+    w("    } else {")
+    for op, src, ld in ((p.a, "ak", "lda"), (p.b, "bk", "ldb")):
+        nm = op.name.lower()
+        for dr, dc, ds in op.copy_consts:
+            if op is p.a:
+                cond = f"m0 + ar + {dr} < M && k0 + ac + {dc} < K"
+            elif cfg.b_major == "n":   # rows are k, cols are n
+                cond = f"n0 + bc + {dc} < N && k0 + br + {dr} < K"
+            else:                      # rows are n, cols are k
+                cond = f"n0 + br + {dr} < N && k0 + bc + {dc} < K"
+            w(f"      {{ const bool ok = {cond};")
+            w(f"        lg_cp_async16(d{nm} + {2 * ds}, ok ? (const void*)({src} + (size_t){dr} * "
+              f"{ld} + {dc}) : (const void*){op.name}, ok ? 16 : 0); }}")
+    w("    }")
+    w("  };")
+    # ---- descriptors: constant fields printed, start address (>> 4) added at run time
+    for op in (p.a, p.b):
+        nm = op.name.lower()
+        base = "sA" if op is p.a else "sB"
+        wg_off = f" + wg * {op.wg_step}" if op.wg_step else ""
+        w(f"  const lg_u64 {nm}desc = 0x{op.desc.constant_bits():016x}ull | "
+          f"(lg_u64)((({base}{wg_off}) & 0x3FFFF) >> 4);   // {op.desc}")
+    nacc = cfg.bn // 2
+    w(f"  float acc[{nacc}];")
+    w(f"  #pragma unroll\n  for (int i = 0; i < {nacc}; ++i) acc[i] = 0.f;")
+    # ---- pipeline: stages - 2 tiles loaded ahead; one wgmma group in flight across the barrier
+    w(f"  #pragma unroll\n  for (int s = 0; s < {S - 2}; ++s) {{")
+    w("    if (s < KT) load_stage(s, s);")
+    w("    lg_cp_async_commit();\n  }")
+    w(f"  int rs = 0, ws = {S - 2};")
+    w("  for (int kt = 0; kt < KT; ++kt) {")
+    w(f"    lg_cp_async_wait<{S - 3}>();")
+    w("    lg_fence_proxy_async();")
+    w("    __syncthreads();")
+    w("    lg_wgmma_fence();")
+    for s in range(cfg.bk // 16):
+        da = f"adesc + ((rs * {cfg.a_stage} + {s * p.a.k_step}) >> 4)"
+        db = f"bdesc + ((rs * {cfg.b_stage} + {s * p.b.k_step}) >> 4)"
+        w(f"    lg_wgmma(acc, {da}, {db});")
+    w("    lg_wgmma_commit();")
+    w(f"    if (kt + {S - 2} < KT) load_stage(ws, kt + {S - 2});")
+    w("    lg_cp_async_commit();")
+    w(f"    rs = rs + 1 == {S} ? 0 : rs + 1;")
+    w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
+    w("    lg_wgmma_wait<1>();")
+    w("  }")
+    w("  lg_wgmma_wait<0>();")
+    w("  lg_cp_async_wait<0>();")
+    _epilogue(w, cfg)
+    return "\n".join(L) + "\n"
+
+
+def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
+    """Accumulator register ``4j + 2h + e`` of thread ``t`` -> C[row + 8h][col + 8j + e], the
+    (row, col) printed from the wgmma accumulator layout and checked at every thread."""
+    lay = wgmma(cfg.dtype, cfg.bn).layout_c()
+    crow, ccol = _split_rows(lay, 64)
+    t = lc.sym("t")
+    r0 = _c_layout(crow, (t, 0), {t: 128}, "C row")
+    c0 = _c_layout(ccol, (t, 0), {t: 128}, "C col")
+    # the loop below assumes: item 4j + 2h + e sits at (row + 8h, col + 8j + e)
+    for j in range(cfg.bn // 8):
+        for h in range(2):
+            for e in range(2):
+                it = 4 * j + 2 * h + e
+                ok = (crow((0, it)) - crow((0, 0)) == 8 * h and
+                      ccol((0, it)) - ccol((0, 0)) == 8 * j + e)
+                _need(ok, f"unexpected wgmma accumulator layout at item {it}")
+    pack = PACK[cfg.dtype]
+    cvt = "lg_f32_to_f16" if cfg.dtype == "f16" else "lg_f32_to_bf16"
+    w("  const int t = tid & 127;")
+    w(f"  const int crow = m0 + wg * 64 + {r0};")
+    w(f"  const int ccol = n0 + {c0};")
+    w("  const bool pair_ok = (ldc & 1) == 0;")
+    w(f"  #pragma unroll\n  for (int j = 0; j < {cfg.bn // 8}; ++j)\n"
+      "  #pragma unroll\n  for (int h = 0; h < 2; ++h) {")
+    w("    const int r = crow + 8 * h, col = ccol + 8 * j;")
+    w("    if (r < M) {")
+    w("      lg_u16* dst = C + (size_t)r * ldc + col;")
+    w("      if (col + 1 < N && pair_ok) {")
+    w(f"        *reinterpret_cast<lg_u32*>(dst) = {pack}(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);")
+    w("      } else {")
+    w(f"        if (col < N) dst[0] = {cvt}(acc[4 * j + 2 * h]);")
+    w(f"        if (col + 1 < N) dst[1] = {cvt}(acc[4 * j + 2 * h + 1]);")
+    w("      }\n    }\n  }\n}")
+
+
+# --------------------------------------------------------------------------- running it
+
+class WgmmaGemm(CudaGemm):
+    """A compiled configuration: ``g(a, b, out=None) -> c`` on torch CUDA tensors (sm_90)."""
+
+    def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(), *, backend: str = "auto"):
+        self.plan = plan_wgmma_gemm(cfg)
+        super(CudaGemm, self).__init__(cfg, emit_wgmma_gemm(cfg), backend)
