@@ -5,8 +5,10 @@
 Prints one table (last) and writes ``gpu_bench.json`` (every number, the environment) to
 ``--out`` (default ``$OUT`` if set, else ``./out``):
 
-* GEMM f16/bf16 4096^3 and 8192^3, ``C = A @ B`` (A, B row-major): TFLOP/s of
-  :mod:`kernels.cuda_gemm` and of ``torch.matmul`` (cuBLAS) on the same inputs; ratio.
+* GEMM f16/bf16 4096^3 and 8192^3, ``C = A @ B`` (A, B row-major): TFLOP/s of the
+  mma.sync kernel (:mod:`kernels.cuda_gemm`), on H100/H200 also of the wgmma kernel
+  (:mod:`kernels.cuda_wgmma`, what ``gemm()`` runs there), and of ``torch.matmul`` (cuBLAS)
+  on the same inputs; ratio.
 * Prefill attention B=8, H=32, D=128, S in {2K, 8K, 16K}, causal and not (causal counts half
   the FLOPs: 2*B*H*S*S*D instead of 4*B*H*S*S*D): :mod:`kernels.cuda_attention` vs
   ``scaled_dot_product_attention`` with the flash backend (FlashAttention-2 inside torch) and
@@ -97,20 +99,32 @@ def copy_bandwidth(reps):
     return {"bytes": 2 * n, "seconds": t, "GBps": 2 * n / t / 1e9}
 
 
-def run_gemm(results, reps, sizes, sweep=False):
-    import torch
-    from kernels.cuda_gemm import CudaGemm, CudaGemmConfig
-    torch.backends.cuda.matmul.allow_tf32 = False
-    variants = [CudaGemmConfig()]
+def gemm_variants(sweep: bool, hopper: bool):
+    """The kernels timed: the mma.sync default, and on H100/H200 the wgmma default (what
+    ``kernels.cuda_gemm.gemm`` runs there); ``--sweep`` adds tile/stage variants of both."""
+    from kernels.cuda_gemm import CudaGemmConfig
+    from kernels.cuda_wgmma import WgmmaGemmConfig
+    out = [CudaGemmConfig()]
     if sweep:
-        variants = [
-            CudaGemmConfig(),
-            CudaGemmConfig(mma_order="serp"),
-            CudaGemmConfig(mma_order="nm"),
-            CudaGemmConfig(stages=5),
-            CudaGemmConfig(bk=64, stages=3, mma_order="serp"),
-            CudaGemmConfig(bm=256, bn=128, warps_m=4, warps_n=2, mma_order="serp"),
-        ]
+        out += [CudaGemmConfig(mma_order="serp"), CudaGemmConfig(stages=5),
+                CudaGemmConfig(bk=64, stages=3, mma_order="serp"),
+                CudaGemmConfig(bm=256, bn=128, warps_m=4, warps_n=2, mma_order="serp")]
+    if hopper:
+        out.append(WgmmaGemmConfig())
+        if sweep:
+            out += [WgmmaGemmConfig(group_m=16), WgmmaGemmConfig(bk=32, stages=8),
+                    WgmmaGemmConfig(bm=256, bn=128), WgmmaGemmConfig(bn=128, stages=6),
+                    WgmmaGemmConfig(stages=3)]
+    return out
+
+
+def run_gemm(results, reps, sizes, sweep=False):
+    import dataclasses
+    import torch
+    from kernels.cuda_gemm import CudaGemm
+    from kernels.cuda_wgmma import WgmmaGemm, WgmmaGemmConfig
+    torch.backends.cuda.matmul.allow_tf32 = False
+    variants = gemm_variants(sweep, torch.cuda.get_device_capability(0) == (9, 0))
     for dtype in (torch.float16, torch.bfloat16):
         dn = "f16" if dtype == torch.float16 else "bf16"
         for n in sizes:
@@ -120,11 +134,11 @@ def run_gemm(results, reps, sizes, sweep=False):
             t_ref, _ = bench(lambda: torch.matmul(a, b), reps=reps)
             ref = None
             for v in variants:
-                cfg = CudaGemmConfig(**{**v.__dict__, "dtype": dn})
+                cfg = dataclasses.replace(v, dtype=dn)
                 row = {"part": "gemm", "dtype": dn, "n": n, "config": cfg.name,
                        "cublas_tflops": flops / t_ref / 1e12}
                 try:
-                    g = CudaGemm(cfg)
+                    g = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
                     out = torch.full((n, n), float("nan"), dtype=dtype, device="cuda")
                     g(a, b, out)
                     torch.cuda.synchronize()

@@ -22,6 +22,10 @@ Everything address-related is a ``layoutalg`` object in :class:`GemmPlan`:
   printed by :func:`layoutalg.symbolic.to_c`, and the printed expression is re-evaluated
   with C semantics at every lane and compared with the layout (:mod:`kernels.cuda.layout_c`).
 
+On H100/H200 (compute capability 9.0) :func:`gemm` runs the Hopper ``wgmma`` kernel of
+:mod:`kernels.cuda_wgmma` instead (about 1.35x faster at 8192^3, see docs/PERFORMANCE.md);
+:func:`pick_atom` says which, and ``gemm(..., atom="mma")`` forces this one.
+
 >>> g = CudaGemm(CudaGemmConfig(dtype="bf16"))          # doctest: +SKIP
 >>> c = g(a, b)                                         # torch CUDA tensors   # doctest: +SKIP
 """
@@ -45,7 +49,7 @@ from .errors import KernelError, LaunchError
 from .launch import TensorSpec
 
 __all__ = ["CudaGemmConfig", "GemmPlan", "plan_gemm", "emit_gemm", "CudaGemm", "gemm",
-           "GemmConfigError", "DEFAULT_CONFIGS"]
+           "GemmConfigError", "DEFAULT_CONFIGS", "pick_atom"]
 
 
 class GemmConfigError(KernelError):
@@ -714,15 +718,39 @@ class CudaGemm(CompiledKernel):
         return out
 
 
-_GEMMS: Dict[CudaGemmConfig, CudaGemm] = {}
+_GEMMS: Dict[Any, CudaGemm] = {}
 
 
-def gemm(a, b, out=None, *, b_major: str = "n", config: Optional[CudaGemmConfig] = None):
-    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builder.
+def pick_atom(capability: Tuple[int, int], vec: int, atom: str = "auto") -> str:
+    """``"wgmma"`` or ``"mma"`` for a device of compute ``capability`` and inputs allowing
+    ``vec``-element (``2 * vec``-byte) copies.
 
-    Picks the widest ``cp.async`` vector the shapes and pointers allow (16, 8 or 4 bytes);
-    odd K (or odd N with ``b_major="n"``) is refused with a :class:`LaunchError`.
+    ``atom="auto"``: wgmma (:mod:`kernels.cuda_wgmma`) on compute capability 9.0 (H100/H200;
+    its ``sm_90a`` code runs nowhere else) when 16-byte copies are possible, else mma.sync.
+    ``"wgmma"`` refuses what wgmma cannot run; ``"mma"`` always takes mma.sync."""
+    if atom not in ("auto", "wgmma", "mma"):
+        raise LaunchError(f"atom must be 'auto', 'wgmma' or 'mma', got {atom!r}")
+    wg_ok = tuple(capability) == (9, 0) and vec == 8
+    if atom == "wgmma" and not wg_ok:
+        raise LaunchError(
+            f"atom='wgmma' needs compute capability 9.0 (H100/H200; this device is "
+            f"{capability[0]}.{capability[1]}) and rows, leading dimensions and pointers that "
+            f"allow 16-byte copies (here {2 * vec}-byte); use atom='auto' or 'mma'")
+    if atom == "mma":
+        return "mma"
+    return "wgmma" if wg_ok else "mma"
+
+
+def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto"):
+    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
+
+    Without ``config``: picks the widest copy vector the shapes and pointers allow (16, 8 or 4
+    bytes) and the instruction by :func:`pick_atom` (wgmma on H100/H200 with 16-byte copies,
+    else mma.sync); odd K (or odd N with ``b_major="n"``) is refused with a
+    :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
+    :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
     """
+    from .cuda_wgmma import WGMMA_DEFAULT_CONFIGS, WgmmaGemm, WgmmaGemmConfig
     dt = short_dtype(a)
     if dt is None:
         raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
@@ -732,19 +760,32 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Optional[CudaGemmConfig]
                               f"shape {tuple(getattr(t, 'shape', ()))} strides "
                               f"{tuple(t.stride()) if hasattr(t, 'stride') else None}; "
                               "pass .contiguous()")
-    cfg = config or replace(DEFAULT_CONFIGS[dt], b_major=b_major)
+    cfg = config
     if config is None:
         inner_b = b.shape[1] if b.dim() == 2 else 0
         for v in (8, 4, 2):
             ok = all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
                 a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0
             if ok:
-                cfg = replace(cfg, vec=v)
                 break
         else:
             raise LaunchError(f"a {tuple(a.shape)} / b {tuple(b.shape)}: rows must hold an even "
                               "number of elements (the narrowest cp.async moves 4 bytes); pad K/N")
+        cap = _capability(a)
+        if pick_atom(cap, v, atom) == "wgmma":
+            cfg = replace(WGMMA_DEFAULT_CONFIGS[dt], b_major=b_major)
+        else:
+            cfg = replace(DEFAULT_CONFIGS[dt], b_major=b_major, vec=v)
     g = _GEMMS.get(cfg)
     if g is None:
-        g = _GEMMS[cfg] = CudaGemm(cfg)
+        g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
     return g(a, b, out)
+
+
+def _capability(t) -> Tuple[int, int]:
+    """Compute capability of the CUDA device holding ``t`` ((0, 0) for a CPU tensor: the
+    launch then refuses it with its own message)."""
+    import torch
+    if not getattr(t, "is_cuda", False):
+        return (0, 0)
+    return tuple(torch.cuda.get_device_capability(t.device))

@@ -50,16 +50,22 @@ def poisoned(shape, dtype, **kw):
 
 # ------------------------------------------------------------------------------------ GEMM
 
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
+# "auto" is wgmma on H100/H200 wherever 16-byte copies are possible; "mma" forces mma.sync
+ATOMS = ["mma", "auto"]
+
+
+@pytest.mark.parametrize("atom", ATOMS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("b_major", ["n", "k"])
-def test_gemm_4096(dtype, b_major):
+def test_gemm_4096(dtype, b_major, atom):
     from kernels.cuda_gemm import gemm
     M = N = K = 4096
     a = torch.randn(M, K, dtype=dtype, device="cuda")
     b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
         torch.randn(N, K, dtype=dtype, device="cuda")
     out = poisoned((M, N), dtype)
-    gemm(a, b, out, b_major=b_major)
+    gemm(a, b, out, b_major=b_major, atom=atom)
     ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
     assert rel(out, ref) < TOL_GEMM[dtype]
 
@@ -67,7 +73,8 @@ def test_gemm_4096(dtype, b_major):
 @pytest.mark.parametrize("shape", [(1000, 1032, 520), (257, 136, 72), (1, 8, 8), (33, 24, 4096),
                                    (4095, 4094, 4098), (3000, 2000, 1002), (129, 250, 98)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_gemm_ragged(shape, dtype):
+@pytest.mark.parametrize("atom", ATOMS)
+def test_gemm_ragged(shape, dtype, atom):
     from kernels.cuda_gemm import gemm
     M, N, K = shape
     for b_major in ("n", "k"):
@@ -75,9 +82,44 @@ def test_gemm_ragged(shape, dtype):
         b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
             torch.randn(N, K, dtype=dtype, device="cuda")
         out = poisoned((M, N), dtype)
-        gemm(a, b, out, b_major=b_major)
+        gemm(a, b, out, b_major=b_major, atom=atom)
         ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
         assert rel(out, ref) < TOL_GEMM[dtype], (shape, b_major)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+@pytest.mark.parametrize("cfg_kw", [dict(), dict(bk=32, stages=6), dict(bm=256, bn=128),
+                                    dict(bm=64, bn=64, stages=3), dict(bk=16, stages=8)])
+@pytest.mark.parametrize("b_major", ["n", "k"])
+def test_wgmma_configs(cfg_kw, b_major):
+    """Every wgmma tile / swizzle-width / warpgroup-count variant the plan accepts, on edge
+    shapes (partial tiles in M, N and K; one k tile; a K tail shorter than 16)."""
+    from kernels.cuda_wgmma import WgmmaGemm, WgmmaGemmConfig
+    for dtype in (torch.float16, torch.bfloat16):
+        g = WgmmaGemm(WgmmaGemmConfig(dtype="f16" if dtype == torch.float16 else "bf16",
+                                      b_major=b_major, **cfg_kw))
+        for M, N, K in ((300, 200, 72), (64, 64, 16), (8, 8, 8), (1000, 1032, 520)):
+            a = torch.randn(M, K, dtype=dtype, device="cuda")
+            b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
+                torch.randn(N, K, dtype=dtype, device="cuda")
+            out = poisoned((M, N), dtype)
+            g(a, b, out)
+            ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
+            assert rel(out, ref) < TOL_GEMM[dtype], (g.cfg.name, M, N, K)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+def test_gemm_auto_picks_wgmma_on_hopper():
+    from kernels.cuda_gemm import _GEMMS, gemm
+    from kernels.cuda_wgmma import WgmmaGemmConfig
+    a = torch.randn(256, 128, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(128, 512, dtype=torch.bfloat16, device="cuda")
+    _GEMMS.clear()
+    assert rel(gemm(a, b), a.float() @ b.float()) < TOL_GEMM[torch.bfloat16]
+    assert [type(c) for c in _GEMMS] == [WgmmaGemmConfig]
+    _GEMMS.clear()
+    gemm(a[:, :126], b[:126])                       # K = 126: 4-byte copies, so mma.sync
+    assert [type(c).__name__ for c in _GEMMS] == ["CudaGemmConfig"]
 
 
 def test_gemm_strided_views_and_errors():

@@ -1,0 +1,202 @@
+"""Hopper wgmma atoms (mfma_specs.nvidia_wgmma) and the wgmma GEMM plan (kernels.cuda_wgmma).
+
+Oracles: the PTX ISA's formulas restated literally here (accumulator fragment, the canonical
+layout examples of section 9.7.15.5.1.2.1.3 with their exact layouts and LBO/SBO values, the
+descriptor bit positions).  The GPU side (the kernel multiplying correctly) is in
+tests/test_nvidia_gpu.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from layoutalg import Layout, Swizzle
+from mfma_specs.errors import MfmaSpecError
+from mfma_specs.nvidia_wgmma import (GmmaDescriptor, gmma_addresses, gmma_canonical,
+                                     gmma_swizzle, wgmma)
+from kernels.cuda.compile import kernel_names, nvcc_path, nvrtc_available
+from kernels.cuda_gemm import GemmConfigError, pick_atom
+from kernels.cuda_wgmma import (WgmmaGemmConfig, _check_descriptor, emit_wgmma_gemm,
+                                plan_wgmma_gemm)
+from kernels.errors import LaunchError
+
+HAVE_NVRTC = nvrtc_available()
+
+
+# ------------------------------------------------------------------ accumulator fragment
+
+@pytest.mark.parametrize("n", [8, 64, 136, 256])
+def test_accumulator_layout_is_the_ptx_formula(n):
+    w = wgmma("bf16", n)
+    seen = set()
+    for thread in range(128):
+        warp, lane = divmod(thread, 32)
+        g, t = divmod(lane, 4)
+        for item in range(n // 2):
+            j, e = divmod(item, 4)
+            # PTX figure "WGMMA .m64nNk16 register fragment layout for accumulator matrix D"
+            want = (16 * warp + g + 8 * (e >> 1), 8 * j + 2 * t + (e & 1))
+            assert w.element_c(thread, item) == want
+            seen.add(want)
+    assert len(seen) == 64 * n            # every element of the 64 x n tile exactly once
+
+
+def test_wgmma_atom_errors():
+    assert wgmma("torch.float16", 256).name == \
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"
+    for bad in (("f32", 64), ("bf16", 12), ("bf16", 264), ("bf16", 0)):
+        with pytest.raises(MfmaSpecError):
+            wgmma(*bad)
+    with pytest.raises(MfmaSpecError, match="thread"):
+        wgmma("f16", 64).element_c(128, 0)
+    with pytest.raises(MfmaSpecError, match="item"):
+        wgmma("f16", 64).element_c(0, 32)
+
+
+# ------------------------------------------------------------------ canonical layouts
+
+def _same(canon, exact_elems, elem_bytes, mn, k):
+    return all(canon((i, j)) == elem_bytes * exact_elems((i, j))
+               for i in range(mn) for j in range(k))
+
+
+def test_canonical_layouts_match_the_ptx_examples():
+    # K-major, no swizzle, tf32: exact Swizzle<0,4,3> o ((8,2),(4,4)):((4,32),(1,64)),
+    # LBO = 64*4 B, SBO = 32*4 B
+    assert _same(gmma_canonical("K", 0, 4, 16, 16, 256, 128),
+                 Layout(((8, 2), (4, 4)), ((4, 32), (1, 64))), 4, 16, 16)
+    # K-major, 32-byte swizzle, tf32: ((8,2),(4,4)):((8,64),(1,4)), SBO = 64*4 B (the k
+    # extent of one swizzle row: 8 tf32)
+    assert _same(gmma_canonical("K", 32, 4, 16, 8, 16, 256),
+                 Layout(((8, 2), (4, 4)), ((8, 64), (1, 4))), 4, 16, 8)
+    # MN-major, no swizzle, bf16: ((8,1,2),(8,2)):((1,8,64),(8,128)), LBO = 128*2, SBO = 64*2
+    assert _same(gmma_canonical("MN", 0, 2, 16, 16, 256, 128),
+                 Layout(((8, 1, 2), (8, 2)), ((1, 8, 64), (8, 128))), 2, 16, 16)
+
+
+def test_mn_major_128b_swizzle_by_hand():
+    lbo, sbo, start = 8192, 1024, 2048
+    d = GmmaDescriptor(start, lbo, sbo, 128)
+    got = gmma_addresses(d, "MN", 2, 256, 16)
+    sw = Swizzle(3, 4, 3)
+    for n in range(256):
+        for k in range(16):
+            plain = start + 2 * (n % 64) + (n // 64) * lbo + (k % 8) * 128 + (k // 8) * sbo
+            assert got[n, k] == sw(plain)
+
+
+def test_k_major_start_inside_a_row_is_allowed_but_row_bits_are_not():
+    d = GmmaDescriptor(1024 + 32, 16, 1024, 128)      # a k step: 32 bytes into each row
+    a = gmma_addresses(d, "K", 2, 64, 16)
+    assert a[0, 0] == 1024 + 32 and a[1, 0] == Swizzle(3, 4, 3)(1024 + 128 + 32)
+    with pytest.raises(MfmaSpecError, match="base offset"):
+        gmma_addresses(GmmaDescriptor(1024 + 128, 16, 1024, 128), "K", 2, 64, 16)
+
+
+def test_canonical_layout_errors():
+    with pytest.raises(MfmaSpecError, match="major"):
+        gmma_canonical("M", 128, 2, 64, 16, 16, 1024)
+    with pytest.raises(MfmaSpecError, match="swizzle width"):
+        gmma_swizzle(256)
+    with pytest.raises(MfmaSpecError, match="swizzle row"):
+        gmma_canonical("K", 32, 2, 64, 32, 16, 256)       # 64 bytes of k in a 32-byte row
+    with pytest.raises(MfmaSpecError, match="multiple of 64"):
+        gmma_canonical("MN", 128, 2, 96, 16, 8192, 1024)
+
+
+# ------------------------------------------------------------------ descriptor bits
+
+def test_descriptor_bits():
+    d = GmmaDescriptor(1056, 16, 1024, 128)
+    v = d.encode()
+    assert v & 0x3FFF == 1056 >> 4                  # bits 0-13: start >> 4
+    assert v >> 16 & 0x3FFF == 1                    # bits 16-29: LBO >> 4
+    assert v >> 32 & 0x3FFF == 64                   # bits 32-45: SBO >> 4
+    assert v >> 62 == 1                             # bits 62-63: 1 = 128-byte swizzle
+    assert v == 0x4000004000010042
+    assert GmmaDescriptor.decode(v) == d
+    assert d.constant_bits() == v & ~0x3FFF
+    for w, mode in ((0, 0), (128, 1), (64, 2), (32, 3)):
+        assert GmmaDescriptor(0, 16, 16, w).encode() >> 62 == mode
+
+
+def test_descriptor_errors():
+    with pytest.raises(MfmaSpecError, match="multiple of 16"):
+        GmmaDescriptor(8, 16, 1024, 128)
+    with pytest.raises(MfmaSpecError, match="start"):
+        GmmaDescriptor(1 << 18, 16, 1024, 128)
+    with pytest.raises(MfmaSpecError, match="swizzle width"):
+        GmmaDescriptor(0, 16, 1024, 96)
+    with pytest.raises(MfmaSpecError, match="base offset"):
+        GmmaDescriptor.decode(1 << 49)
+    with pytest.raises(MfmaSpecError, match="64-bit"):
+        GmmaDescriptor.decode(-1)
+
+
+# ------------------------------------------------------------------ the GEMM plan
+
+@pytest.mark.parametrize("cfg", [
+    WgmmaGemmConfig(), WgmmaGemmConfig(dtype="bf16", b_major="k"),
+    WgmmaGemmConfig(bk=32, stages=6), WgmmaGemmConfig(bk=16, stages=8, bn=128),
+    WgmmaGemmConfig(bm=256, bn=128), WgmmaGemmConfig(bm=64, bn=64, stages=3)])
+def test_plan_proves_copies_and_descriptors(cfg):
+    p = plan_wgmma_gemm(cfg)
+    assert all(r.holds for r in p.checks.values())
+    assert "conflict-free" in p.checks["A cp.async banks"].summary()
+    assert "conflict-free" in p.checks["B cp.async banks"].summary()
+    assert "descriptor reads == copy writes" in p.checks["B descriptors"].summary()
+    src = emit_wgmma_gemm(cfg)
+    assert kernel_names(src) == (cfg.name,)
+    assert f"m64n{cfg.bn}k16" in src and "fence.proxy.async.shared::cta" in src
+    assert src.count("lg_wgmma(acc,") == cfg.bk // 16
+
+
+def test_a_wrong_descriptor_is_caught():
+    """The descriptor check compares real addresses: a wrong SBO, LBO or k step fails it."""
+    cfg = WgmmaGemmConfig()
+    p = plan_wgmma_gemm(cfg)
+    for bad in (replace(p.b, desc=GmmaDescriptor(0, p.b.desc.lbo, 512, 128)),
+                replace(p.b, desc=GmmaDescriptor(0, 4096, 1024, 128)),
+                replace(p.b, k_step=1024),
+                replace(p.b, desc=GmmaDescriptor(0, p.b.desc.lbo, 1024, 64))):
+        with pytest.raises(GemmConfigError, match="descriptor"):
+            _check_descriptor(bad, cfg, 1, cfg.bn)
+    with pytest.raises(GemmConfigError, match="warpgroup 1"):
+        _check_descriptor(replace(p.a, wg_step=4096), cfg, 2, 64)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(bn=96), "multiple of 64"), (dict(bk=128), "bk=128"), (dict(stages=2), "at least 3"),
+    (dict(arch="sm_90"), "sm_90a"), (dict(bm=96), "warpgroup"), (dict(dtype="f32"), "dtype"),
+    (dict(bm=256, bn=256, stages=4), "shared memory"), (dict(b_major="t"), "b_major")])
+def test_bad_configs(kw, match):
+    with pytest.raises(GemmConfigError, match=match):
+        plan_wgmma_gemm(WgmmaGemmConfig(**kw))
+
+
+def test_pick_atom():
+    assert pick_atom((9, 0), 8) == "wgmma"
+    assert pick_atom((9, 0), 4) == "mma"          # 8-byte copies: wgmma path needs 16
+    assert pick_atom((8, 0), 8) == "mma"
+    assert pick_atom((10, 0), 8) == "mma"         # sm_90a code does not run on sm_100
+    assert pick_atom((9, 0), 8, "mma") == "mma"
+    with pytest.raises(LaunchError, match="capability 9.0"):
+        pick_atom((8, 9), 8, "wgmma")
+    with pytest.raises(LaunchError, match="atom must be"):
+        pick_atom((9, 0), 8, "tcgen05")
+
+
+@pytest.mark.skipif(not (HAVE_NVRTC or nvcc_path()), reason="needs NVRTC (cuda-python) or nvcc")
+def test_wgmma_kernels_compile_without_serialisation(tmp_path):
+    from kernels.cache import Cache
+    from kernels.cuda.compile import compile_cuda
+    for cfg in (WgmmaGemmConfig(dtype="bf16"), WgmmaGemmConfig(b_major="k", bk=32, stages=6)):
+        m = compile_cuda(emit_wgmma_gemm(cfg), "sm_90a", ["--ptxas-options=-v"],
+                         name=f"{cfg.name}.cu", cache=Cache(tmp_path))
+        assert m.cubin[:4] == b"\x7fELF"
+        if m.backend == "nvrtc":
+            # ptxas says when it has to serialise wgmma (accumulators moved between issues)
+            assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
