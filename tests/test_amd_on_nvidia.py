@@ -5,11 +5,21 @@ the emitted sources, launch-shape checks, and - when ``nvcc`` is on the PATH - a
 ``nvcc -cubin -arch=sm_90`` of the GEMM (f16, ragged bf16), the prefill attention and a probe
 kernel for every emulated gfx942 MFMA.
 
+Decode (CPU side): the vector typedef rewrite (:func:`cuda_source`), the decode and split-KV
+sources' signatures against the registry's scalar arguments, the kernel choice of
+:func:`decode_case`, :func:`run_decode`'s argument checks (refused before any compile), the
+float64 decode reference against the registry's SDPA reference, bottom-right causal offsets;
+NVRTC (or nvcc) compiles of the decode kernels when a CUDA compiler is present.
+
 GPU side (``pytest -m gpu``, skipped without CUDA + cuda-python): every MFMA probe bit-identical
 to the CPU emulator; GEMM 4096^3 f16 and 4000x3000x1000 bf16 and attention B=2 H=8 S=2048 D=128
-(causal and not) against float64 torch references.  Outputs are poisoned with NaN first.
+(causal and not) against float64 torch references; bottom-right causal prefill (Sq < Skv with
+GQA, Sq > Skv with rows that see no key); decode B=64 (single kernel, GQA) and split-KV decode
+at seqlen_kv 16384.  Outputs (and the split-KV workspace) are poisoned with NaN first.
 Tolerances (|out - ref| <= atol + rtol |ref| elementwise, the registry's): GEMM f16 out
-2e-3/2e-3, bf16 out 1e-2/1e-2; attention f16 4e-3/4e-3.
+2e-3/2e-3, bf16 out 1e-2/1e-2; attention and decode f16 in 4e-3/4e-3, bf16 in 2e-2/2e-2; decode
+also meets the CPU emulator tests' criteria (max |err| 4e-3 for f16 out, cosine >= 0.9999,
+|LSE err| <= 1e-4).
 """
 
 from __future__ import annotations
@@ -173,6 +183,142 @@ def test_cuda_header_maps_builtins_nvrtc_lacks():
     assert '#include "lagen_cuda.h"' in (af.INCLUDE_DIR / "lagen_hip.h").read_text()
 
 
+def _dec(batch=2, heads=4, seqlen_kv=77, kv_heads=2, kv_splits=None, **kw):
+    return af.decode_case(batch, heads, seqlen_kv, kv_heads=kv_heads, kv_splits=kv_splits, **kw)
+
+
+def test_cuda_source_rewrites_only_ext_vector_typedefs():
+    k = _dec(kv_splits=0)[2]
+    src = k.source
+    assert "typedef float la_f32x8 __attribute__((ext_vector_type(8)));" in src
+    out = af.cuda_source(src)
+    assert "typedef lagen_vec<float, 8> la_f32x8;" in out and "ext_vector_type" not in out
+    a, b = src.splitlines(), out.splitlines()
+    assert len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1
+    assert af.cuda_source("  typedef unsigned int v4 __attribute__((ext_vector_type(4)));") == \
+        "  typedef lagen_vec<unsigned int, 4> v4;"
+    g = _gemm(256, 256, 256).source                    # lagen_ types only: untouched
+    assert af.cuda_source(g) == g and af.cuda_source(_attn().source) == _attn().source
+    assert "typedef lagen_vec<float, 8> la_f32x8;" in af.translate(src)
+
+
+def test_decode_signature_matches_registry_arguments():
+    e, cfg, k = _dec(kv_splits=0)
+    assert k.bk.kind == "decode" and cfg.n_splits == 1
+    sig = af.kernel_signatures(k.source)
+    assert list(sig) == [k.name]
+    from kernels.decode import DECODE_SCALARS
+    scalars, grid = k.case_args()
+    assert sig[k.name] == ("ptr",) * 5 + ("i32",) * len(DECODE_SCALARS) + ("f32",)
+    assert len(scalars) == len(sig[k.name]) - 5 and isinstance(scalars[-1], float)
+    assert grid == (1, 1, 1) and k.block == 256           # 8 queries, 16 per block
+    assert af.lds_layout(k.source) == ({}, 0)              # VALU + ds_swizzle: no LAGEN_SHARED
+    opts, info = af.cuda_options(k.source)
+    assert info["builtins"] == [] and "-DLAGEN_LDS_STATIC_BYTES=0" in opts
+
+
+def test_splitkv_signatures_match_registry_arguments():
+    from kernels.decode_splitkv import COMBINE_SCALARS, SPLIT_SCALARS, combine_args
+    e, cfg, k = _dec(1, 4, 1000, 2, kv_splits=4, dtype="bf16", out_dtype="f16")
+    assert k.bk.kind == "decode_splitkv" and (cfg.n_splits, cfg.kv_chunk) == (4, 256)
+    sig = af.kernel_signatures(k.source)
+    assert list(sig) == [k.bk.split.name, k.bk.combine.name]
+    assert sig[k.bk.split.name] == ("ptr",) * 6 + ("i32",) * len(SPLIT_SCALARS) + ("f32",)
+    assert sig[k.bk.combine.name] == ("ptr",) * 5 + ("i32",) * len(COMBINE_SCALARS)
+    scalars, g1 = k.case_args()
+    assert len(scalars) == len(sig[k.bk.split.name]) - 6 and g1 == (1, 4, 1)
+    assert len(combine_args(k.shape(), 4)) == len(COMBINE_SCALARS)
+    assert k.bk.grids(k.shape(), 4)[1] == (1, 1, 1)
+    assert af.lds_layout(k.source) == ({}, 0)
+
+
+def test_decode_case_picks_the_registrys_kernel():
+    assert _dec(64, 16, 7, 16)[2].bk.kind == "decode"            # short KV: one kernel
+    e, cfg, k = _dec(64, 16, 4096, 16)                            # auto: split-KV
+    assert k.bk.kind == "decode_splitkv" and (cfg.n_splits, cfg.kv_chunk) == (15, 280)
+    e, cfg, k = _dec(64, 16, 4096, 16, kv_splits=0)               # forced single kernel
+    assert k.bk.kind == "decode" and cfg.n_splits == 1 and k.grid == (64, 1, 1)
+    assert type(cfg.kernel).__name__ == "DecodeConfig"
+    with pytest.raises(KernelError):
+        _dec(kv_splits=-1)
+
+
+def test_run_decode_refuses_bad_arguments_before_compiling():
+    torch = pytest.importorskip("torch")
+    e, cfg, k = _dec(2, 4, 77, 2, kv_splits=0)
+    f16 = torch.float16
+    q = torch.zeros(2, 4, 1, 128, dtype=f16)
+    kv = torch.zeros(2, 2, 77, 128, dtype=f16)
+    o = torch.zeros(2, 4, 1, 128, dtype=f16)
+    lse = torch.zeros(2, 4, 1)
+    mod = af.AmdCudaModule(module=None, signatures={}, lds_static_bytes=0,
+                           wave_scratch_bytes=512, builtins=())   # never reached
+    with pytest.raises(LaunchError, match="k has 38912 elements"):
+        af.run_decode(k, q, kv[:, :, :77 - 1].contiguous(), kv, o, lse, module=mod)
+    with pytest.raises(LaunchError, match="lse has 8 elements of 2 bytes"):
+        af.run_decode(k, q, kv, kv, o, lse.half(), module=mod)
+    with pytest.raises(LaunchError, match="contiguous: False"):
+        af.run_decode(k, q, kv, kv, o.transpose(1, 3), lse, module=mod)
+    with pytest.raises(LaunchError, match="decode_case"):
+        af.run_decode(_attn(), q, kv, kv, o, lse, module=mod)
+    e, cfg, s = _dec(2, 4, 1000, 2, kv_splits=4)
+    kv = torch.zeros(2, 2, 1000, 128, dtype=f16)
+    with pytest.raises(LaunchError, match="workspace"):
+        af.run_decode(s, q, kv, kv, o, lse, module=mod)
+    ws = list(af.decode_workspace(s, device="cpu"))
+    assert [w.numel() for w in ws] == [2 * 4 * 4 * 128, 32, 32]
+    assert all(bool(torch.isnan(w).all()) for w in ws)
+    with pytest.raises(LaunchError, match="Mp has 31"):
+        af.run_decode(s, q, kv, kv, o, lse, workspace=[ws[0], ws[1][:31], ws[2]], module=mod)
+
+
+def test_decode_reference_is_the_registrys():
+    torch = pytest.importorskip("torch")
+    from kernels.attention_registry import reference
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(3, 8, 1, 64, generator=g).half()
+    k = torch.randn(3, 2, 50, 64, generator=g).half()
+    v = torch.randn(3, 2, 50, 64, generator=g).half()
+    o, lse = af.decode_reference(q, k, v, chunk_bytes=1)          # one batch per chunk
+    ro, rl = reference(q, k, v)
+    assert o.dtype == torch.float64 and o.shape == (3, 8, 1, 64) and lse.shape == (3, 8, 1)
+    assert float((o - ro.double()).abs().max()) < 1e-5
+    assert float((lse - rl.double()).abs().max()) < 1e-5
+    o2, _ = af.decode_reference(q, k, v.roll(1, 2))
+    assert float((o2 - o).abs().max()) > 1e-2                     # sees V's order
+
+
+def test_bottom_right_prefill_case():
+    e, cfg, k = af.attention_case(1, 2, 130, 64, True, "f16", seqlen_kv=77,
+                                  causal_align="bottom_right")
+    assert cfg.causal_align == "bottom_right" and k.shape().causal_off == 77 - 130
+    e, cfg, k2 = af.attention_case(1, 2, 77, 64, True, "f16", seqlen_kv=130,
+                                   causal_align="bottom_right")
+    assert k2.shape().causal_off == 130 - 77 and k2.source == k.source   # runtime offset only
+    assert af.attention_case(1, 2, 77, 64, True, "f16", seqlen_kv=130)[2].shape().causal_off == 0
+    sig = af.kernel_signatures(k.source)[k.name]
+    assert len(k.case_args()[0]) == len(sig) - 5
+
+
+def _cuda_compiler():
+    try:
+        from kernels.cuda import compile as cc
+        if cc.nvrtc_available():
+            return "nvrtc"
+    except Exception:
+        pass
+    return "nvcc" if HAVE_NVCC else None
+
+
+@pytest.mark.skipif(_cuda_compiler() is None, reason="neither NVRTC nor nvcc available")
+@pytest.mark.parametrize("d,dtype,splits", [(128, "f16", 0), (64, "bf16", 4), (256, "f16", 4)])
+def test_cuda_compiles_decode(d, dtype, splits):
+    k = _dec(2, 4, 1000, 2, kv_splits=splits, head_dim=d, dtype=dtype)[2]
+    m = af.compile_amd(k.source, "sm_90", backend=_cuda_compiler(), use_cache=False)
+    assert m.module.cubin[:4] == b"\x7fELF" and m.kernels == tuple(af.kernel_signatures(k.source))
+    assert not re.findall(r"[1-9]\d* bytes spill stores", m.module.log)
+
+
 def _nvcc(source):
     m = af.compile_amd(source, "sm_90", backend="nvcc", use_cache=False)
     assert m.module.cubin[:4] == b"\x7fELF"
@@ -228,11 +374,28 @@ def _host_compiler():
 # emitted after compiles once lost the blanks between types and names; docs/PERFORMANCE.md)
 _GPU_GEMMS = {}
 _GPU_ATTN = {}
+_GPU_BR = {}
+_GPU_DEC = {}
+# (batch, heads, seqlen_q, head_dim, causal, dtype, kv_heads, seqlen_kv), bottom-right causal:
+# Sq < Skv with GQA; Sq > Skv (the first 500 rows see no key: O = 0, LSE = -inf)
+_BR_CASES = [(2, 8, 1000, 128, True, "f16", 4, 3000), (2, 8, 1500, 128, True, "bf16", 8, 1000)]
+# (batch, heads, kv_heads, seqlen_kv, head_dim, dtype, out_dtype, kv_splits): 0 = single kernel,
+# None = the registry's choice (split-KV at these lengths)
+_DEC_CASES = [(64, 16, 16, 7, 128, "f16", None, 0), (64, 16, 16, 1000, 128, "f16", None, 0),
+              (64, 32, 8, 4096, 128, "bf16", "f16", 0),
+              (64, 16, 16, 16384, 128, "f16", None, None),
+              (1, 32, 8, 16384, 128, "bf16", "f16", None)]
 if _cuda():
     for _shape, _dt in (((4096, 4096, 4096), "f16"), ((4000, 3000, 1000), "bf16")):
         _GPU_GEMMS[(_shape, _dt)] = af.gemm_kernel(*_shape, _dt)
     for _c in (False, True):
         _GPU_ATTN[_c] = af.attention_case(2, 8, 2048, 128, _c, "f16")
+    for _a in _BR_CASES:
+        _GPU_BR[_a] = af.attention_case(*_a[:6], seqlen_kv=_a[7], kv_heads=_a[6],
+                                        causal_align="bottom_right")
+    for _a in _DEC_CASES:
+        _GPU_DEC[_a] = af.decode_case(_a[0], _a[1], _a[3], _a[4], _a[5], _a[6], kv_heads=_a[2],
+                                      kv_splits=_a[7])
 
 
 @pytest.mark.gpu
@@ -281,3 +444,30 @@ def test_gpu_attention_large(causal):
     assert r["unwritten_nan"] == 0
     assert r["within_tol"], r
     assert r["rel_fro_err"] < 3e-3 and r["lse_max_abs_err"] < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")
+@pytest.mark.parametrize("case", _BR_CASES, ids=lambda c: f"q{c[2]}-kv{c[7]}-{c[5]}")
+def test_gpu_attention_bottom_right(case):
+    b, h, sq, d, causal, dt, hk, skv = case
+    r = af.check_attention(b, h, sq, d, causal, dt, reps=1, case=_GPU_BR[case], kv_heads=hk,
+                           seqlen_kv=skv, causal_align="bottom_right")
+    assert r["causal_offset"] == skv - sq and r["rows_without_keys"] == max(0, sq - skv) * b * h
+    assert r["unwritten_nan"] == 0
+    assert r["within_tol"], r
+    assert r["lse_max_abs_err"] < 1e-3, r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")
+@pytest.mark.parametrize("case", _DEC_CASES, ids=lambda c: f"B{c[0]}-H{c[1]}-Hkv{c[2]}-kv{c[3]}-"
+                         f"{c[5]}-{'single' if c[7] == 0 else 'auto'}")
+def test_gpu_decode(case):
+    b, h, hk, skv, d, dt, od, ks = case
+    r = af.check_decode(b, h, skv, d, dt, od, kv_heads=hk, kv_splits=ks, reps=1,
+                        case=_GPU_DEC[case])
+    assert r["kind"] == ("decode" if ks == 0 else "decode_splitkv")
+    assert r["unwritten_nan"] == 0 and r["workspace_nan"] == 0
+    assert r["within_tol"], r
+    assert r["emulator_criteria"], r
