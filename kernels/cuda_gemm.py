@@ -338,7 +338,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     br, bc = _b_tile(cfg)
     a_stage, b_stage = cfg.bm * cfg.bk * 2, br * bc * 2
     tid, lane, wm, wn = lc.sym("tid"), lc.sym("lane"), lc.sym("wm"), lc.sym("wn")
-    mma, pack = MMA[cfg.dtype], PACK[cfg.dtype]
+    mma = MMA[cfg.dtype]
     cp = {8: "lg_cp_async16", 4: "lg_cp_async8", 2: "lg_cp_async4"}[cfg.vec]
     vbytes = 2 * cfg.vec
     L = source_head("kernels/cuda_gemm.py", cfg.name,
@@ -354,14 +354,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w(f"  const lg_u32 sB = sA + {cfg.stages * a_stage};")
     w("  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;")
     w(f"  const int wm = warp % {cfg.warps_m}, wn = warp / {cfg.warps_m};")
-    w(f"  const int grid_m = (M + {cfg.bm - 1}) / {cfg.bm}, grid_n = (N + {cfg.bn - 1}) / {cfg.bn};")
-    w(f"  const int group = {cfg.group_m} * grid_n;")
-    w("  const int pid = blockIdx.x;")
-    w(f"  const int first_m = (pid / group) * {cfg.group_m};")
-    w(f"  const int gsize = min(grid_m - first_m, {cfg.group_m});")
-    w(f"  const int m0 = (first_m + (pid % group) % gsize) * {cfg.bm};")
-    w(f"  const int n0 = ((pid % group) / gsize) * {cfg.bn};")
-    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
+    emit_block_origin(w, cfg)
     # ---- copy setup: one base row/col/smem offset per thread (from the copy layouts), plus
     # per-iteration constants (proved: the swizzle is translation-invariant over iterations)
     for name, cpl, sw, swz in (("a", p.a_copy, p.sw_a, "lg_swz_a"),
@@ -443,8 +436,6 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i)\n  #pragma unroll\n"
       f"  for (int j = 0; j < {nt}; ++j)\n  #pragma unroll\n"
       "  for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;")
-    ld = "lg_ldmatrix_x4_trans" if cfg.b_major == "n" else "lg_ldmatrix_x4"
-
     # swizzle(lane base + constant) = (swizzle(lane base) ^ lo) + hi, proved per constant
     a_bases = _lane_bases(p.a_read, 3, cfg.warps_m)
     b_bases = _lane_bases(p.b_read, 3, cfg.warps_n)
@@ -454,7 +445,6 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     xa = _XorRegs("a", p.sw_a, a_bases, "a_sw", "lg_swz_a", "a_ld")
     xb = _XorRegs("b", p.sw_b, b_bases, "b_sw", "lg_swz_b", "b_ld")
     ldi = "lg_ldsm_x4_trans" if cfg.b_major == "n" else "lg_ldsm_x4"
-    body: List[str] = []
 
     def frags(buf: str, base_a: str, base_b: str, k: int, ind: str) -> None:
         for i in range(mt):
@@ -510,16 +500,37 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     dr = crow((0, (0, 1))) - crow((0, (0, 0)))
     _need(dr == 8 and ccol((0, (1, 0))) - ccol((0, (0, 0))) == 1, "unexpected C layout")
     w(f"    const int r = crow + i * 16 + {dr} * h, col = ccol + j * 8;")
+    emit_pair_store(w, cfg.dtype, "acc[i][j][2 * h]", "acc[i][j][2 * h + 1]")
+    return "\n".join(L) + "\n"
+
+
+def emit_block_origin(w, cfg: Any) -> None:
+    """Print ``m0``/``n0`` (the block's tile origin) and ``KT`` (k tiles): blocks are
+    rasterised in groups of ``cfg.group_m`` block rows that walk N together, so consecutive
+    blocks share B tiles in L2."""
+    w(f"  const int grid_m = (M + {cfg.bm - 1}) / {cfg.bm}, grid_n = (N + {cfg.bn - 1}) / {cfg.bn};")
+    w(f"  const int group = {cfg.group_m} * grid_n;")
+    w("  const int pid = blockIdx.x;")
+    w(f"  const int first_m = (pid / group) * {cfg.group_m};")
+    w(f"  const int gsize = min(grid_m - first_m, {cfg.group_m});")
+    w(f"  const int m0 = (first_m + (pid % group) % gsize) * {cfg.bm};")
+    w(f"  const int n0 = ((pid % group) / gsize) * {cfg.bn};")
+    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
+
+
+def emit_pair_store(w, dtype: str, lo: str, hi: str) -> None:
+    """Print the store of accumulators ``lo``, ``hi`` (C[r][col], C[r][col + 1]) rounded to
+    ``dtype``: one 4-byte store when both columns exist and ``ldc`` is even, else masked
+    2-byte stores; rows past M are skipped.  Closes the caller's loop and the kernel."""
+    cvt = "lg_f32_to_f16" if dtype == "f16" else "lg_f32_to_bf16"
     w("    if (r < M) {")
     w("      lg_u16* dst = C + (size_t)r * ldc + col;")
     w("      if (col + 1 < N && pair_ok) {")
-    w(f"        *reinterpret_cast<lg_u32*>(dst) = {pack}(acc[i][j][2 * h], acc[i][j][2 * h + 1]);")
+    w(f"        *reinterpret_cast<lg_u32*>(dst) = {PACK[dtype]}({lo}, {hi});")
     w("      } else {")
-    cvt = "lg_f32_to_f16" if cfg.dtype == "f16" else "lg_f32_to_bf16"
-    w(f"        if (col < N) dst[0] = {cvt}(acc[i][j][2 * h]);")
-    w(f"        if (col + 1 < N) dst[1] = {cvt}(acc[i][j][2 * h + 1]);")
+    w(f"        if (col < N) dst[0] = {cvt}({lo});")
+    w(f"        if (col + 1 < N) dst[1] = {cvt}({hi});")
     w("      }\n    }\n  }\n}")
-    return "\n".join(L) + "\n"
 
 
 def _mma_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:

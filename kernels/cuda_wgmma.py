@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
@@ -41,8 +41,9 @@ from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 
 from .cuda import layout_c as lc
-from .cuda.prelude import PACK, source_head
-from .cuda_gemm import CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _split_rows
+from .cuda.prelude import source_head
+from .cuda_gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _need,
+                        _split_rows, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
            "WGMMA_DEFAULT_CONFIGS"]
@@ -94,11 +95,6 @@ WGMMA_DEFAULT_CONFIGS = {"f16": WgmmaGemmConfig(dtype="f16"),
                          "bf16": WgmmaGemmConfig(dtype="bf16")}
 
 
-def _need(cond: bool, msg: str) -> None:
-    if not cond:
-        raise GemmConfigError(msg)
-
-
 def _validate(cfg: WgmmaGemmConfig) -> None:
     _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
     _need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
@@ -114,10 +110,6 @@ def _validate(cfg: WgmmaGemmConfig) -> None:
           f"arch={cfg.arch!r}: wgmma needs 'sm_90a'")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block")
-
-
-def _b_tile(cfg: WgmmaGemmConfig) -> Tuple[int, int]:
-    return (cfg.bk, cfg.bn) if cfg.b_major == "n" else (cfg.bn, cfg.bk)
 
 
 # --------------------------------------------------------------------------- the plan
@@ -323,14 +315,7 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {_ALIGN - 1}u) & ~{_ALIGN - 1}u;")
     w(f"  const lg_u32 sB = sA + {S * cfg.a_stage};")
     w("  const int tid = threadIdx.x, wg = tid >> 7;")
-    w(f"  const int grid_m = (M + {cfg.bm - 1}) / {cfg.bm}, grid_n = (N + {cfg.bn - 1}) / {cfg.bn};")
-    w(f"  const int group = {cfg.group_m} * grid_n;")
-    w("  const int pid = blockIdx.x;")
-    w(f"  const int first_m = (pid / group) * {cfg.group_m};")
-    w(f"  const int gsize = min(grid_m - first_m, {cfg.group_m});")
-    w(f"  const int m0 = (first_m + (pid % group) % gsize) * {cfg.bm};")
-    w(f"  const int n0 = ((pid % group) / gsize) * {cfg.bn};")
-    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
+    emit_block_origin(w, cfg)
     # ---- copy setup: one base (row, col, shared offset) per thread, constants per iteration
     for op in (p.a, p.b):
         nm = op.name.lower()
@@ -424,8 +409,6 @@ def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
                 ok = (crow((0, it)) - crow((0, 0)) == 8 * h and
                       ccol((0, it)) - ccol((0, 0)) == 8 * j + e)
                 _need(ok, f"unexpected wgmma accumulator layout at item {it}")
-    pack = PACK[cfg.dtype]
-    cvt = "lg_f32_to_f16" if cfg.dtype == "f16" else "lg_f32_to_bf16"
     w("  const int t = tid & 127;")
     w(f"  const int crow = m0 + wg * 64 + {r0};")
     w(f"  const int ccol = n0 + {c0};")
@@ -433,14 +416,7 @@ def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
     w(f"  #pragma unroll\n  for (int j = 0; j < {cfg.bn // 8}; ++j)\n"
       "  #pragma unroll\n  for (int h = 0; h < 2; ++h) {")
     w("    const int r = crow + 8 * h, col = ccol + 8 * j;")
-    w("    if (r < M) {")
-    w("      lg_u16* dst = C + (size_t)r * ldc + col;")
-    w("      if (col + 1 < N && pair_ok) {")
-    w(f"        *reinterpret_cast<lg_u32*>(dst) = {pack}(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);")
-    w("      } else {")
-    w(f"        if (col < N) dst[0] = {cvt}(acc[4 * j + 2 * h]);")
-    w(f"        if (col + 1 < N) dst[1] = {cvt}(acc[4 * j + 2 * h + 1]);")
-    w("      }\n    }\n  }\n}")
+    emit_pair_store(w, cfg.dtype, "acc[4 * j + 2 * h]", "acc[4 * j + 2 * h + 1]")
 
 
 # --------------------------------------------------------------------------- running it
