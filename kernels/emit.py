@@ -186,8 +186,9 @@ class _Printer:
         head: List[str] = ([self.BANNER, *notes, '#include "lagen_hip.h"', "", *self.PRELUDE]
                            if prelude else ["", *notes])
         for dt, n in sorted(self.vtypes - _LAGEN_VECTORS):
-            head.append(f"typedef {SCALAR[dt]} {vec_type(dt, n)} "
-                        f"__attribute__((ext_vector_type({n})));")
+            # a macro of lagen_hip.h / lagen_cuda.h: a clang vector on AMD and in the
+            # emulator, lagen_vec<T, n> under NVCC/NVRTC (which ignore ext_vector_type)
+            head.append(f"LAGEN_VEC_TYPEDEF({SCALAR[dt]}, {n}, {vec_type(dt, n)});")
         params = ", ".join(self.params())
         head += ["", f"LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({k.block}) void {k.name}({params}) {{"]
         for s in k.shared:

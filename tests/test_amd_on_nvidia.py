@@ -5,7 +5,7 @@ the emitted sources, launch-shape checks, and - when ``nvcc`` is on the PATH - a
 ``nvcc -cubin -arch=sm_90`` of the GEMM (f16, ragged bf16), the prefill attention and a probe
 kernel for every emulated gfx942 MFMA.
 
-Decode (CPU side): the vector typedef rewrite (:func:`cuda_source`), the decode and split-KV
+Decode (CPU side): the emitter's vector typedefs (LAGEN_VEC_TYPEDEF), the decode and split-KV
 sources' signatures against the registry's scalar arguments, the kernel choice of
 :func:`decode_case`, :func:`run_decode`'s argument checks (refused before any compile), the
 float64 decode reference against the registry's SDPA reference, bottom-right causal offsets;
@@ -187,19 +187,16 @@ def _dec(batch=2, heads=4, seqlen_kv=77, kv_heads=2, kv_splits=None, **kw):
     return af.decode_case(batch, heads, seqlen_kv, kv_heads=kv_heads, kv_splits=kv_splits, **kw)
 
 
-def test_cuda_source_rewrites_only_ext_vector_typedefs():
-    k = _dec(kv_splits=0)[2]
-    src = k.source
-    assert "typedef float la_f32x8 __attribute__((ext_vector_type(8)));" in src
-    out = af.cuda_source(src)
-    assert "typedef lagen_vec<float, 8> la_f32x8;" in out and "ext_vector_type" not in out
-    a, b = src.splitlines(), out.splitlines()
-    assert len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1
-    assert af.cuda_source("  typedef unsigned int v4 __attribute__((ext_vector_type(4)));") == \
-        "  typedef lagen_vec<unsigned int, 4> v4;"
-    g = _gemm(256, 256, 256).source                    # lagen_ types only: untouched
-    assert af.cuda_source(g) == g and af.cuda_source(_attn().source) == _attn().source
-    assert "typedef lagen_vec<float, 8> la_f32x8;" in af.translate(src)
+def test_emitted_vector_types_use_the_flavour_macro():
+    """The emitter's own vector types are LAGEN_VEC_TYPEDEF lines (a clang vector on AMD, a
+    lagen_vec under NVRTC): a raw ext_vector_type would silently be a scalar under NVCC/NVRTC
+    (regression: decode's la_f32x8 did not compile for the GPU)."""
+    src = _dec(kv_splits=0)[2].source
+    assert "LAGEN_VEC_TYPEDEF(float, 8, la_f32x8);" in src
+    for s in (src, _gemm(256, 256, 256).source, _attn().source):
+        assert "ext_vector_type" not in s
+    cuda_h = (af.INCLUDE_DIR / "lagen_cuda.h").read_text()
+    assert "#define LAGEN_VEC_TYPEDEF(T, n, name) typedef lagen_vec<T, n> name" in cuda_h
 
 
 def test_decode_signature_matches_registry_arguments():

@@ -28,7 +28,11 @@ MAX_PIXELS = 40_000_000
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-                  "--force-device-scale-factor=1")
+                  "--force-device-scale-factor=1",
+                  # finish every raster stage before the screenshot frame (a fully loaded
+                  # machine once captured a TV diagram with 6 of 64 thread colours missing,
+                  # as if some tiles were not rasterised yet; not reproduced since)
+                  "--run-all-compositor-stages-before-draw")
 
 
 class RasterizerMissing(RuntimeError):

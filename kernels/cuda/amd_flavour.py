@@ -17,9 +17,11 @@ nvcc/NVRTC (its header comment is the model).  This module supplies what that he
 * :func:`run_gemm` / :func:`run_attention` / :func:`run_decode` - the registry's GEMM, prefill
   attention (top-left or bottom-right causal) and decode attention (the single decode kernel or
   the split-KV split + combine pair, :func:`decode_case`) on torch CUDA tensors;
-  ``python3 -m kernels.cuda.amd_flavour`` runs the large-shape checks and timings;
-* :func:`cuda_source` - the one textual change before NVRTC/nvcc: the emitter's own
-  ``ext_vector_type`` typedefs (``la_f32x8`` of the decode kernels) become ``lagen_vec``.
+  ``python3 -m kernels.cuda.amd_flavour`` runs the large-shape checks and timings.
+
+The emitted source is compiled as it is: the emitter spells its own vector types
+(``la_f32x8`` of the decode kernels) with ``LAGEN_VEC_TYPEDEF``, which ``lagen_cuda.h`` defines
+as ``lagen_vec<T, n>`` (NVCC/NVRTC ignore clang's ``ext_vector_type``).
 
 Limits: blocks of a multiple of 64 threads, at most 960 (15 named barriers besides barrier 0);
 every collective must be reached by all 64 lanes of the wave (a partial wave hangs instead of
@@ -43,7 +45,7 @@ from ..errors import CompileError, KernelError, LaunchError
 
 __all__ = ["generate_cuda", "lds_layout", "kernel_signatures", "cuda_options", "AmdCudaModule",
            "compile_amd", "launch_amd", "run_gemm", "run_attention", "run_decode", "decode_case",
-           "decode_workspace", "check_decode", "decode_reference", "cuda_source", "translate",
+           "decode_workspace", "check_decode", "decode_reference", "translate",
            "MAX_WAVES", "INCLUDE_DIR", "mfma_probe_source", "mfma_probe_inputs"]
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
@@ -281,22 +283,6 @@ def _inc_dir(inc: str) -> Path:
     return d
 
 
-_EXT_VEC = re.compile(r"^([ \t]*)typedef\s+((?:unsigned\s+|signed\s+)?\w+)\s+(\w+)\s+"
-                      r"__attribute__\s*\(\(\s*ext_vector_type\s*\(\s*(\d+)\s*\)\s*\)\)\s*;",
-                      re.M)
-
-
-def cuda_source(source: str) -> str:
-    """The text NVRTC/nvcc compile: ``source`` with every ``typedef T name
-    __attribute__((ext_vector_type(N)));`` line (the emitter's own ``la_<dtype>x<N>`` vector
-    types, e.g. the decode kernels' ``la_f32x8``) turned into ``typedef lagen_vec<T, N> name;``,
-    the CUDA flavour's model of a clang vector.  NVCC/NVRTC ignore ``ext_vector_type``: left as
-    is, ``la_f32x8`` is a plain ``float`` and ``o_acc[0][j]`` does not compile.  Nothing else
-    changes, line numbers included."""
-    return _EXT_VEC.sub(lambda m: f"{m.group(1)}typedef lagen_vec<{m.group(2)}, {m.group(4)}> "
-                                  f"{m.group(3)};", source)
-
-
 def cuda_options(source: str, arch: str = "gfx942") -> Tuple[Tuple[str, ...], Dict[str, Any]]:
     """Compiler options (include paths, LDS offsets, scratch size, content key) and the layout."""
     mg = _mg()
@@ -331,7 +317,7 @@ def translate(source: str, arch: str = "gfx942") -> str:
     body = re.sub(r'^\s*#\s*include\s*"lagen_hip.h".*$', "// (lagen_hip.h -> lagen_cuda.h above)",
                   source, flags=re.M)
     return ("\n".join(defs) + "\n" + hdr + "\n" + inc + "\n#line 1 \"kernel.hip\"\n"
-            + cuda_source(body))
+            + body)
 
 
 @dataclass
@@ -367,14 +353,14 @@ def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend
     if backend == "nvrtc" or (backend == "auto" and cc.nvrtc_available()):
         arch_sm = cc._norm_arch(sm)
         t0 = time.perf_counter()
-        cubin, log = cc._nvrtc_compile(cuda_source(source), name, arch_sm, all_opts)
+        cubin, log = cc._nvrtc_compile(source, name, arch_sm, all_opts)
         mod = cc.CudaModule(cubin=cubin, arch=arch_sm, source=source, name=name, options=all_opts,
                             backend="nvrtc", compiler=cc._nvrtc_version(cc._nvrtc()),
                             key="amd-nvrtc-" + hashlib.sha256(cubin).hexdigest(),  # launch's cache
                             cache_status="uncached", compile_seconds=time.perf_counter() - t0,
                             log=log, kernels=tuple(sigs))
     else:
-        mod = cc.compile_cuda(cuda_source(source), sm, tuple(opts) + tuple(options), name=name,
+        mod = cc.compile_cuda(source, sm, tuple(opts) + tuple(options), name=name,
                               backend=backend, use_cache=use_cache)
         mod = replace(mod, kernels=tuple(sigs))
     return AmdCudaModule(mod, sigs, info["lds_static_bytes"], info["wave_scratch_bytes"],

@@ -102,6 +102,9 @@ __device__ __forceinline__ lagen_vec<T, (int)sizeof...(I)> lagen_cuda_shuffle(co
 #define __builtin_shufflevector(a, b, ...) lagen_cuda_shuffle<__VA_ARGS__>((a), (b))
 
 typedef lagen_half lagen_f16;
+// the emitter's own vector types (lagen_hip.h: a clang ext_vector_type); NVCC/NVRTC ignore
+// ext_vector_type, so the emitted source never spells it: it prints this macro
+#define LAGEN_VEC_TYPEDEF(T, n, name) typedef lagen_vec<T, n> name
 typedef lagen_vec<lagen_half, 2> lagen_f16x2;
 typedef lagen_vec<lagen_half, 4> lagen_f16x4;
 typedef lagen_vec<lagen_half, 8> lagen_f16x8;

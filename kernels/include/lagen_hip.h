@@ -41,6 +41,10 @@
 #else
 #define LAGEN_VEC(T, n) __attribute__((vector_size((n) * sizeof(T))))
 #endif
+// a kernel's own vector type (the emitter prints this for any type not listed below); the CUDA
+// flavour defines the same macro as lagen_vec<T, n>, so one emitted line means one type in all
+// three builds
+#define LAGEN_VEC_TYPEDEF(T, n, name) typedef T name LAGEN_VEC(T, n)
 typedef _Float16 lagen_f16;
 typedef _Float16 lagen_f16x2 LAGEN_VEC(_Float16, 2);
 typedef _Float16 lagen_f16x4 LAGEN_VEC(_Float16, 4);
