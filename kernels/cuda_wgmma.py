@@ -127,7 +127,7 @@ class Operand:
     major: str                  # "K" or "MN" (how the tensor cores read it)
     desc: GmmaDescriptor        # start = 0 (added at run time: stage base + offsets below)
     wg_step: int                # bytes between warpgroups' operands (0: shared by all)
-    k_step: int                 # bytes between consecutive k16 steps
+    k_starts: Tuple[int, ...]   # start byte (in the stage) of each k16 step's operand
     copy_consts: Tuple[Tuple[int, int, int], ...]   # per iteration (drow, dcol, dsmem)
 
 
@@ -144,33 +144,55 @@ class WgmmaPlan:
             out[f"{op.name} smem"] = str(op.smem)
             out[f"{op.name} copy"] = str(op.copy.off)
             out[f"{op.name} descriptor"] = (f"{op.major}-major, swizzle {op.desc.swizzle_width} B, "
-                                            f"LBO {op.desc.lbo} B, SBO {op.desc.sbo} B, k step "
-                                            f"{op.k_step} B, warpgroup step {op.wg_step} B")
+                                            f"LBO {op.desc.lbo} B, SBO {op.desc.sbo} B, k steps at "
+                                            f"{_span(op.k_starts)} B, warpgroup step "
+                                            f"{op.wg_step} B")
         out.update({k: v.summary() if hasattr(v, "summary") else str(v)
                     for k, v in self.checks.items()})
         return out
 
 
-def _kmajor(name: str, rows: int, bk: int, cfg: WgmmaGemmConfig, wg_rows: int) -> Operand:
-    """A (rows x bk) tile with k contiguous: rows of ``bk`` elements are swizzle rows."""
-    width = 2 * bk
-    sw = Swizzle({32: 1, 64: 2, 128: 3}[width], 3, 3)      # Swizzle<B,4,3> on bytes
-    smem = ComposedLayout(sw, 0, Layout(rows * bk, 1))
+def _span(starts: Tuple[int, ...]) -> str:
+    return ", ".join(map(str, starts)) if len(starts) <= 8 else \
+        f"{starts[0]}, {starts[1]}, ..., {starts[-1]}"
+
+
+def blocked_tile(rows: int, cols: int) -> ComposedLayout:
+    """A (rows x cols) 16-bit tile as ``cols / 64`` column blocks of (rows x 64), each row of a
+    block one 128-byte swizzle row: ``Sw<3,3,3> o (64, cols/64, rows):(1, 64 rows, 64)`` over
+    the row-major index ``row * cols + col`` (element offsets)."""
+    return ComposedLayout(Swizzle(3, 3, 3), 0,
+                          Layout((64, cols // 64, rows), (1, 64 * rows, 64)))
+
+
+def kmajor_operand(name: str, rows: int, cols: int, threads: int, wg_rows: int = 0) -> Operand:
+    """A (rows x cols) tile read with k = cols contiguous (K-major).  ``cols`` <= 64: rows of
+    ``cols`` elements are 32/64/128-byte swizzle rows; ``cols`` a multiple of 64: column blocks
+    of :func:`blocked_tile`.  ``wg_rows``: rows per warpgroup (0: every warpgroup reads all)."""
+    if cols <= 64:
+        width = 2 * cols
+        smem = ComposedLayout(Swizzle({32: 1, 64: 2, 128: 3}[width], 3, 3), 0,
+                              Layout(rows * cols, 1))      # Swizzle<B,4,3> on bytes
+    else:
+        _need(cols % 64 == 0, f"{name}: {cols} columns is not a multiple of 64")
+        width, smem = 128, blocked_tile(rows, cols)
     desc = GmmaDescriptor(0, 16, 8 * width, width)          # LBO unused ("assumed 1")
-    cpl = _copy_plan(rows, bk, cfg.threads, cfg.vec)
-    return Operand(name, rows, bk, smem, cpl, "K", desc, wg_rows * width, 32,
+    block = rows * width                                    # bytes per column block
+    starts = tuple((16 * s // 64) * block + 2 * (16 * s % 64) for s in range(cols // 16))
+    cpl = _copy_plan(rows, cols, threads, 8)
+    return Operand(name, rows, cols, smem, cpl, "K", desc, wg_rows * width, starts,
                    _copy_consts(cpl, smem, name))
 
 
-def _nmajor(name: str, bk: int, bn: int, cfg: WgmmaGemmConfig) -> Operand:
-    """A (bk x bn) tile with n contiguous, stored as bn/64 column blocks of (bk x 64): each
-    k row of a block is one 128-byte swizzle row."""
-    inner = Layout((64, bn // 64, bk), (1, 64 * bk, 64))   # over the row-major index k*bn + n
-    smem = ComposedLayout(Swizzle(3, 3, 3), 0, inner)
-    desc = GmmaDescriptor(0, 64 * bk * 2, 1024, 128)       # LBO: next 64 n; SBO: next 8 k
-    cpl = _copy_plan(bk, bn, cfg.threads, cfg.vec)
-    return Operand(name, bk, bn, smem, cpl, "MN", desc, 0, 16 * 128,
-                   _copy_consts(cpl, smem, name))
+def mnmajor_operand(name: str, rows: int, cols: int, threads: int) -> Operand:
+    """A (rows x cols) tile with k = rows and mn = cols contiguous (MN-major), stored as
+    :func:`blocked_tile`: LBO is the next 64 columns' block, SBO the next 8 rows."""
+    _need(cols % 64 == 0, f"{name}: {cols} columns is not a multiple of 64")
+    desc = GmmaDescriptor(0, 64 * rows * 2, 1024, 128)
+    smem = blocked_tile(rows, cols)
+    cpl = _copy_plan(rows, cols, threads, 8)
+    return Operand(name, rows, cols, smem, cpl, "MN", desc, 0,
+                   tuple(16 * 128 * s for s in range(rows // 16)), _copy_consts(cpl, smem, name))
 
 
 def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, int], ...]:
@@ -189,14 +211,13 @@ def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, i
     return tuple(out)
 
 
-def _check_descriptor(op: Operand, cfg: WgmmaGemmConfig, wgs: int, mn: int) -> str:
+def check_descriptor(op: Operand, cfg: Any, wgs: int, mn: int) -> str:
     """Every (warpgroup, k step, element): the hardware's read address (descriptor model) ==
     the address the copy wrote that element to.  Returns a summary; raises on a mismatch."""
-    ks = cfg.bk // 16
     n_checked = 0
     for g in range(wgs):
-        for s in range(ks):
-            d = GmmaDescriptor(g * op.wg_step + s * op.k_step, op.desc.lbo, op.desc.sbo,
+        for s, start in enumerate(op.k_starts):
+            d = GmmaDescriptor(g * op.wg_step + start, op.desc.lbo, op.desc.sbo,
                                op.desc.swizzle_width)
             hw = gmma_addresses(d, op.major, 2, mn, 16)
             ii, kk = np.meshgrid(np.arange(mn), np.arange(16), indexing="ij")
@@ -216,7 +237,7 @@ def _check_descriptor(op: Operand, cfg: WgmmaGemmConfig, wgs: int, mn: int) -> s
             "element) points")
 
 
-class _Proved:
+class Proved:
     """A check result with the ``holds``/``summary()`` shape of :mod:`layoutalg.verify`."""
 
     holds = True
@@ -233,9 +254,9 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
     """Layouts, descriptors and proofs of one configuration (cached); raises
     :class:`GemmConfigError` if any check fails."""
     _validate(cfg)
-    a = _kmajor("A", cfg.bm, cfg.bk, cfg, 64)
-    b = _nmajor("B", cfg.bk, cfg.bn, cfg) if cfg.b_major == "n" else \
-        _kmajor("B", cfg.bn, cfg.bk, cfg, 0)
+    a = kmajor_operand("A", cfg.bm, cfg.bk, cfg.threads, 64)
+    b = mnmajor_operand("B", cfg.bk, cfg.bn, cfg.threads) if cfg.b_major == "n" else \
+        kmajor_operand("B", cfg.bn, cfg.bk, cfg.threads)
     plan = WgmmaPlan(cfg, a, b)
     ch = plan.checks
     wmodel = smem_model("cp.async.16")
@@ -246,12 +267,12 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
         offs = eval_at(op.smem, np.arange(op.rows * op.cols))
         _need(np.array_equal(np.sort(offs), np.arange(op.rows * op.cols)),
               f"{op.name}: the shared layout is not a bijection onto the stage")
-    ch["A descriptors"] = _Proved(_check_descriptor(a, cfg, cfg.warpgroups, 64))
-    ch["B descriptors"] = _Proved(_check_descriptor(b, cfg, 1, cfg.bn))
+    ch["A descriptors"] = Proved(check_descriptor(a, cfg, cfg.warpgroups, 64))
+    ch["B descriptors"] = Proved(check_descriptor(b, cfg, 1, cfg.bn))
     for stage_bytes in (cfg.a_stage, cfg.b_stage):
         _need(stage_bytes % _ALIGN == 0, f"stage of {stage_bytes} bytes is not a multiple of "
               f"{_ALIGN}: later stages would break the descriptor's base-offset-0 assumption")
-    ch["stage alignment"] = _Proved(f"stages {cfg.a_stage} / {cfg.b_stage} B, multiples of "
+    ch["stage alignment"] = Proved(f"stages {cfg.a_stage} / {cfg.b_stage} B, multiples of "
                                     f"{_ALIGN}; the kernel rounds the shared base up to {_ALIGN}")
     for name, r in ch.items():
         if not r.holds:
@@ -377,8 +398,8 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w("    __syncthreads();")
     w("    lg_wgmma_fence();")
     for s in range(cfg.bk // 16):
-        da = f"adesc + ((rs * {cfg.a_stage} + {s * p.a.k_step}) >> 4)"
-        db = f"bdesc + ((rs * {cfg.b_stage} + {s * p.b.k_step}) >> 4)"
+        da = f"adesc + ((rs * {cfg.a_stage} + {p.a.k_starts[s]}) >> 4)"
+        db = f"bdesc + ((rs * {cfg.b_stage} + {p.b.k_starts[s]}) >> 4)"
         w(f"    lg_wgmma(acc, {da}, {db});")
     w("    lg_wgmma_commit();")
     w(f"    if (kt + {S - 2} < KT) load_stage(ws, kt + {S - 2});")

@@ -19,7 +19,7 @@ from mfma_specs.nvidia_wgmma import (GmmaDescriptor, gmma_addresses, gmma_canoni
                                      gmma_swizzle, wgmma)
 from kernels.cuda.compile import kernel_names, nvcc_path, nvrtc_available
 from kernels.cuda_gemm import GemmConfigError, pick_atom
-from kernels.cuda_wgmma import (WgmmaGemmConfig, _check_descriptor, emit_wgmma_gemm,
+from kernels.cuda_wgmma import (WgmmaGemmConfig, check_descriptor, emit_wgmma_gemm,
                                 plan_wgmma_gemm)
 from kernels.errors import LaunchError
 
@@ -160,12 +160,12 @@ def test_a_wrong_descriptor_is_caught():
     p = plan_wgmma_gemm(cfg)
     for bad in (replace(p.b, desc=GmmaDescriptor(0, p.b.desc.lbo, 512, 128)),
                 replace(p.b, desc=GmmaDescriptor(0, 4096, 1024, 128)),
-                replace(p.b, k_step=1024),
+                replace(p.b, k_starts=(0, 1024, 2048, 3072)),
                 replace(p.b, desc=GmmaDescriptor(0, p.b.desc.lbo, 1024, 64))):
         with pytest.raises(GemmConfigError, match="descriptor"):
-            _check_descriptor(bad, cfg, 1, cfg.bn)
+            check_descriptor(bad, cfg, 1, cfg.bn)
     with pytest.raises(GemmConfigError, match="warpgroup 1"):
-        _check_descriptor(replace(p.a, wg_step=4096), cfg, 2, 64)
+        check_descriptor(replace(p.a, wg_step=4096), cfg, 2, 64)
 
 
 @pytest.mark.parametrize("kw, match", [
