@@ -282,19 +282,27 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
 
 # --------------------------------------------------------------------------- emission
 
-def _wgmma_fn(cfg: WgmmaGemmConfig) -> str:
-    """The inline-PTX wrapper of one ``wgmma.mma_async`` (accumulate into ``d``)."""
-    n = cfg.bn // 2
-    regs = ", ".join(f"%{i}" for i in range(n))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
-    trans_b = 1 if cfg.b_major == "n" else 0
+def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
+    """The inline-PTX wrapper ``fn`` of one ``wgmma.mma_async.m64n{n}k16`` accumulating into
+    ``d`` (``n/2`` floats): ``fn(d, da, db)`` with A from shared memory (descriptor ``da``), or
+    ``fn(d, a, db)`` with A from 4 registers (``a_regs``); ``scale_d`` 0 overwrites ``d``."""
+    m = n // 2
+    regs = ", ".join(f"%{i}" for i in range(m))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(m))
+    name = wgmma(dtype, n).name
+    if a_regs:
+        a_ops, a_in, trans = (f"{{%{m}, %{m + 1}, %{m + 2}, %{m + 3}}}",
+                              '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), ', f"{trans_b}")
+        nb, sd, sig = m + 4, m + 5, "const lg_u32* a"
+    else:
+        a_ops, a_in, trans = f"%{m}", '"l"(da), ', f"0, {trans_b}"
+        nb, sd, sig = m + 1, m + 2, "lg_u64 da"
     return (
-        "LG_DEV void lg_wgmma(float* d, lg_u64 da, lg_u64 db) {\n"
-        f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
-        f'    "{wgmma(cfg.dtype, cfg.bn).name} {{{regs}}}, %{n}, %{n + 1}, p, 1, 1, 0, '
-        f'{trans_b};\\n}}\\n"\n'
+        f"LG_DEV void {fn}(float* d, {sig}, lg_u64 db, int scale_d = 1) {{\n"
+        f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"\n'
+        f'    "{name} {{{regs}}}, {a_ops}, %{nb}, p, 1, 1, {trans};\\n}}\\n"\n'
         f'    : {outs}\n'
-        '    : "l"(da), "l"(db), "r"(1));\n}\n')
+        f'    : {a_in}"l"(db), "r"(scale_d));\n}}\n')
 
 
 _HELPERS = r"""
@@ -326,7 +334,7 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
                     (f"{k}: {v}" for k, v in p.describe().items()))
     w = L.append
     w(_HELPERS)
-    w(_wgmma_fn(cfg))
+    w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
     for op in (p.a, p.b):
         w(_swz_fn(f"lg_swz_{op.name.lower()}", op.smem, op.rows * op.cols))
     w(f'extern "C" __global__ void __launch_bounds__({T}, 1)')

@@ -32,7 +32,8 @@ can evaluate:
   stride-dimension byte offset >> 4, 49-51 base offset, 62-63 swizzle mode (0 none,
   1 128-byte, 2 64-byte, 3 32-byte).
 
-What is *not* modelled: wgmma with A from registers, the sparse and 8-bit variants, and the
+A may also come from registers (:meth:`Wgmma.layout_a`, the fragment an attention kernel feeds
+``P`` through).  What is *not* modelled: the sparse, tf32 and 8-bit variants, and the
 descriptor's base-offset field (always 0).  These facts are checked on the CPU against the
 PTX examples restated literally (``tests/test_nvidia_wgmma.py``) and, on an H100/H200, by
 the GEMM built on them matching ``torch.matmul`` (``tests/test_nvidia_gpu.py``).
@@ -83,6 +84,23 @@ class Wgmma:
         warpgroup); item = ``e + 4j`` with ``e`` in 0..3: row ``16w + g + 8*(e >> 1)``,
         col ``8j + 2t + (e & 1)``."""
         return Layout(((4, 8, 4), (2, 2, self.n // 8)), ((128, 1, 16), (64, 8, 512)))
+
+    def layout_a(self) -> Layout:
+        """A from registers: ``(thread, item) -> row + 64*col`` of the 64x16 A tile (PTX figure
+        "WGMMA .m64nNk16 register fragment layout for matrix A"): warp ``w`` owns rows
+        ``16w ..``; inside a warp the ``mma.m16n8k16`` A layout, item ``e`` (``a_e``, two per
+        32-bit register, low half first) at row ``16w + g + 8*((e >> 1) & 1)``, col
+        ``2t + (e & 1) + 8*(e >> 2)``."""
+        return Layout(((4, 8, 4), (2, 2, 2)), ((128, 1, 16), (64, 8, 512)))
+
+    def element_a(self, thread: int, item: int) -> Tuple[int, int]:
+        """``(row, k)`` of A register item ``item`` (0..7) of ``thread``."""
+        if not (isinstance(thread, int) and 0 <= thread < WARPGROUP):
+            raise MfmaSpecError(f"{self.name}: thread {thread!r} out of range 0..127")
+        if not (isinstance(item, int) and 0 <= item < 8):
+            raise MfmaSpecError(f"{self.name}: A item {item!r} out of range 0..7")
+        v = self.layout_a()((thread, item))
+        return v % 64, v // 64
 
     def element_c(self, thread: int, item: int) -> Tuple[int, int]:
         """``(row, col)`` of accumulator register ``item`` of ``thread``."""

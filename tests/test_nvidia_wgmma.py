@@ -44,6 +44,21 @@ def test_accumulator_layout_is_the_ptx_formula(n):
     assert len(seen) == 64 * n            # every element of the 64 x n tile exactly once
 
 
+def test_register_a_layout_is_the_ptx_formula():
+    w = wgmma("f16", 64)
+    seen = set()
+    for thread in range(128):
+        warp, lane = divmod(thread, 32)
+        g, t = divmod(lane, 4)
+        for e in range(8):
+            want = (16 * warp + g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2))
+            assert w.element_a(thread, e) == want
+            seen.add(want)
+    assert len(seen) == 64 * 16
+    with pytest.raises(MfmaSpecError, match="A item"):
+        w.element_a(0, 8)
+
+
 def test_wgmma_atom_errors():
     assert wgmma("torch.float16", 256).name == \
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"
