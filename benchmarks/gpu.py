@@ -170,12 +170,19 @@ def run_prefill(results, reps, seqs, sweep=False, B=8, H=32, D=128):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from kernels.cuda_attention import FlashAttention, FlashConfig, FLASH_DEFAULTS
+    from kernels.cuda_wgmma_attention import (WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention,
+                                              WgmmaFlashConfig)
     dtype = torch.bfloat16
-    base = FLASH_DEFAULTS[D]
-    variants = [dict(base)]
+    hopper = torch.cuda.get_device_capability(0) == (9, 0)
+    # (config class, kernel class, keyword variants): mma.sync always, wgmma on H100/H200
+    kinds = [(FlashConfig, FlashAttention, [dict(FLASH_DEFAULTS[D])])]
     if sweep:
-        variants = [dict(bm=128, bn=64, warps=4), dict(bm=128, bn=64, warps=4, fast_copy=True),
-                    dict(bm=128, bn=32, warps=4, fast_copy=True)]
+        kinds[0][2].append(dict(bm=128, bn=32, warps=4))
+    if hopper and D in WGMMA_FLASH_DEFAULTS:
+        kinds.append((WgmmaFlashConfig, WgmmaFlashAttention, [dict(WGMMA_FLASH_DEFAULTS[D])]))
+        if sweep:
+            kinds[1][2].extend([dict(warpgroups=2, bn=64), dict(warpgroups=1, bn=128),
+                                dict(warpgroups=1, bn=192), dict(warpgroups=1, bn=64)])
     for S in seqs:
         q = torch.randn(B, H, S, D, dtype=dtype, device="cuda")
         k = torch.randn(B, H, S, D, dtype=dtype, device="cuda")
@@ -197,14 +204,14 @@ def run_prefill(results, reps, seqs, sweep=False, B=8, H=32, D=128):
                 except Exception as e:
                     torch_t[name] = None
                     print(f"sdpa {name} backend unavailable: {type(e).__name__}: {e}"[:300])
-            for vcfg in variants:
-                cfg = FlashConfig(dtype="bf16", head_dim=D, causal=causal, **vcfg)
+            for cfg_cls, fa_cls, vcfg in [(c, f, v) for c, f, vs in kinds for v in vs]:
+                cfg = cfg_cls(dtype="bf16", head_dim=D, causal=causal, **vcfg)
                 row = {"part": "prefill", "B": B, "H": H, "S": S, "D": D, "causal": causal,
                        "config": cfg.name}
                 for name, t in torch_t.items():
                     row[f"sdpa_{name}_tflops"] = flops / t / 1e12 if t else None
                 try:
-                    fa = FlashAttention(cfg)
+                    fa = fa_cls(cfg)
                     out = torch.full_like(q, float("nan"))
                     fa(q, k, v, out)
                     if ref is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from .cuda.builder import short_dtype
 from .cuda.prelude import MMA, PACK, source_head
 from .cuda_gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
                         _search_swizzle, _swz_fn, _swz_split, _swz_step)
-from .errors import KernelError, LaunchError
+from .errors import LaunchError
 from .launch import TensorSpec
 
 __all__ = ["FlashConfig", "FlashAttention", "flash_attention", "DecodeConfig",
@@ -481,12 +481,20 @@ class FlashAttention(CompiledKernel):
 
 FLASH_DEFAULTS = {64: dict(bm=128, bn=64, warps=4), 128: dict(bm=128, bn=64, warps=4),
                   256: dict(bm=64, bn=32, warps=4)}
-_FLASH: Dict[FlashConfig, FlashAttention] = {}
+_FLASH: Dict[Any, FlashAttention] = {}
 
 
 def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = None, out=None,
-                    config: Optional[FlashConfig] = None):
-    """``softmax(q k^T * scale [+ causal mask]) v`` with the NVIDIA prefill kernel."""
+                    config: Any = None, atom: str = "auto"):
+    """``softmax(q k^T * scale [+ causal mask]) v`` with the NVIDIA prefill kernels.
+
+    Without ``config``: on compute capability 9.0 (H100/H200) with head_dim 64 or 128 the
+    wgmma kernel (:mod:`kernels.cuda_wgmma_attention`), else this module's mma.sync kernel;
+    ``atom="mma"`` forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
+    ``config`` may be a :class:`FlashConfig` or a ``WgmmaFlashConfig``."""
+    from .cuda_gemm import _capability, pick_atom
+    from .cuda_wgmma_attention import (WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention,
+                                       WgmmaFlashConfig)
     dt = short_dtype(q)
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
@@ -494,12 +502,20 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
         d = q.shape[-1]
         if d not in FLASH_DEFAULTS:
             raise LaunchError(f"head_dim {d}: the prefill kernel supports 64, 128 and 256")
-        config = FlashConfig(dtype=dt, head_dim=d, causal=causal, **FLASH_DEFAULTS[d])
+        if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
+            raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64 or 128")
+        wg_ok = d in WGMMA_FLASH_DEFAULTS
+        if pick_atom(_capability(q), 8, atom if wg_ok or atom != "auto" else "mma") == "wgmma":
+            config = WgmmaFlashConfig(dtype=dt, head_dim=d, causal=causal,
+                                      **WGMMA_FLASH_DEFAULTS[d])
+        else:
+            config = FlashConfig(dtype=dt, head_dim=d, causal=causal, **FLASH_DEFAULTS[d])
     elif config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
     fa = _FLASH.get(config)
     if fa is None:
-        fa = _FLASH[config] = FlashAttention(config)
+        fa = _FLASH[config] = (WgmmaFlashAttention(config) if isinstance(config, WgmmaFlashConfig)
+                               else FlashAttention(config))
     return fa(q, k, v, out=out, scale=scale)
 
 
@@ -536,7 +552,7 @@ def emit_decode(cfg: DecodeConfig) -> str:
     _need(cfg.in_dtype in ("f16", "bf16") and cfg.out_dtype in ("f16", "bf16"),
           "decode dtypes must be f16 or bf16")
     _need(cfg.head_dim in (64, 128, 256), f"head_dim must be 64, 128 or 256, got {cfg.head_dim}")
-    _need(cfg.chunk in (1, 2, 4, 8, 16, 32), f"chunk must be a power of two <= 32")
+    _need(cfg.chunk in (1, 2, 4, 8, 16, 32), f"chunk={cfg.chunk} must be a power of two <= 32")
     G = cfg.lanes_per_row
     # lane -> (row in block, element offset): G lanes per row, 8 contiguous elements each
     lane_row = Layout((G, cfg.threads // G), (0, 1))

@@ -167,16 +167,57 @@ CASES = [  # (B, Hq, Hkv, Sq, Skv, D)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}H{}h{}Sq{}Skv{}D{}".format(*c))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_flash_attention(case, causal, dtype):
+@pytest.mark.parametrize("atom", ATOMS)
+def test_flash_attention(case, causal, dtype, atom):
     from kernels.cuda_attention import flash_attention
     B, Hq, Hkv, Sq, Skv, D = case
     q = torch.randn(B, Hq, Sq, D, dtype=dtype, device="cuda")
     k = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
     v = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
     out = poisoned(q.shape, dtype)
-    flash_attention(q, k, v, causal=causal, out=out)
+    flash_attention(q, k, v, causal=causal, out=out, atom=atom)
     err = rel(out, ref_attention(q, k, v, causal))
     assert err < TOL_ATT[dtype], err
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+@pytest.mark.parametrize("cfg_kw", [dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
+                                    dict(warpgroups=1, bn=192)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_wgmma_flash_configs(cfg_kw, causal):
+    """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query
+    and key blocks, GQA, Sq != Skv, one key."""
+    from kernels.cuda_wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig
+    for dtype in (torch.float16, torch.bfloat16):
+        cfg = WgmmaFlashConfig(dtype="f16" if dtype == torch.float16 else "bf16",
+                               causal=causal, **cfg_kw)
+        fa = WgmmaFlashAttention(cfg)
+        D = cfg.head_dim
+        for B, Hq, Hkv, Sq, Skv in ((1, 4, 2, 300, 300), (2, 2, 2, 77, 1000), (1, 2, 1, 1, 1),
+                                    (1, 2, 2, 1000, 257)):
+            q = torch.randn(B, Hq, Sq, D, dtype=dtype, device="cuda")
+            k = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
+            v = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
+            out = poisoned(q.shape, dtype)
+            fa(q, k, v, out=out)
+            err = rel(out, ref_attention(q, k, v, causal))
+            assert err < TOL_ATT[dtype], (cfg.name, B, Hq, Hkv, Sq, Skv, err)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+def test_flash_attention_auto_picks_wgmma_on_hopper():
+    from kernels.cuda_attention import _FLASH, flash_attention
+    from kernels.cuda_wgmma_attention import WgmmaFlashConfig
+    q = torch.randn(1, 2, 200, 128, dtype=torch.float16, device="cuda")
+    _FLASH.clear()
+    flash_attention(q, q, q)
+    assert [type(c) for c in _FLASH] == [WgmmaFlashConfig]
+    _FLASH.clear()
+    q256 = torch.randn(1, 2, 200, 256, dtype=torch.float16, device="cuda")
+    flash_attention(q256, q256, q256)                 # head_dim 256: the mma.sync kernel
+    assert [type(c).__name__ for c in _FLASH] == ["FlashConfig"]
+    with pytest.raises(LaunchError, match="head_dim 256"):
+        flash_attention(q256, q256, q256, atom="wgmma")
 
 
 def test_flash_attention_layouts_and_errors():
