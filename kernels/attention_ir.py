@@ -232,6 +232,9 @@ class AttnKernel(Kernel):
 
     scalars: List[ScalarParam] = field(default_factory=list)
     scale_param: str = "scale_log2"
+    # > 0: ``amdgpu_waves_per_eu(n)`` on the device build (a register budget of 512 / n per
+    # lane; the emulator and the CUDA flavour ignore it)
+    waves_per_eu: int = 0
 
 
 def swizzle_source_lane(pattern: int, lane: Any) -> Any:
@@ -256,6 +259,12 @@ __device__ __forceinline__ short la_bf16(float f) {
   const unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (short)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
 }
+// the register budget hint of a kernel (device build only; the emulator and NVCC ignore it)
+#if defined(__AMDGCN__)
+#define LA_WAVES_PER_EU(n) __attribute__((amdgpu_waves_per_eu(n)))
+#else
+#define LA_WAVES_PER_EU(n)
+#endif
 #if defined(LAGEN_EMULATE)
 // v_exp_f32 flushes results below 2^-126 to zero; exp2f keeps them (only denormals differ)
 __device__ __forceinline__ float la_exp2(float x) { return __builtin_exp2f(x); }
@@ -374,6 +383,19 @@ class AttnPrinter(_Printer):
 
     def params(self) -> List[str]:
         return super().params() + [f"{p.ctype} {p.name}" for p in self.k.scalars]
+
+    def kernel(self, prelude: bool = True) -> str:
+        src = super().kernel(prelude)
+        w = getattr(self.k, "waves_per_eu", 0)
+        if w:
+            if not prelude:
+                raise ValueError("waves_per_eu needs the prelude (it defines LA_WAVES_PER_EU)")
+            head = f"LAGEN_LAUNCH_BOUNDS({self.k.block}) void {self.k.name}("
+            if src.count(head) != 1:
+                raise ValueError(f"kernel head {head!r} not found once in the source")
+            src = src.replace(head, f"LAGEN_LAUNCH_BOUNDS({self.k.block}) "
+                                    f"LA_WAVES_PER_EU({w}) void {self.k.name}(")
+        return src
 
 
 def emit_attention(k: AttnKernel, prelude: bool = True) -> str:

@@ -52,6 +52,13 @@ class AttnConfig:
     block_n: Optional[int] = None    # keys per KV tile (default 64, 32 for head_dim 256)
     waves: int = 4                   # waves per block; 32 query rows each
     arch: str = "gfx942"
+    # amdgpu_waves_per_eu hint (0: none).  Default: 2 for head_dim <= 128, i.e. a budget of 256
+    # registers, under which clang-19 selects the MFMAs with VGPR accumulators (it picks AGPR
+    # accumulators whenever the budget exceeds 256), so O and S stay in VGPRs and the softmax
+    # rescale needs no v_accvgpr_read/write round trip; 0 for head_dim 256, whose O (128
+    # registers) + Q (64) do not fit in 256 without spills.  Occupancy is unchanged (the
+    # 64 KiB of LDS allow one block per CU).
+    waves_per_eu: Optional[int] = None
 
     def normalized(self) -> "AttnConfig":
         c = replace(self, dtype=norm_dtype(self.dtype),
@@ -69,6 +76,10 @@ class AttnConfig:
             raise ConfigError(f"block_n {c.block_n}: use 32 or 64")
         if c.waves not in (1, 2, 4):
             raise ConfigError(f"waves {c.waves}: use 1, 2 or 4")
+        if c.waves_per_eu is None:
+            c = replace(c, waves_per_eu=2 if c.head_dim <= 128 else 0)
+        if c.waves_per_eu not in range(0, 9):
+            raise ConfigError(f"waves_per_eu {c.waves_per_eu}: use 0 (no hint) .. 8")
         if c.arch not in ("gfx940", "gfx941", "gfx942"):
             raise ConfigError(f"arch {c.arch}: the attention kernels target CDNA3 (gfx942)")
         return c

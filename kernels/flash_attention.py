@@ -344,7 +344,7 @@ class AttnBuilder:
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return AttnKernel(self.name, params, shared, frags, body, T, (0, 0, 1),
                           grid_symbols=("block_q", "block_bh"), header=header,
-                          meta={"plan": p}, scalars=scalars)
+                          meta={"plan": p}, scalars=scalars, waves_per_eu=c.waves_per_eu)
 
 
 def build_attention_ir(cfg: AttnConfig) -> AttnKernel:

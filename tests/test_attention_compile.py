@@ -78,3 +78,30 @@ def test_bad_options_exit_2():
     r = subprocess.run([sys.executable, "-m", "layoutalg.cli", "compile", "attention", "--out",
                         "/tmp/x", "--head-dim", "96"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "head_dim 96" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["f16-d128", "bf16-d128-causal", "f16-d64-causal"])
+def test_accumulators_stay_in_vgprs(name):
+    """head_dim <= 128 carries amdgpu_waves_per_eu(2): clang-19 then selects the MFMAs with
+    VGPR accumulators, so O and S are never copied between AGPRs and VGPRs in the hot loop
+    (the online-softmax rescale multiplies O in place), without spills and at >= 1 wave/SIMD."""
+    bk = get_kernel(CONFIGS[name])
+    assert "LA_WAVES_PER_EU(2) void " + bk.name + "(" in bk.source
+    rep = bk.report()
+    hist = rep["hot_loop"]["histogram"]
+    assert not {k for k in hist if k.startswith("v_accvgpr")}, hist
+    assert rep["agpr"] == 0 and rep["vgpr"] <= 256
+    assert rep["scratch_bytes"] == 0 and rep["spills"] == 0 and rep["waves_per_simd"] >= 1
+
+
+def test_waves_per_eu_hint_is_configurable():
+    from kernels.flash_attention import build_attention
+    from kernels.attention_plan import ConfigError
+    assert AttnConfig(head_dim=256).normalized().waves_per_eu == 0
+    assert AttnConfig(head_dim=64).normalized().waves_per_eu == 2
+    bk = build_attention(AttnConfig(head_dim=64, waves_per_eu=0))
+    assert "LA_WAVES_PER_EU(" not in bk.source.split("LAGEN_KERNEL", 1)[1]
+    d256 = build_attention(AttnConfig(head_dim=256))
+    assert "LA_WAVES_PER_EU(" not in d256.source.split("LAGEN_KERNEL", 1)[1]
+    with pytest.raises(ConfigError):
+        AttnConfig(head_dim=64, waves_per_eu=9).normalized()
