@@ -75,7 +75,8 @@ def global_layouts(D: int, seqlen_q: Any = None) -> Dict[str, Layout]:
 
 
 class AttnBuilder:
-    def __init__(self, plan: AttnPlan, name: Optional[str] = None) -> None:
+    def __init__(self, plan: AttnPlan, name: Optional[str] = None,
+                 hoist_lds: bool = True) -> None:
         self.p = plan
         c = plan.cfg
         self.c = c
@@ -96,6 +97,11 @@ class AttnBuilder:
         self.p_fr = Frag("p_fr", dt, L["s_key"][1].size(), 4)
         self.o_fr = Frag("o_acc", "f32", L["o_d"][1].size(), 16)
         self.lse_fr = Frag("lse_v", "f32", 1, 1)
+        # loop-invariant swizzled LDS bases (see hoisted_offset), printed after bases()
+        self.hoist_lds = hoist_lds
+        self.hoist: Dict[Any, Let] = {}
+        self._href: Dict[str, Any] = {}
+        self._tenv: Optional[Dict[Any, Any]] = None
 
     # ---- helpers ------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -151,11 +157,77 @@ class AttnBuilder:
         return out
 
     # ---- registers <-> LDS -------------------------------------------------------------
+    _FAMILY = {"K.frag.load": "kfr", "V.frag.load": "vfr", "K.copy.store": "kst",
+               "V.copy.store": "vst"}
+
+    def _thread_env(self) -> Dict[Any, Any]:
+        """Every thread's value of the coordinate bases (for the hoisting below)."""
+        if self._tenv is None:
+            import numpy as np
+            from .ir import c_eval
+            env: Dict[Any, Any] = {self.tid: np.arange(self.c.threads, dtype=np.int64)}
+            for s in self.bases():
+                if isinstance(s, Let):
+                    env[sym(s.name)] = np.broadcast_to(
+                        np.asarray(c_eval(s.expr, env), dtype=np.int64), (self.c.threads,))
+            self._tenv = env
+        return self._tenv
+
+    def hoisted_offset(self, tag: str, sw: Any, lin0: Any, stage: Any, S: int) -> Any:
+        """The swizzled LDS offset ``sw(lin0 + S stage)`` as ``base + S stage + hi`` with
+        ``base = sw(t) ^ lo`` a loop-invariant per-thread value (a :class:`Let` printed before
+        the KV loops, one per (access family, lo)), or None when that form is not equal to the
+        swizzled offset for every thread and both stages.  ``t`` is the family's first
+        ``lin0``; ``lin0 - t`` must be one constant ``c`` over the threads, split into the bits
+        of ``sw(c)`` some thread's ``sw(t)`` may hold (``lo``, XORed in) and the others (``hi``,
+        added: the compiler folds it into the ds_read/ds_write offset).  The gate re-checks the
+        printed offsets against the layouts on every instance."""
+        import numpy as np
+        from .ir import c_eval
+        fam = self._FAMILY.get(tag)
+        if fam is None:
+            return None
+        env = self._thread_env()
+        x = np.broadcast_to(np.asarray(c_eval(lin0, env), dtype=np.int64), (self.c.threads,))
+        if fam not in self._href:
+            self._href[fam] = (lin0, x.copy())
+        t_expr, t = self._href[fam]
+        c = x - t
+        if not (c == c[0]).all() or c[0] < 0:
+            return None
+        c = int(c[0])
+        X = sympy.Symbol("x_", integer=True, nonnegative=True)
+        swx = swizzle_expr(sw, X)
+
+        def swf(v):
+            return np.asarray(c_eval(swx, {X: np.asarray(v, dtype=np.int64)}), dtype=np.int64)
+        sw_t = swf(t)
+        bits_t = int(np.bitwise_or.reduce(sw_t))
+        sc = int(swf(np.array([c]))[0])
+        lo, hi = sc & bits_t, sc & ~bits_t
+        base = sw_t ^ lo
+        for sv in (0, 1):
+            if not np.array_equal(swf(t + c + S * sv), base + hi + S * sv):
+                return None
+        key = (fam, lo)
+        if key not in self.hoist:
+            name = f"{fam}_sw{sum(1 for k in self.hoist if k[0] == fam)}"
+            e = swizzle_expr(sw, t_expr)
+            self.hoist[key] = Let(name, Xor(e, lo) if lo else e)
+        return sym(self.hoist[key].name) + S * stage + hi
+
     def lds(self, kind: str, t: str, coords, regs, tag: str) -> List[Any]:
         p = self.p
         inner, sw, buf = (p.sk_inner, p.sk_swizzle, "sK") if t == "K" else \
             (p.sv_inner, p.sv_swizzle, "sVt")
         origin = p.sk if t == "K" else p.sv
+        (kd, stage) = coords[0]
+        lin0 = sympy.expand(sympy.sympify(inner((kd, 0))))
+        S = int(inner(((0, 0), 1))) - int(inner(((0, 0), 0)))
+        off = self.hoisted_offset(tag, sw, lin0, stage, S) if self.hoist_lds else None
+        if off is not None:
+            return [Access(kind, "lds", buf, off, len(regs.idx), regs, None, tag=tag,
+                           origin=origin, coords=tuple(coords))]
         name = self.fresh(f"{t.lower()}_{'st' if kind == 'store' else 'rd'}")
         lin = sympy.expand(sympy.sympify(inner(coords[0])))
         return [Let(name, lin),
@@ -319,6 +391,7 @@ class AttnBuilder:
         c, p = self.c, self.p
         D, BN, T = c.head_dim, c.block_n, c.threads
         body: List[Any] = self.block_lets() + self.bases()
+        at = len(body)
         body += self.load_q()
         body += [FVar("m_run", "-inf"), FVar("l_run", "0"), FVar("alpha", "0"), FVar("mc", "0"),
                  ZeroFrag(self.o_fr)]
@@ -330,6 +403,9 @@ class AttnBuilder:
         body.append(Comment("boundary tiles: ragged seqlen_kv / causal diagonal, masked"))
         body.append(Loop("kt", sym("n_full"), sym("n_end"), self.iteration(masked=True)))
         body += self.epilogue()
+        if self.hoist:
+            body[at:at] = [Comment("swizzled LDS bases of this thread (loop-invariant)")] + \
+                list(self.hoist.values())
         dt, ot = c.dtype, c.out_dtype
         params = [Param("Q", dt), Param("K", dt), Param("V", dt), Param("O", ot, const=False),
                   Param("LSE", "f32", const=False)]

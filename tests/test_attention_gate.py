@@ -112,6 +112,24 @@ def m_stale_max(k):  # exponentiate with the lane's own maximum (exchange after 
             b[i], b[i + 1] = b[i + 1], b[i]
 
 
+def m_hoisted_lds_base(k):  # a loop-invariant swizzled K base XORs the wrong column bits
+    for i, s in enumerate(k.body):
+        if isinstance(s, Let) and s.name == "kfr_sw1":
+            assert isinstance(s.expr, Xor) and s.expr.args[1] == 16
+            k.body[i] = Let("kfr_sw1", Xor(s.expr.args[0], 48))
+            return
+    raise AssertionError("no hoisted K base kfr_sw1")
+
+
+def m_hoisted_store_stage(k):  # the V^T register -> LDS copy writes the stage being read
+    one = sympy.Integer(1)
+    for s in _stmts(k):
+        if isinstance(s, If):
+            for a in s.body:
+                if getattr(a, "tag", "") == "V.copy.store" and a.offset.has(sym("st")):
+                    a.offset = a.offset.xreplace({sym("st"): one - sym("st")})
+
+
 MUTATIONS = {
     "xor16": (m_xor16, False, "cross_lane_reductions"),
     "swizzle-or-mask-formula": (m_swizzle_wrong_formula, False, "cross_lane_reductions"),
@@ -123,6 +141,8 @@ MUTATIONS = {
     "p-slots": (m_p_slots, False, "lane_mfma_operands"),
     "gqa-modulo": (m_gqa_modulo, False, "lane_mfma_operands"),
     "stale-max": (m_stale_max, False, "online_softmax"),
+    "hoisted-lds-base": (m_hoisted_lds_base, False, "emitted_index_math"),
+    "hoisted-store-stage": (m_hoisted_store_stage, False, "emitted_index_math"),
 }
 
 
