@@ -139,7 +139,9 @@ class AttnBuilder:
                               origin=G, coords=coords))
         return out
 
-    def load_kv(self, kt: Any) -> List[Any]:
+    def load_kv(self, kt: Any, guarded: bool = True) -> List[Any]:
+        """Global -> registers copy of KV tile ``kt``; ``guarded=False`` (a tile whose keys are
+        all below seqlen_kv) without the per-vector predicate."""
         c = self.c
         BN = c.block_n
         hk, bb = sym("hk"), sym("bat")
@@ -152,8 +154,8 @@ class AttnBuilder:
                 key = kt * BN + self.b(kname) + self.val(kname, regs[0])
                 coords = tuple((key, self.b(dname) + self.val(dname, v), hk, bb) for v in regs)
                 out.append(Access("load", "global", t, sympy.expand(G(coords[0])), 8,
-                                  frag.regs(regs), key < R("seqlen_kv"), tag=f"{t}.copy.load",
-                                  origin=G, coords=coords))
+                                  frag.regs(regs), key < R("seqlen_kv") if guarded else None,
+                                  tag=f"{t}.copy.load", origin=G, coords=coords))
         return out
 
     # ---- registers <-> LDS -------------------------------------------------------------
@@ -307,12 +309,19 @@ class AttnBuilder:
         return LaneXor(var, op, "bpermute", addr=4 * Xor(self.tid, 32),
                        note=f"row {op}: lane l and l^32 hold the same query row")
 
-    def iteration(self, masked: bool) -> List[Any]:
+    def iteration(self, masked: bool, next_full: bool = False) -> List[Any]:
+        """One KV tile.  ``next_full``: the loop runs only where tile kt+1 is a full tile
+        (kt + 1 < n_full <= n_end), so the prefetch and the LDS store need neither the
+        ``kt + 1 < n_end`` branch nor the per-vector seqlen_kv predicates."""
         kt = sym("kt")
         st = sym("st")
-        nxt = If(kt + 1 < sym("n_end"), [Comment("prefetch KV tile kt+1 into registers")]
-                 + self.load_kv(kt + 1))
-        out: List[Any] = [Let("st", sympy.Mod(kt, 2)), nxt]
+        if next_full:
+            nxt: List[Any] = [Comment("prefetch KV tile kt+1 (a full tile) into registers")] \
+                + self.load_kv(kt + 1, guarded=False)
+        else:
+            nxt = [If(kt + 1 < sym("n_end"), [Comment("prefetch KV tile kt+1 into registers")]
+                      + self.load_kv(kt + 1))]
+        out: List[Any] = [Let("st", sympy.Mod(kt, 2))] + nxt
         out += self.qk(st)
         if masked:
             out.append(Comment("mask keys past seqlen_kv" + (" and above the causal diagonal"
@@ -327,8 +336,11 @@ class AttnBuilder:
                           "alpha"),
                 Rescale(self.o_fr, tuple(range(self.o_fr.count)), "alpha")]
         out += self.pv(st)
-        out.append(If(kt + 1 < sym("n_end"), [Comment("registers -> the other LDS stage")]
-                      + self.store_kv(1 - st)))
+        if next_full:
+            out += [Comment("registers -> the other LDS stage")] + self.store_kv(1 - st)
+        else:
+            out.append(If(kt + 1 < sym("n_end"), [Comment("registers -> the other LDS stage")]
+                          + self.store_kv(1 - st)))
         out.append(Barrier())
         return out
 
@@ -398,8 +410,18 @@ class AttnBuilder:
         body.append(If(sym("n_end") > 0, [Comment("prologue: KV tile 0 -> LDS stage 0")]
                        + self.load_kv(0) + self.store_kv(0)))
         body.append(Barrier())
-        body.append(Comment("full tiles: every key visible to every row of the block"))
-        body.append(Loop("kt", 0, sym("n_full"), self.iteration(masked=False)))
+        if D <= 128:
+            # head_dim 256 keeps one full-tile loop: the third copy of the body costs it spills
+            # (clang 19: 3 VGPRs to scratch), for 232 AGPRs of accumulator and spill slots
+            body.append(Comment("full tiles: every key visible to every row of the block; all "
+                                "but the last prefetch a full tile (no bounds predicates)"))
+            body.append(LetMinMax("n_full1", "max", 0, sym("n_full") - 1))
+            body.append(Loop("kt", 0, sym("n_full1"),
+                             self.iteration(masked=False, next_full=True)))
+            body.append(Loop("kt", sym("n_full1"), sym("n_full"), self.iteration(masked=False)))
+        else:
+            body.append(Comment("full tiles: every key visible to every row of the block"))
+            body.append(Loop("kt", 0, sym("n_full"), self.iteration(masked=False)))
         body.append(Comment("boundary tiles: ragged seqlen_kv / causal diagonal, masked"))
         body.append(Loop("kt", sym("n_full"), sym("n_end"), self.iteration(masked=True)))
         body += self.epilogue()

@@ -108,13 +108,14 @@ def test_waves_per_eu_hint_is_configurable():
 
 
 def test_d128_hot_loop_overhead():
-    """Per KV tile: no accumulator copies and loop-invariant LDS bases (no per-access swizzle
-    math), so the f16 d128 hot loop stays near Triton's size (clang 19.1.7: 482 instructions,
-    MFMA share 0.133; before: 783, 0.082)."""
+    """Per KV tile: no accumulator copies, loop-invariant LDS bases (no per-access swizzle
+    math) and an unpredicated prefetch of the next full tile, so the f16 d128 hot loop is
+    Triton's size (clang 19.1.7: 394 instructions, MFMA share 0.16; before: 783, 0.082)."""
     bk = get_kernel(CONFIGS["f16-d128"])
     hot = bk.report()["hot_loop"]
     assert hot["mfma"] == 64
-    assert hot["instructions"] <= 530, hot["instructions"]
-    assert hot["mfma"] / hot["instructions"] >= 0.12
+    assert hot["instructions"] <= 430, hot["instructions"]
+    assert hot["mfma"] / hot["instructions"] >= 0.15
+    assert "s_cbranch_execz" not in hot["histogram"], hot["histogram"]
     loop = bk.source[bk.source.index("for (int kt"):]
     assert "const int k_rd" not in loop and "const int v_st" not in loop

@@ -53,6 +53,10 @@ CASES = {
     "seqlen-1-prefill": (1, 2, 2, 1, 1, 64, torch.float16, None, True, "top_left", "bhsd"),
     "f16-d128-q65-kv100": (1, 1, 1, 65, 100, 128, torch.float16, None, False, "top_left",
                            "bhsd"),
+    # several full KV tiles: the unpredicated-prefetch loop runs more than once
+    "f16-d64-q40-kv265": (1, 2, 1, 40, 265, 64, torch.float16, None, False, "top_left", "bhsd"),
+    "bf16-d128-causal-bottom-right-q40-kv270": (1, 1, 1, 40, 270, 128, torch.bfloat16, None,
+                                                True, "bottom_right", "bhsd"),
 }
 
 
