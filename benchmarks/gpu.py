@@ -181,7 +181,8 @@ def run_prefill(results, reps, seqs, sweep=False, B=8, H=32, D=128):
     if hopper and D in WGMMA_FLASH_DEFAULTS:
         kinds.append((WgmmaFlashConfig, WgmmaFlashAttention, [dict(WGMMA_FLASH_DEFAULTS[D])]))
         if sweep:
-            kinds[1][2].extend([dict(warpgroups=2, bn=64), dict(warpgroups=1, bn=128),
+            kinds[1][2].extend([dict(warpgroups=2, bn=128, overlap=False),
+                                dict(warpgroups=2, bn=64), dict(warpgroups=1, bn=128),
                                 dict(warpgroups=1, bn=192), dict(warpgroups=1, bn=64)])
     for S in seqs:
         q = torch.randn(B, H, S, D, dtype=dtype, device="cuda")

@@ -311,6 +311,17 @@ LG_DEV void lg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n
 template <int N> LG_DEV void lg_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
 }
+// The compiler sees a wgmma's registers written at issue time, not at wait_group: without a
+// use pinned after the wait it may move reads of the accumulators (or reuse the registers of
+// a register-A operand) to before the wait.  An empty asm that "modifies" each register, placed
+// after the wait, pins them (what CUTLASS's warpgroup_fence_operand does).
+template <int N> LG_DEV void lg_pin(float (&r)[N]) {
+  _Pragma("unroll") for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N, int M> LG_DEV void lg_pin(lg_u32 (&r)[N][M]) {
+  _Pragma("unroll") for (int i = 0; i < N; ++i)
+  _Pragma("unroll") for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j]) :: "memory");
+}
 // cp.async writes through the generic proxy; wgmma reads through the async proxy
 LG_DEV void lg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 """
@@ -415,8 +426,10 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w(f"    rs = rs + 1 == {S} ? 0 : rs + 1;")
     w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
     w("    lg_wgmma_wait<1>();")
+    w("    lg_pin(acc);")
     w("  }")
     w("  lg_wgmma_wait<0>();")
+    w("  lg_pin(acc);")
     w("  lg_cp_async_wait<0>();")
     _epilogue(w, cfg)
     return "\n".join(L) + "\n"

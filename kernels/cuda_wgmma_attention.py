@@ -53,6 +53,7 @@ class WgmmaFlashConfig:
     warpgroups: int = 2       # 64 query rows each
     bn: int = 128             # key rows per iteration (a multiple of 16, at most 256)
     causal: bool = False
+    overlap: bool = True      # softmax of block j while P V of block j - 1 runs
     arch: str = "sm_90a"
 
     @property
@@ -78,7 +79,7 @@ class WgmmaFlashConfig:
     @property
     def name(self) -> str:
         return (f"lg_wgflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}"
-                + ("_causal" if self.causal else ""))
+                + ("" if self.overlap else "_serial") + ("_causal" if self.causal else ""))
 
 
 WGMMA_FLASH_DEFAULTS = {64: dict(warpgroups=2, bn=128), 128: dict(warpgroups=2, bn=128)}
@@ -252,10 +253,6 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
             o(f"      lg_cp_async16(dst + {2 * ds}, ok ? (const void*)({base} + r * {ss} + kvc + "
               f"{dc}) : (const void*){base[0]}, ok ? 16 : 0); }}")
         o("  };")
-    o("  load_k(0, 0);")
-    o("  lg_cp_async_commit();              // group: Q + K block 0")
-    o("  load_v(0, 0);")
-    o("  lg_cp_async_commit();              // group: V block 0")
     for op, nm, base in ((p.q, "q", "sQ + wg * %d" % p.q.wg_step), (p.k, "k", "sK"),
                          (p.v, "v", "sV")):
         o(f"  const lg_u64 {nm}desc = 0x{op.desc.constant_bits():016x}ull | "
@@ -268,67 +265,143 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     inf = "__int_as_float(0x7f800000)"
     o(f"  float acc[{d // 2}], m_i[2] = {{-{inf}, -{inf}}}, l_i[2] = {{0.f, 0.f}};")
     o(f"  #pragma unroll\n  for (int i = 0; i < {d // 2}; ++i) acc[i] = 0.f;")
-    o("  for (int j = 0; j < NB; ++j) {")
-    o(f"    const int n0 = j * {bn}, buf = j & 1;")
-    o("    lg_cp_async_wait<1>();            // K block j (and Q) landed")
-    o("    lg_fence_proxy_async();")
-    o("    __syncthreads();")
-    o(f"    if (j + 1 < NB) load_k(buf ^ 1, n0 + {bn});")
-    o("    lg_cp_async_commit();")
-    o(f"    float s[{bn // 2}];")
-    o("    lg_wgmma_fence();")
-    for st, (qs, ks) in enumerate(zip(p.q.k_starts, p.k.k_starts)):
-        o(f"    lg_wgmma_qk(s, qdesc + {qs >> 4}, kdesc + ((buf * {cfg.kv_bytes} + {ks}) >> 4), "
-          f"{0 if st == 0 else 1});")
-    o("    lg_wgmma_commit();")
-    o("    lg_wgmma_wait<0>();")
-    # mask + online softmax on the S registers: item 4jj + 2hh + e is (row0 + 8hh, col0 + 8jj + e)
-    o(f"    const bool need_mask = n0 + {bn} > Skv" + (f" || n0 + {bn - 1} > m0" if cfg.causal
-                                                      else "") + ";")
-    o("    if (need_mask) {")
-    o(f"      #pragma unroll\n      for (int i = 0; i < {bn // 2}; ++i) {{")
-    o("        const int r = row0 + 8 * ((i >> 1) & 1), c = n0 + col0 + 8 * (i >> 2) + (i & 1);")
-    cond = "c >= Skv" + (" || c > r" if cfg.causal else "")
-    o(f"        if ({cond}) s[i] = -{inf};")
-    o("      }\n    }")
-    o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh) {")
-    o("      float mx = m_i[hh];   // raw scores: scale > 0 commutes with max")
-    o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj)")
-    o("        mx = fmaxf(mx, fmaxf(s[4 * jj + 2 * hh], s[4 * jj + 2 * hh + 1]));")
-    o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));")
-    o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));")
-    o(f"      const float base = mx == -{inf} ? 0.f : mx * scale_log2;")
-    o("      const float alpha = lg_exp2(m_i[hh] * scale_log2 - base);")
-    o("      m_i[hh] = mx;")
-    o("      float rs = 0.f;")
-    o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj) {{")
-    o("        const float p0 = lg_exp2(fmaf(s[4 * jj + 2 * hh], scale_log2, -base));")
-    o("        const float p1 = lg_exp2(fmaf(s[4 * jj + 2 * hh + 1], scale_log2, -base));")
-    o("        s[4 * jj + 2 * hh] = p0; s[4 * jj + 2 * hh + 1] = p1; rs += p0 + p1;\n      }")
-    o("      l_i[hh] = l_i[hh] * alpha + rs;")
-    o(f"      #pragma unroll\n      for (int jj = 0; jj < {d // 8}; ++jj) {{ acc[4 * jj + 2 * hh] *= "
-      "alpha; acc[4 * jj + 2 * hh + 1] *= alpha; }")
-    o("    }")
-    o(f"    lg_u32 pa[{bn // 16}][4];")
-    o(f"    #pragma unroll\n    for (int st = 0; st < {bn // 16}; ++st) {{")
-    # register r of k step st holds A items 2r, 2r+1 = S items p_item(st, 2r), p_item(st, 2r+1)
-    for r in range(4):
-        lo, hi = p_item(0, 2 * r), p_item(0, 2 * r + 1)
-        o(f"      pa[st][{r}] = {pack}(s[8 * st + {lo}], s[8 * st + {hi}]);")
-    o("    }")
+    o(f"  float s[{bn // 2}], alpha[2];")
+    o(f"  lg_u32 pa[{bn // 16}][4];")
+
+    def sync_loads(wait: int, what: str) -> None:
+        o(f"    lg_cp_async_wait<{wait}>();            // {what} landed")
+        o("    lg_fence_proxy_async();")
+        o("    __syncthreads();")
+
+    def issue_qk(buf: str) -> None:          # S = Q K_buf^T (s overwritten); buf: a C expression
+        for st, (qs, ks) in enumerate(zip(p.q.k_starts, p.k.k_starts)):
+            o(f"    lg_wgmma_qk(s, qdesc + {qs >> 4}, kdesc + ((({buf}) * {cfg.kv_bytes} + {ks}) "
+              f">> 4), {0 if st == 0 else 1});")
+
+    def issue_pv(buf: str) -> None:          # acc += P V_buf
+        for st, vs in enumerate(p.v.k_starts):
+            o(f"    lg_wgmma_pv(acc, pa[{st}], vdesc + ((({buf}) * {cfg.kv_bytes} + {vs}) >> 4));")
+
+    def softmax(n0: str) -> None:
+        """Mask S (key block at n0), new row max, P = exp2 in place, l update; the
+        accumulator's rescale factor is left in alpha[hh] (applied by rescale())."""
+        o(f"    const bool need_mask = {n0} + {bn} > Skv" +
+          (f" || {n0} + {bn - 1} > m0" if cfg.causal else "") + ";")
+        o("    if (need_mask) {")
+        o(f"      #pragma unroll\n      for (int i = 0; i < {bn // 2}; ++i) {{")
+        o(f"        const int r = row0 + 8 * ((i >> 1) & 1), c = {n0} + col0 + 8 * (i >> 2) + (i & 1);")
+        cond = "c >= Skv" + (" || c > r" if cfg.causal else "")
+        o(f"        if ({cond}) s[i] = -{inf};")
+        o("      }\n    }")
+        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh) {")
+        o("      float mx = m_i[hh];   // raw scores: scale > 0 commutes with max")
+        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj)")
+        o("        mx = fmaxf(mx, fmaxf(s[4 * jj + 2 * hh], s[4 * jj + 2 * hh + 1]));")
+        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));")
+        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));")
+        o(f"      const float base = mx == -{inf} ? 0.f : mx * scale_log2;")
+        o("      alpha[hh] = lg_exp2(m_i[hh] * scale_log2 - base);")
+        o("      m_i[hh] = mx;")
+        o("      float rs = 0.f;")
+        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj) {{")
+        o("        const float p0 = lg_exp2(fmaf(s[4 * jj + 2 * hh], scale_log2, -base));")
+        o("        const float p1 = lg_exp2(fmaf(s[4 * jj + 2 * hh + 1], scale_log2, -base));")
+        o("        s[4 * jj + 2 * hh] = p0; s[4 * jj + 2 * hh + 1] = p1; rs += p0 + p1;\n      }")
+        o("      l_i[hh] = l_i[hh] * alpha[hh] + rs;")
+        o("    }")
+
+    def rescale() -> None:
+        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh)")
+        o(f"    #pragma unroll\n    for (int jj = 0; jj < {d // 8}; ++jj) {{ acc[4 * jj + 2 * hh] *= "
+          "alpha[hh]; acc[4 * jj + 2 * hh + 1] *= alpha[hh]; }")
+
+    def pack_p() -> None:
+        # register r of k step st holds A items 2r, 2r+1 = S items p_item(st, 2r), p_item(st, 2r+1)
+        o(f"    #pragma unroll\n    for (int st = 0; st < {bn // 16}; ++st) {{")
+        for r in range(4):
+            lo, hi = p_item(0, 2 * r), p_item(0, 2 * r + 1)
+            o(f"      pa[st][{r}] = {pack}(s[8 * st + {lo}], s[8 * st + {hi}]);")
+        o("    }")
+
     _need(all(p_item(st, e) == 8 * st + p_item(0, e) for st in range(bn // 16) for e in range(8)),
           "P packing: the printed item offsets do not follow p_item")
-    o("    lg_cp_async_wait<1>();            // V block j landed")
-    o("    lg_fence_proxy_async();")
-    o("    __syncthreads();")
-    o(f"    if (j + 1 < NB) load_v(buf ^ 1, n0 + {bn});")
-    o("    lg_cp_async_commit();")
-    o("    lg_wgmma_fence();")
-    for st, vs in enumerate(p.v.k_starts):
-        o(f"    lg_wgmma_pv(acc, pa[{st}], vdesc + ((buf * {cfg.kv_bytes} + {vs}) >> 4));")
-    o("    lg_wgmma_commit();")
-    o("    lg_wgmma_wait<0>();")
-    o("  }")
+    if not cfg.overlap:
+        # one key block at a time: S, softmax, P V, each waited for
+        o("  load_k(0, 0);")
+        o("  lg_cp_async_commit();              // group: Q + K block 0")
+        o("  load_v(0, 0);")
+        o("  lg_cp_async_commit();              // group: V block 0")
+        o("  for (int j = 0; j < NB; ++j) {")
+        o(f"    const int n0 = j * {bn}, buf = j & 1;")
+        sync_loads(1, "K block j (and Q)")
+        o(f"    if (j + 1 < NB) load_k(buf ^ 1, n0 + {bn});")
+        o("    lg_cp_async_commit();")
+        o("    lg_wgmma_fence();")
+        issue_qk("buf")
+        o("    lg_wgmma_commit();")
+        o("    lg_wgmma_wait<0>();")
+        o("    lg_pin(s);")
+        softmax("n0")
+        rescale()
+        pack_p()
+        sync_loads(1, "V block j")
+        o(f"    if (j + 1 < NB) load_v(buf ^ 1, n0 + {bn});")
+        o("    lg_cp_async_commit();")
+        o("    lg_wgmma_fence();")
+        issue_pv("buf")
+        o("    lg_wgmma_commit();")
+        o("    lg_wgmma_wait<0>();")
+        o("    lg_pin(acc); lg_pin(pa);")
+        o("  }")
+    else:
+        # S of block j and P V of block j - 1 are issued together; the softmax of block j
+        # runs while P V (j - 1) is still on the tensor cores (FA3's intra-warpgroup overlap)
+        o("  load_k(0, 0);")
+        o("  lg_cp_async_commit();              // group: Q + K block 0")
+        o("  {")
+        sync_loads(0, "Q + K block 0")
+        o(f"    if (NB > 1) load_k(1, {bn});")
+        o("    load_v(0, 0);")
+        o("    lg_cp_async_commit();            // group: K block 1 + V block 0")
+        o("    lg_wgmma_fence();")
+        issue_qk("0")
+        o("    lg_wgmma_commit();")
+        o("    lg_wgmma_wait<0>();")
+        o("    lg_pin(s);")
+        softmax("0")
+        o("  }")
+        o("  for (int j = 1; j < NB; ++j) {")
+        o(f"    const int n0 = j * {bn}, buf = j & 1;")
+        # K block j and V block j - 1 landed; every warpgroup finished block j - 1's wgmmas,
+        # so K buffer buf ^ 1 (block j - 1) and V buffer buf (block j - 2) are free
+        sync_loads(0, "K block j + V block j - 1")
+        o(f"    if (j + 1 < NB) load_k(buf ^ 1, n0 + {bn});")
+        o("    load_v(buf, n0);")
+        o("    lg_cp_async_commit();")
+        pack_p()
+        o("    lg_pin(acc); lg_pin(pa); lg_pin(s);   // every register write before the fence")
+        o("    lg_wgmma_fence();")
+        issue_qk("buf")
+        o("    lg_wgmma_commit();")
+        issue_pv("buf ^ 1")
+        o("    lg_wgmma_commit();")
+        o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
+        o("    lg_pin(s);")
+        softmax("n0")
+        o("    lg_wgmma_wait<0>();              // P V (j - 1) done: acc may be rescaled")
+        o("    lg_pin(acc); lg_pin(pa);")
+        rescale()
+        o("  }")
+        o("  {")
+        sync_loads(0, "V block NB - 1")
+        pack_p()
+        o("    lg_pin(acc); lg_pin(pa);")
+        o("    lg_wgmma_fence();")
+        issue_pv("(NB - 1) & 1")
+        o("    lg_wgmma_commit();")
+        o("    lg_wgmma_wait<0>();")
+        o("    lg_pin(acc); lg_pin(pa);")
+        o("  }")
     o("  lg_cp_async_wait<0>();")
     o("  #pragma unroll\n  for (int hh = 0; hh < 2; ++hh) {")
     o("    float l = l_i[hh];")

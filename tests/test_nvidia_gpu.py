@@ -182,7 +182,8 @@ def test_flash_attention(case, causal, dtype, atom):
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
-                                    dict(warpgroups=1, bn=192)])
+                                    dict(warpgroups=1, bn=192), dict(overlap=False),
+                                    dict(head_dim=64, warpgroups=1, bn=64, overlap=False)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_configs(cfg_kw, causal):
     """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query

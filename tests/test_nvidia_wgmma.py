@@ -8,6 +8,7 @@ tests/test_nvidia_gpu.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -215,3 +216,50 @@ def test_wgmma_kernels_compile_without_serialisation(tmp_path):
         if m.backend == "nvrtc":
             # ptxas says when it has to serialise wgmma (accumulators moved between issues)
             assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+
+
+def _descriptor_offsets(src):
+    """Every ``desc + (...)`` argument of a wgmma call in ``src``: (descriptor, text)."""
+    out = []
+    for line in src.splitlines():
+        if "lg_wgmma" not in line or "desc +" not in line or "LG_DEV" in line:
+            continue
+        for m in re.finditer(r"(\w)desc \+ ", line):
+            i, depth = m.end(), 0
+            for j in range(i, len(line)):
+                depth += {"(": 1, ")": -1}.get(line[j], 0)
+                if depth == 0:
+                    out.append((m.group(1), line[i:j + 1]))
+                    break
+    return out
+
+
+@pytest.mark.parametrize("src_fn", [
+    lambda: emit_wgmma_gemm(WgmmaGemmConfig()),
+    lambda: emit_wgmma_gemm(WgmmaGemmConfig(b_major="k", bk=32, stages=6)),
+    lambda: __import__("kernels.cuda_wgmma_attention", fromlist=["x"]).emit_wgmma_flash(
+        __import__("kernels.cuda_wgmma_attention", fromlist=["x"]).WgmmaFlashConfig()),
+    lambda: __import__("kernels.cuda_wgmma_attention", fromlist=["x"]).emit_wgmma_flash(
+        __import__("kernels.cuda_wgmma_attention", fromlist=["x"]).WgmmaFlashConfig(
+            overlap=False, warpgroups=1, bn=64))])
+def test_descriptor_stage_offsets_are_parenthesised(src_fn):
+    """Regression: the wgmma attention printed ``buf ^ 1 * 32768`` (C reads ``buf ^ 32768``),
+    so P V read the wrong V buffer.  Every printed descriptor offset must be
+    ``((stage) * bytes + start) >> 4`` with the stage expression in parentheses (or a bare
+    name), and evaluate to exactly that for every stage value."""
+    offs = _descriptor_offsets(src_fn())
+    assert offs
+    # the stage: a bare name or a parenthesised expression
+    pat = re.compile(r"^\(\((?:\((?P<stage>.+)\)|(?P<name>\w+)) \* (?P<bytes>\d+) \+ "
+                     r"(?P<start>\d+)\) >> 4\)$")
+    for which, text in offs:
+        if which == "q":                       # Q has one stage: a plain constant
+            assert re.fullmatch(r"\d+", text.strip("()")), text
+            continue
+        m = pat.match(text)
+        assert m, f"{which}desc offset {text!r} is not ((stage) * bytes + start) >> 4"
+        for env in ({"rs": r, "buf": b, "NB": n} for r in range(8) for b in (0, 1)
+                    for n in range(1, 5)):
+            stage = eval(m.group("stage") or m.group("name"), {}, env)   # ^ & * + >>: as in C
+            got = eval(text, {}, env)
+            assert got == (stage * int(m.group("bytes")) + int(m.group("start"))) >> 4
