@@ -233,7 +233,7 @@ class AttnKernel(Kernel):
     scalars: List[ScalarParam] = field(default_factory=list)
     scale_param: str = "scale_log2"
     # > 0: ``amdgpu_waves_per_eu(n)`` on the device build (a register budget of 512 / n per
-    # lane; the emulator and the CUDA flavour ignore it)
+    # lane), printed on a declaration before the kernel under ``#if defined(__AMDGCN__)``
     waves_per_eu: int = 0
 
 
@@ -259,12 +259,6 @@ __device__ __forceinline__ short la_bf16(float f) {
   const unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (short)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
 }
-// the register budget hint of a kernel (device build only; the emulator and NVCC ignore it)
-#if defined(__AMDGCN__)
-#define LA_WAVES_PER_EU(n) __attribute__((amdgpu_waves_per_eu(n)))
-#else
-#define LA_WAVES_PER_EU(n)
-#endif
 #if defined(LAGEN_EMULATE)
 // v_exp_f32 flushes results below 2^-126 to zero; exp2f keeps them (only denormals differ)
 __device__ __forceinline__ float la_exp2(float x) { return __builtin_exp2f(x); }
@@ -388,13 +382,16 @@ class AttnPrinter(_Printer):
         src = super().kernel(prelude)
         w = getattr(self.k, "waves_per_eu", 0)
         if w:
-            if not prelude:
-                raise ValueError("waves_per_eu needs the prelude (it defines LA_WAVES_PER_EU)")
-            head = f"LAGEN_LAUNCH_BOUNDS({self.k.block}) void {self.k.name}("
+            # a declaration carrying the hint, for the device build only (the definition's
+            # line stays what the emulator and the CUDA flavour parse); the definition
+            # inherits the attribute
+            head = f"LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({self.k.block}) void {self.k.name}("
             if src.count(head) != 1:
                 raise ValueError(f"kernel head {head!r} not found once in the source")
-            src = src.replace(head, f"LAGEN_LAUNCH_BOUNDS({self.k.block}) "
-                                    f"LA_WAVES_PER_EU({w}) void {self.k.name}(")
+            decl = (f"#if defined(__AMDGCN__)\n"
+                    f"LAGEN_KERNEL __attribute__((amdgpu_waves_per_eu({w}))) "
+                    f"void {self.k.name}({', '.join(self.params())});\n#endif\n")
+            src = src.replace(head, decl + head)
         return src
 
 
