@@ -336,11 +336,22 @@ def _swz_fn(name: str, smem: ComposedLayout, size: int) -> str:
     return f"LG_DEV int {name}(int x) {{ return {lc.c(e)}; }}  // {sw}\n"
 
 
+def emit_copy_base(w, op: Operand, nm: str, threads: int) -> None:
+    """Print thread ``tid``'s copy base: ``{nm}r``/``{nm}c`` (tile row/col of its first
+    vector) and ``{nm}s`` (its byte offset in a stage, through ``lg_swz_{nm}``), from the copy
+    partition composed with the stage layout; each printed text checked at every thread."""
+    tid = lc.sym("tid")
+    w(f"  const int {nm}r = {_c_layout(op.copy.row, (tid, 0), {tid: threads}, nm + ' copy row')};")
+    w(f"  const int {nm}c = {_c_layout(op.copy.col, (tid, 0), {tid: threads}, nm + ' copy col')};")
+    so = _c_layout(composition(op.smem.inner, op.copy.off), (tid, 0, 0), {tid: threads},
+                   f"{nm} copy smem")
+    w(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
+
+
 def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     """The CUDA source of one configuration (plan proofs run first)."""
     p = plan_wgmma_gemm(cfg)
     T, S = cfg.threads, cfg.stages
-    tid = lc.sym("tid")
     L = source_head("kernels/cuda_wgmma.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     w = L.append
@@ -358,12 +369,7 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     emit_block_origin(w, cfg)
     # ---- copy setup: one base (row, col, shared offset) per thread, constants per iteration
     for op in (p.a, p.b):
-        nm = op.name.lower()
-        w(f"  const int {nm}r = {_c_layout(op.copy.row, (tid, 0), {tid: T}, nm + ' copy row')};")
-        w(f"  const int {nm}c = {_c_layout(op.copy.col, (tid, 0), {tid: T}, nm + ' copy col')};")
-        inner = composition(op.smem.inner, op.copy.off)
-        so = _c_layout(inner, (tid, 0, 0), {tid: T}, f"{nm} copy smem")
-        w(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
+        emit_copy_base(w, op, op.name.lower(), T)
     w("  const lg_u16* ag = A + (size_t)(m0 + ar) * lda + ac;")
     if cfg.b_major == "n":
         w("  const lg_u16* bg = B + (size_t)br * ldb + n0 + bc;")

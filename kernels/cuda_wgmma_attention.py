@@ -29,7 +29,6 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from layoutalg import composition
 from layoutalg.verify import bank_conflicts, coverage
 from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
@@ -40,7 +39,7 @@ from .cuda.prelude import PACK, source_head
 from .cuda_attention import AttentionConfigError, FlashAttention
 from .cuda_gemm import _c_layout, _split_rows
 from .cuda_wgmma import (_ALIGN, _HELPERS, Operand, Proved, _swz_fn, check_descriptor,
-                         kmajor_operand, mnmajor_operand, wgmma_wrapper)
+                         emit_copy_base, kmajor_operand, mnmajor_operand, wgmma_wrapper)
 
 __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma_flash",
            "WgmmaFlashAttention", "WGMMA_FLASH_DEFAULTS"]
@@ -200,7 +199,6 @@ def _rows_cols(n: int):
 def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     p = plan_wgmma_flash(cfg)
     d, bm, bn, T = cfg.head_dim, cfg.bm, cfg.bn, cfg.threads
-    tid = lc.sym("tid")
     pack = PACK[cfg.dtype]
     L = source_head("kernels/cuda_wgmma_attention.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
@@ -231,11 +229,7 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     o(f"  const int n_end = min(Skv, m0 + {bm});" if cfg.causal else "  const int n_end = Skv;")
     o(f"  const int NB = (n_end + {bn - 1}) / {bn};")
     for op, nm in ((p.q, "q"), (p.k, "kv")):
-        o(f"  const int {nm}r = {_c_layout(op.copy.row, (tid, 0), {tid: T}, nm + ' copy row')};")
-        o(f"  const int {nm}c = {_c_layout(op.copy.col, (tid, 0), {tid: T}, nm + ' copy col')};")
-        so = _c_layout(composition(op.smem.inner, op.copy.off), (tid, 0, 0), {tid: T},
-                       f"{nm} copy smem")
-        o(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
+        emit_copy_base(o, op, nm, T)
     for dr, dc, ds in p.q.copy_consts:
         o(f"  {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
         o(f"    lg_cp_async16(sQ + qs + {2 * ds}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
