@@ -189,6 +189,35 @@ def plan_flash(cfg: FlashConfig) -> FlashPlan:
     return p
 
 
+#: the prefill kernels' parameters (both flash kernels take the same arguments)
+FLASH_PARAMS = ("const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
+                "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, int Sq, int Skv, int group, "
+                "long long q_sb, long long q_sh, long long q_ss, long long k_sb, long long k_sh, "
+                "long long k_ss, long long v_sb, long long v_sh, long long v_ss, long long o_sb, "
+                "long long o_sh, long long o_ss, float scale_log2")
+
+
+def emit_flash_block(o, cfg: Any) -> None:
+    """Print the block's work: query block ``qb`` (longest first when causal), head ``h``,
+    batch ``b``, key/value head ``hk`` (GQA), first row ``m0``, the (batch, head) base
+    pointers, and ``NB`` key blocks of ``cfg.bn`` (stopping at the diagonal when causal)."""
+    if cfg.causal:
+        o("  const int qb = gridDim.x - 1 - blockIdx.x;   // longest rows first")
+    else:
+        o("  const int qb = blockIdx.x;")
+    o("  const int h = blockIdx.y, b = blockIdx.z, hk = h / group;")
+    o(f"  const int m0 = qb * {cfg.bm};")
+    o("  const lg_u16* Qb = Q + b * q_sb + h * q_sh;")
+    o("  const lg_u16* Kb = K + b * k_sb + hk * k_sh;")
+    o("  const lg_u16* Vb = V + b * v_sb + hk * v_sh;")
+    o("  lg_u16* Ob = O + b * o_sb + h * o_sh;")
+    if cfg.causal:
+        o(f"  const int n_end = min(Skv, m0 + {cfg.bm});")
+    else:
+        o("  const int n_end = Skv;")
+    o(f"  const int NB = (n_end + {cfg.bn - 1}) / {cfg.bn};")
+
+
 def emit_flash(cfg: FlashConfig) -> str:
     p = plan_flash(cfg)
     d, bm, bn, T, mt = cfg.head_dim, cfg.bm, cfg.bn, cfg.threads, cfg.mt
@@ -203,30 +232,12 @@ def emit_flash(cfg: FlashConfig) -> str:
     o(_swz_fn("lg_swz_k", p.sw_k, bn * d))
     o(_swz_fn("lg_swz_v", p.sw_v, bn * d))
     o(f'extern "C" __global__ void __launch_bounds__({T}, {cfg.min_blocks})')
-    o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
-      "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, int Sq, int Skv, int group, "
-      "long long q_sb, long long q_sh, long long q_ss, long long k_sb, long long k_sh, "
-      "long long k_ss, long long v_sb, long long v_sh, long long v_ss, long long o_sb, "
-      "long long o_sh, long long o_ss, float scale_log2) {")
+    o(f"{cfg.name}({FLASH_PARAMS}) {{")
     o("  extern __shared__ __align__(128) unsigned char lg_smem[];")
     o("  const lg_u32 sQ = lg_smem_u32(lg_smem);")
     o(f"  const lg_u32 sK = sQ + {q_bytes}, sV = sK + {2 * kv_bytes};")
     o("  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;")
-    if cfg.causal:
-        o("  const int qb = gridDim.x - 1 - blockIdx.x;   // longest rows first")
-    else:
-        o("  const int qb = blockIdx.x;")
-    o("  const int h = blockIdx.y, b = blockIdx.z, hk = h / group;")
-    o(f"  const int m0 = qb * {bm};")
-    o("  const lg_u16* Qb = Q + b * q_sb + h * q_sh;")
-    o("  const lg_u16* Kb = K + b * k_sb + hk * k_sh;")
-    o("  const lg_u16* Vb = V + b * v_sb + hk * v_sh;")
-    o("  lg_u16* Ob = O + b * o_sb + h * o_sh;")
-    if cfg.causal:
-        o(f"  const int n_end = min(Skv, m0 + {bm});")
-    else:
-        o("  const int n_end = Skv;")
-    o(f"  const int NB = (n_end + {bn - 1}) / {bn};")
+    emit_flash_block(o, cfg)
     # copies: one base row/col/smem offset per thread from the copy layouts, plus per-iteration
     # constants where the swizzle is proved translation-invariant over the iterations
     from .cuda_gemm import _copy_steps

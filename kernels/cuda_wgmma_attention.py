@@ -36,7 +36,8 @@ from mfma_specs.nvidia_wgmma import wgmma
 
 from .cuda import layout_c as lc
 from .cuda.prelude import PACK, source_head
-from .cuda_attention import AttentionConfigError, FlashAttention
+from .cuda_attention import (FLASH_PARAMS, AttentionConfigError, FlashAttention,
+                             emit_flash_block)
 from .cuda_gemm import _c_layout, _split_rows
 from .cuda_wgmma import (_ALIGN, _HELPERS, Operand, Proved, _swz_fn, check_descriptor,
                          emit_copy_base, kmajor_operand, mnmajor_operand, wgmma_wrapper)
@@ -209,25 +210,12 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     o(_swz_fn("lg_swz_q", p.q.smem, bm * d))
     o(_swz_fn("lg_swz_kv", p.k.smem, bn * d))
     o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
-    o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
-      "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, int Sq, int Skv, int group, "
-      "long long q_sb, long long q_sh, long long q_ss, long long k_sb, long long k_sh, "
-      "long long k_ss, long long v_sb, long long v_sh, long long v_ss, long long o_sb, "
-      "long long o_sh, long long o_ss, float scale_log2) {")
+    o(f"{cfg.name}({FLASH_PARAMS}) {{")
     o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
     o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {_ALIGN - 1}u) & ~{_ALIGN - 1}u;")
     o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {2 * cfg.kv_bytes};")
     o("  const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;")
-    o("  const int qb = gridDim.x - 1 - blockIdx.x;   // longest rows first (causal)" if cfg.causal
-      else "  const int qb = blockIdx.x;")
-    o("  const int h = blockIdx.y, b = blockIdx.z, hk = h / group;")
-    o(f"  const int m0 = qb * {bm};")
-    o("  const lg_u16* Qb = Q + b * q_sb + h * q_sh;")
-    o("  const lg_u16* Kb = K + b * k_sb + hk * k_sh;")
-    o("  const lg_u16* Vb = V + b * v_sb + hk * v_sh;")
-    o("  lg_u16* Ob = O + b * o_sb + h * o_sh;")
-    o(f"  const int n_end = min(Skv, m0 + {bm});" if cfg.causal else "  const int n_end = Skv;")
-    o(f"  const int NB = (n_end + {bn - 1}) / {bn};")
+    emit_flash_block(o, cfg)
     for op, nm in ((p.q, "q"), (p.k, "kv")):
         emit_copy_base(o, op, nm, T)
     for dr, dc, ds in p.q.copy_consts:
