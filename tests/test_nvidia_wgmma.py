@@ -263,3 +263,55 @@ def test_descriptor_stage_offsets_are_parenthesised(src_fn):
             stage = eval(m.group("stage") or m.group("name"), {}, env)   # ^ & * + >>: as in C
             got = eval(text, {}, env)
             assert got == (stage * int(m.group("bytes")) + int(m.group("start"))) >> 4
+
+
+# ------------------------------------------------------------------ the wgmma attention plan
+
+from kernels import cuda_wgmma_attention as wfa  # noqa: E402
+from kernels.cuda_attention import AttentionConfigError  # noqa: E402
+
+
+@pytest.mark.parametrize("cfg", [
+    wfa.WgmmaFlashConfig(), wfa.WgmmaFlashConfig(dtype="bf16", causal=True),
+    wfa.WgmmaFlashConfig(head_dim=64), wfa.WgmmaFlashConfig(warpgroups=1, bn=64, overlap=False),
+    wfa.WgmmaFlashConfig(warpgroups=1, bn=192)])
+def test_wgmma_flash_plan_proves_everything(cfg):
+    p = wfa.plan_wgmma_flash(cfg)
+    for name in ("Q descriptors", "K descriptors", "V descriptors", "P fragment",
+                 "Q cp.async banks", "K cp.async banks", "K copy coverage"):
+        assert p.checks[name].holds, name
+    assert "register-A fragment" in p.checks["P fragment"].summary()
+    src = wfa.emit_wgmma_flash(cfg)
+    assert kernel_names(src) == (cfg.name,)
+    assert f"m64n{cfg.bn}k16" in src and f"m64n{cfg.head_dim}k16" in src
+    assert "{%" + str(cfg.head_dim // 2) + ", " in src          # P V: A from 4 registers
+    assert src.count("lg_wgmma_wait<1>") == (1 if cfg.overlap else 0)
+
+
+def test_wgmma_flash_p_fragment_mismatch_is_caught(monkeypatch):
+    cfg = wfa.WgmmaFlashConfig(warpgroups=1, bn=64)
+    # rows g and g + 8 swapped: the packing an off-by-one layout reading would produce
+    monkeypatch.setattr(wfa, "p_item", lambda s, e: 4 * (2 * s + (e >> 2)) + (e & 3) ^ 2)
+    with pytest.raises(AttentionConfigError, match="A item"):
+        wfa._check_p_fragment(cfg)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(head_dim=256), "head_dim=256"), (dict(bn=96), "bn=96"), (dict(warpgroups=4), "1, 2 or 3"),
+    (dict(arch="sm_90"), "sm_90a"), (dict(warpgroups=3, bn=64), "multiple of 384 threads"),
+    (dict(warpgroups=3, bn=192), "shared memory"), (dict(dtype="f32"), "dtype")])
+def test_wgmma_flash_bad_configs(kw, match):
+    with pytest.raises(AttentionConfigError, match=match):
+        wfa.plan_wgmma_flash(wfa.WgmmaFlashConfig(**kw))
+
+
+@pytest.mark.skipif(not (HAVE_NVRTC or nvcc_path()), reason="needs NVRTC (cuda-python) or nvcc")
+def test_wgmma_flash_compiles_without_spills(tmp_path):
+    from kernels.cache import Cache
+    from kernels.cuda.compile import compile_cuda
+    for cfg in (wfa.WgmmaFlashConfig(causal=True), wfa.WgmmaFlashConfig(head_dim=64, dtype="bf16")):
+        m = compile_cuda(wfa.emit_wgmma_flash(cfg), "sm_90a", ["--ptxas-options=-v"],
+                         name=f"{cfg.name}.cu", cache=Cache(tmp_path))
+        assert m.cubin[:4] == b"\x7fELF"
+        if m.backend == "nvrtc":
+            assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
