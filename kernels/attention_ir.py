@@ -232,9 +232,6 @@ class AttnKernel(Kernel):
 
     scalars: List[ScalarParam] = field(default_factory=list)
     scale_param: str = "scale_log2"
-    # > 0: ``amdgpu_waves_per_eu(n)`` on the device build (a register budget of 512 / n per
-    # lane), printed on a declaration before the kernel under ``#if defined(__AMDGCN__)``
-    waves_per_eu: int = 0
 
 
 def swizzle_source_lane(pattern: int, lane: Any) -> Any:
@@ -377,22 +374,6 @@ class AttnPrinter(_Printer):
 
     def params(self) -> List[str]:
         return super().params() + [f"{p.ctype} {p.name}" for p in self.k.scalars]
-
-    def kernel(self, prelude: bool = True) -> str:
-        src = super().kernel(prelude)
-        w = getattr(self.k, "waves_per_eu", 0)
-        if w:
-            # a declaration carrying the hint, for the device build only (the definition's
-            # line stays what the emulator and the CUDA flavour parse); the definition
-            # inherits the attribute
-            head = f"LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({self.k.block}) void {self.k.name}("
-            if src.count(head) != 1:
-                raise ValueError(f"kernel head {head!r} not found once in the source")
-            decl = (f"#if defined(__AMDGCN__)\n"
-                    f"LAGEN_KERNEL __attribute__((amdgpu_waves_per_eu({w}))) "
-                    f"void {self.k.name}({', '.join(self.params())});\n#endif\n")
-            src = src.replace(head, decl + head)
-        return src
 
 
 def emit_attention(k: AttnKernel, prelude: bool = True) -> str:

@@ -190,7 +190,8 @@ class _Printer:
             # emulator, lagen_vec<T, n> under NVCC/NVRTC (which ignore ext_vector_type)
             head.append(f"LAGEN_VEC_TYPEDEF({SCALAR[dt]}, {n}, {vec_type(dt, n)});")
         params = ", ".join(self.params())
-        head += ["", f"LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({k.block}) void {k.name}({params}) {{"]
+        hint = f"LAGEN_WAVES_PER_EU({k.waves_per_eu}) " if k.waves_per_eu else ""
+        head += ["", f"LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS({k.block}) {hint}void {k.name}({params}) {{"]
         for s in k.shared:
             # declared as 16-byte vectors so every LDS array is 16-byte aligned
             per = 16 // _BYTES[s.dtype]

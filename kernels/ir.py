@@ -226,6 +226,9 @@ class Kernel:
     grid_symbols: Tuple[str, ...] = ("block_m", "block_n")
     header: List[str] = field(default_factory=list)   # comment lines printed above the kernel
     meta: Dict[str, Any] = field(default_factory=dict)
+    # > 0: LAGEN_WAVES_PER_EU(n) on the kernel (amdgpu_waves_per_eu: a budget of 512 / n
+    # registers per lane on gfx942; nothing in the emulator and the CUDA flavour)
+    waves_per_eu: int = 0
 
 
 def walk(stmts: Sequence[Any]):

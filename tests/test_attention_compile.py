@@ -86,7 +86,7 @@ def test_accumulators_stay_in_vgprs(name):
     VGPR accumulators, so O and S are never copied between AGPRs and VGPRs in the hot loop
     (the online-softmax rescale multiplies O in place), without spills and at >= 1 wave/SIMD."""
     bk = get_kernel(CONFIGS[name])
-    assert f"__attribute__((amdgpu_waves_per_eu(2))) void {bk.name}(" in bk.source
+    assert f"LAGEN_WAVES_PER_EU(2) void {bk.name}(" in bk.source   # amdgpu_waves_per_eu(2)
     rep = bk.report()
     hist = rep["hot_loop"]["histogram"]
     assert not {k for k in hist if k.startswith("v_accvgpr")}, hist
@@ -100,9 +100,9 @@ def test_waves_per_eu_hint_is_configurable():
     assert AttnConfig(head_dim=256).normalized().waves_per_eu == 0
     assert AttnConfig(head_dim=64).normalized().waves_per_eu == 2
     bk = build_attention(AttnConfig(head_dim=64, waves_per_eu=0))
-    assert "amdgpu_waves_per_eu" not in bk.source
+    assert "LAGEN_WAVES_PER_EU" not in bk.source
     d256 = build_attention(AttnConfig(head_dim=256))
-    assert "amdgpu_waves_per_eu" not in d256.source
+    assert "LAGEN_WAVES_PER_EU" not in d256.source
     with pytest.raises(ConfigError):
         AttnConfig(head_dim=64, waves_per_eu=9).normalized()
 

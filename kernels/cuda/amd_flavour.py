@@ -238,7 +238,8 @@ def lds_layout(source: str) -> Tuple[Dict[str, int], int]:
     return {k: v[0] for k, v in offs.items()}, end
 
 
-_KERNEL = re.compile(r"LAGEN_KERNEL\s+(?:LAGEN_LAUNCH_BOUNDS\s*\(\s*\d+\s*\)\s*)?void\s+(\w+)\s*"
+_KERNEL = re.compile(r"LAGEN_KERNEL\s+(?:LAGEN_LAUNCH_BOUNDS\s*\(\s*\d+\s*\)\s*)?"
+                     r"(?:LAGEN_WAVES_PER_EU\s*\(\s*\d+\s*\)\s*)?void\s+(\w+)\s*"
                      r"\(([^)]*)\)", re.S)
 
 

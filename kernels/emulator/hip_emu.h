@@ -39,6 +39,7 @@
 #define __restrict__ __restrict
 #define LAGEN_KERNEL extern "C" __global__
 #define LAGEN_LAUNCH_BOUNDS(n)
+#define LAGEN_WAVES_PER_EU(n)
 #define __shared__ lagen_error_use_LAGEN_SHARED_instead_of___shared__
 
 namespace lagen_emu {

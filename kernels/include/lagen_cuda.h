@@ -128,6 +128,7 @@ struct lagen_dim3 { unsigned x, y, z; };
 // ---------------------------------------------------------------- kernels, ids, LDS
 #define LAGEN_KERNEL extern "C" __global__
 #define LAGEN_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define LAGEN_WAVES_PER_EU(n)   // an AMD register-budget hint: nothing on NVIDIA
 
 #ifndef LAGEN_LDS_STATIC_BYTES
 #define LAGEN_LDS_STATIC_BYTES 0

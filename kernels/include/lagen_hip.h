@@ -10,6 +10,7 @@
 // The API (keep it exactly this; the emitter prints these names):
 //   LAGEN_KERNEL void name(args...)          extern "C" __global__ kernel (what run()/launch() find)
 //   LAGEN_LAUNCH_BOUNDS(threads)             max threads per block (lets the compiler use > 128 VGPRs)
+//   LAGEN_WAVES_PER_EU(n)                    register-budget hint (amdgpu_waves_per_eu); other builds: nothing
 //   threadIdx.{x,y,z} blockIdx.{x,y,z} blockDim.{x,y,z} gridDim.{x,y,z}  (unsigned)
 //   lagen_lane_id()  lagen_wave_id()         lane in the wave (0..63), wave in the block
 //   __syncthreads()                          work-group barrier with workgroup-scope fences
@@ -76,6 +77,7 @@ struct lagen_dim3 { unsigned x, y, z; };
 #define __restrict__ __restrict
 #define LAGEN_KERNEL extern "C" __global__
 #define LAGEN_LAUNCH_BOUNDS(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
+#define LAGEN_WAVES_PER_EU(n) __attribute__((amdgpu_waves_per_eu(n)))
 #define LAGEN_SHARED(type, name, count) __attribute__((shared)) type name[count]
 #define LAGEN_DYNAMIC_SHARED(type, name) extern __attribute__((shared)) type name[]
 #define __shared__ lagen_error_use_LAGEN_SHARED_instead_of___shared__
