@@ -187,7 +187,15 @@ class GemmPlan:
 
 
 def _copy_plan(rows: int, cols: int, threads: int, vec: int) -> CopyPlan:
+    """Thread ``t`` copies ``vec``-element vectors of a (rows, cols) row-major tile: the threads
+    tile whole rows (or a row tiles whole thread sets), iterating down the tile.  Raises
+    :class:`GemmConfigError` when the vectors do not divide evenly among the threads."""
     cpr = cols // vec
+    chunks = rows * cpr
+    _need(cols % vec == 0 and chunks % threads == 0 and (threads % cpr == 0 or
+                                                         cpr % threads == 0),
+          f"a {rows}x{cols} tile has {chunks} {2 * vec}-byte vectors ({cpr} per row), not a "
+          f"multiple of {threads} threads that tile whole rows")
     if threads % cpr == 0:
         tpr = threads // cpr
         it = rows // tpr

@@ -187,7 +187,10 @@ def test_a_wrong_descriptor_is_caught():
 @pytest.mark.parametrize("kw, match", [
     (dict(bn=96), "multiple of 64"), (dict(bk=128), "bk=128"), (dict(stages=2), "at least 3"),
     (dict(arch="sm_90"), "sm_90a"), (dict(bm=96), "warpgroup"), (dict(dtype="f32"), "dtype"),
-    (dict(bm=256, bn=256, stages=4), "shared memory"), (dict(b_major="t"), "b_major")])
+    (dict(bm=256, bn=256, stages=4), "shared memory"), (dict(b_major="t"), "b_major"),
+    # regression: a 16x128 B tile has 256 vectors for 512 threads; the copy plan used to
+    # build a zero-extent layout and fail with a ShapeError from deep inside
+    (dict(bm=256, bn=128, bk=16, stages=8), "not a multiple of 512 threads")])
 def test_bad_configs(kw, match):
     with pytest.raises(GemmConfigError, match=match):
         plan_wgmma_gemm(WgmmaGemmConfig(**kw))
