@@ -515,8 +515,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
             raise LaunchError(f"head_dim {d}: the prefill kernel supports 64, 128 and 256")
         if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
             raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64 or 128")
-        wg_ok = d in WGMMA_FLASH_DEFAULTS
-        if pick_atom(_capability(q), 8, atom if wg_ok or atom != "auto" else "mma") == "wgmma":
+        if pick_atom(_capability(q), 8, atom) == "wgmma" and d in WGMMA_FLASH_DEFAULTS:
             config = WgmmaFlashConfig(dtype=dt, head_dim=d, causal=causal,
                                       **WGMMA_FLASH_DEFAULTS[d])
         else:

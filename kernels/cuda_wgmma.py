@@ -35,7 +35,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from layoutalg import ComposedLayout, Layout, Swizzle, composition
-from layoutalg.verify import bank_conflicts, coverage
+from layoutalg.verify import CheckResult, bank_conflicts, coverage
 from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
@@ -43,7 +43,7 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 from .cuda import layout_c as lc
 from .cuda.prelude import source_head
 from .cuda_gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _need,
-                        _split_rows, emit_block_origin, emit_pair_store)
+                        _split_rows, _swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
            "WGMMA_DEFAULT_CONFIGS"]
@@ -63,7 +63,6 @@ class WgmmaGemmConfig:
     arch: str = "sm_90a"        # wgmma needs the arch-specific target
 
     vec = 8                     # elements per cp.async (16 bytes); not a field: fixed
-    mma_order = "wgmma"
 
     @property
     def warpgroups(self) -> int:
@@ -147,8 +146,7 @@ class WgmmaPlan:
                                             f"LBO {op.desc.lbo} B, SBO {op.desc.sbo} B, k steps at "
                                             f"{_span(op.k_starts)} B, warpgroup step "
                                             f"{op.wg_step} B")
-        out.update({k: v.summary() if hasattr(v, "summary") else str(v)
-                    for k, v in self.checks.items()})
+        out.update({k: v.summary() for k, v in self.checks.items()})
         return out
 
 
@@ -211,9 +209,9 @@ def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, i
     return tuple(out)
 
 
-def check_descriptor(op: Operand, cfg: Any, wgs: int, mn: int) -> str:
+def check_descriptor(op: Operand, cfg: Any, wgs: int, mn: int) -> CheckResult:
     """Every (warpgroup, k step, element): the hardware's read address (descriptor model) ==
-    the address the copy wrote that element to.  Returns a summary; raises on a mismatch."""
+    the address the copy wrote that element to.  Raises on a mismatch."""
     n_checked = 0
     for g in range(wgs):
         for s, start in enumerate(op.k_starts):
@@ -233,20 +231,13 @@ def check_descriptor(op: Operand, cfg: Any, wgs: int, mn: int) -> str:
                     f"{d} reads element ({i}, {j}) at byte {int(hw[i, j])}, the copy wrote it at "
                     f"{int(ours[i, j])}")
             n_checked += hw.size
-    return (f"{op.name}: descriptor reads == copy writes at all {n_checked} (warpgroup, k step, "
-            "element) points")
+    return proved(f"{op.name}: descriptor reads == copy writes at all {n_checked} (warpgroup, "
+                  "k step, element) points", "every warpgroup, k step and operand element")
 
 
-class Proved:
-    """A check result with the ``holds``/``summary()`` shape of :mod:`layoutalg.verify`."""
-
-    holds = True
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def summary(self) -> str:
-        return self.text
+def proved(check: str, domain: str) -> CheckResult:
+    """The record of a property checked here point by point (a mismatch raises before this)."""
+    return CheckResult(check=check, holds=True, method="exhaustive", domain=domain)
 
 
 @lru_cache(maxsize=32)
@@ -267,13 +258,14 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
         offs = eval_at(op.smem, np.arange(op.rows * op.cols))
         _need(np.array_equal(np.sort(offs), np.arange(op.rows * op.cols)),
               f"{op.name}: the shared layout is not a bijection onto the stage")
-    ch["A descriptors"] = Proved(check_descriptor(a, cfg, cfg.warpgroups, 64))
-    ch["B descriptors"] = Proved(check_descriptor(b, cfg, 1, cfg.bn))
+    ch["A descriptors"] = check_descriptor(a, cfg, cfg.warpgroups, 64)
+    ch["B descriptors"] = check_descriptor(b, cfg, 1, cfg.bn)
     for stage_bytes in (cfg.a_stage, cfg.b_stage):
         _need(stage_bytes % _ALIGN == 0, f"stage of {stage_bytes} bytes is not a multiple of "
               f"{_ALIGN}: later stages would break the descriptor's base-offset-0 assumption")
-    ch["stage alignment"] = Proved(f"stages {cfg.a_stage} / {cfg.b_stage} B, multiples of "
-                                    f"{_ALIGN}; the kernel rounds the shared base up to {_ALIGN}")
+    ch["stage alignment"] = proved(f"stages {cfg.a_stage} / {cfg.b_stage} B, multiples of "
+                                   f"{_ALIGN}; the kernel rounds the shared base up to {_ALIGN}",
+                                   "every stage")
     for name, r in ch.items():
         if not r.holds:
             raise GemmConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
@@ -327,15 +319,6 @@ LG_DEV void lg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta
 """
 
 
-def _swz_fn(name: str, smem: ComposedLayout, size: int) -> str:
-    x = lc.sym("x")
-    sw = smem.outer
-    e = lc.swizzle_expr(sw, x)
-    lc.check_printed(e, lambda env: np.array([sw(int(v)) for v in env[x]]), {x: size},
-                     f"swizzle {sw}")
-    return f"LG_DEV int {name}(int x) {{ return {lc.c(e)}; }}  // {sw}\n"
-
-
 def emit_copy_base(w, op: Operand, nm: str, threads: int) -> None:
     """Print thread ``tid``'s copy base: ``{nm}r``/``{nm}c`` (tile row/col of its first
     vector) and ``{nm}s`` (its byte offset in a stage, through ``lg_swz_{nm}``), from the copy
@@ -358,7 +341,7 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w(_HELPERS)
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
     for op in (p.a, p.b):
-        w(_swz_fn(f"lg_swz_{op.name.lower()}", op.smem, op.rows * op.cols))
+        w(_swz_fn(f"lg_swz_{op.name.lower()}", op.smem.outer, op.rows * op.cols))
     w(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     w(f"{cfg.name}(const lg_u16* __restrict__ A, const lg_u16* __restrict__ B, "
       "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {")
@@ -441,22 +424,28 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     return "\n".join(L) + "\n"
 
 
-def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
-    """Accumulator register ``4j + 2h + e`` of thread ``t`` -> C[row + 8h][col + 8j + e], the
-    (row, col) printed from the wgmma accumulator layout and checked at every thread."""
-    lay = wgmma(cfg.dtype, cfg.bn).layout_c()
-    crow, ccol = _split_rows(lay, 64)
-    t = lc.sym("t")
-    r0 = _c_layout(crow, (t, 0), {t: 128}, "C row")
-    c0 = _c_layout(ccol, (t, 0), {t: 128}, "C col")
-    # the loop below assumes: item 4j + 2h + e sits at (row + 8h, col + 8j + e)
-    for j in range(cfg.bn // 8):
+def accumulator_rows_cols(n: int) -> Tuple[Layout, Layout]:
+    """``layout_c`` of ``m64n{n}`` split into per-(thread, item) row and col layouts, after
+    checking the pattern the emitted loops rely on: item ``4j + 2h + e`` of a thread sits at
+    (row of item 0 + 8h, col of item 0 + 8j + e)."""
+    crow, ccol = _split_rows(wgmma("f16", n).layout_c(), 64)
+    for j in range(n // 8):
         for h in range(2):
             for e in range(2):
                 it = 4 * j + 2 * h + e
-                ok = (crow((0, it)) - crow((0, 0)) == 8 * h and
-                      ccol((0, it)) - ccol((0, 0)) == 8 * j + e)
-                _need(ok, f"unexpected wgmma accumulator layout at item {it}")
+                _need(crow((0, it)) - crow((0, 0)) == 8 * h and
+                      ccol((0, it)) - ccol((0, 0)) == 8 * j + e,
+                      f"unexpected wgmma accumulator layout at item {it}")
+    return crow, ccol
+
+
+def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
+    """Accumulator register ``4j + 2h + e`` of thread ``t`` -> C[row + 8h][col + 8j + e], the
+    (row, col) printed from the wgmma accumulator layout and checked at every thread."""
+    crow, ccol = accumulator_rows_cols(cfg.bn)
+    t = lc.sym("t")
+    r0 = _c_layout(crow, (t, 0), {t: 128}, "C row")
+    c0 = _c_layout(ccol, (t, 0), {t: 128}, "C col")
     w("  const int t = tid & 127;")
     w(f"  const int crow = m0 + wg * 64 + {r0};")
     w(f"  const int ccol = n0 + {c0};")

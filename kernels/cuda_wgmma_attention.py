@@ -29,7 +29,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from layoutalg.verify import bank_conflicts, coverage
+from layoutalg.verify import CheckResult, bank_conflicts, coverage
 from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import wgmma
@@ -38,9 +38,9 @@ from .cuda import layout_c as lc
 from .cuda.prelude import PACK, source_head
 from .cuda_attention import (FLASH_PARAMS, AttentionConfigError, FlashAttention,
                              emit_flash_block)
-from .cuda_gemm import _c_layout, _split_rows
-from .cuda_wgmma import (_ALIGN, _HELPERS, Operand, Proved, _swz_fn, check_descriptor,
-                         emit_copy_base, kmajor_operand, mnmajor_operand, wgmma_wrapper)
+from .cuda_gemm import _c_layout, _swz_fn
+from .cuda_wgmma import (_ALIGN, _HELPERS, Operand, accumulator_rows_cols, check_descriptor,
+                         emit_copy_base, kmajor_operand, mnmajor_operand, proved, wgmma_wrapper)
 
 __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma_flash",
            "WgmmaFlashAttention", "WGMMA_FLASH_DEFAULTS"]
@@ -131,7 +131,7 @@ def p_item(s: int, e: int) -> int:
     return 4 * (2 * s + (e >> 2)) + (e & 3)
 
 
-def _check_p_fragment(cfg: WgmmaFlashConfig) -> str:
+def _check_p_fragment(cfg: WgmmaFlashConfig) -> CheckResult:
     """For every thread, k step and A item: the S register packed there holds the (row, key)
     the register-A layout expects."""
     s_atom, a_atom = wgmma(cfg.dtype, cfg.bn), wgmma(cfg.dtype, cfg.head_dim)
@@ -146,7 +146,8 @@ def _check_p_fragment(cfg: WgmmaFlashConfig) -> str:
                         f"{cfg.name}: thread {t}, k step {s}, A item {e} expects P[{row}]"
                         f"[{16 * s + k}] but S register {p_item(s, e)} holds P{got}")
                 n += 1
-    return f"P: S registers == register-A fragment at all {n} (thread, k step, item) points"
+    return proved(f"P: S registers == register-A fragment at all {n} (thread, k step, item) "
+                  "points", "every thread, k step and A register item")
 
 
 @lru_cache(maxsize=32)
@@ -168,10 +169,10 @@ def plan_wgmma_flash(cfg: WgmmaFlashConfig) -> WgmmaFlashPlan:
     _need(np.array_equal(eval_at(v.smem, idx), eval_at(k.smem, idx))
           and v.copy_consts == k.copy_consts,
           "K and V tiles must share one layout and copy (one load routine, two buffers)")
-    ch["Q descriptors"] = Proved(check_descriptor(q, cfg, cfg.warpgroups, 64))
-    ch["K descriptors"] = Proved(check_descriptor(k, cfg, 1, cfg.bn))
-    ch["V descriptors"] = Proved(check_descriptor(v, cfg, 1, d))
-    ch["P fragment"] = Proved(_check_p_fragment(cfg))
+    ch["Q descriptors"] = check_descriptor(q, cfg, cfg.warpgroups, 64)
+    ch["K descriptors"] = check_descriptor(k, cfg, 1, cfg.bn)
+    ch["V descriptors"] = check_descriptor(v, cfg, 1, d)
+    ch["P fragment"] = _check_p_fragment(cfg)
     for nbytes in (cfg.q_bytes, cfg.kv_bytes):
         _need(nbytes % _ALIGN == 0, f"a {nbytes}-byte tile breaks the 1024-byte stage alignment")
     for name, r in ch.items():
@@ -181,21 +182,6 @@ def plan_wgmma_flash(cfg: WgmmaFlashConfig) -> WgmmaFlashPlan:
 
 
 # --------------------------------------------------------------------------- emission
-
-def _rows_cols(n: int):
-    """``layout_c`` of ``m64n{n}`` split into per-thread (row, col) of item 0, checked that item
-    ``4j + 2h + e`` sits at (row + 8h, col + 8j + e)."""
-    lay = wgmma("f16", n).layout_c()
-    crow, ccol = _split_rows(lay, 64)
-    for j in range(n // 8):
-        for h in range(2):
-            for e in range(2):
-                it = 4 * j + 2 * h + e
-                _need(crow((0, it)) - crow((0, 0)) == 8 * h and
-                      ccol((0, it)) - ccol((0, 0)) == 8 * j + e,
-                      f"unexpected wgmma accumulator layout at item {it}")
-    return crow, ccol
-
 
 def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     p = plan_wgmma_flash(cfg)
@@ -207,8 +193,8 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     o(_HELPERS)
     o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
     o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
-    o(_swz_fn("lg_swz_q", p.q.smem, bm * d))
-    o(_swz_fn("lg_swz_kv", p.k.smem, bn * d))
+    o(_swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
+    o(_swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
     o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     o(f"{cfg.name}({FLASH_PARAMS}) {{")
     o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
@@ -239,11 +225,11 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
                          (p.v, "v", "sV")):
         o(f"  const lg_u64 {nm}desc = 0x{op.desc.constant_bits():016x}ull | "
           f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
-    crow, ccol = _rows_cols(d)
+    crow, ccol = accumulator_rows_cols(d)
     tt = lc.sym("t")
     o(f"  const int row0 = m0 + wg * 64 + {_c_layout(crow, (tt, 0), {tt: 128}, 'C row')};")
     o(f"  const int col0 = {_c_layout(ccol, (tt, 0), {tt: 128}, 'C col')};")
-    _rows_cols(bn)      # S uses the same per-thread (row, col) pattern over bn columns
+    accumulator_rows_cols(bn)   # S is read with the same (row, col) pattern over bn columns
     inf = "__int_as_float(0x7f800000)"
     o(f"  float acc[{d // 2}], m_i[2] = {{-{inf}, -{inf}}}, l_i[2] = {{0.f, 0.f}};")
     o(f"  #pragma unroll\n  for (int i = 0; i < {d // 2}; ++i) acc[i] = 0.f;")
