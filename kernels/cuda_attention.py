@@ -248,7 +248,7 @@ def emit_flash(cfg: FlashConfig) -> str:
             o(f"  const int {nm}c = {_c_layout(cpl.col, (tid, 0), {tid: T}, nm + ' copy col')};")
         so = _c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{nm} copy smem")
         o(f"  const lg_u32 {nm}s = 2u * {swz}({so});")
-    for i, (dr, dc, ds) in enumerate(_copy_steps(p.q_copy, p.sw_q)):
+    for i, (dr, dc, ds) in enumerate(_copy_steps(p.q_copy, _flat(p.sw_q, bm * d))):
         so = f"qs + {2 * ds}" if ds is not None else \
             f"2u * lg_swz_q({_c_layout(p.q_copy.off, (tid, 0, i), {tid: T}, 'Q copy smem')})"
         o(f"  {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
@@ -258,7 +258,7 @@ def emit_flash(cfg: FlashConfig) -> str:
                                       ("v", p.sw_v, "lg_swz_v", "Vb", "v_ss", "vvs")):
         o(f"  auto load_{nm} = [&](int buf, int n0) {{")
         o(f"    const lg_u32 dst = s{nm.upper()} + buf * {kv_bytes};")
-        steps = _copy_steps(p.kv_copy, sw)
+        steps = _copy_steps(p.kv_copy, _flat(sw, bn * d))
         if cfg.fast_copy and all(st[2] is not None for st in steps):
             # whole block inside the sequence: no predicates, one running pointer
             o(f"    if (n0 + {bn} <= Skv) {{")

@@ -388,8 +388,8 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
         w("    const lg_u16* bk = bg + (size_t)k0 * ldb;")
     else:
         w("    const lg_u16* bk = bg + k0;")
-    a_steps = _copy_steps(p.a_copy, p.sw_a)
-    b_steps = _copy_steps(p.b_copy, p.sw_b)
+    a_steps = _copy_steps(p.a_copy, p.flat_smem("A"))
+    b_steps = _copy_steps(p.b_copy, p.flat_smem("B"))
 
     def smem(steps, i, sb, fn, cpl):
         ds = steps[i][2]
@@ -551,24 +551,19 @@ def _mma_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
     raise GemmConfigError(f"mma_order must be 'mn', 'nm' or 'serp', got {order!r}")
 
 
-def _copy_steps(cpl: CopyPlan, sw: Optional[Swizzle]):
+def _copy_steps(cpl: CopyPlan, smem: Any) -> List[Tuple[int, int, Optional[int]]]:
     """Per copy iteration ``i``: ``(drow, dcol, dsmem)`` with ``row(t, i) = row(t, 0) + drow``
-    (layouts are additive) and, when proved for every thread, ``swizzle(off(t, i)) =
-    swizzle(off(t, 0)) + dsmem`` (else ``dsmem`` is None and the swizzle is evaluated)."""
-    T = cpl.off[0].size()
-    tids = np.arange(T)
+    (layouts are additive) and, where the difference is the same for every thread (checked at
+    every thread), ``smem(off(t, 0, i)) = smem(off(t, 0, 0)) + dsmem`` -- so the kernel adds a
+    constant to one per-thread shared offset; else ``dsmem`` is None (evaluate the swizzle).
+    ``smem``: the stage layout over the row-major tile index (element offsets)."""
     from layoutalg.verify._access import eval_at
+    T = cpl.off[0].size()
+    base = eval_at(smem, np.array([cpl.off((t, 0, 0)) for t in range(T)]))
     out = []
     for i in range(cpl.iters):
-        dr, dc = cpl.row((0, i)), cpl.col((0, i))
-        d0 = cpl.off((0, 0, i))
-        base = np.array([cpl.off((int(t), 0, 0)) for t in tids])
-        here = np.array([cpl.off((int(t), 0, i)) for t in tids])
-        if sw is None:
-            ok = True
-        else:
-            ok = bool((eval_at(sw, here) == eval_at(sw, base) + d0).all())
-        out.append((dr, dc, d0 if ok else None))
+        d = eval_at(smem, np.array([cpl.off((t, 0, i)) for t in range(T)])) - base
+        out.append((cpl.row((0, i)), cpl.col((0, i)), int(d[0]) if (d == d[0]).all() else None))
     return out
 
 

@@ -42,8 +42,8 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 
 from .cuda import layout_c as lc
 from .cuda.prelude import source_head
-from .cuda_gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _need,
-                        _split_rows, _swz_fn, emit_block_origin, emit_pair_store)
+from .cuda_gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _copy_steps,
+                        _need, _split_rows, _swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
            "WGMMA_DEFAULT_CONFIGS"]
@@ -194,19 +194,13 @@ def mnmajor_operand(name: str, rows: int, cols: int, threads: int) -> Operand:
 
 
 def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, int], ...]:
-    """Per copy iteration ``i``: ``(drow, dcol, dsmem)`` with ``row(t, i) = row(t, 0) + drow``
-    and ``smem(off(t, 0, i)) == smem(off(t, 0, 0)) + dsmem`` proved for every thread (so the
+    """:func:`kernels.cuda_gemm._copy_steps`, required constant at every iteration (the
     kernel computes one shared address per thread and adds constants)."""
-    T = cpl.off[0].size()
-    base = eval_at(smem, np.array([cpl.off((t, 0, 0)) for t in range(T)]))
-    out = []
-    for i in range(cpl.iters):
-        here = eval_at(smem, np.array([cpl.off((t, 0, i)) for t in range(T)]))
-        d = here - base
-        _need(bool((d == d[0]).all()), f"{name} copy iteration {i}: the shared offset is not "
-              "base + constant for every thread; choose another tile shape")
-        out.append((cpl.row((0, i)), cpl.col((0, i)), int(d[0])))
-    return tuple(out)
+    steps = _copy_steps(cpl, smem)
+    for i, (_, _, ds) in enumerate(steps):
+        _need(ds is not None, f"{name} copy iteration {i}: the shared offset is not base + "
+              "constant for every thread; choose another tile shape")
+    return tuple(steps)
 
 
 def check_descriptor(op: Operand, cfg: Any, wgs: int, mn: int) -> CheckResult:
