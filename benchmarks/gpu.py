@@ -121,8 +121,7 @@ def gemm_variants(sweep: bool, hopper: bool):
 def run_gemm(results, reps, sizes, sweep=False):
     import dataclasses
     import torch
-    from kernels.cuda_gemm import CudaGemm
-    from kernels.cuda_wgmma import WgmmaGemm, WgmmaGemmConfig
+    from kernels.cuda_gemm import compiled_gemm
     torch.backends.cuda.matmul.allow_tf32 = False
     variants = gemm_variants(sweep, torch.cuda.get_device_capability(0) == (9, 0))
     for dtype in (torch.float16, torch.bfloat16):
@@ -133,12 +132,12 @@ def run_gemm(results, reps, sizes, sweep=False):
             flops = 2 * n ** 3
             t_ref, _ = bench(lambda: torch.matmul(a, b), reps=reps)
             ref = None
-            for v in variants:
-                cfg = dataclasses.replace(v, dtype=dn)
+            for variant in variants:
+                cfg = dataclasses.replace(variant, dtype=dn)
                 row = {"part": "gemm", "dtype": dn, "n": n, "config": cfg.name,
                        "cublas_tflops": flops / t_ref / 1e12}
                 try:
-                    g = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
+                    g = compiled_gemm(cfg)
                     out = torch.full((n, n), float("nan"), dtype=dtype, device="cuda")
                     g(a, b, out)
                     torch.cuda.synchronize()
@@ -166,24 +165,31 @@ def sdpa_flops(B, H, S, D, causal):
     return 4 * B * H * S * S * D / (2 if causal else 1)
 
 
+def prefill_variants(sweep: bool, hopper: bool, D: int):
+    """The prefill kernels timed (bf16, non-causal; the run sets causal): the mma.sync default,
+    and on H100/H200 the wgmma default (what ``flash_attention`` runs there); ``--sweep`` adds
+    tile/schedule variants of both."""
+    from kernels.cuda_attention import FLASH_DEFAULTS, FlashConfig
+    from kernels.cuda_wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashConfig
+    kws = [FLASH_DEFAULTS[D]] + ([dict(bm=128, bn=32, warps=4)] if sweep else [])
+    out = [FlashConfig(dtype="bf16", head_dim=D, **kw) for kw in kws]
+    if hopper and D in WGMMA_FLASH_DEFAULTS:
+        kws = [WGMMA_FLASH_DEFAULTS[D]]
+        if sweep:
+            kws += [dict(warpgroups=2, bn=128, overlap=False), dict(warpgroups=2, bn=64),
+                    dict(warpgroups=1, bn=128), dict(warpgroups=1, bn=192),
+                    dict(warpgroups=1, bn=64)]
+        out += [WgmmaFlashConfig(dtype="bf16", head_dim=D, **kw) for kw in kws]
+    return out
+
+
 def run_prefill(results, reps, seqs, sweep=False, B=8, H=32, D=128):
+    import dataclasses
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from kernels.cuda_attention import FlashAttention, FlashConfig, FLASH_DEFAULTS
-    from kernels.cuda_wgmma_attention import (WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention,
-                                              WgmmaFlashConfig)
+    from kernels.cuda_attention import compiled_flash
     dtype = torch.bfloat16
-    hopper = torch.cuda.get_device_capability(0) == (9, 0)
-    # (config class, kernel class, keyword variants): mma.sync always, wgmma on H100/H200
-    kinds = [(FlashConfig, FlashAttention, [dict(FLASH_DEFAULTS[D])])]
-    if sweep:
-        kinds[0][2].append(dict(bm=128, bn=32, warps=4))
-    if hopper and D in WGMMA_FLASH_DEFAULTS:
-        kinds.append((WgmmaFlashConfig, WgmmaFlashAttention, [dict(WGMMA_FLASH_DEFAULTS[D])]))
-        if sweep:
-            kinds[1][2].extend([dict(warpgroups=2, bn=128, overlap=False),
-                                dict(warpgroups=2, bn=64), dict(warpgroups=1, bn=128),
-                                dict(warpgroups=1, bn=192), dict(warpgroups=1, bn=64)])
+    variants = prefill_variants(sweep, torch.cuda.get_device_capability(0) == (9, 0), D)
     for S in seqs:
         q = torch.randn(B, H, S, D, dtype=dtype, device="cuda")
         k = torch.randn(B, H, S, D, dtype=dtype, device="cuda")
@@ -205,14 +211,14 @@ def run_prefill(results, reps, seqs, sweep=False, B=8, H=32, D=128):
                 except Exception as e:
                     torch_t[name] = None
                     print(f"sdpa {name} backend unavailable: {type(e).__name__}: {e}"[:300])
-            for cfg_cls, fa_cls, vcfg in [(c, f, v) for c, f, vs in kinds for v in vs]:
-                cfg = cfg_cls(dtype="bf16", head_dim=D, causal=causal, **vcfg)
+            for variant in variants:          # (v is the value tensor)
+                cfg = dataclasses.replace(variant, causal=causal)
                 row = {"part": "prefill", "B": B, "H": H, "S": S, "D": D, "causal": causal,
                        "config": cfg.name}
                 for name, t in torch_t.items():
                     row[f"sdpa_{name}_tflops"] = flops / t / 1e12 if t else None
                 try:
-                    fa = fa_cls(cfg)
+                    fa = compiled_flash(cfg)
                     out = torch.full_like(q, float("nan"))
                     fa(q, k, v, out)
                     if ref is not None:

@@ -504,8 +504,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
     ``atom="mma"`` forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
     ``config`` may be a :class:`FlashConfig` or a ``WgmmaFlashConfig``."""
     from .cuda_gemm import _capability, pick_atom
-    from .cuda_wgmma_attention import (WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention,
-                                       WgmmaFlashConfig)
+    from .cuda_wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashConfig
     dt = short_dtype(q)
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
@@ -522,11 +521,18 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
             config = FlashConfig(dtype=dt, head_dim=d, causal=causal, **FLASH_DEFAULTS[d])
     elif config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
-    fa = _FLASH.get(config)
+    return compiled_flash(config)(q, k, v, out=out, scale=scale)
+
+
+def compiled_flash(cfg: Any) -> FlashAttention:
+    """The kernel of a :class:`FlashConfig` or a ``WgmmaFlashConfig``, built once per
+    configuration (its module compiles on first launch)."""
+    from .cuda_wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig
+    fa = _FLASH.get(cfg)
     if fa is None:
-        fa = _FLASH[config] = (WgmmaFlashAttention(config) if isinstance(config, WgmmaFlashConfig)
-                               else FlashAttention(config))
-    return fa(q, k, v, out=out, scale=scale)
+        fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
+                            else FlashAttention(cfg))
+    return fa
 
 
 # =========================================================================== decode

@@ -49,7 +49,7 @@ from .errors import KernelError, LaunchError
 from .launch import TensorSpec
 
 __all__ = ["CudaGemmConfig", "GemmPlan", "plan_gemm", "emit_gemm", "CudaGemm", "gemm",
-           "GemmConfigError", "DEFAULT_CONFIGS", "pick_atom"]
+           "GemmConfigError", "DEFAULT_CONFIGS", "pick_atom", "compiled_gemm"]
 
 
 class GemmConfigError(KernelError):
@@ -764,7 +764,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
     :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
     """
-    from .cuda_wgmma import WGMMA_DEFAULT_CONFIGS, WgmmaGemm, WgmmaGemmConfig
+    from .cuda_wgmma import WGMMA_DEFAULT_CONFIGS
     dt = short_dtype(a)
     if dt is None:
         raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
@@ -790,10 +790,17 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
             cfg = replace(WGMMA_DEFAULT_CONFIGS[dt], b_major=b_major)
         else:
             cfg = replace(DEFAULT_CONFIGS[dt], b_major=b_major, vec=v)
+    return compiled_gemm(cfg)(a, b, out)
+
+
+def compiled_gemm(cfg: Any) -> CudaGemm:
+    """The kernel of a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig``, built once per
+    configuration (its module compiles on first launch)."""
+    from .cuda_wgmma import WgmmaGemm, WgmmaGemmConfig
     g = _GEMMS.get(cfg)
     if g is None:
         g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
-    return g(a, b, out)
+    return g
 
 
 def _capability(t) -> Tuple[int, int]:
