@@ -55,18 +55,23 @@ HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9
 ATOMS = ["mma", "auto"]
 
 
+def gemm_case(M, N, K, dtype, b_major):
+    """Random a (M, K) and b ((K, N) for b_major "n", (N, K) for "k"), a NaN-poisoned out and
+    the float32 reference a @ B."""
+    a = torch.randn(M, K, dtype=dtype, device="cuda")
+    b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
+        torch.randn(N, K, dtype=dtype, device="cuda")
+    ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
+    return a, b, poisoned((M, N), dtype), ref
+
+
 @pytest.mark.parametrize("atom", ATOMS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("b_major", ["n", "k"])
 def test_gemm_4096(dtype, b_major, atom):
     from kernels.cuda_gemm import gemm
-    M = N = K = 4096
-    a = torch.randn(M, K, dtype=dtype, device="cuda")
-    b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
-        torch.randn(N, K, dtype=dtype, device="cuda")
-    out = poisoned((M, N), dtype)
+    a, b, out, ref = gemm_case(4096, 4096, 4096, dtype, b_major)
     gemm(a, b, out, b_major=b_major, atom=atom)
-    ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
     assert rel(out, ref) < TOL_GEMM[dtype]
 
 
@@ -76,14 +81,9 @@ def test_gemm_4096(dtype, b_major, atom):
 @pytest.mark.parametrize("atom", ATOMS)
 def test_gemm_ragged(shape, dtype, atom):
     from kernels.cuda_gemm import gemm
-    M, N, K = shape
     for b_major in ("n", "k"):
-        a = torch.randn(M, K, dtype=dtype, device="cuda")
-        b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
-            torch.randn(N, K, dtype=dtype, device="cuda")
-        out = poisoned((M, N), dtype)
+        a, b, out, ref = gemm_case(*shape, dtype, b_major)
         gemm(a, b, out, b_major=b_major, atom=atom)
-        ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
         assert rel(out, ref) < TOL_GEMM[dtype], (shape, b_major)
 
 
@@ -99,12 +99,8 @@ def test_wgmma_configs(cfg_kw, b_major):
         g = WgmmaGemm(WgmmaGemmConfig(dtype="f16" if dtype == torch.float16 else "bf16",
                                       b_major=b_major, **cfg_kw))
         for M, N, K in ((300, 200, 72), (64, 64, 16), (8, 8, 8), (1000, 1032, 520)):
-            a = torch.randn(M, K, dtype=dtype, device="cuda")
-            b = torch.randn(K, N, dtype=dtype, device="cuda") if b_major == "n" else \
-                torch.randn(N, K, dtype=dtype, device="cuda")
-            out = poisoned((M, N), dtype)
+            a, b, out, ref = gemm_case(M, N, K, dtype, b_major)
             g(a, b, out)
-            ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
             assert rel(out, ref) < TOL_GEMM[dtype], (g.cfg.name, M, N, K)
 
 
@@ -153,6 +149,14 @@ def ref_attention(q, k, v, causal, scale=None):
         q.float(), k.float(), v.float(), is_causal=causal, scale=scale)
 
 
+def attention_case(B, Hq, Hkv, Sq, Skv, D, dtype):
+    """Random q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D) and a NaN-poisoned out like q."""
+    q = torch.randn(B, Hq, Sq, D, dtype=dtype, device="cuda")
+    k = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
+    v = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
+    return q, k, v, poisoned(q.shape, dtype)
+
+
 CASES = [  # (B, Hq, Hkv, Sq, Skv, D)
     (2, 4, 4, 1024, 1024, 128),
     (1, 8, 2, 777, 777, 128),       # GQA, ragged
@@ -170,11 +174,7 @@ CASES = [  # (B, Hq, Hkv, Sq, Skv, D)
 @pytest.mark.parametrize("atom", ATOMS)
 def test_flash_attention(case, causal, dtype, atom):
     from kernels.cuda_attention import flash_attention
-    B, Hq, Hkv, Sq, Skv, D = case
-    q = torch.randn(B, Hq, Sq, D, dtype=dtype, device="cuda")
-    k = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
-    v = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
-    out = poisoned(q.shape, dtype)
+    q, k, v, out = attention_case(*case, dtype)
     flash_attention(q, k, v, causal=causal, out=out, atom=atom)
     err = rel(out, ref_attention(q, k, v, causal))
     assert err < TOL_ATT[dtype], err
@@ -196,10 +196,7 @@ def test_wgmma_flash_configs(cfg_kw, causal):
         D = cfg.head_dim
         for B, Hq, Hkv, Sq, Skv in ((1, 4, 2, 300, 300), (2, 2, 2, 77, 1000), (1, 2, 1, 1, 1),
                                     (1, 2, 2, 1000, 257)):
-            q = torch.randn(B, Hq, Sq, D, dtype=dtype, device="cuda")
-            k = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
-            v = torch.randn(B, Hkv, Skv, D, dtype=dtype, device="cuda")
-            out = poisoned(q.shape, dtype)
+            q, k, v, out = attention_case(B, Hq, Hkv, Sq, Skv, D, dtype)
             fa(q, k, v, out=out)
             err = rel(out, ref_attention(q, k, v, causal))
             assert err < TOL_ATT[dtype], (cfg.name, B, Hq, Hkv, Sq, Skv, err)
