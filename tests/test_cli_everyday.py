@@ -1,0 +1,136 @@
+"""Issue 19: the CLI finishes the job - verdict lines, both split-KV kernels, warnings for options
+that are ignored, torch missing -> exit 3, progress on stderr, the package-clash refusal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from layoutalg.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_compile_split_kv_summarises_both_kernels_and_ends_on_pass(tmp_path, capsys):
+    rc = main(["compile", "attention", "--out", str(tmp_path), "--seqlen-q", "1",
+               "--seqlen-kv", "8192", "--kv-splits", "4"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    assert out[0].startswith("split: la_attn_decode_split_")
+    assert out[1].startswith("combine: la_attn_decode_combine_")
+    assert out[-1].startswith("PASS: la_attn_decode_split_") and "+ la_attn_decode_combine_" \
+        in out[-1]
+
+
+def test_compile_failure_ends_on_fail(monkeypatch, tmp_path, capsys):
+    # planted: the gate reports a failing check but does not raise -> the verdict must say FAIL
+    from kernels import registry
+    entry = registry.get("gemm")
+    orig = entry.build
+
+    def build(cfg):
+        bk = orig(cfg)
+        real = bk.report
+
+        def report():
+            rep = real()
+            rep["verification"] = dict(rep["verification"], coverage=False)
+            return rep
+        bk.report = report
+        return bk
+    monkeypatch.setattr(entry, "build", build)
+    rc = main(["compile", "gemm", "--out", str(tmp_path), "--m", "64", "--n", "64", "--k", "32",
+               "--block", "64x64x32"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 1 and out[-1] == "FAIL: 1 verification check(s) fail: coverage"
+
+
+@pytest.mark.parametrize("argv, warning", [
+    (["--seqlen-q", "1", "--causal"], "builds the prefill kernel, not decode"),
+    (["--causal-align", "bottom_right"], "--causal-align is ignored without --causal"),
+    (["--seqlen-q", "1", "--waves", "8"], "--waves is ignored"),
+    (["--batch", "3", "--heads", "4"], "--batch, --heads ignored by compile for prefill"),
+])
+def test_ignored_attention_options_are_warned(argv, warning, tmp_path, capsys, monkeypatch):
+    from kernels import registry
+    entry = registry.get("attention")
+    # the warning is decided before anything is built: stop there (keeps the test fast)
+    monkeypatch.setattr(entry, "build", lambda cfg: (_ for _ in ()).throw(SystemExit(0)))
+    with pytest.raises(SystemExit):
+        main(["compile", "attention", "--out", str(tmp_path), "--head-dim", "64"] + argv)
+    assert warning in capsys.readouterr().err
+
+
+def test_no_warning_for_used_options(tmp_path, capsys, monkeypatch):
+    from kernels import registry
+    entry = registry.get("attention")
+    monkeypatch.setattr(entry, "build", lambda cfg: (_ for _ in ()).throw(SystemExit(0)))
+    with pytest.raises(SystemExit):
+        main(["compile", "attention", "--out", str(tmp_path), "--causal", "--waves", "4",
+              "--causal-align", "bottom_right"])
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_check_without_torch_exits_3_naming_the_install(tmp_path):
+    # a torch that cannot be found: a stub directory first on sys.path that hides it
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\nclass _Hide:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ModuleNotFoundError(name)\n        return None\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    env = dict(os.environ, PYTHONPATH=f"{hide}{os.pathsep}{ROOT}")
+    r = subprocess.run([sys.executable, "-m", "layoutalg.cli", "check", "gemm", "--emulate",
+                        "--m", "64", "--n", "64", "--k", "32"], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "pip install 'layoutalg[torch]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_stages_are_reported_on_stderr_only(capsys):
+    rc = main(["check", "gemm", "--emulate", "--m", "64", "--n", "64", "--k", "32",
+               "--block", "64x64x32"])
+    cap = capsys.readouterr()
+    assert rc == 0
+    assert "[layoutalg] emulating 1 block(s) x 256 threads on the CPU ..." in cap.err
+    assert "[layoutalg] building and verifying gemm: done in" in cap.err
+    assert "[layoutalg]" not in cap.out
+
+
+def test_library_calls_stay_silent(capsys):
+    from layoutalg.progress import stage
+    with stage("anything"):
+        pass
+    assert capsys.readouterr().err == ""
+
+
+def _fake_package(tmp_path: Path, name: str) -> Path:
+    d = tmp_path / "fake"
+    (d / name).mkdir(parents=True)
+    (d / name / "__init__.py").write_text("SOMEONE_ELSE = True\n")
+    return d
+
+
+@pytest.mark.parametrize("name", ["kernels", "visualize"])
+def test_a_foreign_package_first_on_the_path_is_refused_plainly(name, tmp_path):
+    fake = _fake_package(tmp_path, name)
+    env = dict(os.environ, PYTHONPATH=f"{fake}{os.pathsep}{ROOT}")
+    r = subprocess.run([sys.executable, "-m", "layoutalg.cli", "show", "(4,8):(8,1)"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 3
+    assert f"the top-level package {name!r} is imported from {fake / name}" in r.stderr
+    assert "own virtualenv" in r.stderr and "Traceback" not in r.stderr
+    # import layoutalg alone warns (the algebra still works)
+    r = subprocess.run([sys.executable, "-c", "import layoutalg as la; print(la.parse('4:1')(3))"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.stdout.strip() == "3" and "PackageClashWarning" in r.stderr
+
+
+def test_own_packages_are_no_clash():
+    from layoutalg import package_clashes
+    assert package_clashes() == []
