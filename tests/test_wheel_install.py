@@ -135,3 +135,17 @@ def test_installed_compile_check_and_demo_run_outside_the_checkout(venv):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "FAILED" not in r.stdout
     assert (venv["cwd"] / "demo" / "index.html").exists()
+
+
+def test_a_package_overwritten_by_another_distribution_is_refused(venv):
+    # what pip does when a second distribution ships a top-level 'kernels': same folder, its file
+    init = venv["purelib"] / "kernels" / "__init__.py"
+    orig = init.read_bytes()
+    try:
+        init.write_text("# Hugging Face kernels\n")
+        r = _run(venv, str(venv["python"].parent / "layoutalg"), "show", "(4,8):(8,1)")
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert "is not the file layoutalg installed" in r.stderr and "Traceback" not in r.stderr
+    finally:
+        init.write_bytes(orig)
+    assert _run(venv, str(venv["python"].parent / "layoutalg"), "show", "4:1").returncode == 0
