@@ -134,3 +134,71 @@ def test_a_foreign_package_first_on_the_path_is_refused_plainly(name, tmp_path):
 def test_own_packages_are_no_clash():
     from layoutalg import package_clashes
     assert package_clashes() == []
+
+
+# ---- banks --suggest, honest --lds, PASS/FAIL, mfma show --svg/--png, ignored --highlight ----
+
+def test_banks_suggest_prints_proved_layouts_whose_check_commands_pass(capsys):
+    import shlex
+    rc = main(["banks", "(64,8):(64,1)", "--suggest", "--tile", "64x64"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "suggest_swizzle: Sw<3,3,3>" in out and "suggest_padding: pad 8" in out
+    assert out.strip().splitlines()[-1].startswith("PASS: 2 proved conflict-free")
+    cmds = [line.split("check it: ", 1)[1] for line in out.splitlines() if "check it: " in line]
+    assert len(cmds) == 2
+    for cmd in cmds:   # the printed command re-proves the suggestion
+        argv = shlex.split(cmd)
+        assert argv[0] == "layoutalg"
+        assert main(argv[1:]) == 0
+        assert capsys.readouterr().out.strip().splitlines()[-1].startswith("PASS: ")
+
+
+def test_banks_suggest_usage_errors(capsys):
+    assert main(["banks", "(64,8):(64,1)", "--suggest"]) == 2
+    assert "--tile" in capsys.readouterr().err
+    assert main(["banks", "(64,8):(64,1)", "--suggest", "--tile", "8x8"]) == 2
+    assert "outside the 8x8 --tile" in capsys.readouterr().err
+    assert main(["banks", "(64,8):(1,64)", "--suggest", "--tile", "64x64",
+                 "--lds", "(64,64):(64,1)"]) == 2
+    assert "drop --lds" in capsys.readouterr().err
+
+
+def test_banks_ends_on_fail_for_a_conflict(capsys):
+    assert main(["banks", "(64,8):(64,1)"]) == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(
+        "FAIL: ds_read_b128 on gfx942 is bank-conflicted")
+
+
+def test_banks_help_says_lds_changes_what_access_means():
+    from layoutalg.cli import build_parser
+    p = build_parser()
+    sub = next(a for a in p._actions if a.dest == "command").choices["banks"]
+    text = " ".join(sub.format_help().split())
+    assert "changes what ACCESS means" in text and "LDS(ACCESS(lane, value))" in text
+
+
+def test_mfma_show_draws_svg_and_png(tmp_path, capsys):
+    svg, png = tmp_path / "m.svg", tmp_path / "m.png"
+    rc = main(["mfma", "show", "v_mfma_f32_16x16x16_f16", "--arch", "gfx942", "--svg", str(svg),
+               "--png", str(png), "--highlight", "0-3"])
+    if rc == 3:  # pragma: no cover - no rasterizer on this machine
+        pytest.skip("no SVG rasterizer")
+    assert rc == 0
+    assert "T63" in svg.read_text() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mfma_show_bad_highlight_fails_before_printing(tmp_path, capsys):
+    rc = main(["mfma", "show", "v_mfma_f32_16x16x16_f16", "--arch", "gfx942", "--svg",
+               str(tmp_path / "m.svg"), "--highlight", "x"])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == "" and "thread list 'x'" in cap.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["tv", "(16,4):(4,1)", "(1,8)", "--highlight", "0,100"],
+    ["mfma", "show", "v_mfma_f32_16x16x16_f16", "--arch", "gfx942", "--highlight", "100"],
+])
+def test_highlight_beyond_the_threads_is_warned(argv, tmp_path, capsys):
+    assert main(argv + ["--svg", str(tmp_path / "x.svg")]) == 0
+    assert "--highlight 100: not among the 64 threads (0-63); ignored" in capsys.readouterr().err
