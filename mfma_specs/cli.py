@@ -136,7 +136,7 @@ def format_instruction(s, operands: Optional[List[str]] = None) -> str:
         items = f"{s.items(op)} slots x 4 candidates" if (s.sparse and op in "AK") \
             else f"{s.items(op)} items"
         lines.append(f"    {op}: {s.tv_layout(op)}  tile {shape}, {items}")
-    for op in operands or s.operands:
+    for op in (s.operands if operands is None else operands):
         lines.append(format_lane_map(s, op))
     return "\n".join(lines)
 
