@@ -186,6 +186,14 @@ def test_mfma_show_draws_svg_and_png(tmp_path, capsys):
         pytest.skip("no SVG rasterizer")
     assert rc == 0
     assert "T63" in svg.read_text() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    err = capsys.readouterr().err
+    assert f"[layoutalg] rasterizing {png} (" in err and "done in" in err
+
+
+def test_large_labelled_drawings_report_a_stage(tmp_path, capsys):
+    assert main(["tv", "(16,16):(16,1)", "(8,8):(8,1)", "--max-cells", "100000", "--svg",
+                 str(tmp_path / "big.svg")]) == 0
+    assert "[layoutalg] drawing 16384 labelled cells: done in" in capsys.readouterr().err
 
 
 def test_mfma_show_bad_highlight_fails_before_printing(tmp_path, capsys):

@@ -131,6 +131,15 @@ def _write(diagram: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _drawing(cells: int, max_cells: int):
+    """A stderr stage line for drawings big enough to take a while (every cell labelled)."""
+    import contextlib
+    from layoutalg.progress import stage
+    if min(cells, max_cells) <= 4096:
+        return contextlib.nullcontext()
+    return stage(f"drawing {min(cells, max_cells)} labelled cells")
+
+
 def _guard(fn):
     """Run a command, turning bad input into a clear message and exit code 2."""
     def run(args: argparse.Namespace) -> int:
@@ -162,7 +171,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"size {L.size()}, cosize {L.cosize()}, rank {L.rank}, depth {L.depth}")
     print(offset_table(L, max_cols=args.max_cols))
     if args.svg or args.png:
-        return _write(draw_layout(L, max_cells=args.max_cells), args)
+        with _drawing(L.size(), args.max_cells):
+            d = draw_layout(L, max_cells=args.max_cells)
+        return _write(d, args)
     return EXIT_OK
 
 
@@ -205,8 +216,9 @@ def cmd_tv(args: argparse.Namespace) -> int:
     warn_outside_threads(args, "--highlight", highlight, nthr)
     warn_outside_threads(args, "--isolate", isolate, nthr)
     if args.svg or args.png:
-        d = draw_tv((tiler, tv), highlight=highlight, isolate=isolate,
-                    max_cells=args.max_cells)
+        with _drawing(M * N, args.max_cells):
+            d = draw_tv((tiler, tv), highlight=highlight, isolate=isolate,
+                        max_cells=args.max_cells)
         return _write(d, args)
     return EXIT_OK
 
