@@ -91,8 +91,15 @@ def venv(dist, tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True,
                    timeout=120)
     py = env_dir / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
-                    "--no-deps", "--no-index", str(dist["wheel"])], check=True, timeout=300)
+    install = ["install", "-q", "--no-deps", "--no-index", str(dist["wheel"])]
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py)] + install,
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 and "no such option" in r.stderr:  # pip < 22.3: the venv's own pip
+        shutil.rmtree(env_dir)
+        subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
+        r = subprocess.run([str(py), "-m", "pip"] + install, capture_output=True, text=True,
+                           timeout=300)
+    assert r.returncode == 0, r.stderr
     purelib = subprocess.run([str(py), "-c", "import sysconfig; "
                               "print(sysconfig.get_paths()['purelib'])"], capture_output=True,
                              text=True, check=True).stdout.strip()
