@@ -63,6 +63,8 @@ def register(subparsers) -> None:
 def _fail(args, e: Exception) -> int:
     code = getattr(e, "exit_code", 1)
     print(f"layoutalg {args.command} {args.kernel}: error: {e}", file=sys.stderr)
+    if code == 1:  # a check failed (gate, compiler, emulator): the verdict line still comes last
+        print(f"FAIL: {type(e).__name__} (details on stderr)")
     return code
 
 

@@ -58,9 +58,11 @@ def test_failed_verification_exits_1_with_counterexample(monkeypatch, capsys, tm
     monkeypatch.setattr(g, "choose_lds_layouts", lambda plan: plan)
     rc = main(["compile", "gemm", "--out", str(tmp_path), "--m", "64", "--n", "64", "--k", "64",
                "--block", "64x64x32"])
-    err = capsys.readouterr().err
+    cap = capsys.readouterr()
+    err = cap.err
     assert rc == 1
     assert "bank_conflicts_lds" in err and "counterexample" in err
+    assert cap.out.strip().splitlines()[-1] == "FAIL: VerificationError (details on stderr)"
     assert not (tmp_path / "kernel.co").exists()
 
 
