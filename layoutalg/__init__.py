@@ -25,7 +25,7 @@ from .algebra import (composition, complement, right_inverse, left_inverse, null
                       downcast, zip_layouts)
 from .swizzle import Swizzle, ComposedLayout, make_composed_layout
 from .parse import parse
-from .tv import make_layout_tv, local_partition, local_tile, TVLayout, thread_values
+from .tv import make_layout_tv, local_partition, local_tile, TVLayout, TVPair, thread_values
 from .f2 import F2Map, F2Error, to_f2, from_f2
 from .enumerate import layout_values
 from .install import PackageClashWarning, package_clashes
