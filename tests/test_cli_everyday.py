@@ -210,3 +210,30 @@ def test_mfma_show_bad_highlight_fails_before_printing(tmp_path, capsys):
 def test_highlight_beyond_the_threads_is_warned(argv, tmp_path, capsys):
     assert main(argv + ["--svg", str(tmp_path / "x.svg")]) == 0
     assert "--highlight 100: not among the 64 threads (0-63); ignored" in capsys.readouterr().err
+
+
+def test_emulator_reports_blocks_done_from_its_workers():
+    import io
+    import torch
+    from layoutalg.progress import enabled
+    from kernels import GemmConfig, build_gemm
+    bk = build_gemm(GemmConfig(128, 128, 32, dtype="f16", block_m=64, block_n=64))
+    a, b = torch.randn(128, 32).half(), torch.randn(32, 128).half()
+    out = io.StringIO()
+    with enabled(stream=out, every_s=0.0):
+        bk.emulate(a, b, torch.zeros(128, 128, dtype=torch.float16), workers=1)
+    lines = [x for x in out.getvalue().splitlines() if "blocks emulated" in x]
+    assert lines, out.getvalue()
+    done = [int(x.split(": ")[-1].split("/")[0]) for x in lines]
+    assert all(x.endswith("/4 (" + x.split("(")[-1]) for x in lines) and done == sorted(done)
+    assert max(done) < 4      # the last count is the stage's "done" line, not a 4/4
+
+
+def test_count_is_quiet_for_quick_steps_and_when_disabled():
+    import io
+    from layoutalg.progress import count, enabled
+    out = io.StringIO()
+    with enabled(stream=out):             # default: nothing within the first second
+        count("x", 1, 10)
+    count("x", 1, 10)                     # disabled outside
+    assert out.getvalue() == ""
