@@ -9,7 +9,8 @@ foreign package:
   earlier ``sys.path`` entry: another distribution, a folder in the working directory);
 * *clobbered*: the package sits next to ``layoutalg`` but its ``__init__.py`` is not the file our
   wheel installed (another distribution overwrote it; detected from the wheel's ``RECORD``
-  hashes, so it applies to wheel installs, not to a source checkout).
+  hashes, so it applies to wheel installs, not to a source checkout), or a file the wheel
+  installed is gone (e.g. the HIP headers: every compile would fail).
 
 ``import layoutalg`` runs the cheap *shadowed* check and warns (:class:`PackageClashWarning`);
 the ``layoutalg`` console script runs both and exits 3 with the message.
@@ -58,36 +59,43 @@ def _shadowed(name: str) -> List[str]:
 
 
 def _clobbered() -> List[str]:
-    """Files of the installed wheel whose content differs from its RECORD (overwritten)."""
+    """Files of the installed wheel that are gone, and ``__init__.py`` files whose content
+    differs from its RECORD (overwritten).  Existence of every file, hashes of four: cheap."""
     from importlib import metadata
     try:
         dist = metadata.distribution("layoutalg")
     except metadata.PackageNotFoundError:
         return []
-    out = []
+    out, missing = [], []
     for f in dist.files or ():
         parts = f.parts
-        if len(parts) != 2 or parts[0] not in SIBLINGS or parts[1] != "__init__.py" or not f.hash:
+        if parts[0] not in SIBLINGS + ("layoutalg",) or "__pycache__" in parts:
             continue
         path = Path(dist.locate_file(f))
-        if path.resolve().parent != _root() / parts[0]:
+        if path.resolve().parents[len(parts) - 2] != _root() / parts[0]:
             continue  # a different installation of layoutalg (e.g. an editable one) is in use
-        try:
-            data = path.read_bytes()
-        except OSError:
-            out.append(f"{path} of layoutalg's wheel is missing; {_ADVICE}")
+        if not path.exists():
+            missing.append(str(path))
             continue
+        if len(parts) != 2 or parts[1] != "__init__.py" or not f.hash:
+            continue
+        data = path.read_bytes()
         digest = base64.urlsafe_b64encode(hashlib.new(f.hash.mode, data).digest()).rstrip(b"=")
         if digest.decode() != f.hash.value:
             out.append(f"{path} is not the file layoutalg installed: another distribution "
                        f"with a top-level package {parts[0]!r} overwrote it; {_ADVICE}")
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        out.append(f"files installed by layoutalg's wheel are missing: "
+                   f"{', '.join(missing[:3])}{more} (a damaged install: reinstall layoutalg)")
     return out
 
 
 def package_clashes(deep: bool = True) -> List[str]:
     """One plain sentence per problem; empty when every sibling package is layoutalg's own.
 
-    ``deep`` also compares the installed ``__init__.py`` files with the wheel's RECORD.
+    ``deep`` also checks the wheel's RECORD: every installed file present, the packages'
+    ``__init__.py`` files unchanged.
     """
     out: List[str] = []
     for name in SIBLINGS:

@@ -38,3 +38,12 @@ def test_unknown_command_is_a_usage_error():
     r = subprocess.run(["bash", str(ROOT / "scripts" / "dev.sh"), "frobnicate"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "layoutalg" in r.stderr
+
+
+def test_readme_quick_start_says_how_to_run_layoutalg():
+    readme = (ROOT / "README.md").read_text()
+    quick = readme[readme.index("## Quick start"):readme.index("## A taste")]
+    for needle in (".venv/bin/layoutalg", "source .venv/bin/activate",
+                   "bash scripts/dev.sh layoutalg", "python3-venv", "own virtualenv",
+                   "layoutalg[torch]"):
+        assert needle in quick, needle

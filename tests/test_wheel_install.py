@@ -156,3 +156,16 @@ def test_a_package_overwritten_by_another_distribution_is_refused(venv):
     finally:
         init.write_bytes(orig)
     assert _run(venv, str(venv["python"].parent / "layoutalg"), "show", "4:1").returncode == 0
+
+
+def test_a_file_missing_from_the_install_is_reported_plainly(venv):
+    header = venv["purelib"] / "kernels" / "include" / "lagen_hip.h"
+    moved = header.with_suffix(".moved")
+    header.rename(moved)
+    try:
+        r = _run(venv, str(venv["python"].parent / "layoutalg"), "compile", "gemm", "--out", "x")
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert f"files installed by layoutalg's wheel are missing: {header}" in r.stderr
+        assert "Traceback" not in r.stderr
+    finally:
+        moved.rename(header)
