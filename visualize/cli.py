@@ -57,8 +57,8 @@ def _leaves(t: Any):
         yield t
 
 
-def warn_outside_threads(args: argparse.Namespace, option: str, threads: Optional[List[int]],
-                  count: int) -> None:
+def warn_outside_threads(args: argparse.Namespace, option: str,
+                         threads: Optional[List[int]], count: int) -> None:
     """Threads the diagram does not have would be ignored silently: say so."""
     bad = sorted({t for t in threads or () if not 0 <= t < count})
     if bad:
@@ -92,11 +92,6 @@ def _add_output(p: argparse.ArgumentParser) -> None:
                    "rsvg-convert or chromium)")
     g.add_argument("--scale", type=float, default=None,
                    help="PNG pixels per SVG unit (default 2, less for very large diagrams)")
-
-
-def add_output_options(p: argparse.ArgumentParser) -> None:
-    """``--svg FILE`` / ``--png FILE`` / ``--scale`` (for any command that draws)."""
-    _add_output(p)
 
 
 def write_diagram(diagram: Any, args: argparse.Namespace) -> int:
