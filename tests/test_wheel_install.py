@@ -138,10 +138,12 @@ def test_installed_compile_check_and_demo_run_outside_the_checkout(venv):
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.rstrip().splitlines()[-1].startswith("PASS")
 
-    r = _run(venv, exe, "demo", "--out", "demo", "--no-png", timeout=600)
+    r = _run(venv, exe, "demo", "--out", "demo", timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "FAILED" not in r.stdout
-    assert (venv["cwd"] / "demo" / "index.html").exists()
+    demo = venv["cwd"] / "demo"
+    assert (demo / "index.html").exists() and (demo / "gemm_gfx942" / "kernel.co").exists()
+    assert (demo / "tv_layout.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_package_overwritten_by_another_distribution_is_refused(venv):
