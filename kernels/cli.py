@@ -178,8 +178,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     import torch
     atol, rtol = entry.tolerance(cfg)
     err = (out - ref).abs()
-    bad = err > atol + rtol * ref.abs()
+    bound = atol + rtol * ref.abs()
+    bad = err > bound
     nbad = int(bad.sum())
+    worst = float((err / bound).max())    # 1.0 = exactly at the tolerance
     print(f"emulated in {t1 - t0:.2f} s ({res.seconds:.2f} s running)")
     print(f"max error: {float(err.max()):.6g} (absolute, vs a float64/fp32 torch reference)")
     if nbad:
@@ -189,6 +191,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = [k for k, ok in v.items() if not ok]
     verdict = "FAIL" if nbad or failed else "PASS"
     print(f"{verdict}: {bad.numel() - nbad} of {bad.numel()} elements within |out - ref| <= "
-          f"{atol:g} + {rtol:g}*|ref|" + (f"; failed checks: {', '.join(failed)}" if failed
-                                         else f"; {len(v)} verification checks hold"))
+          f"{atol:g} + {rtol:g}*|ref| (worst at {100 * worst:.0f} % of its bound)"
+          + (f"; failed checks: {', '.join(failed)}" if failed
+             else f"; {len(v)} verification checks hold"))
     return 1 if verdict == "FAIL" else 0

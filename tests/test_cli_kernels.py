@@ -39,6 +39,7 @@ def test_check_emulate_ends_on_pass_after_the_max_error(capsys):
     assert rc == 0
     assert out[-1].startswith("PASS: 2880 of 2880 elements within |out - ref| <= 0.002")
     assert out[-2].startswith("max error: ") and _max_error(out) < 0.05
+    assert 0 < _worst_percent(out[-1]) <= 100
 
 
 def test_check_mismatch_exits_1(monkeypatch, capsys):
@@ -51,6 +52,11 @@ def test_check_mismatch_exits_1(monkeypatch, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 1
     assert "MISMATCH" in "\n".join(out) and out[-1].startswith("FAIL: 0 of 4096 elements")
+    assert _worst_percent(out[-1]) > 100
+
+
+def _worst_percent(line):
+    return float(line.split("(worst at ")[1].split(" %")[0])
 
 
 def test_failed_verification_exits_1_with_counterexample(monkeypatch, capsys, tmp_path):
