@@ -110,3 +110,19 @@ def test_every_dialect_round_trips(L):
     for d in DIALECTS:
         assert la.parse(format_as(L, d)) == L, d
         assert canonical(format_as(L, d)).name in (d, "layoutalg")
+
+
+@pytest.mark.parametrize("a, b, cute, witness", [
+    # cutlass #3177 / REFERENCE: CuTe DSL and FlyDSL answer (6,4):(1,10) o 4:4
+    ("(6,4):(1,10)", "4:4", "(2,2):(4,10)", "at index 2 gives 10 where A(B(2)) = 12"),
+    ("(3,4):(1,5)", "(2,8):(1,2)", "(2,(2,4)):(1,(2,5))", "at index 3 gives 3 where A(B(3)) = 5"),
+])
+def test_refusal_says_what_cute_returns_and_where_it_is_wrong(a, b, cute, witness):
+    """Users porting CuTe code meet these refusals where CuTe answered."""
+    with pytest.raises(la.CompositionError) as e:
+        la.composition(la.parse(a), la.parse(b))
+    assert f"CuTe returns {cute}, which {witness}" in str(e.value)
+    c = la.parse(cute)
+    A, B = la.parse(a), la.parse(b)
+    idx = int(witness.split()[2])
+    assert c(idx) != A(B(idx))       # the witness is real
