@@ -281,3 +281,19 @@ def test_to_triton_builds_the_binding():
     ll = to_triton(e["layouts"]["C"])
     assert bases_of(ll).bases["lane"] == bases_of(e["layouts"]["C"]).bases["lane"]
     assert from_linear_layout(ll).layout_tv == from_linear_layout(e["layouts"]["C"]).layout_tv
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 5), st.integers(2, 5), st.data())
+def test_any_cute_swizzle_round_trips_through_triton_bases(lm, ln, data):
+    """Sw<B,M,S> o 0 o (rows, cols):(cols, 1) -> Triton offset bases -> the same swizzle."""
+    m, n = 1 << lm, 1 << ln
+    bits = lm + ln
+    b = data.draw(st.integers(1, bits // 2))
+    base = data.draw(st.integers(0, bits - 2 * b))
+    shift = data.draw(st.integers(b, bits - base - b))
+    lds = la.ComposedLayout(la.Swizzle(b, base, shift), 0, la.Layout((m, n), (n, 1)))
+    where = {lds(i): i for i in range(m * n)}
+    offset = [[where[1 << j] % m, where[1 << j] // m] for j in range(bits)]
+    got = from_linear_layout({"offset": offset, "shape": [m, n]})
+    assert got == lds
