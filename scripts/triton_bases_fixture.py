@@ -37,9 +37,10 @@ ctx = ir.context(); ir.load_dialects(ctx)
 builders = {}
 for i, (arch, version, kind, ops) in enumerate(json.loads(sys.argv[1])):
     b = builders.setdefault(arch, gluon_ir.GluonOpBuilder(ctx, arch))
-    m, n, k = ops['mnk']
+    m, n, k = ops.get('tile', ops['mnk'])
     if kind == 'mfma':
-        par = amd.AMDMFMALayout(version=version, instr_shape=[m, n, k], transposed=False,
+        par = amd.AMDMFMALayout(version=version, instr_shape=[m, n, k],
+                                transposed=ops.get('trans', False),
                                 warps_per_cta=[1, 1], element_bitwidth=ops.get('bits'))
     else:
         par = amd.AMDWMMALayout(version=version, transposed=False, warp_bases=[],
@@ -117,12 +118,23 @@ def main(argv: List[str] = None) -> int:
     jobs, entries = [], []
     for arch, version, kind in TARGETS:
         for s in ms.instructions(arch):
+            if kind == "mfma" and s.blocks == 16 and (s.m, s.n) == (4, 4):
+                # Triton lays the 16 blocks of a 4x4 MFMA side by side: a 4x64 tile (blocks
+                # along N) or, transposed, a 64x4 tile (blocks along M)
+                for tile, trans in (([4, 64, s.k], False), ([64, 4, s.k], True)):
+                    v = {"mnk": [s.m, s.n, s.k], "kA": s.items("A"), "kB": s.items("B"),
+                         "tile": tile, "trans": trans}
+                    jobs.append((arch, version, kind, v))
+                    entries.append({"arch": arch, "instruction": s.name, "version": version,
+                                    "kind": kind, "k_width": [v["kA"], v["kB"]],
+                                    "tile": tile, "transposed": trans})
+                continue
             if s.kind == "smfmac" or s.blocks != 1:
                 doc["skipped"].append({"arch": arch, "instruction": s.name, "reason":
-                                       "sparse or multi-block: not compared (Triton has no "
-                                       "sparse encoding; it builds the 16-block 4x4 MFMAs as "
-                                       "64x4 / 4x64 tiles, whose block placement is not "
-                                       "mapped here)"})
+                                       "not compared: sparse (Triton has no sparse "
+                                       "encoding) or 2/4-block (Triton's 32x32 and 16x16 "
+                                       "encodings are compared with the single-block "
+                                       "instructions)"})
                 continue
             ops = {"mnk": [s.m, s.n, s.k], "kA": s.items("A"), "kB": s.items("B")}
             if s.a_type == "f64":

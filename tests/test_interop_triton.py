@@ -24,7 +24,8 @@ from layoutalg.verify import LdsModel, bank_conflicts, swizzle_from_triton
 
 HERE = os.path.dirname(__file__)
 FIXTURE = json.load(open(os.path.join(HERE, "fixtures", "triton_bases.json")))
-ENCODINGS = FIXTURE["encodings"]
+ENCODINGS = [e for e in FIXTURE["encodings"] if "tile" not in e]     # one instruction tile
+BLOCKED = [e for e in FIXTURE["encodings"] if "tile" in e]          # 16-block 4x4 MFMAs
 
 
 def _natural(e):
@@ -62,6 +63,34 @@ def test_triton_encoding_equals_mfma_specs_at_every_entry(e):
         assert tv.tile_shape == s.tile_shape(op)[:2]
         bad = [x for x in _entries(tv, s.tv_layout(op)) if x[2] != x[3]]
         assert not bad, f"{op}: first (lane, item, triton, ours) = {bad[0]}"
+
+
+@pytest.mark.parametrize("e", BLOCKED, ids=lambda e: f"{_id(e)}-{e['tile'][0]}x{e['tile'][1]}")
+def test_sixteen_block_mfma_tiles_equal_mfma_specs(e):
+    """Triton lays the 16 4x4 blocks side by side: a 4x64 tile (blocks along N: column
+    ``n = col + 4 * block``, A shared by every block) or, transposed (Triton computes C^T =
+    B^T A^T, so its A feeds the instruction's B), a 64x4 tile (blocks along M).  Registers
+    beyond the instruction's items are copies (stride 0) of the first ones."""
+    s = ms.lookup(e["arch"], e["instruction"])
+    trans = e["transposed"]
+    for op in "ABC":
+        tv = from_linear_layout(e["layouts"][op], wave_size=64)
+        inst = {"A": "B", "B": "A", "C": "C"}[op] if trans else op
+        items = s.items(inst)
+        for lane in range(64):
+            for item in range(tv.layout_tv[1].size()):
+                got = tv.coord(lane, item)
+                if item >= items:        # a copy of an instruction item
+                    assert got == tv.coord(lane, item % items)
+                    continue
+                r, c, blk = s.element(inst, lane, item)
+                if op == "C":            # C[r][c] of block blk; transposed: its transpose
+                    exp = (c + 4 * blk, r) if trans else (r, c + 4 * blk)
+                elif not trans:          # 4x64: A shared, B's columns side by side
+                    exp = (r, c) if op == "A" else (r, c + 4 * blk)
+                else:                    # 64x4: Triton A = instruction B^T, B = A^T (shared)
+                    exp = (c + 4 * blk, r) if op == "A" else (c, r)
+                assert got == exp, (op, lane, item, got, exp)
 
 
 @pytest.mark.parametrize("e", [e for e in ENCODINGS if e["arch"] == "gfx1200" and
@@ -262,16 +291,18 @@ def test_fixture_matches_live_triton():
         import triton_bases_fixture as gen
     finally:
         sys.path.pop(0)
+    everything = FIXTURE["encodings"]
     jobs = [(e["arch"], e["version"], e["kind"],
              {"mnk": [ms.lookup(e["arch"], e["instruction"]).m,
                       ms.lookup(e["arch"], e["instruction"]).n,
                       ms.lookup(e["arch"], e["instruction"]).k],
               "kA": e["k_width"][0], "kB": e["k_width"][1],
+              **({"tile": e["tile"], "trans": e["transposed"]} if "tile" in e else {}),
               **({"bits": 64} if ms.lookup(e["arch"], e["instruction"]).a_type == "f64"
                  else {})})
-            for e in ENCODINGS]
+            for e in everything]
     live = gen._run_jobs(jobs)
-    for e, got in zip(ENCODINGS, live):
+    for e, got in zip(everything, live):
         assert got.get("ok") == e["layouts"], _id(e)
 
 
