@@ -159,3 +159,15 @@ def test_cli_from_triton_bad_input_exit_2():
     rc, out, err = _cli("banks", "--lds-from-triton", _alias("gfx942", "#linear"),
                         "--shape", "64,128")
     assert rc == 2
+
+
+@pytest.mark.parametrize("shape, trans", [("[4, 64, 4]", "false"), ("[64, 4, 4]", "true")])
+def test_sixteen_block_tiles_are_checked_too(shape, trans):
+    pytest.importorskip("triton")
+    mma = (f"#mma = #ttg.amd_mfma<{{version = 3, warpsPerCTA = [2, 2], instrShape = {shape}, "
+           f"isTransposed = {trans}}}>")
+    assert instruction_check(parse_attribute(mma + "\n#mma"), "gfx942")[0] == "equal"
+    for i in (0, 1):
+        dot = f"\n#ttg.dot_op<{{opIdx = {i}, parent = #mma, kWidth = 4}}>"
+        status, msg = instruction_check(parse_attribute(mma + dot), "gfx942")
+        assert status == "equal" and "v_mfma_f32_4x4x4_16b_f16" in msg, msg

@@ -241,46 +241,64 @@ def instruction_check(attr: Dict[str, Any], arch: str) -> Tuple[str, str]:
                            "lane map to check")
     m, n, k = (par.get("instrShape") or [16, 16, 16])[:3]
     op = "ABC"[dot["opIdx"]] if dot else "C"
-    cands = [s for s in ms.instructions(arch) if (s.m, s.n, s.k) == (m, n, k)
-             and s.kind in ("mfma", "wmma") and s.blocks == 1
-             and (dot is None or s.items(op) == dot["kWidth"])]
-    if dot is not None and not cands:
-        cands = [s for s in ms.instructions(arch) if (s.m, s.n, s.k) == (m, n, k)
-                 and s.kind in ("mfma", "wmma") and s.blocks == 1]
+    trans = bool(par.get("isTransposed", par.get("isTranspose", False)))
+    blocked = (m, n) in ((4, 64), (64, 4))   # Triton's tiles of the 16-block 4x4 MFMAs
+    inst = {"A": "B", "B": "A", "C": "C"}[op] if blocked and trans else op
+    shape = (4, 4) if blocked else (m, n)
+    cands = [s for s in ms.instructions(arch) if (s.m, s.n, s.k) == shape + (k,)
+             and s.kind in ("mfma", "wmma") and s.blocks == (16 if blocked else 1)]
+    exact = [s for s in cands if dot is None or s.items(inst) == dot["kWidth"]]
     if not cands:
         return "differs", f"no {arch} instruction is {m}x{n}x{k}: nothing to check against"
-    s = cands[0]
+    s = (exact or cands)[0]
     one = dict(par, warpsPerCTA=[1, 1])
     if par["kind"] == "amd_wmma":
         one["ctaLayout"] = {"warp": []}
-    trans = bool(par.get("isTransposed", par.get("isTranspose", False)))
     target = dict(dot, parent=one) if dot else one
-    rows, cols, _ = s.tile_shape(op)
-    tv = from_ttgir(target, [rows, cols], arch=arch)
+    tile = {"A": [m, k], "B": [k, n], "C": [m, n]}[op]
+    tv = from_ttgir(target, tile, arch=arch)
+    items, have = s.items(inst), tv.layout_tv[1].size()
+    what = f"{op} of {s.name}" + (" (transposed)" if trans and (op == "C" or blocked) else "")
+    if have != items and not (blocked and have % items == 0):
+        return "differs", (f"{what}: Triton's layout has {have} registers per lane for one "
+                           f"instruction, the instruction {items}")
     bad = []
     for lane in range(s.wave_size):
-        for item in range(min(s.items(op), tv.layout_tv[1].size())):
-            r, c = tv.coord(lane, item)
-            er, ec, _ = s.element(op, lane, item)
-            if op == "C" and trans:
-                er, ec = ec, er
-            if (r, c) != (er, ec):
-                bad.append((lane, item, (r, c), (er, ec)))
-    what = f"{op} of {s.name}" + (" (transposed)" if op == "C" and trans else "")
-    if tv.layout_tv[1].size() != s.items(op):
-        return "differs", (f"{what}: Triton's layout has {tv.layout_tv[1].size()} registers per "
-                       f"lane for one instruction, the instruction {s.items(op)}")
+        for item in range(have):
+            got = tv.coord(lane, item)
+            exp = (tv.coord(lane, item % items) if item >= items   # copies of the first items
+                   else _expected(s, op, inst, lane, item, trans, blocked))
+            if got != exp:
+                bad.append((lane, item, got, exp))
     if bad:
         lane, item, got, exp = bad[0]
         hint, status = "", "differs"
-        if op in "AB" and _k_relabelling(tv, s, op):
+        if op in "AB" and not blocked and _k_relabelling(tv, s, op):
             status = "k-relabelled"
             hint = (" - only a permutation of K (same rows/columns, each K index moved "
                     "consistently): the product is unchanged when the other operand uses the "
                     "same permutation, which Triton's A and B encodings of one dot do")
         return status, (f"{what}: lane {lane} item {item} holds {got} in Triton's layout but "
                        f"{exp} in the instruction; {len(bad)} entries differ{hint}")
-    return "equal", f"{what}: equal at all {s.wave_size * s.items(op)} lane/item entries"
+    return "equal", f"{what}: equal at all {s.wave_size * have} lane/item entries"
+
+
+def _expected(s: Any, op: str, inst: str, lane: int, item: int, trans: bool,
+              blocked: bool) -> Tuple[int, int]:
+    """Where Triton's tile must hold the element the instruction puts at (lane, item).
+
+    One instruction tile: the instruction's own ``(row, col)`` (the accumulator transposed
+    when Triton computes ``C^T = B^T A^T``).  Triton's 4x64 tile of a 16-block 4x4 MFMA puts
+    block b's columns at ``col + 4b`` with A shared by the blocks; its 64x4 tile is the
+    transposed form (Triton's A feeds the instruction's B, its B the instruction's A)."""
+    r, c, blk = s.element(inst, lane, item)
+    if not blocked:
+        return (c, r) if op == "C" and trans else (r, c)
+    if op == "C":
+        return (c + 4 * blk, r) if trans else (r, c + 4 * blk)
+    if not trans:
+        return (r, c) if op == "A" else (r, c + 4 * blk)
+    return (c + 4 * blk, r) if op == "A" else (c, r)
 
 
 def _k_relabelling(tv: Any, s: Any, op: str) -> bool:
