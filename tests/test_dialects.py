@@ -126,3 +126,11 @@ def test_refusal_says_what_cute_returns_and_where_it_is_wrong(a, b, cute, witnes
     A, B = la.parse(a), la.parse(b)
     idx = int(witness.split()[2])
     assert c(idx) != A(B(idx))       # the witness is real
+
+
+def test_dynamic_stride_from_cute_dsl_gets_a_symbolic_bank_verdict():
+    """A '?' row pitch (CuTe DSL / FlyDSL) is a symbol: the verifier answers for every value."""
+    from layoutalg.verify import bank_conflicts
+    r = bank_conflicts(la.parse("(64,8):(?,1)"), instruction="ds_read_b128", elem_bytes=2,
+                       domain=(8, 512))
+    assert "conflict-free exactly for dyn0 = 8 (mod 16)" in r.summary()
