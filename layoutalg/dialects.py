@@ -8,8 +8,8 @@ tests/fixtures/dialect_strings.json)::
                 smem_ptr[16b](unset) o ...                    (a tensor: pointer o layout)
                 Sw<3,4,3> o smem_ptr[16b](unset) o (...)      (GMMA atoms: a swizzle on BYTE
                                                                addresses, see below)
-    cute-dsl    S<3,3,3> o 0 o (8,?):(?,1)                   ('?' a dynamic extent/stride,
-                                                               '?{div=8}' with its divisibility)
+    cute-dsl    S<3,3,3> o 0 o (8,64):(64,1), (8,?):(?,1)    ('?' a dynamic extent/stride,
+                (8,?{div=16}):(?{div=16},1)                   with its divisibility)
     flydsl      !fly.layout<(4,?):(1,4)>, !fly.composed_layout<S<3,3,3> o 0 o ...>,
                 !fly.swizzle<S<3,3,3>>, Layout<...>
 

@@ -90,6 +90,12 @@ def test_cute_cpp_sm80_atom_equals_our_nvidia_spec():
     assert not r.holds and r.mismatches[0].operand == "C"
 
 
+def test_cute_dsl_sm80_atom_equals_our_nvidia_spec():
+    t = STRINGS["cute-dsl"]["sm80_atom"]       # printed by CuTe DSL 4.8.1 (no GPU)
+    assert check_mma_atom(t["tv_a"], t["tv_b"], t["tv_c"], spec=MMA_M16N8K16_F16).holds
+    assert t == {k: STRINGS["cute-c++-sm80"][k].replace("_", "") for k in t}
+
+
 def test_live_flydsl_atom_if_installed():
     fx = pytest.importorskip("flydsl.expr")
     from flydsl._mlir import ir
