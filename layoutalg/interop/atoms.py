@@ -52,14 +52,21 @@ class AtomMismatch:
 
 @dataclass(frozen=True)
 class AtomCheck:
+    """``holds``: every entry equal.  ``k_relabelled``: only A and/or B differ, and only by
+    one permutation of K shared by both - the product is unchanged, so an atom like that
+    computes the right result although its lane maps are not the instruction's."""
+
     instruction: str
     holds: bool
     mismatches: Tuple[AtomMismatch, ...]
+    k_relabelled: bool = False
 
     def summary(self) -> str:
         if self.holds:
             return f"{self.instruction}: the atom's A, B and C layouts equal the instruction's"
-        return f"{self.instruction}: " + "; ".join(str(m) for m in self.mismatches)
+        note = (" - A and B differ only by the same permutation of K: the product is "
+                "unchanged" if self.k_relabelled else "")
+        return f"{self.instruction}: " + "; ".join(str(m) for m in self.mismatches) + note
 
 
 def _as_layout(x: Any) -> Layout:
@@ -101,16 +108,39 @@ def check_mma_atom(tv_a: Any, tv_b: Any, tv_c: Any, *, arch: str = "gfx942",
         import mfma_specs                      # lazily: mfma_specs depends on layoutalg
         spec = mfma_specs.lookup(arch, instruction)
     from ..errors import ParseError
-    out = []
+    out, layouts = [], {}
     for op, tv in (("A", tv_a), ("B", tv_b), ("C", tv_c)):
         try:
             layout: Any = _as_layout(tv)
         except ParseError as e:              # e.g. FlyDSL's extent-0 value modes
             layout = f"the atom's {op} layout is not a layout ({e})"
+        layouts[op] = layout
         mm = _compare(spec, op, layout, convention)
         if mm is not None:
             out.append(mm)
-    return AtomCheck(spec.name, not out, tuple(out))
+    relabel = bool(out) and all(m.operand in "AB" for m in out) and _shared_k_permutation(
+        spec, layouts, convention)
+    return AtomCheck(spec.name, not out, tuple(out), relabel)
+
+
+def _shared_k_permutation(spec: Any, layouts: dict, convention: str) -> bool:
+    """Whether A and B equal the instruction's up to one bijection of K used by both."""
+    perm: dict = {}
+    for op, kpos in (("A", 1), ("B", 0)):
+        tv = layouts[op]
+        if isinstance(tv, str) or _shape_of(tv)[1] != spec.items(op):
+            return False
+        rows, cols, _ = spec.tile_shape(op)
+        swap = op == "B" and convention == "cute"
+        for lane in range(spec.wave_size):
+            for item in range(spec.items(op)):
+                r, c = idx2crd(tv(lane, item), (cols, rows) if swap else (rows, cols))
+                got = (c, r) if swap else (r, c)
+                exp = spec.element(op, lane, item)
+                if got[1 - kpos] != exp[1 - kpos] or perm.setdefault(got[kpos], exp[kpos]) \
+                        != exp[kpos]:
+                    return False
+    return len(set(perm.values())) == len(perm)
 
 
 def _compare(spec: Any, op: str, tv: Any, convention: str) -> Optional[AtomMismatch]:
@@ -149,9 +179,12 @@ def _compare(spec: Any, op: str, tv: Any, convention: str) -> Optional[AtomMisma
                         first[4])
 
 
-_FLY_MFMA = re.compile(r"mfma<(\d+)x(\d+)x(\d+),\s*\(([^,]+),\s*([^)]+)\)\s*->\s*([^>]+)>")
+_FLY_MMA = re.compile(r"fly_rocdl\.(\w+)\.(mfma|wmma)<(\d+)x(\d+)x(\d+),\s*\(([^,]+),\s*"
+                      r"([^)]+)\)\s*->\s*([^,>]+)")
+_FLY_ARCH = {"gfx11": "gfx1100", "gfx120x": "gfx1200"}      # cdna3/cdna4: the caller's arch
 _FLY_TYPES = {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64", "i8": "i8",
-              "f8E4M3FNUZ": "fp8e4m3fnuz", "f8E5M2FNUZ": "fp8e5m2fnuz"}
+              "f8E4M3FNUZ": "fp8e4m3fnuz", "f8E5M2FNUZ": "fp8e5m2fnuz",
+              "f8E4M3FN": "fp8e4m3fn", "f8E5M2": "fp8e5m2"}
 
 
 def flydsl_atom_layouts(atom: Any) -> Tuple[str, str, str, str]:
@@ -165,23 +198,27 @@ def flydsl_atom_layouts(atom: Any) -> Tuple[str, str, str, str]:
 
 def check_flydsl_atom(atom: Any, *, arch: str = "gfx942") -> AtomCheck:
     """Check a FlyDSL MMA atom (``fx.MmaAtomType.get(mma_op=MFMA(...))``, or the 4 strings of
-    :func:`flydsl_atom_layouts`) against the ``mfma_specs`` instruction it names."""
+    :func:`flydsl_atom_layouts`) against the ``mfma_specs`` instruction it names.  WMMA atoms
+    name their target (``gfx11`` -> gfx1100, ``gfx120x`` -> gfx1200); MFMA atoms use ``arch``."""
     op, a, b, c = atom if isinstance(atom, (tuple, list)) else flydsl_atom_layouts(atom)
     spec = find_instruction(op, arch)
     return check_mma_atom(a, b, c, spec=spec, convention="cute")
 
 
 def find_instruction(mma_op: str, arch: str = "gfx942") -> Any:
-    """The mfma_specs instruction a FlyDSL ``!fly_rocdl...mfma<MxNxK, (a, b) -> acc>`` names."""
-    m = _FLY_MFMA.search(mma_op)
+    """The mfma_specs instruction a FlyDSL ``!fly_rocdl.<target>.mfma|wmma<MxNxK, (a, b) ->
+    acc ...>`` names."""
+    m = _FLY_MMA.search(mma_op)
     if not m:
-        raise InteropError(f"cannot read an MFMA from {mma_op!r}; expected "
-                           "'...mfma<MxNxK, (a, b) -> acc>'")
-    mm, nn, kk = (int(m.group(i)) for i in (1, 2, 3))
-    ta, tb, tacc = (_FLY_TYPES.get(m.group(i).strip(), m.group(i).strip()) for i in (4, 5, 6))
+        raise InteropError(f"cannot read an MFMA/WMMA from {mma_op!r}; expected "
+                           "'!fly_rocdl.<target>.mfma<MxNxK, (a, b) -> acc>'")
+    kind = m.group(2)
+    arch = _FLY_ARCH.get(m.group(1), arch) if kind == "wmma" else arch
+    mm, nn, kk = (int(m.group(i)) for i in (3, 4, 5))
+    ta, tb, tacc = (_FLY_TYPES.get(m.group(i).strip(), m.group(i).strip()) for i in (6, 7, 8))
     import mfma_specs                          # lazily: mfma_specs depends on layoutalg
     hits = [s for s in mfma_specs.instructions(arch)
-            if s.kind == "mfma" and (s.m, s.n, s.k) == (mm, nn, kk) and s.a_type == ta
+            if s.kind == kind and (s.m, s.n, s.k) == (mm, nn, kk) and s.a_type == ta
             and s.b_type == tb and s.acc_type == tacc]
     if len(hits) != 1:
         raise InteropError(f"{mma_op!r} names {len(hits)} {arch} instructions "
