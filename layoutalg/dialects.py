@@ -11,7 +11,8 @@ tests/fixtures/dialect_strings.json)::
     cute-dsl    S<3,3,3> o 0 o (8,64):(64,1), (8,?):(?,1)    ('?' a dynamic extent/stride,
                 (8,?{div=16}):(?{div=16},1)                   with its divisibility)
     flydsl      !fly.layout<(4,?):(1,4)>, !fly.composed_layout<S<3,3,3> o 0 o ...>,
-                !fly.swizzle<S<3,3,3>>, Layout<...>
+                !fly.swizzle<S<3,3,3>> (FlyDSL 0.5.0's type prints), and the Layout<...>
+                wrapper issue 17 reports (not seen in FlyDSL 0.5.0's type prints here)
 
 :func:`canonical` rewrites any of them into layoutalg's grammar (what :func:`layoutalg.parse`
 reads); :func:`read` parses and says which dialect it read; :func:`format_as` prints a layout in
