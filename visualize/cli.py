@@ -197,6 +197,11 @@ def tv_table(layout_tv: Any, tile: tuple, max_cols: int = 16, max_rows: int = 32
 def cmd_tv(args: argparse.Namespace) -> int:
     from layoutalg import Layout, make_layout_tv
     from .tv_diagram import draw_tv
+    if args.from_triton:                       # a layout pasted from a TTGIR dump
+        from .from_triton import cmd_tv as tv_from_triton
+        return tv_from_triton(args)
+    if args.thr is None:
+        raise UsageError("tv needs THR (or --from-triton ATTR)")
     highlight, isolate = threads_arg(args.highlight), threads_arg(args.isolate)
     thr = _parse_layout(args.thr, "THR", allow_composed=False)
     val = _parse_layout(args.val, "VAL", allow_composed=False) if args.val else Layout(1)
@@ -222,8 +227,13 @@ def cmd_tv(args: argparse.Namespace) -> int:
 
 def cmd_banks(args: argparse.Namespace) -> int:
     from .bank_diagram import draw_banks
-    access = _parse_layout(args.access, "ACCESS")
+    access = _parse_layout(args.access, "ACCESS") if args.access else None
     lds = _parse_layout(args.lds, "--lds") if args.lds else None
+    if args.from_triton or args.lds_from_triton:   # layouts pasted from a TTGIR dump
+        from .from_triton import banks_inputs
+        access, lds = banks_inputs(args, access, lds)
+    elif access is None:
+        raise UsageError("banks needs ACCESS (or --from-triton ATTR)")
     try:
         from layoutalg.verify import bank_conflicts  # type: ignore[attr-defined]
     except ImportError:
@@ -327,13 +337,16 @@ def register(subparsers: Any) -> None:
                     "colour per thread).", epilog=SYNTAX_HELP + "\nexample: layoutalg tv "
                     "\"(16,4):(4,1)\" \"(1,8)\" --highlight 0-3 --png tv.png",
         formatter_class=fmt)
-    p.add_argument("thr", metavar="THR", help="thread layout, e.g. \"(16,4):(4,1)\"")
+    p.add_argument("thr", metavar="THR", nargs="?", help="thread layout, e.g. "
+                   "\"(16,4):(4,1)\"")
     p.add_argument("val", metavar="VAL", nargs="?", help="value layout per thread, e.g. "
                    "\"(1,8)\" (default: one value)")
     p.add_argument("--highlight", metavar="THREADS", help="e.g. 0,5,8-11: others are faded")
     p.add_argument("--isolate", metavar="THREADS", help="draw only these threads")
     p.add_argument("--max-cells", type=int, default=4096,
                    help="above this many cells draw an overview plus a labelled 32x32 detail")
+    from .from_triton import add_arguments as add_triton_arguments
+    add_triton_arguments(p)
     _add_output(p)
     p.set_defaults(func=_guard(cmd_tv))
 
@@ -349,7 +362,7 @@ def register(subparsers: Any) -> None:
                "\"Sw<3,3,3> o 0 o (64,8):(64,1)\" --png fixed.png\n  layoutalg banks "
                "\"(64,8):(64,1)\" --suggest --tile 64x64   # a proved swizzle and padding",
         formatter_class=fmt)
-    p.add_argument("access", metavar="ACCESS", help="e.g. \"(64,8):(64,1)\": (lane, value) -> "
+    p.add_argument("access", metavar="ACCESS", nargs="?", help="e.g. \"(64,8):(64,1)\": (lane, value) -> "
                    "element offset in LDS, or with --lds -> index into the --lds layout")
     p.add_argument("--lds", metavar="LAYOUT", help="the LDS layout (a swizzle or padding). "
                    "NOTE: this changes what ACCESS means: ACCESS then gives the (column-major) "
@@ -366,6 +379,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--instruction", default="ds_read_b128",
                    help="ds_read_b32/b64/b128, ds_write_... (default ds_read_b128)")
     p.add_argument("--elem-bytes", type=int, default=2, help="element size in bytes (default 2)")
+    add_triton_arguments(p, lds=True)
     _add_output(p)
     p.set_defaults(func=_guard(cmd_banks))
 
