@@ -1,0 +1,116 @@
+"""A static MI300X (gfx942) performance model: read a code object, find the hot loop, simulate one
+compute unit cycle by cycle, name the bottleneck, estimate the whole kernel.
+
+>>> from kernels.perf import analyze
+>>> r = analyze("kernel.co", gemm="4096,4096,4096", tile="256x256")   # doctest: +SKIP
+>>> r.mfma_busy, r.binding, r.idle_breakdown, r.peak_fraction          # doctest: +SKIP
+
+Modules: :mod:`.program` (code object -> kernel, hot loop, operands), :mod:`.costs` (the
+per-instruction cost table and machine constants), :mod:`.simulate` (the CU simulator),
+:mod:`.estimate` (whole-kernel GEMM / attention estimates), :mod:`.report` (result, JSON, text),
+:mod:`.cli` (``layoutalg perf``).  Every result is a model estimate with an error bar
+(``docs/PERFORMANCE.md``, "Static performance model"), never a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Union
+
+from .costs import GFX942, MachineModel, classify, mfma_cost
+from .estimate import AttentionProblem, GemmProblem, parse_attention, parse_gemm, whole_kernel
+from .program import PerfError, Program, code_object_arch, load_program
+from .report import MODEL_NOTE, PerfReport, binding_resource
+from .simulate import IDLE_CAUSES, SimResult, simulate
+
+__all__ = ["analyze", "analyze_program", "PerfReport", "PerfError", "MachineModel", "GFX942",
+           "GemmProblem", "AttentionProblem", "parse_gemm", "parse_attention", "load_program",
+           "simulate", "SimResult", "IDLE_CAUSES", "MODEL_NOTE", "code_object_arch",
+           "classify", "mfma_cost", "Program"]
+
+
+def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
+            gemm: Optional[str] = None, attention: Optional[str] = None,
+            tile: Optional[str] = None, block_threads: Optional[int] = None,
+            dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
+            iterations: int = 10) -> PerfReport:
+    """Model ``kernel`` of the code object ``code`` (bytes or a path).
+
+    ``gemm="M,N,K"`` or ``attention="B,H,S,D[,causal]"`` with ``tile`` (``"BMxBN"`` / ``"BM"``)
+    add the whole-kernel estimate.  ``block_threads`` defaults to the metadata's
+    ``.reqd_workgroup_size`` or ``.max_flat_workgroup_size``; ``dynamic_lds_bytes`` adds
+    launch-time LDS (Triton's ``shared``) to the occupancy.
+    """
+    prog = load_program(code, kernel, model=model)
+    problem = None
+    if gemm is not None and attention is not None:
+        raise PerfError("give --gemm or --attention, not both")
+    if (gemm is not None or attention is not None) and tile is None:
+        raise PerfError("a problem size needs --tile (BMxBN for --gemm, BM for --attention)")
+    if gemm is not None:
+        problem = parse_gemm(gemm, tile)
+    elif attention is not None:
+        problem = parse_attention(attention, tile)
+    elif tile is not None:
+        raise PerfError("--tile needs --gemm M,N,K or --attention B,H,S,D[,causal]")
+    return analyze_program(prog, problem, block_threads=block_threads,
+                           dynamic_lds_bytes=dynamic_lds_bytes, model=model,
+                           iterations=iterations)
+
+
+def _block_threads(prog: Program, block_threads: Optional[int]) -> int:
+    if block_threads is not None:
+        if block_threads <= 0:
+            raise PerfError(f"block_threads {block_threads} must be positive")
+        return int(block_threads)
+    req = prog.metadata.get(".reqd_workgroup_size")
+    if req:
+        return int(math.prod(int(x) for x in req))
+    return int(prog.metadata.get(".max_flat_workgroup_size", 256))
+
+
+def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int] = None,
+                    dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
+                    iterations: int = 10) -> PerfReport:
+    """:func:`analyze` on an already loaded :class:`Program`."""
+    from ..codeobject import occupancy
+    md = prog.metadata
+    threads = _block_threads(prog, block_threads)
+    wpg = max(1, math.ceil(threads / 64))
+    lds = int(md.get(".group_segment_fixed_size", 0)) + int(dynamic_lds_bytes)
+    occ = occupancy(prog.arch, int(md.get(".vgpr_count", 0)), int(md.get(".sgpr_count", 0)),
+                    lds, threads)
+    per_simd = int(occ["waves_per_simd"])
+    if per_simd <= 0:
+        raise PerfError(f"kernel {prog.kernel!r} cannot be resident on a CU: "
+                        f"{occ.get('reason', occ)}")
+    wgs = max(1, (per_simd * model.simds_per_cu) // wpg)
+    sim = simulate(prog.body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
+                   iterations=iterations)
+    mfmas = [o for o in prog.body if o.cost.cls == "mfma"]
+    loop = {"start": prog.loop[0], "end": prog.loop[1], "instructions": len(prog.body),
+            "mfma": len(mfmas), "mfma_flops_per_wave": prog.mfma_flops,
+            "waves_per_workgroup": wpg, "workgroups_per_cu": wgs,
+            "waves_per_simd": sim.waves_per_simd, "forward_branches": prog.forward_branches}
+    notes = list(prog.notes)
+    whole = None
+    if problem is not None:
+        if not mfmas:
+            raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs "
+                            "one")
+        main = max(mfmas, key=lambda o: o.cost.flops)
+        whole = whole_kernel(problem, loop_flops_per_wg=prog.mfma_flops * wpg,
+                             cycles_per_iteration=sim.cycles_per_iteration,
+                             workgroups_per_cu=wgs,
+                             outside_instructions=prog.outside_instructions,
+                             peak_flops_per_clk_simd=main.cost.flops / main.cost.cycles,
+                             model=model)
+        whole["peak_mfma"] = main.mnemonic
+    return PerfReport(kernel=prog.kernel, arch=prog.arch, mfma_busy=sim.mfma_busy,
+                      binding=binding_resource(sim.utilisation, sim.idle_breakdown),
+                      idle_breakdown=sim.idle_breakdown, utilisation=sim.utilisation,
+                      cycles_per_iteration=sim.cycles_per_iteration, loop=loop,
+                      occupancy={k: v for k, v in occ.items()}, error_bar=model.error_bar,
+                      peak_fraction=whole["peak_fraction"] if whole else None,
+                      whole_kernel=whole, notes=notes, model=model.to_dict())

@@ -1,0 +1,250 @@
+"""The static MI300X performance model (kernels.perf) on hand-written gfx942 loops whose cycle
+counts are known by construction, and on bad input.
+
+Each loop is assembled with clang-19 (``-x assembler -mcpu=gfx942``); the expected numbers are
+worked out by hand from the model's rules (kernels/perf/simulate.py docstring): a SIMD
+arbitrates every 4 clocks, v_mfma_f32_32x32x8_f16 holds the matrix pipe 32 clocks and its
+result is readable 4 clocks after it completes, SALU/VALU take one issue slot.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from kernels.perf import GFX942, PerfError, analyze
+from layoutalg.cli import main as cli_main
+
+CLANG, LLD = shutil.which("clang-19") or shutil.which("clang"), shutil.which("ld.lld-19") \
+    or shutil.which("ld.lld")
+pytestmark = pytest.mark.skipif(not (CLANG and LLD and shutil.which("llvm-objdump-19")),
+                                reason="needs clang-19, ld.lld-19 and llvm-objdump-19")
+
+MFMA = "v_mfma_f32_32x32x8_f16"
+TAIL = "  s_sub_u32 s0, s0, 1\n  s_cmp_lg_u32 s0, 0\n  s_cbranch_scc1 .Lloop\n"
+
+
+def build(tmp, name: str, body: str, *, vgprs: int = 512, agprs: int = 0, threads: int = 256,
+          mcpu: str = "gfx942", loop: bool = True) -> str:
+    """Assemble ``body`` as the loop of a one-kernel code object; ``vgprs`` (the unified count
+    in the metadata) sets the occupancy: 512 -> 1 wave/SIMD, 256 -> 2."""
+    code = ("  s_mov_b32 s0, 100\n.Lloop:\n" + body + TAIL) if loop else body
+    arch_v = vgprs - agprs
+    src = f""".text
+.globl k
+.p2align 8
+.type k,@function
+k:
+{code}  s_endpgm
+.Lend:
+.size k, .Lend-k
+.rodata
+.p2align 6
+.amdhsa_kernel k
+  .amdhsa_next_free_vgpr {min(vgprs, 512)}
+  .amdhsa_next_free_sgpr 16
+  .amdhsa_accum_offset {max(4, min(arch_v, 256))}
+.end_amdhsa_kernel
+.amdgpu_metadata
+---
+amdhsa.version: [1, 2]
+amdhsa.target: amdgcn-amd-amdhsa--{mcpu}
+amdhsa.kernels:
+  - .name: k
+    .symbol: k.kd
+    .kernarg_segment_size: 0
+    .group_segment_fixed_size: 0
+    .private_segment_fixed_size: 0
+    .kernarg_segment_align: 8
+    .wavefront_size: 64
+    .sgpr_count: 16
+    .vgpr_count: {vgprs}
+    .agpr_count: {agprs}
+    .max_flat_workgroup_size: {threads}
+...
+.end_amdgpu_metadata
+"""
+    s, o, co = tmp / f"{name}.s", tmp / f"{name}.o", tmp / f"{name}.co"
+    s.write_text(src)
+    subprocess.run([CLANG, "-x", "assembler", "-target", "amdgcn-amd-amdhsa", f"-mcpu={mcpu}",
+                    "-c", str(s), "-o", str(o)], check=True, capture_output=True)
+    subprocess.run([LLD, "-shared", str(o), "-o", str(co)], check=True, capture_output=True)
+    return str(co)
+
+
+def mfmas(n: int, dst: str = "a", first: int = 0) -> str:
+    return "".join(f"  {MFMA} {dst}[{first + 16 * i}:{first + 16 * i + 15}], v[0:1], v[2:3], "
+                   f"{dst}[{first + 16 * i}:{first + 16 * i + 15}]\n" for i in range(n))
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    return tmp_path_factory.mktemp("perf")
+
+
+def test_mfma_bound_loop_keeps_the_pipe_full(tmp):
+    # 4 independent MFMAs x 32 clocks, the 3 SALU ops issue while the pipe is busy: 128 clocks
+    # per iteration, every SIMD's pipe always busy
+    r = analyze(build(tmp, "mfma", mfmas(4), agprs=64))
+    assert r.loop["mfma"] == 4 and r.loop["instructions"] == 7
+    assert r.loop["waves_per_simd"] == [1, 1, 1, 1]
+    assert r.cycles_per_iteration == pytest.approx(128, abs=0.5)
+    assert r.mfma_busy == pytest.approx(1.0, abs=1e-6)
+    assert r.binding == "mfma" and r.idle_breakdown == {}
+
+
+def test_pass_counts_come_from_mfma_specs(tmp):
+    # 16x16x16 f16 is 16 clocks (4 passes) on gfx942: 4 of them = 64 clocks per iteration
+    body = "".join(f"  v_mfma_f32_16x16x16_f16 a[{4 * i}:{4 * i + 3}], v[0:1], v[2:3], "
+                   f"a[{4 * i}:{4 * i + 3}]\n" for i in range(4))
+    r = analyze(build(tmp, "mfma16", body, agprs=64))
+    assert r.cycles_per_iteration == pytest.approx(64, abs=0.5)
+    assert r.mfma_busy == pytest.approx(1.0, abs=1e-6)
+
+
+DEP = (f"  {MFMA} v[32:47], v[0:1], v[2:3], v[32:47]\n  s_sub_u32 s1, s1, 1\n"
+       "  s_cmp_lg_u32 s1, 0\n  v_add_f32 v20, v32, v20\n")
+
+
+def test_one_wave_exposes_the_mfma_latency(tmp):
+    # MFMA at t; s_sub t+4; s_cmp t+8; v_add reads v32: ready t+32+4 -> t+36; the tail's
+    # s_sub/s_cmp/s_cbranch t+40, t+44, t+48; next MFMA t+52: 52 clocks, 32 of them busy; of
+    # the 20 idle ones 4 wait for the result, 16 issue v_add and the tail
+    r = analyze(build(tmp, "dep1", DEP, threads=256))
+    assert r.cycles_per_iteration == pytest.approx(52, abs=0.5)
+    assert r.mfma_busy == pytest.approx(32 / 52, abs=1e-3)
+    assert r.idle_breakdown["mfma_dependency"] == pytest.approx(4 / 52, abs=1e-3)
+    assert r.idle_breakdown["instruction_issue"] == pytest.approx(16 / 52, abs=1e-3)
+
+
+def test_two_waves_hide_the_mfma_latency(tmp):
+    # the same loop with two waves per SIMD: each needs the pipe 32 of its 52 clocks, so two
+    # of them keep it busy (64 clocks of MFMA per 2 iterations >= 52)
+    r = analyze(build(tmp, "dep2", DEP, vgprs=256, threads=512))
+    assert r.loop["waves_per_simd"] == [2, 2, 2, 2]
+    assert r.mfma_busy == pytest.approx(1.0, abs=0.01)
+    assert r.binding == "mfma"
+
+
+def test_lds_bound_loop(tmp):
+    # 8 ds_read_b128 per wave = 8 KiB at 128 B/clk = 64 clocks of the CU's one LDS pipe; four
+    # waves (one per SIMD) -> 256 clocks per iteration, the MFMA pipes busy 32/256
+    body = "  ds_read_b128 v[4:7], v8\n" * 8 + "  s_waitcnt lgkmcnt(0)\n" + mfmas(1)
+    r = analyze(build(tmp, "lds", body, agprs=64))
+    assert r.cycles_per_iteration == pytest.approx(256, rel=0.02)
+    assert r.utilisation["lds"] == pytest.approx(1.0, abs=0.02)
+    assert r.mfma_busy == pytest.approx(32 / 256, rel=0.02)
+    assert r.binding == "lds_bandwidth"
+
+
+def test_waitcnt_on_a_global_load_is_memory_latency(tmp):
+    # one load, wait for it, one MFMA: each iteration exposes the memory latency
+    body = ("  global_load_dwordx4 v[10:13], v9, s[4:5]\n  s_waitcnt vmcnt(0)\n" + mfmas(1))
+    r = analyze(build(tmp, "vm", body, agprs=64))
+    assert r.cycles_per_iteration > GFX942.vmem_latency
+    assert r.cycles_per_iteration < GFX942.vmem_latency + 100
+    assert r.binding == "global_memory_latency"
+    idle = 1 - r.mfma_busy
+    assert r.idle_breakdown["memory_wait"] > 0.9 * idle
+
+
+def test_barrier_makes_the_light_simds_wait(tmp):
+    # 5 waves per work-group: SIMD 0 holds two of them (64 MFMA clocks per iteration), SIMDs
+    # 1-3 one (32); the barrier holds everyone to SIMD 0's pace: busy (64 + 3 * 32) / (4 * 64)
+    body = mfmas(1) + "  s_barrier\n"
+    r = analyze(build(tmp, "bar", body, vgprs=256, agprs=64, threads=320))
+    assert r.loop["waves_per_simd"] == [2, 1, 1, 1]
+    assert r.mfma_busy == pytest.approx(0.625, abs=0.01)
+    assert r.idle_breakdown.get("barrier", 0) > 0.1
+    # control: without the barrier each SIMD runs at its own pace
+    free = analyze(build(tmp, "nobar", mfmas(1), vgprs=256, agprs=64, threads=320))
+    assert free.mfma_busy == pytest.approx(1.0, abs=0.01)
+
+
+def test_setprio_orders_the_waves(tmp):
+    # a wave that raises its priority issues first; the model records it without changing a
+    # saturated pipe
+    r = analyze(build(tmp, "prio", "  s_setprio 3\n" + mfmas(2, first=0) + "  s_setprio 0\n",
+                      vgprs=256, agprs=64, threads=512))
+    assert r.mfma_busy == pytest.approx(1.0, abs=0.01)
+
+
+def test_whole_gemm_estimate_by_hand(tmp):
+    # 4 waves x 4 MFMAs x 16384 flops = 2 * 128 * 128 * 8: one iteration covers K = 8 of a
+    # 128x128 tile.  304 tiles (one per CU), K = 1024 -> 128 iterations x 128 clocks, plus the
+    # prologue/epilogue (instructions outside the loop x 4 + two memory latencies)
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+    r = analyze(co, gemm=f"{128 * 304},128,1024", tile="128x128")
+    w = r.whole_kernel
+    assert w["k_per_iteration"] == 8 and w["iterations_per_workgroup"] == 128
+    assert w["workgroups"] == 304 and w["slots"] == 304
+    overhead = 2 * 4 + 2 * GFX942.vmem_latency      # s_mov before the loop, s_endpgm after
+    assert w["prologue_epilogue_cycles"] == overhead
+    assert r.peak_fraction == pytest.approx(128 * 128 / (128 * 128 + overhead), abs=1e-4)
+    assert w["tflops"] == pytest.approx(r.peak_fraction * 512 * 4 * 304 * GFX942.clock_mhz
+                                        / 1e6, rel=1e-3)
+
+
+def test_causal_attention_is_imbalanced(tmp):
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+    full = analyze(co, attention="1,2,4096,128", tile="64")
+    causal = analyze(co, attention="1,2,4096,128,causal", tile="64")
+    # half the flops, but the longest query block still runs the whole KV length
+    assert causal.whole_kernel["cycles"] > 0.5 * full.whole_kernel["cycles"]
+    assert causal.peak_fraction < full.peak_fraction
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def test_not_a_code_object(tmp):
+    p = tmp / "notes.txt"
+    p.write_text("hello")
+    with pytest.raises(PerfError, match="not a code object"):
+        analyze(str(p))
+    with pytest.raises(PerfError, match="no such file"):
+        analyze(str(tmp / "missing.co"))
+
+
+def test_no_loop(tmp):
+    co = build(tmp, "straight", mfmas(2), agprs=64, loop=False)
+    with pytest.raises(PerfError, match="no loop"):
+        analyze(co)
+
+
+def test_another_arch(tmp):
+    co = build(tmp, "gfx90a", "  v_add_f32 v1, v2, v3\n", mcpu="gfx90a")
+    with pytest.raises(PerfError, match="gfx90a.*gfx942"):
+        analyze(co)
+
+
+def test_bad_problem_sizes(tmp):
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+    with pytest.raises(PerfError, match="--tile"):
+        analyze(co, gemm="128,128,128")
+    with pytest.raises(PerfError, match="BMxBN"):
+        analyze(co, gemm="128,128,128", tile="128")
+    with pytest.raises(PerfError, match="3 comma-separated"):
+        analyze(co, gemm="128,128", tile="128x128")
+    with pytest.raises(PerfError, match="causal"):
+        analyze(co, attention="1,1,128,128,sometimes", tile="64")
+    with pytest.raises(PerfError, match="kernel 'nope'"):
+        analyze(co, "nope")
+
+
+def test_cli_json_and_exit_codes(tmp, capsys):
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "128x128", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for key in ("mfma_busy", "peak_fraction", "binding", "idle_breakdown", "model", "error_bar"):
+        assert key in d
+    assert "not a measurement" in d["model"] and d["error_bar"] > 0
+    assert cli_main(["perf", co]) == 0
+    out = capsys.readouterr().out
+    assert "model" in out and "not a measurement" in out and "+-" in out
+    p = tmp / "junk.co"
+    p.write_bytes(b"junk")
+    assert cli_main(["perf", str(p)]) == 2
+    assert "not a code object" in capsys.readouterr().err
