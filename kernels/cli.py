@@ -1,4 +1,5 @@
-"""``layoutalg compile KERNEL`` and ``layoutalg check KERNEL`` (kernels from :mod:`kernels.registry`).
+"""``layoutalg compile KERNEL`` and ``layoutalg check KERNEL`` (kernels from :mod:`kernels.registry`);
+``layoutalg perf CODE_OBJECT`` (the static MI300X model, :mod:`kernels.perf.cli`).
 
 ``compile`` builds the kernel (plan -> gate -> HIP), compiles it for ``--arch`` and writes
 ``kernel.hip``, ``kernel.co`` and ``report.json`` into ``--out``.  ``check --emulate`` runs the
@@ -53,6 +54,8 @@ def register(subparsers) -> None:
                                description="Build a kernel (gated) and run it against torch; "
                                            "prints the max error last.")
     _add_kernels(pk, cmd_check, check_opts)
+    from .perf.cli import register as register_perf
+    register_perf(subparsers)
 
 
 def _fail(args, e: Exception) -> int:
