@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from kernels.perf import GFX942, PerfError, analyze
+from kernels.perf import GFX942, PerfError, analyze, report_fields
 from layoutalg.cli import main as cli_main
 
 CLANG, LLD = shutil.which("clang-19") or shutil.which("clang"), shutil.which("ld.lld-19") \
@@ -248,3 +248,13 @@ def test_cli_json_and_exit_codes(tmp, capsys):
     p.write_bytes(b"junk")
     assert cli_main(["perf", str(p)]) == 2
     assert "not a code object" in capsys.readouterr().err
+
+
+def test_report_fields_for_report_json(tmp):
+    from pathlib import Path
+    f = report_fields(Path(build(tmp, "mfma", mfmas(4), agprs=64)).read_bytes())
+    assert f["mfma_busy"] == pytest.approx(1.0, abs=1e-6) and f["binding"] == "mfma"
+    assert "not a measurement" in f["model"]
+    # a kernel the model cannot run says why instead of failing the compile
+    g = report_fields(Path(build(tmp, "straight", mfmas(2), agprs=64, loop=False)).read_bytes())
+    assert "no loop" in g["unavailable"] and "mfma_busy" not in g

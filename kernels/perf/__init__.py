@@ -27,7 +27,7 @@ from .simulate import IDLE_CAUSES, SimResult, simulate
 __all__ = ["analyze", "analyze_program", "PerfReport", "PerfError", "MachineModel", "GFX942",
            "GemmProblem", "AttentionProblem", "parse_gemm", "parse_attention", "load_program",
            "simulate", "SimResult", "IDLE_CAUSES", "MODEL_NOTE", "code_object_arch",
-           "classify", "mfma_cost", "Program"]
+           "classify", "mfma_cost", "Program", "report_fields"]
 
 
 def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
@@ -114,3 +114,15 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
                       occupancy={k: v for k, v in occ.items()}, error_bar=model.error_bar,
                       peak_fraction=whole["peak_fraction"] if whole else None,
                       whole_kernel=whole, notes=notes, model=model.to_dict())
+
+
+def report_fields(binary: bytes, kernel: Optional[str] = None, *,
+                  block_threads: Optional[int] = None, dynamic_lds_bytes: int = 0) -> dict:
+    """The model's fields for a compiled kernel's ``report.json`` (key ``perf_model``): the
+    loop figures of :meth:`PerfReport.report_fields`, or ``{"model": ..., "unavailable":
+    reason}`` when the kernel cannot be modelled (no loop, no MFMA timing)."""
+    try:
+        return analyze(binary, kernel, block_threads=block_threads,
+                       dynamic_lds_bytes=dynamic_lds_bytes).report_fields()
+    except PerfError as e:
+        return {"model": MODEL_NOTE, "unavailable": str(e)}
