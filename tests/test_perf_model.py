@@ -258,3 +258,20 @@ def test_report_fields_for_report_json(tmp):
     # a kernel the model cannot run says why instead of failing the compile
     g = report_fields(Path(build(tmp, "straight", mfmas(2), agprs=64, loop=False)).read_bytes())
     assert "no loop" in g["unavailable"] and "mfma_busy" not in g
+
+
+def test_guarded_blocks_all_or_skip(tmp):
+    # a forward branch over 20 VALU ops: 'all' runs them (20 x 4 clocks > the 32-clock MFMA:
+    # the loop is issue-bound), 'skip' leaves them out (MFMA-bound); the notes give the other
+    body = (mfmas(1) + "  s_cmp_eq_u32 s1, 0\n  s_cbranch_scc1 .Lskip\n"
+            + "  v_add_f32 v20, v21, v20\n" * 20 + ".Lskip:\n")
+    co = build(tmp, "guard", body, agprs=64)
+    every = analyze(co)
+    skip = analyze(co, branches="skip")
+    assert every.loop["guarded_blocks"] == 1
+    assert every.loop["instructions"] == skip.loop["instructions"] + 20
+    assert skip.mfma_busy == pytest.approx(1.0, abs=1e-6)
+    assert every.mfma_busy < 0.5 and every.binding == "instruction_issue"
+    assert any("branches='skip'" in n and "100.0%" in n for n in every.notes)
+    with pytest.raises(PerfError, match="branches='sometimes'"):
+        analyze(co, branches="sometimes")

@@ -34,8 +34,12 @@ def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
             gemm: Optional[str] = None, attention: Optional[str] = None,
             tile: Optional[str] = None, block_threads: Optional[int] = None,
             dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
-            iterations: int = 10) -> PerfReport:
+            iterations: int = 10, branches: str = "all") -> PerfReport:
     """Model ``kernel`` of the code object ``code`` (bytes or a path).
+
+    ``branches``: ``"all"`` runs every instruction of the hot loop on every wave, ``"skip"``
+    leaves out the blocks that forward branches inside the loop jump over (masks, tails);
+    when the loop has such blocks the report's notes give the MFMA busy of the other choice.
 
     ``gemm="M,N,K"`` or ``attention="B,H,S,D[,causal]"`` with ``tile`` (``"BMxBN"`` / ``"BM"``)
     add the whole-kernel estimate.  ``block_threads`` defaults to the metadata's
@@ -56,7 +60,7 @@ def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
         raise PerfError("--tile needs --gemm M,N,K or --attention B,H,S,D[,causal]")
     return analyze_program(prog, problem, block_threads=block_threads,
                            dynamic_lds_bytes=dynamic_lds_bytes, model=model,
-                           iterations=iterations)
+                           iterations=iterations, branches=branches)
 
 
 def _block_threads(prog: Program, block_threads: Optional[int]) -> int:
@@ -72,7 +76,7 @@ def _block_threads(prog: Program, block_threads: Optional[int]) -> int:
 
 def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int] = None,
                     dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
-                    iterations: int = 10) -> PerfReport:
+                    iterations: int = 10, branches: str = "all") -> PerfReport:
     """:func:`analyze` on an already loaded :class:`Program`."""
     from ..codeobject import occupancy
     md = prog.metadata
@@ -86,21 +90,31 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
         raise PerfError(f"kernel {prog.kernel!r} cannot be resident on a CU: "
                         f"{occ.get('reason', occ)}")
     wgs = max(1, (per_simd * model.simds_per_cu) // wpg)
-    sim = simulate(prog.body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
+    body = prog.path(branches)
+    sim = simulate(body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
                    iterations=iterations)
-    mfmas = [o for o in prog.body if o.cost.cls == "mfma"]
-    loop = {"start": prog.loop[0], "end": prog.loop[1], "instructions": len(prog.body),
-            "mfma": len(mfmas), "mfma_flops_per_wave": prog.mfma_flops,
+    mfmas = [o for o in body if o.cost.cls == "mfma"]
+    flops = sum(o.cost.flops for o in body)
+    loop = {"start": prog.loop[0], "end": prog.loop[1], "instructions": len(body),
+            "mfma": len(mfmas), "mfma_flops_per_wave": flops,
             "waves_per_workgroup": wpg, "workgroups_per_cu": wgs,
-            "waves_per_simd": sim.waves_per_simd, "forward_branches": prog.forward_branches}
+            "waves_per_simd": sim.waves_per_simd, "forward_branches": prog.forward_branches,
+            "guarded_blocks": len(prog.guarded), "branches": branches}
     notes = list(prog.notes)
+    if prog.guarded:
+        other = "skip" if branches == "all" else "all"
+        alt = simulate(prog.path(other), waves_per_workgroup=wpg, workgroups=wgs, model=model,
+                       iterations=iterations)
+        notes.append(f"with branches='{other}' the model gives MFMA busy "
+                     f"{100 * alt.mfma_busy:.1f}% (this report: branches='{branches}', "
+                     f"{100 * sim.mfma_busy:.1f}%)")
     whole = None
     if problem is not None:
         if not mfmas:
             raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs "
                             "one")
         main = max(mfmas, key=lambda o: o.cost.flops)
-        whole = whole_kernel(problem, loop_flops_per_wg=prog.mfma_flops * wpg,
+        whole = whole_kernel(problem, loop_flops_per_wg=flops * wpg,
                              cycles_per_iteration=sim.cycles_per_iteration,
                              workgroups_per_cu=wgs,
                              outside_instructions=prog.outside_instructions,

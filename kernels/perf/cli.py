@@ -32,6 +32,9 @@ def register(subparsers) -> None:
                    help="threads per work-group (default: from the code object's metadata)")
     p.add_argument("--lds", type=int, default=0, metavar="BYTES",
                    help="dynamic LDS per work-group given at launch (e.g. Triton's 'shared')")
+    p.add_argument("--branches", choices=("all", "skip"), default="all",
+                   help="forward branches inside the hot loop: 'all' runs every instruction "
+                        "(default), 'skip' leaves the guarded blocks (masks, tails) out")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_perf)
 
@@ -41,7 +44,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
     try:
         r = analyze(args.code_object, args.kernel, gemm=args.gemm, attention=args.attention,
                     tile=args.tile, block_threads=args.block_threads,
-                    dynamic_lds_bytes=args.lds)
+                    dynamic_lds_bytes=args.lds, branches=args.branches)
     except KernelError as e:
         print(f"layoutalg perf: error: {e}", file=sys.stderr)
         return getattr(e, "exit_code", 2)

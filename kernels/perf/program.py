@@ -3,9 +3,10 @@
 Works on any AMDGPU code object (ours, Triton's, FlyDSL's, a hand-written assembler kernel):
 metadata and disassembly come from the public functions of :mod:`kernels.codeobject`; the hot
 loop is the innermost loop (a backward branch to a header) with the most MFMAs, then the most
-instructions.  Forward branches inside the loop are not followed: the model executes every
-instruction of the loop body on every wave (wave-specialised roles that branch on the wave id
-are therefore over-counted; ``Program.forward_branches`` says when that may have happened).
+instructions.  Forward branches inside the loop guard blocks whose frequency the model cannot
+know: by default every instruction of the loop body runs on every wave (``Program.path("all")``);
+``path("skip")`` leaves the guarded blocks out.  Waves that run different roles (different
+loops) are all modelled on the hot loop.
 """
 
 from __future__ import annotations
@@ -62,10 +63,22 @@ class Program:
     forward_branches: int            # branches inside the loop body that the model does not take
     loops: int                       # how many innermost loops the kernel has
     notes: List[str] = field(default_factory=list)
+    guarded: List[Tuple[int, int]] = field(default_factory=list)   # [start, end) skipped blocks
 
     @property
     def mfma_flops(self) -> int:
         return sum(o.cost.flops for o in self.body)
+
+    def path(self, branches: str = "all") -> List[Op]:
+        """The loop body the model runs: ``"all"`` every instruction (no branch taken);
+        ``"skip"`` without the blocks that forward branches inside the loop jump over."""
+        if branches == "all":
+            return self.body
+        if branches == "skip":
+            return [o for o in self.body
+                    if not any(a <= o.addr < b for a, b in self.guarded)]
+        raise PerfError(f"branches={branches!r}: expected 'all' (every instruction of the loop "
+                        "runs) or 'skip' (guarded blocks left out)")
 
     @property
     def mfma_count(self) -> int:
@@ -196,16 +209,19 @@ def load_program(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
     best = max(inner, key=lambda r: (sum(o.cost.flops for o in ops_of[r]), len(ops_of[r]),
                                      -r[0]))
     body = ops_of[best]
-    fwd = sum(1 for i in insns if best[0] <= i.addr < best[1] and i.target is not None
-              and i.mnemonic.startswith(("s_cbranch", "s_branch")) and i.target > i.addr)
+    fwd = [i for i in insns if best[0] <= i.addr < best[1] and i.target is not None
+           and i.mnemonic.startswith(("s_cbranch", "s_branch")) and i.target > i.addr]
+    # a forward branch to a point inside the loop guards the block it jumps over (a mask, a
+    # tail, a prefetch guard); one to a point after the loop is an exit
+    guarded = [(i.addr + 1, i.target) for i in fwd if i.target <= best[1]]
     notes = []
-    if fwd:
-        notes.append(f"{fwd} forward branch(es) inside the hot loop are not taken by the model: "
-                     "every instruction of the loop body runs on every wave (an upper bound "
-                     "when the body has skipped paths or wave-specialised roles)")
+    if guarded:
+        notes.append(f"{len(guarded)} forward branch(es) inside the hot loop guard blocks the "
+                     "model cannot predict; by default every instruction runs on every wave "
+                     "(branches='all'); branches='skip' leaves the guarded blocks out")
     return Program(kernel=name, arch=arch, metadata=kmeta, body=body, loop=best,
-                   outside_instructions=len(insns) - len(body), forward_branches=fwd,
-                   loops=len(inner), notes=notes)
+                   outside_instructions=len(insns) - len(body), forward_branches=len(fwd),
+                   loops=len(inner), notes=notes, guarded=guarded)
 
 
 def _branch_target(insn: Any, labels: Dict[str, int]) -> Optional[int]:

@@ -97,7 +97,7 @@ class PerfReport:
             w = self.whole_kernel
             lines.append(
                 f"model estimate, whole kernel: {100 * w['peak_fraction']:.1f}% of MFMA peak = "
-                f"{w['tflops']:.0f} TFLOP/s at a {w['clock_mhz']} MHz sustained clock (error bar "
+                f"{w['tflops']:.0f} TFLOP/s at a {w['clock_mhz']} MHz effective clock (error bar "
                 f"{eb}: {w['tflops_low']:.0f}-{w['tflops_high']:.0f}); not a measured number")
         for n in self.notes:
             lines.append(f"note: {n}")
