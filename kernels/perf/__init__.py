@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 from .costs import GFX942, MachineModel, classify, mfma_cost
 from .estimate import AttentionProblem, GemmProblem, parse_attention, parse_gemm, whole_kernel
-from .program import PerfError, Program, code_object_arch, load_program
+from .program import PerfError, Program, code_object_arch, load_program, occupancy
 from .report import MODEL_NOTE, PerfReport, binding_resource
 from .simulate import IDLE_CAUSES, SimResult, simulate
 
@@ -78,7 +78,6 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
                     dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
                     iterations: int = 10, branches: str = "all") -> PerfReport:
     """:func:`analyze` on an already loaded :class:`Program`."""
-    from ..codeobject import occupancy
     md = prog.metadata
     threads = _block_threads(prog, block_threads)
     wpg = max(1, math.ceil(threads / 64))

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..codeobject import disassemble, find_loops, read_metadata
+# the one import of the code-object reader (issue 13 moves it to kernels.toolchain.codeobject)
+from ..codeobject import disassemble, find_loops, occupancy, read_metadata
 from ..errors import KernelError
 from .costs import GFX942, InsnCost, MachineModel, classify
 
-__all__ = ["PerfError", "Op", "Program", "load_program", "code_object_arch"]
+__all__ = ["PerfError", "Op", "Program", "load_program", "code_object_arch", "occupancy"]
 
 SUPPORTED = ("gfx942",)
 # EF_AMDGPU_MACH values of the ELF header's e_flags (LLVM AMDGPUUsage.rst)
