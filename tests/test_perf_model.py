@@ -28,7 +28,7 @@ TAIL = "  s_sub_u32 s0, s0, 1\n  s_cmp_lg_u32 s0, 0\n  s_cbranch_scc1 .Lloop\n"
 
 
 def build(tmp, name: str, body: str, *, vgprs: int = 512, agprs: int = 0, threads: int = 256,
-          mcpu: str = "gfx942", loop: bool = True) -> str:
+          mcpu: str = "gfx942", loop: bool = True, lds: int = 0) -> str:
     """Assemble ``body`` as the loop of a one-kernel code object; ``vgprs`` (the unified count
     in the metadata) sets the occupancy: 512 -> 1 wave/SIMD, 256 -> 2."""
     code = ("  s_mov_b32 s0, 100\n.Lloop:\n" + body + TAIL) if loop else body
@@ -56,7 +56,7 @@ amdhsa.kernels:
   - .name: k
     .symbol: k.kd
     .kernarg_segment_size: 0
-    .group_segment_fixed_size: 0
+    .group_segment_fixed_size: {lds}
     .private_segment_fixed_size: 0
     .kernarg_segment_align: 8
     .wavefront_size: 64
@@ -149,6 +149,29 @@ def test_waitcnt_on_a_global_load_is_memory_latency(tmp):
     assert r.binding == "global_memory_latency"
     idle = 1 - r.mfma_busy
     assert r.idle_breakdown["memory_wait"] > 0.9 * idle
+
+
+def test_one_wave_waiting_on_memory_by_hand(tmp):
+    # one wave per CU (64 KiB of LDS: one work-group of one wave).  Load at t (1 KiB at
+    # 64 B/clk: 16 clocks, then the 700-clock latency: data at t+716); s_waitcnt t+716; MFMA
+    # t+720; s_sub/s_cmp/s_cbranch t+724..t+732; next load t+736.  SIMD 0's pipe is idle 704
+    # of 736 clocks: 700 waiting on vmcnt, 4 issuing s_waitcnt; SIMDs 1-3 have no wave.
+    body = ("  global_load_dwordx4 v[10:13], v9, s[4:5]\n  s_waitcnt vmcnt(0)\n" + mfmas(1))
+    r = analyze(build(tmp, "vm1", body, agprs=64, threads=64, lds=65536))
+    assert r.loop["waves_per_simd"] == [1, 0, 0, 0]
+    lat = GFX942.vmem_latency
+    period = 16 + lat + 5 * 4
+    assert r.cycles_per_iteration == pytest.approx(period, abs=0.5)
+    assert r.mfma_busy == pytest.approx(32 / (4 * period), abs=1e-4)
+    assert r.idle_breakdown["memory_wait"] == pytest.approx(lat / (4 * period), abs=1e-3)
+    assert r.idle_breakdown["no_wave"] == pytest.approx(3 / 4, abs=1e-3)
+    assert r.binding == "occupancy"
+
+
+def test_not_an_amdgpu_elf(tmp):
+    import sys
+    with pytest.raises(PerfError, match="EM_AMDGPU"):
+        analyze(sys.executable if sys.executable.endswith("python") else "/bin/sh")
 
 
 def test_barrier_makes_the_light_simds_wait(tmp):

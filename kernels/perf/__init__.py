@@ -89,6 +89,11 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
         raise PerfError(f"kernel {prog.kernel!r} cannot be resident on a CU: "
                         f"{occ.get('reason', occ)}")
     wgs = max(1, (per_simd * model.simds_per_cu) // wpg)
+    if lds > 0:       # LDS is shared by the work-groups of a CU, not per SIMD
+        import mfma_specs
+        t = mfma_specs.target(prog.arch)
+        alloc = -(-lds // t.lds_alloc_granule) * t.lds_alloc_granule
+        wgs = max(1, min(wgs, t.lds_per_cu_bytes // alloc))
     body = prog.path(branches)
     sim = simulate(body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
                    iterations=iterations)
