@@ -298,3 +298,26 @@ def test_guarded_blocks_all_or_skip(tmp):
     assert any("branches='skip'" in n and "100.0%" in n for n in every.notes)
     with pytest.raises(PerfError, match="branches='sometimes'"):
         analyze(co, branches="sometimes")
+
+
+ROLES = ("  v_lshrrev_b32 v3, 6, v0\n  v_readfirstlane_b32 s5, v3\n  s_cmp_lt_i32 s5, 2\n"
+         "  s_cbranch_scc0 .Lrole_b\n  s_mov_b32 s0, 100\n.La:\n" + mfmas(4)
+         + "  s_sub_u32 s0, s0, 1\n  s_cmp_lg_u32 s0, 0\n  s_cbranch_scc1 .La\n  s_endpgm\n"
+         + ".Lrole_b:\n  s_mov_b32 s0, 100\n.Lb:\n" + DEP
+         + "  s_sub_u32 s0, s0, 1\n  s_cmp_lg_u32 s0, 0\n  s_cbranch_scc1 .Lb\n")
+
+
+def test_wave_specialised_roles_by_hand(tmp):
+    # waves 0-1 (SIMDs 0, 1) run loop A (4 MFMAs: pipe always busy), waves 2-3 (SIMDs 2, 3)
+    # loop B (the one-wave dependency loop above: 32 of 52 clocks busy), told apart by a branch
+    # on readfirstlane(threadIdx.x >> 6): busy (2 + 2 * 32/52) / 4
+    co = build(tmp, "roles", ROLES, agprs=64, loop=False)
+    r = analyze(co)
+    assert r.loop["roles"] == 2
+    assert any("wave-specialised" in n and "s_cmp_lt_i32 s5, 2" in n for n in r.notes)
+    assert r.mfma_busy == pytest.approx((2 + 2 * 32 / 52) / 4, abs=2e-3)
+    # without the split every wave runs the hot loop (A): the pipes are always busy
+    every = analyze(co, roles=False)
+    assert every.loop["roles"] == 1 and every.mfma_busy == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(PerfError, match="two or more innermost loops"):
+        analyze(build(tmp, "mfma", mfmas(4), agprs=64), roles=True)

@@ -34,8 +34,14 @@ def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
             gemm: Optional[str] = None, attention: Optional[str] = None,
             tile: Optional[str] = None, block_threads: Optional[int] = None,
             dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
-            iterations: int = 10, branches: str = "all") -> PerfReport:
+            iterations: int = 10, branches: str = "all",
+            roles: Optional[bool] = None) -> PerfReport:
     """Model ``kernel`` of the code object ``code`` (bytes or a path).
+
+    ``roles``: a wave-specialised kernel whose waves run different loops: the waves of a
+    work-group are split, consecutive waves together, over its innermost loops with MFMAs in
+    address order (e.g. AITER's FA: waves 0-3 one loop, 4-7 the other).  None (default): when
+    the model sees a branch on the wave id and two or more such loops.
 
     ``branches``: ``"all"`` runs every instruction of the hot loop on every wave, ``"skip"``
     leaves out the blocks that forward branches inside the loop jump over (masks, tails);
@@ -60,7 +66,7 @@ def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
         raise PerfError("--tile needs --gemm M,N,K or --attention B,H,S,D[,causal]")
     return analyze_program(prog, problem, block_threads=block_threads,
                            dynamic_lds_bytes=dynamic_lds_bytes, model=model,
-                           iterations=iterations, branches=branches)
+                           iterations=iterations, branches=branches, roles=roles)
 
 
 def _block_threads(prog: Program, block_threads: Optional[int]) -> int:
@@ -76,8 +82,11 @@ def _block_threads(prog: Program, block_threads: Optional[int]) -> int:
 
 def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int] = None,
                     dynamic_lds_bytes: int = 0, model: MachineModel = GFX942,
-                    iterations: int = 10, branches: str = "all") -> PerfReport:
+                    iterations: int = 10, branches: str = "all",
+                    roles: Optional[bool] = None) -> PerfReport:
     """:func:`analyze` on an already loaded :class:`Program`."""
+    if roles is None:
+        roles = prog.role_split is not None
     md = prog.metadata
     threads = _block_threads(prog, block_threads)
     wpg = max(1, math.ceil(threads / 64))
@@ -95,20 +104,31 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
         alloc = -(-lds // t.lds_alloc_granule) * t.lds_alloc_granule
         wgs = max(1, min(wgs, t.lds_per_cu_bytes // alloc))
     body = prog.path(branches)
+    role_bodies = [prog.path(branches, b) for b in prog.mfma_loops] if roles else []
+    if roles and len(role_bodies) < 2:
+        raise PerfError(f"roles=True needs two or more innermost loops with MFMAs; kernel "
+                        f"{prog.kernel!r} has {len(role_bodies)}")
+    if roles and wpg < len(role_bodies):
+        raise PerfError(f"roles=True: {wpg} wave(s) per work-group cannot run "
+                        f"{len(role_bodies)} roles")
     sim = simulate(body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
-                   iterations=iterations)
+                   iterations=iterations, roles=role_bodies)
     mfmas = [o for o in body if o.cost.cls == "mfma"]
-    flops = sum(o.cost.flops for o in body)
+    # flops per wave and loop iteration: the mean over the roles' loops when roles are split
+    flops = (sum(sum(o.cost.flops for o in b) for b in role_bodies) / len(role_bodies)
+             if role_bodies else sum(o.cost.flops for o in body))
     loop = {"start": prog.loop[0], "end": prog.loop[1], "instructions": len(body),
             "mfma": len(mfmas), "mfma_flops_per_wave": flops,
             "waves_per_workgroup": wpg, "workgroups_per_cu": wgs,
             "waves_per_simd": sim.waves_per_simd, "forward_branches": prog.forward_branches,
-            "guarded_blocks": len(prog.guarded), "branches": branches}
+            "guarded_blocks": len(prog.guarded), "branches": branches,
+            "roles": len(role_bodies) or 1}
     notes = list(prog.notes)
     if prog.guarded:
         other = "skip" if branches == "all" else "all"
         alt = simulate(prog.path(other), waves_per_workgroup=wpg, workgroups=wgs, model=model,
-                       iterations=iterations)
+                       iterations=iterations,
+                       roles=[prog.path(other, b) for b in prog.mfma_loops] if roles else [])
         notes.append(f"with branches='{other}' the model gives MFMA busy "
                      f"{100 * alt.mfma_busy:.1f}% (this report: branches='{branches}', "
                      f"{100 * sim.mfma_busy:.1f}%)")

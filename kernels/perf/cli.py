@@ -35,6 +35,10 @@ def register(subparsers) -> None:
     p.add_argument("--branches", choices=("all", "skip"), default="all",
                    help="forward branches inside the hot loop: 'all' runs every instruction "
                         "(default), 'skip' leaves the guarded blocks (masks, tails) out")
+    p.add_argument("--roles", choices=("auto", "on", "off"), default="auto",
+                   help="wave-specialised kernel: split the waves of a work-group over its "
+                        "innermost loops with MFMAs (consecutive waves share a loop); auto "
+                        "(default): when the code branches on the wave id")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_perf)
 
@@ -44,7 +48,8 @@ def cmd_perf(args: argparse.Namespace) -> int:
     try:
         r = analyze(args.code_object, args.kernel, gemm=args.gemm, attention=args.attention,
                     tile=args.tile, block_threads=args.block_threads,
-                    dynamic_lds_bytes=args.lds, branches=args.branches)
+                    dynamic_lds_bytes=args.lds, branches=args.branches,
+                    roles={"auto": None, "on": True, "off": False}[args.roles])
     except KernelError as e:
         print(f"layoutalg perf: error: {e}", file=sys.stderr)
         return getattr(e, "exit_code", 2)

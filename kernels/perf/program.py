@@ -5,8 +5,10 @@ metadata and disassembly come from the public functions of :mod:`kernels.codeobj
 loop is the innermost loop (a backward branch to a header) with the most MFMAs, then the most
 instructions.  Forward branches inside the loop guard blocks whose frequency the model cannot
 know: by default every instruction of the loop body runs on every wave (``Program.path("all")``);
-``path("skip")`` leaves the guarded blocks out.  Waves that run different roles (different
-loops) are all modelled on the hot loop.
+``path("skip")`` leaves the guarded blocks out.  Waves that run different roles in different
+loops (wave-specialised kernels) are split over the innermost loops with MFMAs (consecutive waves
+together) when the model sees a branch on the wave id (``readfirstlane(threadIdx.x >> 6)``
+compared with a constant) or the caller asks for it; otherwise every wave runs the hot loop.
 """
 
 from __future__ import annotations
@@ -65,19 +67,22 @@ class Program:
     loops: int                       # how many innermost loops the kernel has
     notes: List[str] = field(default_factory=list)
     guarded: List[Tuple[int, int]] = field(default_factory=list)   # [start, end) skipped blocks
+    mfma_loops: List[List[Op]] = field(default_factory=list)       # innermost loops with MFMAs
+    role_split: Optional[str] = None      # the branch on the wave id, when the model saw one
 
     @property
     def mfma_flops(self) -> int:
         return sum(o.cost.flops for o in self.body)
 
-    def path(self, branches: str = "all") -> List[Op]:
-        """The loop body the model runs: ``"all"`` every instruction (no branch taken);
-        ``"skip"`` without the blocks that forward branches inside the loop jump over."""
+    def path(self, branches: str = "all", body: Optional[List[Op]] = None) -> List[Op]:
+        """The loop body the model runs (the hot loop, or ``body``): ``"all"`` every
+        instruction (no branch taken); ``"skip"`` without the blocks that forward branches
+        inside the loop jump over."""
+        body = self.body if body is None else body
         if branches == "all":
-            return self.body
+            return body
         if branches == "skip":
-            return [o for o in self.body
-                    if not any(a <= o.addr < b for a, b in self.guarded)]
+            return [o for o in body if not any(a <= o.addr < b for a, b in self.guarded)]
         raise PerfError(f"branches={branches!r}: expected 'all' (every instruction of the loop "
                         "runs) or 'skip' (guarded blocks left out)")
 
@@ -212,17 +217,58 @@ def load_program(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
     body = ops_of[best]
     fwd = [i for i in insns if best[0] <= i.addr < best[1] and i.target is not None
            and i.mnemonic.startswith(("s_cbranch", "s_branch")) and i.target > i.addr]
-    # a forward branch to a point inside the loop guards the block it jumps over (a mask, a
+    # a forward branch to a point inside its loop guards the block it jumps over (a mask, a
     # tail, a prefetch guard); one to a point after the loop is an exit
-    guarded = [(i.addr + 1, i.target) for i in fwd if i.target <= best[1]]
+    guarded = [(i.addr + 1, i.target) for i in insns for rng in inner
+               if rng[0] <= i.addr < rng[1] and i.target is not None and i.addr < i.target <= rng[1]
+               and i.mnemonic.startswith(("s_cbranch", "s_branch"))]
+    n_guarded = sum(1 for a, _ in guarded if best[0] <= a <= best[1])
+    mfma_loops = [ops_of[r] for r in sorted(inner) if any(o.cost.flops for o in ops_of[r])]
     notes = []
-    if guarded:
-        notes.append(f"{len(guarded)} forward branch(es) inside the hot loop guard blocks the "
+    if n_guarded:
+        notes.append(f"{n_guarded} forward branch(es) inside the hot loop guard blocks the "
                      "model cannot predict; by default every instruction runs on every wave "
                      "(branches='all'); branches='skip' leaves the guarded blocks out")
+    role_split = _wave_id_branch(insns) if len(mfma_loops) > 1 else None
+    if role_split:
+        notes.append(f"wave-specialised: {role_split}, and the kernel has {len(mfma_loops)} "
+                     "innermost loops with MFMAs: by default the waves of a work-group are split "
+                     "over them (consecutive waves share a loop)")
+    elif len(mfma_loops) > 1:
+        notes.append(f"the kernel has {len(mfma_loops)} innermost loops with MFMAs; the model "
+                     "runs the hot one on every wave; if the waves run them in different roles "
+                     "(wave-specialised), roles=True (--roles on) splits the waves between them")
     return Program(kernel=name, arch=arch, metadata=kmeta, body=body, loop=best,
                    outside_instructions=len(insns) - len(body), forward_branches=len(fwd),
-                   loops=len(inner), notes=notes, guarded=guarded)
+                   loops=len(inner), notes=notes, guarded=guarded, mfma_loops=mfma_loops,
+                   role_split=role_split)
+
+
+_WAVE_VGPR = re.compile(r"^(v\d+), (?:6|0x6), v0$")        # v_lshrrev_b32 vX, 6, v0: tid / 64
+_SCMP = re.compile(r"^s_cmp_(?:lt|le|gt|ge|eq|lg)_[iu]32$")
+
+
+def _wave_id_branch(insns: Sequence[Any]) -> Optional[str]:
+    """A branch on the wave id (``readfirstlane(threadIdx.x >> 6)`` compared with a constant),
+    the mark of a kernel whose waves take different roles; None when there is none."""
+    wave_v, wave_s = set(), set()
+    for k, i in enumerate(insns):
+        ops = i.operands.replace(" ", "").replace(",", ", ")
+        if i.mnemonic.startswith("v_lshrrev_b32"):
+            m = _WAVE_VGPR.match(ops)
+            if m:
+                wave_v.add(m.group(1))
+        elif i.mnemonic == "v_readfirstlane_b32":
+            dst, _, src = ops.partition(", ")
+            if src in wave_v:
+                wave_s.add(dst)
+        elif _SCMP.match(i.mnemonic) and wave_s:
+            a, _, b = ops.partition(", ")
+            nxt = insns[k + 1] if k + 1 < len(insns) else None
+            if a in wave_s and nxt is not None and nxt.mnemonic.startswith("s_cbranch_scc"):
+                return f"{i.mnemonic} {a}, {b} at {i.addr:#x} branches on the wave id ({a} = " \
+                       "readfirstlane(threadIdx.x >> 6))"
+    return None
 
 
 def _branch_target(insn: Any, labels: Dict[str, int]) -> Optional[int]:

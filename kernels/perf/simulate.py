@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from .costs import GFX942, MachineModel
 from .program import Op, PerfError
@@ -64,6 +64,7 @@ class _Wave:
     lgkm: List[int] = field(default_factory=list)
     reg_ready: Dict[int, int] = field(default_factory=dict)
     starts: List[int] = field(default_factory=list)
+    body: List[Op] = field(default_factory=list)
 
 
 @dataclass
@@ -89,10 +90,16 @@ def _outstanding(q: List[int], t: int) -> int:
 
 def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
              model: MachineModel = GFX942, iterations: int = 10,
-             max_cycles: int = 20_000_000) -> SimResult:
-    """Run ``workgroups`` x ``waves_per_workgroup`` waves through ``body`` ``iterations`` times."""
+             max_cycles: int = 20_000_000, roles: Sequence[List[Op]] = ()) -> SimResult:
+    """Run ``workgroups`` x ``waves_per_workgroup`` waves through ``body`` ``iterations`` times.
+
+    ``roles``: wave-specialised kernels: one loop body per role; wave ``i`` of a work-group
+    runs ``roles[i * len(roles) // waves_per_workgroup]`` (consecutive waves share a role).
+    """
     if not body:
         raise PerfError("empty loop body")
+    if any(not r for r in roles):
+        raise PerfError("empty role loop body")
     if iterations < 3:
         raise PerfError("iterations must be >= 3 (one warm-up, a measured window, one tail)")
     nsimd, period = model.simds_per_cu, model.issue_period
@@ -101,6 +108,8 @@ def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
              for g in range(workgroups) for i in range(waves_per_workgroup)]
     for w in waves:
         w.starts.append(0)
+        w.body = list(roles[(w.wid % waves_per_workgroup) * len(roles) // waves_per_workgroup]) \
+            if roles else body
     by_simd = [[w for w in waves if w.simd == s] for s in range(nsimd)]
     wg_waves = defaultdict(list)
     for w in waves:
@@ -112,7 +121,6 @@ def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
     # busy intervals for utilisation, and per-arbitration idle attribution records
     busy: Dict[str, List[Tuple[float, float]]] = defaultdict(list)
     records: List[Tuple[int, float, Dict[str, float]]] = []
-    n = len(body)
     t = 0
     live = len(waves)
     while live:
@@ -126,7 +134,7 @@ def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
             order = sorted((w for w in by_simd[s] if not w.done), key=lambda w: (-w.prio, w.last_issue, w.wid))
             for w in order:
                 cause = None
-                op = body[w.pc]
+                op = w.body[w.pc]
                 c = op.cost
                 unit = "valu" if c.cls in ("mfma", "valu") else c.cls
                 if w.ready > t:
@@ -196,7 +204,7 @@ def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
                             x.at_barrier = False
                             x.ready = max(x.ready, t + period)
                 w.pc += 1
-                if w.pc == n:
+                if w.pc == len(w.body):
                     w.pc = 0
                     w.iteration += 1
                     w.starts.append(t + period)
@@ -216,7 +224,7 @@ def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
             records.append((t, idle, dict(causes)))
         t += 1
     return _summarise(waves, by_simd, busy, records, iterations, model, waves_per_workgroup,
-                      workgroups, t, sum(o.cost.cycles for o in body if o.cost.cls == "mfma"))
+                      workgroups, t)
 
 
 def _progress(starts: List[int], x: float) -> float:
@@ -233,8 +241,11 @@ def _overlap(intervals: List[Tuple[float, float]], a: float, b: float) -> float:
     return sum(max(0.0, min(y, b) - max(x, a)) for x, y in intervals)
 
 
-def _summarise(waves, by_simd, busy, records, iterations, model, wpg, wgs, total,
-               mfma_clocks) -> SimResult:
+def _mfma_clocks(body: List[Op]) -> int:
+    return sum(o.cost.cycles for o in body if o.cost.cls == "mfma")
+
+
+def _summarise(waves, by_simd, busy, records, iterations, model, wpg, wgs, total) -> SimResult:
     nsimd = model.simds_per_cu
     first, last = 1, iterations - 1
     a = max(w.starts[first] for w in waves)
@@ -243,7 +254,8 @@ def _summarise(waves, by_simd, busy, records, iterations, model, wpg, wgs, total
         a = min(w.starts[first] for w in waves)
         b = max(w.starts[last] for w in waves)
     # iterations completed in the window, a wave's progress interpolated between its starts
-    done = sum(_progress(w.starts, b) - _progress(w.starts, a) for w in waves)
+    progress = {w.wid: _progress(w.starts, b) - _progress(w.starts, a) for w in waves}
+    done = sum(progress.values())
     per_iter = (b - a) * len(waves) / done if done > 0 else float(b - a)
     span = float(b - a)
     idle: Dict[str, float] = defaultdict(float)
@@ -258,7 +270,8 @@ def _summarise(waves, by_simd, busy, records, iterations, model, wpg, wgs, total
             idle[k] += amount * v / total_w
     cap = span * nsimd
     # busy = matrix-pipe clocks of the iterations completed in the window (no edge effects)
-    mfma_busy = min(1.0, mfma_clocks * done / cap) if span > 0 else 0.0
+    mfma_busy = min(1.0, sum(_mfma_clocks(w.body) * progress[w.wid] for w in waves) / cap) \
+        if span > 0 else 0.0
     idle_sum = sum(idle.values())
     if idle_sum > 0:       # the causes share the idle clocks, which are 1 - busy of all clocks
         idle = {k: v * (1 - mfma_busy) * cap / idle_sum for k, v in idle.items()}
