@@ -321,3 +321,69 @@ def test_wave_specialised_roles_by_hand(tmp):
     assert every.loop["roles"] == 1 and every.mfma_busy == pytest.approx(1.0, abs=1e-6)
     with pytest.raises(PerfError, match="two or more innermost loops"):
         analyze(build(tmp, "mfma", mfmas(4), agprs=64), roles=True)
+
+
+# ----------------------------------------------------------------------------- invariants
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from kernels.perf.program import make_op  # noqa: E402
+from kernels.perf.simulate import simulate  # noqa: E402
+
+_OPS = [(MFMA, "a[0:15], v[0:1], v[2:3], a[0:15]"), ("v_add_f32_e32", "v20, v21, v20"),
+        ("v_exp_f32_e32", "v22, v23"), ("s_add_u32", "s1, s1, 1"),
+        ("ds_read_b128", "v[4:7], v8"), ("s_waitcnt", "lgkmcnt(0)"),
+        ("global_load_dwordx4", "v[10:13], v9, s[4:5]"), ("s_waitcnt", "vmcnt(0)"),
+        (MFMA, "v[32:47], v[0:1], v[2:3], v[32:47]"), ("v_add_f32_e32", "v24, v32, v24"),
+        ("s_nop", "3")]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, len(_OPS) - 1), min_size=1, max_size=12),
+       st.sampled_from([(1, 1), (4, 1), (8, 1), (4, 2)]))
+def test_simulation_invariants(picks, shape):
+    """Any loop: busy + idle causes = 1; a SIMD cannot beat its matrix pipe nor issue more than
+    one instruction of a wave per 4 clocks."""
+    wpg, wgs = shape
+    body = [make_op("gfx942", 4 * i, *_OPS[k]) for i, k in enumerate(picks)]
+    body.append(make_op("gfx942", 4 * len(body), "s_cbranch_scc1", "0"))
+    r = simulate(body, waves_per_workgroup=wpg, workgroups=wgs, iterations=5)
+    assert 0 <= r.mfma_busy <= 1 + 1e-9
+    assert r.mfma_busy + sum(r.idle_breakdown.values()) == pytest.approx(1, abs=5e-3)
+    waves = max(r.waves_per_simd)
+    mfma_clocks = sum(o.cost.cycles for o in body if o.cost.cls == "mfma")
+    # per wave and iteration: the SIMD's pipe serves all its waves; every instruction takes
+    # an issue slot of 4 clocks
+    assert r.cycles_per_iteration >= 0.97 * waves * mfma_clocks
+    assert r.cycles_per_iteration >= 0.97 * 4 * len(body)
+
+
+def test_a_compiled_gemm_of_ours(tmp):
+    """The model on a code object of our own GEMM (compiled here, verification gate on)."""
+    from kernels.gemm import build_gemm
+    from kernels.gemm_plan import GemmConfig
+    built = build_gemm(GemmConfig(256, 256, 1024, block_k=64, stages=1))
+    co = built.compile("gfx942")
+    r = analyze(co.binary, gemm="4096,4096,4096", tile="128x128")
+    assert r.loop["mfma"] > 0 and 0 < r.mfma_busy <= 1
+    assert r.mfma_busy + sum(r.idle_breakdown.values()) == pytest.approx(1, abs=5e-3)
+    assert 0 < r.peak_fraction <= r.mfma_busy + 1e-9
+    # K per loop iteration from the loop's MFMA flops (4 waves, 32x32x8 = 16384 flops each);
+    # clang unrolls the BK=64 loop twice: 64 MFMAs per wave = K 128 per iteration
+    assert r.whole_kernel["k_per_iteration"] == r.loop["mfma"] * 4 * 16384 / (2 * 128 * 128)
+    assert r.whole_kernel["k_per_iteration"] % 64 == 0
+
+
+def test_a_triton_kernel(tmp):
+    """The model on a Triton 3.9 gfx942 code object (compiled offline, as the benchmark does)."""
+    pytest.importorskip("triton")
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from gfx942_static import triton_compile
+    t = triton_compile((128, 128, 64, 4, 2))
+    r = analyze(t["binary"], gemm="4096,4096,4096", tile="128x128",
+                block_threads=t["threads"], dynamic_lds_bytes=t["lds_dynamic"])
+    assert r.loop["mfma"] > 0 and r.loop["waves_per_workgroup"] == 4
+    assert r.whole_kernel["k_per_iteration"] == 64
+    assert 0 < r.peak_fraction <= 1
