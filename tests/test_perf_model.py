@@ -334,6 +334,7 @@ _OPS = [(MFMA, "a[0:15], v[0:1], v[2:3], a[0:15]"), ("v_add_f32_e32", "v20, v21,
         ("v_exp_f32_e32", "v22, v23"), ("s_add_u32", "s1, s1, 1"),
         ("ds_read_b128", "v[4:7], v8"), ("s_waitcnt", "lgkmcnt(0)"),
         ("global_load_dwordx4", "v[10:13], v9, s[4:5]"), ("s_waitcnt", "vmcnt(0)"),
+        ("buffer_load_dwordx4", "v[14:17], v9, s[8:11], 0 offen"), ("s_barrier", ""),
         (MFMA, "v[32:47], v[0:1], v[2:3], v[32:47]"), ("v_add_f32_e32", "v24, v32, v24"),
         ("s_nop", "3")]
 
@@ -387,3 +388,15 @@ def test_a_triton_kernel(tmp):
     assert r.loop["mfma"] > 0 and r.loop["waves_per_workgroup"] == 4
     assert r.whole_kernel["k_per_iteration"] == 64
     assert 0 < r.peak_fraction <= 1
+
+
+def test_cli_missing_objdump_exits_3(tmp, monkeypatch, capsys):
+    from kernels import toolchain
+    from kernels.errors import ToolchainError
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+
+    def missing():
+        raise ToolchainError("llvm-objdump not found; install llvm-19")
+    monkeypatch.setattr(toolchain, "find_toolchain", missing)
+    assert cli_main(["perf", co]) == 3
+    assert "llvm-objdump not found" in capsys.readouterr().err
