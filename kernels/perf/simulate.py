@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .costs import GFX942, MachineModel
 from .program import Op, PerfError
@@ -43,6 +43,9 @@ IDLE_CAUSES = {
     "valu_busy": "the SIMD's VALU port was busy (transcendentals)",
     "arbitration": "ready, but another wave won the issue slot",
     "no_wave": "no resident wave on this SIMD (occupancy / work-group shape)",
+    "not_steady": "no idle clock was seen, yet the loop's progress says the pipes were not "
+                  "always busy: the simulated iterations had not reached a steady state (a "
+                  "queue still filling); the busy figure is a transient",
 }
 _QUEUE_CLOCKS = 256      # model: requests beyond this many clocks of queued LDS/VMEM work stall
 
@@ -88,6 +91,131 @@ def _outstanding(q: List[int], t: int) -> int:
     return len(q)
 
 
+class _CU:
+    """The shared state of one compute unit: units' next free clocks, busy intervals, waves."""
+
+    def __init__(self, waves: List[_Wave], model: MachineModel, iterations: int):
+        self.model, self.iterations = model, iterations
+        self.period = model.issue_period
+        n = model.simds_per_cu
+        self.waves = waves
+        self.by_simd = [[w for w in waves if w.simd == s] for s in range(n)]
+        self.groups: Dict[int, List[_Wave]] = defaultdict(list)
+        for w in waves:
+            self.groups[w.wg].append(w)
+        self.mfma_free = [0] * n
+        self.valu_free = [0] * n
+        self.lds_free = 0.0
+        self.vmem_free = 0.0
+        self.busy: Dict[str, List[Tuple[float, float]]] = defaultdict(list)
+        self.live = len(waves)
+
+    def blocked(self, w: _Wave, op: Op, t: int, used: set) -> Optional[str]:
+        """Why wave ``w`` cannot issue ``op`` at clock ``t`` (an IDLE_CAUSES key), or None."""
+        c, s = op.cost, w.simd
+        unit = "valu" if c.cls in ("mfma", "valu") else c.cls
+        if w.ready > t:
+            return w.ready_cause
+        if w.at_barrier:
+            return "barrier"
+        if op.vmcnt is not None and _outstanding(w.vm, t) > op.vmcnt:
+            return "memory_wait"
+        if op.lgkmcnt is not None and _outstanding(w.lgkm, t) > op.lgkmcnt:
+            return "lds_wait"
+        if any(w.reg_ready.get(r, 0) > t for r in op.reads):
+            return "mfma_dependency"
+        if c.cls == "mfma" and self.mfma_free[s] > t:
+            return "mfma_dependency"
+        if unit == "valu" and self.valu_free[s] > t:
+            return "valu_busy"
+        if c.cls == "lds" and self.lds_free > t + _QUEUE_CLOCKS:
+            return "lds_wait"
+        if c.cls == "vmem" and self.vmem_free > t + _QUEUE_CLOCKS:
+            return "memory_wait"
+        if unit in used and unit != "internal":
+            return "arbitration"
+        return None
+
+    def issue(self, w: _Wave, op: Op, t: int) -> None:
+        """Issue ``op`` of wave ``w`` at clock ``t``: occupy its unit, queue its result."""
+        c, s, m, period = op.cost, w.simd, self.model, self.period
+        w.last_issue = t
+        w.ready, w.ready_cause = t + period, "instruction_issue"
+        if c.cls == "mfma":
+            self.mfma_free[s] = t + c.cycles
+            self.valu_free[s] = t + period
+            self.busy[f"mfma{s}"].append((t, t + c.cycles))
+            for r in op.writes:
+                w.reg_ready[r] = t + c.cycles + period
+        elif c.cls == "valu":
+            self.valu_free[s] = t + c.cycles
+            self.busy[f"valu{s}"].append((t, t + c.cycles))
+        elif c.cls == "lds":
+            start = max(t, self.lds_free)
+            dur = c.bytes / m.lds_bytes_per_clk
+            self.lds_free = start + dur
+            self.busy["lds"].append((start, start + dur))
+            w.lgkm.append(int(start + dur + m.lds_latency))
+            w.lgkm.sort()
+        elif c.cls == "smem":
+            w.lgkm.append(t + m.smem_latency)
+            w.lgkm.sort()
+        elif c.cls == "vmem":
+            start = max(float(t), self.vmem_free)
+            dur = c.bytes / m.vmem_bytes_per_clk
+            self.vmem_free = start + dur
+            self.busy["vmem"].append((start, start + dur))
+            done_at = int(start + dur + m.vmem_latency)
+            w.vm.append(max(done_at, w.vm[-1] if w.vm else 0))   # loads return in order
+        elif op.mnemonic == "s_nop":
+            w.ready, w.ready_cause = t + period * (op.arg + 1), "mfma_dependency"
+        elif op.mnemonic == "s_setprio":
+            w.prio = op.arg
+        elif op.mnemonic == "s_barrier":
+            w.at_barrier = True
+            self.release_barrier(w.wg, t)
+        self.advance(w, t)
+
+    def advance(self, w: _Wave, t: int) -> None:
+        w.pc += 1
+        if w.pc < len(w.body):
+            return
+        w.pc = 0
+        w.iteration += 1
+        w.starts.append(t + self.period)
+        if w.iteration == self.iterations:
+            w.done = True
+            self.live -= 1
+            self.release_barrier(w.wg, t)   # a finished wave no longer holds the barrier
+
+    def release_barrier(self, wg: int, t: int) -> None:
+        group = [x for x in self.groups[wg] if not x.done]
+        if group and all(x.at_barrier for x in group):
+            for x in group:
+                x.at_barrier = False
+                x.ready = max(x.ready, t + self.period)
+
+    def arbitrate(self, s: int, t: int) -> Tuple[float, Dict[str, float]]:
+        """SIMD ``s``'s issue slot at clock ``t``: issue what can issue; returns the matrix
+        pipe's idle clocks until the next slot and why each of its waves did not issue."""
+        causes: Dict[str, float] = defaultdict(float)
+        used: set = set()
+        order = sorted((w for w in self.by_simd[s] if not w.done),
+                       key=lambda w: (-w.prio, w.last_issue, w.wid))
+        for w in order:
+            op = w.body[w.pc]
+            cause = self.blocked(w, op, t, used)
+            if cause is not None:
+                causes[cause] += 1
+                continue
+            used.add("valu" if op.cost.cls in ("mfma", "valu") else op.cost.cls)
+            self.issue(w, op, t)
+            if op.cost.cls != "mfma":
+                causes["instruction_issue"] += 1
+        idle = max(0, min(self.period, t + self.period - self.mfma_free[s]))
+        return idle, (dict(causes) if order else {"no_wave": 1.0})
+
+
 def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
              model: MachineModel = GFX942, iterations: int = 10,
              max_cycles: int = 20_000_000, roles: Sequence[List[Op]] = ()) -> SimResult:
@@ -102,129 +230,25 @@ def simulate(body: List[Op], *, waves_per_workgroup: int, workgroups: int,
         raise PerfError("empty role loop body")
     if iterations < 3:
         raise PerfError("iterations must be >= 3 (one warm-up, a measured window, one tail)")
-    nsimd, period = model.simds_per_cu, model.issue_period
-    waves = [_Wave(wid=g * waves_per_workgroup + i, simd=(g * waves_per_workgroup + i) % nsimd,
-                   wg=g)
-             for g in range(workgroups) for i in range(waves_per_workgroup)]
+    nsimd, wpg = model.simds_per_cu, waves_per_workgroup
+    waves = [_Wave(wid=g * wpg + i, simd=(g * wpg + i) % nsimd, wg=g)
+             for g in range(workgroups) for i in range(wpg)]
     for w in waves:
         w.starts.append(0)
-        w.body = list(roles[(w.wid % waves_per_workgroup) * len(roles) // waves_per_workgroup]) \
-            if roles else body
-    by_simd = [[w for w in waves if w.simd == s] for s in range(nsimd)]
-    wg_waves = defaultdict(list)
-    for w in waves:
-        wg_waves[w.wg].append(w)
-    mfma_free = [0] * nsimd
-    valu_free = [0] * nsimd
-    lds_free = 0
-    vmem_free = 0.0
-    # busy intervals for utilisation, and per-arbitration idle attribution records
-    busy: Dict[str, List[Tuple[float, float]]] = defaultdict(list)
-    records: List[Tuple[int, float, Dict[str, float]]] = []
+        w.body = list(roles[(w.wid % wpg) * len(roles) // wpg]) if roles else body
+    cu = _CU(waves, model, iterations)
+    records: List[Tuple[int, float, Dict[str, float]]] = []   # (clock, idle clocks, causes)
     t = 0
-    live = len(waves)
-    while live:
+    while cu.live:
         if t > max_cycles:
             raise PerfError(f"simulation did not finish in {max_cycles} clocks (a barrier that "
                             "not every wave reaches?)")
-        s = t % period
+        s = t % model.issue_period
         if s < nsimd:
-            causes: Dict[str, float] = defaultdict(float)
-            used = set()
-            order = sorted((w for w in by_simd[s] if not w.done), key=lambda w: (-w.prio, w.last_issue, w.wid))
-            for w in order:
-                cause = None
-                op = w.body[w.pc]
-                c = op.cost
-                unit = "valu" if c.cls in ("mfma", "valu") else c.cls
-                if w.ready > t:
-                    cause = w.ready_cause
-                elif w.at_barrier:
-                    cause = "barrier"
-                elif op.mnemonic == "s_waitcnt" and op.vmcnt is not None \
-                        and _outstanding(w.vm, t) > op.vmcnt:
-                    cause = "memory_wait"
-                elif op.mnemonic == "s_waitcnt" and op.lgkmcnt is not None \
-                        and _outstanding(w.lgkm, t) > op.lgkmcnt:
-                    cause = "lds_wait"
-                elif any(w.reg_ready.get(r, 0) > t for r in op.reads):
-                    cause = "mfma_dependency"
-                elif c.cls == "mfma" and mfma_free[s] > t:
-                    cause = "mfma_dependency"
-                elif unit == "valu" and valu_free[s] > t:
-                    cause = "valu_busy"
-                elif c.cls == "lds" and lds_free > t + _QUEUE_CLOCKS:
-                    cause = "lds_wait"
-                elif c.cls == "vmem" and vmem_free > t + _QUEUE_CLOCKS:
-                    cause = "memory_wait"
-                elif unit in used and unit != "internal":
-                    cause = "arbitration"
-                if cause is not None:
-                    causes[cause] += 1
-                    continue
-                # issue
-                used.add(unit)
-                w.last_issue = t
-                w.ready, w.ready_cause = t + period, "instruction_issue"
-                if c.cls == "mfma":
-                    mfma_free[s] = t + c.cycles
-                    valu_free[s] = t + period
-                    busy[f"mfma{s}"].append((t, t + c.cycles))
-                    for r in op.writes:
-                        w.reg_ready[r] = t + c.cycles + period
-                elif c.cls == "valu":
-                    valu_free[s] = t + c.cycles
-                    busy[f"valu{s}"].append((t, t + c.cycles))
-                elif c.cls == "lds":
-                    start = max(t, lds_free)
-                    dur = c.bytes / model.lds_bytes_per_clk
-                    lds_free = start + dur
-                    busy["lds"].append((start, start + dur))
-                    w.lgkm.append(int(start + dur + model.lds_latency))
-                    w.lgkm.sort()
-                elif c.cls == "smem":
-                    w.lgkm.append(t + model.smem_latency)
-                    w.lgkm.sort()
-                elif c.cls == "vmem":
-                    start = max(float(t), vmem_free)
-                    dur = c.bytes / model.vmem_bytes_per_clk
-                    vmem_free = start + dur
-                    busy["vmem"].append((start, start + dur))
-                    done_at = int(start + dur + model.vmem_latency)
-                    w.vm.append(max(done_at, w.vm[-1] if w.vm else 0))
-                elif op.mnemonic == "s_nop":
-                    w.ready, w.ready_cause = t + period * (op.arg + 1), "mfma_dependency"
-                elif op.mnemonic == "s_setprio":
-                    w.prio = op.arg
-                elif op.mnemonic == "s_barrier":
-                    w.at_barrier = True
-                    group = [x for x in wg_waves[w.wg] if not x.done]
-                    if all(x.at_barrier for x in group):
-                        for x in group:
-                            x.at_barrier = False
-                            x.ready = max(x.ready, t + period)
-                w.pc += 1
-                if w.pc == len(w.body):
-                    w.pc = 0
-                    w.iteration += 1
-                    w.starts.append(t + period)
-                    if w.iteration == iterations:
-                        w.done = True
-                        live -= 1
-                        # a finished wave no longer holds its work-group's barriers
-                        group = [x for x in wg_waves[w.wg] if not x.done]
-                        if group and all(x.at_barrier for x in group):
-                            for x in group:
-                                x.at_barrier = False
-                                x.ready = max(x.ready, t + period)
-                causes["instruction_issue"] += 1 if c.cls != "mfma" else 0
-            idle = max(0, min(period, t + period - mfma_free[s]))
-            if not order:
-                causes = {"no_wave": 1.0}
-            records.append((t, idle, dict(causes)))
+            idle, causes = cu.arbitrate(s, t)
+            records.append((t, idle, causes))
         t += 1
-    return _summarise(waves, by_simd, busy, records, iterations, model, waves_per_workgroup,
-                      workgroups, t)
+    return _summarise(waves, cu.by_simd, cu.busy, records, iterations, model, wpg, workgroups, t)
 
 
 def _progress(starts: List[int], x: float) -> float:
@@ -269,12 +293,15 @@ def _summarise(waves, by_simd, busy, records, iterations, model, wpg, wgs, total
         for k, v in causes.items():
             idle[k] += amount * v / total_w
     cap = span * nsimd
-    # busy = matrix-pipe clocks of the iterations completed in the window (no edge effects)
+    # busy = matrix-pipe clocks of the iterations completed in the window (exact in a periodic
+    # steady state, where counting busy clocks inside the window has edge effects)
     mfma_busy = min(1.0, sum(_mfma_clocks(w.body) * progress[w.wid] for w in waves) / cap) \
         if span > 0 else 0.0
     idle_sum = sum(idle.values())
     if idle_sum > 0:       # the causes share the idle clocks, which are 1 - busy of all clocks
         idle = {k: v * (1 - mfma_busy) * cap / idle_sum for k, v in idle.items()}
+    elif mfma_busy < 0.995:
+        idle = {"not_steady": (1 - mfma_busy) * cap}
     util = {"mfma": mfma_busy,
             "valu": sum(_overlap(busy[f"valu{s}"], a, b) for s in range(nsimd)) / cap,
             "lds": _overlap(busy["lds"], a, b) / span,
