@@ -416,3 +416,12 @@ def test_a_queue_still_filling_is_reported_not_hidden():
     long = simulate(body, waves_per_workgroup=8, workgroups=1, iterations=40)
     assert long.mfma_busy == pytest.approx(0.75, abs=0.025)
     assert long.utilisation["vmem"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_loop_without_mfma_says_what_the_model_misses(tmp):
+    r = analyze(build(tmp, "valu", "  v_add_f32 v1, v2, v3\n  global_load_dword v4, v5, s[4:5]\n"))
+    assert r.mfma_busy == 0 and r.loop["mfma"] == 0
+    assert any("no MFMA in the hot loop" in n and "HBM" in n for n in r.notes)
+    with pytest.raises(PerfError, match="no MFMA"):
+        analyze(build(tmp, "valu", "  v_add_f32 v1, v2, v3\n"), gemm="128,128,128",
+                tile="128x128")

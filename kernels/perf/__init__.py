@@ -124,6 +124,12 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
             "guarded_blocks": len(prog.guarded), "branches": branches,
             "roles": len(role_bodies) or 1}
     notes = list(prog.notes)
+    if not mfmas:
+        hbm = 5.3e12 / model.cus / (model.clock_mhz * 1e6)
+        notes.append(f"no MFMA in the hot loop: MFMA busy is 0 by construction.  The memory "
+                     f"model is an L2-level share ({model.vmem_bytes_per_clk:g} B/clk per CU); "
+                     f"a kernel that streams from HBM (decode) is more memory-bound than shown "
+                     f"(5.3 TB/s peak HBM is ~{hbm:.0f} B/clk per CU)")
     if prog.guarded:
         other = "skip" if branches == "all" else "all"
         alt = simulate(prog.path(other), waves_per_workgroup=wpg, workgroups=wgs, model=model,
