@@ -1,10 +1,12 @@
-"""``layoutalg compile KERNEL`` and ``layoutalg check KERNEL`` (kernels from :mod:`kernels.registry`).
+"""``layoutalg compile KERNEL`` and ``layoutalg check KERNEL`` (kernels from :mod:`kernels.registry`);
+``layoutalg perf CODE_OBJECT`` (the static MI300X model, :mod:`kernels.perf.cli`).
 
 ``compile`` builds the kernel (plan -> gate -> HIP), compiles it for ``--arch`` and writes
-``kernel.hip``, ``kernel.co`` and ``report.json`` into ``--out``.  ``check --emulate`` runs the
-kernel on the CPU emulator against torch.  Both end on one ``PASS ...`` or ``FAIL ...`` line;
-their stages are reported on stderr (:mod:`layoutalg.progress`), and options the chosen kernel
-does not use are warned about there.
+``kernel.hip``, ``kernel.co`` and ``report.json`` (with the static performance model's
+``perf_model`` fields) into ``--out``.  ``check --emulate`` runs the kernel on the CPU emulator
+against torch.  Both end on one ``PASS ...`` or ``FAIL ...`` line; their stages are reported on
+stderr (:mod:`layoutalg.progress`), and options the chosen kernel does not use are warned about
+there.
 
 Exit codes: 0 ok, 1 a verification check failed or the results mismatch, 2 bad input,
 3 a required tool is missing (clang-19; torch for ``check``; ``check`` without ``--emulate``:
@@ -58,6 +60,8 @@ def register(subparsers) -> None:
                                description="Build a kernel (gated) and run it against torch; "
                                            "prints the max error last.")
     _add_kernels(pk, cmd_check, check_opts)
+    from .perf.cli import register as register_perf
+    register_perf(subparsers)
 
 
 def _fail(args, e: Exception) -> int:
@@ -112,6 +116,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         (out / "kernel.co").write_bytes(co.binary)
         rep = bk.report()
         rep["timings_s"]["python_to_code_object"] = t1 - t0
+        from .perf import report_fields
+        rep["perf_model"] = report_fields(co.binary, bk.name, block_threads=bk.block)
         (out / "report.json").write_text(json.dumps(rep, indent=1, default=str) + "\n")
     except KernelError as e:
         return _fail(args, e)
@@ -120,6 +126,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(line)
     print(f"verification: {sum(v.values())}/{len(v)} checks hold "
           f"({', '.join(k for k, ok in v.items() if ok)})")
+    pm = rep["perf_model"]
+    if "mfma_busy" in pm:
+        print(f"perf model (not a measurement, +-{100 * pm['error_bar']:.0f}%): MFMA pipes busy "
+              f"{100 * pm['mfma_busy']:.0f}% of the hot loop, binding: {pm['binding']}")
     print(f"wrote {out / 'kernel.hip'}, {out / 'kernel.co'}, {out / 'report.json'} "
           f"({t1 - t0:.2f} s from Python objects to code object)")
     failed = [k for k, ok in v.items() if not ok]

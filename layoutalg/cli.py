@@ -10,6 +10,7 @@ Each subcommand lives in the package that owns its feature and is imported only 
 ``mfma``       :mod:`mfma_specs.cli` (``list`` / ``show`` instructions)
 ``compile``    :mod:`kernels.cli`    (emit, verify, compile a kernel)
 ``check``      :mod:`kernels.cli`    (run a kernel on the CPU emulator vs torch)
+``perf``       :mod:`kernels.perf`   (static MI300X performance model of a code object)
 =============  =========================================
 
 A subcommand module exposes ``register(subparsers)`` which adds its parsers and sets
