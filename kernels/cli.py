@@ -112,16 +112,32 @@ def cmd_check(args: argparse.Namespace) -> int:
         ref = entry.reference(cfg, inputs)
     except KernelError as e:
         return _fail(args, e)
-    import torch
     atol, rtol = entry.tolerance(cfg)
-    err = (out - ref).abs()
-    bad = err > atol + rtol * ref.abs()
-    nbad = int(bad.sum())
     print(f"emulated in {t1 - t0:.2f} s ({res.seconds:.2f} s running); tolerance "
           f"|out - ref| <= {atol:g} + {rtol:g}*|ref| vs float64 torch reference")
+    # hook: outputs besides the main one (attention: the LSE) are compared too
+    extra = getattr(entry, "extra_comparisons", None)
+    nbad = 0
+    for name, got, want, a_tol, r_tol in (extra(cfg, inputs, res.outputs) if extra else []):
+        n, e = _compare(name, got, want, a_tol, r_tol)
+        print(f"{name}: max error {e:.6g} (tolerance {a_tol:g} + {r_tol:g}*|ref|)")
+        nbad += n
+    n, e = _compare("output", out, ref, atol, rtol)
+    print(f"max error: {e:.6g}")
+    return 1 if nbad + n else 0
+
+
+def _compare(name: str, got, want, atol: float, rtol: float):
+    """(elements out of tolerance, max error) of ``got`` vs ``want``; infinities must match
+    exactly (-inf LSE of a row without visible keys); prints the first mismatch."""
+    import torch
+    same_inf = torch.isinf(want) & (got == want)
+    err = torch.where(same_inf, torch.zeros_like(want), (got - want).abs())
+    err = torch.nan_to_num(err, nan=float("inf"))
+    bad = err > atol + rtol * torch.where(same_inf, torch.zeros_like(want), want.abs())
+    nbad = int(bad.sum())
     if nbad:
         idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-        print(f"MISMATCH: {nbad} of {bad.numel()} elements out of tolerance; first at {idx}: "
-              f"got {float(out[idx]):.6g}, expected {float(ref[idx]):.6g}")
-    print(f"max error: {float(err.max()):.6g}")
-    return 1 if nbad else 0
+        print(f"MISMATCH ({name}): {nbad} of {bad.numel()} elements out of tolerance; first at "
+              f"{idx}: got {float(got[idx]):.6g}, expected {float(want[idx]):.6g}")
+    return nbad, float(err.max()) if err.numel() else 0.0
