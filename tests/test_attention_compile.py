@@ -71,7 +71,7 @@ def test_cli_check_emulate():
                         "--seqlen-q", "77", "--seqlen-kv", "77", "--head-dim", "64", "--causal"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "14/14 checks hold" in r.stdout and "max error" in r.stdout
+    assert "17/17 checks hold" in r.stdout and "max error" in r.stdout
 
 
 def test_bad_options_exit_2():

@@ -39,7 +39,7 @@ import sympy
 from layoutalg.verify.result import CheckResult
 
 from ..gate_common import Fail
-from ..ir import Access, If, Kernel, Let, Loop, c_eval
+from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, parse, text_of
 
 __all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks", "printed_lds_bytes",
@@ -72,6 +72,7 @@ class SourceStmt:
     store: bool = False            # mem: store?
     vtype: Optional[Tuple[str, int]] = None   # mem: (dtype, width) of the printed reference
     pred: Any = None               # mem: predicate (tree / sympy) or None
+    regs: Tuple[Any, ...] = ()     # mem: (frag, element indices); mfma: builtin, acc, a, b
     body: List["SourceStmt"] = field(default_factory=list)
     text: str = ""
 
@@ -99,6 +100,25 @@ _LOOP = re.compile(r"^for \(int (\w+) = (.*); (\w+) < (.*); \+\+(\w+)\) \{$")
 _TYPEDEF = re.compile(r"^LAGEN_VEC_TYPEDEF\((\w+), (\d+), (\w+)\);$")
 _PTR = re.compile(r"\*\((const )?(\w+)\*\)\((\w+) \+ ")
 _MASK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = \(")
+_MFMA = re.compile(r"^(\w+\[\d+\]) = (__builtin_amdgcn_mfma_\w+)\((.*)\);$")
+_UNPACK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = v\[(\d+)\];$")
+
+
+def _split_args(s: str) -> List[str]:
+    """Top-level comma-separated parts of ``s``."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
 
 
 @dataclass
@@ -136,6 +156,7 @@ def _read_source(src: str, kernel: str, memory: Sequence[str]) -> _Source:
     mem_re = re.compile(r"\b(" + "|".join(map(re.escape, memory)) + r")\[") if memory else None
     stack: List[List[SourceStmt]] = [out.body]
     opened: List[str] = []
+    pending: List[str] = []          # `elem = v[j];` lines after a non-vector load
     for i in range(start, len(lines)):
         ln = i + 1
         s = lines[i].strip()
@@ -185,11 +206,30 @@ def _read_source(src: str, kernel: str, memory: Sequence[str]) -> _Source:
             opened.append("block")
             continue
         if s == "}":
+            if pending:
+                stack[-1][-1].regs = (", ".join(pending),)
+                pending = []
             if not opened:
                 raise CExprError(f"line {ln}: '}}' closes nothing")
             if opened.pop() != "block":
                 stack.pop()
             continue
+        if s == "__syncthreads();":
+            stack[-1].append(SourceStmt("barrier", ln, text=s))
+            continue
+        m = _MFMA.match(s)
+        if m:
+            args = _split_args(m.group(3))
+            stack[-1].append(SourceStmt("mfma", ln, text=s, regs=(m.group(2), m.group(1),
+                                                                   *args)))
+            continue
+        m = _UNPACK.match(s)
+        if m and stack[-1] and stack[-1][-1].kind == "mem" and stack[-1][-1].regs == ("v",):
+            pending.append(m.group(1))
+            continue
+        if pending:
+            stack[-1][-1].regs = (", ".join(pending),)
+            pending = []
         _statement(s, ln, stack[-1], memory, mem_re)
     return out
 
@@ -234,6 +274,9 @@ def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
             refs.append((m.start(), SourceStmt("mem", ln, m.group(1), (parse(s[m.end():e - 1]),),
                                                store=m.start() == 0, vtype=None, pred=pred,
                                                text=s)))
+    if len(refs) == 1 and " = " in s:
+        lhs, rhs = s.rstrip(";").split(" = ", 1)
+        refs[0][1].regs = (rhs,) if refs[0][1].store else (lhs.split()[-1],)
     for _, r in sorted(refs, key=lambda t: t[0]):
         into.append(r)
 
@@ -257,7 +300,13 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
             out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body)))
         elif isinstance(s, Access):
             out.append(SourceStmt("mem", name=s.buf, exprs=(s.offset,), store=s.kind == "store",
-                                  vtype=(None, s.width), pred=s.pred, text=s.tag))
+                                  vtype=(None, s.width), pred=s.pred, text=s.tag,
+                                  regs=(s.regs.frag.name, s.regs.idx)))
+        elif isinstance(s, Barrier):
+            out.append(SourceStmt("barrier"))
+        elif isinstance(s, Mfma):
+            out.append(SourceStmt("mfma", text=s.tag, regs=(
+                s.spec.builtin, *((r.frag.name, r.idx) for r in (s.acc, s.a, s.b, s.acc)))))
         elif kind == "MaskScores":
             out.extend(SourceStmt("mask", exprs=(c,)) for c in s.conds)
         elif kind == "LaneXor":
@@ -332,6 +381,16 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             continue
         if t.kind == "mem":
             _compare_mem(c, t, s)
+            _compare_regs(c, t, [s.regs], [t.regs[0] if t.regs else ""])
+        if t.kind == "mfma":
+            if t.regs[0] != s.regs[0]:
+                c.fails.add("printed_source", f"line {t.line}: calls {t.regs[0]}, the IR "
+                                              f"{s.regs[0]} ({s.text})")
+            tail = list(t.regs[2:])
+            if tail[-3:] != ["0", "0", "0"]:
+                c.fails.add("printed_source", f"line {t.line}: MFMA modifiers {tail[-3:]}, the "
+                                              f"IR 0, 0, 0")
+            _compare_regs(c, t, list(s.regs[1:]), [t.regs[1]] + tail[:3])
         pairs = list(zip(t.exprs, s.exprs))
         for te, se in pairs[: (2 if t.kind == "loop" else 1)]:
             tv, iv = _txt_value(te, c.tenv), _ir_value(se, c.ienv)
@@ -357,6 +416,51 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
                 c.tenv["_loop_names"] = loops
                 _compare(c, t.body, s.body)
             c.tenv["_loop_names"] = loops[:-1]
+
+
+_CONV = (re.compile(r"^\(_Float16\)\((.*)\)$"), re.compile(r"^\(short\)lagen_f32_to_bf16\((.*)\)$"))
+
+
+def _operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(frag, element indices) of a printed register operand, or None if not one."""
+    t = text.strip()
+    for cv in _CONV:
+        m = cv.match(t)
+        if m:
+            t = m.group(1).strip()
+    m = re.match(r"^(\w+)\[(\d+)\]$", t)
+    if m and m.group(1) in frags:
+        w = frags[m.group(1)].width
+        i = int(m.group(2))
+        return m.group(1), tuple(range(i * w, i * w + w)) if w > 1 else (i,)
+    m = re.match(r"^(\w+)\[(\d+)\]\[(\d+)\]$", t)
+    if m and m.group(1) in frags:
+        return m.group(1), (int(m.group(2)) * frags[m.group(1)].width + int(m.group(3)),)
+    m = re.match(r"^__builtin_shufflevector\((\w+)\[(\d+)\], \1\[\2\], ([\d, ]+)\)$", t)
+    if m and m.group(1) in frags:
+        base = int(m.group(2)) * frags[m.group(1)].width
+        return m.group(1), tuple(base + int(j) for j in m.group(3).split(","))
+    m = re.match(r"^\w+\{(.*)\}$", t)
+    if m:
+        parts = [_operand(p, frags) for p in _split_args(m.group(1))]
+        if parts and all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1
+                         for p in parts):
+            return parts[0][0], tuple(p[1][0] for p in parts)
+    if "," in text and "{" not in text and "(" not in text:   # unpacked `elem = v[j]` lines
+        parts = [_operand(p, frags) for p in text.split(",")]
+        if all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1 for p in parts):
+            return parts[0][0], tuple(p[1][0] for p in parts)
+    return None
+
+
+def _compare_regs(c: _Ctx, t: SourceStmt, want: List[Any], got: List[str]) -> None:
+    frags = {f.name: f for f in c.k.frags}
+    for w, g in zip(want, got):
+        op = _operand(g, frags)
+        if op != (w[0], tuple(w[1])):
+            c.fails.add("printed_source", f"line {t.line}: register operand `{g}` is "
+                                          f"{op[0] + str(list(op[1])) if op else 'unreadable'}, "
+                                          f"the IR {w[0]}{list(w[1])} ({t.text})")
 
 
 def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
