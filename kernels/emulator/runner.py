@@ -475,12 +475,15 @@ def _describe_fault(text: str, buffers: List[_Buffer], sig: List[ArgType], kerne
     if lds:
         return (f"out-of-bounds LDS access: address 0x{addr:x}: {lds.group(1)}; in block"
                 f"{where.replace(lds.group(0), '')}")
-    for b in buffers:
+    for b in buffers:   # past an end first: one buffer's upper guard may lie below the next
         lo, hi = b.region
         what = f"argument {b.index} ({sig[b.index].cname()}, {b.nbytes} bytes)"
         if hi <= addr < hi + 2 * PAGE:
             return (f"out-of-bounds access: address 0x{addr:x} is {addr - hi} bytes past the end "
                     f"of {what}; in block{where}")
+    for b in buffers:
+        lo, hi = b.region
+        what = f"argument {b.index} ({sig[b.index].cname()}, {b.nbytes} bytes)"
         if lo - 2 * PAGE <= addr < lo:
             return (f"out-of-bounds access: address 0x{addr:x} is {lo - addr} bytes before the "
                     f"start of {what}; in block{where}")
