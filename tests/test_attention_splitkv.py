@@ -190,7 +190,7 @@ def test_cli_compile_long_kv_is_splitkv(tmp_path):
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["kind"] == "decode_splitkv" and all(rep["verification"].values())
-    assert len(rep["verification"]) == 16
+    assert len(rep["verification"]) == 19       # 16 gate checks + 3 on the printed text
     assert rep["splits"] == {"n_splits": 128, "kv_chunk": 256}      # B=1, H=2
     assert rep["bytes_moved"]["kv"] == 2 * 2 * 32768 * 128 * 2
     for who in ("split", "combine"):

@@ -59,6 +59,8 @@ def _tokens(text: str) -> List[Tuple[str, Any]]:
                 raise CExprError(f"unsigned literal {m.group(0).strip()!r} in {text!r}: the "
                                  f"index verifier only reads signed int arithmetic")
             out.append(("num", int(m.group(1), 0)))
+        elif m.group(3) in ("true", "false"):      # to_c prints sympy's true and false
+            out.append(("num", int(m.group(3) == "true")))
         elif m.group(3) is not None:
             out.append(("id", m.group(3)))
         else:
