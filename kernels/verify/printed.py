@@ -29,8 +29,7 @@ add to the gate's report, so ``report.json`` says the printed text was checked.
 from __future__ import annotations
 
 import itertools
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -40,246 +39,13 @@ from layoutalg.verify.result import CheckResult
 
 from ..gate_common import Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval
-from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, parse, text_of
+from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
+from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_source,
+                          register_operand)
 
-__all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks", "printed_lds_bytes",
-           "SourceStmt"]
+__all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks"]
 
 PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
-
-_SCALAR_DTYPE = {"_Float16": "f16", "short": "bf16", "float": "f32"}
-_VEC = re.compile(r"^(?:lagen|la)_(f16|bf16|f32)x(\d+)$")
-
-
-def _ctype(name: str) -> Optional[Tuple[str, int]]:
-    """``lagen_f16x8`` -> ("f16", 8); ``_Float16`` -> ("f16", 1); None if unknown."""
-    if name in _SCALAR_DTYPE:
-        return _SCALAR_DTYPE[name], 1
-    m = _VEC.match(name)
-    return (m.group(1), int(m.group(2))) if m else None
-
-
-# ---------------------------------------------------------------------------- reading the text
-
-@dataclass
-class SourceStmt:
-    """One index-bearing statement of the printed body (or of the IR, for pairing)."""
-
-    kind: str                      # let | loop | if | mem | mask | bperm | swz
-    line: int = 0                  # 1-based line in the source (text side)
-    name: str = ""                 # let / loop variable; buffer of a mem
-    exprs: Tuple[Any, ...] = ()    # parsed trees (text) or sympy objects (IR)
-    store: bool = False            # mem: store?
-    vtype: Optional[Tuple[str, int]] = None   # mem: (dtype, width) of the printed reference
-    pred: Any = None               # mem: predicate (tree / sympy) or None
-    regs: Tuple[Any, ...] = ()     # mem: (frag, element indices); mfma: builtin, acc, a, b
-    body: List["SourceStmt"] = field(default_factory=list)
-    text: str = ""
-
-
-def _balanced(s: str, i: int, open_: str = "(", close: str = ")") -> int:
-    """Index just past the bracket that closes the one at ``s[i]``."""
-    depth = 0
-    for j in range(i, len(s)):
-        if s[j] == open_:
-            depth += 1
-        elif s[j] == close:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    raise CExprError(f"unbalanced {open_}{close} in {s!r}")
-
-
-_KHEAD = re.compile(r"^LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS\((\d+)\) (?:LAGEN_WAVES_PER_EU\((\d+)\) )?"
-                    r"void (\w+)\((.*)\) \{$")
-_SHARED = re.compile(r"^LAGEN_SHARED\((\w+), (\w+), (\d+)\);$")
-_ALIAS = re.compile(r"^(\w+)\* const (\w+) = \((\w+)\*\)(\w+);$")
-_FRAG = re.compile(r"^(\w+) (\w+)\[(\d+)\];$")
-_LET = re.compile(r"^const int (\w+) = (.*);$")
-_LOOP = re.compile(r"^for \(int (\w+) = (.*); (\w+) < (.*); \+\+(\w+)\) \{$")
-_TYPEDEF = re.compile(r"^LAGEN_VEC_TYPEDEF\((\w+), (\d+), (\w+)\);$")
-_PTR = re.compile(r"\*\((const )?(\w+)\*\)\((\w+) \+ ")
-_MASK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = \(")
-_MFMA = re.compile(r"^(\w+\[\d+\]) = (__builtin_amdgcn_mfma_\w+)\((.*)\);$")
-_UNPACK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = v\[(\d+)\];$")
-
-
-def _split_args(s: str) -> List[str]:
-    """Top-level comma-separated parts of ``s``."""
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur.strip())
-    return out
-
-
-@dataclass
-class _Source:
-    block: int = 0
-    waves_per_eu: int = 0
-    params: List[str] = field(default_factory=list)
-    shared: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)   # name_v -> type, n, line
-    alias: Dict[str, Tuple[str, str, int]] = field(default_factory=dict)    # name -> type, of
-    frags: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)
-    typedefs: List[Tuple[str, int, str, int]] = field(default_factory=list)
-    ids: Dict[str, Tuple[str, int]] = field(default_factory=dict)           # tid / grid symbols
-    body: List[SourceStmt] = field(default_factory=list)
-
-
-def _read_source(src: str, kernel: str, memory: Sequence[str]) -> _Source:
-    lines = src.split("\n")
-    out = _Source()
-    for i, raw in enumerate(lines):
-        m = _TYPEDEF.match(raw.strip())
-        if m:
-            out.typedefs.append((m.group(1), int(m.group(2)), m.group(3), i + 1))
-    start = None
-    for i, raw in enumerate(lines):
-        m = _KHEAD.match(raw)
-        if m and m.group(3) == kernel:
-            out.block = int(m.group(1))
-            out.waves_per_eu = int(m.group(2) or 0)
-            out.params = [p.strip() for p in m.group(4).split(",")] if m.group(4) else []
-            start = i + 1
-            break
-    if start is None:
-        raise CExprError(f"the printed source has no kernel {kernel!r} "
-                         f"(no 'LAGEN_KERNEL ... void {kernel}(...)' line)")
-    mem_re = re.compile(r"\b(" + "|".join(map(re.escape, memory)) + r")\[") if memory else None
-    stack: List[List[SourceStmt]] = [out.body]
-    opened: List[str] = []
-    pending: List[str] = []          # `elem = v[j];` lines after a non-vector load
-    for i in range(start, len(lines)):
-        ln = i + 1
-        s = lines[i].strip()
-        if "//" in s:
-            s = s[:s.index("//")].rstrip()
-        if lines[i] == "}":
-            break
-        if not s:
-            continue
-        m = _SHARED.match(s)
-        if m:
-            out.shared[m.group(2)] = (m.group(1), int(m.group(3)), ln)
-            continue
-        m = _ALIAS.match(s)
-        if m:
-            out.alias[m.group(2)] = (m.group(1), m.group(4), ln)
-            continue
-        m = _LET.match(s)
-        if m and m.group(2) in ("threadIdx.x", "blockIdx.x", "blockIdx.y", "blockIdx.z"):
-            out.ids[m.group(1)] = (m.group(2), ln)
-            continue
-        if m:
-            stack[-1].append(SourceStmt("let", ln, m.group(1), (parse(m.group(2)),), text=s))
-            continue
-        m = _FRAG.match(s)
-        if m and _ctype(m.group(1)):
-            out.frags[m.group(2)] = (m.group(1), int(m.group(3)), ln)
-            continue
-        m = _LOOP.match(s)
-        if m:
-            if not m.group(1) == m.group(3) == m.group(5):
-                raise CExprError(f"line {ln}: loop over mixed variables: {s}")
-            st = SourceStmt("loop", ln, m.group(1), (parse(m.group(2)), parse(m.group(4))),
-                            text=s)
-            stack[-1].append(st)
-            stack.append(st.body)
-            opened.append("loop")
-            continue
-        if s.startswith("if (") and s.endswith("{"):
-            e = _balanced(s, 3)
-            st = SourceStmt("if", ln, exprs=(parse(s[4:e - 1]),), text=s)
-            stack[-1].append(st)
-            stack.append(st.body)
-            opened.append("if")
-            continue
-        if s.startswith("{"):
-            opened.append("block")
-            continue
-        if s == "}":
-            if pending:
-                stack[-1][-1].regs = (", ".join(pending),)
-                pending = []
-            if not opened:
-                raise CExprError(f"line {ln}: '}}' closes nothing")
-            if opened.pop() != "block":
-                stack.pop()
-            continue
-        if s == "__syncthreads();":
-            stack[-1].append(SourceStmt("barrier", ln, text=s))
-            continue
-        m = _MFMA.match(s)
-        if m:
-            args = _split_args(m.group(3))
-            stack[-1].append(SourceStmt("mfma", ln, text=s, regs=(m.group(2), m.group(1),
-                                                                   *args)))
-            continue
-        m = _UNPACK.match(s)
-        if m and stack[-1] and stack[-1][-1].kind == "mem" and stack[-1][-1].regs == ("v",):
-            pending.append(m.group(1))
-            continue
-        if pending:
-            stack[-1][-1].regs = (", ".join(pending),)
-            pending = []
-        _statement(s, ln, stack[-1], memory, mem_re)
-    return out
-
-
-def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
-               mem_re: Any) -> None:
-    """Memory references, mask conditions and lane exchanges of one printed statement."""
-    pred = None
-    if s.startswith("if ("):
-        e = _balanced(s, 3)
-        pred = parse(s[4:e - 1])
-        s = s[e:].strip()
-    m = _MASK.match(s)
-    if m and s.endswith(f") ? {m.group(1)} : -__builtin_inff();"):
-        e = _balanced(s, m.end() - 1)
-        into.append(SourceStmt("mask", ln, exprs=(parse(s[m.end():e - 1]),), text=s))
-        return
-    j = s.find("__builtin_amdgcn_ds_bpermute(")
-    if j >= 0:
-        a0 = j + len("__builtin_amdgcn_ds_bpermute(")
-        depth, k = 0, a0
-        while k < len(s) and not (depth == 0 and s[k] == ","):
-            depth += {"(": 1, ")": -1}.get(s[k], 0)
-            k += 1
-        into.append(SourceStmt("bperm", ln, exprs=(parse(s[a0:k]),), text=s))
-    m = re.search(r"__builtin_amdgcn_ds_swizzle\(.*, (0x[0-9a-fA-F]+|\d+)\)\)", s)
-    if m:
-        into.append(SourceStmt("swz", ln, exprs=(int(m.group(1), 0),), text=s))
-    refs: List[Tuple[int, SourceStmt]] = []
-    for m in _PTR.finditer(s):
-        if m.group(3) not in memory:
-            continue
-        e = _balanced(s, m.end() - len(m.group(3)) - 4)
-        off = s[m.end():e - 1]
-        vt = _ctype(m.group(2))
-        refs.append((m.start(), SourceStmt("mem", ln, m.group(3), (parse(off),),
-                                           store=m.start() == 0, vtype=vt, pred=pred,
-                                           text=s)))
-    if mem_re is not None:
-        for m in mem_re.finditer(s):
-            e = _balanced(s, m.end() - 1, "[", "]")
-            refs.append((m.start(), SourceStmt("mem", ln, m.group(1), (parse(s[m.end():e - 1]),),
-                                               store=m.start() == 0, vtype=None, pred=pred,
-                                               text=s)))
-    if len(refs) == 1 and " = " in s:
-        lhs, rhs = s.rstrip(";").split(" = ", 1)
-        refs[0][1].regs = (rhs,) if refs[0][1].store else (lhs.split()[-1],)
-    for _, r in sorted(refs, key=lambda t: t[0]):
-        into.append(r)
-
 
 # ---------------------------------------------------------------------------- the IR side
 
@@ -418,45 +184,10 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             c.tenv["_loop_names"] = loops[:-1]
 
 
-_CONV = (re.compile(r"^\(_Float16\)\((.*)\)$"), re.compile(r"^\(short\)lagen_f32_to_bf16\((.*)\)$"))
-
-
-def _operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tuple[int, ...]]]:
-    """(frag, element indices) of a printed register operand, or None if not one."""
-    t = text.strip()
-    for cv in _CONV:
-        m = cv.match(t)
-        if m:
-            t = m.group(1).strip()
-    m = re.match(r"^(\w+)\[(\d+)\]$", t)
-    if m and m.group(1) in frags:
-        w = frags[m.group(1)].width
-        i = int(m.group(2))
-        return m.group(1), tuple(range(i * w, i * w + w)) if w > 1 else (i,)
-    m = re.match(r"^(\w+)\[(\d+)\]\[(\d+)\]$", t)
-    if m and m.group(1) in frags:
-        return m.group(1), (int(m.group(2)) * frags[m.group(1)].width + int(m.group(3)),)
-    m = re.match(r"^__builtin_shufflevector\((\w+)\[(\d+)\], \1\[\2\], ([\d, ]+)\)$", t)
-    if m and m.group(1) in frags:
-        base = int(m.group(2)) * frags[m.group(1)].width
-        return m.group(1), tuple(base + int(j) for j in m.group(3).split(","))
-    m = re.match(r"^\w+\{(.*)\}$", t)
-    if m:
-        parts = [_operand(p, frags) for p in _split_args(m.group(1))]
-        if parts and all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1
-                         for p in parts):
-            return parts[0][0], tuple(p[1][0] for p in parts)
-    if "," in text and "{" not in text and "(" not in text:   # unpacked `elem = v[j]` lines
-        parts = [_operand(p, frags) for p in text.split(",")]
-        if all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1 for p in parts):
-            return parts[0][0], tuple(p[1][0] for p in parts)
-    return None
-
-
 def _compare_regs(c: _Ctx, t: SourceStmt, want: List[Any], got: List[str]) -> None:
     frags = {f.name: f for f in c.k.frags}
     for w, g in zip(want, got):
-        op = _operand(g, frags)
+        op = register_operand(g, frags)
         if op != (w[0], tuple(w[1])):
             c.fails.add("printed_source", f"line {t.line}: register operand `{g}` is "
                                           f"{op[0] + str(list(op[1])) if op else 'unreadable'}, "
@@ -491,7 +222,7 @@ def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
             c.fails.add("printed_source", f"line {t.line}: predicate of `{t.text}`: {d}{c.where}")
 
 
-def _declarations(k: Kernel, src: _Source, fails: Fail) -> None:
+def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     from ..emit import SCALAR
     if src.block != k.block:
         fails.add("declarations", f"LAGEN_LAUNCH_BOUNDS({src.block}), the IR launches "
@@ -526,26 +257,26 @@ def _declarations(k: Kernel, src: _Source, fails: Fail) -> None:
                                       f"declared as printed (LAGEN_SHARED {sh.name}_v and its "
                                       f"alias)")
             continue
-        ct = _ctype(decl[0])
+        ct = ctype_of(decl[0])
         elems = ct[1] * decl[1] if ct else -1
         if ct is None or ct[0] != sh.dtype or elems != sh.count:
             fails.add("declarations", f"line {decl[2]}: LAGEN_SHARED({decl[0]}, {sh.name}_v, "
                                       f"{decl[1]}) holds {elems} elements of "
                                       f"{ct[0] if ct else '?'}; the IR (and the gate's in_bounds "
                                       f"and lds_capacity) use {sh.count} x {sh.dtype}")
-        if _ctype(al[0]) != (sh.dtype, 1) or al[1] != f"{sh.name}_v":
+        if ctype_of(al[0]) != (sh.dtype, 1) or al[1] != f"{sh.name}_v":
             fails.add("declarations", f"line {al[2]}: {sh.name} is a {al[0]}* onto {al[1]}, the "
                                       f"IR a {sh.dtype} view of {sh.name}_v")
     for f in k.frags:
         d = src.frags.get(f.name)
         if d is None:
             fails.add("declarations", f"register array {f.name} is not declared")
-        elif _ctype(d[0]) != (f.dtype, f.width) or d[1] != f.count // f.width:
+        elif ctype_of(d[0]) != (f.dtype, f.width) or d[1] != f.count // f.width:
             fails.add("declarations", f"line {d[2]}: {d[0]} {f.name}[{d[1]}], the IR "
                                       f"{f.count // f.width} x {f.width} {f.dtype}")
     for scalar, n, name, ln in src.typedefs:
-        ct = _ctype(name)
-        if ct is None or ct != (_SCALAR_DTYPE.get(scalar), n):
+        ct = ctype_of(name)
+        if ct is None or ct != (SCALAR_DTYPE.get(scalar), n):
             fails.add("declarations", f"line {ln}: typedef {name} is {n} x {scalar}")
 
 
@@ -615,7 +346,7 @@ def verify_printed(k: Kernel, source: str, *,
     fails = Fail()
     memory = [p.name for p in k.params] + [s.name for s in k.shared]
     try:
-        src = _read_source(source, k.name, memory)
+        src = read_source(source, k.name, memory)
     except CExprError as e:
         for name in PRINTED_CHECKS:
             fails.add(name, f"the printed source cannot be read back: {e}")
@@ -675,18 +406,6 @@ def verify_printed(k: Kernel, source: str, *,
                             if instances is not None else "")),
     }
     return fails.results(PRINTED_CHECKS, doms)
-
-
-def printed_lds_bytes(source: str, kernel: str) -> int:
-    """Bytes of LDS the printed ``LAGEN_SHARED`` declarations of ``kernel`` reserve."""
-    src = _read_source(source, kernel, [])
-    total = 0
-    for tname, n, _ in src.shared.values():
-        ct = _ctype(tname)
-        if ct is None:
-            raise CExprError(f"LAGEN_SHARED of unknown type {tname}")
-        total += n * ct[1] * {"f16": 2, "bf16": 2, "f32": 4}[ct[0]]
-    return total
 
 
 def attach_printed_checks(report: Any, k: Kernel, source: str, *,
