@@ -319,6 +319,20 @@ def test_emulator_halved_lds_array_names_line_block_lane(kernels):
     assert "sA +" in bad.split("\n")[line - 1]
 
 
+def test_emulator_lds_underrun_is_named(kernels):
+    """A printer bug that reads below an LDS array (a negative constant): the guard page under
+    the array's own pages catches it, and the report names the array and the line."""
+    ir, src, _ = kernels["gemm"]
+    bad = _mutate(src, "a_fr[0] = *(lagen_f16x8*)(sA + ", "a_fr[0] = *(lagen_f16x8*)(sA - 8 + ")
+    assert not verify_printed(ir, bad)["printed_source"].holds
+    with pytest.raises(EmulatorError) as e:
+        run(bad, ir.name, ir.grid, ir.block, list(_gemm_args()))
+    msg = str(e.value)
+    assert "LDS array sA_v" in msg and "before its start" in msg
+    line = int(re.findall(r"at kernel\.hip:(\d+)", msg)[-1])
+    assert "sA - 8" in bad.split("\n")[line - 1]
+
+
 def test_emulator_output_buffer_too_small(kernels):
     """Launch-argument bug: C one row short; the store past its end is named with its line."""
     ir, src, _ = kernels["gemm"]
@@ -435,7 +449,7 @@ def test_emulator_combine_more_splits_than_written():
 OTHER = ["escape-lds-read-line", "65536-gemm", "65536-gemm-build", "int-overflow-in-text",
          "runtime-argument-overflow", "ir-lds-halved", "ir-barrier-dropped", "ir-mfma-swapped",
          "ir-grid-too-small", "ir-attention-lds-halved", "emu-lds-halved", "emu-c-too-small",
-         "emu-grid-too-large", "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv",
+         "emu-grid-too-large", "emu-lds-underrun", "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv",
          "cli-lse-mismatch", "emu-decode-seqlen", "emu-combine-splits"]
 
 
