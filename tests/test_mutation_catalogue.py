@@ -242,6 +242,22 @@ def test_index_ranges_runtime_argument_overflow(kernels):
     assert not r["index_ranges"].holds and "q_sb" in r["index_ranges"].counterexample
 
 
+def test_index_ranges_at_one_launch_is_conservative_about_predicates():
+    """index_ranges_at bounds the printed int math at one launch's arguments.  It ignores the
+    predicates that guard an access, so it over-approximates: at the largest K span attention()
+    accepts (just under 2^31 elements) it flags the prefetch address of the tile after the last
+    one, ``... + 64*k_ss*kt + 64*k_ss``, although that load is predicated off and C never
+    evaluates it.  Conservative (a refusal, never a wrong pass); attention() does not use it."""
+    from kernels.flash_attention import PrefillShape
+    from kernels.verify.printed import index_ranges_at
+    pf = build_attention(AttnConfig(head_dim=64), verify=False)
+    big = PrefillShape.bhsd(1, 1, 1, 2 ** 31 // 64 - 64, 2 ** 31 // 64 - 64, 64)
+    r = index_ranges_at(pf.ir, pf.source, big.env(), big.grid(128))
+    assert not r.holds and "64 * k_ss" in r.counterexample
+    small = PrefillShape.bhsd(2, 4, 2, 300, 700, 64)
+    assert index_ranges_at(pf.ir, pf.source, small.env(), small.grid(128)).holds
+
+
 # ---------------------------------------------------------------------------- IR builder bugs
 
 def _ir_gemm(kernels):

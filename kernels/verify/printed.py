@@ -43,7 +43,7 @@ from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_source,
                           register_operand)
 
-__all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks"]
+__all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks", "index_ranges_at"]
 
 PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
 
@@ -414,3 +414,37 @@ def attach_printed_checks(report: Any, k: Kernel, source: str, *,
     the one hook each builder calls after printing, before ``raise_if_failed``."""
     report.checks.update(verify_printed(k, source, instances=instances))
     return report
+
+
+_AT_CACHE: Dict[Any, CheckResult] = {}
+
+
+def index_ranges_at(k: Kernel, source: str, values: Dict[str, int],
+                    grid: Sequence[int]) -> CheckResult:
+    """``index_ranges`` of the printed kernel at ONE launch: its runtime arguments ``values``
+    (names of ``k.scalars``; extra names are ignored) and ``grid``.  Cached.
+
+    Like :func:`verify_printed`'s check it ignores the predicates guarding an access, so it
+    over-approximates: an address that C never evaluates (a predicated-off prefetch past the
+    last tile) can make it fail.  A pass is a proof; a failure may be conservative."""
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    vals = {n: int(values[n]) for n in scalars}
+    key = (k.name, hash(source), tuple(sorted(vals.items())), tuple(int(g) for g in grid))
+    hit = _AT_CACHE.get(key)
+    if hit is not None:
+        return hit
+    fails = Fail()
+    ranges = {"tid": (0, k.block - 1)}
+    ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(k.grid_symbols[:3], grid)})
+    ranges.update({n: (v, v) for n, v in vals.items()})
+    rc = _RangeCtx(fails, ranges, " (at this launch's arguments)")
+    try:
+        memory = [p.name for p in k.params] + [s.name for s in k.shared]
+        _ranges(rc, read_source(source, k.name, memory).body)
+    except CExprError as e:
+        fails.add("index_ranges", str(e))
+    dom = (f"{rc.exprs} printed integer expressions of {k.name} by interval arithmetic at the "
+           f"launch's arguments, grid {tuple(grid)}, every thread and loop iteration")
+    res = fails.results(("index_ranges",), {"index_ranges": dom})["index_ranges"]
+    _AT_CACHE[key] = res
+    return res
