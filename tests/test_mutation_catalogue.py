@@ -74,15 +74,17 @@ def _resub(src: str, pattern: str, repl: str, count: int = 0) -> str:
 
 # ---------------------------------------------------------------------------- printer bugs
 
-_NOSWIZZLE_READ = (r"sA \+ \(\((a_rd\d+)\) \^ \(8\*\(\(\(\(\(\1\) / 64\)\) % 4\)\)\)\)", r"sA + \1")
-_NOSWIZZLE_WRITE = (r"sA \+ \(\((a_st\d+)\) \^ \(8\*\(\(\(\(\(\1\) / 64\)\) % 4\)\)\)\)", r"sA + \1")
+_SWIZZLED = r"sA \+ \(\((a_{}\d+)\) \^ \(8\*\(\(\(\(\(\1\) / 64\)\) % 4\)\)\)\)"
+_NOSWIZZLE_READ = (_SWIZZLED.format("rd"), r"sA + \1")
+_NOSWIZZLE_WRITE = (_SWIZZLED.format("st"), r"sA + \1")
 
 # (id, kernel, mutation of the printed text, the check that must refuse it)
 PRINTER = [
     # GEMM
     ("gemm-lds-read-without-swizzle", "gemm", ("re",) + _NOSWIZZLE_READ, "printed_source"),
     ("gemm-lds-write-without-swizzle", "gemm", ("re",) + _NOSWIZZLE_WRITE, "printed_source"),
-    ("gemm-swizzle-mask-halved", "gemm", ("s", "(((((a_rd0) / 64)) % 4))", "(((((a_rd0) / 64)) % 2))"),
+    ("gemm-swizzle-mask-halved", "gemm",
+     ("s", "(((((a_rd0) / 64)) % 4))", "(((((a_rd0) / 64)) % 2))"),
      "printed_source"),
     ("gemm-global-load-constant", "gemm", ("s", "128*block_n + 8192*kp + 4096);",
                                            "128*block_n + 8192*kp + 4104);"), "printed_source"),
@@ -101,7 +103,8 @@ PRINTER = [
      ("s", "__builtin_shufflevector(b_fr[0], b_fr[0], 0, 1, 2, 3), acc[0]",
       "__builtin_shufflevector(b_fr[0], b_fr[0], 4, 5, 6, 7), acc[0]"), "printed_source"),
     ("gemm-mfma-accumulator-swapped", "gemm",
-     ("s", "acc[0] = __builtin_amdgcn_mfma_f32_32x32x8f16(", "acc[1] = __builtin_amdgcn_mfma_f32_32x32x8f16("),
+     ("s", "acc[0] = __builtin_amdgcn_mfma_f32_32x32x8f16(",
+      "acc[1] = __builtin_amdgcn_mfma_f32_32x32x8f16("),
      "printed_source"),
     ("gemm-store-register", "gemm", ("s", "= (_Float16)(acc[0][0]);", "= (_Float16)(acc[0][1]);"),
      "printed_source"),
@@ -153,7 +156,8 @@ DECLS = [
                                        "LAGEN_SHARED(lagen_f16x4, sB_v, 1024)"), "declarations"),
     ("gemm-launch-bounds", "gemm", ("s", "LAGEN_LAUNCH_BOUNDS(256)", "LAGEN_LAUNCH_BOUNDS(128)"),
      "declarations"),
-    ("gemm-param-type", "gemm", ("s", "const _Float16* __restrict__ A", "const short* __restrict__ A"),
+    ("gemm-param-type", "gemm",
+     ("s", "const _Float16* __restrict__ A", "const short* __restrict__ A"),
      "declarations"),
     ("gemm-register-array", "gemm", ("s", "lagen_f32x16 acc[4];", "lagen_f32x16 acc[2];"),
      "declarations"),
@@ -168,8 +172,9 @@ DECLS = [
      "declarations"),
     ("decode-output-const", "decode", ("s", "_Float16* __restrict__ O,",
                                        "const _Float16* __restrict__ O,"), "declarations"),
-    ("split-param-order", "split", ("s", "float* __restrict__ Mp, float* __restrict__ Lp, int batch",
-                                    "float* __restrict__ Lp, float* __restrict__ Mp, int batch"),
+    ("split-param-order", "split",
+     ("s", "float* __restrict__ Mp, float* __restrict__ Lp, int batch",
+      "float* __restrict__ Lp, float* __restrict__ Mp, int batch"),
      "declarations"),
 ]
 
@@ -231,6 +236,17 @@ def test_index_ranges_planted_overflow_in_text(kernels):
     assert r["printed_source"].holds
     assert not r["index_ranges"].holds
     assert "1073741824" in r["index_ranges"].counterexample
+
+
+def test_index_ranges_long_value_narrowed_to_int(kernels):
+    """A 64-bit (long) expression assigned to a `const int`: the narrowing is refused."""
+    ir, src, _ = kernels["gemm"]
+    bad = _mutate(src, "const int a_cp_mn = ((tid) / 4);",
+                  "const int a_cp_mn = ((tid) / 4) + 4294967296*((tid) / 64) - "
+                  "4294967296*((tid) / 64);")
+    r = verify_printed(ir, bad)
+    assert r["printed_source"].holds and not r["index_ranges"].holds
+    assert "the int expression" in r["index_ranges"].counterexample
 
 
 def test_index_ranges_runtime_argument_overflow(kernels):
@@ -324,7 +340,8 @@ def _gemm_args(n=128):
 def test_emulator_halved_lds_array_names_line_block_lane(kernels):
     """Escape 2, independently of the declarations check: the emulator bounds the array."""
     ir, src, _ = kernels["gemm"]
-    bad = _mutate(src, "LAGEN_SHARED(lagen_f16x8, sA_v, 1024)", "LAGEN_SHARED(lagen_f16x8, sA_v, 512)")
+    bad = _mutate(src, "LAGEN_SHARED(lagen_f16x8, sA_v, 1024)",
+                  "LAGEN_SHARED(lagen_f16x8, sA_v, 512)")
     with pytest.raises(EmulatorError) as e:
         run(bad, ir.name, ir.grid, ir.block, list(_gemm_args()))
     msg = str(e.value)
@@ -426,12 +443,14 @@ def test_cli_check_reports_lse_mismatch(monkeypatch, capsys):
     rc = main(["check", "attention", "--emulate", "--seqlen-q", "1", "--seqlen-kv", "40",
                "--head-dim", "64"])
     out = capsys.readouterr().out
-    assert rc == 1 and "MISMATCH (lse)" in out and out.strip().splitlines()[-1].startswith("max error")
+    assert rc == 1 and "MISMATCH (lse)" in out
+    assert out.strip().splitlines()[-1].startswith("max error")
 
 
 def test_emulator_decode_seqlen_past_the_keys():
     """Launch-argument bug: seqlen_kv larger than the K/V tensors hold."""
-    entry, cfg, shaped = _attention_case(["--seqlen-q", "1", "--seqlen-kv", "40", "--head-dim", "64"])
+    entry, cfg, shaped = _attention_case(["--seqlen-q", "1", "--seqlen-kv", "40",
+                                          "--head-dim", "64"])
     inputs = entry.inputs(cfg, 0)
     scalars, grid = shaped.case_args()
     names = [p.name for p in shaped.bk.ir.scalars]
@@ -463,10 +482,11 @@ def test_emulator_combine_more_splits_than_written():
 
 # the planted bugs outside PRINTER and DECLS, one per test (parametrised ones counted per case)
 OTHER = ["escape-lds-read-line", "65536-gemm", "65536-gemm-build", "int-overflow-in-text",
-         "runtime-argument-overflow", "ir-lds-halved", "ir-barrier-dropped", "ir-mfma-swapped",
-         "ir-grid-too-small", "ir-attention-lds-halved", "emu-lds-halved", "emu-c-too-small",
-         "emu-grid-too-large", "emu-lds-underrun", "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv",
-         "cli-lse-mismatch", "emu-decode-seqlen", "emu-combine-splits"]
+         "long-narrowed-to-int", "runtime-argument-overflow", "ir-lds-halved",
+         "ir-barrier-dropped", "ir-mfma-swapped", "ir-grid-too-small", "ir-attention-lds-halved",
+         "emu-lds-halved", "emu-c-too-small", "emu-grid-too-large", "emu-lds-underrun",
+         "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv", "cli-lse-mismatch",
+         "emu-decode-seqlen", "emu-combine-splits"]
 
 
 def test_catalogue_size():

@@ -211,9 +211,10 @@ def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
                                       f"{got[0]}, the IR as {width} x {dtype.get(s.name)} "
                                       f"({s.text})")
     if (t.pred is None) != (s.pred is None):
-        c.fails.add("printed_source", f"line {t.line}: {'a' if t.pred is not None else 'no'} "
-                                      f"predicate, the IR {'has' if s.pred is not None else 'has none'}"
-                                      f" ({s.text}){c.where}")
+        has = "a" if t.pred is not None else "no"
+        ir_has = "has one" if s.pred is not None else "has none"
+        c.fails.add("printed_source", f"line {t.line}: {has} predicate, the IR {ir_has} "
+                                      f"({s.text}){c.where}")
     elif t.pred is not None:
         tv = _txt_value(t.pred, c.tenv) != 0
         iv = _ir_value(s.pred, c.ienv) != 0
@@ -285,9 +286,10 @@ def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
 def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
     for t in body:
         def report(node: Any, iv: Tuple[int, int], ctype: str, t: SourceStmt = t) -> None:
+            lim = f"[{INT_MIN}, {INT_MAX}]" if ctype == "int" else "[-2^63, 2^63 - 1]"
             c.fails.add("index_ranges",
                         f"line {t.line}: the {ctype} expression `{text_of(node)}` reaches "
-                        f"[{iv[0]}, {iv[1]}], outside the C {ctype}'s [{INT_MIN}, {INT_MAX}] "
+                        f"[{iv[0]}, {iv[1]}], outside the C {ctype}'s {lim} "
                         f"(over {c.describe(node)}){c.where}; the kernel would need 64-bit "
                         f"index arithmetic there, which this builder does not emit: use a "
                         f"smaller problem or split it")
@@ -295,6 +297,10 @@ def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
         if t.pred is not None:
             bound(t.pred, c.ranges, report)
         c.exprs += len(ivs)
+        if t.kind in ("let", "loop"):       # `const int x = ...` / `int v = ...; v < ...`
+            for e, (iv, ctype) in zip(t.exprs, ivs):
+                if ctype != "int" and (iv[0] < INT_MIN or iv[1] > INT_MAX):
+                    report(e, iv, "int")    # a long value narrowed to int
         if t.kind == "let":
             c.ranges[t.name] = ivs[0][0]
         elif t.kind == "loop":

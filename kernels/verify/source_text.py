@@ -100,7 +100,7 @@ class ParsedSource:
     block: int = 0
     waves_per_eu: int = 0
     params: List[str] = field(default_factory=list)
-    shared: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)   # name_v -> type, n, line
+    shared: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)  # name_v: type, n, line
     alias: Dict[str, Tuple[str, str, int]] = field(default_factory=dict)    # name -> type, of
     frags: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)
     typedefs: List[Tuple[str, int, str, int]] = field(default_factory=list)
