@@ -169,19 +169,25 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
         if t.kind == "let":
             c.tenv[t.name] = _txt_value(t.exprs[0], c.tenv)
             c.ienv[s.name] = _ir_value(s.exprs[0], c.ienv)
-        elif t.kind == "if":
-            _compare(c, t.body, s.body)
-        elif t.kind == "loop":
-            lo = int(np.min(_txt_value(t.exprs[0], c.tenv)))
-            hi = int(np.max(_txt_value(t.exprs[1], c.tenv)))
-            vals = sorted({v for v in (lo, lo + 1, (lo + hi) // 2, hi - 2, hi - 1)
-                           if lo <= v < hi}) or [lo]
-            loops = tuple(c.tenv.get("_loop_names", ())) + (t.name,)
-            for v in vals:
-                c.tenv[t.name], c.ienv[s.name] = np.int64(v), np.int64(v)
-                c.tenv["_loop_names"] = loops
+        elif t.kind in ("if", "loop"):
+            # a body is a C scope: its bindings (which may shadow outer ones) end with it
+            outer_t, outer_i = dict(c.tenv), dict(c.ienv)
+            if t.kind == "if":
                 _compare(c, t.body, s.body)
-            c.tenv["_loop_names"] = loops[:-1]
+            else:
+                lo = int(np.min(_txt_value(t.exprs[0], c.tenv)))
+                hi = int(np.max(_txt_value(t.exprs[1], c.tenv)))
+                vals = sorted({v for v in (lo, lo + 1, (lo + hi) // 2, hi - 2, hi - 1)
+                               if lo <= v < hi}) or [lo]
+                loops = tuple(c.tenv.get("_loop_names", ())) + (t.name,)
+                for v in vals:
+                    c.tenv[t.name], c.ienv[s.name] = np.int64(v), np.int64(v)
+                    c.tenv["_loop_names"] = loops
+                    _compare(c, t.body, s.body)
+            c.tenv.clear()
+            c.tenv.update(outer_t)
+            c.ienv.clear()
+            c.ienv.update(outer_i)
 
 
 def _compare_regs(c: _Ctx, t: SourceStmt, want: List[Any], got: List[str]) -> None:
@@ -303,12 +309,13 @@ def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
                     report(e, iv, "int")    # a long value narrowed to int
         if t.kind == "let":
             c.ranges[t.name] = ivs[0][0]
-        elif t.kind == "loop":
-            lo, hi = ivs[0][0][0], ivs[1][0][1] - 1
-            c.ranges[t.name] = (lo, max(lo, hi))
+        elif t.kind in ("loop", "if"):
+            outer = dict(c.ranges)          # a body is a C scope (its lets may shadow)
+            if t.kind == "loop":
+                lo, hi = ivs[0][0][0], ivs[1][0][1] - 1
+                c.ranges[t.name] = (lo, max(lo, hi))
             _ranges(c, t.body)
-        elif t.kind == "if":
-            _ranges(c, t.body)
+            c.ranges = outer
 
 
 @dataclass
