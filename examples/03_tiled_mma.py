@@ -21,6 +21,7 @@ import layoutalg as la
 import mfma_specs
 import visualize as viz
 from kernels import Access, Frag, Kernel, Mfma, Param, ZeroFrag, compile_hip, verify_kernel
+from kernels.verify.printed import attach_printed_checks
 from kernels.emit import emit
 from kernels.emulator import run
 from layoutalg.verify import lane_correctness
@@ -104,6 +105,10 @@ def main(argv=None) -> int:
     # 5. The gate proves the printed kernel (index math, bounds, coverage of C, MFMA operands
     #    lane by lane, accumulator write-back over every k).
     gate = verify_kernel(kern, arch="gfx942")
+    src = emit(kern)
+    # ... and the printed text itself: read back, index math evaluated as C, declarations,
+    # every int expression within int range (kernels.verify.printed)
+    attach_printed_checks(gate, kern, src)
     ok &= gate.holds
     held = [k for k, r in gate.checks.items() if r.holds]
     print(f"{'PROVED' if gate.holds else 'FAILED'} gate on the printed kernel: {len(held)}/"
@@ -111,7 +116,6 @@ def main(argv=None) -> int:
           f"over {gate.checks['lane_mfma_operands'].domain.split('iterations, ')[-1]}")
     print("".join(f"FAILED gate {k}: {r.counterexample}\n" for k, r in gate.checks.items()
                   if not r.holds), end="")
-    src = emit(kern)
     (out / "tiled_mma.hip").write_text(src)
 
     # 6. Diagrams: the atom, and the tiled A, B and C (T<thread> over V<value>).

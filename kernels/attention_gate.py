@@ -650,6 +650,8 @@ class _Flow:
                     self.regs[fr][:, i] = _enc(self.tensor[a.buf], bh, cs[0], cs[1], ~pred)
                 else:
                     self.store_out(a, i, cs, pred)
+            elif ((addr < 0) | (addr >= self.lds[a.buf].size)).any():
+                continue   # outside the LDS array: the static pass reports it as in_bounds
             elif a.kind == "store":
                 self.lds_touch(a, addr, th, True)
                 self.lds[a.buf][addr] = self.regs[fr][:, i]

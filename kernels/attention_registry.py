@@ -230,6 +230,21 @@ class AttentionEntry:
             t = t.view(torch.bfloat16)
         return self._bhsd(cfg, t.float())
 
+    def extra_comparisons(self, cfg: AttnCase, inputs: Sequence[Any],
+                          outputs: Sequence[Any]) -> List[Tuple[str, Any, Any, float, float]]:
+        """``(name, got, expected, atol, rtol)`` of the outputs besides O that ``check`` must
+        compare: the log-sum-exp (fp32, natural log; -inf for rows that see no key)."""
+        import numpy as np
+        import torch
+        if len(outputs) < 5 or outputs[4] is None:
+            return []
+        lse = outputs[4]
+        got = torch.from_numpy(np.ascontiguousarray(lse)) if not isinstance(lse, torch.Tensor) \
+            else lse
+        ref = reference(*(self._bhsd(cfg, a) for a in inputs[:3]), causal=cfg.causal,
+                        causal_align=cfg.causal_align)[1]
+        return [("lse", got.float().reshape(ref.shape), ref, 1e-4, 1e-5)]
+
     def tolerance(self, cfg: AttnCase) -> Tuple[float, float]:
         # fp32 softmax/accumulation; P rounded to 16 bits before P V; output rounding
         return {"f16": (4e-3, 4e-3), "bf16": (2e-2, 2e-2)}[cfg.kernel.dtype]

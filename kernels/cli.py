@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from typing import NamedTuple
 from pathlib import Path
 
 from layoutalg.progress import stage
@@ -185,23 +186,52 @@ def cmd_check(args: argparse.Namespace) -> int:
         ref = entry.reference(cfg, inputs)
     except KernelError as e:
         return _fail(args, e)
-    import torch
     atol, rtol = entry.tolerance(cfg)
-    err = (out - ref).abs()
-    bound = atol + rtol * ref.abs()
-    bad = err > bound
-    nbad = int(bad.sum())
-    worst = float((err / bound).max())    # 1.0 = exactly at the tolerance
     print(f"emulated in {t1 - t0:.2f} s ({res.seconds:.2f} s running)")
-    print(f"max error: {float(err.max()):.6g} (absolute, vs a float64/fp32 torch reference)")
-    if nbad:
-        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
-        print(f"MISMATCH: {nbad} of {bad.numel()} elements out of tolerance; first at {idx}: "
-              f"got {float(out[idx]):.6g}, expected {float(ref[idx]):.6g}")
+    # every output is compared: the main one first, then the entry's others (attention: the LSE)
+    extra = getattr(entry, "extra_comparisons", None)
+    comparisons = [("output", out, ref, atol, rtol)]
+    comparisons += list(extra(cfg, inputs, res.outputs) if extra else [])
+    nbad = 0
+    worst = 0.0
+    parts = []
+    for name, got, want, a_tol, r_tol in comparisons:
+        c = _compare(name, got, want, a_tol, r_tol)
+        label = "max error:" if name == "output" else f"{name}: max error"
+        print(f"{label} {c.max_error:.6g} (absolute, vs a float64/fp32 torch reference)")
+        what = "elements" if name == "output" else f"{name} elements"
+        parts.append(f"{c.total - c.bad} of {c.total} {what} within |out - ref| <= "
+                     f"{a_tol:g} + {r_tol:g}*|ref|")
+        nbad, worst = nbad + c.bad, max(worst, c.worst)
     failed = [k for k, ok in v.items() if not ok]
     verdict = "FAIL" if nbad or failed else "PASS"
-    print(f"{verdict}: {bad.numel() - nbad} of {bad.numel()} elements within |out - ref| <= "
-          f"{atol:g} + {rtol:g}*|ref| (worst at {100 * worst:.0f} % of its bound)"
+    print(f"{verdict}: {'; '.join(parts)} (worst at {100 * worst:.0f} % of its bound)"
           + (f"; failed checks: {', '.join(failed)}" if failed
              else f"; {len(v)} verification checks hold"))
     return 1 if verdict == "FAIL" else 0
+
+
+class _Comparison(NamedTuple):
+    bad: int            # elements out of tolerance
+    total: int
+    max_error: float    # absolute
+    worst: float        # max of |got - want| / bound; 1.0 = exactly at the tolerance
+
+
+def _compare(name: str, got, want, atol: float, rtol: float) -> _Comparison:
+    """Compare ``got`` with ``want`` element-wise; infinities must match exactly (-inf LSE of a
+    row without visible keys), NaN is always out of tolerance; prints the first mismatch."""
+    import torch
+    same_inf = torch.isinf(want) & (got == want)
+    err = torch.where(same_inf, torch.zeros_like(want), (got - want).abs())
+    err = torch.nan_to_num(err, nan=float("inf"))
+    bound = atol + rtol * torch.where(same_inf, torch.zeros_like(want), want.abs())
+    bad = err > bound
+    nbad = int(bad.sum())
+    if nbad:
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        print(f"MISMATCH ({name}): {nbad} of {bad.numel()} elements out of tolerance; first at "
+              f"{idx}: got {float(got[idx]):.6g}, expected {float(want[idx]):.6g}")
+    if not err.numel():
+        return _Comparison(0, 0, 0.0, 0.0)
+    return _Comparison(nbad, bad.numel(), float(err.max()), float((err / bound).max()))

@@ -266,6 +266,10 @@ def build_decode(cfg: DecodeConfig, *, verify: bool = True) -> BuiltAttention:
     rep = verify_attention(ir) if verify else GateReport(ir.name, {}, {"skipped": True})
     t2 = time.perf_counter()
     src = emit_attention(ir)
+    if verify:   # the printed text is the checked object too (kernels.verify.printed)
+        from .attention_gate import default_instances
+        from .verify.printed import attach_printed_checks
+        attach_printed_checks(rep, ir, src, instances=default_instances(ir))
     bk = BuiltAttention(ir.name, src, ir, ir.meta["plan"], rep,
                         {"ir_s": t1 - t0, "gate_s": t2 - t1,
                          "emit_s": time.perf_counter() - t2}, kind="decode")

@@ -456,6 +456,12 @@ def build_splitkv(cfg: DecodeConfig, *, verify: bool = True) -> BuiltSplitKV:
                                      {"gate_s": tb - ta}, kind=ir.meta["kind"])))
     bk = BuiltSplitKV(built[0], built[1], c, {"build_and_gate_s": time.perf_counter() - t0})
     if verify:
+        # the printed text (both kernels in the one compiled source) is checked too
+        from .attention_gate import default_instances
+        from .verify.printed import attach_printed_checks
+        for b in (bk.split, bk.combine):
+            attach_printed_checks(b.verification, b.ir, bk.source,
+                                  instances=default_instances(b.ir))
         _check_same_workspace(bk)
         bk.verification.raise_if_failed()
     return bk

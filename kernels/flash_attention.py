@@ -628,6 +628,10 @@ def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
     rep = verify_attention(ir) if verify else GateReport(ir.name, {}, {"skipped": True})
     t3 = time.perf_counter()
     src = emit_attention(ir)
+    if verify:   # the printed text is the checked object too (kernels.verify.printed)
+        from .attention_gate import default_instances
+        from .verify.printed import attach_printed_checks
+        attach_printed_checks(rep, ir, src, instances=default_instances(ir))
     t4 = time.perf_counter()
     bk = BuiltAttention(ir.name, src, ir, plan, rep,
                         {"plan_s": t1 - t0, "ir_s": t2 - t1, "gate_s": t3 - t2,

@@ -727,6 +727,9 @@ def build_gemm(cfg: GemmConfig, *, verify: bool = True) -> BuiltKernel:
         rep = GateReport(ir.name, {}, {"skipped": True})
     t3 = time.perf_counter()
     src = emit(ir)
+    if verify:   # the printed text is the checked object too (kernels.verify.printed)
+        from .verify.printed import attach_printed_checks
+        attach_printed_checks(rep, ir, src)
     t4 = time.perf_counter()
     bk = BuiltKernel(ir.name, src, ir, plan, rep,
                      {"plan_s": t1 - t0, "ir_s": t2 - t1, "gate_s": t3 - t2, "emit_s": t4 - t3})

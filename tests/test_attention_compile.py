@@ -23,7 +23,7 @@ CONFIGS = {
 def test_report(name):
     bk = get_kernel(CONFIGS[name])
     rep = bk.report()
-    assert all(rep["verification"].values()) and len(rep["verification"]) == 14
+    assert all(rep["verification"].values()) and len(rep["verification"]) == 17  # 14 + 3 printed
     assert rep["scratch_bytes"] == 0 and rep["spills"] == 0
     assert rep["lds_bytes"] <= 65536
     assert rep["waves_per_simd"] >= 1
@@ -71,7 +71,7 @@ def test_cli_check_emulate():
                         "--seqlen-q", "77", "--seqlen-kv", "77", "--head-dim", "64", "--causal"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "14/14 checks hold" in r.stdout and "max error" in r.stdout
+    assert "17/17 checks hold" in r.stdout and "max error" in r.stdout
 
 
 def test_bad_options_exit_2():

@@ -15,6 +15,7 @@ import torch
 
 import kernels.flash_attention as attn
 from kernels.attention_gate import CHECKS, SPLIT_CHECKS, verify_attention
+from kernels.verify.printed import PRINTED_CHECKS
 from kernels.attention_registry import reference
 from kernels.decode import DecodeConfig
 from kernels.decode_splitkv import (CombineBuilder, SplitBuilder, SplitKVConfig, choose_splits,
@@ -31,7 +32,7 @@ def _failed(k):
 def test_gate_all_checks_hold(d):
     bk = attn.get_kernel(SplitKVConfig(head_dim=d))
     v = bk.verification.as_bools()
-    assert set(v) == set(CHECKS) | set(SPLIT_CHECKS) and all(v.values()), v
+    assert set(v) == set(CHECKS) | set(SPLIT_CHECKS) | set(PRINTED_CHECKS) and all(v.values()), v
     inst = bk.verification.details["instances"]
     assert any("empty-split" in i for i in inst) and any("ragged" in i for i in inst)
     for r in bk.verification.split.checks.values():
@@ -189,7 +190,7 @@ def test_cli_compile_long_kv_is_splitkv(tmp_path):
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["kind"] == "decode_splitkv" and all(rep["verification"].values())
-    assert len(rep["verification"]) == 16
+    assert len(rep["verification"]) == 19       # 16 gate checks + 3 on the printed text
     assert rep["splits"] == {"n_splits": 128, "kv_chunk": 256}      # B=1, H=2
     assert rep["bytes_moved"]["kv"] == 2 * 2 * 32768 * 128 * 2
     for who in ("split", "combine"):
@@ -208,7 +209,7 @@ def test_cli_check_emulate_4097(capsys):
                "--seqlen-q", "1", "--seqlen-kv", "4097", "--heads", "2", "--kv-heads", "1"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "16/16 checks hold" in out and "grid 1x16" in out
+    assert "19/19 checks hold" in out and "grid 1x16" in out
     lines = out.strip().splitlines()
     assert lines[-1].startswith("PASS: ")
     assert float(next(x for x in lines if x.startswith("max error")).split()[2]) < 4e-3

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <type_traits>
@@ -76,7 +77,18 @@ struct LaunchParams {
   unsigned long long stats[4];  // out: blocks, fiber switches, barriers, wave collectives
 };
 
-struct LdsSite { unsigned long long gen, off; };
+// An LDS array in its own mapping, its last byte against a PROT_NONE page (and one before it),
+// so an access past its end (or reaching below its start) faults and is named (on_fault).
+struct LdsSite { unsigned long long gen, off, launch; unsigned char* data; };
+struct LdsRegion {
+  unsigned char* map;
+  unsigned long long map_bytes, bytes;
+  unsigned char* data;
+  const char* name;
+  const char* file;
+  int line;
+};
+static const unsigned kMaxLdsRegions = 64;
 
 struct Runtime {
   LaunchParams* p;
@@ -86,7 +98,9 @@ struct Runtime {
   Thread* cur;
   ucontext_t sched;
   unsigned char* lds;
-  unsigned long long lds_used, gen;
+  unsigned long long lds_used, gen, launch_id;
+  LdsRegion regions[kMaxLdsRegions];
+  unsigned nregions;
   unsigned char* stacks;
   unsigned long long stack_stride;
   bool failed;
@@ -161,10 +175,29 @@ inline void wave_op(WaveFn fn, long long imm, bool full_wave, const void* a, con
 }
 
 // ------------------------------------------------------------------ LDS
+// The array's own pages with a PROT_NONE page on each side, the array ending as close to the
+// upper guard as its alignment allows (nullptr: no mapping left; the arena is used instead).
+inline unsigned char* lds_guarded(unsigned long long bytes, unsigned long long align,
+                                  const char* name, const char* file, int line) {
+  Runtime& rt = g_rt;
+  if (rt.nregions >= kMaxLdsRegions) return nullptr;
+  const unsigned long long pg = 4096, pages = (bytes + pg - 1) / pg;
+  const unsigned long long total = (pages + 2) * pg;
+  void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  unsigned char* map = (unsigned char*)m;
+  mprotect(map, pg, PROT_NONE);
+  mprotect(map + (pages + 1) * pg, pg, PROT_NONE);
+  unsigned long long end = (unsigned long long)(map + (pages + 1) * pg);
+  unsigned char* data = (unsigned char*)((end - bytes) / align * align);
+  rt.regions[rt.nregions++] = LdsRegion{map, total, bytes, data, name, file, line};
+  return data;
+}
+
 inline void* lds_alloc(LdsSite* s, unsigned long long bytes, unsigned long long align,
                        const char* name, const char* file, int line) {
   Runtime& rt = g_rt;
-  if (s->gen != rt.gen) {
+  if (s->gen != rt.gen || s->launch != rt.launch_id) {
     if (align < 16) align = 16;
     unsigned long long off = (rt.lds_used + align - 1) / align * align;
     if (off + bytes > rt.p->lds_limit)
@@ -174,8 +207,11 @@ inline void* lds_alloc(LdsSite* s, unsigned long long bytes, unsigned long long 
     s->off = off;
     s->gen = rt.gen;
     rt.lds_used = off + bytes;
+    if (s->launch != rt.launch_id) s->data = lds_guarded(bytes, align, name, file, line);
+    s->launch = rt.launch_id;
+    if (s->data) memset(s->data, 0xFF, bytes);
   }
-  return rt.lds + s->off;
+  return s->data ? s->data : rt.lds + s->off;
 }
 inline void* lds_dynamic() { return g_rt.lds; }
 
@@ -471,7 +507,7 @@ inline int run_block() {
   }
 }
 
-inline void on_fault(int sig, siginfo_t* si, void*) {
+inline void on_fault(int sig, siginfo_t* si, void* uctx) {
   Runtime& rt = g_rt;
   char* e = rt.p->err;
   size_t cap = rt.p->err_cap;
@@ -485,7 +521,30 @@ inline void on_fault(int sig, siginfo_t* si, void*) {
     int n = snprintf(e, cap, "FAULT %s addr=0x%llx block (%u,%u,%u)", sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
                      a, rt.bid.x, rt.bid.y, rt.bid.z);
     if (rt.cur && n > 0 && (size_t)n < cap)
-      n += snprintf(e + n, cap - n, " thread (%u,%u,%u)", rt.cur->tid.x, rt.cur->tid.y, rt.cur->tid.z);
+      n += snprintf(e + n, cap - n, " thread (%u,%u,%u) [wave %u lane %u]", rt.cur->tid.x,
+                    rt.cur->tid.y, rt.cur->tid.z, rt.cur->wave, rt.cur->lane);
+    // the faulting instruction, as an offset into this library (runner.py finds the line)
+    unsigned long long pc = 0;
+#if defined(__x86_64__)
+    pc = (unsigned long long)((ucontext_t*)uctx)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    pc = (unsigned long long)((ucontext_t*)uctx)->uc_mcontext.pc;
+#endif
+    Dl_info di;
+    if (pc && dladdr((void*)pc, &di) && di.dli_fbase && n > 0 && (size_t)n < cap)
+      n += snprintf(e + n, cap - n, " pcoff=0x%llx", pc - (unsigned long long)di.dli_fbase);
+    for (unsigned r = 0; r < rt.nregions; ++r) {
+      const LdsRegion& g = rt.regions[r];
+      unsigned long long lo = (unsigned long long)g.map, hi = lo + g.map_bytes;
+      unsigned long long d0 = (unsigned long long)g.data, d1 = d0 + g.bytes;
+      if (a < lo || a >= hi || n <= 0 || (size_t)n >= cap) continue;
+      if (a >= d1)
+        n += snprintf(e + n, cap - n, " LDS array %s (%llu bytes, LAGEN_SHARED at %s:%d): "
+                      "%llu bytes past its end", g.name, g.bytes, g.file, g.line, a - d1);
+      else if (a < d0)
+        n += snprintf(e + n, cap - n, " LDS array %s (%llu bytes, LAGEN_SHARED at %s:%d): "
+                      "%llu bytes before its start", g.name, g.bytes, g.file, g.line, d0 - a);
+    }
     if (n > 0 && (size_t)n < cap) snprintf(e + n, cap - n, "%s", kind);
   }
   _exit(86);
@@ -495,6 +554,8 @@ inline int launch(LaunchParams* p, void (*call)(void**), void** args) {
   Runtime& rt = g_rt;
   memset((void*)&rt, 0, sizeof rt);
   rt.p = p;
+  static unsigned long long launches = 0;
+  rt.launch_id = ++launches;  // LdsSite mappings belong to one launch
   rt.call = call;
   rt.args = args;
   if (p->err && p->err_cap) p->err[0] = 0;
@@ -540,6 +601,7 @@ inline int launch(LaunchParams* p, void (*call)(void**), void** args) {
     p->stats[0]++;
   }
   munmap(rt.stacks, stack_total);
+  for (unsigned r = 0; r < rt.nregions; ++r) munmap(rt.regions[r].map, rt.regions[r].map_bytes);
   free(rt.threads);
   free(rt.lds);
   return rc;

@@ -45,8 +45,9 @@ PAGE = mmap.PAGESIZE
 HOST_FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-DLAGEN_EMULATE=1",
               "-fvisibility=hidden", "-fvisibility-inlines-hidden",
               "-fstack-clash-protection")  # big frames probe each page: they hit the guard page
-CLANG_FLAGS = ("-fno-color-diagnostics",)
-GCC_FLAGS = ("-fdiagnostics-color=never", "-Wno-attributes")
+# line tables only: a fault's instruction is mapped back to the kernel source line
+CLANG_FLAGS = ("-fno-color-diagnostics", "-gline-tables-only")
+GCC_FLAGS = ("-fdiagnostics-color=never", "-Wno-attributes", "-g1")
 _ERR_CAP = 8192
 _EXIT_FAULT = 86
 
@@ -396,7 +397,7 @@ def run(source: str, kernel: str, grid, block, args: Sequence[Any], *, lds_bytes
     t0 = time.perf_counter()
     try:
         if isolate:
-            _run_forked(launcher, params, argv, timeout, buffers, sig, kernel)
+            _run_forked(launcher, params, argv, timeout, buffers, sig, kernel, lib.path)
         else:
             if launcher(ctypes.byref(params[0]), argv) != 0:
                 raise EmulatorError(f"{kernel}: {_err_text(params[0])}")
@@ -437,18 +438,54 @@ def _err_text(p: _LaunchParams) -> str:
     return ctypes.string_at(p.err).decode(errors="replace") or "unknown emulator error"
 
 
-def _describe_fault(text: str, buffers: List[_Buffer], sig: List[ArgType], kernel: str) -> str:
+def _source_line(lib_path: Any, text: str) -> str:
+    """``" at kernel.hip:123"`` for the faulting instruction (``pcoff=`` of the fault report,
+    mapped through the library's line table with llvm-symbolizer / addr2line), or ``""``."""
+    m = re.search(r"pcoff=0x([0-9a-f]+)", text)
+    if not m or lib_path is None:
+        return ""
+    import shutil
+    import subprocess
+    for tool in ("llvm-symbolizer-19", "llvm-symbolizer", "addr2line"):
+        exe = shutil.which(tool)
+        if not exe:
+            continue
+        cmd = ([exe, f"--obj={lib_path}", f"0x{m.group(1)}"]
+               if "symbolizer" in tool else [exe, "-e", str(lib_path), f"0x{m.group(1)}"])
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for ln in out.splitlines():
+            fm = re.search(r"([^/\s:]+):(\d+)(?::\d+)?$", ln.strip())
+            if fm and fm.group(2) != "0" and "lagen_emu" not in fm.group(1) \
+                    and "hip_emu.h" not in fm.group(1):
+                return f" at {fm.group(1)}:{fm.group(2)}"
+    return ""
+
+
+def _describe_fault(text: str, buffers: List[_Buffer], sig: List[ArgType], kernel: str,
+                    lib_path: Any = None) -> str:
     m = re.search(r"addr=0x([0-9a-f]+)", text)
     where = text.split("block", 1)[1] if "block" in text else ""
+    line = _source_line(lib_path, text)
+    where = re.sub(r" pcoff=0x[0-9a-f]+", line, where)
     if not m:
         return text
     addr = int(m.group(1), 16)
-    for b in buffers:
+    lds = re.search(r" (LDS array .*?(?:past its end|before its start))", where)
+    if lds:
+        return (f"out-of-bounds LDS access: address 0x{addr:x}: {lds.group(1)}; in block"
+                f"{where.replace(lds.group(0), '')}")
+    for b in buffers:   # past an end first: one buffer's upper guard may lie below the next
         lo, hi = b.region
         what = f"argument {b.index} ({sig[b.index].cname()}, {b.nbytes} bytes)"
         if hi <= addr < hi + 2 * PAGE:
             return (f"out-of-bounds access: address 0x{addr:x} is {addr - hi} bytes past the end "
                     f"of {what}; in block{where}")
+    for b in buffers:
+        lo, hi = b.region
+        what = f"argument {b.index} ({sig[b.index].cname()}, {b.nbytes} bytes)"
         if lo - 2 * PAGE <= addr < lo:
             return (f"out-of-bounds access: address 0x{addr:x} is {lo - addr} bytes before the "
                     f"start of {what}; in block{where}")
@@ -458,7 +495,7 @@ def _describe_fault(text: str, buffers: List[_Buffer], sig: List[ArgType], kerne
     return f"invalid memory access at 0x{addr:x} (not inside any argument buffer); in block{where}"
 
 
-def _run_forked(launcher, params, argv, timeout, buffers, sig, kernel) -> None:
+def _run_forked(launcher, params, argv, timeout, buffers, sig, kernel, lib_path=None) -> None:
     pids = []
     for p in params:
         pid = os.fork()
@@ -511,7 +548,7 @@ def _run_forked(launcher, params, argv, timeout, buffers, sig, kernel) -> None:
         if code == 1:
             raise EmulatorError(f"{kernel}: {text}")
         if code == _EXIT_FAULT:
-            raise EmulatorError(f"{kernel}: {_describe_fault(text, buffers, sig, kernel)}")
+            raise EmulatorError(f"{kernel}: {_describe_fault(text, buffers, sig, kernel, lib_path)}")
         if code < 0:
             raise EmulatorError(f"{kernel}: the emulator process died with signal "
                                 f"{signal.Signals(-code).name} ({text})")

@@ -1,0 +1,463 @@
+"""Verify the printed kernel source, not only the IR it was printed from.
+
+The gates (:mod:`kernels.gate`, :mod:`kernels.attention_gate`) prove properties of the IR.  This
+module reads the **printed text** back and checks it against that IR, so that a bug in a printer
+cannot hide behind a proof about the model:
+
+* ``printed_source`` - the kernel body is parsed back (``const int`` bindings, loops, ``if``
+  conditions, every global/LDS memory reference with its vector type and predicate, mask
+  conditions, ``ds_bpermute`` addresses, ``ds_swizzle`` patterns) and paired, in order, with the
+  IR statements that print them; every printed index expression is evaluated with C semantics
+  (:mod:`kernels.verify.cexpr`) and must equal the IR expression (:func:`kernels.ir.c_eval`) at
+  every thread of the sampled blocks and loop iterations.  A missing swizzle, a wrong constant, a
+  dropped predicate or a vector type of the wrong width is refused with its source line.
+* ``declarations`` - the signature (parameter names, element types, ``const``, by-value
+  scalars), ``LAGEN_LAUNCH_BOUNDS`` / ``LAGEN_WAVES_PER_EU``, every ``LAGEN_SHARED`` array (element
+  type and size: the gate's ``in_bounds`` and ``lds_capacity`` are about these sizes), every
+  register array and every vector typedef equal what the IR declares.
+* ``index_ranges`` - every printed integer expression (and each of its subexpressions) fits its C
+  type over the ranges of its symbols, by interval arithmetic: ``tid`` over the block,
+  block ids over the grid, loop variables over their bounds, runtime arguments at their values
+  (the gate's instances for attention), each ``const int`` over the interval of its expression.
+  Interval arithmetic over-approximates, so a pass is a proof; a failure names the
+  subexpression and its bound.
+
+Entry point: :func:`verify_printed`.  It returns :class:`CheckResult` records that the builders
+add to the gate's report, so ``report.json`` says the printed text was checked.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import sympy
+
+from layoutalg.verify.result import CheckResult
+
+from ..gate_common import Fail
+from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval
+from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
+from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_source,
+                          register_operand)
+
+__all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks", "index_ranges_at"]
+
+PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
+
+# ---------------------------------------------------------------------------- the IR side
+
+def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
+    """The IR statements that print index math, in printing order, as :class:`SourceStmt`."""
+    out: List[SourceStmt] = []
+    for s in body:
+        kind = type(s).__name__
+        if isinstance(s, Let):
+            out.append(SourceStmt("let", name=s.name, exprs=(s.expr,)))
+        elif kind == "LetMinMax":
+            out.append(SourceStmt("let", name=s.name, exprs=(("min" if s.op == "min" else "max",
+                                                               s.a, s.b),)))
+        elif isinstance(s, Loop):
+            out.append(SourceStmt("loop", name=s.var, exprs=(s.start, s.stop),
+                                  body=_ir_stmts(s.body)))
+        elif isinstance(s, If):
+            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body)))
+        elif isinstance(s, Access):
+            out.append(SourceStmt("mem", name=s.buf, exprs=(s.offset,), store=s.kind == "store",
+                                  vtype=(None, s.width), pred=s.pred, text=s.tag,
+                                  regs=(s.regs.frag.name, s.regs.idx)))
+        elif isinstance(s, Barrier):
+            out.append(SourceStmt("barrier"))
+        elif isinstance(s, Mfma):
+            out.append(SourceStmt("mfma", text=s.tag, regs=(
+                s.spec.builtin, *((r.frag.name, r.idx) for r in (s.acc, s.a, s.b, s.acc)))))
+        elif kind == "MaskScores":
+            out.extend(SourceStmt("mask", exprs=(c,)) for c in s.conds)
+        elif kind == "LaneXor":
+            if s.method == "bpermute":
+                out.append(SourceStmt("bperm", exprs=(s.addr,)))
+            elif s.method == "swizzle":
+                out.append(SourceStmt("swz", exprs=(int(s.pattern),)))
+    return out
+
+
+def _ir_value(e: Any, env: Dict[str, Any]) -> Any:
+    if isinstance(e, tuple):
+        a, b = _ir_value(e[1], env), _ir_value(e[2], env)
+        return np.minimum(a, b) if e[0] == "min" else np.maximum(a, b)
+    e = sympy.sympify(e)
+    senv = {s: env[s.name] for s in e.free_symbols if s.name in env}
+    missing = [s.name for s in e.free_symbols if s.name not in env]
+    if missing:
+        raise CExprError(f"IR expression {e} uses unbound {missing}")
+    return np.asarray(c_eval(e, senv), dtype=np.int64)
+
+
+def _txt_value(e: Any, env: Dict[str, Any]) -> Any:
+    return np.asarray(evaluate(e, env), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- the checks
+
+@dataclass
+class _Ctx:
+    k: Kernel
+    fails: Fail
+    where: str
+    tenv: Dict[str, Any]
+    ienv: Dict[str, Any]
+    points: int = 0
+
+
+def _first_diff(a: Any, b: Any, env: Dict[str, Any]) -> str:
+    names = ("tid",) + tuple(env.get("_grid_names", ())) + tuple(env.get("_loop_names", ()))
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), *(np.shape(env[n]) for n in names))
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    bad = np.argwhere(a != b)
+    if not bad.size:
+        return ""
+    idx = tuple(bad[0])
+    at = []
+    for n in ("tid",) + tuple(env.get("_grid_names", ())):
+        v = np.broadcast_to(np.asarray(env[n]), a.shape)
+        at.append(f"{n}={int(v[idx])}")
+    for n in env.get("_loop_names", ()):
+        at.append(f"{n}={int(np.broadcast_to(np.asarray(env[n]), a.shape)[idx])}")
+    return f"printed {int(a[idx])}, IR {int(b[idx])} at {', '.join(at)}"
+
+
+def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
+    for n, (t, s) in enumerate(itertools.zip_longest(txt, ir)):
+        if t is None or s is None or t.kind != s.kind:
+            tl = f"line {t.line} ({t.kind}: {t.text})" if t is not None else "nothing"
+            sl = f"{s.kind} {s.name or s.text}".strip() if s is not None else "nothing"
+            c.fails.add("printed_source", f"statement {n} of a block: the source has {tl}, "
+                                          f"the IR prints {sl}{c.where}")
+            return
+        if t.kind in ("let", "loop") and t.name != s.name:
+            c.fails.add("printed_source", f"line {t.line}: binds {t.name!r}, the IR "
+                                          f"{s.name!r}{c.where}")
+            return
+        if t.kind == "swz":
+            if t.exprs[0] != s.exprs[0]:
+                c.fails.add("printed_source", f"line {t.line}: ds_swizzle pattern "
+                                              f"{t.exprs[0]:#06x}, the IR {s.exprs[0]:#06x}")
+            continue
+        if t.kind == "mem":
+            _compare_mem(c, t, s)
+            _compare_regs(c, t, [s.regs], [t.regs[0] if t.regs else ""])
+        if t.kind == "mfma":
+            if t.regs[0] != s.regs[0]:
+                c.fails.add("printed_source", f"line {t.line}: calls {t.regs[0]}, the IR "
+                                              f"{s.regs[0]} ({s.text})")
+            tail = list(t.regs[2:])
+            if tail[-3:] != ["0", "0", "0"]:
+                c.fails.add("printed_source", f"line {t.line}: MFMA modifiers {tail[-3:]}, the "
+                                              f"IR 0, 0, 0")
+            _compare_regs(c, t, list(s.regs[1:]), [t.regs[1]] + tail[:3])
+        pairs = list(zip(t.exprs, s.exprs))
+        for te, se in pairs[: (2 if t.kind == "loop" else 1)]:
+            tv, iv = _txt_value(te, c.tenv), _ir_value(se, c.ienv)
+            if t.kind in ("if", "mask"):
+                tv, iv = tv != 0, iv != 0
+            c.points += int(np.broadcast(tv, iv).size)
+            d = _first_diff(tv, iv, c.tenv)
+            if d:
+                c.fails.add("printed_source", f"line {t.line}: `{t.text}`: {d}{c.where}")
+        if t.kind == "let":
+            c.tenv[t.name] = _txt_value(t.exprs[0], c.tenv)
+            c.ienv[s.name] = _ir_value(s.exprs[0], c.ienv)
+        elif t.kind in ("if", "loop"):
+            # a body is a C scope: its bindings (which may shadow outer ones) end with it
+            outer_t, outer_i = dict(c.tenv), dict(c.ienv)
+            if t.kind == "if":
+                _compare(c, t.body, s.body)
+            else:
+                lo = int(np.min(_txt_value(t.exprs[0], c.tenv)))
+                hi = int(np.max(_txt_value(t.exprs[1], c.tenv)))
+                vals = sorted({v for v in (lo, lo + 1, (lo + hi) // 2, hi - 2, hi - 1)
+                               if lo <= v < hi}) or [lo]
+                loops = tuple(c.tenv.get("_loop_names", ())) + (t.name,)
+                for v in vals:
+                    c.tenv[t.name], c.ienv[s.name] = np.int64(v), np.int64(v)
+                    c.tenv["_loop_names"] = loops
+                    _compare(c, t.body, s.body)
+            c.tenv.clear()
+            c.tenv.update(outer_t)
+            c.ienv.clear()
+            c.ienv.update(outer_i)
+
+
+def _compare_regs(c: _Ctx, t: SourceStmt, want: List[Any], got: List[str]) -> None:
+    frags = {f.name: f for f in c.k.frags}
+    for w, g in zip(want, got):
+        op = register_operand(g, frags)
+        if op != (w[0], tuple(w[1])):
+            c.fails.add("printed_source", f"line {t.line}: register operand `{g}` is "
+                                          f"{op[0] + str(list(op[1])) if op else 'unreadable'}, "
+                                          f"the IR {w[0]}{list(w[1])} ({t.text})")
+
+
+def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
+    k = c.k
+    dtype = {p.name: p.dtype for p in k.params}
+    dtype.update({sh.name: sh.dtype for sh in k.shared})
+    if t.name != s.name:
+        c.fails.add("printed_source", f"line {t.line}: accesses {t.name}, the IR "
+                                      f"{s.name} ({s.text})")
+    if t.store != s.store:
+        c.fails.add("printed_source", f"line {t.line}: a {'store' if t.store else 'load'}, "
+                                      f"the IR a {'store' if s.store else 'load'} ({s.text})")
+    width = s.vtype[1]
+    got = t.vtype if t.vtype is not None else (dtype.get(t.name), 1)
+    if got != (dtype.get(s.name), width):
+        c.fails.add("printed_source", f"line {t.line}: {t.name} accessed as {got[1]} x "
+                                      f"{got[0]}, the IR as {width} x {dtype.get(s.name)} "
+                                      f"({s.text})")
+    if (t.pred is None) != (s.pred is None):
+        has = "a" if t.pred is not None else "no"
+        ir_has = "has one" if s.pred is not None else "has none"
+        c.fails.add("printed_source", f"line {t.line}: {has} predicate, the IR {ir_has} "
+                                      f"({s.text}){c.where}")
+    elif t.pred is not None:
+        tv = _txt_value(t.pred, c.tenv) != 0
+        iv = _ir_value(s.pred, c.ienv) != 0
+        d = _first_diff(tv, iv, c.tenv)
+        if d:
+            c.fails.add("printed_source", f"line {t.line}: predicate of `{t.text}`: {d}{c.where}")
+
+
+def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
+    from ..emit import SCALAR
+    if src.block != k.block:
+        fails.add("declarations", f"LAGEN_LAUNCH_BOUNDS({src.block}), the IR launches "
+                                  f"{k.block} threads per block")
+    if src.waves_per_eu != int(getattr(k, "waves_per_eu", 0) or 0):
+        fails.add("declarations", f"LAGEN_WAVES_PER_EU({src.waves_per_eu}), the IR asks for "
+                                  f"{k.waves_per_eu}")
+    want = [f"{'const ' if p.const else ''}{SCALAR[p.dtype]}* __restrict__ {p.name}"
+            for p in k.params]
+    want += [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
+    if src.params != want:
+        bad = next((i for i, (a, b) in enumerate(itertools.zip_longest(src.params, want))
+                    if a != b), 0)
+        fails.add("declarations", f"parameter {bad}: printed "
+                                  f"{src.params[bad] if bad < len(src.params) else 'nothing'!r}, "
+                                  f"the IR {want[bad] if bad < len(want) else 'nothing'!r}")
+    if src.ids.get("tid", ("",))[0] != "threadIdx.x":
+        fails.add("declarations", "tid is not bound to threadIdx.x")
+    for name, axis in zip(k.grid_symbols, "xyz"):
+        if src.ids.get(name, ("",))[0] != f"blockIdx.{axis}":
+            fails.add("declarations", f"grid symbol {name} is bound to "
+                                      f"{src.ids.get(name, ('nothing',))[0]}, the IR "
+                                      f"blockIdx.{axis}")
+    if len(src.shared) != len(k.shared):
+        fails.add("declarations", f"{len(src.shared)} LAGEN_SHARED arrays printed, the IR has "
+                                  f"{len(k.shared)}")
+    for sh in k.shared:
+        decl = src.shared.get(f"{sh.name}_v")
+        al = src.alias.get(sh.name)
+        if decl is None or al is None:
+            fails.add("declarations", f"LDS array {sh.name} ({sh.count} x {sh.dtype}) is not "
+                                      f"declared as printed (LAGEN_SHARED {sh.name}_v and its "
+                                      f"alias)")
+            continue
+        ct = ctype_of(decl[0])
+        elems = ct[1] * decl[1] if ct else -1
+        if ct is None or ct[0] != sh.dtype or elems != sh.count:
+            fails.add("declarations", f"line {decl[2]}: LAGEN_SHARED({decl[0]}, {sh.name}_v, "
+                                      f"{decl[1]}) holds {elems} elements of "
+                                      f"{ct[0] if ct else '?'}; the IR (and the gate's in_bounds "
+                                      f"and lds_capacity) use {sh.count} x {sh.dtype}")
+        if ctype_of(al[0]) != (sh.dtype, 1) or al[1] != f"{sh.name}_v":
+            fails.add("declarations", f"line {al[2]}: {sh.name} is a {al[0]}* onto {al[1]}, the "
+                                      f"IR a {sh.dtype} view of {sh.name}_v")
+    for f in k.frags:
+        d = src.frags.get(f.name)
+        if d is None:
+            fails.add("declarations", f"register array {f.name} is not declared")
+        elif ctype_of(d[0]) != (f.dtype, f.width) or d[1] != f.count // f.width:
+            fails.add("declarations", f"line {d[2]}: {d[0]} {f.name}[{d[1]}], the IR "
+                                      f"{f.count // f.width} x {f.width} {f.dtype}")
+    for scalar, n, name, ln in src.typedefs:
+        ct = ctype_of(name)
+        if ct is None or ct != (SCALAR_DTYPE.get(scalar), n):
+            fails.add("declarations", f"line {ln}: typedef {name} is {n} x {scalar}")
+
+
+# ---------------------------------------------------------------------------- index ranges
+
+def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
+    for t in body:
+        def report(node: Any, iv: Tuple[int, int], ctype: str, t: SourceStmt = t) -> None:
+            lim = f"[{INT_MIN}, {INT_MAX}]" if ctype == "int" else "[-2^63, 2^63 - 1]"
+            c.fails.add("index_ranges",
+                        f"line {t.line}: the {ctype} expression `{text_of(node)}` reaches "
+                        f"[{iv[0]}, {iv[1]}], outside the C {ctype}'s {lim} "
+                        f"(over {c.describe(node)}){c.where}; the kernel would need 64-bit "
+                        f"index arithmetic there, which this builder does not emit: use a "
+                        f"smaller problem or split it")
+        ivs = [bound(e, c.ranges, report) for e in t.exprs if isinstance(e, tuple)]
+        if t.pred is not None:
+            bound(t.pred, c.ranges, report)
+        c.exprs += len(ivs)
+        if t.kind in ("let", "loop"):       # `const int x = ...` / `int v = ...; v < ...`
+            for e, (iv, ctype) in zip(t.exprs, ivs):
+                if ctype != "int" and (iv[0] < INT_MIN or iv[1] > INT_MAX):
+                    report(e, iv, "int")    # a long value narrowed to int
+        if t.kind == "let":
+            c.ranges[t.name] = ivs[0][0]
+        elif t.kind in ("loop", "if"):
+            outer = dict(c.ranges)          # a body is a C scope (its lets may shadow)
+            if t.kind == "loop":
+                lo, hi = ivs[0][0][0], ivs[1][0][1] - 1
+                c.ranges[t.name] = (lo, max(lo, hi))
+            _ranges(c, t.body)
+            c.ranges = outer
+
+
+@dataclass
+class _RangeCtx:
+    fails: Fail
+    ranges: Dict[str, Tuple[int, int]]
+    where: str
+    exprs: int = 0
+
+    def describe(self, node: Any) -> str:
+        names: List[str] = []
+
+        def walk(n: Any) -> None:
+            if n[0] == "id" and n[1] not in names:
+                names.append(n[1])
+            for a in n[1:]:
+                if isinstance(a, tuple):
+                    walk(a)
+                    if a and isinstance(a[0], tuple):
+                        for b in a:
+                            walk(b)
+        walk(node)
+        return ", ".join(f"{n} in [{self.ranges[n][0]}, {self.ranges[n][1]}]" for n in names
+                         if n in self.ranges) or "constants"
+
+
+# ---------------------------------------------------------------------------- entry point
+
+def _grid_samples(g: int) -> List[int]:
+    return sorted({v for v in (0, 1, g // 2, g - 1) if 0 <= v < g}) or [0]
+
+
+def verify_printed(k: Kernel, source: str, *,
+                   instances: Optional[Sequence[Any]] = None) -> Dict[str, CheckResult]:
+    """``printed_source``, ``declarations`` and ``index_ranges`` of ``source`` (the text that is
+    compiled) against ``k`` (the IR the gate proved).
+
+    ``instances``: the attention gate's instances (runtime argument values and grid); without
+    them the kernel must have no runtime scalars and its grid is ``k.grid``.
+    """
+    fails = Fail()
+    memory = [p.name for p in k.params] + [s.name for s in k.shared]
+    try:
+        src = read_source(source, k.name, memory)
+    except CExprError as e:
+        for name in PRINTED_CHECKS:
+            fails.add(name, f"the printed source cannot be read back: {e}")
+        return fails.results(PRINTED_CHECKS, {n: "the printed source" for n in PRINTED_CHECKS})
+    _declarations(k, src, fails)
+    ir_body = _ir_stmts(k.body)
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    if instances is None:
+        if scalars:
+            raise ValueError(f"kernel {k.name} has runtime arguments {scalars}: pass instances")
+        runs = [("", {}, tuple(k.grid))]
+    else:
+        runs = [(f" (instance {i.name})", {n: int(i.values[n]) for n in scalars}, tuple(i.grid))
+                for i in instances]
+    points = exprs = 0
+    for where, values, grid in runs:
+        names = tuple(k.grid_symbols[:3])
+        gvals = [_grid_samples(int(g)) for g in grid[:len(names)]]
+        combos = np.array(list(itertools.product(*gvals)), dtype=np.int64).reshape(-1, len(names))
+        tid = np.arange(k.block, dtype=np.int64)[None, :]
+        env: Dict[str, Any] = {"tid": tid, "_grid_names": names}
+        for j, n in enumerate(names):
+            env[n] = combos[:, j:j + 1]
+        env.update({n: np.int64(v) for n, v in values.items()})
+        ienv = {n: v for n, v in env.items() if not n.startswith("_")}
+        ctx = _Ctx(k, fails, where, env, ienv)
+        try:
+            _compare(ctx, src.body, ir_body)
+        except CExprError as e:
+            fails.add("printed_source", f"{e}{where}")
+        points += ctx.points
+        ranges = {"tid": (0, k.block - 1)}
+        ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(names, grid)})
+        ranges.update({n: (v, v) for n, v in values.items()})
+        rc = _RangeCtx(fails, ranges, where)
+        try:
+            _ranges(rc, src.body)
+        except CExprError as e:
+            fails.add("index_ranges", f"{e}{where}")
+        exprs += rc.exprs
+    inst = ("the gate's instances [" + "; ".join(i.name for i in instances) + "]"
+            if instances is not None else f"the {'x'.join(map(str, k.grid))} grid")
+    doms = {
+        "printed_source": (f"the source text read back and paired statement by statement with "
+                           f"the IR; every printed index expression, predicate, mask and "
+                           f"exchange address evaluated with C semantics equals the IR's at "
+                           f"every thread of blocks at ids {{0, 1, mid, last}} per grid axis "
+                           f"and loop variables at {{first, second, mid, last two}} iterations, "
+                           f"over {inst} ({points} points)"),
+        "declarations": (f"signature, launch bounds, {len(k.shared)} LDS arrays, "
+                         f"{len(k.frags)} register arrays and the vector typedefs of the "
+                         f"printed source against the IR"),
+        "index_ranges": (f"{exprs} printed integer expressions and every subexpression, by "
+                         f"interval arithmetic over tid in [0, {k.block - 1}], every block id "
+                         f"of {inst}, every loop iteration"
+                         + (" and the runtime arguments at the instances' values"
+                            if instances is not None else "")),
+    }
+    return fails.results(PRINTED_CHECKS, doms)
+
+
+def attach_printed_checks(report: Any, k: Kernel, source: str, *,
+                          instances: Optional[Sequence[Any]] = None) -> Any:
+    """Add :func:`verify_printed`'s results to a gate report (``report.checks``) and return it:
+    the one hook each builder calls after printing, before ``raise_if_failed``."""
+    report.checks.update(verify_printed(k, source, instances=instances))
+    return report
+
+
+_AT_CACHE: Dict[Any, CheckResult] = {}
+
+
+def index_ranges_at(k: Kernel, source: str, values: Dict[str, int],
+                    grid: Sequence[int]) -> CheckResult:
+    """``index_ranges`` of the printed kernel at ONE launch: its runtime arguments ``values``
+    (names of ``k.scalars``; extra names are ignored) and ``grid``.  Cached.
+
+    Like :func:`verify_printed`'s check it ignores the predicates guarding an access, so it
+    over-approximates: an address that C never evaluates (a predicated-off prefetch past the
+    last tile) can make it fail.  A pass is a proof; a failure may be conservative."""
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    vals = {n: int(values[n]) for n in scalars}
+    key = (k.name, hash(source), tuple(sorted(vals.items())), tuple(int(g) for g in grid))
+    hit = _AT_CACHE.get(key)
+    if hit is not None:
+        return hit
+    fails = Fail()
+    ranges = {"tid": (0, k.block - 1)}
+    ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(k.grid_symbols[:3], grid)})
+    ranges.update({n: (v, v) for n, v in vals.items()})
+    rc = _RangeCtx(fails, ranges, " (at this launch's arguments)")
+    try:
+        memory = [p.name for p in k.params] + [s.name for s in k.shared]
+        _ranges(rc, read_source(source, k.name, memory).body)
+    except CExprError as e:
+        fails.add("index_ranges", str(e))
+    dom = (f"{rc.exprs} printed integer expressions of {k.name} by interval arithmetic at the "
+           f"launch's arguments, grid {tuple(grid)}, every thread and loop iteration")
+    res = fails.results(("index_ranges",), {"index_ranges": dom})["index_ranges"]
+    _AT_CACHE[key] = res
+    return res

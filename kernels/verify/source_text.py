@@ -1,0 +1,290 @@
+"""The printed kernel source read back: its declarations and the statements that carry index math.
+
+:func:`read_source` finds one kernel (``LAGEN_KERNEL ... void NAME(...)``) in a printed source
+and returns a :class:`ParsedSource`: the launch bounds, parameters, ``LAGEN_SHARED`` arrays and
+their aliases, register arrays, vector typedefs, and the body as a tree of
+:class:`SourceStmt` (``const int`` bindings, loops, ``if`` blocks, memory references with
+their vector type, predicate and register side, barriers, MFMAs, mask conditions, lane
+exchanges).  Index expressions are parsed by :mod:`kernels.verify.cexpr`.  What it does not
+recognise it leaves out; :mod:`kernels.verify.printed` pairs the result with the IR, so a
+statement missing on either side is reported there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .cexpr import CExprError, parse
+
+__all__ = ["SourceStmt", "ParsedSource", "read_source", "ctype_of", "split_args",
+           "register_operand", "SCALAR_DTYPE"]
+
+SCALAR_DTYPE = {"_Float16": "f16", "short": "bf16", "float": "f32"}
+_VEC = re.compile(r"^(?:lagen|la)_(f16|bf16|f32)x(\d+)$")
+
+
+def ctype_of(name: str) -> Optional[Tuple[str, int]]:
+    """``lagen_f16x8`` -> ("f16", 8); ``_Float16`` -> ("f16", 1); None if unknown."""
+    if name in SCALAR_DTYPE:
+        return SCALAR_DTYPE[name], 1
+    m = _VEC.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+# ---------------------------------------------------------------------------- reading the text
+
+@dataclass
+class SourceStmt:
+    """One index-bearing statement of the printed body (or of the IR, for pairing)."""
+
+    kind: str                      # let | loop | if | mem | mask | bperm | swz
+    line: int = 0                  # 1-based line in the source (text side)
+    name: str = ""                 # let / loop variable; buffer of a mem
+    exprs: Tuple[Any, ...] = ()    # parsed trees (text) or sympy objects (IR)
+    store: bool = False            # mem: store?
+    vtype: Optional[Tuple[str, int]] = None   # mem: (dtype, width) of the printed reference
+    pred: Any = None               # mem: predicate (tree / sympy) or None
+    regs: Tuple[Any, ...] = ()     # mem: (frag, element indices); mfma: builtin, acc, a, b
+    body: List["SourceStmt"] = field(default_factory=list)
+    text: str = ""
+
+
+def _balanced(s: str, i: int, open_: str = "(", close: str = ")") -> int:
+    """Index just past the bracket that closes the one at ``s[i]``."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == open_:
+            depth += 1
+        elif s[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    raise CExprError(f"unbalanced {open_}{close} in {s!r}")
+
+
+_KHEAD = re.compile(r"^LAGEN_KERNEL LAGEN_LAUNCH_BOUNDS\((\d+)\) (?:LAGEN_WAVES_PER_EU\((\d+)\) )?"
+                    r"void (\w+)\((.*)\) \{$")
+_SHARED = re.compile(r"^LAGEN_SHARED\((\w+), (\w+), (\d+)\);$")
+_ALIAS = re.compile(r"^(\w+)\* const (\w+) = \((\w+)\*\)(\w+);$")
+_FRAG = re.compile(r"^(\w+) (\w+)\[(\d+)\];$")
+_LET = re.compile(r"^const int (\w+) = (.*);$")
+_LOOP = re.compile(r"^for \(int (\w+) = (.*); (\w+) < (.*); \+\+(\w+)\) \{$")
+_TYPEDEF = re.compile(r"^LAGEN_VEC_TYPEDEF\((\w+), (\d+), (\w+)\);$")
+_PTR = re.compile(r"\*\((const )?(\w+)\*\)\((\w+) \+ ")
+_MASK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = \(")
+_MFMA = re.compile(r"^(\w+\[\d+\]) = (__builtin_amdgcn_mfma_\w+)\((.*)\);$")
+_UNPACK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = v\[(\d+)\];$")
+
+
+def split_args(s: str) -> List[str]:
+    """Top-level comma-separated parts of ``s``."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
+
+
+@dataclass
+class ParsedSource:
+    block: int = 0
+    waves_per_eu: int = 0
+    params: List[str] = field(default_factory=list)
+    shared: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)  # name_v: type, n, line
+    alias: Dict[str, Tuple[str, str, int]] = field(default_factory=dict)    # name -> type, of
+    frags: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)
+    typedefs: List[Tuple[str, int, str, int]] = field(default_factory=list)
+    ids: Dict[str, Tuple[str, int]] = field(default_factory=dict)           # tid / grid symbols
+    body: List[SourceStmt] = field(default_factory=list)
+
+
+def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
+    lines = src.split("\n")
+    out = ParsedSource()
+    for i, raw in enumerate(lines):
+        m = _TYPEDEF.match(raw.strip())
+        if m:
+            out.typedefs.append((m.group(1), int(m.group(2)), m.group(3), i + 1))
+    start = None
+    for i, raw in enumerate(lines):
+        m = _KHEAD.match(raw)
+        if m and m.group(3) == kernel:
+            out.block = int(m.group(1))
+            out.waves_per_eu = int(m.group(2) or 0)
+            out.params = [p.strip() for p in m.group(4).split(",")] if m.group(4) else []
+            start = i + 1
+            break
+    if start is None:
+        raise CExprError(f"the printed source has no kernel {kernel!r} "
+                         f"(no 'LAGEN_KERNEL ... void {kernel}(...)' line)")
+    mem_re = re.compile(r"\b(" + "|".join(map(re.escape, memory)) + r")\[") if memory else None
+    stack: List[List[SourceStmt]] = [out.body]
+    opened: List[str] = []
+    pending: List[str] = []          # `elem = v[j];` lines after a non-vector load
+    for i in range(start, len(lines)):
+        ln = i + 1
+        s = lines[i].strip()
+        if "//" in s:
+            s = s[:s.index("//")].rstrip()
+        if lines[i] == "}":
+            break
+        if not s:
+            continue
+        m = _SHARED.match(s)
+        if m:
+            out.shared[m.group(2)] = (m.group(1), int(m.group(3)), ln)
+            continue
+        m = _ALIAS.match(s)
+        if m:
+            out.alias[m.group(2)] = (m.group(1), m.group(4), ln)
+            continue
+        m = _LET.match(s)
+        if m and m.group(2) in ("threadIdx.x", "blockIdx.x", "blockIdx.y", "blockIdx.z"):
+            out.ids[m.group(1)] = (m.group(2), ln)
+            continue
+        if m:
+            stack[-1].append(SourceStmt("let", ln, m.group(1), (parse(m.group(2)),), text=s))
+            continue
+        m = _FRAG.match(s)
+        if m and ctype_of(m.group(1)):
+            out.frags[m.group(2)] = (m.group(1), int(m.group(3)), ln)
+            continue
+        m = _LOOP.match(s)
+        if m:
+            if not m.group(1) == m.group(3) == m.group(5):
+                raise CExprError(f"line {ln}: loop over mixed variables: {s}")
+            st = SourceStmt("loop", ln, m.group(1), (parse(m.group(2)), parse(m.group(4))),
+                            text=s)
+            stack[-1].append(st)
+            stack.append(st.body)
+            opened.append("loop")
+            continue
+        if s.startswith("if (") and s.endswith("{"):
+            e = _balanced(s, 3)
+            st = SourceStmt("if", ln, exprs=(parse(s[4:e - 1]),), text=s)
+            stack[-1].append(st)
+            stack.append(st.body)
+            opened.append("if")
+            continue
+        if s.startswith("{"):
+            opened.append("block")
+            continue
+        if s == "}":
+            if pending:
+                stack[-1][-1].regs = (", ".join(pending),)
+                pending = []
+            if not opened:
+                raise CExprError(f"line {ln}: '}}' closes nothing")
+            if opened.pop() != "block":
+                stack.pop()
+            continue
+        if s == "__syncthreads();":
+            stack[-1].append(SourceStmt("barrier", ln, text=s))
+            continue
+        m = _MFMA.match(s)
+        if m:
+            args = split_args(m.group(3))
+            stack[-1].append(SourceStmt("mfma", ln, text=s, regs=(m.group(2), m.group(1),
+                                                                   *args)))
+            continue
+        m = _UNPACK.match(s)
+        if m and stack[-1] and stack[-1][-1].kind == "mem" and stack[-1][-1].regs == ("v",):
+            pending.append(m.group(1))
+            continue
+        if pending:
+            stack[-1][-1].regs = (", ".join(pending),)
+            pending = []
+        _statement(s, ln, stack[-1], memory, mem_re)
+    return out
+
+
+def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
+               mem_re: Any) -> None:
+    """Memory references, mask conditions and lane exchanges of one printed statement."""
+    pred = None
+    if s.startswith("if ("):
+        e = _balanced(s, 3)
+        pred = parse(s[4:e - 1])
+        s = s[e:].strip()
+    m = _MASK.match(s)
+    if m and s.endswith(f") ? {m.group(1)} : -__builtin_inff();"):
+        e = _balanced(s, m.end() - 1)
+        into.append(SourceStmt("mask", ln, exprs=(parse(s[m.end():e - 1]),), text=s))
+        return
+    j = s.find("__builtin_amdgcn_ds_bpermute(")
+    if j >= 0:
+        a0 = j + len("__builtin_amdgcn_ds_bpermute(")
+        depth, k = 0, a0
+        while k < len(s) and not (depth == 0 and s[k] == ","):
+            depth += {"(": 1, ")": -1}.get(s[k], 0)
+            k += 1
+        into.append(SourceStmt("bperm", ln, exprs=(parse(s[a0:k]),), text=s))
+    m = re.search(r"__builtin_amdgcn_ds_swizzle\(.*, (0x[0-9a-fA-F]+|\d+)\)\)", s)
+    if m:
+        into.append(SourceStmt("swz", ln, exprs=(int(m.group(1), 0),), text=s))
+    refs: List[Tuple[int, SourceStmt]] = []
+    for m in _PTR.finditer(s):
+        if m.group(3) not in memory:
+            continue
+        e = _balanced(s, m.end() - len(m.group(3)) - 4)
+        off = s[m.end():e - 1]
+        vt = ctype_of(m.group(2))
+        refs.append((m.start(), SourceStmt("mem", ln, m.group(3), (parse(off),),
+                                           store=m.start() == 0, vtype=vt, pred=pred,
+                                           text=s)))
+    if mem_re is not None:
+        for m in mem_re.finditer(s):
+            e = _balanced(s, m.end() - 1, "[", "]")
+            refs.append((m.start(), SourceStmt("mem", ln, m.group(1), (parse(s[m.end():e - 1]),),
+                                               store=m.start() == 0, vtype=None, pred=pred,
+                                               text=s)))
+    if len(refs) == 1 and " = " in s:
+        lhs, rhs = s.rstrip(";").split(" = ", 1)
+        refs[0][1].regs = (rhs,) if refs[0][1].store else (lhs.split()[-1],)
+    for _, r in sorted(refs, key=lambda t: t[0]):
+        into.append(r)
+
+
+_CONV = (re.compile(r"^\(_Float16\)\((.*)\)$"), re.compile(r"^\(short\)lagen_f32_to_bf16\((.*)\)$"))
+
+
+def register_operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(frag, element indices) of a printed register operand, or None if not one."""
+    t = text.strip()
+    for cv in _CONV:
+        m = cv.match(t)
+        if m:
+            t = m.group(1).strip()
+    m = re.match(r"^(\w+)\[(\d+)\]$", t)
+    if m and m.group(1) in frags:
+        w = frags[m.group(1)].width
+        i = int(m.group(2))
+        return m.group(1), tuple(range(i * w, i * w + w)) if w > 1 else (i,)
+    m = re.match(r"^(\w+)\[(\d+)\]\[(\d+)\]$", t)
+    if m and m.group(1) in frags:
+        return m.group(1), (int(m.group(2)) * frags[m.group(1)].width + int(m.group(3)),)
+    m = re.match(r"^__builtin_shufflevector\((\w+)\[(\d+)\], \1\[\2\], ([\d, ]+)\)$", t)
+    if m and m.group(1) in frags:
+        base = int(m.group(2)) * frags[m.group(1)].width
+        return m.group(1), tuple(base + int(j) for j in m.group(3).split(","))
+    m = re.match(r"^\w+\{(.*)\}$", t)
+    if m:
+        parts = [register_operand(p, frags) for p in split_args(m.group(1))]
+        if parts and all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1
+                         for p in parts):
+            return parts[0][0], tuple(p[1][0] for p in parts)
+    if "," in text and "{" not in text and "(" not in text:   # unpacked `elem = v[j]` lines
+        parts = [register_operand(p, frags) for p in text.split(",")]
+        if all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1 for p in parts):
+            return parts[0][0], tuple(p[1][0] for p in parts)
+    return None

@@ -1,0 +1,495 @@
+"""The mutation catalogue (issue 13, item 3): planted bugs in the IR builders, the printer, the
+declarations and the launch arguments of the GEMM, prefill, decode and split-KV kernels.
+
+Every bug is refused by a NAMED check of the verifier (the gates' checks on the IR, and
+``printed_source`` / ``declarations`` / ``index_ranges`` on the printed text) or, failing that,
+by the emulator check (an out-of-bounds fault naming the array, the kernel line, the block and the
+lane; or the LSE / O comparison against torch).  The four escapes of the issue are among them:
+the LDS read printed without its swizzle, a halved ``LAGEN_SHARED`` array, the LSE printed in
+log2 units, and the 65536-size GEMM whose ``int`` index passes 2^31.
+
+Everything goes through public entry points: build a kernel, then mutate its IR object, its
+printed source text, its declared sizes or its launch arguments, then run the verifier or the
+emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+
+import numpy as np
+import pytest
+
+from kernels.attention_gate import default_instances, verify_attention
+from kernels.decode import DecodeConfig, build_decode
+from kernels.decode_splitkv import build_splitkv
+from kernels.emit import emit
+from kernels.emulator import run
+from kernels.errors import EmulatorError
+from kernels.flash_attention import AttnConfig, build_attention
+from kernels.gate import VerificationError, verify_kernel
+from kernels.gemm import build_gemm, build_gemm_ir
+from kernels.gemm_plan import GemmConfig
+from kernels.ir import Barrier, Loop, Mfma, Shared
+from kernels.registry import get
+from kernels.verify.printed import verify_printed
+
+# ---------------------------------------------------------------------------- the kernels
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """name -> (IR, the compiled source text, instances or None), each built and verified."""
+    g = build_gemm(GemmConfig(m=128, n=128, k=128))
+    gr = build_gemm(GemmConfig(m=200, n=136, k=72))
+    pf = build_attention(AttnConfig(head_dim=64, causal=True))
+    dc = build_decode(DecodeConfig(head_dim=64))
+    sp = build_splitkv(DecodeConfig(head_dim=64))
+    out = {"gemm": (g.ir, g.source, None), "gemm_ragged": (gr.ir, gr.source, None),
+           "prefill": (pf.ir, pf.source, default_instances(pf.ir)),
+           "decode": (dc.ir, dc.source, default_instances(dc.ir)),
+           "split": (sp.split.ir, sp.source, default_instances(sp.split.ir)),
+           "combine": (sp.combine.ir, sp.source, default_instances(sp.combine.ir))}
+    for name, (ir, src, inst) in out.items():    # the unmutated kernels pass every check
+        r = verify_printed(ir, src, instances=inst)
+        assert all(c.holds for c in r.values()), (name, {k: c.counterexample for k, c in r.items()})
+    out["_built"] = {"gemm": g, "prefill": pf, "decode": dc, "split": sp}
+    return out
+
+
+def _mutate(src: str, old: str, new: str, count: int = 1) -> str:
+    assert old in src, old
+    out = src.replace(old, new, count) if count else src.replace(old, new)
+    assert out != src
+    return out
+
+
+def _resub(src: str, pattern: str, repl: str, count: int = 0) -> str:
+    out, n = re.subn(pattern, repl, src, count=count)
+    assert n, pattern
+    return out
+
+
+# ---------------------------------------------------------------------------- printer bugs
+
+_SWIZZLED = r"sA \+ \(\((a_{}\d+)\) \^ \(8\*\(\(\(\(\(\1\) / 64\)\) % 4\)\)\)\)"
+_NOSWIZZLE_READ = (_SWIZZLED.format("rd"), r"sA + \1")
+_NOSWIZZLE_WRITE = (_SWIZZLED.format("st"), r"sA + \1")
+
+# (id, kernel, mutation of the printed text, the check that must refuse it)
+PRINTER = [
+    # GEMM
+    ("gemm-lds-read-without-swizzle", "gemm", ("re",) + _NOSWIZZLE_READ, "printed_source"),
+    ("gemm-lds-write-without-swizzle", "gemm", ("re",) + _NOSWIZZLE_WRITE, "printed_source"),
+    ("gemm-swizzle-mask-halved", "gemm",
+     ("s", "(((((a_rd0) / 64)) % 4))", "(((((a_rd0) / 64)) % 2))"),
+     "printed_source"),
+    ("gemm-global-load-constant", "gemm", ("s", "128*block_n + 8192*kp + 4096);",
+                                           "128*block_n + 8192*kp + 4104);"), "printed_source"),
+    ("gemm-store-block-coefficient", "gemm_ragged", ("a", "C[17408*block_m + 128*block_n",
+                                                     "C[17408*block_n + 128*block_m"),
+     "printed_source"),
+    ("gemm-loop-bound", "gemm", ("s", "kp < 1;", "kp < 2;"), "printed_source"),
+    ("gemm-let-coordinate", "gemm", ("s", "const int a_cp_mn = ((tid) / 4);",
+                                     "const int a_cp_mn = ((tid) / 8);"), "printed_source"),
+    ("gemm-vector-width", "gemm", ("s", "b_ld[0] = *(const lagen_f16x8*)(B",
+                                   "b_ld[0] = *(const lagen_f16x4*)(B"), "printed_source"),
+    ("gemm-store-to-other-lds-array", "gemm", ("s", "*(lagen_f16x8*)(sA + ((a_st0)",
+                                               "*(lagen_f16x8*)(sB + ((a_st0)"), "printed_source"),
+    ("gemm-barrier-dropped", "gemm", ("s", "  __syncthreads();\n", "\n"), "printed_source"),
+    ("gemm-mfma-operand-half", "gemm",
+     ("s", "__builtin_shufflevector(b_fr[0], b_fr[0], 0, 1, 2, 3), acc[0]",
+      "__builtin_shufflevector(b_fr[0], b_fr[0], 4, 5, 6, 7), acc[0]"), "printed_source"),
+    ("gemm-mfma-accumulator-swapped", "gemm",
+     ("s", "acc[0] = __builtin_amdgcn_mfma_f32_32x32x8f16(",
+      "acc[1] = __builtin_amdgcn_mfma_f32_32x32x8f16("),
+     "printed_source"),
+    ("gemm-store-register", "gemm", ("s", "= (_Float16)(acc[0][0]);", "= (_Float16)(acc[0][1]);"),
+     "printed_source"),
+    ("gemm-predicate-dropped", "gemm_ragged",
+     ("s", "if (a_cp_k + 7 < 72 && a_cp_mn + 128*block_m < 200) a_ld[0]", "a_ld[0]"),
+     "printed_source"),
+    ("gemm-predicate-off-by-one", "gemm_ragged",
+     ("re", r"< 200 && 128\*block_n", "<= 200 && 128*block_n"), "printed_source"),
+    # prefill
+    ("prefill-q-predicate", "prefill", ("s", "if (q0 + q_row_b < seqlen_q) q_fr[0]",
+                                        "if (q0 + q_row_b <= seqlen_q) q_fr[0]"), "printed_source"),
+    ("prefill-gqa-head", "prefill", ("s", "const int hk = ((h) / group);",
+                                     "const int hk = ((h) % group);"), "printed_source"),
+    ("prefill-loop-bound", "prefill", ("s", "kt < n_full1;", "kt < n_full;"), "printed_source"),
+    ("prefill-causal-mask", "prefill", ("s", "< causal_off + q0 + s_row_b + 1) ? s_acc[0][0]",
+                                        "< causal_off + q0 + s_row_b + 2) ? s_acc[0][0]"),
+     "printed_source"),
+    ("prefill-exchange-lane", "prefill", ("s", "ds_bpermute(4*(((tid) ^ (32)))",
+                                          "ds_bpermute(4*(((tid) ^ (16)))"), "printed_source"),
+    ("prefill-lse-row", "prefill", ("s", "LSE[bat*heads*seqlen_q + h*seqlen_q + o_row_b + q0]",
+                                    "LSE[bat*heads*seqlen_q + h*seqlen_q + o_row_b]"),
+     "printed_source"),
+    # decode
+    ("decode-key-stride", "decode", ("s", "8*it*k_ss + k_ss);", "8*it*k_ss + k_sh);"),
+     "printed_source"),
+    ("decode-swizzle-pattern", "decode", ("s", "0x041f));", "0x081f));"), "printed_source"),
+    ("decode-gqa-head", "decode", ("s", "const int hk = ((h) / group);",
+                                   "const int hk = ((h) % group);"), "printed_source"),
+    ("decode-lse-index", "decode", ("s", "LSE[bat*heads + h]", "LSE[bat*heads + h + 1]"),
+     "printed_source"),
+    # split-KV (the split and the combine kernel of the one source)
+    ("split-partial-o-offset", "split", ("s", "dc + 64*h*n_splits + 64*split) = o_acc[0];",
+                                         "dc + 64*h*n_splits + 64*split + 4) = o_acc[0];"),
+     "printed_source"),
+    ("split-partial-max-index", "split", ("s", "Mp[bat*heads*n_splits + h*n_splits + split]",
+                                          "Mp[bat*heads*n_splits + h + split]"), "printed_source"),
+    ("combine-split-loop", "combine", ("s", "for (int s = 0; s < n_splits; ++s)",
+                                       "for (int s = 1; s < n_splits; ++s)"), "printed_source"),
+    ("combine-reads-other-split", "combine", ("s", "Lp[bat*heads*n_splits + h*n_splits + s]",
+                                              "Lp[bat*heads*n_splits + h*n_splits]"),
+     "printed_source"),
+]
+
+# declarations: the printed sizes and types the checks are about
+DECLS = [
+    ("gemm-lds-array-halved", "gemm", ("s", "LAGEN_SHARED(lagen_f16x8, sA_v, 1024)",
+                                       "LAGEN_SHARED(lagen_f16x8, sA_v, 512)"), "declarations"),
+    ("gemm-lds-element-type", "gemm", ("s", "LAGEN_SHARED(lagen_f16x8, sB_v, 1024)",
+                                       "LAGEN_SHARED(lagen_f16x4, sB_v, 1024)"), "declarations"),
+    ("gemm-launch-bounds", "gemm", ("s", "LAGEN_LAUNCH_BOUNDS(256)", "LAGEN_LAUNCH_BOUNDS(128)"),
+     "declarations"),
+    ("gemm-param-type", "gemm",
+     ("s", "const _Float16* __restrict__ A", "const short* __restrict__ A"),
+     "declarations"),
+    ("gemm-register-array", "gemm", ("s", "lagen_f32x16 acc[4];", "lagen_f32x16 acc[2];"),
+     "declarations"),
+    ("gemm-lds-alias", "gemm", ("s", "_Float16* const sA = (_Float16*)sA_v;",
+                                "_Float16* const sA = (_Float16*)sB_v;"), "declarations"),
+    ("gemm-grid-axis", "gemm", ("s", "const int block_m = blockIdx.x;",
+                                "const int block_m = blockIdx.y;"), "declarations"),
+    ("prefill-lds-halved", "prefill", ("s", "LAGEN_SHARED(lagen_f16x8, sK_v, 1024)",
+                                       "LAGEN_SHARED(lagen_f16x8, sK_v, 512)"), "declarations"),
+    ("prefill-waves-per-eu", "prefill", ("s", "LAGEN_WAVES_PER_EU(2) ", ""), "declarations"),
+    ("prefill-scalar-type", "prefill", ("s", "int seqlen_q,", "unsigned seqlen_q,"),
+     "declarations"),
+    ("decode-output-const", "decode", ("s", "_Float16* __restrict__ O,",
+                                       "const _Float16* __restrict__ O,"), "declarations"),
+    ("split-param-order", "split",
+     ("s", "float* __restrict__ Mp, float* __restrict__ Lp, int batch",
+      "float* __restrict__ Lp, float* __restrict__ Mp, int batch"),
+     "declarations"),
+]
+
+
+def _apply(src: str, how) -> str:
+    kind = how[0]
+    if kind == "re":
+        return _resub(src, how[1], how[2])
+    return _mutate(src, how[1], how[2], 0 if kind == "a" else 1)
+
+
+@pytest.mark.parametrize("case", PRINTER + DECLS, ids=[c[0] for c in PRINTER + DECLS])
+def test_printed_text_mutation_is_refused(kernels, case):
+    name, key, how, check = case
+    ir, src, inst = kernels[key]
+    bad = _apply(src, how)
+    r = verify_printed(ir, bad, instances=inst)
+    assert not r[check].holds, (name, {k: c.holds for k, c in r.items()})
+    assert r[check].counterexample
+
+
+def test_escape_lds_read_without_swizzle_names_the_line(kernels):
+    """Escape 1: the gate reported 10/10 and 1-way conflicts for this printed kernel."""
+    ir, src, _ = kernels["gemm"]
+    bad = _resub(src, *_NOSWIZZLE_READ)
+    cex = verify_printed(ir, bad)["printed_source"].counterexample
+    line = int(re.search(r"line (\d+)", cex).group(1))
+    assert "sA + a_rd" in bad.split("\n")[line - 1]
+    assert "printed" in cex and "IR" in cex
+
+
+# ---------------------------------------------------------------------------- index ranges
+
+def test_escape_65536_gemm_is_refused_by_index_ranges():
+    """Escape 4: ``8388608*block_m`` passes 2^31 at block_m = 511; never 'verified'."""
+    ir = build_gemm_ir(GemmConfig(m=65536, n=256, k=65536))
+    r = verify_printed(ir, emit(ir))
+    assert not r["index_ranges"].holds
+    cex = r["index_ranges"].counterexample
+    assert "8388608 * block_m" in cex and "block_m in [0, 511]" in cex and "64-bit" in cex
+
+
+@pytest.mark.slow
+def test_escape_65536_gemm_build_raises():
+    with pytest.raises(VerificationError) as e:
+        build_gemm(GemmConfig(m=65536, n=256, k=65536))
+    assert "index_ranges" in e.value.failed
+
+
+def test_index_ranges_planted_overflow_in_text(kernels):
+    """A printed let whose value equals the IR's (the overflowing terms cancel in exact
+    arithmetic) but whose int product passes 2^31 for tid >= 128: printed_source agrees,
+    index_ranges refuses."""
+    ir, src, _ = kernels["gemm"]
+    bad = _mutate(src, "const int a_cp_mn = ((tid) / 4);",
+                  "const int a_cp_mn = ((tid) / 4) + 1073741824*((tid) / 64) - "
+                  "1073741824*((tid) / 64);")
+    r = verify_printed(ir, bad)
+    assert r["printed_source"].holds
+    assert not r["index_ranges"].holds
+    assert "1073741824" in r["index_ranges"].counterexample
+
+
+def test_index_ranges_long_value_narrowed_to_int(kernels):
+    """A 64-bit (long) expression assigned to a `const int`: the narrowing is refused."""
+    ir, src, _ = kernels["gemm"]
+    bad = _mutate(src, "const int a_cp_mn = ((tid) / 4);",
+                  "const int a_cp_mn = ((tid) / 4) + 4294967296*((tid) / 64) - "
+                  "4294967296*((tid) / 64);")
+    r = verify_printed(ir, bad)
+    assert r["printed_source"].holds and not r["index_ranges"].holds
+    assert "the int expression" in r["index_ranges"].counterexample
+
+
+def test_index_ranges_runtime_argument_overflow(kernels):
+    """Prefill at an instance whose strides make ``bat*q_sb`` pass 2^31: refused."""
+    ir, src, inst = kernels["prefill"]
+    big = copy.deepcopy(inst[0])
+    big.values["q_sb"] = 2 ** 31 - 100
+    r = verify_printed(ir, src, instances=[big])
+    assert not r["index_ranges"].holds and "q_sb" in r["index_ranges"].counterexample
+
+
+def test_index_ranges_at_one_launch_is_conservative_about_predicates():
+    """index_ranges_at bounds the printed int math at one launch's arguments.  It ignores the
+    predicates that guard an access, so it over-approximates: at the largest K span attention()
+    accepts (just under 2^31 elements) it flags the prefetch address of the tile after the last
+    one, ``... + 64*k_ss*kt + 64*k_ss``, although that load is predicated off and C never
+    evaluates it.  Conservative (a refusal, never a wrong pass); attention() does not use it."""
+    from kernels.flash_attention import PrefillShape
+    from kernels.verify.printed import index_ranges_at
+    pf = build_attention(AttnConfig(head_dim=64), verify=False)
+    big = PrefillShape.bhsd(1, 1, 1, 2 ** 31 // 64 - 64, 2 ** 31 // 64 - 64, 64)
+    r = index_ranges_at(pf.ir, pf.source, big.env(), big.grid(128))
+    assert not r.holds and "64 * k_ss" in r.counterexample
+    small = PrefillShape.bhsd(2, 4, 2, 300, 700, 64)
+    assert index_ranges_at(pf.ir, pf.source, small.env(), small.grid(128)).holds
+
+
+# ---------------------------------------------------------------------------- IR builder bugs
+
+def _ir_gemm(kernels):
+    return copy.deepcopy(kernels["gemm"][0])
+
+
+def _first(body, cls):
+    for i, s in enumerate(body):
+        if isinstance(s, cls):
+            return body, i
+        if isinstance(s, Loop):
+            r = _first(s.body, cls)
+            if r is not None:
+                return r
+    return None
+
+
+def test_ir_lds_array_halved_is_refused_by_in_bounds(kernels):
+    ir = _ir_gemm(kernels)
+    s = ir.shared[0]
+    ir.shared[0] = Shared(s.name, s.dtype, s.count // 2)
+    assert not verify_kernel(ir).checks["in_bounds"].holds
+
+
+def test_ir_barrier_dropped_is_refused_by_lds_races(kernels):
+    ir = _ir_gemm(kernels)
+    body, i = _first(ir.body, Barrier)
+    del body[i]
+    assert not verify_kernel(ir).checks["lds_races"].holds
+
+
+def test_ir_mfma_operands_swapped_is_refused(kernels):
+    ir = _ir_gemm(kernels)
+    body, i = _first(ir.body, Mfma)
+    m = body[i]
+    body[i] = Mfma(m.spec, m.acc, m.b, m.a, m.tag)
+    assert not verify_kernel(ir).checks["lane_mfma_operands"].holds
+
+
+def test_ir_grid_too_small_is_refused_by_coverage(kernels):
+    """A launch-argument bug in the IR: one block row fewer than the output needs."""
+    ir = copy.deepcopy(kernels["gemm_ragged"][0])
+    assert ir.grid[0] > 1
+    ir.grid = (ir.grid[0] - 1, ir.grid[1], 1)
+    assert not verify_kernel(ir).checks["coverage"].holds
+
+
+def test_ir_attention_lds_halved_is_refused_by_in_bounds(kernels):
+    ir = copy.deepcopy(kernels["prefill"][0])
+    s = ir.shared[0]
+    ir.shared[0] = Shared(s.name, s.dtype, s.count // 2)
+    assert not verify_attention(ir).checks["in_bounds"].holds
+
+
+# ---------------------------------------------------------------------------- emulator checks
+
+def _gemm_args(n=128):
+    rng = np.random.default_rng(0)
+    a = rng.random((n, n), dtype=np.float32).astype(np.float16)
+    b = rng.random((n, n), dtype=np.float32).astype(np.float16)
+    return a, b, np.zeros((n, n), np.float16)
+
+
+def test_emulator_halved_lds_array_names_line_block_lane(kernels):
+    """Escape 2, independently of the declarations check: the emulator bounds the array."""
+    ir, src, _ = kernels["gemm"]
+    bad = _mutate(src, "LAGEN_SHARED(lagen_f16x8, sA_v, 1024)",
+                  "LAGEN_SHARED(lagen_f16x8, sA_v, 512)")
+    with pytest.raises(EmulatorError) as e:
+        run(bad, ir.name, ir.grid, ir.block, list(_gemm_args()))
+    msg = str(e.value)
+    assert "out-of-bounds LDS access" in msg and "LDS array sA_v (8192 bytes" in msg
+    assert re.search(r"block \(\d+,\d+,\d+\) thread .*lane \d+", msg)
+    assert "LAGEN_SHARED at kernel.hip:22" in msg       # where the array is declared ...
+    line = int(re.findall(r"at kernel\.hip:(\d+)", msg)[-1])   # ... and the faulting access
+    assert "sA +" in bad.split("\n")[line - 1]
+
+
+def test_emulator_lds_underrun_is_named(kernels):
+    """A printer bug that reads below an LDS array (a negative constant): the guard page under
+    the array's own pages catches it, and the report names the array and the line."""
+    ir, src, _ = kernels["gemm"]
+    bad = _mutate(src, "a_fr[0] = *(lagen_f16x8*)(sA + ", "a_fr[0] = *(lagen_f16x8*)(sA - 8 + ")
+    assert not verify_printed(ir, bad)["printed_source"].holds
+    with pytest.raises(EmulatorError) as e:
+        run(bad, ir.name, ir.grid, ir.block, list(_gemm_args()))
+    msg = str(e.value)
+    assert "LDS array sA_v" in msg and "before its start" in msg
+    line = int(re.findall(r"at kernel\.hip:(\d+)", msg)[-1])
+    assert "sA - 8" in bad.split("\n")[line - 1]
+
+
+def test_emulator_output_buffer_too_small(kernels):
+    """Launch-argument bug: C one row short; the store past its end is named with its line."""
+    ir, src, _ = kernels["gemm"]
+    a, b, _ = _gemm_args()
+    with pytest.raises(EmulatorError) as e:
+        run(src, ir.name, ir.grid, ir.block, [a, b, np.zeros((127, 128), np.float16)])
+    msg = str(e.value)
+    assert "past the end of argument 2" in msg and "lane" in msg
+    line = int(re.search(r"at kernel\.hip:(\d+)", msg).group(1))
+    assert src.split("\n")[line - 1].lstrip().startswith(("C[", "if"))
+
+
+def test_emulator_grid_too_large(kernels):
+    """Launch-argument bug: one block row more than the tensors have."""
+    ir, src, _ = kernels["gemm"]
+    with pytest.raises(EmulatorError, match="out-of-bounds access"):
+        run(src, ir.name, (ir.grid[0] + 1, ir.grid[1], 1), ir.block, list(_gemm_args()))
+
+
+def _attention_case(argv):
+    entry = get("attention")
+    p = argparse.ArgumentParser()
+    entry.add_arguments(p)
+    p.add_argument("--arch", default="gfx942")
+    cfg = entry.config(p.parse_args(argv))
+    return entry, cfg, entry.build(cfg)
+
+
+def _lse_errors(entry, cfg, shaped, mutate=None):
+    inputs = entry.inputs(cfg, 0)
+    m = shaped
+    if mutate is not None:
+        m = copy.copy(shaped)
+        m.bk = copy.copy(shaped.bk)
+        m.bk.source = mutate(shaped.bk.source)
+    res = m.emulate(*inputs)
+    (name, got, want, atol, rtol), = entry.extra_comparisons(cfg, inputs, res.outputs)
+    fin = np.isfinite(want.numpy())
+    return float((got - want).abs().numpy()[fin].max()), atol
+
+
+_LOG2 = ("* 0.6931471805599453f", "* 1.0f")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--seqlen-q", "33", "--seqlen-kv", "70", "--head-dim", "64", "--causal"],
+    ["--seqlen-q", "1", "--seqlen-kv", "70", "--head-dim", "64"],
+    ["--seqlen-q", "1", "--seqlen-kv", "600", "--head-dim", "64", "--kv-splits", "4"],
+], ids=["prefill", "decode", "split-kv"])
+def test_escape_lse_in_log2_units_is_refused_by_the_emulator_check(argv):
+    """Escape 3: the printed checks read index math, not the float arithmetic of the LSE, so this
+    one passes them (asserted, to keep the catalogue honest) and the emulator check refuses it."""
+    entry, cfg, shaped = _attention_case(argv)
+    bk = shaped.bk
+    bad = _mutate(bk.source, *_LOG2)
+    irs = [bk.split.ir, bk.combine.ir] if hasattr(bk, "split") else [bk.ir]
+    for ir in irs:
+        r = verify_printed(ir, bad, instances=default_instances(ir))
+        assert all(c.holds for c in r.values())
+    ok, atol = _lse_errors(entry, cfg, shaped)
+    assert ok <= atol
+    err, atol = _lse_errors(entry, cfg, shaped, lambda s: _mutate(s, *_LOG2))
+    assert err > 100 * atol
+
+
+def test_cli_check_reports_lse_mismatch(monkeypatch, capsys):
+    """``layoutalg check attention --emulate`` compares the LSE: a planted LSE bug exits 1."""
+    from layoutalg.cli import main
+    entry = get("attention")
+    orig = entry.extra_comparisons
+
+    def shifted(cfg, inputs, outputs):
+        return [(n, g + 0.5, w, a, r) for n, g, w, a, r in orig(cfg, inputs, outputs)]
+    monkeypatch.setattr(entry, "extra_comparisons", shifted)
+    rc = main(["check", "attention", "--emulate", "--seqlen-q", "1", "--seqlen-kv", "40",
+               "--head-dim", "64"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "MISMATCH (lse)" in out
+    assert out.strip().splitlines()[-1].startswith("FAIL: ")
+
+
+def test_emulator_decode_seqlen_past_the_keys():
+    """Launch-argument bug: seqlen_kv larger than the K/V tensors hold."""
+    entry, cfg, shaped = _attention_case(["--seqlen-q", "1", "--seqlen-kv", "40",
+                                          "--head-dim", "64"])
+    inputs = entry.inputs(cfg, 0)
+    scalars, grid = shaped.case_args()
+    names = [p.name for p in shaped.bk.ir.scalars]
+    scalars = list(scalars)
+    scalars[names.index("seqlen_kv")] = 4000
+    with pytest.raises(EmulatorError, match="out-of-bounds access"):
+        shaped.bk.emulate(list(inputs) + scalars, grid)
+
+
+def test_emulator_combine_more_splits_than_written():
+    """Launch-argument bug: the combine kernel told of more splits than the workspace holds."""
+    entry, cfg, shaped = _attention_case(["--seqlen-q", "1", "--seqlen-kv", "600", "--head-dim",
+                                          "64", "--kv-splits", "4"])
+    bk = shaped.bk
+    B, H, D = cfg.batch, cfg.heads, cfg.kernel.head_dim
+    op = np.zeros(B * H * 4 * D, np.float32)
+    mp = np.zeros(B * H * 4, np.float32)
+    lp = np.ones(B * H * 4, np.float32)
+    out = np.zeros((B, H, 1, D), np.float16)
+    lse = np.zeros((B, H, 1), np.float32)
+    from kernels.decode_splitkv import combine_args
+    args = combine_args(shaped.shape(), 4)
+    names = [p.name for p in bk.combine.ir.scalars]
+    args[names.index("n_splits")] = 4000
+    g2 = bk.grids(shaped.shape(), 4)[1]
+    with pytest.raises(EmulatorError, match="out-of-bounds access"):
+        run(bk.source, bk.combine.name, g2, bk.combine.block, [op, mp, lp, out, lse] + args)
+
+
+# the planted bugs outside PRINTER and DECLS, one per test (parametrised ones counted per case)
+OTHER = ["escape-lds-read-line", "65536-gemm", "65536-gemm-build", "int-overflow-in-text",
+         "long-narrowed-to-int", "runtime-argument-overflow", "ir-lds-halved",
+         "ir-barrier-dropped", "ir-mfma-swapped", "ir-grid-too-small", "ir-attention-lds-halved",
+         "emu-lds-halved", "emu-c-too-small", "emu-grid-too-large", "emu-lds-underrun",
+         "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv", "cli-lse-mismatch",
+         "emu-decode-seqlen", "emu-combine-splits"]
+
+
+def test_catalogue_size():
+    cases = [c[0] for c in PRINTER + DECLS] + OTHER
+    assert len(cases) >= 40 and len(set(cases)) == len(cases)
+    assert {c[1] for c in PRINTER + DECLS} >= {"gemm", "prefill", "decode", "split", "combine"}
