@@ -196,7 +196,7 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     for i in range(n - 1):
         s = product(shape[i])
         total = total + crd2idx(_mod(crd, s), shape[i], stride[i])
-        crd = crd // s
+        crd = _floordiv(crd, s)
     return total + crd2idx(crd, shape[-1], stride[-1])
 
 
@@ -205,6 +205,13 @@ def _mod(a: Any, b: Any) -> Any:
         return a % b
     from .symbolic import imod   # sympy's Mod, minus a sympy 1.14 wrong answer
     return imod(a, b)
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int or not (_is_sympy(a) or _is_sympy(b)):
+        return a // b
+    from .symbolic import ifloordiv   # floor that sympy cannot mis-simplify
+    return ifloordiv(a, b)
 
 
 def _is_sympy(x: Any) -> bool:
@@ -224,7 +231,7 @@ def idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
         else:
             p = product(s)
             out.append(idx2crd(_mod(idx, p), s))
-            idx = idx // p
+            idx = _floordiv(idx, p)
     return tuple(out)
 
 

@@ -54,15 +54,14 @@ class Swizzle:
 
     def symbolic(self, offset: Any) -> Any:
         """Exact sympy expression of the swizzled offset (bits via floor/Mod, XOR as Xor)."""
-        import sympy
-        from .symbolic import imod
+        from .symbolic import ifloordiv, imod
         if self.bits == 0:
             return offset
         lo = self.base - min(0, self.shift)
         hi = self.base + max(0, self.shift)
         span = 2 ** self.bits
-        zzz = imod(sympy.floor(offset / 2 ** lo), span)
-        yyy = imod(sympy.floor(offset / 2 ** hi), span)
+        zzz = imod(ifloordiv(offset, 2 ** lo), span)
+        yyy = imod(ifloordiv(offset, 2 ** hi), span)
         return offset + (_xor(zzz, yyy) - zzz) * 2 ** lo
 
     def size(self) -> int:  # a swizzle acts on every offset; CuTe treats it as unbounded
