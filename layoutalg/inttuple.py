@@ -182,22 +182,41 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     An integer coordinate for a tuple mode is split column-major across the sub-modes; the last
     sub-mode is unbounded (CuTe extends a layout past its size along its last mode).
     """
+    if not (type(crd) is int and type(shape) is int and type(stride) is int):
+        crd, shape, stride = _checked(crd, "crd2idx: coordinate"), \
+            _checked(shape, "crd2idx: shape"), _checked(stride, "crd2idx: stride")
+    return _crd2idx(crd, shape, stride)
+
+
+def _checked(t: Any, what: str) -> IntTuple:
+    from .checks import check_depth
+    check_depth(t, what)
+    return normalize(t, what)
+
+
+def _crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     if type(crd) is tuple:
         if type(shape) is not tuple or len(shape) != len(crd):
             raise ShapeError(f"coordinate {fmt(crd)} does not match shape {fmt(shape)}: "
                              f"expected rank {rank(shape)} coordinate")
-        return sum((crd2idx(c, s, d) for c, s, d in zip(crd, shape, stride)), 0)
+        if type(stride) is not tuple or len(stride) != len(shape):
+            raise ShapeError(f"stride {fmt(stride)} is not congruent to shape {fmt(shape)}")
+        return sum((_crd2idx(c, s, d) for c, s, d in zip(crd, shape, stride)), 0)
     if type(shape) is not tuple:
+        if type(stride) is tuple:
+            raise ShapeError(f"stride {fmt(stride)} is not congruent to shape {fmt(shape)}")
         return crd * stride
+    if type(stride) is not tuple or len(stride) != len(shape):
+        raise ShapeError(f"stride {fmt(stride)} is not congruent to shape {fmt(shape)}")
     n = len(shape)
     if n == 0:
         return 0
     total = 0
     for i in range(n - 1):
         s = product(shape[i])
-        total = total + crd2idx(_mod(crd, s), shape[i], stride[i])
+        total = total + _crd2idx(_mod(crd, s), shape[i], stride[i])
         crd = _floordiv(crd, s)
-    return total + crd2idx(crd, shape[-1], stride[-1])
+    return total + _crd2idx(crd, shape[-1], stride[-1])
 
 
 def _mod(a: Any, b: Any) -> Any:
@@ -221,16 +240,24 @@ def _is_sympy(x: Any) -> bool:
 
 def idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
     """The natural (column-major) coordinate of ``idx`` in ``shape``; last mode unbounded."""
+    if not (type(idx) is int and type(shape) is int):
+        idx, shape = _checked(idx, "idx2crd: index"), _checked(shape, "idx2crd: shape")
+        if type(idx) is tuple:
+            raise ShapeError(f"idx2crd: the index must be an integer, got {fmt(idx)}")
+    return _idx2crd(idx, shape)
+
+
+def _idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
     if type(shape) is not tuple:
         return idx
     out = []
     n = len(shape)
     for i, s in enumerate(shape):
         if i == n - 1:
-            out.append(idx2crd(idx, s))
+            out.append(_idx2crd(idx, s))
         else:
             p = product(s)
-            out.append(idx2crd(_mod(idx, p), s))
+            out.append(_idx2crd(_mod(idx, p), s))
             idx = _floordiv(idx, p)
     return tuple(out)
 

@@ -27,6 +27,14 @@ def _xor(a: Any, b: Any) -> Any:
     return Xor(a, b)
 
 
+def _offset_value(x: Any, what: str) -> Any:
+    """An offset as an int or a sympy integer expression (ShapeError otherwise)."""
+    from .inttuple import normalize
+    if isinstance(x, (tuple, list)) or x is None:
+        raise ShapeError(f"{what}: the offset must be an integer, got {x!r}")
+    return normalize(x, f"{what}: offset")
+
+
 class Swizzle:
     """``Swizzle(B, M, S)``: ``x ^ ((x & yyy_mask) >> S)`` with ``yyy_mask = (2^B-1) << (M+max(0,S))``."""
 
@@ -47,6 +55,8 @@ class Swizzle:
         self.zzz_mask = msk << (base - min(0, shift))
 
     def __call__(self, offset: Any) -> Any:
+        if type(offset) is not int:
+            offset = _offset_value(offset, str(self))
         if type(offset) is int:
             y = offset & self.yyy_mask
             return offset ^ (y >> self.shift if self.shift >= 0 else y << -self.shift)
@@ -90,6 +100,7 @@ class ComposedLayout:
             raise ShapeError(f"ComposedLayout inner must be a Layout, got {inner!r}")
         if not isinstance(outer, (Swizzle, Layout, ComposedLayout)):
             raise ShapeError(f"ComposedLayout outer must be a Swizzle or Layout, got {outer!r}")
+        offset = _offset_value(offset, "ComposedLayout")
         self.outer, self.offset, self.inner = outer, offset, inner
 
     # the domain is the inner layout's

@@ -20,11 +20,35 @@ __all__ = ["Xor", "index_symbol", "offset_expr", "to_c", "substitute", "simplify
            "imod", "ifloordiv", "index_bounds"]
 
 
+def _as_index_expr(x: Any, fn: str, what: str = "expression") -> Any:
+    """``x`` as a sympy integer expression, or an ArgumentError naming what was wrong."""
+    from .errors import ArgumentError
+    if isinstance(x, bool) or x is None or isinstance(x, (str, float, complex)):
+        raise ArgumentError(f"{fn}: {what} must be an int or a sympy integer expression, got "
+                            f"{x!r} ({type(x).__name__})")
+    if isinstance(x, sympy.Basic):
+        e = x
+    else:
+        import numbers
+        if not isinstance(x, numbers.Integral):
+            hint = ("; evaluate the layout on a symbol first: offset_expr(layout, t)"
+                    if hasattr(x, "shape") else "")
+            raise ArgumentError(f"{fn}: {what} must be an int or a sympy integer expression, "
+                                f"got {type(x).__name__}{hint}")
+        e = sympy.Integer(int(x))
+    if not isinstance(e, sympy.Expr) or e.is_integer is False or e.has(sympy.Float):
+        raise ArgumentError(f"{fn}: {what} {e} is not an integer expression")
+    return e
+
+
 class Xor(sympy.Function):
     """Bitwise XOR of two non-negative integer expressions (folds when both are numbers)."""
 
     is_integer = True
     is_nonnegative = True
+
+    def __new__(cls, a: Any, b: Any, **kw: Any) -> Any:
+        return super().__new__(cls, _as_index_expr(a, "Xor"), _as_index_expr(b, "Xor"), **kw)
 
     @classmethod
     def eval(cls, a: Any, b: Any) -> Any:
@@ -184,6 +208,8 @@ def index_symbol(name: str) -> sympy.Symbol:
 
 def offset_expr(layout: Any, *coord: Any) -> Any:
     """``layout(coord)`` as a simplified sympy expression."""
+    from .checks import require_any_layout
+    require_any_layout(layout, "offset_expr")
     return simplify_index(sympy.sympify(layout(*coord)))
 
 
@@ -194,10 +220,21 @@ def simplify_index(expr: Any) -> Any:
 
 def substitute(expr: Any, values: Dict[Any, int]) -> int:
     """Evaluate an index expression at concrete symbol values (exact integer)."""
-    out = sympy.sympify(expr).subs(values)
+    from .errors import ArgumentError, SymbolicError
+    e = _as_index_expr(expr, "substitute")
+    if not isinstance(values, dict):
+        raise ArgumentError(f"substitute: values must be a dict {{symbol: int}}, got "
+                            f"{type(values).__name__}")
+    vals = {}
+    for k, v in values.items():
+        if not isinstance(k, sympy.Symbol):
+            raise ArgumentError(f"substitute: keys must be sympy symbols, got {k!r}")
+        vals[k] = _as_index_expr(v, "substitute", f"the value of {k}")
+    out = e.subs(vals)
     out = sympy.simplify(out) if not out.is_Integer else out
     if not out.is_Integer:
-        raise ValueError(f"expression did not reduce to an integer: {out}")
+        raise SymbolicError(f"substitute: expression did not reduce to an integer: {out}; give "
+                            f"a value for each of {sorted(map(str, out.free_symbols))}")
     return int(out)
 
 
@@ -265,4 +302,4 @@ def to_c(expr: Any) -> str:
     ``Mod``, ``Xor`` and sums/products of those: the kernels' address math); otherwise as
     C's truncating division corrected to floor semantics, e.g. ``((n) / 2 - ((n) % 2 < 0))``.
     """
-    return _IndexPrinter().doprint(sympy.sympify(expr))
+    return _IndexPrinter().doprint(_as_index_expr(expr, "to_c"))
