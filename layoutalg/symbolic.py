@@ -20,7 +20,7 @@ __all__ = ["Xor", "index_symbol", "offset_expr", "to_c", "substitute", "simplify
            "imod", "ifloordiv", "index_bounds"]
 
 
-def _as_index_expr(x: Any, fn: str, what: str = "expression") -> Any:
+def _as_index_expr(x: Any, fn: str, what: str = "expression", allow_bool: bool = False) -> Any:
     """``x`` as a sympy integer expression, or an ArgumentError naming what was wrong."""
     from .errors import ArgumentError
     if isinstance(x, bool) or x is None or isinstance(x, (str, float, complex)):
@@ -36,6 +36,8 @@ def _as_index_expr(x: Any, fn: str, what: str = "expression") -> Any:
             raise ArgumentError(f"{fn}: {what} must be an int or a sympy integer expression, "
                                 f"got {type(x).__name__}{hint}")
         e = sympy.Integer(int(x))
+    if isinstance(e, sympy.logic.boolalg.Boolean) and allow_bool:
+        return e    # a predicate over index expressions (printed with &&, ||, <, ==)
     if not isinstance(e, sympy.Expr) or e.is_integer is False or e.has(sympy.Float):
         raise ArgumentError(f"{fn}: {what} {e} is not an integer expression")
     return e
@@ -302,4 +304,4 @@ def to_c(expr: Any) -> str:
     ``Mod``, ``Xor`` and sums/products of those: the kernels' address math); otherwise as
     C's truncating division corrected to floor semantics, e.g. ``((n) / 2 - ((n) % 2 < 0))``.
     """
-    return _IndexPrinter().doprint(_as_index_expr(expr, "to_c"))
+    return _IndexPrinter().doprint(_as_index_expr(expr, "to_c", allow_bool=True))

@@ -25,7 +25,7 @@ EXPRS = [
     sympy.floor(sympy.floor(t / 16) / 2) + 136 * k,
     t - 5 * k,                       # negative values: C arithmetic, not floor arithmetic
     sympy.Mod(t - 7 * k, 5),         # sympy's Mod on a possibly negative argument: floor mod
-    sympy.floor((t - 40 * k) / 8),   # floor (not C's truncation) of a possibly negative value
+    sympy.floor((t - 7 * k) / 8),    # floor (not C's truncation) of a possibly negative value
 ]
 
 
