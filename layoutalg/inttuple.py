@@ -46,8 +46,9 @@ def is_static(x: Any) -> bool:
 def _to_leaf(x: Any, what: str) -> Any:
     if type(x) is int:
         return x
+    from .errors import ArgumentError
     if isinstance(x, bool):
-        raise ShapeError(f"{what}: {x!r} is a bool, expected an integer")
+        raise ArgumentError(f"{what}: got {x!r}, a bool; expected an integer")
     try:  # numpy integers, sympy Integer
         import numbers
         if isinstance(x, numbers.Integral):
@@ -63,8 +64,8 @@ def _to_leaf(x: Any, what: str) -> Any:
             if x.is_integer is False:
                 raise ShapeError(f"{what}: symbolic value {x} is not an integer expression")
             return x
-    raise ShapeError(f"{what}: {x!r} ({type(x).__name__}) is not an integer; "
-                     "expected an int, a sympy integer expression or a tuple of those")
+    raise ArgumentError(f"{what}: got {x!r} ({type(x).__name__}), which is not an integer; "
+                        "expected an int, a sympy integer expression or a tuple of those")
 
 
 def normalize(t: Any, what: str = "IntTuple") -> IntTuple:
