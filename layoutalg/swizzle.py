@@ -46,6 +46,9 @@ class Swizzle:
                 raise ShapeError(f"Swizzle {name} must be an int, got {v!r}")
         if bits < 0 or base < 0:
             raise ShapeError(f"Swizzle<{bits},{base},{shift}>: B and M must be >= 0")
+        if max(bits, base, abs(shift)) > 64:
+            raise ShapeError(f"Swizzle<{bits},{base},{shift}>: B, M and |S| must be <= 64 "
+                             "(offsets are at most 64-bit)")
         if abs(shift) < bits:
             raise ShapeError(f"Swizzle<{bits},{base},{shift}>: |S| must be >= B so the source "
                              "and destination bit ranges do not overlap")

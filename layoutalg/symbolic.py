@@ -212,7 +212,15 @@ def offset_expr(layout: Any, *coord: Any) -> Any:
     """``layout(coord)`` as a simplified sympy expression."""
     from .checks import require_any_layout
     require_any_layout(layout, "offset_expr")
-    return simplify_index(sympy.sympify(layout(*coord)))
+    from .errors import ArgumentError
+    if not coord:
+        raise ArgumentError("offset_expr: give an index or a coordinate, e.g. "
+                            "offset_expr(layout, index_symbol('t'))")
+    out = layout(*coord)
+    if not isinstance(out, (int, sympy.Basic)):
+        raise ArgumentError(f"offset_expr: the coordinate {coord!r} slices the layout (None is "
+                            "CuTe's _); give an index or a full coordinate")
+    return simplify_index(sympy.sympify(out))
 
 
 def simplify_index(expr: Any) -> Any:
