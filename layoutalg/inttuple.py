@@ -183,10 +183,26 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     An integer coordinate for a tuple mode is split column-major across the sub-modes; the last
     sub-mode is unbounded (CuTe extends a layout past its size along its last mode).
     """
-    if not (type(crd) is int and type(shape) is int and type(stride) is int):
+    if not (_plain(crd, 0) and _plain(shape, 0) and _plain(stride, 0)):
         crd, shape, stride = _checked(crd, "crd2idx: coordinate"), \
             _checked(shape, "crd2idx: shape"), _checked(stride, "crd2idx: stride")
     return _crd2idx(crd, shape, stride)
+
+
+def _plain(t: Any, depth: int) -> bool:
+    """True for an int or a tuple tree of ints (or sympy leaves) at most MAX_DEPTH deep: the
+    common case, which needs no normalizing."""
+    tt = type(t)
+    if tt is int:
+        return True
+    if tt is tuple:
+        if depth >= 64:
+            return False
+        for e in t:
+            if type(e) is not int and not _plain(e, depth + 1):
+                return False
+        return True
+    return _is_sympy(t) and getattr(t, "is_integer", None) is not False
 
 
 def _checked(t: Any, what: str) -> IntTuple:
