@@ -5,8 +5,11 @@ coordinate (``L((m, k))``), and in shapes/strides (``Layout((M, K), (lda, 1))``)
 an exact integer expression built from ``+``, ``*``, ``floor``, ``Mod`` and :class:`Xor` (for
 swizzles).  All symbols denote non-negative integers; create them with :func:`index_symbol`.
 
-:func:`to_c` prints such an expression as C/HIP source (``/``, ``%``, ``^`` on non-negative ints),
-which is how :mod:`kernels` prints the verified address math.
+:func:`to_c` prints such an expression as C/HIP source with the same value: C's ``/`` and ``%``
+where the dividend is proven non-negative (the kernels' address math), a floor-corrected form
+elsewhere.  Floors and Mods are built by :func:`ifloordiv` / :func:`imod` so that sympy never
+simplifies a Mod/floor nested inside another (sympy 1.14 gets some of those wrong).  See
+docs/ALGEBRA.md.
 """
 
 from __future__ import annotations
