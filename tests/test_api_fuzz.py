@@ -52,7 +52,7 @@ def _static(x):
     return is_static(inner.shape) and is_static(inner.stride)
 
 
-FUZZ = settings(max_examples=250, deadline=None, database=None, derandomize=True,
+FUZZ = settings(max_examples=150, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
