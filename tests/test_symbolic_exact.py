@@ -73,13 +73,13 @@ def test_random_layouts_symbolic_equals_numeric():
     assert not bad
 
 
-def test_printed_c_equals_layout():
-    """One C program prints every expression at every point; compare with the layouts."""
+def _compiled_values(cases):
+    """rows[v][j] = the printed C of case j at t = v (one program for all cases), or None."""
     cxx = shutil.which("g++") or shutil.which("clang++-19") or shutil.which("clang++")
     if cxx is None:
-        pytest.skip("no host C++ compiler")
+        return None
     lines = ["#include <cstdio>", "int main() {", "  for (long t = 0; t < %d; ++t) {" % len(POINTS)]
-    for L, k, c in CASES:
+    for L, k, c in cases:
         lines.append(f"    printf(\"%ld \", (long)({to_c(offset_expr(L, k * t + c))}));")
     lines += ["    printf(\"\\n\");", "  }", "  return 0;", "}"]
     with tempfile.TemporaryDirectory() as d:
@@ -87,14 +87,37 @@ def test_printed_c_equals_layout():
         with open(src, "w") as f:
             f.write("\n".join(lines))
         subprocess.run([cxx, "-O0", "-w", src, "-o", exe], check=True)
-        rows = subprocess.run([exe], capture_output=True, text=True, check=True).stdout.split("\n")
-    bad = []
-    for v, row in zip(POINTS, rows):
-        got = [int(x) for x in row.split()]
-        for (L, k, c), g in zip(CASES, got):
-            if g != L(k * v + c):
-                bad.append((str(L), k, c, v, g, L(k * v + c)))
-    assert not bad[:5]
+        out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    return [[int(x) for x in row.split()] for row in out.strip().split("\n")]
+
+
+def _c_mismatches(cases):
+    rows = _compiled_values(cases)
+    if rows is None:
+        pytest.skip("no host C++ compiler")
+    return [(str(L), k, c, v, g, L(k * v + c)) for v, row in zip(POINTS, rows)
+            for (L, k, c), g in zip(cases, row) if g != L(k * v + c)]
+
+
+def test_printed_c_equals_layout():
+    """One C program prints every expression at every point; compare with the layouts."""
+    assert not _c_mismatches(CASES)[:5]
+
+
+def test_planted_truncating_printer_is_caught(monkeypatch):
+    """The differential test can fail: C's plain / and % on a negative dividend are caught."""
+    import layoutalg.symbolic as S
+    monkeypatch.setattr(S, "_signs", lambda num, den: "plain")
+    assert _c_mismatches(ISSUE[2:])
+
+
+def test_planted_sympy_simplification_is_caught(monkeypatch):
+    """Without hiding nested Mod/floor from sympy, the issue's first example is wrong again."""
+    import layoutalg.symbolic as S
+    monkeypatch.setattr(S, "_opaque_atoms", lambda e: set())
+    L, k, c = ISSUE[0]
+    e = offset_expr(L, k * t + c)
+    assert any(e.subs(t, v) != L(k * v + c) for v in range(8))
 
 
 def test_imod_does_not_distribute_a_factor_over_mod():
@@ -109,6 +132,9 @@ def test_proven_rules():
     assert imod(sympy.Mod(t, 8), 4) == sympy.Mod(t, 4)          # 4 | 8
     assert imod(sympy.Mod(t, 4), 8) == sympy.Mod(t, 4)          # already in [0, 8)
     assert ifloordiv(sympy.Mod(t, 4), 4) == 0
+    assert imod(sympy.Mod(t, 4), 3) != sympy.Mod(t, 4)          # [0, 3] is not inside [0, 3)
+    assert imod(sympy.Mod(t, 6), 4) != sympy.Mod(t, 4)          # 4 does not divide 6
+    assert ifloordiv(sympy.Mod(t, 4), 3) != 0
     assert index_bounds(3 * sympy.Mod(t, 4) + 1) == (1, 10)
     assert index_bounds(-t)[0] == -float("inf")
 
