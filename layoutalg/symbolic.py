@@ -97,7 +97,9 @@ def _reduce(a: Any, b: Any, op: Any, rules: Any) -> Any:
     a = sympy.sympify(a)
     b = sympy.sympify(b)
     if b.is_zero:
-        raise ZeroDivisionError("integer division or modulo by zero")
+        from .errors import ShapeError
+        raise ShapeError(f"integer division or modulo of {a} by zero; divisors are extents "
+                         "(>= 1)")
     early = rules(a, b)
     if early is not None:
         return early
