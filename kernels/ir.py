@@ -4,8 +4,9 @@ A :class:`Kernel` is a list of statements.  Every address, lane mapping, swizzle
 is a sympy expression built by evaluating ``layoutalg`` layouts on index symbols (``tid``,
 ``block_m``, ``kt``, ...); the emitter prints those exact objects with
 :func:`layoutalg.symbolic.to_c`, and the verification gate (:mod:`kernels.gate`) evaluates the
-same objects with :func:`c_eval`, which follows the printed C's semantics (truncating ``/``,
-C ``%``, ``^``), so what is checked is what is printed.
+same objects with :func:`c_eval`, which follows the printed C's semantics (floor ``/`` and
+``%``: ``to_c`` prints C's truncating operators only where they agree with floor, ``^``), so
+what is checked is what is printed.
 
 Registers live in :class:`Frag` arrays of short vectors (``half8 a_ld[2]``); a :class:`Regs`
 names some elements of one.  Memory traffic is :class:`Access` (global or LDS, load or store, a
@@ -246,26 +247,22 @@ class NonIntegerExpr(ValueError):
 
 
 def _cdiv(a: Any, b: Any) -> Any:
-    """C integer division (truncates toward zero)."""
+    """Integer division as the printed C computes it: ``floor(a / b)``.
+
+    :func:`layoutalg.symbolic.to_c` prints ``floor(n/d)`` as C's truncating ``(n) / d`` only
+    where ``n >= 0`` and ``d > 0`` are proven (where the two agree) and as a floor-corrected
+    form elsewhere, so the printed C always has sympy's floor semantics.
+    """
     if type(a) is int and type(b) is int:
-        q = abs(a) // abs(b)
-        return q if (a >= 0) == (b > 0) else -q
-    a = np.asarray(a, dtype=np.int64)
-    if type(b) is int and b > 0 and (a.size == 0 or a.min() >= 0):
         return a // b
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) ^ (np.asarray(b) < 0), -q, q)
+    return np.floor_divide(np.asarray(a, dtype=np.int64), b)
 
 
 def _cmod(a: Any, b: Any) -> Any:
-    """C remainder (sign of the dividend)."""
-    if type(b) is int and b > 0 and (type(a) is int and a >= 0):
+    """Remainder as the printed C computes it: sympy's ``Mod`` (the sign of the divisor)."""
+    if type(a) is int and type(b) is int:
         return a % b
-    if type(b) is int and b > 0:
-        a = np.asarray(a, dtype=np.int64)
-        if a.size == 0 or a.min() >= 0:
-            return a % b
-    return a - _cdiv(a, b) * b
+    return np.remainder(np.asarray(a, dtype=np.int64), b)
 
 
 def _and(*xs: Any) -> Any:
@@ -344,7 +341,8 @@ def c_eval(expr: Any, env: Dict[sympy.Symbol, Any]) -> Any:
     """Evaluate ``expr`` as the C that :func:`layoutalg.symbolic.to_c` prints for it.
 
     ``env`` maps symbols to ints or int64 numpy arrays (broadcast together): ``floor(n/d)``
-    is C's truncating ``n / d``, ``Mod`` is C's ``%``, :class:`Xor` is ``^``.  Raises
+    and ``Mod`` have floor semantics (as the printed C has: C's ``/``, ``%`` where the
+    dividend is proven >= 0, a corrected form elsewhere), :class:`Xor` is ``^``.  Raises
     :class:`NonIntegerExpr` for anything that would not print as integer C (a rational or
     float coefficient, a power, an unknown function) and ``KeyError`` for an unbound symbol.
     """

@@ -13,7 +13,7 @@ which condition failed.
 """
 
 from .errors import (LayoutError, ShapeError, ParseError, DivisibilityError, CompositionError,
-                     ComplementError, InverseError, SymbolicError)
+                     ComplementError, InverseError, SymbolicError, ArgumentError, LimitError)
 from .inttuple import IntTuple, crd2idx, idx2crd, flatten, product, congruent, fmt
 from .layout import (Layout, make_layout, make_ordered_layout, make_identity_layout, size,
                      cosize, rank, depth, shape, stride, coalesce, filter, filter_zeros, append,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .checks import require_any_layout, require_int, require_layout
 from .errors import (ComplementError, CompositionError, InverseError, LayoutError, ShapeError,
                      DivisibilityError)
 from .inttuple import (ceil_div, compact_col_major, flatten, fmt, is_static, product,
@@ -796,10 +797,7 @@ def right_inverse(layout: Any) -> Any:
     stop at the first mode that does not chain).
     Post: ``composition(layout, R)`` equals ``make_layout(shape(R))`` on R's domain.
     """
-    if layout is None:
-        return None
-    if not isinstance(layout, Layout):
-        raise ShapeError(f"right_inverse: expected a Layout, got {layout!r}")
+    require_layout(layout, "right_inverse")
     f = layout._ints
     if f is None:
         f = _iflat(layout)
@@ -873,10 +871,7 @@ def left_inverse(layout: Any) -> Any:
     multiple of the size already covered: CuTe's left inverse divisibility condition) and for
     negative strides (CuTe returns a meaningless layout).
     """
-    if layout is None:
-        return None
-    if not isinstance(layout, Layout):
-        raise ShapeError(f"left_inverse: expected a Layout, got {layout!r}")
+    require_layout(layout, "left_inverse")
     s, d, pre = _wrapped_coalesce(layout)
     if not all(type(x) is int for x in d):
         raise InverseError(f"left_inverse of {layout}: requires static strides (as in CuTe)")
@@ -944,6 +939,7 @@ def nullspace(layout: Layout) -> Layout:
 
     Post: ``layout(result(i)) == 0`` and ``size(result) == size(layout) / size(filter(layout))``.
     """
+    require_layout(layout, "nullspace")
     fs, fd = layout.flat()
     pre = compact_col_major(fs)
     idx = [i for i in range(len(fd)) if type(fd[i]) is int and fd[i] == 0]
@@ -986,8 +982,15 @@ def max_common_layout(a: Layout, b: Layout) -> Layout:
     ``i < size(R)`` (the largest contiguous prefix CuTe finds).
 
     When CuTe's intermediate composition is not exact, its answer is returned only after
-    checking that post-condition on every index (else CompositionError).
+    checking that post-condition on every index (else CompositionError).  With a
+    ComposedLayout argument see :func:`layoutalg.composed_ops.max_common_layout_composed`.
     """
+    if type(a) is not Layout or type(b) is not Layout:
+        require_any_layout(a, "max_common_layout", "a")
+        require_any_layout(b, "max_common_layout", "b")
+        if not (isinstance(a, Layout) and isinstance(b, Layout)):
+            from .composed_ops import max_common_layout_composed
+            return max_common_layout_composed(a, b)
     inv_b = right_inverse(b)
     common, exact = _common_prefix(a, inv_b)
     s0 = _leading_unit_mode(common)
@@ -1012,8 +1015,14 @@ def max_common_vector(a: Layout, b: Layout) -> int:
     ``a(b.get_1d_coord(n)) == n`` for ``n < N``, i.e. ``a(right_inverse(b)(n)) == n``.
 
     When CuTe's intermediate composition is not exact, its answer is returned only after
-    checking that post-condition on every index (else CompositionError).
+    checking that post-condition on every index (else CompositionError).  With a
+    ComposedLayout argument: ``size(max_common_layout(a, b))``.
     """
+    if type(a) is not Layout or type(b) is not Layout:
+        require_any_layout(a, "max_common_vector", "a")
+        require_any_layout(b, "max_common_vector", "b")
+        if not (isinstance(a, Layout) and isinstance(b, Layout)):
+            return max_common_layout(a, b).size()
     inv_b = right_inverse(b)
     common, exact = _common_prefix(a, inv_b)
     s0 = _leading_unit_mode(common)
@@ -1193,6 +1202,8 @@ def zip_layouts(a: Layout, b: Layout) -> Layout:
     tuple) the result is the single mode ``((a,b))``.  Raises ShapeError when a is a tuple and
     b is not one of the same rank (CuTe: "Mismatched Ranks" / incomplete tuple_size).
     """
+    require_layout(a, "zip_layouts", "a")
+    require_layout(b, "zip_layouts", "b")
     return Layout._make(_zip2(a.shape, b.shape), _zip2(a.stride, b.stride))
 
 
@@ -1244,9 +1255,14 @@ def raked_product(block: Layout, tiler: Layout) -> Layout:
 def tile_to_shape(block: Layout, trg_shape: Any, order: Any = None) -> Layout:
     """Repeat ``block`` (blocked) until it has shape ``trg_shape``; ``order`` picks the mode order.
 
-    Refused when the block's per-mode sizes do not divide the target's.
+    Refused when the block's per-mode sizes do not divide the target's.  On a ComposedLayout
+    it tiles the inner layout (CuTe).
     """
     from .inttuple import normalize
+    if not isinstance(block, Layout):
+        require_any_layout(block, "tile_to_shape", "block")
+        from .composed_ops import on_inner
+        return on_inner(block, tile_to_shape, trg_shape, order)
     trg_shape = normalize(trg_shape, "tile_to_shape target")
     r = _rank(trg_shape)
     if block.rank > r:
@@ -1272,13 +1288,18 @@ def tile_to_shape(block: Layout, trg_shape: Any, order: Any = None) -> Layout:
 # ---------------------------------------------------------------------------------------------
 
 def _check_factor(n: Any, name: str) -> None:
-    if type(n) is not int or n < 1:
-        raise ShapeError(f"{name}: the factor must be a positive int, got {n!r}")
+    require_int(n, name, "the factor n")
 
 
 def upcast(layout: Layout, n: int) -> Layout:
-    """View ``layout`` in units ``n`` times wider: stride-1 modes shrink, other strides divide."""
+    """View ``layout`` in units ``n`` times wider: stride-1 modes shrink, other strides divide.
+    A ComposedLayout is cast whole (swizzle base, offset and inner; CuTe's ``upcast<N>``)."""
     _check_factor(n, "upcast")
+    n = int(n)
+    if not isinstance(layout, Layout):
+        require_any_layout(layout, "upcast")
+        from .composed_ops import upcast_composed
+        return upcast_composed(layout, n)
     def up(s: Any, d: Any) -> tuple:
         if type(s) is tuple:
             parts = [up(x, y) for x, y in zip(s, d)]
@@ -1297,8 +1318,14 @@ def upcast(layout: Layout, n: int) -> Layout:
 
 
 def downcast(layout: Layout, n: int) -> Layout:
-    """View ``layout`` in units ``n`` times narrower: stride-1 modes grow, other strides scale."""
+    """View ``layout`` in units ``n`` times narrower: stride-1 modes grow, other strides scale.
+    A ComposedLayout is cast whole (swizzle base, offset and inner; CuTe's ``downcast<N>``)."""
     _check_factor(n, "downcast")
+    n = int(n)
+    if not isinstance(layout, Layout):
+        require_any_layout(layout, "downcast")
+        from .composed_ops import downcast_composed
+        return downcast_composed(layout, n)
     fd = layout.flat()[1]
     if not any(type(x) is int and x == 1 for x in fd):
         raise DivisibilityError(f"downcast<{n}> of {layout}: needs a stride-1 mode (adjacent "

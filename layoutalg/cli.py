@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 from .errors import LayoutError
 
@@ -37,8 +37,18 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TOOL = 0, 1, 2, 3
 _MODULES = ("visualize.cli", "mfma_specs.cli", "kernels.cli")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (``layoutalg show: error: ...; see --help``), exit 2.
+
+    Subcommand parsers are made by ``add_subparsers`` with the same class."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        line = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {line} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _OneLineParser(
         prog="layoutalg",
         description="CuTe-style layout algebra, AMD MFMA specs, layout verification, diagrams "
                     "and verified HIP kernels for MI300X (gfx942).")
@@ -94,10 +104,40 @@ def main(argv: Optional[List[str]] = None) -> int:
         with enabled():
             return int(args.func(args) or 0)
     except LayoutError as e:
-        print(f"layoutalg {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(args.command, str(e))
+    except BrokenPipeError:
+        # the reader went away (``| head``): stop writing, say so once on stderr
+        _silence_stdout()
+        return _usage(args.command, "standard output was closed before the output was written")
+    except MemoryError:
+        return _usage(args.command, "out of memory: the input is too large for this command; "
+                      "give a smaller layout")
+    except OSError as e:
+        # a path that cannot be written (--out naming a file, a missing folder, no permission)
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        return _usage(args.command, f"cannot write{where}: {e.strerror or e}")
     except KeyboardInterrupt:  # pragma: no cover
         return 130
+
+
+def _usage(command: str, message: str) -> int:
+    """Print one line (the first line of ``message``) to stderr; the exit code for bad input."""
+    line = " ".join(message.split("\n")[0].split()) or "bad input"
+    try:
+        print(f"layoutalg {command}: error: {line}", file=sys.stderr)
+    except (BrokenPipeError, OSError):  # pragma: no cover - stderr closed too
+        pass
+    return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - no real stdout file descriptor
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

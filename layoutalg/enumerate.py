@@ -12,7 +12,11 @@ import numpy as np
 
 from .errors import ShapeError
 
-__all__ = ["layout_values", "swizzle_values"]
+__all__ = ["layout_values", "swizzle_values", "MAX_ENUMERATE"]
+
+#: most offsets enumerated at once (2^28 int64 = 2 GiB); beyond it a LimitError, not a
+#: MemoryError
+MAX_ENUMERATE = 1 << 28
 
 
 def _flat_values(fs: tuple, fd: tuple) -> np.ndarray:
@@ -21,6 +25,14 @@ def _flat_values(fs: tuple, fd: tuple) -> np.ndarray:
                          "use layoutalg.symbolic for symbolic layouts")
     # int64 holds every offset unless the extreme offsets pass 2^63: then use Python ints
     # (object arrays) rather than wrap around silently
+    n = 1
+    for s in fs:
+        n *= s
+    if n > MAX_ENUMERATE:
+        from .errors import LimitError
+        raise LimitError(f"enumerating {n} offsets exceeds the limit of {MAX_ENUMERATE} "
+                         f"(layoutalg.enumerate.MAX_ENUMERATE); use the symbolic or F2 views "
+                         "for layouts this large")
     lo = hi = 0
     for s, d in zip(fs, fd):
         if d > 0:

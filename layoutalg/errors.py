@@ -11,8 +11,20 @@ class LayoutError(ValueError):
     """Base class of every error raised by :mod:`layoutalg`."""
 
 
+class LimitError(LayoutError):
+    """An input beyond a stated limit (nesting depth, number of elements to enumerate)."""
+
+
 class ShapeError(LayoutError):
     """A shape, stride or coordinate is malformed (non-congruent, non-positive, not an integer)."""
+
+
+class ArgumentError(ShapeError, TypeError):
+    """A public function got an argument of the wrong kind (None, a string, a float, ...).
+
+    A ShapeError (the algebra's error for malformed input) and a TypeError (so callers that
+    catch wrong-type arguments the Python way keep working).
+    """
 
 
 class ParseError(LayoutError):

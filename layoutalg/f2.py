@@ -39,7 +39,15 @@ class F2Map:
     __slots__ = ("cols", "const", "n_in", "n_out")
 
     def __init__(self, cols: Sequence[int], n_out: Optional[int] = None, const: int = 0) -> None:
-        self.cols = tuple(int(c) for c in cols)
+        from .checks import require_int
+        if not isinstance(cols, (list, tuple)):
+            raise F2Error(f"F2Map: cols must be a list of ints (one output bit mask per input "
+                          f"bit), got {type(cols).__name__}")
+        cols = [require_int(c, "F2Map", "a column", lo=0) for c in cols]
+        const = require_int(const, "F2Map", "const", lo=0)
+        if n_out is not None:
+            n_out = require_int(n_out, "F2Map", "n_out", lo=0)
+        self.cols = tuple(cols)
         self.n_in = len(self.cols)
         hi = max([c.bit_length() for c in self.cols] + [int(const).bit_length()])
         self.n_out = max(hi, n_out or 0)
@@ -175,20 +183,61 @@ def _layout_cols(layout: Any) -> List[int]:
 
 
 def to_f2(obj: Any) -> F2Map:
-    """F2 view of a Layout, Swizzle or ``Swizzle o c o Layout`` (affine in the last case)."""
+    """F2 view of a Layout, Swizzle or ``Swizzle o c o Layout`` (affine in the last case).
+
+    The view is built from the structure (stride bits, the swizzle's XOR, the offset's bits);
+    where that is refused (an offset whose addition carries, a negative or overlapping stride)
+    but the map is still affine over F2 on its domain, the view is read off the values
+    (``f(0)`` and ``f(2^j) ^ f(0)``) and checked on every point of the domain
+    (at most ``2**MAX_F2_DOMAIN_BITS`` points).
+    """
     from .layout import Layout
     from .swizzle import ComposedLayout, Swizzle
-    if isinstance(obj, Layout):
-        return F2Map(_layout_cols(obj))
     if isinstance(obj, Swizzle):
         return swizzle_f2(obj)
-    if isinstance(obj, ComposedLayout):
-        shifted = add_offset(to_f2(obj.inner), obj.offset)
-        outer = obj.outer
-        if isinstance(outer, Swizzle):
-            return swizzle_f2(outer, shifted.n_out).compose(shifted)
-        return to_f2(outer).compose(shifted)
-    raise F2Error(f"no F2 view for {obj!r}")
+    if not isinstance(obj, (Layout, ComposedLayout)):
+        raise F2Error(f"no F2 view for {obj!r}; expected a Layout, a Swizzle or a ComposedLayout")
+    try:
+        return _structural_f2(obj)
+    except F2Error as err:
+        fallback = _f2_from_values(obj)
+        if fallback is None:
+            raise err
+        return fallback
+
+
+MAX_F2_DOMAIN_BITS = 20
+
+
+def _structural_f2(obj: Any) -> F2Map:
+    from .layout import Layout
+    from .swizzle import Swizzle
+    if isinstance(obj, Layout):
+        return F2Map(_layout_cols(obj))
+    shifted = add_offset(to_f2(obj.inner), obj.offset)
+    outer = obj.outer
+    if isinstance(outer, Swizzle):
+        return swizzle_f2(outer, shifted.n_out).compose(shifted)
+    return to_f2(outer).compose(shifted)
+
+
+def _f2_from_values(obj: Any) -> Optional[F2Map]:
+    """The affine F2 map that agrees with ``obj`` on its whole domain, or None."""
+    n = obj.size()
+    if type(n) is not int or n & (n - 1) or n.bit_length() - 1 > MAX_F2_DOMAIN_BITS:
+        return None
+    vals = obj.values()
+    if len(vals) and int(vals.min()) < 0:
+        return None
+    nb = n.bit_length() - 1
+    const = int(vals[0])
+    cols = [int(vals[1 << j]) ^ const for j in range(nb)]
+    m = F2Map(cols, const=const)
+    idx = np.arange(n, dtype=np.int64)
+    pred = np.full(n, const, dtype=np.int64)
+    for j, c in enumerate(cols):
+        pred ^= ((idx >> j) & 1) * c
+    return m if np.array_equal(pred, np.asarray(vals, dtype=np.int64)) else None
 
 
 def add_offset(m: F2Map, off: Any) -> F2Map:
@@ -214,6 +263,9 @@ def swizzle_f2(sw: Any, n_bits: int = 0) -> F2Map:
 def from_f2(m: F2Map) -> Layout:
     """The Layout with F2 view ``m`` when each input bit maps to one output bit (or none)."""
     from .layout import Layout
+    if not isinstance(m, F2Map):
+        raise F2Error(f"from_f2: expected an F2Map, got {m!r} ({type(m).__name__}); make one "
+                      "with to_f2(layout)")
     if m.const:
         raise F2Error("an affine F2 map (nonzero constant) is not a plain Layout")
     shape, stride = [], []

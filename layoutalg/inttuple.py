@@ -46,8 +46,9 @@ def is_static(x: Any) -> bool:
 def _to_leaf(x: Any, what: str) -> Any:
     if type(x) is int:
         return x
+    from .errors import ArgumentError
     if isinstance(x, bool):
-        raise ShapeError(f"{what}: {x!r} is a bool, expected an integer")
+        raise ArgumentError(f"{what}: got {x!r}, a bool; expected an integer")
     try:  # numpy integers, sympy Integer
         import numbers
         if isinstance(x, numbers.Integral):
@@ -63,8 +64,8 @@ def _to_leaf(x: Any, what: str) -> Any:
             if x.is_integer is False:
                 raise ShapeError(f"{what}: symbolic value {x} is not an integer expression")
             return x
-    raise ShapeError(f"{what}: {x!r} ({type(x).__name__}) is not an integer; "
-                     "expected an int, a sympy integer expression or a tuple of those")
+    raise ArgumentError(f"{what}: got {x!r} ({type(x).__name__}), which is not an integer; "
+                        "expected an int, a sympy integer expression or a tuple of those")
 
 
 def normalize(t: Any, what: str = "IntTuple") -> IntTuple:
@@ -182,22 +183,57 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     An integer coordinate for a tuple mode is split column-major across the sub-modes; the last
     sub-mode is unbounded (CuTe extends a layout past its size along its last mode).
     """
+    if not (_plain(crd, 0) and _plain(shape, 0) and _plain(stride, 0)):
+        crd, shape, stride = _checked(crd, "crd2idx: coordinate"), \
+            _checked(shape, "crd2idx: shape"), _checked(stride, "crd2idx: stride")
+    return _crd2idx(crd, shape, stride)
+
+
+def _plain(t: Any, depth: int) -> bool:
+    """True for an int or a tuple tree of ints (or sympy leaves) at most MAX_DEPTH deep: the
+    common case, which needs no normalizing."""
+    tt = type(t)
+    if tt is int:
+        return True
+    if tt is tuple:
+        if depth >= 64:
+            return False
+        for e in t:
+            if type(e) is not int and not _plain(e, depth + 1):
+                return False
+        return True
+    return _is_sympy(t) and getattr(t, "is_integer", None) is not False
+
+
+def _checked(t: Any, what: str) -> IntTuple:
+    from .checks import check_depth
+    check_depth(t, what)
+    return normalize(t, what)
+
+
+def _crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> Any:
     if type(crd) is tuple:
         if type(shape) is not tuple or len(shape) != len(crd):
             raise ShapeError(f"coordinate {fmt(crd)} does not match shape {fmt(shape)}: "
                              f"expected rank {rank(shape)} coordinate")
-        return sum((crd2idx(c, s, d) for c, s, d in zip(crd, shape, stride)), 0)
+        if type(stride) is not tuple or len(stride) != len(shape):
+            raise ShapeError(f"stride {fmt(stride)} is not congruent to shape {fmt(shape)}")
+        return sum((_crd2idx(c, s, d) for c, s, d in zip(crd, shape, stride)), 0)
     if type(shape) is not tuple:
+        if type(stride) is tuple:
+            raise ShapeError(f"stride {fmt(stride)} is not congruent to shape {fmt(shape)}")
         return crd * stride
+    if type(stride) is not tuple or len(stride) != len(shape):
+        raise ShapeError(f"stride {fmt(stride)} is not congruent to shape {fmt(shape)}")
     n = len(shape)
     if n == 0:
         return 0
     total = 0
     for i in range(n - 1):
         s = product(shape[i])
-        total = total + crd2idx(_mod(crd, s), shape[i], stride[i])
-        crd = crd // s
-    return total + crd2idx(crd, shape[-1], stride[-1])
+        total = total + _crd2idx(_mod(crd, s), shape[i], stride[i])
+        crd = _floordiv(crd, s)
+    return total + _crd2idx(crd, shape[-1], stride[-1])
 
 
 def _mod(a: Any, b: Any) -> Any:
@@ -207,6 +243,13 @@ def _mod(a: Any, b: Any) -> Any:
     return imod(a, b)
 
 
+def _floordiv(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int or not (_is_sympy(a) or _is_sympy(b)):
+        return a // b
+    from .symbolic import ifloordiv   # floor that sympy cannot mis-simplify
+    return ifloordiv(a, b)
+
+
 def _is_sympy(x: Any) -> bool:
     sympy = sys.modules.get("sympy")    # no sympy object exists before sympy is imported
     return sympy is not None and isinstance(x, sympy.Basic)
@@ -214,17 +257,25 @@ def _is_sympy(x: Any) -> bool:
 
 def idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
     """The natural (column-major) coordinate of ``idx`` in ``shape``; last mode unbounded."""
+    if not (type(idx) is int and type(shape) is int):
+        idx, shape = _checked(idx, "idx2crd: index"), _checked(shape, "idx2crd: shape")
+        if type(idx) is tuple:
+            raise ShapeError(f"idx2crd: the index must be an integer, got {fmt(idx)}")
+    return _idx2crd(idx, shape)
+
+
+def _idx2crd(idx: Any, shape: IntTuple) -> IntTuple:
     if type(shape) is not tuple:
         return idx
     out = []
     n = len(shape)
     for i, s in enumerate(shape):
         if i == n - 1:
-            out.append(idx2crd(idx, s))
+            out.append(_idx2crd(idx, s))
         else:
             p = product(s)
-            out.append(idx2crd(_mod(idx, p), s))
-            idx = idx // p
+            out.append(_idx2crd(_mod(idx, p), s))
+            idx = _floordiv(idx, p)
     return tuple(out)
 
 

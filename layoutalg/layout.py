@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional, Sequence
 
+from .checks import check_depth, require_any_layout, require_int, require_layout
 from .errors import LayoutError, ShapeError
 from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
                        depth as _depth, flatten, fmt, is_tuple, normalize, product,
@@ -67,13 +68,15 @@ class Layout:
             elif type(shape) is tuple and type(stride) is tuple:
                 fs: list = []
                 fd: list = []
-                if _collect_valid(shape, stride, fs, fd):
+                if _collect_valid(shape, stride, fs, fd, 0):
                     self.shape = shape
                     self.stride = stride
                     self._flat = self._ints = (tuple(fs), tuple(fd))
                     return
         self._flat = None
         self._ints = None
+        check_depth(shape, "shape")
+        check_depth(stride, "stride")
         shape = normalize(shape, "shape")
         for s in flatten(shape):
             _check_shape_leaf(s)
@@ -233,6 +236,7 @@ class Layout:
 
 
 _new = object.__new__
+_MAX_DEPTH = 64     # layoutalg.checks.MAX_DEPTH (the fast path hands deeper input to the checks)
 
 
 def _mk(shape: IntTuple, stride: IntTuple, fs: tuple, fd: tuple) -> Layout:
@@ -296,10 +300,11 @@ def _collect_ints(s: tuple, d: tuple, fs: list, fd: list) -> bool:
     return True
 
 
-def _collect_valid(s: tuple, d: tuple, fs: list, fd: list) -> bool:
-    """Like :func:`_collect_ints`, for unvalidated input: also False on a rank mismatch or an
-    extent < 1 (the general constructor path then reports the precise error)."""
-    if len(s) != len(d):
+def _collect_valid(s: tuple, d: tuple, fs: list, fd: list, depth: int) -> bool:
+    """Like :func:`_collect_ints`, for unvalidated input: also False on a rank mismatch, an
+    extent < 1 or nesting deeper than MAX_DEPTH (the general constructor path then reports the
+    precise error)."""
+    if len(s) != len(d) or depth >= _MAX_DEPTH:
         return False
     for a, b in zip(s, d):
         ta = type(a)
@@ -309,7 +314,7 @@ def _collect_valid(s: tuple, d: tuple, fs: list, fd: list) -> bool:
             fs.append(a)
             fd.append(b)
         elif ta is tuple:
-            if type(b) is not tuple or not _collect_valid(a, b, fs, fd):
+            if type(b) is not tuple or not _collect_valid(a, b, fs, fd, depth + 1):
                 return False
         else:
             return False
@@ -403,6 +408,16 @@ def fmt_coord(c: Any) -> str:
     return str(c)
 
 
+def _normalize_slice(c: Any) -> Any:
+    """A slice coordinate with leaves checked (ints, sympy integers or ``None``)."""
+    if c is None:
+        return None
+    if isinstance(c, (tuple, list)):
+        check_depth(c, "slice coordinate")
+        return tuple(_normalize_slice(x) for x in c)
+    return normalize(c, "slice coordinate")
+
+
 def _has_none(c: Any) -> bool:
     if c is None:
         return True
@@ -494,14 +509,29 @@ def make_identity_layout(shape: IntTuple) -> Layout:
 # ---- free-function accessors (CuTe names) ---------------------------------------------------
 
 def size(x: Any, mode: Optional[int] = None) -> Any:
-    """Domain size of a layout (or product of an IntTuple); ``size(L, i)`` for mode i."""
-    if hasattr(x, "size") and callable(x.size):
+    """Domain size of a layout (or product of a shape IntTuple, extents >= 1); ``size(L, i)``
+    for mode i."""
+    from .swizzle import ComposedLayout
+    if mode is not None:
+        require_int(mode, "size", "mode", lo=-(1 << 62))
+    if isinstance(x, (Layout, ComposedLayout)):
         return x.size() if mode is None else x[mode].size()
-    x = normalize(x)
-    return product(x if mode is None else x[mode])
+    check_depth(x, "size: shape")
+    x = normalize(x, "size: shape")
+    for s in flatten(x):
+        _check_shape_leaf(s)
+    if mode is not None:
+        if type(x) is not tuple:
+            x = (x,)
+        if not -len(x) <= mode < len(x):
+            raise ModeError(f"size: shape {fmt(x)} has rank {len(x)}; mode {mode} does not exist")
+        x = x[mode]
+    return product(x)
 
 
 def cosize(x: Any) -> Any:
+    """Codomain extent ``1 + max offset`` of a Layout or ComposedLayout."""
+    require_any_layout(x, "cosize")
     return x.cosize()
 
 
@@ -526,14 +556,16 @@ def shape(x: Any) -> IntTuple:
 
 
 def stride(x: Layout) -> IntTuple:
+    require_layout(x, "stride")
     return x.stride
 
 
 def mode(layout: Layout, *idx: int) -> Layout:
     """Nested mode access: ``mode(L, 1, 0)`` is CuTe's ``layout<1,0>(L)``."""
+    require_any_layout(layout, "mode")
     out = layout
     for i in idx:
-        out = out[i]
+        out = out[require_int(i, "mode", "mode index", lo=-(1 << 62))]
     return out
 
 
@@ -550,7 +582,7 @@ def _bw_coalesce(fs: Sequence[Any], fd: Sequence[Any], ns: Any, nd: Any) -> Layo
         f = shapes[0]
         if type(f) is int and f == 1 and len(shapes) == 1:
             shapes[0], strides[0] = s, d
-        elif type(f) is int and _eq(s * d, strides[0]):
+        elif _eq(s * d, strides[0]):   # holds for symbolic extents too (pycute merges them)
             shapes[0] = s * f
             strides[0] = d
         else:
@@ -578,6 +610,8 @@ def coalesce(layout: Layout, profile: Any = None) -> Layout:
     Post: ``size(result) == size(layout)``, ``depth(result) <= 1``, and with ``profile`` (an
     IntTuple), coalescing happens separately inside each mode named by the profile's leaves.
     """
+    if type(layout) is not Layout:
+        return _not_plain(layout, coalesce, "coalesce", profile)
     if profile is not None and type(profile) is tuple:
         return _transform_layout(layout, profile, coalesce, "coalesce")
     f = layout._ints
@@ -597,6 +631,7 @@ def coalesce(layout: Layout, profile: Any = None) -> Layout:
 
 def coalesce_x(layout: Layout) -> Layout:
     """Like :func:`coalesce` but also preserves ``L(i)`` for ``i >= size(L)`` (CuTe coalesce_x)."""
+    require_layout(layout, "coalesce_x")
     fs, fd = layout.flat()
     last = fs[-1]
     if type(last) is int and last == 1:
@@ -606,6 +641,7 @@ def coalesce_x(layout: Layout) -> Layout:
 
 def filter_zeros(layout: Layout) -> Layout:
     """Replace the extent of every stride-0 mode by 1."""
+    require_layout(layout, "filter_zeros")
     def fz(s: Any, d: Any) -> Any:
         if type(s) is tuple:
             return tuple(fz(x, y) for x, y in zip(s, d))
@@ -615,6 +651,8 @@ def filter_zeros(layout: Layout) -> Layout:
 
 def filter(layout: Layout, profile: Any = None) -> Layout:  # noqa: A001 - CuTe's name
     """Remove stride-0 and extent-1 modes, then coalesce (CuTe ``filter``)."""
+    if type(layout) is not Layout:
+        return _not_plain(layout, filter, "filter", profile)
     if profile is not None and type(profile) is tuple:
         return _transform_layout(layout, profile, filter, "filter")
     f = layout._ints
@@ -624,6 +662,16 @@ def filter(layout: Layout, profile: Any = None) -> Layout:  # noqa: A001 - CuTe'
         shapes, strides = _filter_lists(*f)
         return _mk_flat(shapes, strides)
     return coalesce(filter_zeros(layout))
+
+
+def _not_plain(layout: Any, fn: Any, name: str, profile: Any) -> Any:
+    """``fn`` on a subclass of Layout, on a ComposedLayout (its inner layout, as CuTe does), or
+    an ArgumentError."""
+    if isinstance(layout, Layout):
+        return fn(Layout._make(layout.shape, layout.stride), profile)
+    require_any_layout(layout, name)
+    from .composed_ops import on_inner
+    return on_inner(layout, fn, profile)
 
 
 def _transform_layout(layout: Layout, profile: tuple, fn: Any, name: str) -> Layout:
@@ -640,6 +688,11 @@ def _transform_layout(layout: Layout, profile: tuple, fn: Any, name: str) -> Lay
 
 def append(layout: Layout, x: Optional[Layout] = None, n: Optional[int] = None) -> Layout:
     """Append mode ``x`` (default ``1:0``); with ``n``, pad up to rank ``n`` (CuTe append<N>)."""
+    require_layout(layout, "append")
+    if x is not None:
+        require_layout(x, "append", "x")
+    if n is not None:
+        n = require_int(n, "append", "n")
     x = x if x is not None else Layout._make(1, 0)
     s, d = layout.shape, layout.stride
     if n is None:
@@ -661,6 +714,10 @@ def append(layout: Layout, x: Optional[Layout] = None, n: Optional[int] = None) 
 
 
 def prepend(layout: Layout, x: Optional[Layout] = None) -> Layout:
+    """Prepend mode ``x`` (default ``1:0``)."""
+    require_layout(layout, "prepend")
+    if x is not None:
+        require_layout(x, "prepend", "x")
     x = x if x is not None else Layout._make(1, 0)
     s, d = layout.shape, layout.stride
     if type(s) is tuple:
@@ -670,6 +727,9 @@ def prepend(layout: Layout, x: Optional[Layout] = None) -> Layout:
 
 def group(layout: Layout, begin: int, end: int) -> Layout:
     """Group modes ``[begin, end)`` into one nested mode."""
+    require_layout(layout, "group")
+    begin = require_int(begin, "group", "begin", lo=-(1 << 62))
+    end = require_int(end, "group", "end", lo=-(1 << 62))
     s, d = layout.shape, layout.stride
     if type(s) is not tuple:
         s, d = (s,), (d,)
@@ -677,6 +737,8 @@ def group(layout: Layout, begin: int, end: int) -> Layout:
 
 
 def flatten_layout(layout: Layout) -> Layout:
+    """The layout with every nested mode flattened to the top level."""
+    require_layout(layout, "flatten_layout")
     fs, fd = layout.flat()
     if type(layout.shape) is not tuple:
         return layout
@@ -719,6 +781,8 @@ def _dice_offset(c: Any, s: Any, d: Any) -> Any:
 
 def slice_and_offset(crd: Any, layout: Layout) -> tuple:
     """CuTe ``slice_and_offset``: the layout of the ``None`` modes and the fixed offset."""
+    require_layout(layout, "slice_and_offset")
+    crd = _normalize_slice(crd)
     sub_s = _slice(crd, layout.shape)
     sub_d = _slice(crd, layout.stride)
     off = _dice_offset(crd, layout.shape, layout.stride)

@@ -26,7 +26,10 @@ from .swizzle import ComposedLayout, Swizzle
 
 __all__ = ["parse"]
 
-_TOKEN = re.compile(r"\s*(?:(Sw<)|(-?_?\d+)|([A-Za-z][A-Za-z0-9_]*)|(.))")
+_TOKEN = re.compile(r"\s*(?:(Sw<)|(-?_?[0-9]+)|([A-Za-z][A-Za-z0-9_]*)|(.))", re.ASCII)
+
+#: deepest parenthesis nesting accepted (layoutalg.checks.MAX_DEPTH)
+_MAX_NEST = 64
 
 
 def _tokenize(text: str) -> List[str]:
@@ -49,6 +52,7 @@ class _Parser:
         self.text = text
         self.toks = _tokenize(text)
         self.i = 0
+        self.nest = 0
 
     def peek(self) -> Any:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -66,7 +70,7 @@ class _Parser:
     # inttuple -------------------------------------------------------------------------------
     def leaf(self) -> Any:
         t = self.eat()
-        if re.fullmatch(r"-?_?\d+", t):
+        if re.fullmatch(r"-?_?[0-9]+", t):
             return int(t.replace("_", ""))
         if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", t) and t != "o":
             import sympy
@@ -76,11 +80,16 @@ class _Parser:
     def inttuple(self) -> Any:
         if self.peek() == "(":
             self.eat("(")
+            self.nest += 1
+            if self.nest > _MAX_NEST:
+                raise ParseError(f"cannot parse {self.text[:40]!r}...: parentheses nested more "
+                                 f"than {_MAX_NEST} deep (the limit for layouts)")
             items = [self.inttuple()]
             while self.peek() == ",":
                 self.eat(",")
                 items.append(self.inttuple())
             self.eat(")")
+            self.nest -= 1
             return tuple(items)
         return self.leaf()
 
@@ -163,7 +172,12 @@ def parse(text: str) -> Any:
     if not isinstance(text, str):
         raise ParseError(f"parse expects a string, got {type(text).__name__}")
     from .dialects import canonical   # CuTe C++ / CuTe DSL / FlyDSL printed forms
-    p = _Parser(canonical(text).text)
+    body = canonical(text).text
+    for pos, ch in enumerate(body):
+        if not ch.isascii():
+            raise ParseError(f"cannot parse {text!r}: non-ASCII character {ch!r}; CuTe syntax "
+                             "uses ASCII digits 0-9, letters and ()<>,:_-")
+    p = _Parser(body)
     out = p.expr()
     if p.peek() is not None:
         raise ParseError(f"cannot parse {text!r}: unexpected '{p.peek()}' after a complete "

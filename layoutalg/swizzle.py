@@ -27,6 +27,14 @@ def _xor(a: Any, b: Any) -> Any:
     return Xor(a, b)
 
 
+def _offset_value(x: Any, what: str) -> Any:
+    """An offset as an int or a sympy integer expression (ShapeError otherwise)."""
+    from .inttuple import normalize
+    if isinstance(x, (tuple, list)) or x is None:
+        raise ShapeError(f"{what}: the offset must be an integer, got {x!r}")
+    return normalize(x, f"{what}: offset")
+
+
 class Swizzle:
     """``Swizzle(B, M, S)``: ``x ^ ((x & yyy_mask) >> S)`` with ``yyy_mask = (2^B-1) << (M+max(0,S))``."""
 
@@ -38,6 +46,9 @@ class Swizzle:
                 raise ShapeError(f"Swizzle {name} must be an int, got {v!r}")
         if bits < 0 or base < 0:
             raise ShapeError(f"Swizzle<{bits},{base},{shift}>: B and M must be >= 0")
+        if max(bits, base, abs(shift)) > 64:
+            raise ShapeError(f"Swizzle<{bits},{base},{shift}>: B, M and |S| must be <= 64 "
+                             "(offsets are at most 64-bit)")
         if abs(shift) < bits:
             raise ShapeError(f"Swizzle<{bits},{base},{shift}>: |S| must be >= B so the source "
                              "and destination bit ranges do not overlap")
@@ -47,6 +58,8 @@ class Swizzle:
         self.zzz_mask = msk << (base - min(0, shift))
 
     def __call__(self, offset: Any) -> Any:
+        if type(offset) is not int:
+            offset = _offset_value(offset, str(self))
         if type(offset) is int:
             y = offset & self.yyy_mask
             return offset ^ (y >> self.shift if self.shift >= 0 else y << -self.shift)
@@ -54,15 +67,14 @@ class Swizzle:
 
     def symbolic(self, offset: Any) -> Any:
         """Exact sympy expression of the swizzled offset (bits via floor/Mod, XOR as Xor)."""
-        import sympy
-        from .symbolic import imod
+        from .symbolic import ifloordiv, imod
         if self.bits == 0:
             return offset
         lo = self.base - min(0, self.shift)
         hi = self.base + max(0, self.shift)
         span = 2 ** self.bits
-        zzz = imod(sympy.floor(offset / 2 ** lo), span)
-        yyy = imod(sympy.floor(offset / 2 ** hi), span)
+        zzz = imod(ifloordiv(offset, 2 ** lo), span)
+        yyy = imod(ifloordiv(offset, 2 ** hi), span)
         return offset + (_xor(zzz, yyy) - zzz) * 2 ** lo
 
     def size(self) -> int:  # a swizzle acts on every offset; CuTe treats it as unbounded
@@ -91,6 +103,7 @@ class ComposedLayout:
             raise ShapeError(f"ComposedLayout inner must be a Layout, got {inner!r}")
         if not isinstance(outer, (Swizzle, Layout, ComposedLayout)):
             raise ShapeError(f"ComposedLayout outer must be a Swizzle or Layout, got {outer!r}")
+        offset = _offset_value(offset, "ComposedLayout")
         self.outer, self.offset, self.inner = outer, offset, inner
 
     # the domain is the inner layout's

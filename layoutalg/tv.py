@@ -74,6 +74,10 @@ def tv_tile_shape(thr_layout: Layout, val_layout: Layout) -> tuple:
 
 def thread_values(layout_tv: Layout, tile_layout: Any, thread: int) -> list:
     """The offsets (through ``tile_layout``) of every value owned by ``thread``, in value order."""
+    from .checks import require_any_layout, require_int, require_layout
+    require_layout(layout_tv, "thread_values", "layout_tv")
+    require_any_layout(tile_layout, "thread_values", "tile_layout")
+    thread = require_int(thread, "thread_values", "thread", lo=0)
     vals = layout_tv(thread, None)
     n = vals.size()
     return [tile_layout(vals(v)) for v in range(n)]
@@ -103,8 +107,12 @@ def local_partition(tensor_layout: Layout, tile: Layout, index: int) -> Tuple[La
     modes are spliced into the result.  Returns ``(layout, offset)``: the thread's elements are
     ``offset + layout(i)``.
     """
+    from .checks import require_int, require_layout
     from .inttuple import compact_col_major, crd2idx, is_tuple
     from .layout import slice_and_offset
+    require_layout(tensor_layout, "local_partition", "tensor_layout")
+    require_layout(tile, "local_partition", "tile")
+    index = require_int(index, "local_partition", "index", lo=0)
     shp = product_each(tile.shape)
     divided = zipped_divide(tensor_layout, shp)
 
@@ -128,7 +136,9 @@ def local_tile(tensor_layout: Layout, tiler: Any, coord: Any) -> Tuple[Layout, A
     A tuple ``coord`` shorter than the rest mode is padded with ``None`` (``_``).
     Returns ``(layout, offset)``.
     """
+    from .checks import require_layout
     from .layout import slice_and_offset
+    require_layout(tensor_layout, "local_tile", "tensor_layout")
     divided = zipped_divide(tensor_layout, tiler)
     if type(coord) is tuple:
         coord = _append_under(coord, divided[1].rank, "local_tile")
@@ -139,8 +149,12 @@ class TVLayout:
     """A TV layout bundled with its tile shape: ``(thread, value) -> (m, n)`` coordinates."""
 
     def __init__(self, layout_tv: Layout, tile_shape: tuple) -> None:
+        from .checks import require_layout
+        from .inttuple import normalize
+        require_layout(layout_tv, "TVLayout", "layout_tv")
+        shp = normalize(tile_shape, "TVLayout tile_shape")
         self.layout_tv = layout_tv
-        self.tile_shape = tuple(tile_shape)
+        self.tile_shape = shp if type(shp) is tuple else (shp,)
 
     def draw(self, **kw: Any) -> Any:
         """The :func:`visualize.draw_tv` diagram (``highlight=``, ``isolate=``, ...)."""

@@ -41,6 +41,9 @@ _CACHE: Dict[Tuple[str, int], Dict[str, MatrixInstruction]] = {}
 def _table(arch: str, wave_size: Optional[int] = None) -> Dict[str, MatrixInstruction]:
     t = target(arch)
     wave = t.wave_size if wave_size is None else wave_size
+    if type(wave) is not int:
+        raise UnknownTargetError(f"wave_size must be an int ({', '.join(map(str, t.wave_sizes))} "
+                                 f"on {t.name}), got {wave!r} ({type(wave).__name__})")
     if wave not in t.wave_sizes:
         raise UnknownTargetError(f"{t.name} does not run wave{wave}; wave sizes: "
                                  f"{', '.join(map(str, t.wave_sizes))}")

@@ -24,7 +24,8 @@ EXPRS = [
     swizzle_expr(Swizzle(3, 3, 3), 32 * t + 8 * k),
     sympy.floor(sympy.floor(t / 16) / 2) + 136 * k,
     t - 5 * k,                       # negative values: C arithmetic, not floor arithmetic
-    sympy.Mod(t - 7 * k, 5),         # sympy's Mod on a possibly negative argument, printed as %
+    sympy.Mod(t - 7 * k, 5),         # sympy's Mod on a possibly negative argument: floor mod
+    sympy.floor((t - 7 * k) / 8),    # floor (not C's truncation) of a possibly negative value
 ]
 
 

@@ -24,6 +24,10 @@ LAYOUT syntax is CuTe's print syntax (quote it in the shell):
 """
 
 
+#: the one-line form of SYNTAX_HELP used in error messages (an error is one line)
+SYNTAX_HINT = 'e.g. "(4,8):(8,1)" or "Sw<3,3,3> o 0 o (8,64):(64,1)"; see --help'
+
+
 class UsageError(Exception):
     """Bad input: printed without a traceback, exit code 2."""
 
@@ -34,10 +38,10 @@ def _parse_layout(text: str, what: str = "LAYOUT", allow_composed: bool = True) 
     try:
         obj = parse(text)
     except LayoutError as e:
-        raise UsageError(f"{what} {text!r} is not a layout: {e}\n{SYNTAX_HELP}") from None
+        raise UsageError(f"{what} {text!r} is not a layout: {e} ({SYNTAX_HINT})") from None
     if text.strip().startswith("<"):
-        raise UsageError(f"{what} {text!r} is a tiler, not a layout (shape:stride)\n"
-                         f"{SYNTAX_HELP}")
+        raise UsageError(f"{what} {text!r} is a tiler, not a layout (shape:stride; "
+                         f"{SYNTAX_HINT})")
     if isinstance(obj, int) or isinstance(obj, tuple) and all(
             isinstance(x, int) for x in _leaves(obj)):
         # a bare shape like "(4,8)" is a compact column-major layout, as in CuTe make_layout
@@ -45,8 +49,19 @@ def _parse_layout(text: str, what: str = "LAYOUT", allow_composed: bool = True) 
     ok = (Layout, ComposedLayout) if allow_composed else (Layout,)
     if not isinstance(obj, ok):
         raise UsageError(f"{what} {text!r} parses to {type(obj).__name__}, not a layout "
-                         f"(shape:stride)\n{SYNTAX_HELP}")
+                         f"(shape:stride; {SYNTAX_HINT})")
     return obj
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an int >= 1 (argparse turns the ValueError into a one-line exit 2)."""
+    v = int(text)
+    if v < 1:
+        raise ValueError(text)
+    return v
+
+
+_positive_int.__name__ = "positive int"   # argparse names the type in its error message
 
 
 def _leaves(t: Any):
@@ -106,6 +121,8 @@ def _write(diagram: Any, args: argparse.Namespace) -> int:
     for path, kind in ((args.svg, "svg"), (args.png, "png")):
         if not path:
             continue
+        if not str(path).lower().endswith("." + kind):
+            raise UsageError(f"--{kind} {path!r}: the file name must end in .{kind}")
         try:
             if kind == "png":
                 with stage(f"rasterizing {path} ({diagram.width:.0f}x{diagram.height:.0f} "
@@ -141,11 +158,9 @@ def _guard(fn):
         from layoutalg.errors import LayoutError
         try:
             return fn(args)
-        except UsageError as e:
-            print(f"layoutalg {args.command}: error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        except LayoutError as e:
-            print(f"layoutalg {args.command}: error: {e}", file=sys.stderr)
+        except (UsageError, LayoutError) as e:
+            line = " ".join(str(e).split("\n")[0].split())
+            print(f"layoutalg {args.command}: error: {line}", file=sys.stderr)
             return EXIT_USAGE
     return run
 
@@ -323,8 +338,9 @@ def register(subparsers: Any) -> None:
                     "offset).", epilog=SYNTAX_HELP + "\nexample: layoutalg show "
                     "\"(4,(2,4)):(2,(1,8))\" --svg layout.svg", formatter_class=fmt)
     p.add_argument("layout", metavar="LAYOUT", help="e.g. \"(4,8):(8,1)\"")
-    p.add_argument("--max-cols", type=int, default=32, help="table columns before eliding")
-    p.add_argument("--max-cells", type=int, default=4096,
+    p.add_argument("--max-cols", type=_positive_int, default=32,
+                   help="table columns before eliding")
+    p.add_argument("--max-cells", type=_positive_int, default=4096,
                    help="above this many cells draw an overview plus a labelled 32x32 detail")
     _add_output(p)
     p.set_defaults(func=_guard(cmd_show))

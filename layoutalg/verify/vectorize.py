@@ -129,9 +129,11 @@ def vector_width(access: Any, *, elem_bytes: int = 2, lds: Any = None, max_bytes
     set of parameter values for which that width is legal.
     """
     if type(elem_bytes) is not int or elem_bytes <= 0 or type(max_bytes) is not int \
-            or max_bytes < elem_bytes:
-        raise VerifyError("elem_bytes and max_bytes must be positive ints, max_bytes >= "
-                          "elem_bytes")
+            or max_bytes < elem_bytes or max_bytes & (max_bytes - 1) \
+            or elem_bytes & (elem_bytes - 1):
+        raise VerifyError(f"elem_bytes and max_bytes must be powers of two with max_bytes >= "
+                          f"elem_bytes (a vector access moves 1, 2, 4, 8 or 16 bytes), got "
+                          f"elem_bytes={elem_bytes!r}, max_bytes={max_bytes!r}")
     if method not in ("auto", "exhaustive", "f2", "sympy"):
         raise VerifyError(f"unknown method {method!r}")
     max_w = 1
