@@ -22,7 +22,7 @@ __all__ = ["register", "cmd_compile", "cmd_check"]
 
 
 def _add_kernels(p: argparse.ArgumentParser, func, extra) -> None:
-    from .registry import REGISTRY
+    from .amd.registry import REGISTRY
     sub = p.add_subparsers(dest="kernel", metavar="KERNEL")
     sub.required = True
     for name, entry in sorted(REGISTRY.items()):
@@ -62,7 +62,7 @@ def _fail(args, e: Exception) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .registry import get
+    from .amd.registry import get
     try:
         entry = get(args.kernel)
         cfg = entry.config(args)
@@ -92,7 +92,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .registry import get
+    from .amd.registry import get
     if not args.emulate:
         print(f"layoutalg check {args.kernel}: error: no GPU runner here; pass --emulate to run "
               "on the CPU emulator", file=sys.stderr)

@@ -13,7 +13,7 @@ import numpy as np
 from layoutalg import ComposedLayout, Swizzle
 from layoutalg.verify.result import CheckResult
 
-from .errors import KernelError
+from ..errors import KernelError
 
 BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 

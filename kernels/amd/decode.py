@@ -34,11 +34,11 @@ from typing import Any, Dict, List, Optional, Tuple
 import sympy
 
 from .flash_attention import (BuiltAttention, PrefillShape, R, global_layouts, hot_loop_match)
-from .attention_ir import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
+from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
                            MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy,
                            VecDot, emit_attention)
 from .gemm_plan import ConfigError, norm_dtype
-from .ir import Access, Barrier, Comment, Frag, If, Let, Loop, Param, ZeroFrag, sym
+from ..ir.core import Access, Barrier, Comment, Frag, If, Let, Loop, Param, ZeroFrag, sym
 
 __all__ = ["DecodeConfig", "build_decode", "decode_instances", "decode_bytes",
            "DECODE_SCALARS"]
@@ -224,7 +224,7 @@ class DecodeBuilder:
 
 
 def decode_instances(k: Any) -> List[Any]:
-    from .attention_gate import Instance
+    from ..verify.attention_gate import Instance
     c = k.meta["plan"].cfg
     D, Gq = c.head_dim, c.queries_per_block
     shapes = [("ragged-gqa", PrefillShape.bhsd(3, 4, 2, 1, 2 * c.keys_per_step + 3, D)),
@@ -258,8 +258,8 @@ def decode_bytes(batch: int, heads: int, kv_heads: int, seqlen_kv: int, head_dim
 
 
 def build_decode(cfg: DecodeConfig, *, verify: bool = True) -> BuiltAttention:
-    from .attention_gate import verify_attention
-    from .gate import GateReport
+    from ..verify.attention_gate import verify_attention
+    from ..verify.gate import GateReport
     t0 = time.perf_counter()
     ir = DecodeBuilder(cfg).build()
     t1 = time.perf_counter()

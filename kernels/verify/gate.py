@@ -50,10 +50,10 @@ import numpy as np
 from layoutalg import ComposedLayout, Layout
 from layoutalg.verify.result import CheckResult
 
-from .errors import KernelError
+from ..errors import KernelError
 from .gate_common import (BYTES, Fail, LdsRaces, MfmaTables, bank_result, bits_below,
                           bits_to_list, check_lds_capacity, compose_offset, leaves)
-from .ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
+from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
 
@@ -354,7 +354,7 @@ def _affine_plan(k: Kernel) -> Tuple[Optional[Dict[int, Any]], str]:
     (of more than one block) moving exactly one output coordinate, forward.
     """
     import sympy
-    from .ir import walk
+    from ..ir.core import walk
     if len(k.grid_symbols) < 2 or any(int(g) != 1 for g in tuple(k.grid)[2:]):
         return None, "grid is not two-dimensional"
     grid = [sym(g) for g in k.grid_symbols[:2]]
@@ -1258,7 +1258,7 @@ class _Lazy:
 
 
 def _mfmas(body):
-    from .ir import walk
+    from ..ir.core import walk
     return [s for s in walk(body) if isinstance(s, Mfma)]
 
 
@@ -1274,7 +1274,7 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
     whenever the two have the same predicate values everywhere.
     """
     import sympy
-    from .ir import walk
+    from ..ir.core import walk
     grid = [sym(g) for g in k.grid_symbols]
     tainted = set(grid)
     shifts: Dict[Tuple[str, int], Tuple[int, ...]] = {}
@@ -1458,5 +1458,5 @@ def _is_compact(layout: Any) -> bool:
 
 
 def _loops(body):
-    from .ir import walk
+    from ..ir.core import walk
     return [s for s in walk(body) if isinstance(s, Loop)]

@@ -34,12 +34,12 @@ from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import wgmma
 
-from .cuda import layout_c as lc
-from .cuda.prelude import PACK, source_head
-from .cuda_attention import (FLASH_PARAMS, AttentionConfigError, FlashAttention,
+from . import layout_c as lc
+from .prelude import PACK, source_head
+from .attention import (FLASH_PARAMS, AttentionConfigError, FlashAttention,
                              emit_flash_block)
-from .cuda_gemm import _c_layout, _swz_fn
-from .cuda_wgmma import (_ALIGN, _HELPERS, Operand, accumulator_rows_cols, check_descriptor,
+from .gemm import _c_layout, _swz_fn
+from .wgmma import (_ALIGN, _HELPERS, Operand, accumulator_rows_cols, check_descriptor,
                          emit_copy_base, kmajor_operand, mnmajor_operand, proved, wgmma_wrapper)
 
 __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma_flash",

@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .errors import LaunchError, NoDeviceError
+from ..errors import LaunchError, NoDeviceError
 
 __all__ = ["TensorSpec", "check_tensor", "check_rocm_device", "launch", "hip_runtime", "pack_args",
            "dim3"]

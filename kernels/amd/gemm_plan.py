@@ -27,7 +27,7 @@ import numpy as np
 
 from layoutalg import Layout, ComposedLayout, Swizzle, composition, make_layout
 
-from .errors import KernelError
+from ..errors import KernelError
 
 __all__ = ["GemmConfig", "OperandPlan", "GemmPlan", "plan_gemm", "split_tv", "ConfigError",
            "DTYPE_BYTES", "operand_plan"]

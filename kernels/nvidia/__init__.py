@@ -9,8 +9,8 @@ The builders that use it: :mod:`kernels.cuda_gemm` (mma.sync GEMM) and
 :mod:`kernels.cuda_attention` (flash-attention prefill and decode).
 """
 
-from .compile import CudaModule, compile_cuda, nvcc_path, nvrtc_available
-from .launch import check_cuda_tensor, cuda_available, device_info, function_attributes, launch
+from ..toolchain.nvrtc import CudaModule, compile_cuda, nvcc_path, nvrtc_available
+from ..runtime.cuda import check_cuda_tensor, cuda_available, device_info, function_attributes, launch
 
 __all__ = ["CudaModule", "compile_cuda", "nvcc_path", "nvrtc_available", "launch",
            "check_cuda_tensor", "cuda_available", "device_info", "function_attributes"]

@@ -62,14 +62,14 @@ import sympy
 
 from layoutalg import ComposedLayout, Layout
 
-from .attention_ir import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
+from ..ir.attention import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
                            MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
                            VecAxpy, VecDot, swizzle_source_lane)
-from .errors import KernelError
+from ..errors import KernelError
 from .gate import GateReport, VerificationError
 from .gate_common import (BYTES, Fail, LdsRaces, MfmaTables, bank_result, bits_below,
                           bits_to_list, check_lds_capacity, compose_offset, leaves)
-from .ir import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
+from ..ir.core import (Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, c_eval, sym, walk)
 
 __all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
 
@@ -124,15 +124,15 @@ class Instance:
 
 def default_instances(k: Any) -> List[Instance]:
     """Edge shapes for a prefill kernel (``k.meta['plan']``) or a decode kernel."""
-    from .flash_attention import PrefillShape
+    from ..amd.flash_attention import PrefillShape
     plan = k.meta["plan"]
     c = plan.cfg
     D = c.head_dim
     if k.meta.get("kind") == "decode":
-        from .decode import decode_instances
+        from ..amd.decode import decode_instances
         return decode_instances(k)
     if k.meta.get("kind") in ("decode_split", "decode_combine"):
-        from .decode_splitkv import splitkv_instances
+        from ..amd.decode_splitkv import splitkv_instances
         return splitkv_instances(k)
     BM = c.block_m
     shapes = [("ragged-gqa", PrefillShape.bhsd(2, 4, 2, 77, 77, D)),
@@ -152,7 +152,7 @@ def default_instances(k: Any) -> List[Instance]:
 
 
 def _bshd(b: int, h: int, hk: int, sq: int, skv: int, d: int):
-    from .flash_attention import PrefillShape
+    from ..amd.flash_attention import PrefillShape
     q = (sq * h * d, d, h * d)            # [B, S, H, D] storage viewed as BHSD
     k = (skv * hk * d, d, hk * d)
     return PrefillShape(b, h, hk, sq, skv, q, k, k, q, 0)

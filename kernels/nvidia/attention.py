@@ -37,14 +37,14 @@ from layoutalg import ComposedLayout, Layout
 from layoutalg.verify import coverage, lane_correctness
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 
-from .cuda import layout_c as lc
-from .cuda.builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name as _dt_name
-from .cuda.builder import short_dtype
-from .cuda.prelude import MMA, PACK, source_head
-from .cuda_gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
+from . import layout_c as lc
+from .builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name as _dt_name
+from .builder import short_dtype
+from .prelude import MMA, PACK, source_head
+from .gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
                         _search_swizzle, _swz_fn, _swz_split, _swz_step)
-from .errors import LaunchError
-from .launch import TensorSpec
+from ..errors import LaunchError
+from ..runtime.rocm import TensorSpec
 
 __all__ = ["FlashConfig", "FlashAttention", "flash_attention", "DecodeConfig",
            "DecodeAttention", "decode_attention", "AttentionConfigError", "plan_flash",
@@ -240,7 +240,7 @@ def emit_flash(cfg: FlashConfig) -> str:
     emit_flash_block(o, cfg)
     # copies: one base row/col/smem offset per thread from the copy layouts, plus per-iteration
     # constants where the swizzle is proved translation-invariant over the iterations
-    from .cuda_gemm import _copy_steps
+    from .gemm import _copy_steps
     for nm, cpl, sw, swz in (("q", p.q_copy, p.sw_q, "lg_swz_q"), ("kv", p.kv_copy, p.sw_k, "lg_swz_k"),
                              ("vv", p.kv_copy, p.sw_v, "lg_swz_v")):
         if nm != "vv":
@@ -305,7 +305,7 @@ def emit_flash(cfg: FlashConfig) -> str:
         return (f"{base} + 2u * ({sbase} ^ {lo})" if lo else f"{base} + 2u * {sbase}"), 2 * hi
     # accumulator rows/cols from the mma C layout (row g + 8*(e>>1), col 2t + (e&1))
     spec = mma_m16n8k16(cfg.dtype)
-    from .cuda_gemm import _split_rows
+    from .gemm import _split_rows
     crow, ccol = _split_rows(spec.tv_layout("C"), 16)
     o(f"  const int row0 = m0 + warp * {cfg.rpw} + {_c_layout(crow, (lane, 0), {lane: 32}, 'C row')};")
     o(f"  const int col0 = {_c_layout(ccol, (lane, 0), {lane: 32}, 'C col')};")
@@ -471,7 +471,7 @@ class FlashAttention(CompiledKernel):
 
     def __call__(self, q, k, v, out=None, scale: Optional[float] = None):
         import torch
-        from .cuda.launch import launch
+        from ..runtime.cuda import launch
         B, Hq, Sq, Hkv, Skv = self.check_args(q, k, v, out)
         if out is None:
             out = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -503,8 +503,8 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
     wgmma kernel (:mod:`kernels.cuda_wgmma_attention`), else this module's mma.sync kernel;
     ``atom="mma"`` forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
     ``config`` may be a :class:`FlashConfig` or a ``WgmmaFlashConfig``."""
-    from .cuda_gemm import _capability, pick_atom
-    from .cuda_wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashConfig
+    from .gemm import _capability, pick_atom
+    from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashConfig
     dt = short_dtype(q)
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
@@ -527,7 +527,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
 def compiled_flash(cfg: Any) -> FlashAttention:
     """The kernel of a :class:`FlashConfig` or a ``WgmmaFlashConfig``, built once per
     configuration (its module compiles on first launch)."""
-    from .cuda_wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig
+    from .wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig
     fa = _FLASH.get(cfg)
     if fa is None:
         fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
@@ -695,7 +695,7 @@ class DecodeAttention(CompiledKernel):
 
     def __call__(self, q, k, v, out=None, scale: Optional[float] = None):
         import torch
-        from .cuda.launch import launch
+        from ..runtime.cuda import launch
         B, Hq, Hkv, Skv = self.check_args(q, k, v, out)
         cfg = self.cfg
         if out is None:

@@ -42,11 +42,11 @@ from layoutalg import ComposedLayout, Layout, Swizzle
 from layoutalg.verify import bank_conflicts, coverage, lane_correctness
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16, smem_model
 
-from .cuda import layout_c as lc
-from .cuda.builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name, short_dtype
-from .cuda.prelude import MMA, PACK, source_head
-from .errors import KernelError, LaunchError
-from .launch import TensorSpec
+from . import layout_c as lc
+from .builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name, short_dtype
+from .prelude import MMA, PACK, source_head
+from ..errors import KernelError, LaunchError
+from ..runtime.rocm import TensorSpec
 
 __all__ = ["CudaGemmConfig", "GemmPlan", "plan_gemm", "emit_gemm", "CudaGemm", "gemm",
            "GemmConfigError", "DEFAULT_CONFIGS", "pick_atom", "compiled_gemm"]
@@ -716,7 +716,7 @@ class CudaGemm(CompiledKernel):
 
     def __call__(self, a, b, out=None):
         import torch
-        from .cuda.launch import launch
+        from ..runtime.cuda import launch
         M, N, K = self.check_args(a, b, out)
         if out is None:
             out = torch.empty((M, N), dtype=a.dtype, device=a.device)
@@ -764,7 +764,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
     :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
     """
-    from .cuda_wgmma import WGMMA_DEFAULT_CONFIGS
+    from .wgmma import WGMMA_DEFAULT_CONFIGS
     dt = short_dtype(a)
     if dt is None:
         raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
@@ -796,7 +796,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
 def compiled_gemm(cfg: Any) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig``, built once per
     configuration (its module compiles on first launch)."""
-    from .cuda_wgmma import WgmmaGemm, WgmmaGemmConfig
+    from .wgmma import WgmmaGemm, WgmmaGemmConfig
     g = _GEMMS.get(cfg)
     if g is None:
         g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)

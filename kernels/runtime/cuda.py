@@ -26,7 +26,7 @@ import threading
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..errors import LaunchError, NoDeviceError
-from ..launch import TensorSpec, check_tensor, dim3
+from .rocm import TensorSpec, check_tensor, dim3
 
 __all__ = ["launch", "check_cuda_tensor", "device_info", "cuda_available", "SIGNATURE_TYPES",
            "function_attributes"]

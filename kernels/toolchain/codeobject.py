@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from .errors import KernelError
+from ..errors import KernelError
 
 __all__ = ["CodeObject", "KernelReport", "occupancy", "read_metadata", "disassemble",
            "find_loops"]

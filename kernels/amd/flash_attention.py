@@ -35,12 +35,12 @@ import sympy
 
 from layoutalg import Layout
 
-from .attention_ir import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax,
+from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax,
                            LOG2E, MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate,
                            emit_attention, runtime_symbol)
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
-from .ir import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
+from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
                  swizzle_expr, sym)
 from layoutalg.symbolic import Xor
 
@@ -166,7 +166,7 @@ class AttnBuilder:
         """Every thread's value of the coordinate bases (for the hoisting below)."""
         if self._tenv is None:
             import numpy as np
-            from .ir import c_eval
+            from ..ir.core import c_eval
             env: Dict[Any, Any] = {self.tid: np.arange(self.c.threads, dtype=np.int64)}
             for s in self.bases():
                 if isinstance(s, Let):
@@ -185,7 +185,7 @@ class AttnBuilder:
         added: the compiler folds it into the ds_read/ds_write offset).  The gate re-checks the
         printed offsets against the layouts on every instance."""
         import numpy as np
-        from .ir import c_eval
+        from ..ir.core import c_eval
         fam = self._FAMILY.get(tag)
         if fam is None:
             return None
@@ -527,7 +527,7 @@ class BuiltAttention:
         return self.plan.cfg.arch
 
     def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
-        from .toolchain import compile_built
+        from ..toolchain.hip import compile_built
         return compile_built(self, arch or self.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
@@ -557,19 +557,19 @@ class BuiltAttention:
         return out
 
     def emulate(self, args: Sequence[Any], grid: Tuple[int, int, int], **kw: Any) -> Any:
-        from .emulator import run
+        from ..emulator import run
         return run(self.source, self.name, grid, self.block, list(args), arch=self.arch,
                    name=f"{self.name}.hip", **kw)
 
 
 def expected_loop_instructions(ir: Any, loop_index: int = 0) -> Dict[str, int]:
     """LDS instructions (as verified), global loads and MFMAs of one iteration of a loop."""
-    from .ir import walk
+    from ..ir.core import walk
     loops = [s for s in ir.body if isinstance(s, Loop)]
     exp: Dict[str, int] = {}
     if len(loops) <= loop_index:
         return exp
-    from .attention_ir import LaneXor
+    from ..ir.attention import LaneXor
     for s in walk(loops[loop_index].body):
         if isinstance(s, Access) and s.space == "lds":
             key = f"ds_{'read' if s.kind == 'load' else 'write'}_b{s.width * 16}"
@@ -618,8 +618,8 @@ def hot_loop_match(ir: Any, hot: Optional[Dict[str, Any]]) -> Dict[str, Any]:
 def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
     """Plan, build the IR, run the attention gate, emit HIP (raises VerificationError /
     ConfigError)."""
-    from .attention_gate import verify_attention
-    from .gate import GateReport
+    from ..verify.attention_gate import verify_attention
+    from ..verify.gate import GateReport
     t0 = time.perf_counter()
     plan = plan_attention(cfg)
     t1 = time.perf_counter()
@@ -692,7 +692,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     1 split, i.e. the single decode kernel, below 512 keys).
     """
     import torch
-    from .errors import NoDeviceError
+    from ..errors import NoDeviceError
     if layout not in ("bhsd", "bshd"):
         raise ConfigError(f"layout {layout!r}: use 'bhsd' or 'bshd'")
     if layout == "bshd":
@@ -775,7 +775,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
             raise NoDeviceError("kernels.attention: CPU tensors; launch needs ROCm tensors "
                                 "(or pass backend='emulator' to run the same kernel on the CPU "
                                 "emulator)")
-        from .launch import TensorSpec, launch
+        from ..runtime.rocm import TensorSpec, launch
         co = bk.code_object or bk.compile()
         specs = [TensorSpec(dtype=x.dtype, strides=(), align=16, name=n)
                  for x, n in ((q, "q"), (k, "k"), (v, "v"), (out, "out"))]
@@ -795,7 +795,7 @@ def _run_splitkv(bk: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, shape: Pre
     """The split kernel then the combine kernel (fp32 workspace: O, max, sum per split)."""
     import torch
     from .decode_splitkv import combine_args, split_args
-    from .errors import NoDeviceError
+    from ..errors import NoDeviceError
     if backend == "emulator":
         # the emulator writes out and lse in place
         bk.emulate_pair(_flat(q), _flat(k), _flat(v), _flat(out), lse, shape, scale, n_splits,
@@ -806,7 +806,7 @@ def _run_splitkv(bk: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, shape: Pre
     if q.device.type == "cpu":
         raise NoDeviceError("kernels.attention: CPU tensors; launch needs ROCm tensors (or pass "
                             "backend='emulator' to run the same kernels on the CPU emulator)")
-    from .launch import TensorSpec, launch
+    from ..runtime.rocm import TensorSpec, launch
     B, H, D = shape.batch, shape.heads, bk.cfg.head_dim
     f32 = dict(dtype=torch.float32, device=q.device)
     op = torch.empty((B * H * n_splits * D,), **f32)

@@ -41,12 +41,12 @@ import sympy
 
 from layoutalg import Layout
 
-from .attention_ir import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, PartialStats,
+from ..ir.attention import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, PartialStats,
                            ScalarParam, emit_attention)
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .flash_attention import BuiltAttention, PrefillShape, R
 from .gemm_plan import ConfigError
-from .ir import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
+from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 
 __all__ = ["SplitKVConfig", "build_splitkv", "BuiltSplitKV", "choose_splits", "splitkv_bytes",
            "splitkv_instances", "SPLIT_SCALARS", "COMBINE_SCALARS", "MI300X_CUS"]
@@ -106,7 +106,7 @@ class SplitBuilder(DecodeBuilder):
             Let("hk", sympy.floor(sym("h") / G)),
             Let("k0", sp * R("kv_chunk")),
         ]
-        from .attention_ir import LetMinMax
+        from ..ir.attention import LetMinMax
         body += [LetMinMax("k1m", "min", R("seqlen_kv"), sym("k0") + R("kv_chunk")),
                  LetMinMax("k1", "max", sym("k0"), sym("k1m")),
                  Comment(f"kv_chunk is a multiple of {U} (checked at launch): steps start at k0"),
@@ -216,7 +216,7 @@ class CombineBuilder:
 def splitkv_instances(k: Any) -> List[Any]:
     """Gate instances: a ragged last split with GQA, an empty trailing split, MQA with one key,
     splits of one step each."""
-    from .attention_gate import Instance
+    from ..verify.attention_gate import Instance
     c = k.meta["plan"].cfg
     D, U, Gq = c.head_dim, c.keys_per_step, c.queries_per_block
     cases = [("ragged-gqa", PrefillShape.bhsd(3, 4, 2, 1, 4 * U + 3, D), 2 * U, 3),
@@ -345,7 +345,7 @@ class BuiltSplitKV:
         return self.cfg.arch
 
     def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
-        from .toolchain import compile_built
+        from ..toolchain.hip import compile_built
         return compile_built(self, arch or self.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
@@ -378,7 +378,7 @@ class BuiltSplitKV:
                      scale: float, n_splits: int, kv_chunk: int, **kw: Any) -> _PairResult:
         """Run both kernels on the CPU emulator (fp32 workspace allocated here)."""
         import torch
-        from .emulator import run
+        from ..emulator import run
         B, H, D = shape.batch, shape.heads, self.cfg.head_dim
         op = torch.full((B * H * n_splits * D,), float("nan"), dtype=torch.float32)
         mp = torch.full((B * H * n_splits,), float("nan"), dtype=torch.float32)
@@ -414,7 +414,7 @@ def _check_same_workspace(bk: BuiltSplitKV) -> None:
     from the same layoutalg objects) the split kernel writes them with; else the combine's
     ``reduction_reads_partials`` fails."""
     from layoutalg.verify.result import CheckResult
-    from .ir import walk
+    from ..ir.core import walk
 
     def origins(ir: Any) -> Dict[str, set]:
         out: Dict[str, set] = {}
@@ -441,8 +441,8 @@ def _check_same_workspace(bk: BuiltSplitKV) -> None:
 
 
 def build_splitkv(cfg: DecodeConfig, *, verify: bool = True) -> BuiltSplitKV:
-    from .attention_gate import verify_attention
-    from .gate import GateReport
+    from ..verify.attention_gate import verify_attention
+    from ..verify.gate import GateReport
     c = SplitKVConfig(**{k: getattr(cfg, k) for k in DecodeConfig.__dataclass_fields__})
     c = c.normalized()
     t0 = time.perf_counter()

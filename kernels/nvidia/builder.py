@@ -34,7 +34,7 @@ class CompiledKernel:
     @property
     def module(self):
         if self._module is None:
-            from .compile import compile_cuda
+            from ..toolchain.nvrtc import compile_cuda
             self._module = compile_cuda(self.source, self.cfg.arch, name=f"{self.cfg.name}.cu",
                                         backend=self.backend)
         return self._module

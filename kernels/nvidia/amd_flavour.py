@@ -344,7 +344,7 @@ def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend
                 options: Sequence[str] = (), name: str = "amd_flavour.cu",
                 use_cache: bool = True) -> AmdCudaModule:
     """Compile an AMD-flavoured HIP source for an NVIDIA GPU (NVRTC, or nvcc offline)."""
-    from . import compile as cc
+    from ..toolchain import nvrtc as cc
     opts, info = cuda_options(source, arch)
     sigs = kernel_signatures(source)
     if not sigs:
@@ -371,8 +371,8 @@ def compile_amd(source: str, sm: str = "sm_90", *, arch: str = "gfx942", backend
 def launch_amd(m: AmdCudaModule, kernel: Optional[str], grid, block, args: Sequence[Any], *,
                dyn_lds: int = 0, stream: Any = None) -> None:
     """Launch on torch CUDA tensors; ``block`` must be a multiple of 64 threads (<= 960)."""
-    from ..launch import dim3
-    from .launch import launch
+    from ..runtime.rocm import dim3
+    from ..runtime.cuda import launch
     kernel = kernel or m.kernels[0]
     if kernel not in m.signatures:
         raise LaunchError(f"no kernel {kernel!r} in the module; it has {', '.join(m.kernels)}")
@@ -397,8 +397,8 @@ _GEMM_TOL = {"f32": (1e-4, 1e-5), "f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}
 
 def gemm_kernel(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[str] = None,
                 **kw: Any):
-    from ..gemm import build_gemm
-    from ..gemm_plan import GemmConfig
+    from ..amd.gemm import build_gemm
+    from ..amd.gemm_plan import GemmConfig
     return build_gemm(GemmConfig(m, n, k, dtype=dtype, out_dtype=out_dtype, **kw))
 
 
@@ -416,7 +416,7 @@ def attention_case(batch: int, heads: int, seqlen: int, head_dim: int = 128, cau
                    out_dtype: Optional[str] = None, kv_splits: Optional[int] = None):
     """(entry, AttnCase, shaped kernel) of the registry's attention: prefill, or (``seqlen`` 1)
     decode / split-KV decode exactly as ``layoutalg check attention`` picks them."""
-    from ..registry import get
+    from ..amd.registry import get
     e = get("attention")
     p = argparse.ArgumentParser()
     e.add_arguments(p)
@@ -452,7 +452,7 @@ def decode_case(batch: int, heads: int, seqlen_kv: int, head_dim: int = 128, dty
                                     kv_heads=kv_heads, out_dtype=out_dtype,
                                     kv_splits=kv_splits or None)
     if kv_splits == 0 and shaped.bk.kind != "decode":
-        from ..decode import DecodeConfig
+        from ..amd.decode import DecodeConfig
         k = cfg.kernel
         cfg = replace(cfg, kernel=DecodeConfig(**{f: getattr(k, f) for f in
                                                   DecodeConfig.__dataclass_fields__}).normalized(),
@@ -521,7 +521,7 @@ def run_decode(shaped: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, *,
         scalars, grid = shaped.case_args()
         launch_amd(mod, shaped.name, grid, shaped.block, [q, k, v, o, lse] + list(scalars))
         return mod
-    from ..decode_splitkv import combine_args
+    from ..amd.decode_splitkv import combine_args
     c, bk = shaped.case, shaped.bk
     shape = shaped.shape()
     split_scalars, g1 = shaped.case_args()          # the registry's split_args and split grid
@@ -795,10 +795,10 @@ def check_decode(batch: int, heads: int, seqlen_kv: int, head_dim: int = 128, dt
     ms = _time(lambda: run_decode(shaped, q, k, v, o, lse, workspace=ws, module=mod), reps)
     res["ms_per_launch"] = round(ms, 4)
     if shaped.bk.kind == "decode_splitkv":
-        from ..decode_splitkv import splitkv_bytes
+        from ..amd.decode_splitkv import splitkv_bytes
         nb = splitkv_bytes(batch, heads, hk, seqlen_kv, head_dim, c.n_splits)["total"]
     else:
-        from ..decode import decode_bytes
+        from ..amd.decode import decode_bytes
         nb = decode_bytes(batch, heads, hk, seqlen_kv, head_dim)["total"]
     res["min_bytes"] = nb
     res["gb_per_s"] = round(nb / (ms * 1e-3) / 1e9, 1)

@@ -40,9 +40,9 @@ from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 
-from .cuda import layout_c as lc
-from .cuda.prelude import source_head
-from .cuda_gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _copy_steps,
+from . import layout_c as lc
+from .prelude import source_head
+from .gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _copy_steps,
                         _need, _split_rows, _swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",

@@ -24,8 +24,8 @@ import sympy
 
 from layoutalg.symbolic import to_c
 
-from .emit import _Printer
-from .ir import Frag, Kernel
+from ..printer.hip import _Printer
+from .core import Frag, Kernel
 
 __all__ = ["ScalarParam", "LetMinMax", "FVar", "MaskScores", "RowMax", "LaneXor",
            "SoftmaxUpdate", "ExpScores", "Rescale", "FinalNormalize", "VecDot", "VecAxpy",

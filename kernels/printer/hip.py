@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Set
 
 from layoutalg.symbolic import to_c
 
-from .ir import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
+from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
                  SchedBarrier, WaitCnt, ZeroFrag)
 
 __all__ = ["emit", "SCALAR", "vec_type"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..cache import Cache, content_key, default_cache
+from .cache import Cache, content_key, default_cache
 from ..errors import CompileError, Diagnostic, ToolchainError
 
 __all__ = ["CudaModule", "compile_cuda", "nvrtc_available", "nvcc_path", "parse_nvcc_diagnostics",

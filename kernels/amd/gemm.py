@@ -29,9 +29,9 @@ import sympy
 from layoutalg import Layout
 from layoutalg.errors import LayoutError
 
-from .emit import emit
+from ..printer.hip import emit
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
-from .ir import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
+from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
 
 __all__ = ["build_gemm", "BuiltKernel", "build_gemm_ir", "vector_groups", "GemmBuilder",
@@ -632,7 +632,7 @@ class BuiltKernel:
 
     def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
         """Compile to an AMDGPU code object (cached by source); returns the CodeObject."""
-        from .toolchain import compile_built
+        from ..toolchain.hip import compile_built
         return compile_built(self, arch or self.plan.cfg.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
@@ -661,7 +661,7 @@ class BuiltKernel:
 
     def expected_loop_instructions(self) -> Dict[str, int]:
         """Per k-loop iteration: the LDS instructions the gate verified, global loads, MFMAs."""
-        from .ir import Loop, walk
+        from ..ir.core import Loop, walk
         loops = [s for s in self.ir.body if isinstance(s, Loop)]
         exp: Dict[str, int] = {}
         if not loops:
@@ -702,7 +702,7 @@ class BuiltKernel:
 
     def emulate(self, *args: Any, **kw: Any) -> Any:
         """Run on the CPU emulator (``kernels.emulator.run``); ``args`` as the kernel's params."""
-        from .emulator import run
+        from ..emulator import run
         return run(self.source, self.name, self.grid, self.block, list(args),
                    arch=self.plan.cfg.arch, name=f"{self.name}.hip", **kw)
 
@@ -714,7 +714,7 @@ def build_gemm(cfg: GemmConfig, *, verify: bool = True) -> BuiltKernel:
     and :class:`kernels.gemm_plan.ConfigError` for options that cannot make a kernel.
     ``verify=False`` is for tests of the gate itself; the result then says nothing was checked.
     """
-    from .gate import GateReport, verify_kernel
+    from ..verify.gate import GateReport, verify_kernel
     t0 = time.perf_counter()
     plan = plan_gemm(cfg)
     choose_lds_layouts(plan)

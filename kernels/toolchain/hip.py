@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .cache import Cache, content_key, default_cache
-from .errors import CompileError, Diagnostic, KernelError, ToolchainError
+from ..errors import CompileError, Diagnostic, KernelError, ToolchainError
 
 __all__ = ["Toolchain", "HostCompiler", "find_toolchain", "find_host_compiler", "compile_hip",
            "parse_diagnostics", "SUPPORTED_ARCHS", "INCLUDE_DIR", "DEVICE_FLAGS"]
 
-INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 SUPPORTED_ARCHS = ("gfx90a", "gfx942", "gfx950")
 # -cuid fixes the per-file "__hip_cuid_*" symbol, which clang otherwise derives from the
 # (temporary) path: with it the same source and flags give the same bytes
