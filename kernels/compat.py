@@ -14,10 +14,11 @@ import importlib.abc
 import importlib.util
 import sys
 import types
-from typing import Dict
+from typing import Dict, Tuple, Union
 
-#: old module path -> new module path
-MOVED: Dict[str, str] = {
+#: old module path -> new module path, or a tuple of them when names moved out of the old module
+#: into another (``kernels.cuda_gemm.gemm`` is now ``kernels.nvidia.dispatch.gemm``)
+MOVED: Dict[str, Union[str, Tuple[str, ...]]] = {
     "kernels.attention_ir": "kernels.ir.attention",
     "kernels.emit": "kernels.printer.hip",
     "kernels.gate": "kernels.verify.gate",
@@ -34,9 +35,9 @@ MOVED: Dict[str, str] = {
     "kernels.decode_splitkv": "kernels.amd.decode_splitkv",
     "kernels.registry": "kernels.amd.registry",
     "kernels.attention_registry": "kernels.amd.attention_registry",
-    "kernels.cuda_gemm": "kernels.nvidia.gemm",
+    "kernels.cuda_gemm": ("kernels.nvidia.gemm", "kernels.nvidia.dispatch"),
     "kernels.cuda_wgmma": "kernels.nvidia.wgmma",
-    "kernels.cuda_attention": "kernels.nvidia.attention",
+    "kernels.cuda_attention": ("kernels.nvidia.attention", "kernels.nvidia.dispatch"),
     "kernels.cuda_wgmma_attention": "kernels.nvidia.wgmma_attention",
     "kernels.cuda": "kernels.nvidia",
     "kernels.cuda.compile": "kernels.toolchain.nvrtc",
@@ -48,21 +49,31 @@ MOVED: Dict[str, str] = {
 }
 
 
+def new_paths(old: str) -> Tuple[str, ...]:
+    """The module(s) that hold what ``old`` held (empty if ``old`` did not move)."""
+    new = MOVED.get(old, ())
+    return (new,) if isinstance(new, str) else tuple(new)
+
+
 class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves ``MOVED``'s old names with the modules at the new names."""
+    """Serves ``MOVED``'s old names: the module at the new name itself where one module holds
+    everything the old one did (so monkeypatching the old name patches the code that runs),
+    else a :class:`_Proxy` over the new modules."""
+
+    def __init__(self) -> None:
+        self._own_spec: Dict[str, object] = {}
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
-    def __init__(self) -> None:
-        self._own_spec: Dict[str, object] = {}
-
     def create_module(self, spec):
-        if any(old.startswith(spec.name + ".") for old in MOVED):
-            return _PackageProxy(spec.name)
-        module = importlib.import_module(MOVED[spec.name])
+        news = new_paths(spec.name)
+        is_package = any(old.startswith(spec.name + ".") for old in MOVED)
+        if is_package or len(news) > 1:
+            return _Proxy(spec.name, news, is_package)
+        module = importlib.import_module(news[0])
         self._own_spec[module.__name__] = module.__spec__
         return module
 
@@ -72,28 +83,40 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             module.__spec__ = self._own_spec[module.__name__]
 
 
-class _PackageProxy(types.ModuleType):
-    """An old package whose submodules moved to different places (``kernels.cuda``: its
-    ``compile`` is ``kernels.toolchain.nvrtc``, its ``launch`` module ``kernels.runtime.cuda``):
-    the new package's names, and submodules served by the finder.  As in the old package, a
-    name the package exports shadows the submodule of that name (``kernels.cuda.launch`` is the
-    function even after ``import kernels.cuda.launch``)."""
+class _Proxy(types.ModuleType):
+    """An old module whose names now live in several modules (``kernels.cuda_gemm``:
+    ``kernels.nvidia.gemm`` and ``kernels.nvidia.dispatch``), or an old package whose submodules
+    moved to different places (``kernels.cuda``: its ``compile`` is ``kernels.toolchain.nvrtc``).
+    Attributes are looked up in the new modules in order; an old package's submodules come back
+    to the finder.  As in the old package, a name the package exports shadows the submodule of
+    that name (``kernels.cuda.launch`` is the function even after ``import kernels.cuda.launch``).
+    Setting an attribute on a proxy does not reach the new modules: patch those."""
 
-    def __init__(self, old: str) -> None:
-        new = importlib.import_module(MOVED[old])
-        super().__init__(old, new.__doc__)
-        self.__dict__["_new"] = new
-        self.__path__ = []                    # a package: ``old.sub`` comes back to the finder
-        self.__all__ = list(getattr(new, "__all__", ()))
+    def __init__(self, old: str, news: Tuple[str, ...], is_package: bool) -> None:
+        mods = tuple(importlib.import_module(n) for n in news)
+        super().__init__(old, mods[0].__doc__)
+        self.__dict__["_mods"] = mods
+        if is_package:
+            self.__path__ = []                # ``old.sub`` comes back to the finder
+        self.__all__ = [n for m in mods for n in getattr(m, "__all__", ())]
+
+    def _new_names(self) -> str:
+        return ", ".join(m.__name__ for m in self.__dict__["_mods"])
+
+    def _owner(self, name: str):
+        return next((m for m in self.__dict__["_mods"] if hasattr(m, name)), None)
 
     def __getattr__(self, name: str):
-        new = self.__dict__["_new"]
-        if hasattr(new, name) or f"{self.__name__}.{name}" not in MOVED:
-            return getattr(new, name)
-        return importlib.import_module(f"{self.__name__}.{name}")
+        m = self._owner(name)
+        if m is not None:
+            return getattr(m, name)
+        if f"{self.__name__}.{name}" in MOVED:
+            return importlib.import_module(f"{self.__name__}.{name}")
+        raise AttributeError(f"module {self.__name__!r} (moved to {self._new_names()}) has no "
+                             f"attribute {name!r}")
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and hasattr(self.__dict__["_new"], name):
+        if isinstance(value, types.ModuleType) and self._owner(name) is not None:
             return                            # the import system binding a shadowed submodule
         super().__setattr__(name, value)
 

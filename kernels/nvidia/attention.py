@@ -41,12 +41,12 @@ from . import layout_c as lc
 from .builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name as _dt_name
 from .builder import short_dtype
 from .prelude import MMA, PACK, source_head
-from .gemm import (GemmConfigError, _c_layout, _copy_plan, _lane_bases, _ldm_partition,
-                        _search_swizzle, _swz_fn, _swz_split, _swz_step)
+from .gemm import (GemmConfigError, c_layout, copy_plan, lane_bases, ldm_partition,
+                        search_swizzle, swz_fn, swz_split, swz_step)
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
 
-__all__ = ["FlashConfig", "FlashAttention", "flash_attention", "DecodeConfig",
+__all__ = ["FlashConfig", "FlashAttention", "FLASH_DEFAULTS", "DecodeConfig",
            "DecodeAttention", "decode_attention", "AttentionConfigError", "plan_flash",
            "emit_flash", "emit_decode"]
 
@@ -146,16 +146,16 @@ def plan_flash(cfg: FlashConfig) -> FlashPlan:
     for rows in (bm, bn):
         _need(rows * d // 8 % T == 0, f"a {rows}x{d} tile is not a whole number of 16-byte "
               f"vectors per thread ({T} threads)")
-    q_copy = _copy_plan(bm, d, T, 8)
-    kv_copy = _copy_plan(bn, d, T, 8)
+    q_copy = copy_plan(bm, d, T, 8)
+    kv_copy = copy_plan(bn, d, T, 8)
     kd = d // 16
     q_read = Layout(((8, 2, 2), 8, (kd, cfg.mt, cfg.warps)),
                     ((d, 8 * d, 8), 1, (16, 16 * d, cfg.rpw * d)))
     k_read = Layout(((8, 2, 2), 8, (kd, bn // 16)), ((d, 8, 8 * d), 1, (16, 16 * d)))
     v_read = Layout(((8, 2, 2), 8, (bn // 16, kd)), ((d, 8 * d, 8), 1, (16 * d, 16)))
-    sw_q, wq, rq = _search_swizzle(bm, d, q_copy.off, q_read, 8)
-    sw_k, wk, rk = _search_swizzle(bn, d, kv_copy.off, k_read, 8)
-    sw_v, wv, rv = _search_swizzle(bn, d, kv_copy.off, v_read, 8)
+    sw_q, wq, rq = search_swizzle(bm, d, q_copy.off, q_read, 8)
+    sw_k, wk, rk = search_swizzle(bn, d, kv_copy.off, k_read, 8)
+    sw_v, wv, rv = search_swizzle(bn, d, kv_copy.off, v_read, 8)
     p = FlashPlan(cfg, q_copy, kv_copy, q_read, k_read, v_read, sw_q, sw_k, sw_v)
     ch = p.checks
     ch.update({"Q cp.async banks": wq, "Q ldmatrix banks": rq, "K cp.async banks": wk,
@@ -163,17 +163,17 @@ def plan_flash(cfg: FlashConfig) -> FlashPlan:
                "Q copy coverage": coverage(q_copy.off, bm * d),
                "K/V copy coverage": coverage(kv_copy.off, bn * d)})
     spec = mma_m16n8k16(cfg.dtype)
-    part = _ldm_partition(q_read, ldmatrix(4, False), (0, 0, 0), range(8), kd, 0)
+    part = ldm_partition(q_read, ldmatrix(4, False), (0, 0, 0), range(8), kd, 0)
     ch["Q lanes (A of QK^T)"] = lane_correctness(spec, "A", part, lds=_flat(sw_q, bm * d),
                                                  memory=_tile(sw_q, bm, d), steps=kd)
     # K as B of S = Q K^T: B[k = d][n = key] lives at key*d + d_idx
     for half, items in ((0, range(4)), (1, range(4, 8))):
-        part = _ldm_partition(k_read, ldmatrix(4, False), (0, 0), items, kd, 0)
+        part = ldm_partition(k_read, ldmatrix(4, False), (0, 0), items, kd, 0)
         ch[f"K lanes (B of QK^T, n8 tile {half})"] = lane_correctness(
             spec, "B", part, lds=_flat(sw_k, bn * d), memory=_tile(sw_k, d, bn, False),
             steps=kd, step=lambda s, h=half: (16 * s, 8 * h))
         # V as B of O = P V: B[k = key][n = d] at key*d + d_idx; k steps are key blocks
-        part = _ldm_partition(v_read, ldmatrix(4, True), (0, 0), items, bn // 16, 0)
+        part = ldm_partition(v_read, ldmatrix(4, True), (0, 0), items, bn // 16, 0)
         ch[f"V lanes (B of PV, n8 tile {half})"] = lane_correctness(
             spec, "B", part, lds=_flat(sw_v, bn * d), memory=_tile(sw_v, bn, d),
             steps=bn // 16, step=lambda s, h=half: (16 * s, 8 * h))
@@ -228,9 +228,9 @@ def emit_flash(cfg: FlashConfig) -> str:
     L = source_head("kernels/cuda_attention.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     o = L.append
-    o(_swz_fn("lg_swz_q", p.sw_q, bm * d))
-    o(_swz_fn("lg_swz_k", p.sw_k, bn * d))
-    o(_swz_fn("lg_swz_v", p.sw_v, bn * d))
+    o(swz_fn("lg_swz_q", p.sw_q, bm * d))
+    o(swz_fn("lg_swz_k", p.sw_k, bn * d))
+    o(swz_fn("lg_swz_v", p.sw_v, bn * d))
     o(f'extern "C" __global__ void __launch_bounds__({T}, {cfg.min_blocks})')
     o(f"{cfg.name}({FLASH_PARAMS}) {{")
     o("  extern __shared__ __align__(128) unsigned char lg_smem[];")
@@ -240,17 +240,17 @@ def emit_flash(cfg: FlashConfig) -> str:
     emit_flash_block(o, cfg)
     # copies: one base row/col/smem offset per thread from the copy layouts, plus per-iteration
     # constants where the swizzle is proved translation-invariant over the iterations
-    from .gemm import _copy_steps
+    from .gemm import copy_steps
     for nm, cpl, sw, swz in (("q", p.q_copy, p.sw_q, "lg_swz_q"), ("kv", p.kv_copy, p.sw_k, "lg_swz_k"),
                              ("vv", p.kv_copy, p.sw_v, "lg_swz_v")):
         if nm != "vv":
-            o(f"  const int {nm}r = {_c_layout(cpl.row, (tid, 0), {tid: T}, nm + ' copy row')};")
-            o(f"  const int {nm}c = {_c_layout(cpl.col, (tid, 0), {tid: T}, nm + ' copy col')};")
-        so = _c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{nm} copy smem")
+            o(f"  const int {nm}r = {c_layout(cpl.row, (tid, 0), {tid: T}, nm + ' copy row')};")
+            o(f"  const int {nm}c = {c_layout(cpl.col, (tid, 0), {tid: T}, nm + ' copy col')};")
+        so = c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{nm} copy smem")
         o(f"  const lg_u32 {nm}s = 2u * {swz}({so});")
-    for i, (dr, dc, ds) in enumerate(_copy_steps(p.q_copy, _flat(p.sw_q, bm * d))):
+    for i, (dr, dc, ds) in enumerate(copy_steps(p.q_copy, _flat(p.sw_q, bm * d))):
         so = f"qs + {2 * ds}" if ds is not None else \
-            f"2u * lg_swz_q({_c_layout(p.q_copy.off, (tid, 0, i), {tid: T}, 'Q copy smem')})"
+            f"2u * lg_swz_q({c_layout(p.q_copy.off, (tid, 0, i), {tid: T}, 'Q copy smem')})"
         o(f"  {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
         o(f"    lg_cp_async16(sQ + {so}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
           ": (const void*)Q, ok ? 16 : 0); }")
@@ -258,7 +258,7 @@ def emit_flash(cfg: FlashConfig) -> str:
                                       ("v", p.sw_v, "lg_swz_v", "Vb", "v_ss", "vvs")):
         o(f"  auto load_{nm} = [&](int buf, int n0) {{")
         o(f"    const lg_u32 dst = s{nm.upper()} + buf * {kv_bytes};")
-        steps = _copy_steps(p.kv_copy, _flat(sw, bn * d))
+        steps = copy_steps(p.kv_copy, _flat(sw, bn * d))
         if cfg.fast_copy and all(st[2] is not None for st in steps):
             # whole block inside the sequence: no predicates, one running pointer
             o(f"    if (n0 + {bn} <= Skv) {{")
@@ -272,7 +272,7 @@ def emit_flash(cfg: FlashConfig) -> str:
             o("      return;\n    }")
         for i, (dr, dc, ds) in enumerate(steps):
             so = f"{sb} + {2 * ds}" if ds is not None else \
-                f"2u * {swz}({_c_layout(p.kv_copy.off, (tid, 0, i), {tid: T}, 'KV copy smem')})"
+                f"2u * {swz}({c_layout(p.kv_copy.off, (tid, 0, i), {tid: T}, 'KV copy smem')})"
             o(f"    {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")
             o(f"      lg_cp_async16(dst + {so}, ok ? (const void*)({base} + r * {ss} + kvc + {dc}) : "
               f"(const void*){base[0]}, ok ? 16 : 0); }}")
@@ -281,34 +281,34 @@ def emit_flash(cfg: FlashConfig) -> str:
     o("  lg_cp_async_commit();")
     o("  load_v(0, 0);")
     o("  lg_cp_async_commit();")
-    q_ld = _c_layout(p.q_read, (lane, 0, (0, 0, w)), {lane: 32, w: cfg.warps}, "Q lane offset")
-    k_ld = _c_layout(p.k_read, (lane, 0, (0, 0)), {lane: 32}, "K lane offset")
-    v_ld = _c_layout(p.v_read, (lane, 0, (0, 0)), {lane: 32}, "V lane offset")
+    q_ld = c_layout(p.q_read, (lane, 0, (0, 0, w)), {lane: 32, w: cfg.warps}, "Q lane offset")
+    k_ld = c_layout(p.k_read, (lane, 0, (0, 0)), {lane: 32}, "K lane offset")
+    v_ld = c_layout(p.v_read, (lane, 0, (0, 0)), {lane: 32}, "V lane offset")
     o(f"  const int q_ld = {q_ld};")
     o(f"  const int k_ld = {k_ld};")
     o(f"  const int v_ld = {v_ld};")
     o("  const int q_sw = lg_swz_q(q_ld), k_sw = lg_swz_k(k_ld), v_sw = lg_swz_v(v_ld);")
-    q_bases = _lane_bases(p.q_read, 3, cfg.warps)
-    k_bases = _lane_bases(p.k_read, 2, 1)
-    v_bases = _lane_bases(p.v_read, 2, 1)
+    q_bases = lane_bases(p.q_read, 3, cfg.warps)
+    k_bases = lane_bases(p.k_read, 2, 1)
+    v_bases = lane_bases(p.v_read, 2, 1)
 
     def addr(sw, bases, c, sbase, fn, ld_name):
-        t = _swz_step(sw, bases, c, sbase)
+        t = swz_step(sw, bases, c, sbase)
         return t if t is not None else f"{fn}({ld_name} + {c})"
 
     def split(sw, bases, c, sbase, fn, ld_name, base):
         """(address expression without the immediate, immediate bytes) for constant c."""
-        sp = _swz_split(sw, bases, c)
+        sp = swz_split(sw, bases, c)
         if sp is None:
             return f"{base} + 2u * {fn}({ld_name} + {c})", 0
         lo, hi = sp
         return (f"{base} + 2u * ({sbase} ^ {lo})" if lo else f"{base} + 2u * {sbase}"), 2 * hi
     # accumulator rows/cols from the mma C layout (row g + 8*(e>>1), col 2t + (e&1))
     spec = mma_m16n8k16(cfg.dtype)
-    from .gemm import _split_rows
-    crow, ccol = _split_rows(spec.tv_layout("C"), 16)
-    o(f"  const int row0 = m0 + warp * {cfg.rpw} + {_c_layout(crow, (lane, 0), {lane: 32}, 'C row')};")
-    o(f"  const int col0 = {_c_layout(ccol, (lane, 0), {lane: 32}, 'C col')};")
+    from .gemm import split_rows
+    crow, ccol = split_rows(spec.tv_layout("C"), 16)
+    o(f"  const int row0 = m0 + warp * {cfg.rpw} + {c_layout(crow, (lane, 0), {lane: 32}, 'C row')};")
+    o(f"  const int col0 = {c_layout(ccol, (lane, 0), {lane: 32}, 'C col')};")
     o(f"  float acc[{mt}][{dt}][4];")
     o(f"  float m_i[{mt}][2], l_i[{mt}][2];")
     o(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i) {{")
@@ -492,47 +492,7 @@ class FlashAttention(CompiledKernel):
 
 FLASH_DEFAULTS = {64: dict(bm=128, bn=64, warps=4), 128: dict(bm=128, bn=64, warps=4),
                   256: dict(bm=64, bn=32, warps=4)}
-_FLASH: Dict[Any, FlashAttention] = {}
 
-
-def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = None, out=None,
-                    config: Any = None, atom: str = "auto"):
-    """``softmax(q k^T * scale [+ causal mask]) v`` with the NVIDIA prefill kernels.
-
-    Without ``config``: on compute capability 9.0 (H100/H200) with head_dim 64 or 128 the
-    wgmma kernel (:mod:`kernels.cuda_wgmma_attention`), else this module's mma.sync kernel;
-    ``atom="mma"`` forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
-    ``config`` may be a :class:`FlashConfig` or a ``WgmmaFlashConfig``."""
-    from .gemm import _capability, pick_atom
-    from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashConfig
-    dt = short_dtype(q)
-    if dt is None:
-        raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
-    if config is None:
-        d = q.shape[-1]
-        if d not in FLASH_DEFAULTS:
-            raise LaunchError(f"head_dim {d}: the prefill kernel supports 64, 128 and 256")
-        if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
-            raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64 or 128")
-        if pick_atom(_capability(q), 8, atom) == "wgmma" and d in WGMMA_FLASH_DEFAULTS:
-            config = WgmmaFlashConfig(dtype=dt, head_dim=d, causal=causal,
-                                      **WGMMA_FLASH_DEFAULTS[d])
-        else:
-            config = FlashConfig(dtype=dt, head_dim=d, causal=causal, **FLASH_DEFAULTS[d])
-    elif config.causal != causal:
-        raise LaunchError(f"config.causal={config.causal} but causal={causal}")
-    return compiled_flash(config)(q, k, v, out=out, scale=scale)
-
-
-def compiled_flash(cfg: Any) -> FlashAttention:
-    """The kernel of a :class:`FlashConfig` or a ``WgmmaFlashConfig``, built once per
-    configuration (its module compiles on first launch)."""
-    from .wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig
-    fa = _FLASH.get(cfg)
-    if fa is None:
-        fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
-                            else FlashAttention(cfg))
-    return fa
 
 
 # =========================================================================== decode
@@ -574,8 +534,8 @@ def emit_decode(cfg: DecodeConfig) -> str:
     lane_row = Layout((G, cfg.threads // G), (0, 1))
     lane_col = Layout((G, cfg.threads // G), (8, 0))
     tid = lc.sym("tid")
-    rr = _c_layout(lane_row, tid, {tid: cfg.threads}, "decode row")
-    cc = _c_layout(lane_col, tid, {tid: cfg.threads}, "decode col")
+    rr = c_layout(lane_row, tid, {tid: cfg.threads}, "decode row")
+    cc = c_layout(lane_col, tid, {tid: cfg.threads}, "decode col")
     _need(coverage(Layout(((G, cfg.threads // G), 8), ((8, cfg.head_dim), 1)),
                    cfg.rows_per_block * cfg.head_dim).holds, "decode partition coverage")
     lo, hi = ("lg_bf16_lo", "lg_bf16_hi") if cfg.in_dtype == "bf16" else ("lg_f16_lo", "lg_f16_hi")

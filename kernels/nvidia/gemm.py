@@ -32,7 +32,7 @@ On H100/H200 (compute capability 9.0) :func:`gemm` runs the Hopper ``wgmma`` ker
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -43,13 +43,13 @@ from layoutalg.verify import bank_conflicts, coverage, lane_correctness
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16, smem_model
 
 from . import layout_c as lc
-from .builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name, short_dtype
+from .builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name
 from .prelude import MMA, PACK, source_head
 from ..errors import KernelError, LaunchError
 from ..runtime.rocm import TensorSpec
 
-__all__ = ["CudaGemmConfig", "GemmPlan", "plan_gemm", "emit_gemm", "CudaGemm", "gemm",
-           "GemmConfigError", "DEFAULT_CONFIGS", "pick_atom", "compiled_gemm"]
+__all__ = ["CudaGemmConfig", "GemmPlan", "plan_gemm", "emit_gemm", "CudaGemm",
+           "GemmConfigError", "DEFAULT_CONFIGS"]
 
 
 class GemmConfigError(KernelError):
@@ -104,7 +104,7 @@ DEFAULT_CONFIGS = {
 }
 
 
-def _need(cond: bool, msg: str) -> None:
+def need(cond: bool, msg: str) -> None:
     if not cond:
         raise GemmConfigError(msg)
 
@@ -114,26 +114,26 @@ def _pow2(x: int) -> bool:
 
 
 def _validate(cfg: CudaGemmConfig) -> None:
-    _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
-    _need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
+    need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
+    need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
     for n in ("bm", "bn", "bk", "warps_m", "warps_n", "stages"):
-        _need(_pow2(getattr(cfg, n)) or n == "stages" and getattr(cfg, n) >= 2,
+        need(_pow2(getattr(cfg, n)) or n == "stages" and getattr(cfg, n) >= 2,
               f"{n}={getattr(cfg, n)} must be a power of two")
-    _need(cfg.stages >= 2, "stages must be >= 2")
-    _need(cfg.vec in (2, 4, 8), f"vec must be 2, 4 or 8 elements, got {cfg.vec}")
-    _need(cfg.bk % 16 == 0, f"bk={cfg.bk} must be a multiple of 16 (the mma k)")
-    _need(cfg.wtm % 16 == 0, f"bm/warps_m = {cfg.wtm} must be a multiple of 16")
-    _need(cfg.wtn % 16 == 0, f"bn/warps_n = {cfg.wtn} must be a multiple of 16 (ldmatrix.x4 "
+    need(cfg.stages >= 2, "stages must be >= 2")
+    need(cfg.vec in (2, 4, 8), f"vec must be 2, 4 or 8 elements, got {cfg.vec}")
+    need(cfg.bk % 16 == 0, f"bk={cfg.bk} must be a multiple of 16 (the mma k)")
+    need(cfg.wtm % 16 == 0, f"bm/warps_m = {cfg.wtm} must be a multiple of 16")
+    need(cfg.wtn % 16 == 0, f"bn/warps_n = {cfg.wtn} must be a multiple of 16 (ldmatrix.x4 "
           "loads two n8 fragments)")
-    _need(cfg.threads <= 1024, f"{cfg.threads} threads per block; at most 1024")
+    need(cfg.threads <= 1024, f"{cfg.threads} threads per block; at most 1024")
     for rows, cols, what in ((cfg.bm, cfg.bk, "A"), _b_tile(cfg) + ("B",)):
         chunks = rows * cols // cfg.vec
-        _need(chunks % cfg.threads == 0, f"{what} tile {rows}x{cols} has {chunks} vectors, not "
+        need(chunks % cfg.threads == 0, f"{what} tile {rows}x{cols} has {chunks} vectors, not "
               f"a multiple of {cfg.threads} threads")
         cpr = cols // cfg.vec
-        _need(cfg.threads % cpr == 0 or cpr % cfg.threads == 0,
+        need(cfg.threads % cpr == 0 or cpr % cfg.threads == 0,
               f"{what} tile: {cpr} vectors per row and {cfg.threads} threads do not nest")
-    _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 allows "
+    need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 allows "
           "227 KiB per block (sm_80: 163 KiB)")
 
 
@@ -186,13 +186,13 @@ class GemmPlan:
                 **{k: v.summary() for k, v in self.checks.items()}}
 
 
-def _copy_plan(rows: int, cols: int, threads: int, vec: int) -> CopyPlan:
+def copy_plan(rows: int, cols: int, threads: int, vec: int) -> CopyPlan:
     """Thread ``t`` copies ``vec``-element vectors of a (rows, cols) row-major tile: the threads
     tile whole rows (or a row tiles whole thread sets), iterating down the tile.  Raises
     :class:`GemmConfigError` when the vectors do not divide evenly among the threads."""
     cpr = cols // vec
     chunks = rows * cpr
-    _need(cols % vec == 0 and chunks % threads == 0 and (threads % cpr == 0 or
+    need(cols % vec == 0 and chunks % threads == 0 and (threads % cpr == 0 or
                                                          cpr % threads == 0),
           f"a {rows}x{cols} tile has {chunks} {2 * vec}-byte vectors ({cpr} per row), not a "
           f"multiple of {threads} threads that tile whole rows")
@@ -228,7 +228,7 @@ def _read_layouts(cfg: CudaGemmConfig) -> Tuple[Layout, Layout]:
     return a, b
 
 
-def _search_swizzle(rows: int, cols: int, write: Layout, read: Layout, vec: int):
+def search_swizzle(rows: int, cols: int, write: Layout, read: Layout, vec: int):
     """First Swizzle(B, 3, S) (fewest bits, then smallest S) proved conflict-free for both."""
     size = rows * cols
     nbits = size.bit_length() - 1
@@ -246,7 +246,7 @@ def _search_swizzle(rows: int, cols: int, write: Layout, read: Layout, vec: int)
                           "both cp.async writes and ldmatrix reads")
 
 
-def _ldm_partition(read: Layout, ldm, iters: Tuple[int, ...], item_map, steps: int,
+def ldm_partition(read: Layout, ldm, iters: Tuple[int, ...], item_map, steps: int,
                    step_pos: int) -> np.ndarray:
     """``[lane, mma item, k step] -> tile offset``: the element each mma register receives.
 
@@ -268,12 +268,12 @@ def _ldm_partition(read: Layout, ldm, iters: Tuple[int, ...], item_map, steps: i
 def plan_gemm(cfg: CudaGemmConfig) -> GemmPlan:
     """Layouts and proofs of one configuration (cached); raises :class:`GemmConfigError`."""
     _validate(cfg)
-    a_copy = _copy_plan(cfg.bm, cfg.bk, cfg.threads, cfg.vec)
+    a_copy = copy_plan(cfg.bm, cfg.bk, cfg.threads, cfg.vec)
     br, bc = _b_tile(cfg)
-    b_copy = _copy_plan(br, bc, cfg.threads, cfg.vec)
+    b_copy = copy_plan(br, bc, cfg.threads, cfg.vec)
     a_read, b_read = _read_layouts(cfg)
-    sw_a, wa, ra = _search_swizzle(cfg.bm, cfg.bk, a_copy.off, a_read, cfg.vec)
-    sw_b, wb, rb = _search_swizzle(br, bc, b_copy.off, b_read, cfg.vec)
+    sw_a, wa, ra = search_swizzle(cfg.bm, cfg.bk, a_copy.off, a_read, cfg.vec)
+    sw_b, wb, rb = search_swizzle(br, bc, b_copy.off, b_read, cfg.vec)
     plan = GemmPlan(cfg, a_copy, b_copy, a_read, b_read, sw_a, sw_b)
     ch = plan.checks
     ch["A cp.async banks"], ch["A ldmatrix banks"] = wa, ra
@@ -283,7 +283,7 @@ def plan_gemm(cfg: CudaGemmConfig) -> GemmPlan:
     spec = mma_m16n8k16(cfg.dtype)
     kk = cfg.bk // 16
     # A: ldmatrix.x4 registers 0..3 are a0a1, a2a3, a4a5, a6a7
-    part = _ldm_partition(a_read, ldmatrix(4, False), (0, 0, 0), range(8), kk, 0)
+    part = ldm_partition(a_read, ldmatrix(4, False), (0, 0, 0), range(8), kk, 0)
     ch["A lanes"] = lane_correctness(spec, "A", part, lds=plan.flat_smem("A"),
                                      memory=plan.smem_layout("A"), steps=kk)
     ldm_b = ldmatrix(4, cfg.b_major == "n")
@@ -293,7 +293,7 @@ def plan_gemm(cfg: CudaGemmConfig) -> GemmPlan:
         mem_b = ComposedLayout(sw_b, 0, Layout((cfg.bk, cfg.bn), (1, cfg.bk))) if sw_b \
             else Layout((cfg.bk, cfg.bn), (1, cfg.bk))      # B[k][n] at n*bk + k
     for half, items in ((0, range(4)), (1, range(4, 8))):
-        part = _ldm_partition(b_read, ldm_b, (0, 0, 0), items, kk, 0)
+        part = ldm_partition(b_read, ldm_b, (0, 0, 0), items, kk, 0)
         ch[f"B lanes (n8 tile {half})"] = lane_correctness(
             spec, "B", part, lds=plan.flat_smem("B"), memory=mem_b, steps=kk,
             step=lambda s, h=half: (16 * s, 8 * h))
@@ -305,7 +305,7 @@ def plan_gemm(cfg: CudaGemmConfig) -> GemmPlan:
 
 # --------------------------------------------------------------------------- emission
 
-def _c_layout(layout: Layout, coord: Any, ranges: Dict[Any, int], what: str,
+def c_layout(layout: Layout, coord: Any, ranges: Dict[Any, int], what: str,
               offset: int = 0) -> str:
     """Print ``layout(coord) + offset`` and check the printed text at every symbol value."""
     e = lc.expr(layout, coord, offset=offset)
@@ -329,7 +329,7 @@ def _subst(coord: Any, sub: Dict[Any, int]) -> Any:
     return sub.get(coord, coord) if not isinstance(coord, int) else coord
 
 
-def _swz_fn(name: str, sw: Optional[Swizzle], size: int) -> str:
+def swz_fn(name: str, sw: Optional[Swizzle], size: int) -> str:
     x = lc.sym("x")
     e = lc.swizzle_expr(sw, x)
     if sw is not None:
@@ -352,8 +352,8 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     L = source_head("kernels/cuda_gemm.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     w = L.append
-    w(_swz_fn("lg_swz_a", p.sw_a, cfg.bm * cfg.bk))
-    w(_swz_fn("lg_swz_b", p.sw_b, br * bc))
+    w(swz_fn("lg_swz_a", p.sw_a, cfg.bm * cfg.bk))
+    w(swz_fn("lg_swz_b", p.sw_b, br * bc))
     w(f'extern "C" __global__ void __launch_bounds__({T}, {cfg.min_blocks})')
     w(f"{cfg.name}(const lg_u16* __restrict__ A, const lg_u16* __restrict__ B, "
       "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {")
@@ -367,9 +367,9 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     # per-iteration constants (proved: the swizzle is translation-invariant over iterations)
     for name, cpl, sw, swz in (("a", p.a_copy, p.sw_a, "lg_swz_a"),
                                ("b", p.b_copy, p.sw_b, "lg_swz_b")):
-        w(f"  const int {name}r = {_c_layout(cpl.row, (tid, 0), {tid: T}, name + ' copy row')};")
-        w(f"  const int {name}c = {_c_layout(cpl.col, (tid, 0), {tid: T}, name + ' copy col')};")
-        so = _c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{name} copy smem")
+        w(f"  const int {name}r = {c_layout(cpl.row, (tid, 0), {tid: T}, name + ' copy row')};")
+        w(f"  const int {name}c = {c_layout(cpl.col, (tid, 0), {tid: T}, name + ' copy col')};")
+        so = c_layout(cpl.off, (tid, 0, 0), {tid: T}, f"{name} copy smem")
         w(f"  const lg_u32 {name}s = 2u * {swz}({so});")
     if cfg.b_major == "n":
         w("  const lg_u16* ag = A + (size_t)(m0 + ar) * lda + ac;")
@@ -388,13 +388,13 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
         w("    const lg_u16* bk = bg + (size_t)k0 * ldb;")
     else:
         w("    const lg_u16* bk = bg + k0;")
-    a_steps = _copy_steps(p.a_copy, p.flat_smem("A"))
-    b_steps = _copy_steps(p.b_copy, p.flat_smem("B"))
+    a_steps = copy_steps(p.a_copy, p.flat_smem("A"))
+    b_steps = copy_steps(p.b_copy, p.flat_smem("B"))
 
     def smem(steps, i, sb, fn, cpl):
         ds = steps[i][2]
         return f"{sb} + {2 * ds}" if ds is not None else \
-            f"2u * {fn}({_c_layout(cpl.off, (tid, 0, i), {tid: T}, 'copy smem')})"
+            f"2u * {fn}({c_layout(cpl.off, (tid, 0, i), {tid: T}, 'copy smem')})"
 
     for full in (True, False):
         w("    if (full) {" if full else "    } else {")
@@ -434,9 +434,9 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w("    }")
     w("  };")
     # ---- ldmatrix lane offsets (pre-swizzle), from the read layouts
-    a_lane = _c_layout(p.a_read, (lane, 0, (0, 0, wm)), {lane: 32, wm: cfg.warps_m},
+    a_lane = c_layout(p.a_read, (lane, 0, (0, 0, wm)), {lane: 32, wm: cfg.warps_m},
                        "A ldmatrix lane offset")
-    b_lane = _c_layout(p.b_read, (lane, 0, (0, 0, wn)), {lane: 32, wn: cfg.warps_n},
+    b_lane = c_layout(p.b_read, (lane, 0, (0, 0, wn)), {lane: 32, wn: cfg.warps_n},
                        "B ldmatrix lane offset")
     w(f"  const int a_ld = {a_lane};")
     w(f"  const int b_ld = {b_lane};")
@@ -445,8 +445,8 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
       f"  for (int j = 0; j < {nt}; ++j)\n  #pragma unroll\n"
       "  for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;")
     # swizzle(lane base + constant) = (swizzle(lane base) ^ lo) + hi, proved per constant
-    a_bases = _lane_bases(p.a_read, 3, cfg.warps_m)
-    b_bases = _lane_bases(p.b_read, 3, cfg.warps_n)
+    a_bases = lane_bases(p.a_read, 3, cfg.warps_m)
+    b_bases = lane_bases(p.b_read, 3, cfg.warps_n)
     w("  const int a_sw = lg_swz_a(a_ld), b_sw = lg_swz_b(b_ld);")
     decl_at = len(L)
 
@@ -496,9 +496,9 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     w("  lg_cp_async_wait<0>();")
     # ---- epilogue: accumulator (row, col) from the mma C layout
     spec = mma_m16n8k16(cfg.dtype)
-    crow, ccol = _split_rows(spec.tv_layout("C"), 16)
-    r0 = _c_layout(crow, (lane, 0), {lane: 32}, "C row")
-    c0 = _c_layout(ccol, (lane, 0), {lane: 32}, "C col")
+    crow, ccol = split_rows(spec.tv_layout("C"), 16)
+    r0 = c_layout(crow, (lane, 0), {lane: 32}, "C row")
+    c0 = c_layout(ccol, (lane, 0), {lane: 32}, "C col")
     w(f"  const int crow = m0 + wm * {cfg.wtm} + {r0};")
     w(f"  const int ccol = n0 + wn * {cfg.wtn} + {c0};")
     w("  const bool pair_ok = (ldc & 1) == 0;")
@@ -506,7 +506,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
       f"  for (int j = 0; j < {nt}; ++j)\n  #pragma unroll\n  for (int h = 0; h < 2; ++h) {{")
     # items 2h, 2h+1 are (row + 8h, col), (row + 8h, col + 1): from the C layout
     dr = crow((0, (0, 1))) - crow((0, (0, 0)))
-    _need(dr == 8 and ccol((0, (1, 0))) - ccol((0, (0, 0))) == 1, "unexpected C layout")
+    need(dr == 8 and ccol((0, (1, 0))) - ccol((0, (0, 0))) == 1, "unexpected C layout")
     w(f"    const int r = crow + i * 16 + {dr} * h, col = ccol + j * 8;")
     emit_pair_store(w, cfg.dtype, "acc[i][j][2 * h]", "acc[i][j][2 * h + 1]")
     return "\n".join(L) + "\n"
@@ -551,7 +551,7 @@ def _mma_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
     raise GemmConfigError(f"mma_order must be 'mn', 'nm' or 'serp', got {order!r}")
 
 
-def _copy_steps(cpl: CopyPlan, smem: Any) -> List[Tuple[int, int, Optional[int]]]:
+def copy_steps(cpl: CopyPlan, smem: Any) -> List[Tuple[int, int, Optional[int]]]:
     """Per copy iteration ``i``: ``(drow, dcol, dsmem)`` with ``row(t, i) = row(t, 0) + drow``
     (layouts are additive) and, where the difference is the same for every thread (checked at
     every thread), ``smem(off(t, 0, i)) = smem(off(t, 0, 0)) + dsmem`` -- so the kernel adds a
@@ -567,7 +567,7 @@ def _copy_steps(cpl: CopyPlan, smem: Any) -> List[Tuple[int, int, Optional[int]]
     return out
 
 
-def _lane_bases(read: Layout, n_iter_modes: int, warp_extent: int) -> np.ndarray:
+def lane_bases(read: Layout, n_iter_modes: int, warp_extent: int) -> np.ndarray:
     """Pre-swizzle offsets ``read(lane, 0, (0, .., 0, w))`` for every lane and warp index
     ``w`` (the last iteration mode; ``warp_extent`` 1 and any mode count for no warp mode)."""
     out = []
@@ -578,7 +578,7 @@ def _lane_bases(read: Layout, n_iter_modes: int, warp_extent: int) -> np.ndarray
     return np.array(out, dtype=np.int64)
 
 
-def _swz_step(sw: Optional[Swizzle], bases: np.ndarray, c: int, sbase: str) -> str:
+def swz_step(sw: Optional[Swizzle], bases: np.ndarray, c: int, sbase: str) -> str:
     """C text for ``swizzle(base + c)`` given ``sbase`` = ``swizzle(base)`` already computed.
 
     Splits ``c`` into the bits the swizzle touches (``lo``) and those above (``hi``) and
@@ -596,7 +596,7 @@ def _swz_step(sw: Optional[Swizzle], bases: np.ndarray, c: int, sbase: str) -> s
     return None
 
 
-def _swz_split(sw: Optional[Swizzle], bases: np.ndarray, c: int) -> Optional[Tuple[int, int]]:
+def swz_split(sw: Optional[Swizzle], bases: np.ndarray, c: int) -> Optional[Tuple[int, int]]:
     """``(lo, hi)`` with ``swizzle(base + c) == (swizzle(base) ^ lo) + hi`` proved for every
     base in ``bases`` (all lanes and warps), or None."""
     if sw is None:
@@ -621,7 +621,7 @@ class _XorRegs:
 
     def __call__(self, c: int) -> Tuple[str, int]:
         """``(register expression, immediate byte offset)`` for constant ``c``."""
-        split = _swz_split(self.sw, self.bases, c)
+        split = swz_split(self.sw, self.bases, c)
         if split is None:   # not provable: full swizzle, no immediate
             name = f"{self.prefix}_f{c}"
             self.fallback[c] = name
@@ -638,7 +638,7 @@ class _XorRegs:
         return out
 
 
-def _split_rows(layout: Layout, rows: int) -> Tuple[Layout, Layout]:
+def split_rows(layout: Layout, rows: int) -> Tuple[Layout, Layout]:
     """Split a layout into a column-major ``row + rows*col`` tile into row and col layouts."""
     fs, fd = layout.flat()
     rs, cs = [], []
@@ -732,81 +732,3 @@ class CudaGemm(CompiledKernel):
         return out
 
 
-_GEMMS: Dict[Any, CudaGemm] = {}
-
-
-def pick_atom(capability: Tuple[int, int], vec: int, atom: str = "auto") -> str:
-    """``"wgmma"`` or ``"mma"`` for a device of compute ``capability`` and inputs allowing
-    ``vec``-element (``2 * vec``-byte) copies.
-
-    ``atom="auto"``: wgmma (:mod:`kernels.cuda_wgmma`) on compute capability 9.0 (H100/H200;
-    its ``sm_90a`` code runs nowhere else) when 16-byte copies are possible, else mma.sync.
-    ``"wgmma"`` refuses what wgmma cannot run; ``"mma"`` always takes mma.sync."""
-    if atom not in ("auto", "wgmma", "mma"):
-        raise LaunchError(f"atom must be 'auto', 'wgmma' or 'mma', got {atom!r}")
-    wg_ok = tuple(capability) == (9, 0) and vec == 8
-    if atom == "wgmma" and not wg_ok:
-        raise LaunchError(
-            f"atom='wgmma' needs compute capability 9.0 (H100/H200; this device is "
-            f"{capability[0]}.{capability[1]}) and rows, leading dimensions and pointers that "
-            f"allow 16-byte copies (here {2 * vec}-byte); use atom='auto' or 'mma'")
-    if atom == "mma":
-        return "mma"
-    return "wgmma" if wg_ok else "mma"
-
-
-def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto"):
-    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
-
-    Without ``config``: picks the widest copy vector the shapes and pointers allow (16, 8 or 4
-    bytes) and the instruction by :func:`pick_atom` (wgmma on H100/H200 with 16-byte copies,
-    else mma.sync); odd K (or odd N with ``b_major="n"``) is refused with a
-    :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
-    :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
-    """
-    from .wgmma import WGMMA_DEFAULT_CONFIGS
-    dt = short_dtype(a)
-    if dt is None:
-        raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
-    for t, nm in ((a, "a"), (b, "b")):
-        if not hasattr(t, "dim") or t.dim() != 2 or t.stride(1) != 1:
-            raise LaunchError(f"{nm} must be a 2-D tensor with a contiguous last dimension, got "
-                              f"shape {tuple(getattr(t, 'shape', ()))} strides "
-                              f"{tuple(t.stride()) if hasattr(t, 'stride') else None}; "
-                              "pass .contiguous()")
-    cfg = config
-    if config is None:
-        inner_b = b.shape[1] if b.dim() == 2 else 0
-        for v in (8, 4, 2):
-            ok = all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
-                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0
-            if ok:
-                break
-        else:
-            raise LaunchError(f"a {tuple(a.shape)} / b {tuple(b.shape)}: rows must hold an even "
-                              "number of elements (the narrowest cp.async moves 4 bytes); pad K/N")
-        cap = _capability(a)
-        if pick_atom(cap, v, atom) == "wgmma":
-            cfg = replace(WGMMA_DEFAULT_CONFIGS[dt], b_major=b_major)
-        else:
-            cfg = replace(DEFAULT_CONFIGS[dt], b_major=b_major, vec=v)
-    return compiled_gemm(cfg)(a, b, out)
-
-
-def compiled_gemm(cfg: Any) -> CudaGemm:
-    """The kernel of a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig``, built once per
-    configuration (its module compiles on first launch)."""
-    from .wgmma import WgmmaGemm, WgmmaGemmConfig
-    g = _GEMMS.get(cfg)
-    if g is None:
-        g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
-    return g
-
-
-def _capability(t) -> Tuple[int, int]:
-    """Compute capability of the CUDA device holding ``t`` ((0, 0) for a CPU tensor: the
-    launch then refuses it with its own message)."""
-    import torch
-    if not getattr(t, "is_cuda", False):
-        return (0, 0)
-    return tuple(torch.cuda.get_device_capability(t.device))

@@ -42,13 +42,13 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 
 from . import layout_c as lc
 from .prelude import source_head
-from .gemm import (CopyPlan, CudaGemm, GemmConfigError, _c_layout, _copy_plan, _copy_steps,
-                        _need, _split_rows, _swz_fn, emit_block_origin, emit_pair_store)
+from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan, copy_steps,
+                        need, split_rows, swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
            "WGMMA_DEFAULT_CONFIGS"]
 
-_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
+STAGE_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class WgmmaGemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * (self.a_stage + self.b_stage) + _ALIGN
+        return self.stages * (self.a_stage + self.b_stage) + STAGE_ALIGN
 
     @property
     def name(self) -> str:
@@ -95,19 +95,19 @@ WGMMA_DEFAULT_CONFIGS = {"f16": WgmmaGemmConfig(dtype="f16"),
 
 
 def _validate(cfg: WgmmaGemmConfig) -> None:
-    _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
-    _need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
-    _need(cfg.bm in (64, 128, 192, 256), f"bm={cfg.bm}: 64 rows per warpgroup, 1 to 4 "
+    need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
+    need(cfg.b_major in ("n", "k"), f"b_major must be 'n' or 'k', got {cfg.b_major!r}")
+    need(cfg.bm in (64, 128, 192, 256), f"bm={cfg.bm}: 64 rows per warpgroup, 1 to 4 "
           "warpgroups (64, 128, 192 or 256)")
-    _need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: the wgmma N, a multiple "
+    need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: the wgmma N, a multiple "
           "of 64 (one 128-byte swizzle row of B) in 64..256")
-    _need(cfg.bk in (16, 32, 64), f"bk={cfg.bk}: 16, 32 or 64 (a K-major row of bk 16-bit "
+    need(cfg.bk in (16, 32, 64), f"bk={cfg.bk}: 16, 32 or 64 (a K-major row of bk 16-bit "
           "elements is one 32/64/128-byte swizzle row)")
-    _need(cfg.stages >= 3, f"stages={cfg.stages}: at least 3 (stages - 2 tiles are loaded "
+    need(cfg.stages >= 3, f"stages={cfg.stages}: at least 3 (stages - 2 tiles are loaded "
           "ahead while one wgmma group is in flight)")
-    _need(cfg.arch.endswith("a") and cfg.arch.startswith("sm_90"),
+    need(cfg.arch.endswith("a") and cfg.arch.startswith("sm_90"),
           f"arch={cfg.arch!r}: wgmma needs 'sm_90a'")
-    _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
+    need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block")
 
 
@@ -172,12 +172,12 @@ def kmajor_operand(name: str, rows: int, cols: int, threads: int, wg_rows: int =
         smem = ComposedLayout(Swizzle({32: 1, 64: 2, 128: 3}[width], 3, 3), 0,
                               Layout(rows * cols, 1))      # Swizzle<B,4,3> on bytes
     else:
-        _need(cols % 64 == 0, f"{name}: {cols} columns is not a multiple of 64")
+        need(cols % 64 == 0, f"{name}: {cols} columns is not a multiple of 64")
         width, smem = 128, blocked_tile(rows, cols)
     desc = GmmaDescriptor(0, 16, 8 * width, width)          # LBO unused ("assumed 1")
     block = rows * width                                    # bytes per column block
     starts = tuple((16 * s // 64) * block + 2 * (16 * s % 64) for s in range(cols // 16))
-    cpl = _copy_plan(rows, cols, threads, 8)
+    cpl = copy_plan(rows, cols, threads, 8)
     return Operand(name, rows, cols, smem, cpl, "K", desc, wg_rows * width, starts,
                    _copy_consts(cpl, smem, name))
 
@@ -185,10 +185,10 @@ def kmajor_operand(name: str, rows: int, cols: int, threads: int, wg_rows: int =
 def mnmajor_operand(name: str, rows: int, cols: int, threads: int) -> Operand:
     """A (rows x cols) tile with k = rows and mn = cols contiguous (MN-major), stored as
     :func:`blocked_tile`: LBO is the next 64 columns' block, SBO the next 8 rows."""
-    _need(cols % 64 == 0, f"{name}: {cols} columns is not a multiple of 64")
+    need(cols % 64 == 0, f"{name}: {cols} columns is not a multiple of 64")
     desc = GmmaDescriptor(0, 64 * rows * 2, 1024, 128)
     smem = blocked_tile(rows, cols)
-    cpl = _copy_plan(rows, cols, threads, 8)
+    cpl = copy_plan(rows, cols, threads, 8)
     return Operand(name, rows, cols, smem, cpl, "MN", desc, 0,
                    tuple(16 * 128 * s for s in range(rows // 16)), _copy_consts(cpl, smem, name))
 
@@ -196,9 +196,9 @@ def mnmajor_operand(name: str, rows: int, cols: int, threads: int) -> Operand:
 def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, int], ...]:
     """:func:`kernels.cuda_gemm._copy_steps`, required constant at every iteration (the
     kernel computes one shared address per thread and adds constants)."""
-    steps = _copy_steps(cpl, smem)
+    steps = copy_steps(cpl, smem)
     for i, (_, _, ds) in enumerate(steps):
-        _need(ds is not None, f"{name} copy iteration {i}: the shared offset is not base + "
+        need(ds is not None, f"{name} copy iteration {i}: the shared offset is not base + "
               "constant for every thread; choose another tile shape")
     return tuple(steps)
 
@@ -250,15 +250,15 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
         ch[f"{op.name} cp.async banks"] = bank_conflicts(op.copy.off, lds=op.smem, model=wmodel,
                                                          elem_bytes=2)
         offs = eval_at(op.smem, np.arange(op.rows * op.cols))
-        _need(np.array_equal(np.sort(offs), np.arange(op.rows * op.cols)),
+        need(np.array_equal(np.sort(offs), np.arange(op.rows * op.cols)),
               f"{op.name}: the shared layout is not a bijection onto the stage")
     ch["A descriptors"] = check_descriptor(a, cfg, cfg.warpgroups, 64)
     ch["B descriptors"] = check_descriptor(b, cfg, 1, cfg.bn)
     for stage_bytes in (cfg.a_stage, cfg.b_stage):
-        _need(stage_bytes % _ALIGN == 0, f"stage of {stage_bytes} bytes is not a multiple of "
-              f"{_ALIGN}: later stages would break the descriptor's base-offset-0 assumption")
+        need(stage_bytes % STAGE_ALIGN == 0, f"stage of {stage_bytes} bytes is not a multiple of "
+              f"{STAGE_ALIGN}: later stages would break the descriptor's base-offset-0 assumption")
     ch["stage alignment"] = proved(f"stages {cfg.a_stage} / {cfg.b_stage} B, multiples of "
-                                   f"{_ALIGN}; the kernel rounds the shared base up to {_ALIGN}",
+                                   f"{STAGE_ALIGN}; the kernel rounds the shared base up to {STAGE_ALIGN}",
                                    "every stage")
     for name, r in ch.items():
         if not r.holds:
@@ -291,7 +291,7 @@ def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = Fals
         f'    : {a_in}"l"(db), "r"(scale_d));\n}}\n')
 
 
-_HELPERS = r"""
+HELPERS = r"""
 LG_DEV void lg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 LG_DEV void lg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> LG_DEV void lg_wgmma_wait() {
@@ -318,9 +318,9 @@ def emit_copy_base(w, op: Operand, nm: str, threads: int) -> None:
     vector) and ``{nm}s`` (its byte offset in a stage, through ``lg_swz_{nm}``), from the copy
     partition composed with the stage layout; each printed text checked at every thread."""
     tid = lc.sym("tid")
-    w(f"  const int {nm}r = {_c_layout(op.copy.row, (tid, 0), {tid: threads}, nm + ' copy row')};")
-    w(f"  const int {nm}c = {_c_layout(op.copy.col, (tid, 0), {tid: threads}, nm + ' copy col')};")
-    so = _c_layout(composition(op.smem.inner, op.copy.off), (tid, 0, 0), {tid: threads},
+    w(f"  const int {nm}r = {c_layout(op.copy.row, (tid, 0), {tid: threads}, nm + ' copy row')};")
+    w(f"  const int {nm}c = {c_layout(op.copy.col, (tid, 0), {tid: threads}, nm + ' copy col')};")
+    so = c_layout(composition(op.smem.inner, op.copy.off), (tid, 0, 0), {tid: threads},
                    f"{nm} copy smem")
     w(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
 
@@ -332,15 +332,15 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     L = source_head("kernels/cuda_wgmma.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     w = L.append
-    w(_HELPERS)
+    w(HELPERS)
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
     for op in (p.a, p.b):
-        w(_swz_fn(f"lg_swz_{op.name.lower()}", op.smem.outer, op.rows * op.cols))
+        w(swz_fn(f"lg_swz_{op.name.lower()}", op.smem.outer, op.rows * op.cols))
     w(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     w(f"{cfg.name}(const lg_u16* __restrict__ A, const lg_u16* __restrict__ B, "
       "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {")
     w("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
-    w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {_ALIGN - 1}u) & ~{_ALIGN - 1}u;")
+    w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
     w(f"  const lg_u32 sB = sA + {S * cfg.a_stage};")
     w("  const int tid = threadIdx.x, wg = tid >> 7;")
     emit_block_origin(w, cfg)
@@ -422,12 +422,12 @@ def accumulator_rows_cols(n: int) -> Tuple[Layout, Layout]:
     """``layout_c`` of ``m64n{n}`` split into per-(thread, item) row and col layouts, after
     checking the pattern the emitted loops rely on: item ``4j + 2h + e`` of a thread sits at
     (row of item 0 + 8h, col of item 0 + 8j + e)."""
-    crow, ccol = _split_rows(wgmma("f16", n).layout_c(), 64)
+    crow, ccol = split_rows(wgmma("f16", n).layout_c(), 64)
     for j in range(n // 8):
         for h in range(2):
             for e in range(2):
                 it = 4 * j + 2 * h + e
-                _need(crow((0, it)) - crow((0, 0)) == 8 * h and
+                need(crow((0, it)) - crow((0, 0)) == 8 * h and
                       ccol((0, it)) - ccol((0, 0)) == 8 * j + e,
                       f"unexpected wgmma accumulator layout at item {it}")
     return crow, ccol
@@ -438,8 +438,8 @@ def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
     (row, col) printed from the wgmma accumulator layout and checked at every thread."""
     crow, ccol = accumulator_rows_cols(cfg.bn)
     t = lc.sym("t")
-    r0 = _c_layout(crow, (t, 0), {t: 128}, "C row")
-    c0 = _c_layout(ccol, (t, 0), {t: 128}, "C col")
+    r0 = c_layout(crow, (t, 0), {t: 128}, "C row")
+    c0 = c_layout(ccol, (t, 0), {t: 128}, "C col")
     w("  const int t = tid & 127;")
     w(f"  const int crow = m0 + wg * 64 + {r0};")
     w(f"  const int ccol = n0 + {c0};")

@@ -38,8 +38,8 @@ from . import layout_c as lc
 from .prelude import PACK, source_head
 from .attention import (FLASH_PARAMS, AttentionConfigError, FlashAttention,
                              emit_flash_block)
-from .gemm import _c_layout, _swz_fn
-from .wgmma import (_ALIGN, _HELPERS, Operand, accumulator_rows_cols, check_descriptor,
+from .gemm import c_layout, swz_fn
+from .wgmma import (STAGE_ALIGN, HELPERS, Operand, accumulator_rows_cols, check_descriptor,
                          emit_copy_base, kmajor_operand, mnmajor_operand, proved, wgmma_wrapper)
 
 __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma_flash",
@@ -74,7 +74,7 @@ class WgmmaFlashConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.q_bytes + 4 * self.kv_bytes + _ALIGN
+        return self.q_bytes + 4 * self.kv_bytes + STAGE_ALIGN
 
     @property
     def name(self) -> str:
@@ -174,7 +174,7 @@ def plan_wgmma_flash(cfg: WgmmaFlashConfig) -> WgmmaFlashPlan:
     ch["V descriptors"] = check_descriptor(v, cfg, 1, d)
     ch["P fragment"] = _check_p_fragment(cfg)
     for nbytes in (cfg.q_bytes, cfg.kv_bytes):
-        _need(nbytes % _ALIGN == 0, f"a {nbytes}-byte tile breaks the 1024-byte stage alignment")
+        _need(nbytes % STAGE_ALIGN == 0, f"a {nbytes}-byte tile breaks the 1024-byte stage alignment")
     for name, r in ch.items():
         if not r.holds:
             raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
@@ -190,15 +190,15 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     L = source_head("kernels/cuda_wgmma_attention.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     o = L.append
-    o(_HELPERS)
+    o(HELPERS)
     o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
     o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
-    o(_swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
-    o(_swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
+    o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
+    o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
     o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     o(f"{cfg.name}({FLASH_PARAMS}) {{")
     o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
-    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {_ALIGN - 1}u) & ~{_ALIGN - 1}u;")
+    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
     o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {2 * cfg.kv_bytes};")
     o("  const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;")
     emit_flash_block(o, cfg)
@@ -227,8 +227,8 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
           f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
     crow, ccol = accumulator_rows_cols(d)
     tt = lc.sym("t")
-    o(f"  const int row0 = m0 + wg * 64 + {_c_layout(crow, (tt, 0), {tt: 128}, 'C row')};")
-    o(f"  const int col0 = {_c_layout(ccol, (tt, 0), {tt: 128}, 'C col')};")
+    o(f"  const int row0 = m0 + wg * 64 + {c_layout(crow, (tt, 0), {tt: 128}, 'C row')};")
+    o(f"  const int col0 = {c_layout(ccol, (tt, 0), {tt: 128}, 'C col')};")
     accumulator_rows_cols(bn)   # S is read with the same (row, col) pattern over bn columns
     inf = "__int_as_float(0x7f800000)"
     o(f"  float acc[{d // 2}], m_i[2] = {{-{inf}, -{inf}}}, l_i[2] = {{0.f, 0.f}};")
