@@ -43,5 +43,5 @@ _LAZY.update(dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", 
                             "If", "Barrier", "Access", "Mfma", "ZeroFrag"), "ir"))
 _LAZY["ConfigError"] = "amd.gemm_plan"
 
-# ``kernels.attention(q, k, v, causal=..., scale=...)``: the function (kernels/amd/flash_attention.py)
-_LAZY["attention"] = "amd.flash_attention"
+# ``kernels.attention(q, k, v, causal=..., scale=...)``: the function (kernels/amd/attention_api.py)
+_LAZY["attention"] = "amd.attention_api"

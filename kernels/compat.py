@@ -29,7 +29,7 @@ MOVED: Dict[str, Union[str, Tuple[str, ...]]] = {
     "kernels.launch": "kernels.runtime.rocm",
     "kernels.gemm": "kernels.amd.gemm",
     "kernels.gemm_plan": "kernels.amd.gemm_plan",
-    "kernels.flash_attention": "kernels.amd.flash_attention",
+    "kernels.flash_attention": ("kernels.amd.flash_attention", "kernels.amd.attention_api"),
     "kernels.attention_plan": "kernels.amd.attention_plan",
     "kernels.decode": "kernels.amd.decode",
     "kernels.decode_splitkv": "kernels.amd.decode_splitkv",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 # no import of .registry here: registry.py imports this module at its end (a cycle otherwise);
 # the entry implements KernelEntry's interface (duck-typed, like every REGISTRY value is used)
@@ -138,43 +138,17 @@ class AttentionEntry:
         g.add_argument("--waves", type=int, default=4, help="waves per block (prefill)")
 
     def config(self, args: argparse.Namespace) -> AttnCase:
-        from .flash_attention import AttnConfig
-        from .decode import DecodeConfig
-        from .gemm_plan import ConfigError
         sq = 77 if args.seqlen_q is None else args.seqlen_q
-        causal = bool(args.causal)
-        decode = sq == 1 and (not causal or args.causal_align == "bottom_right")
-        arch = getattr(args, "arch", "gfx942")
-        if decode:
-            kc = DecodeConfig(head_dim=args.head_dim, dtype=args.dtype,
-                              out_dtype=args.out_dtype or args.dtype, arch=arch)
-        else:
-            kc = AttnConfig(head_dim=args.head_dim, dtype=args.dtype, out_dtype=args.out_dtype,
-                            causal=causal, block_n=args.block_n, waves=args.waves, arch=arch)
-        kc = kc.normalized()
-        hk = args.kv_heads or args.heads
-        for n, v in (("batch", args.batch), ("heads", args.heads), ("kv-heads", hk)):
-            if v < 1:
-                raise ConfigError(f"--{n} must be positive")
-        if sq < 1 or args.seqlen_kv < 1:
-            raise ConfigError("--seqlen-q and --seqlen-kv must be positive")
-        if args.heads % hk:
-            raise ConfigError(f"--heads {args.heads} is not a multiple of --kv-heads {hk}")
-        ns, chunk = 1, 0
-        ksp = getattr(args, "kv_splits", None)
-        if decode:
-            from .decode_splitkv import SplitKVConfig, choose_splits, validate_split
-            ns, chunk = choose_splits(args.batch, args.heads, args.seqlen_kv, kc, ksp)
-            if ns > 1 or ksp is not None:
-                kc = SplitKVConfig(**{f: getattr(kc, f) for f in kc.__dataclass_fields__})
-                validate_split(ns, chunk, args.seqlen_kv, kc)
-        elif ksp is not None:
-            raise ConfigError("--kv-splits applies to decode (--seqlen-q 1) only")
-        return AttnCase(kc, args.batch, args.heads, hk, sq, args.seqlen_kv, causal,
-                        args.causal_align, args.layout, ns, chunk)
+        return attention_case(batch=args.batch, heads=args.heads, kv_heads=args.kv_heads,
+                              seqlen_q=sq, seqlen_kv=args.seqlen_kv, head_dim=args.head_dim,
+                              dtype=args.dtype, out_dtype=args.out_dtype,
+                              causal=bool(args.causal), causal_align=args.causal_align,
+                              layout=args.layout, kv_splits=getattr(args, "kv_splits", None),
+                              block_n=args.block_n, waves=args.waves,
+                              arch=getattr(args, "arch", "gfx942"))
 
     def build(self, cfg: AttnCase) -> Any:
-        from .flash_attention import get_kernel
+        from .attention_api import get_kernel
         return _Shaped(get_kernel(cfg.kernel), cfg)
 
     def inputs(self, cfg: AttnCase, seed: int = 0) -> List[Any]:
@@ -212,6 +186,35 @@ class AttentionEntry:
     def tolerance(self, cfg: AttnCase) -> Tuple[float, float]:
         # fp32 softmax/accumulation; P rounded to 16 bits before P V; output rounding
         return {"f16": (4e-3, 4e-3), "bf16": (2e-2, 2e-2)}[cfg.kernel.dtype]
+
+
+def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q: int,
+                   seqlen_kv: int, head_dim: int, dtype: str, out_dtype: Optional[str] = None,
+                   causal: bool = False, causal_align: str = "top_left", layout: str = "bhsd",
+                   kv_splits: Optional[int] = None, block_n: Optional[int] = None,
+                   waves: int = 4, arch: str = "gfx942") -> AttnCase:
+    """The problem ``layoutalg check attention`` runs, with the kernel
+    :func:`kernels.amd.attention_api.select_kernel` picks for it (also the AMD-on-NVIDIA
+    harness's entry: :func:`kernels.nvidia.amd_flavour.attention_case`)."""
+    from .attention_api import select_kernel
+    from .gemm_plan import ConfigError
+    hk = kv_heads or heads
+    for n, v in (("batch", batch), ("heads", heads), ("kv-heads", hk)):
+        if v < 1:
+            raise ConfigError(f"--{n} must be positive")
+    if seqlen_q < 1 or seqlen_kv < 1:
+        raise ConfigError("--seqlen-q and --seqlen-kv must be positive")
+    if heads % hk:
+        raise ConfigError(f"--heads {heads} is not a multiple of --kv-heads {hk}")
+    decode = seqlen_q == 1 and (not causal or causal_align == "bottom_right")
+    if kv_splits is not None and not decode:
+        raise ConfigError("--kv-splits applies to decode (--seqlen-q 1) only")
+    choice = select_kernel(batch=batch, heads=heads, seqlen_q=seqlen_q, seqlen_kv=seqlen_kv,
+                           head_dim=head_dim, dtype=dtype, out_dtype=out_dtype, causal=causal,
+                           causal_align=causal_align, decode=decode, kv_splits=kv_splits,
+                           block_n=block_n, waves=waves, arch=arch)
+    return AttnCase(choice.config.normalized(), batch, heads, hk, seqlen_q, seqlen_kv, causal,
+                    causal_align, layout, choice.n_splits, choice.kv_chunk)
 
 
 def reference(q: Any, k: Any, v: Any, causal: bool = False, causal_align: str = "top_left",

@@ -220,7 +220,8 @@ class DecodeBuilder:
                   f"per query, {U} keys per step, 128-bit loads"]
         return AttnKernel(self.name, params, [], frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_s"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode"}, scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode",
+                                "instances": decode_instances}, scalars=scalars)
 
 
 def decode_instances(k: Any) -> List[Any]:

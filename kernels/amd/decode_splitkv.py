@@ -148,7 +148,7 @@ class SplitBuilder(DecodeBuilder):
         return AttnKernel(self.name, params, [], frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "split"), header=header,
                           meta={"plan": DecodePlan(c), "kind": "decode_split",
-                                "partials": ("Op",), "partition_frags": ("m_part",),
+                                "instances": splitkv_instances, "partials": ("Op",), "partition_frags": ("m_part",),
                                 "extra_checks": ("split_partition",)},
                           scalars=scalars)
 
@@ -207,7 +207,7 @@ class CombineBuilder:
         return AttnKernel(self.name, params, [], [x, mp, lp, o, lse], body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_s"), header=header,
                           meta={"plan": DecodePlan(c), "kind": "decode_combine",
-                                "head_ref": "Mp", "extra_checks": ("reduction_reads_partials",)},
+                                "instances": splitkv_instances, "head_ref": "Mp", "extra_checks": ("reduction_reads_partials",)},
                           scalars=scalars)
 
 

@@ -415,25 +415,15 @@ def attention_case(batch: int, heads: int, seqlen: int, head_dim: int = 128, cau
                    kv_heads: Optional[int] = None, causal_align: str = "top_left",
                    out_dtype: Optional[str] = None, kv_splits: Optional[int] = None):
     """(entry, AttnCase, shaped kernel) of the registry's attention: prefill, or (``seqlen`` 1)
-    decode / split-KV decode exactly as ``layoutalg check attention`` picks them."""
+    decode / split-KV decode exactly as ``layoutalg check attention`` picks them (both call
+    :func:`kernels.amd.attention_api.select_kernel`)."""
+    from ..amd.attention_registry import attention_case as make_case
     from ..amd.registry import get
     e = get("attention")
-    p = argparse.ArgumentParser()
-    e.add_arguments(p)
-    argv = ["--head-dim", str(head_dim), "--seqlen-q", str(seqlen), "--seqlen-kv",
-            str(seqlen_kv or seqlen), "--batch", str(batch), "--heads", str(heads),
-            "--dtype", dtype, "--causal-align", causal_align]
-    if kv_heads:
-        argv += ["--kv-heads", str(kv_heads)]
-    if causal:
-        argv.append("--causal")
-    if out_dtype:
-        argv += ["--out-dtype", out_dtype]
-    if kv_splits is not None:
-        argv += ["--kv-splits", str(kv_splits)]
-    a = p.parse_args(argv)
-    a.arch = "gfx942"
-    cfg = e.config(a)
+    cfg = make_case(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
+                    seqlen_kv=seqlen_kv or seqlen, head_dim=head_dim, dtype=dtype,
+                    out_dtype=out_dtype, causal=causal, causal_align=causal_align,
+                    kv_splits=kv_splits, arch="gfx942")
     return e, cfg, e.build(cfg)
 
 

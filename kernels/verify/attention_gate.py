@@ -123,39 +123,14 @@ class Instance:
 
 
 def default_instances(k: Any) -> List[Instance]:
-    """Edge shapes for a prefill kernel (``k.meta['plan']``) or a decode kernel."""
-    from ..amd.flash_attention import PrefillShape
-    plan = k.meta["plan"]
-    c = plan.cfg
-    D = c.head_dim
-    if k.meta.get("kind") == "decode":
-        from ..amd.decode import decode_instances
-        return decode_instances(k)
-    if k.meta.get("kind") in ("decode_split", "decode_combine"):
-        from ..amd.decode_splitkv import splitkv_instances
-        return splitkv_instances(k)
-    BM = c.block_m
-    shapes = [("ragged-gqa", PrefillShape.bhsd(2, 4, 2, 77, 77, D)),
-              ("one-row-one-key", PrefillShape.bhsd(1, 1, 1, 1, 1, D)),
-              ("bshd-strided", _bshd(1, 2, 1, BM + 9, 3 * c.block_n + 5, D))]
-    if c.causal:
-        shapes.append(("q-longer-bottom-right", PrefillShape.bhsd(1, 1, 1, BM + 40, 70, D,
-                                                                  causal_off=70 - BM - 40)))
-        shapes.append(("kv-longer-bottom-right", PrefillShape.bhsd(1, 1, 1, 40, 3 * c.block_n
-                                                                   + 7, D,
-                                                                   causal_off=3 * c.block_n
-                                                                   + 7 - 40)))
-    out = []
-    for name, s in shapes:
-        out.append(Instance(name, s.env(), s.grid(BM), c.causal))
-    return out
-
-
-def _bshd(b: int, h: int, hk: int, sq: int, skv: int, d: int):
-    from ..amd.flash_attention import PrefillShape
-    q = (sq * h * d, d, h * d)            # [B, S, H, D] storage viewed as BHSD
-    k = (skv * hk * d, d, hk * d)
-    return PrefillShape(b, h, hk, sq, skv, q, k, k, q, 0)
+    """The instances the kernel's builder names (``k.meta["instances"]``: a function of the
+    kernel IR, e.g. :func:`kernels.amd.flash_attention.prefill_instances`).  The gate knows
+    no kernel family: the builder says on which shapes its kernel is checked."""
+    make = k.meta.get("instances")
+    if make is None:
+        raise KernelError(f"attention gate: kernel {k.name} names no verification instances "
+                          "(its builder sets meta['instances']); pass instances=[...]")
+    return list(make(k))
 
 
 def _subs(x: Any, vals: Dict[Any, int]) -> Any:
