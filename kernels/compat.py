@@ -19,7 +19,7 @@ from typing import Dict, Tuple, Union
 #: old module path -> new module path, or a tuple of them when names moved out of the old module
 #: into another (``kernels.cuda_gemm.gemm`` is now ``kernels.nvidia.dispatch.gemm``)
 MOVED: Dict[str, Union[str, Tuple[str, ...]]] = {
-    "kernels.attention_ir": "kernels.ir.attention",
+    "kernels.attention_ir": ("kernels.ir.attention", "kernels.printer.attention"),
     "kernels.emit": "kernels.printer.hip",
     "kernels.gate": "kernels.verify.gate",
     "kernels.attention_gate": "kernels.verify.attention_gate",

@@ -35,8 +35,9 @@ import sympy
 
 from .flash_attention import (BuiltAttention, PrefillShape, R, global_layouts, hot_loop_match)
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
-                           MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy,
-                           VecDot, emit_attention)
+                            MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy,
+                            VecDot)
+from ..printer.attention import emit_attention
 from .gemm_plan import ConfigError, norm_dtype
 from ..ir.core import Access, Barrier, Comment, Frag, If, Let, Loop, Param, ZeroFrag, sym
 

@@ -42,7 +42,8 @@ import sympy
 from layoutalg import Layout
 
 from ..ir.attention import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, PartialStats,
-                           ScalarParam, emit_attention)
+                            ScalarParam)
+from ..printer.attention import emit_attention
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .flash_attention import BuiltAttention, PrefillShape, R
 from .gemm_plan import ConfigError

@@ -36,9 +36,9 @@ import sympy
 
 from layoutalg import Layout
 
-from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax,
-                           LOG2E, MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate,
-                           emit_attention, runtime_symbol)
+from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, LOG2E,
+                            MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, runtime_symbol)
+from ..printer.attention import emit_attention
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,

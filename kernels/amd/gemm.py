@@ -109,8 +109,8 @@ def _join_tv(mn_l: Any, k_l: Any, rows: int) -> Any:
     from layoutalg import Layout
     fs, fm = mn_l.flat()
     _, fk = k_l.flat()
-    from .gemm_plan import _unflatten
-    return Layout(mn_l.shape, _unflatten(mn_l.shape, tuple(a + rows * b for a, b in zip(fm, fk))))
+    from .gemm_plan import unflatten
+    return Layout(mn_l.shape, unflatten(mn_l.shape, tuple(a + rows * b for a, b in zip(fm, fk))))
 
 
 def _swizzle_cannot_help(op: OperandPlan, arr: np.ndarray, instr: str, eb: int, arch: str,

@@ -112,8 +112,8 @@ def split_tv(tv: Layout, rows: int) -> Tuple[Layout, Layout]:
     fs, fd = tv.flat()
     rs = tuple(d % rows for d in fd)
     cs = tuple(d // rows for d in fd)
-    r_l = Layout(_unflatten(tv.shape, fs), _unflatten(tv.shape, rs))
-    c_l = Layout(_unflatten(tv.shape, fs), _unflatten(tv.shape, cs))
+    r_l = Layout(unflatten(tv.shape, fs), unflatten(tv.shape, rs))
+    c_l = Layout(unflatten(tv.shape, fs), unflatten(tv.shape, cs))
     v, rv, cv = tv.values(), r_l.values(), c_l.values()
     if not (np.array_equal(rv + rows * cv, v) and rv.min() >= 0 and rv.max() < rows):
         raise KernelError(f"split_tv: {tv} does not split into (row, col) coordinates of a "
@@ -121,7 +121,7 @@ def split_tv(tv: Layout, rows: int) -> Tuple[Layout, Layout]:
     return r_l, c_l
 
 
-def _unflatten(profile: Any, flat: tuple) -> Any:
+def unflatten(profile: Any, flat: tuple) -> Any:
     it = iter(flat)
 
     def build(p: Any) -> Any:
@@ -135,7 +135,7 @@ def _join(a: Layout, b: Layout) -> Layout:
     """Same-shaped layouts with strides added mode by mode (their sum as functions)."""
     assert a.shape == b.shape
     fa, fb = a.flat()[1], b.flat()[1]
-    return Layout(a.shape, _unflatten(a.shape, tuple(x + y for x, y in zip(fa, fb))))
+    return Layout(a.shape, unflatten(a.shape, tuple(x + y for x, y in zip(fa, fb))))
 
 
 @dataclass

@@ -15,7 +15,7 @@ from layoutalg.symbolic import to_c
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
                  SchedBarrier, WaitCnt, ZeroFrag)
 
-__all__ = ["emit", "SCALAR", "vec_type"]
+__all__ = ["emit", "Printer", "SCALAR", "vec_type"]
 
 SCALAR = {"f16": "_Float16", "bf16": "short", "f32": "float"}
 _BYTES = {"f16": 2, "bf16": 2, "f32": 4}
@@ -33,7 +33,7 @@ def vec_type(dtype: str, n: int) -> str:
     return f"lagen_{dtype}x{n}" if (dtype, n) in _LAGEN_VECTORS else f"la_{dtype}x{n}"
 
 
-class _Printer:
+class Printer:
     def __init__(self, k: Kernel) -> None:
         self.k = k
         self.lines: List[str] = []
@@ -205,4 +205,7 @@ class _Printer:
 
 def emit(kernel: Kernel) -> str:
     """HIP C++ source of ``kernel`` (one ``extern "C" __global__`` function)."""
-    return _Printer(kernel).kernel()
+    return Printer(kernel).kernel()
+
+
+_Printer = Printer     # the pre-issue-13 name, kept for one release
