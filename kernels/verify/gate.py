@@ -50,11 +50,11 @@ import numpy as np
 from layoutalg.verify.result import CheckResult
 
 from ..errors import KernelError
-from .gate_common import Fail, check_lds_capacity, leaves
 from ..ir.core import Access, Kernel, Let, Loop, sym
+from .gate_common import Fail, check_lds_capacity, leaves
+from .gate_dataflow import GemmDataflow
 from .gate_static import (AffineStaticChecks, NeedFullEnumeration, StaticChecks, affine_plan,
                           affine_slopes, is_compact)
-from .gate_dataflow import GemmDataflow
 
 __all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
 

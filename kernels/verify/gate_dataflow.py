@@ -4,10 +4,12 @@ lane (MFMA operand pairing, accumulator write-back, LDS races)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
+
 import numpy as np
+
 from ..errors import KernelError
-from .gate_common import Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
+from .gate_common import Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves
 
 __all__ = ["sympy_coeff_add", "GemmDataflow"]
 

@@ -5,13 +5,17 @@ block or, by the translation argument, over the blocks that represent them all."
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
-import numpy as np
-from layoutalg import ComposedLayout, Layout
-from ..errors import KernelError
-from .gate_common import BYTES, Fail, bank_result, compose_offset, leaves
-from ..ir.core import Access, If, Kernel, Let, Loop, c_eval, sym
 
-__all__ = ["eval_origin", "StaticChecks", "NeedFullEnumeration", "affine_slopes", "affine_plan", "AffineStaticChecks", "is_compact"]
+import numpy as np
+
+from layoutalg import ComposedLayout, Layout
+
+from ..errors import KernelError
+from ..ir.core import Access, If, Kernel, Let, Loop, c_eval, sym
+from .gate_common import BYTES, Fail, bank_result, compose_offset, leaves
+
+__all__ = ["eval_origin", "StaticChecks", "NeedFullEnumeration", "affine_slopes", "affine_plan",
+           "AffineStaticChecks", "is_compact"]
 
 
 # ---------------------------------------------------------------------------- layout evaluation
