@@ -45,7 +45,7 @@ MOVED: Dict[str, Union[str, Tuple[str, ...]]] = {
     "kernels.cuda.builder": "kernels.nvidia.builder",
     "kernels.cuda.layout_c": "kernels.nvidia.layout_c",
     "kernels.cuda.prelude": "kernels.nvidia.prelude",
-    "kernels.cuda.amd_flavour": "kernels.nvidia.amd_flavour",
+    "kernels.cuda.amd_flavour": ("kernels.nvidia.amd_flavour", "kernels.nvidia.amd_flavour_checks"),
 }
 
 
@@ -108,17 +108,19 @@ class _Proxy(types.ModuleType):
 
     def __getattr__(self, name: str):
         m = self._owner(name)
+        value = getattr(m, name) if m is not None else None
+        if f"{self.__name__}.{name}" in MOVED and (m is None or
+                                                   isinstance(value, types.ModuleType)):
+            return importlib.import_module(f"{self.__name__}.{name}")   # the old submodule
         if m is not None:
-            return getattr(m, name)
-        if f"{self.__name__}.{name}" in MOVED:
-            return importlib.import_module(f"{self.__name__}.{name}")
+            return value
         raise AttributeError(f"module {self.__name__!r} (moved to {self._new_names()}) has no "
                              f"attribute {name!r}")
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and self._owner(name) is not None:
-            return                            # the import system binding a shadowed submodule
-        super().__setattr__(name, value)
+        if isinstance(value, types.ModuleType) and f"{self.__name__}.{name}" in MOVED:
+            return                            # the import system binding an old submodule:
+        super().__setattr__(name, value)      # __getattr__ resolves it (shadowing included)
 
 
 def install() -> None:
