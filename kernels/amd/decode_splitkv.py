@@ -44,6 +44,7 @@ from layoutalg import Layout
 from ..ir.attention import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, PartialStats,
                             ScalarParam)
 from ..printer.attention import emit_attention
+from ..program import Program
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .flash_attention import BuiltAttention, PrefillShape, R
 from .gemm_plan import ConfigError
@@ -322,7 +323,7 @@ class _PairResult:
     stats: Dict[str, Any] = field(default_factory=dict)
 
 
-class BuiltSplitKV:
+class BuiltSplitKV(Program):
     """The gated split / combine pair in ONE source (one code object with two kernels)."""
 
     kind = "decode_splitkv"
@@ -344,10 +345,6 @@ class BuiltSplitKV:
     @property
     def arch(self) -> str:
         return self.cfg.arch
-
-    def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
-        from ..toolchain.hip import compile_built
-        return compile_built(self, arch or self.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
         if self.code_object is None:

@@ -39,6 +39,7 @@ from layoutalg import Layout
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, LOG2E,
                             MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, runtime_symbol)
 from ..printer.attention import emit_attention
+from ..program import Program
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
@@ -515,7 +516,7 @@ class PrefillShape:
 
 
 @dataclass
-class BuiltAttention:
+class BuiltAttention(Program):
     """A gated attention kernel: source, IR, plan, verification (travels into report.json)."""
 
     name: str
@@ -534,10 +535,6 @@ class BuiltAttention:
     @property
     def arch(self) -> str:
         return self.plan.cfg.arch
-
-    def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
-        from ..toolchain.hip import compile_built
-        return compile_built(self, arch or self.arch, **kw)
 
     def report(self) -> Dict[str, Any]:
         if self.code_object is None:

@@ -30,6 +30,7 @@ from layoutalg import Layout
 from layoutalg.errors import LayoutError
 
 from ..printer.hip import emit
+from ..program import Program
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
@@ -610,7 +611,7 @@ def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:
 # ---------------------------------------------------------------------------- the built kernel
 
 @dataclass
-class BuiltKernel:
+class BuiltKernel(Program):
     """A gated kernel: its source and IR, the plan it came from, and the verification results
     (which travel with it into ``report.json``)."""
 
@@ -630,10 +631,9 @@ class BuiltKernel:
     def block(self) -> int:
         return self.ir.block
 
-    def compile(self, arch: Optional[str] = None, **kw: Any) -> Any:
-        """Compile to an AMDGPU code object (cached by source); returns the CodeObject."""
-        from ..toolchain.hip import compile_built
-        return compile_built(self, arch or self.plan.cfg.arch, **kw)
+    @property
+    def arch(self) -> str:
+        return self.plan.cfg.arch
 
     def report(self) -> Dict[str, Any]:
         """``report.json``: resources of the compiled kernel plus the verification results."""
