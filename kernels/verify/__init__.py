@@ -1,3 +1,13 @@
-"""kernels.verify: the verifiers that prove a kernel before it is printed (the GEMM gate
-:mod:`kernels.verify.gate`, the attention gate :mod:`kernels.verify.attention_gate`, what they
-share :mod:`kernels.verify.gate_common`)."""
+"""kernels.verify: the verifiers that prove a kernel before it is printed.
+
+* the GEMM gate: :mod:`~kernels.verify.gate` (entry point, report), its passes
+  :mod:`~kernels.verify.gate_static` and :mod:`~kernels.verify.gate_dataflow`;
+* the attention gate: :mod:`~kernels.verify.attention_gate` (entry point),
+  :mod:`~kernels.verify.attention_static`, :mod:`~kernels.verify.attention_dataflow`,
+  :mod:`~kernels.verify.attention_softmax` (the softmax / masking / merge rules),
+  :mod:`~kernels.verify.attention_ids` (element identities);
+* what both share: :mod:`~kernels.verify.gate_common`.
+
+The gates import the IR, never a kernel builder: an attention kernel's builder names the
+instances it is checked on (``meta["instances"]``).
+"""
