@@ -3,7 +3,9 @@
 Both code objects are produced offline on a CPU-only machine and read by the same code
 (:mod:`kernels.codeobject`): VGPR/AGPR, LDS, waves/SIMD, spills, hot-loop MFMA count and MFMA
 share of the hot loop's instructions, LDS read/write and global load instructions (widths), and
-the time from Python objects to a code object.  Nothing here runs on a GPU: MI300X run time is
+the time from Python objects to a code object; and the static MI300X performance model
+(kernels.perf): MFMA busy of the hot loop, the binding resource, the whole GEMM as a fraction of
+MFMA peak (model estimates with an error bar).  Nothing here runs on a GPU: MI300X run time is
 NOT measured.
 
     python3 benchmarks/gfx942_static.py [--m 4096 --n 4096 --k 4096] [--json out.json]
@@ -109,6 +111,42 @@ def ours_compile(m: int, n: int, k: int, cfg) -> Dict[str, Any]:
             "checks": f"{sum(rep['verification'].values())}/{len(rep['verification'])}"}
 
 
+def model(binary: bytes, threads: int, lds_dynamic: int, **problem: str) -> Dict[str, Any]:
+    """The static MI300X performance model (kernels.perf) of a code object: MFMA busy of the hot
+    loop, the binding resource and, given ``gemm=``/``attention=`` and ``tile=``, the whole
+    kernel's fraction of MFMA peak and TFLOP/s.  A model, not a measurement."""
+    from kernels.perf import PerfError, analyze
+    try:
+        r = analyze(binary, block_threads=threads, dynamic_lds_bytes=lds_dynamic, **problem)
+    except PerfError as e:
+        return {"model_error": str(e)}
+    w = r.whole_kernel or {}
+    return {"model_mfma_busy": r.mfma_busy, "model_binding": r.binding,
+            "model_idle": r.idle_breakdown, "model_peak_fraction": r.peak_fraction,
+            "model_tflops": w.get("tflops"), "model_error_bar": r.error_bar,
+            "model_cycles_per_iteration": r.cycles_per_iteration}
+
+
+def print_model(rows: List[Dict[str, Any]], problem: str) -> None:
+    """The model table (every figure labelled a model estimate with its error bar)."""
+    eb = next((r["model_error_bar"] for r in rows if "model_error_bar" in r), 0)
+    print(f"\nstatic MI300X performance model (kernels.perf; a model, NOT a measurement; error "
+          f"bar +-{100 * eb:.0f}%), {problem}\n")
+    print("| kernel | model MFMA busy (hot loop) | binding | largest MFMA-idle causes | "
+          "model % of MFMA peak (whole kernel) | model TFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "model_error" in r:
+            print(f"| {r['who']} {r['config']} | - | {r['model_error']} | | | |")
+            continue
+        idle = ", ".join(f"{k} {100 * v:.0f}%" for k, v in list(r["model_idle"].items())[:3])
+        pf, tf = r["model_peak_fraction"], r["model_tflops"]
+        pf_s = "-" if pf is None else f"{100 * pf:.0f}%"
+        tf_s = "-" if tf is None else f"{tf:.0f}"
+        print(f"| {r['who']} {r['config']} | {100 * r['model_mfma_busy']:.0f}% | "
+              f"{r['model_binding']} | {idle} | {pf_s} | {tf_s} |")
+
+
 def analyse(binary: bytes, threads: int, lds_dynamic: int) -> Dict[str, Any]:
     from kernels.codeobject import CodeObject
     from kernels.toolchain import find_toolchain
@@ -143,6 +181,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
     rows = []
+    shape = f"{args.m},{args.n},{args.k}"
     try:
         import triton  # noqa: F401
         have_triton = bool(triton.__version__)
@@ -153,11 +192,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         for cfg in TRITON_CONFIGS:
             t = triton_compile(cfg)
             a = analyse(t["binary"], t["threads"], t["lds_dynamic"])
+            a.update(model(t["binary"], t["threads"], t["lds_dynamic"], gemm=shape,
+                           tile=f"{cfg[0]}x{cfg[1]}"))
             rows.append({"who": f"Triton {t['version']}", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}"
                          f", {cfg[3]} warps, {cfg[4]} stages", "seconds": t["seconds"], **a})
     for cfg in OURS_CONFIGS:
         o = ours_compile(args.m, args.n, args.k, cfg)
         a = analyse(o["binary"], o["threads"], 0)
+        a.update(model(o["binary"], o["threads"], 0, gemm=shape, tile=f"{cfg[0]}x{cfg[1]}"))
         st = o["stages"]
         rows.append({"who": "layoutalg", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}, "
                      f"{cfg[3]}x{cfg[4]} waves, {cfg[5]} LDS stage{'s' if cfg[5] > 1 else ''}",
@@ -182,6 +224,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if r["who"] == "layoutalg":
             print(f"\nlayoutalg {r['config']}: gate {r['checks']} checks hold; compiled hot loop "
                   f"== verified instructions: {r['hot_loop_match']}; stages (s): {r['stages']}")
+    print_model(rows, f"GEMM {args.m}x{args.n}x{args.k}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
     return 0

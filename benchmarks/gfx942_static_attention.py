@@ -2,7 +2,9 @@
 decode attention bytes moved -> estimated time at 5.3 TB/s (peak) and 4.3 TB/s (BabelStream).
 
 Both code objects are produced offline on a CPU-only machine and read by the same code
-(``benchmarks.gfx942_static.analyse``).  Nothing here runs on a GPU: MI300X run time is NOT
+(``benchmarks.gfx942_static.analyse``), and compared by the static MI300X performance model
+(``kernels.perf``: MFMA busy, binding resource, whole kernel at B16 H16 S8K; model estimates
+with an error bar).  Nothing here runs on a GPU: MI300X run time is NOT
 measured; decode times are estimates from bytes moved.
 
     python3 benchmarks/gfx942_static_attention.py [--json out.json] [--splitkv-only]
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HEAD_DIMS = (128,)
+MODEL_SHAPE = "16,16,8192"     # B,H,S of the model's whole-kernel estimate (attn-dsl-bench's)
 PEAK_TBS, MEASURED_TBS = 5.3, 4.3
 
 
@@ -95,6 +98,7 @@ def triton_compile(d: int, causal: bool) -> Dict[str, Any]:
                            options={"num_warps": 4, "num_stages": 1})
         secs = time.perf_counter() - t0
     return {"binary": k.asm["hsaco"], "lds_dynamic": int(k.metadata.shared), "threads": 256,
+            "block_m": 128,
             "seconds": secs, "version": triton.__version__}
 
 
@@ -107,6 +111,7 @@ def ours(d: int, causal: bool, dtype: str = "f16") -> Dict[str, Any]:
     t2 = time.perf_counter()
     rep = bk.report()
     return {"binary": co.binary, "lds_dynamic": 0, "threads": bk.block, "seconds": t2 - t0,
+            "block_m": bk.plan.cfg.block_m,
             "build_s": t1 - t0, "gate_s": bk.timings["gate_s"], "compile_s": t2 - t1,
             "hot_loop_match": rep["hot_loop_instructions"]["match"],
             "checks": f"{sum(rep['verification'].values())}/{len(rep['verification'])}"}
@@ -171,7 +176,7 @@ def splitkv_static() -> Dict[str, Any]:
 
 
 def decode_static() -> Dict[str, Any]:
-    from gfx942_static import analyse
+    from gfx942_static import analyse, model, print_model
     from kernels.decode import DecodeConfig, build_decode
     out = {}
     for d in (128, 256):
@@ -198,7 +203,7 @@ def print_splitkv(res: Dict[str, Any]) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from gfx942_static import analyse
+    from gfx942_static import analyse, model, print_model
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-triton", action="store_true")
@@ -228,10 +233,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                     print(f"triton {tag}: {type(e).__name__}: {e}")
             for who, r in runs.items():
                 an = analyse(r["binary"], r["threads"], r["lds_dynamic"])
+                an.update(model(r["binary"], r["threads"], r["lds_dynamic"],
+                                attention=f"{MODEL_SHAPE},{d}{',causal' if causal else ''}",
+                                tile=str(r.get("block_m", 128))))
+                an.update({"who": who, "config": tag})
                 an.update({k: v for k, v in r.items() if k not in ("binary",)})
                 res["prefill"][f"{who} {tag}"] = an
                 vals = [f"{an[c]:.2f}" if c == "mfma_share" else str(an[c]) for c in cols]
                 print(f"| {who} {tag} | " + " | ".join(vals) + f" | {r['seconds']:.2f} |")
+    print_model(list(res["prefill"].values()), f"attention forward B,H,S = {MODEL_SHAPE}")
     print()
     for k, an in res["decode_static"].items():
         print(f"decode {k}: VGPR {an['vgpr']} waves/SIMD {an['waves_per_simd']} global "

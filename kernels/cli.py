@@ -1,11 +1,16 @@
-"""``layoutalg compile KERNEL`` and ``layoutalg check KERNEL`` (kernels from :mod:`kernels.registry`).
+"""``layoutalg compile KERNEL`` and ``layoutalg check KERNEL`` (kernels from :mod:`kernels.registry`);
+``layoutalg perf CODE_OBJECT`` (the static MI300X model, :mod:`kernels.perf.cli`).
 
 ``compile`` builds the kernel (plan -> gate -> HIP), compiles it for ``--arch`` and writes
-``kernel.hip``, ``kernel.co`` and ``report.json`` into ``--out``.  ``check --emulate`` runs the
-kernel on the CPU emulator against torch and prints the max error last.
+``kernel.hip``, ``kernel.co`` and ``report.json`` (with the static performance model's
+``perf_model`` fields) into ``--out``.  ``check --emulate`` runs the kernel on the CPU emulator
+against torch.  Both end on one ``PASS ...`` or ``FAIL ...`` line; their stages are reported on
+stderr (:mod:`layoutalg.progress`), and options the chosen kernel does not use are warned about
+there.
 
 Exit codes: 0 ok, 1 a verification check failed or the results mismatch, 2 bad input,
-3 a required tool is missing.
+3 a required tool is missing (clang-19; torch for ``check``; ``check`` without ``--emulate``:
+there is no GPU runner).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from layoutalg.progress import stage
 
 from .errors import KernelError
 
@@ -29,7 +36,7 @@ def _add_kernels(p: argparse.ArgumentParser, func, extra) -> None:
         kp = sub.add_parser(name, help=entry.help, description=entry.help)
         extra(kp)
         entry.add_arguments(kp)
-        kp.set_defaults(func=func)
+        kp.set_defaults(func=func, _parser=kp)
 
 
 def register(subparsers) -> None:
@@ -53,12 +60,42 @@ def register(subparsers) -> None:
                                description="Build a kernel (gated) and run it against torch; "
                                            "prints the max error last.")
     _add_kernels(pk, cmd_check, check_opts)
+    from .perf.cli import register as register_perf
+    register_perf(subparsers)
 
 
 def _fail(args, e: Exception) -> int:
     code = getattr(e, "exit_code", 1)
     print(f"layoutalg {args.command} {args.kernel}: error: {e}", file=sys.stderr)
+    if code == 1:  # a check failed (gate, compiler, emulator): the verdict line still comes last
+        print(f"FAIL: {type(e).__name__} (details on stderr)")
     return code
+
+
+def _warn_ignored(args: argparse.Namespace, entry, cfg) -> None:
+    """Options the user set that this kernel/command does not use: say so, never silently."""
+    parser = getattr(args, "_parser", None)
+
+    def given(dest: str) -> bool:
+        return parser is not None and getattr(args, dest, None) != parser.get_default(dest)
+    hook = getattr(entry, "ignored_options", None)
+    for msg in (hook(args, cfg, args.command, given) if hook else []):
+        print(f"layoutalg {args.command} {args.kernel}: warning: {msg}", file=sys.stderr)
+
+
+def _kernel_lines(rep: dict) -> list:
+    """One summary line per kernel in the code object (split-KV decode has two)."""
+    per = rep.get("kernels") or {rep.get("kind", "kernel"): rep}
+    lines = []
+    for role, k in per.items():
+        name = k.get("kernel", rep.get("kernel"))
+        tag = f"{role}: " if len(per) > 1 else ""
+        hot = k.get("hot_loop_mfma", (k.get("hot_loop") or {}).get("mfma", 0))
+        lines.append(f"{tag}{name} [{rep['arch']}]: VGPR {k['vgpr']} AGPR {k['agpr']} SGPR "
+                     f"{k['sgpr']} | LDS {k['lds_bytes']} B | scratch {k['scratch_bytes']} B | "
+                     f"spills {k['spills']} | waves/SIMD {k['waves_per_simd']} | MFMA "
+                     f"{k['mfma_count']} ({hot} in the hot loop)")
+    return lines
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -66,9 +103,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         entry = get(args.kernel)
         cfg = entry.config(args)
+        _warn_ignored(args, entry, cfg)
         t0 = time.perf_counter()
-        bk = entry.build(cfg)
-        co = bk.compile(args.arch)
+        with stage(f"building and verifying {args.kernel}"):
+            bk = entry.build(cfg)
+        with stage(f"compiling {bk.name} for {args.arch} (clang-19)"):
+            co = bk.compile(args.arch)
         t1 = time.perf_counter()
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -76,37 +116,70 @@ def cmd_compile(args: argparse.Namespace) -> int:
         (out / "kernel.co").write_bytes(co.binary)
         rep = bk.report()
         rep["timings_s"]["python_to_code_object"] = t1 - t0
+        from .perf import report_fields
+        rep["perf_model"] = report_fields(co.binary, bk.name, block_threads=bk.block)
         (out / "report.json").write_text(json.dumps(rep, indent=1, default=str) + "\n")
     except KernelError as e:
         return _fail(args, e)
     v = rep["verification"]
-    print(f"{bk.name} [{rep['arch']}]: VGPR {rep['vgpr']} AGPR {rep['agpr']} SGPR {rep['sgpr']} "
-          f"| LDS {rep['lds_bytes']} B | scratch {rep['scratch_bytes']} B | spills "
-          f"{rep['spills']} | waves/SIMD {rep['waves_per_simd']} | MFMA {rep['mfma_count']} "
-          f"({rep['hot_loop_mfma']} in the hot loop)")
+    for line in _kernel_lines(rep):
+        print(line)
     print(f"verification: {sum(v.values())}/{len(v)} checks hold "
           f"({', '.join(k for k, ok in v.items() if ok)})")
+    pm = rep["perf_model"]
+    if "mfma_busy" in pm:
+        print(f"perf model (not a measurement, +-{100 * pm['error_bar']:.0f}%): MFMA pipes busy "
+              f"{100 * pm['mfma_busy']:.0f}% of the hot loop, binding: {pm['binding']}")
     print(f"wrote {out / 'kernel.hip'}, {out / 'kernel.co'}, {out / 'report.json'} "
           f"({t1 - t0:.2f} s from Python objects to code object)")
-    return 0 if all(v.values()) else 1
+    failed = [k for k, ok in v.items() if not ok]
+    if failed:
+        print(f"FAIL: {len(failed)} verification check(s) fail: {', '.join(failed)}")
+        return 1
+    names = " + ".join(k.get("kernel", bk.name) for k in (rep.get("kernels") or {"": {}}).values())
+    print(f"PASS: {names} verified ({len(v)} checks) and compiled for {rep['arch']}")
+    return 0
+
+
+def _torch_missing(args: argparse.Namespace) -> bool:
+    try:  # check needs it anyway; importing also catches a torch that is present but broken
+        import torch  # noqa: F401
+        return False
+    except ImportError:
+        pass
+    print(f"layoutalg {args.command} {args.kernel}: error: torch is needed for the inputs and "
+          "the reference of check --emulate and is not installed; install it with\n"
+          "  pip install 'layoutalg[torch]'\n"
+          "or, for the CPU build only (no CUDA download),\n"
+          "  pip install torch --index-url https://download.pytorch.org/whl/cpu", file=sys.stderr)
+    return True
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .amd.registry import get
     if not args.emulate:
-        print(f"layoutalg check {args.kernel}: error: no GPU runner here; pass --emulate to run "
-              "on the CPU emulator", file=sys.stderr)
-        return 2
+        print(f"layoutalg check {args.kernel}: error: no GPU runner here (this is a tool that is "
+              "missing, exit 3); pass --emulate to run on the CPU emulator", file=sys.stderr)
+        return 3
+    if _torch_missing(args):
+        return 3
     try:
         entry = get(args.kernel)
         cfg = entry.config(args)
-        bk = entry.build(cfg)
+        _warn_ignored(args, entry, cfg)
+        with stage(f"building and verifying {args.kernel}"):
+            bk = entry.build(cfg)
         v = bk.verification.as_bools()
         print(f"{bk.name}: verification {sum(v.values())}/{len(v)} checks hold; grid "
               f"{bk.grid[0]}x{bk.grid[1]}, {bk.block} threads")
         inputs = entry.inputs(cfg, args.seed)
+        nblocks = 1
+        for g in bk.grid:
+            nblocks *= int(g)
         t0 = time.perf_counter()
-        res = bk.emulate(*inputs, workers=args.workers)
+        # the first run of a kernel also host-compiles it (cached afterwards)
+        with stage(f"emulating {nblocks} block(s) x {bk.block} threads on the CPU"):
+            res = bk.emulate(*inputs, workers=args.workers)
         t1 = time.perf_counter()
         out = entry.output(cfg, res.outputs)
         ref = entry.reference(cfg, inputs)
@@ -115,13 +188,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     import torch
     atol, rtol = entry.tolerance(cfg)
     err = (out - ref).abs()
-    bad = err > atol + rtol * ref.abs()
+    bound = atol + rtol * ref.abs()
+    bad = err > bound
     nbad = int(bad.sum())
-    print(f"emulated in {t1 - t0:.2f} s ({res.seconds:.2f} s running); tolerance "
-          f"|out - ref| <= {atol:g} + {rtol:g}*|ref| vs float64 torch reference")
+    worst = float((err / bound).max())    # 1.0 = exactly at the tolerance
+    print(f"emulated in {t1 - t0:.2f} s ({res.seconds:.2f} s running)")
+    print(f"max error: {float(err.max()):.6g} (absolute, vs a float64/fp32 torch reference)")
     if nbad:
         idx = tuple(int(i) for i in torch.nonzero(bad)[0])
         print(f"MISMATCH: {nbad} of {bad.numel()} elements out of tolerance; first at {idx}: "
               f"got {float(out[idx]):.6g}, expected {float(ref[idx]):.6g}")
-    print(f"max error: {float(err.max()):.6g}")
-    return 1 if nbad else 0
+    failed = [k for k, ok in v.items() if not ok]
+    verdict = "FAIL" if nbad or failed else "PASS"
+    print(f"{verdict}: {bad.numel() - nbad} of {bad.numel()} elements within |out - ref| <= "
+          f"{atol:g} + {rtol:g}*|ref| (worst at {100 * worst:.0f} % of its bound)"
+          + (f"; failed checks: {', '.join(failed)}" if failed
+             else f"; {len(v)} verification checks hold"))
+    return 1 if verdict == "FAIL" else 0

@@ -25,9 +25,10 @@ from .algebra import (composition, complement, right_inverse, left_inverse, null
                       downcast, zip_layouts)
 from .swizzle import Swizzle, ComposedLayout, make_composed_layout
 from .parse import parse
-from .tv import make_layout_tv, local_partition, local_tile, TVLayout, thread_values
+from .tv import make_layout_tv, local_partition, local_tile, TVLayout, TVPair, thread_values
 from .f2 import F2Map, F2Error, to_f2, from_f2
 from .enumerate import layout_values
+from .install import PackageClashWarning, package_clashes
 
 __version__ = "0.1.0"
 
@@ -35,6 +36,9 @@ __version__ = "0.1.0"
 _LAZY_SYMBOLIC = ("index_symbol", "offset_expr", "to_c", "Xor", "substitute")
 
 __all__ = [name for name in dir() if not name.startswith("_")] + list(_LAZY_SYMBOLIC)
+
+# a foreign top-level 'kernels' / 'visualize' / 'mfma_specs' first on sys.path: say so now
+install.warn_on_clashes()
 
 
 def __getattr__(name: str):

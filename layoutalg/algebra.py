@@ -445,25 +445,44 @@ def _resolve_violations(viol: list, ls: list, ld: list, rs: Any, rd: Any, s: Any
     stride whose borrow happens to cancel) are decided by comparing every index, for
     ``size(B) <= _EXHAUSTIVE_LIMIT``.
     """
+    n = product(rs)
     for msg, provable in viol:
         if provable:
-            raise CompositionError(msg)
-    n = product(rs)
+            raise CompositionError(msg + _cute_answer(ls, ld, rs, rd, s, d, n))
     if n > _EXHAUSTIVE_LIMIT:
         raise CompositionError(viol[0][0] + f" (size(B) = {n} is too large to rule out an "
                                "exceptional cancellation by checking every index)")
-    import numpy as np
+    got, truth = _cute_and_truth(ls, ld, rs, rd, s, d)
+    if (got != truth).any():
+        raise CompositionError(viol[0][0] + _cute_answer(ls, ld, rs, rd, s, d, n))
+
+
+def _cute_and_truth(ls: list, ld: list, rs: Any, rd: Any, s: Any, d: Any):
+    """Every value of CuTe's result ``s:d`` and of the true ``A(B(c))`` (A's coalesced digits)."""
     from .enumerate import _flat_values
     bvals = _flat_values(flatten(rs), flatten(rd))
-    truth = np.zeros_like(bvals)
+    truth = bvals * 0
     x = bvals
     for j in range(len(ls) - 1):  # floor semantics: A extends along its last mode only
         truth += (x % ls[j]) * ld[j]
         x = x // ls[j]
     truth += x * ld[-1]
-    got = _flat_values(flatten(s), flatten(d))
-    if not np.array_equal(got, truth):
-        raise CompositionError(viol[0][0])
+    return _flat_values(flatten(s), flatten(d)), truth
+
+
+def _cute_answer(ls: list, ld: list, rs: Any, rd: Any, s: Any, d: Any, n: Any) -> str:
+    """What CuTe returns, and the first index where it is not ``A(B(c))`` (for people porting
+    CuTe code, who will meet this refusal where CuTe answered)."""
+    cute = Layout._make(s, d)
+    if type(n) is not int or n > _EXHAUSTIVE_LIMIT:
+        return f"; CuTe returns {cute}"
+    got, truth = _cute_and_truth(ls, ld, rs, rd, s, d)
+    bad = (got != truth).nonzero()[0]
+    if not len(bad):
+        return f"; CuTe returns {cute}"
+    c = int(bad[0])
+    return (f"; CuTe returns {cute}, which at index {c} gives {int(got[c])} where A(B({c})) = "
+            f"{int(truth[c])}")
 
 
 def composition(lhs: Any, rhs: Any) -> Any:

@@ -10,13 +10,17 @@ Each subcommand lives in the package that owns its feature and is imported only 
 ``mfma``       :mod:`mfma_specs.cli` (``list`` / ``show`` instructions)
 ``compile``    :mod:`kernels.cli`    (emit, verify, compile a kernel)
 ``check``      :mod:`kernels.cli`    (run a kernel on the CPU emulator vs torch)
+``perf``       :mod:`kernels.perf`   (static MI300X performance model of a code object)
 =============  =========================================
 
 A subcommand module exposes ``register(subparsers)`` which adds its parsers and sets
 ``func`` (a callable taking the parsed args and returning an exit code).
 
 Exit codes: 0 success, 1 a check failed (conflict found, mismatch), 2 bad input (usage or a
-malformed layout), 3 a required tool is missing (e.g. clang-19).
+malformed layout), 3 a required tool is missing (e.g. clang-19, torch, a GPU runner) or the
+install is broken (a foreign ``kernels``/``visualize`` package, see :mod:`layoutalg.install`).
+
+Steps that can take seconds report their stages on stderr (:mod:`layoutalg.progress`).
 """
 
 from __future__ import annotations
@@ -74,13 +78,21 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from .install import package_clashes
+    from .progress import enabled
+    clashes = package_clashes()
+    if clashes:  # a foreign kernels/visualize would drop or break commands: refuse plainly
+        for msg in clashes:
+            print(f"layoutalg: error: {msg}", file=sys.stderr)
+        return EXIT_TOOL
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        with enabled():
+            return int(args.func(args) or 0)
     except LayoutError as e:
         print(f"layoutalg {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

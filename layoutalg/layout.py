@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional, Sequence
 
-from .errors import ShapeError
+from .errors import LayoutError, ShapeError
 from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
                        depth as _depth, flatten, fmt, is_tuple, normalize, product,
                        rank as _rank)
@@ -218,6 +218,15 @@ class Layout:
     def _repr_svg_(self) -> str:  # pragma: no cover - exercised by visualize tests
         from visualize import draw_layout
         return draw_layout(self)._repr_svg_()
+
+    def _repr_html_(self) -> Optional[str]:
+        """The same diagram fitted to the notebook cell (full size on click); None (IPython
+        falls back to the text) for a layout that cannot be drawn, e.g. a symbolic one."""
+        from visualize import draw_layout
+        try:
+            return draw_layout(self)._repr_html_()
+        except LayoutError:
+            return None
 
     def __reduce__(self):
         return (Layout, (self.shape, self.stride))

@@ -155,10 +155,15 @@ class _Parser:
 
 
 def parse(text: str) -> Any:
-    """Parse CuTe syntax: ``"(4,(2,3)):(1,(8,16))"``, ``"Sw<3,3,3> o 0 o (8,64):(64,1)"``, ..."""
+    """Parse CuTe syntax: ``"(4,(2,3)):(1,(8,16))"``, ``"Sw<3,3,3> o 0 o (8,64):(64,1)"``, ...
+
+    The printed forms of CuTe C++, CuTe DSL and FlyDSL are read too (``S<3,3,3>``, ``?``,
+    ``!fly.layout<...>``, ``smem_ptr[16b](unset) o ...``); :func:`layoutalg.dialects.read` also
+    says which dialect it read."""
     if not isinstance(text, str):
         raise ParseError(f"parse expects a string, got {type(text).__name__}")
-    p = _Parser(text)
+    from .dialects import canonical   # CuTe C++ / CuTe DSL / FlyDSL printed forms
+    p = _Parser(canonical(text).text)
     out = p.expr()
     if p.peek() is not None:
         raise ParseError(f"cannot parse {text!r}: unexpected '{p.peek()}' after a complete "

@@ -12,9 +12,9 @@ tiling a swizzled tile keeps the swizzle on the absolute offset.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from .errors import ShapeError
+from .errors import LayoutError, ShapeError
 from .layout import Layout, slice_and_offset
 
 __all__ = ["Swizzle", "ComposedLayout", "make_composed_layout"]
@@ -161,6 +161,14 @@ class ComposedLayout:
     def _repr_svg_(self) -> str:  # pragma: no cover - visualize tests cover it
         from visualize import draw_layout
         return draw_layout(self)._repr_svg_()
+
+    def _repr_html_(self) -> Optional[str]:
+        """The diagram fitted to the notebook cell (full size on click), None if not drawable."""
+        from visualize import draw_layout
+        try:
+            return draw_layout(self)._repr_html_()
+        except LayoutError:
+            return None
 
 
 def make_composed_layout(outer: Any, offset: Any, inner: Layout) -> ComposedLayout:

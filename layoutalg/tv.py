@@ -18,11 +18,36 @@ from .inttuple import product_each
 from .layout import Layout, make_layout
 
 __all__ = ["make_layout_tv", "tv_tile_shape", "local_partition", "local_tile", "TVLayout",
-           "thread_values"]
+           "TVPair", "thread_values"]
+
+
+class TVPair(tuple):
+    """``(tiler_mn, layout_tv)`` as :func:`make_layout_tv` returns it: a plain 2-tuple (unpack
+    it as CuTe does) that a notebook draws as the TV picture, not as two separate objects.
+
+    ``.tv`` is the same pair as a :class:`TVLayout` (what to keep when you want to draw the TV
+    layout later: ``layout_tv`` alone is a plain layout and draws as an offset grid).
+    """
+
+    __slots__ = ()
+
+    @property
+    def tv(self) -> "TVLayout":
+        return TVLayout(self[1], self[0])
+
+    def _repr_svg_(self) -> str:
+        return self.tv._repr_svg_()
+
+    def _repr_html_(self) -> str:
+        return self.tv._repr_html_()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(f"(tiler {self[0]}, layout_tv {self[1]})")
 
 
 def make_layout_tv(thr_layout: Layout, val_layout: Layout = None) -> Tuple[tuple, Layout]:
-    """CuTe ``make_layout_tv``: returns ``(tiler_mn, layout_tv)``.
+    """CuTe ``make_layout_tv``: returns ``(tiler_mn, layout_tv)`` (a :class:`TVPair`: a tuple
+    that Jupyter draws as the TV picture; ``.tv`` gives the :class:`TVLayout`).
 
     ``layout_mn = raked_product(thr_layout, val_layout)`` places thread t's value v at tile
     coordinate ``layout_mn^-1``; ``layout_tv = right_inverse(layout_mn).with_shape(
@@ -40,7 +65,7 @@ def make_layout_tv(thr_layout: Layout, val_layout: Layout = None) -> Tuple[tuple
                          f"{layout_mn} is not a bijection onto its tile; thread and value "
                          "layouts must be compact")
     layout_tv = composition(inv, make_layout((thr_layout.size(), val_layout.size())))
-    return product_each(layout_mn.shape), layout_tv
+    return TVPair((product_each(layout_mn.shape), layout_tv))
 
 
 def tv_tile_shape(thr_layout: Layout, val_layout: Layout) -> tuple:
@@ -117,10 +142,25 @@ class TVLayout:
         self.layout_tv = layout_tv
         self.tile_shape = tuple(tile_shape)
 
-    def _repr_svg_(self) -> str:  # pragma: no cover - exercised through visualize's tests
-        """Jupyter renders a TV layout as its T<thread>/V<value> diagram."""
+    def draw(self, **kw: Any) -> Any:
+        """The :func:`visualize.draw_tv` diagram (``highlight=``, ``isolate=``, ...)."""
         from visualize import draw_tv
-        return draw_tv(self)._repr_svg_()
+        return draw_tv(self, **kw)
+
+    def _repr_svg_(self) -> str:
+        """Jupyter renders a TV layout as its T<thread>/V<value> diagram."""
+        return self.draw()._repr_svg_()
+
+    def _repr_html_(self) -> str:
+        """The same diagram, fitted to the cell width (full size on click)."""
+        return self.draw()._repr_html_()
+
+    def __repr__(self) -> str:
+        return (f"TVLayout({self.num_threads} threads x {self.num_values} values over a "
+                f"{'x'.join(map(str, self.tile_shape))} tile: {self.layout_tv})")
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
 
     @classmethod
     def raked(cls, thr_layout: Layout, val_layout: Layout) -> "TVLayout":

@@ -3,6 +3,10 @@ facts and lane maps.
 
     layoutalg mfma list --arch gfx942
     layoutalg mfma show v_mfma_f32_16x16x16_f16 --arch gfx942 [--operand A] [--json]
+    layoutalg mfma show v_mfma_f32_16x16x16_f16 --arch gfx942 --svg m.svg [--png m.png]
+
+Drawing uses :mod:`visualize`, imported on first use only (as ``InstructionSpec._repr_svg_``
+does), so this package keeps depending on nothing above it.
 
 Errors are :class:`layoutalg.errors.LayoutError` subclasses; ``layoutalg.cli`` turns them into
 exit code 2 with the message on stderr.
@@ -34,6 +38,12 @@ def register(subparsers) -> None:
     sp.add_argument("--operand", action="append", default=None,
                     help="only these operands (A, B, C, D, K); repeatable")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
+    g = sp.add_argument_group("diagram output (the A, B and C/D lane maps in one picture)")
+    g.add_argument("--svg", metavar="FILE", help="write the diagram as SVG")
+    g.add_argument("--png", metavar="FILE", help="write the diagram as PNG (needs cairosvg, "
+                   "rsvg-convert or chromium)")
+    g.add_argument("--scale", type=float, default=None, help="PNG pixels per SVG unit")
+    g.add_argument("--highlight", metavar="LANES", help="e.g. 0,5,8-11: others are faded")
     sp.set_defaults(func=_cmd_show)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -126,7 +136,7 @@ def format_instruction(s, operands: Optional[List[str]] = None) -> str:
         items = f"{s.items(op)} slots x 4 candidates" if (s.sparse and op in "AK") \
             else f"{s.items(op)} items"
         lines.append(f"    {op}: {s.tv_layout(op)}  tile {shape}, {items}")
-    for op in operands or s.operands:
+    for op in (s.operands if operands is None else operands):
         lines.append(format_lane_map(s, op))
     return "\n".join(lines)
 
@@ -157,10 +167,33 @@ def _cmd_show(args) -> int:
     ops = None
     if args.operand:
         ops = [s._op(o) for o in args.operand]
+    draw = None
+    if args.svg or args.png:  # bad drawing options fail before anything is printed
+        draw = _drawer(s, args)
+        if isinstance(draw, int):
+            return draw
     if args.json:
         out = s.summary()
         out["lane_maps"] = {op: s.lane_map(op) for op in (ops or s.operands)}
         _emit(json.dumps(out))
     else:
         _emit(format_instruction(s, ops))
-    return 0
+    return draw() if draw else 0
+
+
+def _drawer(s, args):
+    """A callable that writes the diagram (returning an exit code), or an exit code now."""
+    try:
+        from visualize import draw_mma
+        from visualize.cli import UsageError, threads_arg, warn_outside_threads, write_diagram
+    except ImportError:
+        print("layoutalg mfma show: drawing needs the visualize package, which is not "
+              "installed", file=sys.stderr)
+        return 3
+    try:
+        lanes = threads_arg(args.highlight)
+    except UsageError as e:
+        print(f"layoutalg mfma show: error: {e}", file=sys.stderr)
+        return 2
+    warn_outside_threads(args, "--highlight", lanes, s.wave_size)
+    return lambda: write_diagram(draw_mma(s, highlight=lanes, arch=args.arch), args)

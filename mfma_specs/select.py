@@ -131,6 +131,16 @@ class MfmaChoice:
         return (f"{self.name}: tile {self.m_dim}x{self.n_dim}, kDim {self.k_dim}, "
                 f"kBase {self.k_base}{extra}")
 
+    # defined here: __getattr__ would otherwise show the instruction alone, not the choice
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(f"choose_mfma -> {self}")
+
+    def _repr_html_(self) -> str:
+        """The choice, then the chosen instruction's diagram (fitted to the cell)."""
+        from visualize import draw_mma
+        from visualize.notebook import result_html
+        return result_html(f"choose_mfma -> {self}", True, draw_mma(self.instruction))
+
 
 @dataclass(frozen=True)
 class FmaFallback:
@@ -152,6 +162,14 @@ class FmaFallback:
 
     def __str__(self) -> str:
         return f"FMA fallback [{self.rule}]: {self.reason}"
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(f"choose_mfma -> {self}")
+
+    def _repr_html_(self) -> str:
+        import html
+        return (f"<div style='font-family:monospace;border-left:4px solid #8a8a8a;"
+                f"padding-left:6px'>choose_mfma -&gt; {html.escape(str(self))}</div>")
 
 
 def _pos_pow2(name: str, v) -> int:

@@ -33,7 +33,7 @@ registers, so operand ``"C"`` is the D layout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from layoutalg import Layout
 from layoutalg.inttuple import idx2crd
@@ -102,6 +102,21 @@ class MatrixInstruction:
         """Jupyter renders a spec as its MMA diagram (C at the origin, A left, B above)."""
         from visualize import draw_mma
         return draw_mma(self)._repr_svg_()
+
+    def _repr_html_(self) -> str:
+        """The facts (as ``layoutalg mfma show`` prints them, without the lane tables) and the
+        diagram fitted to the cell."""
+        from visualize import draw_mma
+        from visualize.notebook import result_html
+        return result_html(self.describe(), None, draw_mma(self))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.describe())
+
+    def describe(self) -> str:
+        """A few lines: shape, types, cost, registers, builtin, TV layouts (no lane tables)."""
+        from .cli import format_instruction
+        return format_instruction(self, operands=[])
 
     # ---- shape and cost ---------------------------------------------------------------
     @property

@@ -3,6 +3,8 @@
 #   scripts/dev.sh demo   -> set up, then run the end-to-end demo (layoutalg demo)
 #   scripts/dev.sh test   -> set up, then run the whole test suite
 #   scripts/dev.sh setup  -> only set up
+#   scripts/dev.sh layoutalg ARGS... -> set up, then run the layoutalg command from .venv
+#   scripts/dev.sh missing -> list the system packages setup would install (nothing installed)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -18,7 +20,10 @@ need_pkgs() {
   command -v llvm-objdump-19 >/dev/null 2>&1 || missing+=(llvm-19)
   command -v dot >/dev/null 2>&1 || missing+=(graphviz)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-  printf '%s\n' "${missing[@]}"
+  # Debian/Ubuntu ship venv's pip bootstrap (ensurepip) separately, in python3-venv
+  command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
+  [ ${#missing[@]} -eq 0 ] || printf '%s\n' "${missing[@]}"
 }
 
 setup_system() {
@@ -28,6 +33,10 @@ setup_system() {
   local SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   log "installing system packages: $(echo $missing)"
+  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+    log "missing: $(echo $missing); install them (apt-get install $(echo $missing)) as root"
+    exit 3
+  fi
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
@@ -37,7 +46,11 @@ setup_python() {
   if [ ! -x "$VENV/bin/python" ]; then
     log "creating virtualenv $VENV"
     # system site packages: reuse a preinstalled numpy/sympy/torch where present
-    python3 -m venv --system-site-packages "$VENV"
+    if ! python3 -m venv --system-site-packages "$VENV"; then
+      rm -rf "$VENV"   # a half-made venv (no pip) would be reused next time
+      log "python3 -m venv failed: on Debian/Ubuntu install python3-venv (apt-get install python3-venv)"
+      exit 3
+    fi
   fi
   local stamp="$VENV/.layoutalg-installed"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
@@ -58,5 +71,7 @@ case "$cmd" in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/layoutalg" demo "$@" ;;
   test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
-  *) echo "usage: scripts/dev.sh {demo|test|setup} [args...]" >&2; exit 2 ;;
+  layoutalg) setup; exec "$VENV/bin/layoutalg" "$@" ;;
+  missing) need_pkgs ;;
+  *) echo "usage: scripts/dev.sh {demo|test|setup|layoutalg|missing} [args...]" >&2; exit 2 ;;
 esac

@@ -47,13 +47,21 @@ KNOWN_DEBT_UPWARD: Set[Tuple[str, str]] = {
     # Jupyter _repr_svg_ draws with visualize (a lazy import inside the method)
     ("layoutalg.layout", "visualize"), ("layoutalg.swizzle", "visualize"),
     ("layoutalg.tv", "visualize"), ("mfma_specs.spec", "visualize"),
+    ("layoutalg.verify.banks", "visualize"), ("mfma_specs.select", "visualize"),
+    ("mfma_specs.select", "visualize.notebook"), ("mfma_specs.spec", "visualize.notebook"),
+    # ``layoutalg mfma show --svg`` draws with visualize
+    ("mfma_specs.cli", "visualize"), ("mfma_specs.cli", "visualize.cli"),
+    # the Triton / CuTe interop resolves MFMA atoms through mfma_specs
+    ("layoutalg.interop.atoms", "mfma_specs"), ("layoutalg.interop.ttgir", "mfma_specs"),
 }
 KNOWN_DEBT_BIG: Set[str] = {"layoutalg.algebra"}
 # lazy imports between layoutalg's core modules (the algebra, enumeration and layout types
 # call each other) and between two verifiers
 KNOWN_DEBT_CYCLES = [["layoutalg.algebra", "layoutalg.enumerate", "layoutalg.layout",
                       "layoutalg.swizzle"],
-                     ["layoutalg.verify.banks", "layoutalg.verify.symbolic"]]
+                     ["layoutalg.verify.banks", "layoutalg.verify.symbolic"],
+                     ["layoutalg.dialects", "layoutalg.parse"],
+                     ["visualize.cli", "visualize.from_triton"]]
 KNOWN_DEBT_PRIVATE: Set[Tuple[str, str, str]] = {
     ("layoutalg.algebra", "layoutalg.layout", n)
     for n in ("_coalesce_lists", "_eq", "_filter_lists", "_iflat", "_mk", "_mk_flat")} | {
@@ -65,6 +73,7 @@ KNOWN_DEBT_PRIVATE: Set[Tuple[str, str, str]] = {
     ("layoutalg.verify.lanes", "layoutalg.verify._access", "_check_in_domain"),
     ("layoutalg.verify.symbolic", "layoutalg.verify._access", "_check_in_domain"),
     ("mfma_specs.select", "mfma_specs", "_table"),
+    ("visualize.from_triton", "visualize.cli", "_write"),
 }
 
 

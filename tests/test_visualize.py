@@ -136,11 +136,28 @@ def test_large_tv_overview_detail_and_legend():
     assert tiler == (128, 128)
     d = viz.draw_tv((tiler, tv))
     gs = grids(d.svg)
-    assert [(g.rows, g.cols) for g in gs] == [(128, 128), (32, 32)]
+    # overview, labelled detail, and (256 threads = 4 waves) the wave map
+    assert [(g.rows, g.cols) for g in gs] == [(128, 128), (32, 32), (128, 128)]
     fills = thread_fills(gs[1])
     assert all(len(f) == 1 for f in fills.values())
     text = all_text(d.svg)
     assert "T255" in text and "overview" in text   # legend lists every thread
+    # issue 19: thread ranges per wave are labelled past 64 threads
+    assert "wave 3 = T192-T255" in text and "thread colours, wave 1 = T64-T127" in text
+
+
+def test_wave_map_marks_each_wave_and_waves_get_distinct_colours():
+    from visualize.colors import thread_color
+    tiler, tv = la.make_layout_tv(la.parse("(32,4):(4,1)"), la.parse("(1,4):(1,1)"))
+    d = viz.draw_tv((tiler, tv))
+    assert "2 waves of 64: wave 0 = T0-T63, wave 1 = T64-T127" in all_text(d.svg)
+    # T0 and T64 (same lane, next wave) must not look alike: they now differ in lightness band
+    a, b = thread_color(0, 128), thread_color(64, 128)
+    lum = lambda c: sum(int(c[i:i + 2], 16) for i in (1, 3, 5))  # noqa: E731
+    assert abs(lum(a) - lum(b)) > 40
+    # a single wave draws no wave map
+    assert "wave map" not in all_text(viz.draw_tv(la.make_layout_tv(
+        la.parse("(16,4):(4,1)"), la.parse("(1,8):(1,1)"))).svg)
 
 
 # ---- MFMA ------------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ Thread colours are built in OKLCH (a perceptual space) so equal steps look equal
   apart on the wheel (neighbouring cells are neighbouring lanes in most layouts);
 * 4 lightness bands, one per group of 16 lanes: lane ``t`` and ``t + 16`` share a hue and differ
   in shade, which mirrors how MFMA operands spread K over lane groups of 16;
-* beyond 64 threads (a workgroup) each wave shifts the hues by a fraction of a hue step, so every
-  thread still gets its own colour; labels, not colours, are what identify threads there.
+* beyond 64 threads (a workgroup) each wave rotates the lightness bands by one (lane 0 of wave 1
+  has the shade of lane 16 of wave 0, so T0 and T64 differ in lightness, not only by a small
+  hue shift) and shifts the hues by a fraction of a hue step, so every thread still gets its
+  own colour; the TV diagram also draws a wave map and labels thread ranges per wave.
 
 All colours are light enough for black text (checked by :func:`text_color`, WCAG contrast).
 """
@@ -70,7 +72,7 @@ def thread_color(t: int, num_threads: int = 64) -> str:
     waves = max(1, -(-num_threads // 64))
     hue_step = 360.0 / _HUES
     hue = _HUE0 + ((5 * lane) % _HUES) * hue_step + (wave / waves) * hue_step
-    L, C = _BANDS[(lane // _HUES) % len(_BANDS)]
+    L, C = _BANDS[(lane // _HUES + wave) % len(_BANDS)]
     # a second axis, so 16 waves of 64 still give 1024 distinct colours
     L -= 0.04 * (((wave * 5) % waves) / waves)
     return _hex(_oklch_to_srgb(L, C, hue))

@@ -123,6 +123,11 @@ class Diagram:
     def _repr_svg_(self) -> str:
         return self.svg
 
+    def _repr_html_(self) -> str:
+        """Jupyter: fitted to the cell width, full size on click (:mod:`visualize.notebook`)."""
+        from .notebook import diagram_html
+        return diagram_html(self.svg, self.width, self.height)
+
     def __repr__(self) -> str:
         return f"<Diagram {self.title!r} {int(self.width)}x{int(self.height)}px>"
 

@@ -18,7 +18,7 @@ from layoutalg.inttuple import product_each
 from layoutalg.tv import TVLayout
 
 from .colors import EMPTY, fade, thread_color
-from .grid import Cell, Legend, VStack, grid_or_overview, render
+from .grid import Cell, Grid, Legend, VStack, grid_or_overview, render
 from .svg import Diagram
 
 __all__ = ["draw_tv", "tv_owners", "as_tv", "tv_cell_fn", "holder_labels"]
@@ -137,10 +137,13 @@ def draw_tv(tv: Any, tile_shape: Any = None, *, highlight: Optional[Sequence[int
     large = M * N > max_cells
     show = sorted(set(isolate)) if isolate is not None else list(range(T))
     if legend or (legend is None and large and len(show) <= 256):
-        entries = [(thread_color(t, T), f"T{t}") for t in show]
-        body = VStack([body, Legend(entries, title="thread colours", per_row=16)])
+        body = VStack([body] + _thread_legends(show, T))
+    if T > 64:  # several waves: where each wave's threads sit, labelled by thread range
+        body = VStack([body, _wave_map(owners, T, M, N, max_cells)])
     sub = [f"{T} threads x {V} values over a {M}x{N} tile (rows m, columns n); "
            f"cell = T<thread> over V<value>, colour = thread"]
+    if T > 64:
+        sub.append(f"{-(-T // 64)} waves of 64: " + ", ".join(_wave_ranges(T)))
     if highlight is not None:
         sub.append("highlighted: " + _threads(highlight) + " (others faded)")
     if isolate is not None:
@@ -155,6 +158,44 @@ def draw_tv(tv: Any, tile_shape: Any = None, *, highlight: Optional[Sequence[int
     if outside:
         notes.append(f"{outside} (thread, value) pairs map outside the {M}x{N} tile.")
     return render(body, title=title or f"TV layout {layout}", subtitle=sub, notes=notes)
+
+
+def _wave_ranges(T: int) -> List[str]:
+    return [f"wave {w} = T{64 * w}-T{min(T, 64 * w + 64) - 1}" for w in range(-(-T // 64))]
+
+
+def _thread_legends(show: Sequence[int], T: int) -> List[Any]:
+    """The thread-colour key, one block per wave when there are several (titled by range)."""
+    if T <= 64:
+        return [Legend([(thread_color(t, T), f"T{t}") for t in show], title="thread colours",
+                       per_row=16)]
+    out = []
+    for w, rng in enumerate(_wave_ranges(T)):
+        ts = [t for t in show if t // 64 == w]
+        if ts:
+            out.append(Legend([(thread_color(t, T), f"T{t}") for t in ts],
+                              title=f"thread colours, {rng}", per_row=16))
+    return out
+
+
+def _wave_map(owners: Dict[Tuple[int, int], List[Tuple[int, int]]], T: int, M: int, N: int,
+              max_cells: int) -> Any:
+    """The tile coloured by wave (``W<w>`` in each cell): the wave boundaries at a glance."""
+    from .colors import category_color
+    waves = -(-T // 64)
+
+    def cell(i: int, j: int) -> Cell:
+        who = owners.get((i, j))
+        if not who:
+            return Cell(fill=EMPTY, lines=())
+        w = who[0][0] // 64
+        return Cell(fill=category_color(w, waves), lines=())
+    size = max(3.0, min(12.0, 512.0 / max(M, N)))   # a compact map, whatever the tile size
+    body = Grid([[cell(i, j) for j in range(N)] for i in range(M)], labels=False, cell_w=size,
+                cell_h=size, title="wave map (colour = wave)")
+    key = Legend([(category_color(w, waves), rng) for w, rng in enumerate(_wave_ranges(T))],
+                 per_row=4)
+    return VStack([body, key])
 
 
 def _threads(ts: Iterable[int]) -> str:

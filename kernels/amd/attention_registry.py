@@ -147,6 +147,27 @@ class AttentionEntry:
                               block_n=args.block_n, waves=args.waves,
                               arch=getattr(args, "arch", "gfx942"))
 
+    def ignored_options(self, args: argparse.Namespace, cfg: AttnCase, command: str,
+                        given: Any) -> List[str]:
+        """What the user asked for that this kernel/command will not do (see KernelEntry)."""
+        out = []
+        decode = type(cfg.kernel).__name__ != "AttnConfig"
+        if args.seqlen_q == 1 and not decode:
+            out.append("--seqlen-q 1 with --causal (top-left aligned) lets each query see only "
+                       "key 0, so this builds the prefill kernel, not decode; for causal decode "
+                       "pass --causal-align bottom_right (the query sees every key)")
+        if given("causal_align") and not cfg.causal:
+            out.append("--causal-align is ignored without --causal")
+        if decode:
+            out += [f"--{o.replace('_', '-')} is ignored: it applies to the prefill kernel, "
+                    "not decode (--seqlen-q 1)" for o in ("block_n", "waves") if given(o)]
+        elif command == "compile":
+            shape = [o for o in ("seqlen_kv", "batch", "heads", "kv_heads", "layout") if given(o)]
+            if shape:
+                out.append(", ".join("--" + o.replace("_", "-") for o in shape) + " ignored by "
+                           "compile for prefill: shapes are runtime arguments (check uses them)")
+        return out
+
     def build(self, cfg: AttnCase) -> Any:
         from .attention_api import get_kernel
         return _Shaped(get_kernel(cfg.kernel), cfg)

@@ -8,7 +8,7 @@ from them, how to make inputs, and the torch reference.  Add a kernel with :func
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 __all__ = ["KernelEntry", "GemmEntry", "REGISTRY", "register", "get"]
 
@@ -44,6 +44,12 @@ class KernelEntry:
     def tolerance(self, cfg: Any) -> Tuple[float, float]:
         """(atol, rtol) for |out - ref| <= atol + rtol * |ref|."""
         raise NotImplementedError
+
+    def ignored_options(self, args: argparse.Namespace, cfg: Any, command: str,
+                        given: Callable[[str], bool]) -> List[str]:
+        """One sentence per option the user set that ``command`` ("compile" / "check") does
+        not use for ``cfg`` (``given(dest)``: set to other than its default); the CLI warns."""
+        return []
 
 
 _TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}

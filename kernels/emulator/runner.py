@@ -30,6 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from layoutalg.progress import count
+
 from ..toolchain.cache import Cache, content_key, default_cache
 from ..errors import EmulatorError, KernelError, LaunchError
 from ..runtime.rocm import check_tensor, dim3
@@ -470,8 +472,12 @@ def _run_forked(launcher, params, argv, timeout, buffers, sig, kernel) -> None:
     deadline = time.monotonic() + timeout
     status: Dict[int, int] = {}
     delay = 0.0005
+    g = params[0].grid
+    nblocks = int(g[0]) * int(g[1]) * int(g[2])
     try:
         while len(status) < len(pids):
+            # the workers count their finished blocks in the shared control page (stats[0])
+            count(f"{kernel}: blocks emulated", sum(int(p.stats[0]) for p in params), nblocks)
             for pid in pids:
                 if pid not in status:
                     done, st = os.waitpid(pid, os.WNOHANG)

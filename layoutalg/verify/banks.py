@@ -93,6 +93,11 @@ class BankResult(CheckResult):
     base_alignment: int                           # verdict unchanged for bases = 0 mod this
     proof: Optional[F2BankProof] = field(default=None, repr=False)
 
+    def _diagram(self) -> Any:
+        """The banks of the reported issue (notebooks show it under the verdict)."""
+        from visualize import draw_banks  # first use only: visualize reads this package
+        return draw_banks(report=self)
+
     @property
     def phase_cycles(self) -> np.ndarray:
         """Cycles per phase of the reported issue (= ways: one pass per distinct dword)."""

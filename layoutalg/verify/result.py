@@ -103,5 +103,21 @@ class CheckResult:
     def _repr_html_(self) -> str:
         color = "#1a7f37" if self.holds else "#cf222e"
         body = html.escape(str(self)).replace("\n", "<br>")
-        return (f"<div style='font-family:monospace;border-left:4px solid {color};"
-                f"padding-left:6px'>{body}</div>")
+        out = (f"<div style='font-family:monospace;border-left:4px solid {color};"
+               f"padding-left:6px'>{body}</div>")
+        d = self._diagram()
+        return out + d._repr_html_() if d is not None else out
+
+    def _diagram(self) -> Any:
+        """A diagram of the result for notebooks (subclasses that have one override)."""
+        return None
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's text view: the verdict, not a dataclass dump of the arrays."""
+        p.text(str(self))
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        # IPython's printer takes a class's own __repr__ (each dataclass subclass generates
+        # one) before an inherited _repr_pretty_: put ours on every subclass too
+        super().__init_subclass__(**kw)
+        cls._repr_pretty_ = CheckResult._repr_pretty_

@@ -1,0 +1,139 @@
+"""Whole-kernel estimates from the hot-loop simulation: GEMM and attention forward on MI300X.
+
+The loop's MFMA flops per iteration say how much of the problem one iteration covers (a GEMM's
+BK, an attention kernel's KV block); the grid is dealt to ``cus x work-groups per CU`` slots
+(greedy, in launch order; causal attention's query blocks have different lengths); each
+work-group costs ``iterations x clocks per iteration`` plus a prologue/epilogue of its other
+instructions and two memory latencies.  The result is the fraction of MFMA peak and TFLOP/s at
+the model's sustained clock.  A model, not a measurement: see ``MachineModel.error_bar``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .costs import GFX942, MachineModel
+from .program import PerfError
+
+__all__ = ["GemmProblem", "AttentionProblem", "parse_gemm", "parse_attention", "whole_kernel"]
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    m: int
+    n: int
+    k: int
+    tile_m: int
+    tile_n: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class AttentionProblem:
+    batch: int
+    heads: int
+    seqlen: int
+    head_dim: int
+    causal: bool
+    tile_m: int
+
+    @property
+    def flops(self) -> float:   # the FA convention: 4*B*H*S*S*D, halved when causal
+        f = 4.0 * self.batch * self.heads * self.seqlen * self.seqlen * self.head_dim
+        return f / 2 if self.causal else f
+
+
+def _ints(text: str, what: str, n: Tuple[int, ...]) -> List[str]:
+    parts = [p.strip() for p in str(text).split(",")]
+    if len(parts) not in n:
+        raise PerfError(f"{what} {text!r}: expected {' or '.join(map(str, n))} comma-separated "
+                        "values")
+    return parts
+
+
+def _pos(v: str, what: str) -> int:
+    try:
+        x = int(v)
+    except ValueError:
+        raise PerfError(f"{what}: {v!r} is not an integer") from None
+    if x <= 0:
+        raise PerfError(f"{what}: {x} must be positive")
+    return x
+
+
+def parse_gemm(shape: str, tile: str) -> GemmProblem:
+    """``"M,N,K"`` and ``"BMxBN"`` -> :class:`GemmProblem`."""
+    m, n, k = (_pos(v, "--gemm") for v in _ints(shape, "--gemm", (3,)))
+    t = str(tile).lower().split("x")
+    if len(t) != 2:
+        raise PerfError(f"--tile {tile!r}: expected BMxBN for a GEMM, e.g. 256x256")
+    return GemmProblem(m, n, k, _pos(t[0], "--tile"), _pos(t[1], "--tile"))
+
+
+def parse_attention(shape: str, tile: str) -> AttentionProblem:
+    """``"B,H,S,D[,causal]"`` and ``"BM"`` -> :class:`AttentionProblem`."""
+    parts = _ints(shape, "--attention", (4, 5))
+    causal = False
+    if len(parts) == 5:
+        if parts[4].lower() not in ("causal", "1", "true", "0", "false", "noncausal"):
+            raise PerfError(f"--attention: the fifth field {parts[4]!r} must be 'causal'")
+        causal = parts[4].lower() in ("causal", "1", "true")
+    b, h, s, d = (_pos(v, "--attention") for v in parts[:4])
+    return AttentionProblem(b, h, s, d, causal, _pos(str(tile), "--tile"))
+
+
+def _makespan(lengths: List[float], slots: int) -> float:
+    """Greedy list scheduling of work-group times (in launch order) onto ``slots``."""
+    heap = [0.0] * min(slots, max(1, len(lengths)))
+    for x in lengths:
+        t = heapq.heappop(heap)
+        heapq.heappush(heap, t + x)
+    return max(heap)
+
+
+def whole_kernel(problem, *, loop_flops_per_wg: float, cycles_per_iteration: float,
+                 workgroups_per_cu: int, outside_instructions: int, peak_flops_per_clk_simd: float,
+                 model: MachineModel = GFX942) -> Dict[str, object]:
+    """The whole-kernel estimate of ``problem`` (a GemmProblem or AttentionProblem)."""
+    if loop_flops_per_wg <= 0:
+        raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs one")
+    overhead = outside_instructions * model.issue_period + 2 * model.vmem_latency
+    if isinstance(problem, GemmProblem):
+        per_iter = 2.0 * problem.tile_m * problem.tile_n
+        step = loop_flops_per_wg / per_iter               # K elements per loop iteration
+        iters = math.ceil(problem.k / step)
+        tiles = math.ceil(problem.m / problem.tile_m) * math.ceil(problem.n / problem.tile_n)
+        lengths = [iters * cycles_per_iteration + overhead] * tiles
+        unit = {"k_per_iteration": step, "iterations_per_workgroup": iters, "workgroups": tiles}
+    elif isinstance(problem, AttentionProblem):
+        per_iter = 4.0 * problem.tile_m * problem.head_dim
+        step = loop_flops_per_wg / per_iter               # KV rows per loop iteration
+        qblocks = math.ceil(problem.seqlen / problem.tile_m)
+        lengths = []
+        for _ in range(problem.batch * problem.heads):
+            for q in range(qblocks):
+                kv = min(problem.seqlen, (q + 1) * problem.tile_m) if problem.causal \
+                    else problem.seqlen
+                lengths.append(math.ceil(kv / step) * cycles_per_iteration + overhead)
+        if problem.causal:       # long blocks first, as FA kernels launch them
+            lengths.sort(reverse=True)
+        unit = {"kv_per_iteration": step, "workgroups": len(lengths)}
+    else:
+        raise PerfError(f"unknown problem {problem!r}")
+    slots = model.cus * max(1, workgroups_per_cu)
+    cycles = _makespan(lengths, slots)
+    peak = peak_flops_per_clk_simd * model.simds_per_cu * model.cus
+    frac = problem.flops / (cycles * peak)
+    tflops = frac * peak * model.clock_mhz * 1e6 / 1e12
+    return {"peak_fraction": round(frac, 4), "cycles": round(cycles),
+            "tflops": round(tflops, 1), "tflops_low": round(tflops * (1 - model.error_bar), 1),
+            "tflops_high": round(tflops * (1 + model.error_bar), 1),
+            "peak_tflops_at_clock": round(peak * model.clock_mhz * 1e6 / 1e12, 1),
+            "clock_mhz": model.clock_mhz, "slots": slots,
+            "prologue_epilogue_cycles": overhead, **unit}
