@@ -44,7 +44,7 @@ from layoutalg import Layout
 from ..ir.attention import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, PartialStats,
                             ScalarParam)
 from ..printer.attention import emit_attention
-from ..program import Program
+from ..built import BuiltProgram
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .flash_attention import BuiltAttention, PrefillShape, R
 from .gemm_plan import ConfigError
@@ -323,7 +323,7 @@ class _PairResult:
     stats: Dict[str, Any] = field(default_factory=dict)
 
 
-class BuiltSplitKV(Program):
+class BuiltSplitKV(BuiltProgram):
     """The gated split / combine pair in ONE source (one code object with two kernels)."""
 
     kind = "decode_splitkv"

@@ -39,7 +39,7 @@ from layoutalg import Layout
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, LOG2E,
                             MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, runtime_symbol)
 from ..printer.attention import emit_attention
-from ..program import Program
+from ..built import BuiltProgram
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
@@ -516,7 +516,7 @@ class PrefillShape:
 
 
 @dataclass
-class BuiltAttention(Program):
+class BuiltAttention(BuiltProgram):
     """A gated attention kernel: source, IR, plan, verification (travels into report.json)."""
 
     name: str

@@ -30,7 +30,7 @@ from layoutalg import Layout
 from layoutalg.errors import LayoutError
 
 from ..printer.hip import emit
-from ..program import Program
+from ..built import BuiltProgram
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
@@ -611,7 +611,7 @@ def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:
 # ---------------------------------------------------------------------------- the built kernel
 
 @dataclass
-class BuiltKernel(Program):
+class BuiltKernel(BuiltProgram):
     """A gated kernel: its source and IR, the plan it came from, and the verification results
     (which travel with it into ``report.json``)."""
 

@@ -8,7 +8,7 @@ from kernels.amd.decode import DecodeConfig, build_decode
 from kernels.amd.decode_splitkv import build_splitkv
 from kernels.amd.gemm import build_gemm
 from kernels.amd.gemm_plan import GemmConfig
-from kernels.program import Program
+from kernels.built import BuiltProgram
 
 
 @pytest.mark.parametrize("build", [
@@ -17,7 +17,7 @@ from kernels.program import Program
     lambda: build_splitkv(DecodeConfig(head_dim=64), verify=False)])
 def test_builders_return_programs(build):
     p = build()
-    assert isinstance(p, Program) and kernels.Program is Program
+    assert isinstance(p, BuiltProgram) and kernels.Program is BuiltProgram
     assert p.arch == "gfx942" and p.block in (64, 128, 256)
     assert p.code_object is None and "LAGEN_KERNEL" in p.source
 
@@ -34,6 +34,6 @@ def test_compile_goes_through_the_base(monkeypatch):
 
 def test_base_refuses_what_a_family_must_say():
     with pytest.raises(NotImplementedError, match="does not say its target"):
-        Program().arch
+        BuiltProgram().arch
     with pytest.raises(NotImplementedError, match="has no report"):
-        Program().report()
+        BuiltProgram().report()

@@ -1,4 +1,4 @@
-"""``Program``: what every AMD kernel builder returns (issue 13, item 4, first step).
+"""``BuiltProgram``: what every AMD kernel builder returns (issue 13, item 4, first step).
 
 A program is a generated HIP source with the verification report that travels with it, and the
 operations on it: ``compile()`` (a cached code object, recorded in ``code_object`` and
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-__all__ = ["Program"]
+__all__ = ["BuiltProgram"]
 
 
-class Program:
+class BuiltProgram:
     """Base of the built AMD kernels.  Subclasses provide the attributes ``name``, ``source``,
     ``verification`` (a report with ``holds``, ``as_bools()``, ``to_json()``), ``timings``
     (a dict), ``code_object`` (None until compiled) and the properties ``arch`` and
