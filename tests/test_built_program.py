@@ -1,4 +1,4 @@
-"""Every AMD builder returns a ``kernels.Program`` (issue 13, item 4): source, verification,
+"""Every AMD builder returns a ``kernels.BuiltProgram`` (issue 13, item 4): source, verification,
 ``compile()`` and ``report()`` on one base."""
 
 import pytest
@@ -17,7 +17,7 @@ from kernels.built import BuiltProgram
     lambda: build_splitkv(DecodeConfig(head_dim=64), verify=False)])
 def test_builders_return_programs(build):
     p = build()
-    assert isinstance(p, BuiltProgram) and kernels.Program is BuiltProgram
+    assert isinstance(p, BuiltProgram) and kernels.BuiltProgram is BuiltProgram
     assert p.arch == "gfx942" and p.block in (64, 128, 256)
     assert p.code_object is None and "LAGEN_KERNEL" in p.source
 
