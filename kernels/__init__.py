@@ -10,12 +10,15 @@
 Kernel sources include ``lagen_hip.h`` (``kernels/include``); its header comment is the API.
 """
 
-from .cache import Cache, content_key
-from .codeobject import CodeObject, KernelReport, occupancy
+from . import compat
 from .errors import (CompileError, Diagnostic, EmulatorError, KernelError, LaunchError,
                      NoDeviceError, ToolchainError)
-from .toolchain import (INCLUDE_DIR, SUPPORTED_ARCHS, Toolchain, compile_hip, find_host_compiler,
-                        find_toolchain)
+from .toolchain.cache import Cache, content_key
+from .toolchain.codeobject import CodeObject, KernelReport, occupancy
+from .toolchain.hip import (INCLUDE_DIR, SUPPORTED_ARCHS, Toolchain, compile_hip,
+                            find_host_compiler, find_toolchain)
+
+compat.install()        # the old module paths (kernels.gemm, kernels.cuda_gemm, ...): compat.MOVED
 
 __all__ = ["compile_hip", "CodeObject", "KernelReport", "occupancy", "Cache", "content_key",
            "find_toolchain", "find_host_compiler", "Toolchain", "INCLUDE_DIR", "SUPPORTED_ARCHS",
@@ -23,22 +26,23 @@ __all__ = ["compile_hip", "CodeObject", "KernelReport", "occupancy", "Cache", "c
            "NoDeviceError", "Diagnostic"]
 
 # GEMM builder, verification gate and kernel registry (loaded on first use: they import sympy)
-_LAZY = {"build_gemm": "gemm", "BuiltKernel": "gemm", "GemmConfig": "gemm_plan",
-         "plan_gemm": "gemm_plan", "verify_kernel": "gate", "VerificationError": "gate",
-         "GateReport": "gate", "registry": None}
+_LAZY = {"build_gemm": "amd.gemm", "BuiltKernel": "amd.gemm", "GemmConfig": "amd.gemm_plan",
+         "plan_gemm": "amd.gemm_plan", "verify_kernel": "verify.gate",
+         "VerificationError": "verify.gate", "GateReport": "verify.gate", "registry": "amd.registry"}
 
 
 def __getattr__(name):
     import importlib
     if name in _LAZY:
-        mod = importlib.import_module(f".{_LAZY[name] or name}", __name__)
-        return mod if _LAZY[name] is None else getattr(mod, name)
+        mod = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return mod if name == "registry" else getattr(mod, name)
     raise AttributeError(f"module 'kernels' has no attribute {name!r}")
 
 # the kernel IR (examples/03 builds a kernel from it), also loaded on first use
 _LAZY.update(dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", "Comment", "Loop",
                             "If", "Barrier", "Access", "Mfma", "ZeroFrag"), "ir"))
-_LAZY["ConfigError"] = "gemm_plan"
+_LAZY["ConfigError"] = "amd.gemm_plan"
+_LAZY["BuiltProgram"] = "built"           # the base of every built AMD kernel
 
-# ``kernels.attention(q, k, v, causal=..., scale=...)``: the function (kernels/flash_attention.py)
-_LAZY["attention"] = "flash_attention"
+# ``kernels.attention(q, k, v, causal=..., scale=...)``: the function (kernels/amd/attention_api.py)
+_LAZY["attention"] = "amd.attention_api"

@@ -30,7 +30,7 @@ __all__ = ["register", "cmd_compile", "cmd_check"]
 
 
 def _add_kernels(p: argparse.ArgumentParser, func, extra) -> None:
-    from .registry import REGISTRY
+    from .amd.registry import REGISTRY
     sub = p.add_subparsers(dest="kernel", metavar="KERNEL")
     sub.required = True
     for name, entry in sorted(REGISTRY.items()):
@@ -100,7 +100,7 @@ def _kernel_lines(rep: dict) -> list:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .registry import get
+    from .amd.registry import get
     try:
         entry = get(args.kernel)
         cfg = entry.config(args)
@@ -157,7 +157,7 @@ def _torch_missing(args: argparse.Namespace) -> bool:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .registry import get
+    from .amd.registry import get
     if not args.emulate:
         print(f"layoutalg check {args.kernel}: error: no GPU runner here (this is a tool that is "
               "missing, exit 3); pass --emulate to run on the CPU emulator", file=sys.stderr)

@@ -22,7 +22,7 @@ def require(what: str = "device"):
     import pytest
 
     from .errors import ToolchainError
-    from .toolchain import find_host_compiler, find_toolchain
+    from .toolchain.hip import find_host_compiler, find_toolchain
     try:
         return find_toolchain() if what == "device" else find_host_compiler()
     except ToolchainError as e:

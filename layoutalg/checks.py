@@ -11,7 +11,18 @@ from typing import Any
 
 from .errors import ArgumentError, LimitError
 
-__all__ = ["require_layout", "require_any_layout", "require_int", "MAX_DEPTH", "check_depth"]
+__all__ = ["require_layout", "require_any_layout", "require_int", "MAX_DEPTH", "check_depth",
+           "register_layout_type"]
+
+# The checks sit below every module of the algebra and import none of them (no import cycle):
+# the layout types register themselves here when their modules load (layout.py, swizzle.py).
+_LAYOUT_TYPES: dict = {}
+
+
+def register_layout_type(name: str, cls: type) -> None:
+    """Called by :mod:`layoutalg.layout` (``"Layout"``) and :mod:`layoutalg.swizzle`
+    (``"ComposedLayout"``) as they load."""
+    _LAYOUT_TYPES[name] = cls
 
 #: deepest nesting of an IntTuple / layout text accepted (CuTe layouts are a few levels deep;
 #: the limit keeps every recursive walk far from Python's recursion limit)
@@ -27,19 +38,14 @@ def _got(x: Any) -> str:
 
 def require_layout(x: Any, fn: str, param: str = "layout") -> None:
     """``x`` must be a :class:`Layout` (not a ComposedLayout)."""
-    from .layout import Layout
-    if not isinstance(x, Layout):
+    if not isinstance(x, _LAYOUT_TYPES["Layout"]):
         raise ArgumentError(f"{fn}: {param} must be a Layout, got {_got(x)}; build one with "
                             "Layout(shape, stride) or parse('(4,2):(1,4)')")
 
 
 def require_any_layout(x: Any, fn: str, param: str = "layout") -> None:
     """``x`` must be a :class:`Layout` or a :class:`ComposedLayout`."""
-    from .layout import Layout
-    if isinstance(x, Layout):
-        return
-    from .swizzle import ComposedLayout
-    if not isinstance(x, ComposedLayout):
+    if not isinstance(x, tuple(_LAYOUT_TYPES.values())):
         raise ArgumentError(f"{fn}: {param} must be a Layout or a ComposedLayout, got "
                             f"{_got(x)}; build one with Layout(shape, stride) or "
                             "parse('Sw<3,3,3> o 0 o (8,64):(64,1)')")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional, Sequence
 
-from .checks import check_depth, require_any_layout, require_int, require_layout
+from .checks import (check_depth, register_layout_type, require_any_layout, require_int,
+                     require_layout)
 from .errors import LayoutError, ShapeError
 from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
                        depth as _depth, flatten, fmt, is_tuple, normalize, product,
@@ -789,3 +790,6 @@ def slice_and_offset(crd: Any, layout: Layout) -> tuple:
     # a coordinate without None slices nothing: CuTe returns the empty layout ():() and the
     # offset, and so do we
     return Layout._make(sub_s, sub_d), off
+
+
+register_layout_type("Layout", Layout)   # for the argument checks (layoutalg.checks)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .checks import register_layout_type
 from .errors import LayoutError, ShapeError
 from .layout import Layout, slice_and_offset
 
@@ -186,3 +187,6 @@ class ComposedLayout:
 
 def make_composed_layout(outer: Any, offset: Any, inner: Layout) -> ComposedLayout:
     return ComposedLayout(outer, offset, inner)
+
+
+register_layout_type("ComposedLayout", ComposedLayout)   # for layoutalg.checks

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
+from layoutalg.verify.model import register_lds_models
+
 from .arch import (Target, lds_instructions, lds_model, lds_phase_entries, occupancy, target,
                    targets, waves_per_simd)
 from .dtypes import canonical_dtype
@@ -25,6 +27,10 @@ from .errors import (LaneItemError, MfmaSpecError, NotModelledError, OperandErro
                      ResourceError, SelectionError, UnknownInstructionError,
                      UnknownTargetError, UnsupportedDtypeError, close_matches)
 from .spec import MatrixInstruction, Param
+
+# layoutalg.verify resolves arch=/instruction= strings through these tables (it never imports
+# this package: the dependency points up, so the package registers itself)
+register_lds_models(lds_model)
 
 __all__ = [
     "Target", "UnknownTargetError", "lds_model", "lds_instructions", "lds_phase_entries",

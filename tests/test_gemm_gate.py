@@ -267,7 +267,7 @@ def test_dataflow_identity_encoding_refuses_coordinates_it_cannot_hold():
     # negative coordinate would alias another element and the dataflow proof compare the wrong ids
     import numpy as np
     from kernels.errors import KernelError
-    from kernels.gate import _dec, _enc
+    from kernels.verify.gate_dataflow import _dec, _enc
     ids = _enc(3, np.array([0, 5]), np.array([7, (1 << 30) - 1]), np.array([False, True]))
     buf, c0, c1, zero = _dec(ids)
     assert list(buf) == [3, 3] and list(c0) == [0, 5] and list(c1) == [7, (1 << 30) - 1]

@@ -13,9 +13,10 @@ from kernels.cuda import layout_c as lc
 from kernels.cuda.compile import compile_cuda, kernel_names, nvcc_path, nvrtc_available
 from kernels.cuda_attention import (AttentionConfigError, DecodeConfig, FlashConfig, emit_decode,
                                     emit_flash, plan_flash)
-from kernels.cuda_gemm import (CudaGemm, CudaGemmConfig, GemmConfigError, _swz_split, emit_gemm,
+from kernels.cuda_gemm import (CudaGemm, CudaGemmConfig, GemmConfigError, emit_gemm,
                                plan_gemm)
 from kernels.errors import CompileError, LaunchError
+from kernels.nvidia.gemm import swz_split
 
 HAVE_COMPILER = nvcc_path() is not None or nvrtc_available()
 
@@ -104,9 +105,9 @@ def test_printed_expressions_are_checked():
 def test_swizzle_split_is_exact():
     sw = la.Swizzle(3, 3, 4)
     bases = np.array([r * 128 + 8 * h for r in range(64) for h in range(2)])
-    assert _swz_split(sw, bases, 16 * 3) == (48, 0)          # k step: XOR into the chunk bits
-    assert _swz_split(sw, bases, 16 * 128) == (0, 2048)      # 16 rows on: a plain add
-    assert _swz_split(sw, bases, 128) is None                 # one row: changes the XOR pattern
+    assert swz_split(sw, bases, 16 * 3) == (48, 0)          # k step: XOR into the chunk bits
+    assert swz_split(sw, bases, 16 * 128) == (0, 2048)      # 16 rows on: a plain add
+    assert swz_split(sw, bases, 128) is None                 # one row: changes the XOR pattern
 
 
 @pytest.mark.skipif(not HAVE_COMPILER, reason="needs nvcc or NVRTC (cuda-python)")

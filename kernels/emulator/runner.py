@@ -32,10 +32,10 @@ import numpy as np
 
 from layoutalg.progress import count
 
-from ..cache import Cache, content_key, default_cache
+from ..toolchain.cache import Cache, content_key, default_cache
 from ..errors import EmulatorError, KernelError, LaunchError
-from ..launch import check_tensor, dim3
-from ..toolchain import INCLUDE_DIR, find_host_compiler, run_compiler
+from ..runtime.rocm import check_tensor, dim3
+from ..toolchain.hip import INCLUDE_DIR, find_host_compiler, run_compiler
 from . import mfma_gen
 
 __all__ = ["run", "build", "EmuLibrary", "RunResult", "ArgType", "kernel_names"]

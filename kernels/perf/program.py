@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 # the one import of the code-object reader (issue 13 moves it to kernels.toolchain.codeobject)
-from ..codeobject import disassemble, find_loops, occupancy, read_metadata
+from ..toolchain.codeobject import disassemble, find_loops, occupancy, read_metadata
 from ..errors import KernelError
 from .costs import GFX942, InsnCost, MachineModel, classify
 

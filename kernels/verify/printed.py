@@ -37,7 +37,7 @@ import sympy
 
 from layoutalg.verify.result import CheckResult
 
-from ..gate_common import Fail
+from .gate_common import Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_source,
@@ -230,7 +230,7 @@ def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
 
 
 def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
-    from ..emit import SCALAR
+    from ..printer.hip import SCALAR
     if src.block != k.block:
         fails.add("declarations", f"LAGEN_LAUNCH_BOUNDS({src.block}), the IR launches "
                                   f"{k.block} threads per block")

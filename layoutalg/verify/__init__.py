@@ -5,6 +5,7 @@ Every check returns a :class:`CheckResult` saying what was proved (``holds``), b
 ``counterexample`` when it fails.  See docs/VERIFY.md.
 
 >>> import layoutalg as la
+>>> import mfma_specs                  # registers the LDS phase tables (arch= / instruction=)
 >>> from layoutalg.verify import bank_conflicts
 >>> r = bank_conflicts(la.Layout(((16, 4), 4), ((132, 4), 1)), instruction="ds_read_b64")
 >>> r.holds, r.max_ways, r.method

@@ -1,20 +1,22 @@
-"""Resolve ``arch=``/``instruction=`` strings to an :class:`LdsModel` (lazily, via mfma_specs)."""
+"""Resolve ``arch=``/``instruction=`` strings to an :class:`LdsModel` (through the resolver
+``mfma_specs`` registers: :func:`layoutalg.verify.model.register_lds_models`)."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .model import LdsModel
+from .model import LdsModel, registered_lds_models
 from .result import VerifyError
 
 __all__ = ["resolve_model", "vector_elems"]
 
 
 def resolve_model(arch: object, instruction: object, model: Optional[LdsModel]) -> LdsModel:
-    """``model`` if given, else ``mfma_specs.arch.lds_model(arch, instruction)``.
+    """``model`` if given, else the registered resolver's ``lds_model(arch, instruction)``
+    (``mfma_specs.arch.lds_model`` once ``mfma_specs`` is imported).
 
-    mfma_specs is imported here, not at module import, so layoutalg stays importable (and
-    usable with hand-made models) without it.
+    layoutalg never imports mfma_specs (the package above it): importing mfma_specs registers
+    its tables; without it, hand-made models work and ``arch=`` strings are refused.
     """
     if model is not None:
         if not isinstance(model, LdsModel):
@@ -25,11 +27,11 @@ def resolve_model(arch: object, instruction: object, model: Optional[LdsModel]) 
     if not isinstance(arch, str) or not isinstance(instruction, str):
         raise VerifyError(f"arch and instruction must be strings (e.g. 'gfx942', "
                           f"'ds_read_b128'), got {arch!r}, {instruction!r}")
-    try:
-        from mfma_specs.arch import lds_model
-    except ImportError as e:  # pragma: no cover - mfma_specs ships with layoutalg
-        raise VerifyError(f"cannot resolve arch={arch!r}: mfma_specs is not importable ({e}); "
-                          "pass model=LdsModel(...) instead") from None
+    lds_model = registered_lds_models()
+    if lds_model is None:
+        raise VerifyError(f"arch={arch!r}, instruction={instruction!r}: no LDS phase model is "
+                          "registered; `import mfma_specs` (it registers the gfx9 tables) or "
+                          "pass model=LdsModel(...)")
     m = lds_model(arch, instruction)
     _validate(m)
     return m

@@ -4,6 +4,8 @@ An :class:`LdsModel` says how one LDS instruction is served: which lanes share a
 (only lanes of the same phase can conflict), how many banks there are and how wide each is.  It
 holds no hardware facts itself: :func:`mfma_specs.arch.lds_model` builds the per-target tables
 (gfx942, gfx950, ...) from public documentation, so ``layoutalg`` stays free of arch data.
+``mfma_specs`` registers that function here when it is imported (:func:`register_lds_models`):
+``layoutalg`` never imports the package above it.
 
 Invariants: ``phases`` partition ``range(wave_size)``; every phase is a tuple of lane ids;
 ``bank(byte_addr) == (byte_addr // bank_bytes) % banks``.
@@ -12,11 +14,28 @@ Invariants: ``phases`` partition ``range(wave_size)``; every phase is a tuple of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ..errors import LayoutError
 
-__all__ = ["LdsModel"]
+__all__ = ["LdsModel", "register_lds_models", "registered_lds_models"]
+
+# the function (arch, instruction) -> LdsModel that resolves ``arch=``/``instruction=`` strings;
+# ``mfma_specs`` registers ``mfma_specs.arch.lds_model`` on import
+_PROVIDER: List[Callable[[str, str], "LdsModel"]] = []
+
+
+def register_lds_models(provider: Callable[[str, str], "LdsModel"]) -> None:
+    """Make ``provider(arch, instruction) -> LdsModel`` the resolver of ``arch=`` strings
+    (``mfma_specs`` does this on import; a later registration replaces an earlier one)."""
+    if not callable(provider):
+        raise TypeError(f"register_lds_models needs a callable, got {type(provider).__name__}")
+    _PROVIDER[:] = [provider]
+
+
+def registered_lds_models() -> Optional[Callable[[str, str], "LdsModel"]]:
+    """The registered resolver, or None when no package has registered one."""
+    return _PROVIDER[0] if _PROVIDER else None
 
 
 @dataclass(frozen=True)

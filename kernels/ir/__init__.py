@@ -1,0 +1,17 @@
+"""kernels.ir: the kernel IR the AMD builders produce, the verifiers check and the printers print.
+
+* :mod:`kernels.ir.core`: statements (``Access``, ``Mfma``, ``Loop``, ...), ``Kernel``, ``walk``
+  and ``c_eval`` (sympy expressions evaluated with C semantics);
+* :mod:`kernels.ir.attention`: the softmax / reduction statements of the attention kernels.
+
+``from kernels.ir import Access, Kernel, c_eval`` is the documented path (it was the module
+``kernels/ir.py`` before the package).
+"""
+
+from .core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, NonIntegerExpr,
+                   Param, Regs, SchedBarrier, Shared, WaitCnt, ZeroFrag, c_compile, c_eval,
+                   swizzle_expr, sym, walk)
+
+__all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
+           "SchedBarrier", "WaitCnt", "Access", "Mfma", "ZeroFrag", "Kernel", "sym", "c_eval",
+           "c_compile", "NonIntegerExpr", "walk", "swizzle_expr"]

@@ -1,0 +1,142 @@
+"""Which NVIDIA kernel runs a call: ``gemm()`` and ``flash_attention()`` pick mma.sync or wgmma
+(:func:`pick_atom`) and a configuration, and build each configuration once.
+
+This module sits above the builders (:mod:`kernels.nvidia.gemm`, :mod:`kernels.nvidia.wgmma`,
+:mod:`kernels.nvidia.attention`, :mod:`kernels.nvidia.wgmma_attention`), so they never import
+each other's siblings to dispatch (the cycles gemm <-> wgmma and attention <-> wgmma_attention
+of issue 13).  The old paths ``kernels.cuda_gemm.gemm`` and ``kernels.cuda_attention
+.flash_attention`` still work (``kernels.compat``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Dict, Optional, Tuple
+
+from ..errors import LaunchError
+from .attention import FLASH_DEFAULTS, FlashAttention, FlashConfig
+from .builder import short_dtype
+from .gemm import DEFAULT_CONFIGS, CudaGemm
+from .wgmma import WGMMA_DEFAULT_CONFIGS, WgmmaGemm, WgmmaGemmConfig
+from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
+
+__all__ = ["pick_atom", "capability_of", "gemm", "compiled_gemm", "flash_attention",
+           "compiled_flash"]
+
+
+_GEMMS: Dict[Any, CudaGemm] = {}
+
+
+def pick_atom(capability: Tuple[int, int], vec: int, atom: str = "auto") -> str:
+    """``"wgmma"`` or ``"mma"`` for a device of compute ``capability`` and inputs allowing
+    ``vec``-element (``2 * vec``-byte) copies.
+
+    ``atom="auto"``: wgmma (:mod:`kernels.cuda_wgmma`) on compute capability 9.0 (H100/H200;
+    its ``sm_90a`` code runs nowhere else) when 16-byte copies are possible, else mma.sync.
+    ``"wgmma"`` refuses what wgmma cannot run; ``"mma"`` always takes mma.sync."""
+    if atom not in ("auto", "wgmma", "mma"):
+        raise LaunchError(f"atom must be 'auto', 'wgmma' or 'mma', got {atom!r}")
+    wg_ok = tuple(capability) == (9, 0) and vec == 8
+    if atom == "wgmma" and not wg_ok:
+        raise LaunchError(
+            f"atom='wgmma' needs compute capability 9.0 (H100/H200; this device is "
+            f"{capability[0]}.{capability[1]}) and rows, leading dimensions and pointers that "
+            f"allow 16-byte copies (here {2 * vec}-byte); use atom='auto' or 'mma'")
+    if atom == "mma":
+        return "mma"
+    return "wgmma" if wg_ok else "mma"
+
+
+def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto"):
+    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
+
+    Without ``config``: picks the widest copy vector the shapes and pointers allow (16, 8 or 4
+    bytes) and the instruction by :func:`pick_atom` (wgmma on H100/H200 with 16-byte copies,
+    else mma.sync); odd K (or odd N with ``b_major="n"``) is refused with a
+    :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
+    :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
+    """
+    dt = short_dtype(a)
+    if dt is None:
+        raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
+    for t, nm in ((a, "a"), (b, "b")):
+        if not hasattr(t, "dim") or t.dim() != 2 or t.stride(1) != 1:
+            raise LaunchError(f"{nm} must be a 2-D tensor with a contiguous last dimension, got "
+                              f"shape {tuple(getattr(t, 'shape', ()))} strides "
+                              f"{tuple(t.stride()) if hasattr(t, 'stride') else None}; "
+                              "pass .contiguous()")
+    cfg = config
+    if config is None:
+        inner_b = b.shape[1] if b.dim() == 2 else 0
+        for v in (8, 4, 2):
+            ok = all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
+                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0
+            if ok:
+                break
+        else:
+            raise LaunchError(f"a {tuple(a.shape)} / b {tuple(b.shape)}: rows must hold an even "
+                              "number of elements (the narrowest cp.async moves 4 bytes); pad K/N")
+        cap = capability_of(a)
+        if pick_atom(cap, v, atom) == "wgmma":
+            cfg = replace(WGMMA_DEFAULT_CONFIGS[dt], b_major=b_major)
+        else:
+            cfg = replace(DEFAULT_CONFIGS[dt], b_major=b_major, vec=v)
+    return compiled_gemm(cfg)(a, b, out)
+
+
+def compiled_gemm(cfg: Any) -> CudaGemm:
+    """The kernel of a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig``, built once per
+    configuration (its module compiles on first launch)."""
+    g = _GEMMS.get(cfg)
+    if g is None:
+        g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
+    return g
+
+
+def capability_of(t) -> Tuple[int, int]:
+    """Compute capability of the CUDA device holding ``t`` ((0, 0) for a CPU tensor: the
+    launch then refuses it with its own message)."""
+    import torch
+    if not getattr(t, "is_cuda", False):
+        return (0, 0)
+    return tuple(torch.cuda.get_device_capability(t.device))
+
+
+_FLASH: Dict[Any, FlashAttention] = {}
+
+
+def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = None, out=None,
+                    config: Any = None, atom: str = "auto"):
+    """``softmax(q k^T * scale [+ causal mask]) v`` with the NVIDIA prefill kernels.
+
+    Without ``config``: on compute capability 9.0 (H100/H200) with head_dim 64 or 128 the
+    wgmma kernel (:mod:`kernels.cuda_wgmma_attention`), else this module's mma.sync kernel;
+    ``atom="mma"`` forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
+    ``config`` may be a :class:`FlashConfig` or a ``WgmmaFlashConfig``."""
+    dt = short_dtype(q)
+    if dt is None:
+        raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
+    if config is None:
+        d = q.shape[-1]
+        if d not in FLASH_DEFAULTS:
+            raise LaunchError(f"head_dim {d}: the prefill kernel supports 64, 128 and 256")
+        if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
+            raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64 or 128")
+        if pick_atom(capability_of(q), 8, atom) == "wgmma" and d in WGMMA_FLASH_DEFAULTS:
+            config = WgmmaFlashConfig(dtype=dt, head_dim=d, causal=causal,
+                                      **WGMMA_FLASH_DEFAULTS[d])
+        else:
+            config = FlashConfig(dtype=dt, head_dim=d, causal=causal, **FLASH_DEFAULTS[d])
+    elif config.causal != causal:
+        raise LaunchError(f"config.causal={config.causal} but causal={causal}")
+    return compiled_flash(config)(q, k, v, out=out, scale=scale)
+
+
+def compiled_flash(cfg: Any) -> FlashAttention:
+    """The kernel of a :class:`FlashConfig` or a ``WgmmaFlashConfig``, built once per
+    configuration (its module compiles on first launch)."""
+    fa = _FLASH.get(cfg)
+    if fa is None:
+        fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
+                            else FlashAttention(cfg))
+    return fa

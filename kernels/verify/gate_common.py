@@ -1,0 +1,212 @@
+"""Helpers shared by the GEMM gate (:mod:`kernels.gate`) and the attention gate
+(:mod:`kernels.attention_gate`): failure collection and the verdict per check, the LDS
+capacity check, layout-evaluation pieces, the cached LDS bank check, MFMA lane tables, uint64
+bit-set helpers and the LDS race model of the dataflow passes.  The checks themselves, and their
+messages, stay in the two gates."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Tuple
+
+import numpy as np
+
+from layoutalg import ComposedLayout, Swizzle
+from layoutalg.verify.result import CheckResult
+
+from ..errors import KernelError
+
+BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+class Fail:
+    """First counterexample per check (later ones are counted, not kept)."""
+
+    def __init__(self) -> None:
+        self.first: Dict[str, str] = {}
+        self.count: Dict[str, int] = {}
+
+    def add(self, check: str, msg: str) -> None:
+        self.count[check] = self.count.get(check, 0) + 1
+        self.first.setdefault(check, msg)
+
+    def results(self, checks: Iterable[str], domains: Dict[str, str]) -> Dict[str, CheckResult]:
+        """One exhaustive :class:`CheckResult` per check over its domain: it holds unless a
+        counterexample was added (then the first one, and how many more)."""
+        out = {}
+        for name in checks:
+            ok = name not in self.first
+            cex = None
+            if not ok:
+                n = self.count[name]
+                cex = self.first[name] + (f"\n(and {n - 1} more)" if n > 1 else "")
+            out[name] = CheckResult(check=name, holds=ok, method="exhaustive",
+                                    domain=domains[name], counterexample=cex)
+        return out
+
+
+def check_lds_capacity(k: Any, arch: str, fails: Fail) -> Tuple[int, int]:
+    """``lds_capacity``: the kernel's LDS arrays fit ``arch``; returns (their bytes, the
+    target's)."""
+    from mfma_specs.arch import target
+    lds_total = sum(s.count * BYTES[s.dtype] for s in k.shared)
+    cap = target(arch).lds_bytes
+    if lds_total > cap:
+        fails.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
+    return lds_total, cap
+
+
+# ---------------------------------------------------------------------------- layout evaluation
+
+def leaves(c: Any) -> List[Any]:
+    """The leaves of a nested tuple, left to right (a non-tuple is its own single leaf)."""
+    if isinstance(c, tuple):
+        out: List[Any] = []
+        for x in c:
+            out += leaves(x)
+        return out
+    return [c]
+
+
+def compose_offset(origin: Any, off: Any) -> Any:
+    """``off`` (the inner layout's offset) through the rest of ``origin``: unchanged for a
+    Layout; plus the offset, then the swizzle, for a Swizzle-ComposedLayout."""
+    if not isinstance(origin, ComposedLayout):
+        return off
+    off = off + origin.offset
+    sw = origin.outer
+    if not isinstance(sw, Swizzle):
+        raise KernelError(f"gate: unsupported composed layout {origin}")
+    if sw.bits:
+        y = off & sw.yyy_mask
+        off = off ^ (y >> sw.shift if sw.shift >= 0 else y << -sw.shift)
+    return off
+
+
+# ---------------------------------------------------------------------------- LDS banks
+
+def bank_result(cache: Dict[Any, Any], full: np.ndarray, arch: str, instr: str,
+                eb: int) -> Any:
+    """:func:`layoutalg.verify.bank_conflicts` (exhaustive) of one wave's element offsets
+    ``full`` [lane, element], memoised in ``cache``; the exception instead where it cannot
+    check (no phase model for the instruction, bad access...), for the caller to report."""
+    from layoutalg.verify import bank_conflicts
+    ck = (instr, full.tobytes())
+    if ck not in cache:
+        try:
+            cache[ck] = bank_conflicts(full, arch=arch, instruction=instr, elem_bytes=eb,
+                                       method="exhaustive")
+        except Exception as e:  # noqa: BLE001 - reported as the check's counterexample
+            cache[ck] = e
+    return cache[ck]
+
+
+# ---------------------------------------------------------------------------- MFMA lane tables
+
+def mfma_inverse(lay: Any, shape: Tuple[int, int], lanes: int):
+    """``(lane, item)`` tables [shape] of an MFMA operand's TV layout: for every element of
+    the tile, the first (lane, item) that holds it."""
+    v = lay.values().reshape((lanes, -1), order="F")
+    lane = np.full(shape[0] * shape[1], -1)
+    item = np.full(shape[0] * shape[1], -1)
+    for l in range(v.shape[0]):
+        for e in range(v.shape[1]):
+            if lane[v[l, e]] < 0:
+                lane[v[l, e]] = l
+                item[v[l, e]] = e
+    if (lane < 0).any():
+        raise KernelError(f"gate: MFMA layout {lay} does not cover its {shape} tile")
+    return lane.reshape(shape, order="F"), item.reshape(shape, order="F")
+
+
+class MfmaTables:
+    """Index tables of one MFMA instruction, from ``spec.tv_layout`` (lane, item) values:
+    ``a_lane``/``a_item`` [M, K] and ``b_lane``/``b_item`` [K, N] (who holds each operand
+    element), ``c_i``/``c_j`` [lane, item] (the accumulator element each register holds)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        M, N, K = spec.m, spec.n, spec.k
+        la = spec.tv_layout("A")
+        lanes = la[0].size()
+        self.a_lane, self.a_item = mfma_inverse(la, (M, K), lanes)
+        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), lanes)
+        lc = spec.tv_layout("C")
+        v = lc.values().reshape((lanes, -1), order="F")
+        self.c_i, self.c_j = v % M, v // M          # [lane, item]
+        self.M, self.N, self.K = M, N, K
+
+
+# ---------------------------------------------------------------------------- bit sets
+
+def bits_below(n: int, words: int) -> np.ndarray:
+    """uint64 words [words] with bits 0 .. n-1 set (bits past 64 * words dropped)."""
+    out = np.zeros(words, np.uint64)
+    for w in range(words):
+        lo, hi = w * 64, min(n, (w + 1) * 64)
+        if hi > lo:
+            k = hi - lo
+            out[w] = np.uint64((1 << k) - 1) if k < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return out
+
+
+def bits_to_list(words: np.ndarray) -> List[int]:
+    """The set bits of uint64 words, as indices (word * 64 + bit), ascending."""
+    out = []
+    for w, x in enumerate(words):
+        x = int(x)
+        for b in range(64):
+            if x >> b & 1:
+                out.append(w * 64 + b)
+    return out
+
+
+# ---------------------------------------------------------------------------- LDS races
+
+class LdsRaces:
+    """Per LDS element since the last barrier (``epoch``): epoch and thread of the last write,
+    and of the reads (thread -1: several threads).  Bump ``epoch`` at every barrier."""
+
+    def __init__(self, shared: Any) -> None:
+        self.epoch = 0
+        self.w_ep = {s.name: np.full(s.count, -1) for s in shared}
+        self.w_th = {s.name: np.full(s.count, -1) for s in shared}
+        self.r_ep = {s.name: np.full(s.count, -1) for s in shared}
+        self.r_th = {s.name: np.full(s.count, -1) for s in shared}
+
+    def touch(self, b: str, addr: np.ndarray, th: np.ndarray,
+              write: bool) -> List[Tuple[str, int, int]]:
+        """Record that thread ``th[i]`` reads (or writes) ``b[addr[i]]`` for every i, and return
+        the races it makes, in this order, each as ``(kind, i, other thread)``:
+        ``"write_twice"`` (two threads write one element in this access), ``"read"`` /
+        ``"wrote"`` (the write hits an element another thread read / wrote since the last
+        barrier; other -1: several threads), ``"raw"`` (the read hits an element another thread
+        wrote since the last barrier).  Addresses outside ``b`` record nothing (the static pass
+        reports them as in_bounds)."""
+        ep = self.epoch
+        w_ep, w_th, r_ep, r_th = self.w_ep[b], self.w_th[b], self.r_ep[b], self.r_th[b]
+        n = w_ep.shape[0]
+        if addr.min() < 0 or addr.max() >= n:
+            return []
+        out: List[Tuple[str, int, int]] = []
+        multi = np.bincount(addr, minlength=n)[addr] > 1
+        if write:
+            if multi.any():
+                out.append(("write_twice", int(np.argmax(multi)), -1))
+            war = (r_ep[addr] == ep) & (r_th[addr] != th)
+            waw = (w_ep[addr] == ep) & (w_th[addr] != th)
+            for bad, kind, who in ((war, "read", r_th), (waw, "wrote", w_th)):
+                if bad.any():
+                    t = int(np.argmax(bad))
+                    out.append((kind, t, int(who[addr[t]])))
+            w_ep[addr] = ep
+            w_th[addr] = th
+        else:
+            raw = (w_ep[addr] == ep) & (w_th[addr] != th)
+            if raw.any():
+                t = int(np.argmax(raw))
+                out.append(("raw", t, int(w_th[addr[t]])))
+            fresh = r_ep[addr] != ep
+            new_th = np.where(fresh | (r_th[addr] == th), th, -1)
+            r_ep[addr] = ep
+            r_th[addr] = np.where(multi, -1, new_th)
+        return out

@@ -1,0 +1,263 @@
+"""Regenerate ``tests/fixtures/golden_sources.json``: the sha256 of every generated kernel source
+over the configuration matrix the tests use.
+
+    PYTHONPATH=. python tools/golden_sources.py          # rewrite the JSON
+    PYTHONPATH=. python tools/golden_sources.py --check  # exit 1 and list what differs
+
+``tests/test_golden_sources.py`` compares against the JSON, so a refactor (moving modules,
+splitting files, renaming private helpers) that changes a single byte of a generated source
+fails.  A deliberate change of a generated source regenerates the JSON in the same commit, and
+the commit message says which sources changed and why.
+
+Nothing here compiles: the AMD kernels are built with ``verify=False`` (the gate does not
+change the IR or the printed text; it only checks them), so the whole matrix takes seconds.
+The imports use the documented (old) module paths on purpose: they must keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Dict, Iterator, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "fixtures" / "golden_sources.json"
+
+
+def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
+    import argparse as ap
+
+    from kernels.gemm import build_gemm
+    from kernels.gemm_plan import GemmConfig
+    from kernels.registry import get
+
+    cfgs = {
+        # tests/test_gemm_compile.py, test_gemm_plan.py, test_gemm_gate.py, examples/04
+        "compile-nn-f16-32x32x8": GemmConfig(512, 512, 512),
+        "compile-tn-bf16-16x16x16-f32out": GemmConfig(512, 256, 256, dtype="bf16",
+                                                      out_dtype="f32", a_major="col",
+                                                      mfma="16x16x16"),
+        "plan-4096": GemmConfig(4096, 4096, 4096),
+        "plan-4096-bk64-1stage": GemmConfig(4096, 4096, 4096, block_k=64, stages=1),
+        "plan-512-64x64": GemmConfig(512, 512, 512, block_m=64, block_n=64),
+        "plan-512-colcol-16x16": GemmConfig(512, 512, 512, b_major="col", a_major="col",
+                                            mfma="16x16x16"),
+        "plan-512-bf16-bk64": GemmConfig(512, 512, 512, dtype="bf16", block_k=64, stages=1,
+                                         block_n=64, waves_n=1),
+        "gate-200x136x72": GemmConfig(200, 136, 72),
+        "gate-150x140x72-64x64": GemmConfig(150, 140, 72, block_m=64, block_n=64),
+        "example04-4096-preshuffled": GemmConfig(4096, 4096, 4096, dtype="f16", b_major="col"),
+        # tests/test_gemm_emulate.py, one-stage cases
+        "emu-NN-bk64-1stage": GemmConfig(150, 140, 136, block_k=64, stages=1),
+        "emu-NT-bk64-1stage-bf16": GemmConfig(130, 72, 100, dtype="bf16", out_dtype="f32",
+                                              b_major="col", block_k=64, stages=1),
+        "emu-NN-bk64-2stage-no-waits": GemmConfig(72, 200, 130, block_k=64,
+                                                  explicit_waits=False),
+        "emu-NN-bk64-1stage-read-ahead": GemmConfig(100, 90, 140, block_k=64, stages=1,
+                                                    read_ahead=1),
+        "emu-256-bk64-1stage": GemmConfig(256, 256, 256, block_k=64, stages=1),
+    }
+    for name, cfg in cfgs.items():
+        yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source
+    # tests/test_gemm_emulate.py CASES, through the CLI entry (the registry's argument mapping)
+    base = dict(m=200, n=136, k=72, dtype="f16", out_dtype=None, layout="NN", c_major="row",
+                block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, arch="gfx942")
+    cases = {
+        "NN": {}, "NT": {"layout": "NT"}, "TN": {"layout": "TN"}, "TT": {"layout": "TT"},
+        "bf16-f32-16x16x16": {"dtype": "bf16", "out_dtype": "f32", "mfma": "16x16x16"},
+        "bf16-TN-bf16": {"dtype": "bf16", "layout": "TN"},
+        "small-tile-colC": {"m": 64, "n": 96, "k": 40, "out_dtype": "f32", "block": "64x64x32",
+                            "mfma": "16x16x16", "c_major": "col"},
+        "tiny-one-wave": {"m": 40, "n": 48, "k": 24, "block": "32x32x32", "waves": "1x1"},
+        "unaligned-70": {"m": 130, "n": 70, "k": 70, "layout": "NT"},
+        "odd-k-tiny-m": {"m": 5, "n": 141, "k": 17, "dtype": "bf16", "out_dtype": "f32",
+                         "c_major": "col", "block": "64x64x32"},
+    }
+    entry = get("gemm")
+    for name, opts in cases.items():
+        def gen(opts=opts):
+            return build_gemm(entry.config(ap.Namespace(**{**base, **opts})),
+                              verify=False).source
+        yield f"amd/gemm-cli/{name}", gen
+
+
+def _amd_attention() -> Iterator[Tuple[str, Callable[[], str]]]:
+    from kernels.attention_plan import AttnConfig
+    from kernels.decode import DecodeConfig, build_decode
+    from kernels.decode_splitkv import build_splitkv
+    from kernels.flash_attention import build_attention
+
+    for d in (64, 128, 256):
+        for dtype, out in (("f16", None), ("bf16", None), ("bf16", "f16")):
+            for causal in (False, True):
+                cfg = AttnConfig(head_dim=d, dtype=dtype, out_dtype=out, causal=causal)
+                yield (f"amd/prefill/d{d}-{dtype}-{out or dtype}{'-causal' if causal else ''}",
+                       lambda cfg=cfg: build_attention(cfg, verify=False).source)
+    yield ("amd/prefill/d64-waves_per_eu0",
+           lambda: build_attention(AttnConfig(head_dim=64, waves_per_eu=0), verify=False).source)
+    yield ("amd/prefill/d128-block_n32",
+           lambda: build_attention(AttnConfig(head_dim=128, block_n=32), verify=False).source)
+    for d in (64, 128, 256):
+        for dtype, out in (("bf16", "f16"), ("f16", "f16"), ("bf16", "bf16")):
+            cfg = DecodeConfig(head_dim=d, dtype=dtype, out_dtype=out)
+            yield (f"amd/decode/d{d}-{dtype}-{out}",
+                   lambda cfg=cfg: build_decode(cfg, verify=False).source)
+            yield (f"amd/splitkv/d{d}-{dtype}-{out}",
+                   lambda cfg=cfg: build_splitkv(cfg, verify=False).source)
+    for kps, threads in ((1, 64), (4, 128), (16, 256)):
+        cfg = DecodeConfig(head_dim=128, keys_per_step=kps, threads=threads)
+        yield (f"amd/decode/d128-kps{kps}-t{threads}",
+               lambda cfg=cfg: build_decode(cfg, verify=False).source)
+
+
+def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
+    from kernels.cuda_attention import DecodeConfig, FlashConfig, emit_decode, emit_flash
+    from kernels.cuda_gemm import CudaGemmConfig, emit_gemm
+    from kernels.cuda_wgmma import WgmmaGemmConfig, emit_wgmma_gemm
+    from kernels.cuda_wgmma_attention import WgmmaFlashConfig, emit_wgmma_flash
+
+    gemm = [dict(), dict(dtype="bf16", b_major="k"), dict(bk=64, stages=3), dict(vec=2),
+            dict(bm=128, bn=128, warps_m=2, warps_n=2, vec=4, b_major="k"), dict(dtype="bf16")]
+    for kw in gemm:
+        yield (f"nvidia/mma-gemm/{_kw(kw)}", lambda kw=kw: emit_gemm(CudaGemmConfig(**kw)))
+    flash = [dict(), dict(causal=True, dtype="bf16"), dict(head_dim=64),
+             dict(head_dim=256, bm=64, bn=32), dict(bm=128, warps=8, q_in_regs=True),
+             dict(causal=True)]
+    for kw in flash:
+        yield (f"nvidia/mma-flash/{_kw(kw)}", lambda kw=kw: emit_flash(FlashConfig(**kw)))
+    for kw in (dict(), dict(head_dim=256, chunk=8), dict(head_dim=256), dict(head_dim=64)):
+        yield (f"nvidia/decode/{_kw(kw)}", lambda kw=kw: emit_decode(DecodeConfig(**kw)))
+    wg = [dict(), dict(dtype="bf16", b_major="k"), dict(bk=32, stages=6),
+          dict(bk=16, stages=8, bn=128), dict(bm=256, bn=128), dict(bm=64, bn=64, stages=3),
+          dict(b_major="k", bk=32, stages=6), dict(dtype="bf16"), dict(bk=16, stages=8),
+          dict(b_major="k", bm=256, bn=128)]
+    for kw in wg:
+        yield (f"nvidia/wgmma-gemm/{_kw(kw)}", lambda kw=kw: emit_wgmma_gemm(WgmmaGemmConfig(**kw)))
+    wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
+          dict(warpgroups=1, bn=192), dict(overlap=False),
+          dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
+          dict(overlap=False, warpgroups=1, bn=64)]
+    for kw in wf:
+        for causal in (False, True):
+            for dtype in (("f16", "bf16") if not kw else ("f16",)):
+                k2 = dict(kw, causal=causal, dtype=dtype)
+                yield (f"nvidia/wgmma-flash/{_kw(k2)}",
+                       lambda k2=k2: emit_wgmma_flash(WgmmaFlashConfig(**k2)))
+
+
+def _amd_on_nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
+    from kernels.attention_plan import AttnConfig
+    from kernels.cuda import amd_flavour as af
+    from kernels.decode import DecodeConfig, build_decode
+    from kernels.decode_splitkv import build_splitkv
+    from kernels.flash_attention import build_attention
+    from kernels.gemm import build_gemm
+    from kernels.gemm_plan import GemmConfig
+
+    yield "amd-on-nvidia/mfma-all", lambda: af.generate_cuda(None)[0]
+    srcs = {
+        "gemm-200x136x72": lambda: build_gemm(GemmConfig(200, 136, 72), verify=False).source,
+        "gemm-bf16-16x16": lambda: build_gemm(GemmConfig(512, 256, 256, dtype="bf16",
+                                                         out_dtype="f32", mfma="16x16x16"),
+                                              verify=False).source,
+        "prefill-d128-causal": lambda: build_attention(AttnConfig(head_dim=128, causal=True),
+                                                       verify=False).source,
+        "decode-d128": lambda: build_decode(DecodeConfig(head_dim=128), verify=False).source,
+        "splitkv-d256": lambda: build_splitkv(DecodeConfig(head_dim=256), verify=False).source,
+    }
+    for name, src in srcs.items():
+        def tu(src=src):
+            s = src()
+            opts, info = af.cuda_options(s)
+            return af.translate(s) + "\n// options " + json.dumps(
+                [list(opts), {k: repr(v) for k, v in sorted(info.items())}])
+        yield f"amd-on-nvidia/{name}", tu
+
+
+def _examples() -> Iterator[Tuple[str, Callable[[], str]]]:
+    """The kernels the examples print, captured where they hand the source to compile_hip."""
+    for name, argv in (("01_vector_add", ["--n", "5000"]), ("02_tiled_copy", []),
+                       ("03_tiled_mma", [])):
+        yield f"examples/{name}", lambda name=name, argv=argv: _example_source(name, argv)
+
+
+class _Captured(Exception):
+    def __init__(self, source: str) -> None:
+        super().__init__("captured")
+        self.source = source
+
+
+def _example_source(name: str, argv: list) -> str:
+    import contextlib
+    import io
+    import tempfile
+    spec = importlib.util.spec_from_file_location(f"golden_{name}",
+                                                  ROOT / "examples" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def capture(src, *a, **kw):
+        raise _Captured(src)
+    mod.compile_hip = capture
+    with tempfile.TemporaryDirectory() as d, contextlib.redirect_stdout(io.StringIO()):
+        try:
+            mod.main(argv + ["--out", d])
+        except _Captured as c:
+            return c.source
+    raise RuntimeError(f"examples/{name}.py never called compile_hip")
+
+
+def _kw(kw: Dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "default"
+
+
+def configurations() -> Iterator[Tuple[str, Callable[[], str]]]:
+    """(name, thunk that returns the generated source) for the whole matrix."""
+    for gen in (_amd_gemm, _amd_attention, _nvidia, _amd_on_nvidia, _examples):
+        yield from gen()
+
+
+def normalise(text: str) -> str:
+    """The source with the machine's paths replaced by placeholders: the AMD-on-NVIDIA sources
+    record their compile options (``-I<checkout>/kernels/include``, a directory under the temp
+    dir) in a comment, and a golden hash must not depend on where the checkout lies."""
+    import tempfile
+    return (text.replace(str(ROOT), "<ROOT>")
+                .replace(str(Path(tempfile.gettempdir()).resolve()), "<TMP>")
+                .replace(tempfile.gettempdir(), "<TMP>"))
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode()).hexdigest()
+
+
+def compute() -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for name, thunk in configurations():
+        if name in out:
+            raise RuntimeError(f"duplicate golden configuration name {name}")
+        out[name] = digest(thunk())
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="compare instead of rewriting")
+    args = p.parse_args(argv)
+    got = compute()
+    if args.check:
+        want = json.loads(GOLDEN.read_text())
+        bad = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        print("\n".join(bad) or f"all {len(got)} sources identical")
+        return 1 if bad else 0
+    GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(got)} hashes to {GOLDEN.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
