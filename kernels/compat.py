@@ -77,10 +77,26 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._own_spec[module.__name__] = module.__spec__
         return module
 
+    def get_code(self, fullname):
+        """``python -m OLD.PATH``: run the new module that has the command-line entry point
+        (``python -m kernels.cuda.amd_flavour`` runs ``kernels.nvidia.amd_flavour_checks``)."""
+        mains = [n for n in new_paths(fullname) if _has_main(n)]
+        if not mains:
+            raise ImportError(f"{fullname} (moved to {', '.join(new_paths(fullname))}) has no "
+                              "command-line entry point")
+        return compile(f"import runpy\nrunpy.run_module({mains[0]!r}, run_name='__main__', "
+                       "alter_sys=True)\n", f"<{fullname}: moved to {mains[0]}>", "exec")
+
     def exec_module(self, module):
         # the import system stamped the old name's spec on the real module: give its own back
         if module.__name__ in self._own_spec:
             module.__spec__ = self._own_spec[module.__name__]
+
+
+def _has_main(module: str) -> bool:
+    spec = importlib.util.find_spec(module)
+    source = spec.loader.get_source(module) if spec and spec.loader else None
+    return bool(source) and 'if __name__ == "__main__"' in source
 
 
 class _Proxy(types.ModuleType):

@@ -17,6 +17,7 @@ sees imports on paths that are never executed here (CUDA, ROCm).
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
 
@@ -320,3 +321,19 @@ def test_import_reader_sees_function_level_and_relative_imports(tmp_path, monkey
 @pytest.mark.parametrize("mod", ["kernels", "kernels.emulator"])
 def test_package_inits_are_modules(mod):
     assert mod in MODULES
+
+
+def test_python_dash_m_on_an_old_path_runs_the_moved_entry_point():
+    """Regression: ``python -m kernels.cuda.amd_flavour`` (the documented command) ended in an
+    AttributeError traceback from runpy after the move; it runs the moved entry point now, and
+    an old path without one is refused in one line."""
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "kernels.cuda.amd_flavour", "--help"], cwd=ROOT,
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "usage: amd_flavour_checks.py" in r.stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "kernels.gemm"], cwd=ROOT, capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "kernels.gemm (moved to kernels.amd.gemm) has no command-line entry point" in r.stderr
