@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import re
+
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
@@ -75,5 +77,6 @@ def test_objects_render_as_fitted_diagrams(executed):
 def test_the_kernel_is_verified_compiled_and_matches_torch(executed):
     out = "".join(o.get("text", "") for c in executed for o in c.outputs
                   if o.output_type == "stream")
-    assert "10 of 10 checks hold" in out
+    held = re.search(r"(\d+) of (\d+) checks hold", out)
+    assert held and held.group(1) == held.group(2) and int(held.group(2)) >= 13, out
     assert "bytes of code object" in out and "max |out - ref|" in out
