@@ -104,3 +104,17 @@ def test_splitkv_pair_builds_two_different_kernels():
     assert set(sk.timings) == {"build_and_gate_s"}
     for b in (sk.split, sk.combine):           # printed checks ran on the pair's one source
         assert b.verification.checks["printed_source"].holds
+
+
+def test_emulate_one_signature_and_clear_refusals():
+    """``emulate(*args, grid=None)`` for every built program: an attention kernel's grid depends
+    on the shape and must be given; the split-KV pair points to ``emulate_pair``.  Both refuse
+    before compiling anything, with the project's error type."""
+    from kernels.errors import KernelError
+    a = build_attention(AttnConfig(head_dim=64))
+    with pytest.raises(KernelError, match="pass grid="):
+        a.emulate()
+    sk = build_splitkv(DecodeConfig())
+    with pytest.raises(KernelError, match="emulate_pair"):
+        sk.emulate(grid=(1, 1, 1))
+    assert build_gemm(CFG).default_grid() == build_gemm(CFG).grid

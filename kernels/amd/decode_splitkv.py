@@ -48,6 +48,7 @@ from ..built import BuiltProgram
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .driver import Stages, build_program
 from .flash_attention import BuiltAttention, PrefillShape, R, attention_family, built_attention
+from ..errors import KernelError
 from .gemm_plan import ConfigError
 from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 
@@ -372,6 +373,13 @@ class BuiltSplitKV(BuiltProgram):
                "config": {k: getattr(self.cfg, k) for k in self.cfg.__dataclass_fields__},
                "timings_s": dict(self.timings)}
         return rep
+
+    def emulate(self, *args: Any, grid: Any = None, **kw: Any) -> Any:
+        """Refused: the pair is two launches with a workspace between them (a launch of
+        ``source`` by ``name`` would run the split kernel alone); use :meth:`emulate_pair`."""
+        raise KernelError(f"split-KV pair {self.name}: two kernels, two launches; emulate it "
+                          "with emulate_pair(q, k, v, out, lse, shape, scale, n_splits, "
+                          "kv_chunk)")
 
     def emulate_pair(self, q: Any, k: Any, v: Any, out: Any, lse: Any, shape: PrefillShape,
                      scale: float, n_splits: int, kv_chunk: int, **kw: Any) -> _PairResult:

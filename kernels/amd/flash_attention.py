@@ -562,11 +562,6 @@ class BuiltAttention(BuiltProgram):
         out["hot_loop_instructions"] = hot_loop_match(self.ir, r.hot_loop)
         return out
 
-    def emulate(self, args: Sequence[Any], grid: Tuple[int, int, int], **kw: Any) -> Any:
-        from ..emulator import run
-        return run(self.source, self.name, grid, self.block, list(args), arch=self.arch,
-                   name=f"{self.name}.hip", **kw)
-
 
 def expected_loop_instructions(ir: Any, loop_index: int = 0) -> Dict[str, int]:
     """LDS instructions (as verified), global loads and MFMAs of one iteration of a loop."""

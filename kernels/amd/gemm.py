@@ -700,11 +700,10 @@ class BuiltKernel(BuiltProgram):
         return {"expected_per_iteration": exp, "hot_loop": got, "unroll": unroll,
                 "match": bool(match)}
 
-    def emulate(self, *args: Any, **kw: Any) -> Any:
-        """Run on the CPU emulator (``kernels.emulator.run``); ``args`` as the kernel's params."""
-        from ..emulator import run
-        return run(self.source, self.name, self.grid, self.block, list(args),
-                   arch=self.plan.cfg.arch, name=f"{self.name}.hip", **kw)
+    def default_grid(self) -> Tuple[int, int, int]:
+        """The GEMM's sizes are compiled in, so is its grid: ``emulate(a, b, c)`` needs no
+        ``grid=``."""
+        return self.grid
 
 
 def _plan_with_lds(cfg: GemmConfig) -> GemmPlan:
