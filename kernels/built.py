@@ -5,14 +5,16 @@ operations on it: ``compile()`` (a cached code object, recorded in ``code_object
 ``timings``), ``report()`` (``report.json``: resources + verification).  The GEMM
 (:class:`kernels.amd.gemm.BuiltKernel`), the attention kernels
 (:class:`kernels.amd.flash_attention.BuiltAttention`) and the split-KV pair
-(:class:`kernels.amd.decode_splitkv.BuiltSplitKV`) derive from it.  Still per family: how to
-emulate (a GEMM takes its arguments, an attention kernel its arguments and grid, the split-KV
-pair a problem shape) and the report's kernel-specific fields.
+(:class:`kernels.amd.decode_splitkv.BuiltSplitKV`) derive from it, and all are built by the
+one driver :mod:`kernels.amd.driver`.  ``emulate(*args, grid=None)`` is one signature for all:
+a GEMM's grid defaults to its own, an attention kernel's must be given; the split-KV pair (two
+launches and a workspace) is emulated by ``emulate_pair``.  Still per family: the report's
+kernel-specific fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 __all__ = ["BuiltProgram"]
 
@@ -42,3 +44,23 @@ class BuiltProgram:
     def report(self) -> Dict[str, Any]:
         """``report.json``: the compiled resources plus the verification results."""
         raise NotImplementedError(f"{type(self).__name__} has no report")
+
+    def default_grid(self) -> Optional[Tuple[int, int, int]]:
+        """The launch grid when the program fixes it (a GEMM: its sizes are compiled in);
+        ``None`` when it depends on the problem (attention: pass ``grid=``)."""
+        return None
+
+    def emulate(self, *args: Any, grid: Optional[Sequence[int]] = None, **kw: Any) -> Any:
+        """Run the kernel on the CPU emulator (:func:`kernels.emulator.run`).  ``args`` follow
+        the kernel's parameters (buffers, then scalars); ``grid`` defaults to
+        :meth:`default_grid`; ``kw`` goes to ``run`` (``workers``, ``timeout``, ...)."""
+        from .emulator import run
+        from .errors import KernelError
+        if grid is None:
+            grid = self.default_grid()
+            if grid is None:
+                raise KernelError(f"{type(self).__name__} {self.name}: its grid depends on the "
+                                  "problem shape; pass grid=(x, y, z), e.g. "
+                                  "PrefillShape.grid(block_m)")
+        return run(self.source, self.name, tuple(grid), self.block, list(args), arch=self.arch,
+                   name=f"{self.name}.hip", **kw)

@@ -457,7 +457,7 @@ def test_emulator_decode_seqlen_past_the_keys():
     scalars = list(scalars)
     scalars[names.index("seqlen_kv")] = 4000
     with pytest.raises(EmulatorError, match="out-of-bounds access"):
-        shaped.bk.emulate(list(inputs) + scalars, grid)
+        shaped.bk.emulate(*inputs, *scalars, grid=grid)
 
 
 def test_emulator_combine_more_splits_than_written():

@@ -193,7 +193,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         return (out, lse) if return_lse else out
     if backend == "emulator":
         bufs = [_flat(q), _flat(k), _flat(v), _flat(out), lse]
-        bk.emulate(bufs + scalars, grid)
+        bk.emulate(*bufs, *scalars, grid=grid)
     elif backend is None:
         if q.device.type == "cpu":
             raise NoDeviceError("kernels.attention: CPU tensors; launch needs ROCm tensors "

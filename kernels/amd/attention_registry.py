@@ -106,7 +106,7 @@ class _Shaped:
             return self.bk.emulate_pair(*inputs, self.shape(), 1.0 / math.sqrt(c.kernel.head_dim),
                                         c.n_splits, c.kv_chunk, **kw)
         scalars, grid = self.case_args()
-        return self.bk.emulate(list(inputs) + scalars, grid, **kw)
+        return self.bk.emulate(*inputs, *scalars, grid=grid, **kw)
 
 
 class AttentionEntry:

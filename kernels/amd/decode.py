@@ -27,13 +27,14 @@ of the cache (and top-left would see only key 0, which no decoder wants).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
-from .flash_attention import (BuiltAttention, PrefillShape, R, global_layouts, hot_loop_match)
+from .driver import build_program
+from .flash_attention import (BuiltAttention, PrefillShape, R, attention_family, built_attention,
+                              global_layouts, hot_loop_match)
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
                             MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy,
                             VecDot)
@@ -260,24 +261,10 @@ def decode_bytes(batch: int, heads: int, kv_heads: int, seqlen_kv: int, head_dim
 
 
 def build_decode(cfg: DecodeConfig, *, verify: bool = True) -> BuiltAttention:
-    from ..verify.attention_gate import verify_attention
-    from ..verify.gate import GateReport
-    t0 = time.perf_counter()
-    ir = DecodeBuilder(cfg).build()
-    t1 = time.perf_counter()
-    rep = verify_attention(ir) if verify else GateReport(ir.name, {}, {"skipped": True})
-    t2 = time.perf_counter()
-    src = emit_attention(ir)
-    if verify:   # the printed text is the checked object too (kernels.verify.printed)
-        from ..verify.attention_static import default_instances
-        from ..verify.printed import attach_printed_checks
-        attach_printed_checks(rep, ir, src, instances=default_instances(ir))
-    bk = BuiltAttention(ir.name, src, ir, ir.meta["plan"], rep,
-                        {"ir_s": t1 - t0, "gate_s": t2 - t1,
-                         "emit_s": time.perf_counter() - t2}, kind="decode")
-    if verify:
-        rep.raise_if_failed()
-    return bk
+    """Build the IR, run the attention gate, emit HIP (:mod:`kernels.amd.driver`)."""
+    family = attention_family(lambda c: DecodeBuilder(c).build())
+    return build_program([family], cfg, lambda sts: built_attention(sts[0], "decode"),
+                         verify=verify)
 
 
 del Barrier, If, hot_loop_match

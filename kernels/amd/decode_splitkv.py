@@ -46,7 +46,9 @@ from ..ir.attention import (AttnKernel, FVar, LOG2E, MergeFinal, MergeStep, Part
 from ..printer.attention import emit_attention
 from ..built import BuiltProgram
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
-from .flash_attention import BuiltAttention, PrefillShape, R
+from .driver import Stages, build_program
+from .flash_attention import BuiltAttention, PrefillShape, R, attention_family, built_attention
+from ..errors import KernelError
 from .gemm_plan import ConfigError
 from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 
@@ -372,6 +374,13 @@ class BuiltSplitKV(BuiltProgram):
                "timings_s": dict(self.timings)}
         return rep
 
+    def emulate(self, *args: Any, grid: Any = None, **kw: Any) -> Any:
+        """Refused: the pair is two launches with a workspace between them (a launch of
+        ``source`` by ``name`` would run the split kernel alone); use :meth:`emulate_pair`."""
+        raise KernelError(f"split-KV pair {self.name}: two kernels, two launches; emulate it "
+                          "with emulate_pair(q, k, v, out, lse, shape, scale, n_splits, "
+                          "kv_chunk)")
+
     def emulate_pair(self, q: Any, k: Any, v: Any, out: Any, lse: Any, shape: PrefillShape,
                      scale: float, n_splits: int, kv_chunk: int, **kw: Any) -> _PairResult:
         """Run both kernels on the CPU emulator (fp32 workspace allocated here)."""
@@ -439,30 +448,20 @@ def _check_same_workspace(bk: BuiltSplitKV) -> None:
 
 
 def build_splitkv(cfg: DecodeConfig, *, verify: bool = True) -> BuiltSplitKV:
-    from ..verify.attention_gate import verify_attention
-    from ..verify.gate import GateReport
+    """Build, gate and print the split and combine kernels (:mod:`kernels.amd.driver`); their
+    printed text is checked in the one source that compiles both, and the pair is linked by
+    :func:`_check_same_workspace`."""
     c = SplitKVConfig(**{k: getattr(cfg, k) for k in DecodeConfig.__dataclass_fields__})
     c = c.normalized()
     t0 = time.perf_counter()
-    built = []
-    for B in (SplitBuilder, CombineBuilder):
-        ir = B(c).build()
-        ta = time.perf_counter()
-        rep = verify_attention(ir) if verify else GateReport(ir.name, {}, {"skipped": True})
-        tb = time.perf_counter()
-        built.append((BuiltAttention(ir.name, emit_attention(ir), ir, ir.meta["plan"], rep,
-                                     {"gate_s": tb - ta}, kind=ir.meta["kind"])))
-    bk = BuiltSplitKV(built[0], built[1], c, {"build_and_gate_s": time.perf_counter() - t0})
-    if verify:
-        # the printed text (both kernels in the one compiled source) is checked too
-        from ..verify.attention_static import default_instances
-        from ..verify.printed import attach_printed_checks
-        for b in (bk.split, bk.combine):
-            attach_printed_checks(b.verification, b.ir, bk.source,
-                                  instances=default_instances(b.ir))
-        _check_same_workspace(bk)
-        bk.verification.raise_if_failed()
-    return bk
+
+    def make(stages: List[Stages]) -> BuiltSplitKV:
+        split, combine = (built_attention(st, st.ir.meta["kind"]) for st in stages)
+        return BuiltSplitKV(split, combine, c, {"build_and_gate_s": time.perf_counter() - t0})
+    # a default argument binds each builder (a bare closure would see only the last one)
+    families = [attention_family(lambda c_, B=B: B(c_).build())
+                for B in (SplitBuilder, CombineBuilder)]
+    return build_program(families, c, make, verify=verify, link=_check_same_workspace)
 
 
 del Sequence

@@ -28,9 +28,8 @@ visible keys.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
@@ -40,6 +39,7 @@ from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor
                             MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, runtime_symbol)
 from ..printer.attention import emit_attention
 from ..built import BuiltProgram
+from .driver import KernelFamily, Stages, build_program
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
@@ -562,11 +562,6 @@ class BuiltAttention(BuiltProgram):
         out["hot_loop_instructions"] = hot_loop_match(self.ir, r.hot_loop)
         return out
 
-    def emulate(self, args: Sequence[Any], grid: Tuple[int, int, int], **kw: Any) -> Any:
-        from ..emulator import run
-        return run(self.source, self.name, grid, self.block, list(args), arch=self.arch,
-                   name=f"{self.name}.hip", **kw)
-
 
 def expected_loop_instructions(ir: Any, loop_index: int = 0) -> Dict[str, int]:
     """LDS instructions (as verified), global loads and MFMAs of one iteration of a loop."""
@@ -621,30 +616,28 @@ def hot_loop_match(ir: Any, hot: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
-    """Plan, build the IR, run the attention gate, emit HIP (raises VerificationError /
-    ConfigError)."""
+def attention_family(build_ir: Any, plan: Any = None) -> KernelFamily:
+    """An attention kernel for the build driver (prefill, decode, the split-KV pair's two
+    kernels): ``build_ir`` (from the plan, or from the configuration without ``plan``), the
+    attention gate, the attention printer, and the instances its builder names
+    (``meta["instances"]``) for the printed-source checks."""
     from ..verify.attention_gate import verify_attention
-    from ..verify.gate import GateReport
-    t0 = time.perf_counter()
-    plan = plan_attention(cfg)
-    t1 = time.perf_counter()
-    ir = AttnBuilder(plan).build()
-    t2 = time.perf_counter()
-    rep = verify_attention(ir) if verify else GateReport(ir.name, {}, {"skipped": True})
-    t3 = time.perf_counter()
-    src = emit_attention(ir)
-    if verify:   # the printed text is the checked object too (kernels.verify.printed)
-        from ..verify.attention_static import default_instances
-        from ..verify.printed import attach_printed_checks
-        attach_printed_checks(rep, ir, src, instances=default_instances(ir))
-    t4 = time.perf_counter()
-    bk = BuiltAttention(ir.name, src, ir, plan, rep,
-                        {"plan_s": t1 - t0, "ir_s": t2 - t1, "gate_s": t3 - t2,
-                         "emit_s": t4 - t3})
-    if verify:
-        rep.raise_if_failed()
-    return bk
+    from ..verify.attention_static import default_instances
+    return KernelFamily(build_ir=build_ir, plan=plan, verifier=verify_attention,
+                        printer=emit_attention, instances=default_instances)
+
+
+def built_attention(st: Stages, kind: str = "prefill") -> BuiltAttention:
+    """The driver's stages of one attention kernel as a :class:`BuiltAttention`."""
+    return BuiltAttention(st.ir.name, st.source, st.ir, st.plan, st.verification, st.timings,
+                          kind=kind)
+
+
+def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
+    """Plan, build the IR, run the attention gate, emit HIP (:mod:`kernels.amd.driver`; raises
+    VerificationError / ConfigError)."""
+    family = attention_family(lambda plan: AttnBuilder(plan).build(), plan=plan_attention)
+    return build_program([family], cfg, lambda sts: built_attention(sts[0]), verify=verify)
 
 
 # ---------------------------------------------------------------------------- verification domain

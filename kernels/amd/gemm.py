@@ -19,7 +19,6 @@ buffer) the store waits for every wave's reads: ``MFMAs; barrier; registers -> L
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -31,6 +30,7 @@ from layoutalg.errors import LayoutError
 
 from ..printer.hip import emit
 from ..built import BuiltProgram
+from .driver import KernelFamily, Stages, build_program
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
@@ -700,38 +700,35 @@ class BuiltKernel(BuiltProgram):
         return {"expected_per_iteration": exp, "hot_loop": got, "unroll": unroll,
                 "match": bool(match)}
 
-    def emulate(self, *args: Any, **kw: Any) -> Any:
-        """Run on the CPU emulator (``kernels.emulator.run``); ``args`` as the kernel's params."""
-        from ..emulator import run
-        return run(self.source, self.name, self.grid, self.block, list(args),
-                   arch=self.plan.cfg.arch, name=f"{self.name}.hip", **kw)
+    def default_grid(self) -> Tuple[int, int, int]:
+        """The GEMM's sizes are compiled in, so is its grid: ``emulate(a, b, c)`` needs no
+        ``grid=``."""
+        return self.grid
+
+
+def _plan_with_lds(cfg: GemmConfig) -> GemmPlan:
+    plan = plan_gemm(cfg)
+    choose_lds_layouts(plan)
+    return plan
+
+
+def gemm_family() -> KernelFamily:
+    """The GEMM for the build driver: plan + LDS layouts, :class:`GemmBuilder`, the GEMM gate
+    (``verify_kernel``), the HIP printer; its printed text is checked symbolically."""
+    from ..verify.gate import verify_kernel
+    return KernelFamily(plan=_plan_with_lds, build_ir=lambda plan: GemmBuilder(plan).build(),
+                        verifier=lambda ir: verify_kernel(ir, arch=ir.meta["plan"].cfg.arch),
+                        printer=emit)
 
 
 def build_gemm(cfg: GemmConfig, *, verify: bool = True) -> BuiltKernel:
-    """Plan, choose LDS layouts, build the IR, run the gate, emit HIP.
+    """Plan, choose LDS layouts, build the IR, run the gate, emit HIP (:mod:`kernels.amd.driver`).
 
     Raises :class:`kernels.gate.VerificationError` (with the counterexample) when a check fails
     and :class:`kernels.gemm_plan.ConfigError` for options that cannot make a kernel.
     ``verify=False`` is for tests of the gate itself; the result then says nothing was checked.
     """
-    from ..verify.gate import GateReport, verify_kernel
-    t0 = time.perf_counter()
-    plan = plan_gemm(cfg)
-    choose_lds_layouts(plan)
-    t1 = time.perf_counter()
-    ir = GemmBuilder(plan).build()
-    t2 = time.perf_counter()
-    if verify:
-        rep = verify_kernel(ir, arch=plan.cfg.arch)
-    else:
-        rep = GateReport(ir.name, {}, {"skipped": True})
-    t3 = time.perf_counter()
-    src = emit(ir)
-    if verify:   # the printed text is the checked object too (kernels.verify.printed)
-        from ..verify.printed import attach_printed_checks
-        attach_printed_checks(rep, ir, src)
-    t4 = time.perf_counter()
-    bk = BuiltKernel(ir.name, src, ir, plan, rep,
-                     {"plan_s": t1 - t0, "ir_s": t2 - t1, "gate_s": t3 - t2, "emit_s": t4 - t3})
-    rep.raise_if_failed()
-    return bk
+    def make(stages: List[Stages]) -> BuiltKernel:
+        st, = stages
+        return BuiltKernel(st.ir.name, st.source, st.ir, st.plan, st.verification, st.timings)
+    return build_program([gemm_family()], cfg, make, verify=verify)
