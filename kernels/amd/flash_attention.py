@@ -85,7 +85,8 @@ class AttnBuilder:
         D, BN, W = c.head_dim, c.block_n, c.waves
         self.tid = sym("tid")
         self.name = name or (f"la_attn_fwd_{c.dtype}_{c.out_dtype}_d{D}"
-                             f"{'_causal' if c.causal else ''}_bn{BN}_w{W}")
+                             f"{'_causal' if c.causal else ''}_bn{BN}_w{W}"
+                             f"{'' if c.p_rounding == 'rtne' else '_p' + c.p_rounding}")
         self.glob = global_layouts(D)
         self.counter: Dict[str, int] = {}
         L = plan.layouts
@@ -335,7 +336,7 @@ class AttnBuilder:
                 self.xor32("mt", "max"),
                 SoftmaxUpdate("m_run", "mt", "alpha", "mc"),
                 ExpScores(self.p_fr, tuple(range(n)), self.s_fr, tuple(range(n)), "mc", "l_run",
-                          "alpha"),
+                          "alpha", self.c.p_rounding),
                 Rescale(self.o_fr, tuple(range(self.o_fr.count)), "alpha")]
         out += self.pv(st)
         if next_full:
