@@ -197,7 +197,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     else:
         bk = get_kernel(cfg)
         shape.validate(bk.plan.cfg.block_m)
-        grid, scalars = shape.grid(bk.plan.cfg.block_m), shape.scalar_args(scale)
+        grid, scalars = shape.grid(bk.plan.cfg.block_m, bk.plan.cfg.causal), shape.scalar_args(scale)
     if SQ == 0 or B * H == 0:
         return (out, lse) if return_lse else out
     if backend == "emulator":

@@ -77,7 +77,7 @@ class _Shaped:
         if type(c.kernel).__name__ == "DecodeConfig":
             from .decode import decode_args, decode_grid
             return decode_args(shape, scale), decode_grid(shape, c.kernel)
-        return shape.scalar_args(scale), shape.grid(self.bk.plan.cfg.block_m)
+        return shape.scalar_args(scale), shape.grid(self.bk.plan.cfg.block_m, self.bk.plan.cfg.causal)
 
     def compile(self, arch=None):
         return self.bk.compile(arch)
