@@ -16,7 +16,7 @@ from layoutalg.symbolic import Xor
 
 def _inst(causal=False, sq=77, skv=77, off=0):
     s = PrefillShape.bhsd(1, 4, 2, sq, skv, 64, causal_off=off)
-    return [Instance("t", s.env(), s.grid(128), causal)]
+    return [Instance("t", s.env(), s.grid(128, causal), causal)]
 
 
 def _build(causal=False, plan_mut=None):

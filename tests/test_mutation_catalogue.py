@@ -268,10 +268,10 @@ def test_index_ranges_at_one_launch_is_conservative_about_predicates():
     from kernels.verify.printed import index_ranges_at
     pf = build_attention(AttnConfig(head_dim=64), verify=False)
     big = PrefillShape.bhsd(1, 1, 1, 2 ** 31 // 64 - 64, 2 ** 31 // 64 - 64, 64)
-    r = index_ranges_at(pf.ir, pf.source, big.env(), big.grid(128))
+    r = index_ranges_at(pf.ir, pf.source, big.env(), big.grid(128, False))
     assert not r.holds and "64 * k_ss" in r.counterexample
     small = PrefillShape.bhsd(2, 4, 2, 300, 700, 64)
-    assert index_ranges_at(pf.ir, pf.source, small.env(), small.grid(128)).holds
+    assert index_ranges_at(pf.ir, pf.source, small.env(), small.grid(128, False)).holds
 
 
 # ---------------------------------------------------------------------------- IR builder bugs

@@ -46,7 +46,8 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
                   causal_align: str = "top_left", decode: Optional[bool] = None,
                   kv_splits: Optional[int] = None, block_n: Optional[int] = None,
                   waves: int = 4, arch: str = "gfx942",
-                  shape: Optional[PrefillShape] = None) -> KernelChoice:
+                  shape: Optional[PrefillShape] = None,
+                  p_rounding: str = "rtne") -> KernelChoice:
     """Prefill, decode or split-KV decode for a problem.
 
     ``decode`` None: the decode kernel when ``seqlen_q == 1`` and the mask (if any) is
@@ -54,7 +55,9 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
     True / False force or forbid it.  Decode with long KV becomes the split-KV pair
     (:func:`~kernels.amd.decode_splitkv.choose_splits`); ``kv_splits`` forces the split count
     (decode only).  ``shape``, when given, is validated for the decode kernel before the split
-    (the torch API passes the tensors' strides).  Raises :class:`ConfigError` with the reason.
+    (the torch API passes the tensors' strides).  ``p_rounding``: how the prefill kernel rounds
+    P to bf16 (:mod:`kernels.ir.p_rounding`; decode keeps P in fp32, so only rtne is accepted
+    there).  Raises :class:`ConfigError` with the reason.
     """
     use_decode = decode if decode is not None else (
         seqlen_q == 1 and (not causal or causal_align == "bottom_right"))
@@ -63,7 +66,10 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
     if not use_decode:
         return KernelChoice(AttnConfig(head_dim=head_dim, dtype=dtype, out_dtype=out_dtype,
                                        causal=bool(causal), block_n=block_n, waves=waves,
-                                       arch=arch))
+                                       arch=arch, p_rounding=p_rounding))
+    if p_rounding != "rtne":
+        raise ConfigError(f"p_rounding {p_rounding!r} applies to the prefill kernel only (decode "
+                          "does not round P to 16 bits): use rtne")
     if seqlen_q != 1:
         raise ConfigError("the decode kernel needs seqlen_q == 1")
     cfg = DecodeConfig(head_dim=head_dim, dtype=dtype, out_dtype=out_dtype or dtype, arch=arch)
@@ -107,7 +113,8 @@ def _flat(t: Any) -> Any:
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None, *,
               causal_align: str = "top_left", out_dtype: Any = None, return_lse: bool = False,
               layout: str = "bhsd", backend: Optional[str] = None, decode: Optional[bool] = None,
-              out: Any = None, kv_splits: Optional[int] = None) -> Any:
+              out: Any = None, kv_splits: Optional[int] = None,
+              p_rounding: str = "rtne") -> Any:
     """``softmax(scale q k^T [+ causal mask]) v`` on MFMA kernels built and verified here.
 
     ``q`` is ``[B, H, Sq, D]`` and ``k``, ``v`` are ``[B, HK, Skv, D]`` (``layout="bshd"``:
@@ -124,7 +131,9 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     used when ``Sq == 1`` and the mask (if any) is bottom-right.  With long KV it is the split-KV
     pair (:mod:`kernels.decode_splitkv`: partials per KV split, then an exact log-sum-exp merge);
     ``kv_splits`` sets the split count (default: :func:`~kernels.decode_splitkv.choose_splits`,
-    1 split, i.e. the single decode kernel, below 512 keys).
+    1 split, i.e. the single decode kernel, below 512 keys).  ``p_rounding``: how the prefill
+    kernel rounds P to bf16 before P V, ``"rtne"`` (default), ``"rtna"`` or ``"rtz"``
+    (:mod:`kernels.ir.p_rounding`; bf16 inputs only).
     """
     import torch
     from ..errors import NoDeviceError
@@ -172,7 +181,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     shape = PrefillShape(B, H, HK, SQ, SKV, st(q), st(k), st(v), st(out), off)
     choice = select_kernel(batch=B, heads=H, seqlen_q=SQ, seqlen_kv=SKV, head_dim=D, dtype=dt,
                            out_dtype=ot, causal=bool(causal), causal_align=causal_align,
-                           decode=decode, kv_splits=kv_splits, shape=shape)
+                           decode=decode, kv_splits=kv_splits, shape=shape, p_rounding=p_rounding)
     cfg, n_splits, kv_chunk = choice.config, choice.n_splits, choice.kv_chunk
     if choice.kind != "prefill":
         bk = get_kernel(cfg)
@@ -188,7 +197,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     else:
         bk = get_kernel(cfg)
         shape.validate(bk.plan.cfg.block_m)
-        grid, scalars = shape.grid(bk.plan.cfg.block_m), shape.scalar_args(scale)
+        grid, scalars = shape.grid(bk.plan.cfg.block_m, bk.plan.cfg.causal), shape.scalar_args(scale)
     if SQ == 0 or B * H == 0:
         return (out, lse) if return_lse else out
     if backend == "emulator":

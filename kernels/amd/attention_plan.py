@@ -36,6 +36,7 @@ import numpy as np
 
 from layoutalg import ComposedLayout, Layout, Swizzle, composition
 
+from ..ir.p_rounding import P_ROUNDINGS
 from .gemm_plan import ConfigError, norm_dtype
 
 __all__ = ["AttnConfig", "AttnPlan", "plan_attention", "ConfigError"]
@@ -59,6 +60,10 @@ class AttnConfig:
     # registers) + Q (64) do not fit in 256 without spills.  Occupancy is unchanged (the
     # 64 KiB of LDS allow one block per CU).
     waves_per_eu: Optional[int] = None
+    # how P (f32 softmax probabilities) is rounded to bf16 for the P V MFMA: rtne (round to
+    # nearest even, the default), rtna (ties away: one add fewer) or rtz (truncation); f16 P
+    # is always rtne (v_cvt_f16_f32).  See kernels.ir.p_rounding.
+    p_rounding: str = "rtne"
 
     def normalized(self) -> "AttnConfig":
         c = replace(self, dtype=norm_dtype(self.dtype),
@@ -82,6 +87,12 @@ class AttnConfig:
             raise ConfigError(f"waves_per_eu {c.waves_per_eu}: use 0 (no hint) .. 8")
         if c.arch not in ("gfx940", "gfx941", "gfx942"):
             raise ConfigError(f"arch {c.arch}: the attention kernels target CDNA3 (gfx942)")
+        if c.p_rounding not in P_ROUNDINGS:
+            raise ConfigError(f"p_rounding {c.p_rounding!r}: use one of "
+                              f"{', '.join(P_ROUNDINGS)}")
+        if c.p_rounding != "rtne" and c.dtype != "bf16":
+            raise ConfigError(f"p_rounding {c.p_rounding}: only bf16 P has a rounding choice; "
+                              f"{c.dtype} P is converted round-to-nearest-even (use rtne)")
         return c
 
     @property

@@ -77,7 +77,7 @@ class _Shaped:
         if type(c.kernel).__name__ == "DecodeConfig":
             from .decode import decode_args, decode_grid
             return decode_args(shape, scale), decode_grid(shape, c.kernel)
-        return shape.scalar_args(scale), shape.grid(self.bk.plan.cfg.block_m)
+        return shape.scalar_args(scale), shape.grid(self.bk.plan.cfg.block_m, self.bk.plan.cfg.causal)
 
     def compile(self, arch=None):
         return self.bk.compile(arch)
@@ -136,6 +136,9 @@ class AttentionEntry:
                             "the shape; 1 split = the single decode kernel below 512 keys)")
         g.add_argument("--block-n", type=int, default=None, help="keys per KV tile (prefill)")
         g.add_argument("--waves", type=int, default=4, help="waves per block (prefill)")
+        g.add_argument("--p-rounding", default="rtne",
+                       help="prefill, bf16: how P is rounded to bf16 before P V: rtne (round to "
+                            "nearest even, default) | rtna (ties away) | rtz (truncate)")
 
     def config(self, args: argparse.Namespace) -> AttnCase:
         sq = 77 if args.seqlen_q is None else args.seqlen_q
@@ -145,7 +148,8 @@ class AttentionEntry:
                               causal=bool(args.causal), causal_align=args.causal_align,
                               layout=args.layout, kv_splits=getattr(args, "kv_splits", None),
                               block_n=args.block_n, waves=args.waves,
-                              arch=getattr(args, "arch", "gfx942"))
+                              arch=getattr(args, "arch", "gfx942"),
+                              p_rounding=getattr(args, "p_rounding", "rtne"))
 
     def ignored_options(self, args: argparse.Namespace, cfg: AttnCase, command: str,
                         given: Any) -> List[str]:
@@ -228,7 +232,7 @@ def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q:
                    seqlen_kv: int, head_dim: int, dtype: str, out_dtype: Optional[str] = None,
                    causal: bool = False, causal_align: str = "top_left", layout: str = "bhsd",
                    kv_splits: Optional[int] = None, block_n: Optional[int] = None,
-                   waves: int = 4, arch: str = "gfx942") -> AttnCase:
+                   waves: int = 4, arch: str = "gfx942", p_rounding: str = "rtne") -> AttnCase:
     """The problem ``layoutalg check attention`` runs, with the kernel
     :func:`kernels.amd.attention_api.select_kernel` picks for it (also the AMD-on-NVIDIA
     harness's entry: :func:`kernels.nvidia.amd_flavour.attention_case`)."""
@@ -248,7 +252,7 @@ def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q:
     choice = select_kernel(batch=batch, heads=heads, seqlen_q=seqlen_q, seqlen_kv=seqlen_kv,
                            head_dim=head_dim, dtype=dtype, out_dtype=out_dtype, causal=causal,
                            causal_align=causal_align, decode=decode, kv_splits=kv_splits,
-                           block_n=block_n, waves=waves, arch=arch)
+                           block_n=block_n, waves=waves, arch=arch, p_rounding=p_rounding)
     return AttnCase(choice.config.normalized(), batch, heads, hk, seqlen_q, seqlen_kv, causal,
                     causal_align, layout, choice.n_splits, choice.kv_chunk)
 

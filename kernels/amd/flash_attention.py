@@ -85,7 +85,8 @@ class AttnBuilder:
         D, BN, W = c.head_dim, c.block_n, c.waves
         self.tid = sym("tid")
         self.name = name or (f"la_attn_fwd_{c.dtype}_{c.out_dtype}_d{D}"
-                             f"{'_causal' if c.causal else ''}_bn{BN}_w{W}")
+                             f"{'_causal' if c.causal else ''}_bn{BN}_w{W}"
+                             f"{'' if c.p_rounding == 'rtne' else '_p' + c.p_rounding}")
         self.glob = global_layouts(D)
         self.counter: Dict[str, int] = {}
         L = plan.layouts
@@ -335,7 +336,7 @@ class AttnBuilder:
                 self.xor32("mt", "max"),
                 SoftmaxUpdate("m_run", "mt", "alpha", "mc"),
                 ExpScores(self.p_fr, tuple(range(n)), self.s_fr, tuple(range(n)), "mc", "l_run",
-                          "alpha"),
+                          "alpha", self.c.p_rounding),
                 Rescale(self.o_fr, tuple(range(self.o_fr.count)), "alpha")]
         out += self.pv(st)
         if next_full:
@@ -376,7 +377,10 @@ class AttnBuilder:
         sq, skv, H, G = R("seqlen_q"), R("seqlen_kv"), R("heads"), R("group")
         bq, bh = sym("block_q"), sym("block_bh")
         out: List[Any] = [
-            Comment("block -> (query tile, batch, head); causal blocks run heaviest first"),
+            Comment("block -> (query tile, batch, head); causal: grid (batch x heads, query "
+                    "tiles), every head's longest tile launched before any shorter one"
+                    if c.causal else
+                    "block -> (query tile, batch, head); causal blocks run heaviest first"),
             Let("n_qt", sympy.floor((sq + BM - 1) / BM)),
             Let("q_tile", (sym("n_qt") - 1 - bq) if c.causal else bq),
             Let("q0", BM * sym("q_tile")),
@@ -443,7 +447,8 @@ class AttnBuilder:
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return AttnKernel(self.name, params, shared, frags, body, T, (0, 0, 1),
-                          grid_symbols=("block_q", "block_bh"), header=header,
+                          grid_symbols=(("block_bh", "block_q") if c.causal
+                                        else ("block_q", "block_bh")), header=header,
                           meta={"plan": p, "instances": prefill_instances}, scalars=scalars,
                           waves_per_eu=c.waves_per_eu)
 
@@ -496,8 +501,18 @@ class PrefillShape:
                 raise ConfigError(f"{nm} strides {st} must be multiples of 8 elements (128-bit "
                                   "vectors); pass a contiguous copy")
 
-    def grid(self, block_m: int) -> Tuple[int, int, int]:
-        return (max(1, -(-self.seqlen_q // block_m)), self.batch * self.heads, 1)
+    def grid(self, block_m: int, causal: bool) -> Tuple[int, int, int]:
+        """The launch grid of the prefill kernel (``causal`` has no default: the causal kernel's
+        grid is transposed, and launching it with the other one would cover the wrong blocks).
+
+        Non-causal: (query tiles, batch x heads).  Causal: (batch x heads, query tiles), so
+        that the hardware's x-fastest dispatch launches the longest query tile of every
+        (batch, head) first, then the next longest, ...: globally longest first, and the last
+        wave of work-groups holds only short rows (a head-major order ends every head with its
+        shortest tiles, but the next head starts with its longest, so the tail of the grid is
+        the last heads' long rows)."""
+        n_qt, bh = max(1, -(-self.seqlen_q // block_m)), self.batch * self.heads
+        return (bh, n_qt, 1) if causal else (n_qt, bh, 1)
 
     def env(self) -> Dict[str, int]:
         """Values of the runtime symbols (and the verifier's batch/kv_heads)."""
@@ -660,4 +675,4 @@ def prefill_instances(k: Any) -> List[Any]:
                                                                    + 7, D,
                                                                    causal_off=3 * c.block_n
                                                                    + 7 - 40)))
-    return [Instance(name, sh.env(), sh.grid(BM), c.causal) for name, sh in shapes]
+    return [Instance(name, sh.env(), sh.grid(BM, c.causal), c.causal) for name, sh in shapes]

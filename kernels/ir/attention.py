@@ -121,7 +121,7 @@ class SoftmaxUpdate:
 @dataclass
 class ExpScores:
     """``l = l * alpha``; for each item: ``e = exp2(fma(s, c, -mc))``, ``l += e``, ``p = e``
-    rounded to the P type."""
+    rounded to the P type by ``rounding`` (:mod:`kernels.ir.p_rounding`)."""
 
     p: Frag
     p_items: Tuple[int, ...]
@@ -130,6 +130,7 @@ class ExpScores:
     mc: str
     l: str
     alpha: str
+    rounding: str = "rtne"       # f32 -> 16-bit P: one of kernels.ir.p_rounding.P_ROUNDINGS
 
 
 @dataclass

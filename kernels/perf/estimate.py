@@ -42,6 +42,10 @@ class AttentionProblem:
     head_dim: int
     causal: bool
     tile_m: int
+    # causal launch order of the query blocks: "longest_first" over all (batch, head) pairs
+    # (the layoutalg causal prefill kernel's grid, FA kernels'), or "head_major": each head's
+    # blocks longest to shortest, head after head (the layoutalg kernel before issue 16 item 4)
+    order: str = "longest_first"
 
     @property
     def flops(self) -> float:   # the FA convention: 4*B*H*S*S*D, halved when causal
@@ -76,16 +80,29 @@ def parse_gemm(shape: str, tile: str) -> GemmProblem:
     return GemmProblem(m, n, k, _pos(t[0], "--tile"), _pos(t[1], "--tile"))
 
 
+CAUSAL_ORDERS = ("longest_first", "head_major")
+
+
 def parse_attention(shape: str, tile: str) -> AttentionProblem:
-    """``"B,H,S,D[,causal]"`` and ``"BM"`` -> :class:`AttentionProblem`."""
-    parts = _ints(shape, "--attention", (4, 5))
+    """``"B,H,S,D[,causal[,ORDER]]"`` and ``"BM"`` -> :class:`AttentionProblem` (ORDER: the
+    causal launch order, ``longest_first`` (default) or ``head_major``)."""
+    parts = _ints(shape, "--attention", (4, 5, 6))
     causal = False
-    if len(parts) == 5:
+    order = "longest_first"
+    if len(parts) == 6:
+        order = parts[5].lower()
+        if order not in CAUSAL_ORDERS:
+            raise PerfError(f"--attention: the sixth field {parts[5]!r} is the causal launch "
+                            f"order: {' or '.join(CAUSAL_ORDERS)}")
+    if len(parts) >= 5:
         if parts[4].lower() not in ("causal", "1", "true", "0", "false", "noncausal"):
             raise PerfError(f"--attention: the fifth field {parts[4]!r} must be 'causal'")
         causal = parts[4].lower() in ("causal", "1", "true")
+        if len(parts) == 6 and not causal:
+            raise PerfError("--attention: a launch order (sixth field) needs 'causal' as the "
+                            "fifth: non-causal blocks all have the same length")
     b, h, s, d = (_pos(v, "--attention") for v in parts[:4])
-    return AttentionProblem(b, h, s, d, causal, _pos(str(tile), "--tile"))
+    return AttentionProblem(b, h, s, d, causal, _pos(str(tile), "--tile"), order)
 
 
 def _makespan(lengths: List[float], slots: int) -> float:
@@ -117,13 +134,15 @@ def whole_kernel(problem, *, loop_flops_per_wg: float, cycles_per_iteration: flo
         qblocks = math.ceil(problem.seqlen / problem.tile_m)
         lengths = []
         for _ in range(problem.batch * problem.heads):
-            for q in range(qblocks):
+            for q in reversed(range(qblocks)):      # each head's longest block first
                 kv = min(problem.seqlen, (q + 1) * problem.tile_m) if problem.causal \
                     else problem.seqlen
                 lengths.append(math.ceil(kv / step) * cycles_per_iteration + overhead)
-        if problem.causal:       # long blocks first, as FA kernels launch them
-            lengths.sort(reverse=True)
+        if problem.causal and problem.order == "longest_first":
+            lengths.sort(reverse=True)   # over all heads, as the causal prefill grid launches
         unit = {"kv_per_iteration": step, "workgroups": len(lengths)}
+        if problem.causal:
+            unit["causal_order"] = problem.order
     else:
         raise PerfError(f"unknown problem {problem!r}")
     slots = model.cus * max(1, workgroups_per_cu)

@@ -141,8 +141,11 @@ def _check_partition(inst: Instance, part: Dict[int, np.ndarray], kw: int, f: Fa
 
 
 def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
-    """Every query tile (grid x) of the first and the last grid row (batch, head pairs)."""
+    """Every query tile of the first and the last (batch, head) pair, whichever grid axis holds
+    the query tiles (the causal prefill kernel puts them on y: its longest-first order)."""
     gx, gy, _ = inst.grid
+    if tuple(k.grid_symbols[:2]) == ("block_bh", "block_q"):
+        return [(bx, by) for bx in sorted({0, gx - 1}) for by in range(gy)]
     return [(bx, by) for by in sorted({0, gy - 1}) for bx in range(gx)]
 
 

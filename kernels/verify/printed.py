@@ -15,6 +15,11 @@ cannot hide behind a proof about the model:
   scalars), ``LAGEN_LAUNCH_BOUNDS`` / ``LAGEN_WAVES_PER_EU``, every ``LAGEN_SHARED`` array (element
   type and size: the gate's ``in_bounds`` and ``lds_capacity`` are about these sizes), every
   register array and every vector typedef equal what the IR declares.
+* ``printed_source`` also reads the P conversions of the attention kernels: every
+  ``p = conv(e_);`` of the text must be the conversion of the IR's P rounding
+  (:mod:`kernels.ir.p_rounding`), as many times as the IR converts, and each bf16 helper called
+  must be defined once, with exactly the table's text (a config that says rtne over a text that
+  truncates is refused).
 * ``index_ranges`` - every printed integer expression (and each of its subexpressions) fits its C
   type over the ranges of its symbols, by interval arithmetic: ``tid`` over the block,
   block ids over the grid, loop variables over their bounds, runtime arguments at their values
@@ -29,6 +34,8 @@ add to the gate's report, so ``report.json`` says the printed text was checked.
 from __future__ import annotations
 
 import itertools
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -38,7 +45,8 @@ import sympy
 from layoutalg.verify.result import CheckResult
 
 from .gate_common import Fail
-from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval
+from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
+from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_source,
                           register_operand)
@@ -344,6 +352,32 @@ class _RangeCtx:
 
 # ---------------------------------------------------------------------------- entry point
 
+_P_CONV = re.compile(r"=\s*([A-Za-z_][A-Za-z_0-9]*|\(_Float16\))?\s*\(\s*e_\s*\)\s*;")
+
+
+def _p_rounding(k: Kernel, source: str, fails: Fail) -> None:
+    """The printed P conversions (``... = conv(e_);``) against the IR's ExpScores roundings."""
+    want: Counter = Counter()
+    for s in walk(k.body):
+        if type(s).__name__ == "ExpScores":
+            want[p_conversion(s.p.dtype, s.rounding)] += len(s.p_items)
+    if not want:
+        return
+    got = Counter(m.group(1) or "" for m in _P_CONV.finditer(source))
+    if got != want:
+        fails.add("printed_source", f"P conversions: the text has {dict(got)}, the IR's P "
+                                    f"rounding needs {dict(want)}")
+    for rounding, (name, text) in BF16_HELPERS.items():
+        if name not in want:
+            continue
+        defs = len(re.findall(rf"\b{name}\s*\(\s*float\b", source))
+        if defs != 1 or text not in source:
+            fails.add("printed_source", f"P rounding {rounding}: the helper {name} must be "
+                                        f"defined once with kernels.ir.p_rounding's text "
+                                        f"({defs} definitions, text "
+                                        f"{'found' if text in source else 'differs'})")
+
+
 def _grid_samples(g: int) -> List[int]:
     return sorted({v for v in (0, 1, g // 2, g - 1) if 0 <= v < g}) or [0]
 
@@ -365,6 +399,7 @@ def verify_printed(k: Kernel, source: str, *,
             fails.add(name, f"the printed source cannot be read back: {e}")
         return fails.results(PRINTED_CHECKS, {n: "the printed source" for n in PRINTED_CHECKS})
     _declarations(k, src, fails)
+    _p_rounding(k, source, fails)
     ir_body = _ir_stmts(k.body)
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
     if instances is None:
