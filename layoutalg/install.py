@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
+import json
 import warnings
 from pathlib import Path
 from typing import List
@@ -66,6 +67,8 @@ def _clobbered() -> List[str]:
         dist = metadata.distribution("layoutalg")
     except metadata.PackageNotFoundError:
         return []
+    if not _is_wheel_install(dist):
+        return []
     out, missing = [], []
     for f in dist.files or ():
         parts = f.parts
@@ -89,6 +92,19 @@ def _clobbered() -> List[str]:
         out.append(f"files installed by layoutalg's wheel are missing: "
                    f"{', '.join(missing[:3])}{more} (a damaged install: reinstall layoutalg)")
     return out
+
+
+def _is_wheel_install(dist) -> bool:
+    """Only an installed wheel's RECORD says which files must exist.  A checkout's
+    ``layoutalg.egg-info`` (build metadata found through the checkout on ``sys.path``; its
+    SOURCES.txt goes stale when files move) and an editable install are not checked."""
+    if dist.read_text("RECORD") is None:
+        return False
+    direct = dist.read_text("direct_url.json") or ""
+    try:
+        return not json.loads(direct).get("dir_info", {}).get("editable", False)
+    except ValueError:
+        return True
 
 
 def package_clashes(deep: bool = True) -> List[str]:

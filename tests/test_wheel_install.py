@@ -171,3 +171,38 @@ def test_a_file_missing_from_the_install_is_reported_plainly(venv):
         assert "Traceback" not in r.stderr
     finally:
         moved.rename(header)
+
+
+class _FakeDist:
+    """A distribution whose files list names a file that does not exist."""
+
+    def __init__(self, root, record, direct_url=None):
+        self.root, self.record, self.direct_url = root, record, direct_url
+        from importlib.metadata import PackagePath
+        self.files = [PackagePath("kernels/gone_after_a_move.py")]
+
+    def read_text(self, name):
+        return {"RECORD": self.record, "direct_url.json": self.direct_url}.get(name)
+
+    def locate_file(self, f):
+        return self.root / f
+
+
+@pytest.mark.parametrize("record, direct_url, reported", [
+    (None, None, False),                                           # a checkout's egg-info
+    ("kernels/gone_after_a_move.py,,\n", '{"dir_info": {"editable": true}}', False),
+    ("kernels/gone_after_a_move.py,,\n", '{"url": "file:///x.whl"}', True),   # a real wheel
+])
+def test_only_a_wheel_install_is_checked_for_missing_files(monkeypatch, record, direct_url,
+                                                           reported):
+    """Regression: with the checkout on sys.path, importlib.metadata found its stale
+    layoutalg.egg-info (SOURCES.txt listed the modules issue 13 moved) and every CLI command in
+    the checkout exited 3 with 'files installed by layoutalg's wheel are missing'."""
+    import importlib.metadata as md
+    from pathlib import Path
+
+    import layoutalg.install as inst
+    root = Path(inst.__file__).resolve().parent.parent
+    monkeypatch.setattr(md, "distribution", lambda name: _FakeDist(root, record, direct_url))
+    msgs = inst.package_clashes()
+    assert any("gone_after_a_move.py" in m for m in msgs) == reported, msgs
