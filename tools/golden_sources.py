@@ -28,6 +28,17 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden_sources.json"
 
 
+def _load(path: Path, name: str = ""):
+    """A module that is not in a package (a test helper, an example), loaded by its path."""
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_gemm_cases = _load(ROOT / "tests" / "_gemm_cases.py")
+
+
 def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
     import argparse as ap
 
@@ -63,20 +74,8 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source
-    # tests/test_gemm_emulate.py CASES, through the CLI entry (the registry's argument mapping)
-    base = dict(m=200, n=136, k=72, dtype="f16", out_dtype=None, layout="NN", c_major="row",
-                block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, arch="gfx942")
-    cases = {
-        "NN": {}, "NT": {"layout": "NT"}, "TN": {"layout": "TN"}, "TT": {"layout": "TT"},
-        "bf16-f32-16x16x16": {"dtype": "bf16", "out_dtype": "f32", "mfma": "16x16x16"},
-        "bf16-TN-bf16": {"dtype": "bf16", "layout": "TN"},
-        "small-tile-colC": {"m": 64, "n": 96, "k": 40, "out_dtype": "f32", "block": "64x64x32",
-                            "mfma": "16x16x16", "c_major": "col"},
-        "tiny-one-wave": {"m": 40, "n": 48, "k": 24, "block": "32x32x32", "waves": "1x1"},
-        "unaligned-70": {"m": 130, "n": 70, "k": 70, "layout": "NT"},
-        "odd-k-tiny-m": {"m": 5, "n": 141, "k": 17, "dtype": "bf16", "out_dtype": "f32",
-                         "c_major": "col", "block": "64x64x32"},
-    }
+    # tests/test_gemm_emulate.py's CASES (tests/_gemm_cases.py), through the CLI entry
+    base, cases = _gemm_cases.BASE, _gemm_cases.CASES
     entry = get("gemm")
     for name, opts in cases.items():
         def gen(opts=opts):
@@ -195,10 +194,7 @@ def _example_source(name: str, argv: list) -> str:
     import contextlib
     import io
     import tempfile
-    spec = importlib.util.spec_from_file_location(f"golden_{name}",
-                                                  ROOT / "examples" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load(ROOT / "examples" / f"{name}.py", f"golden_{name}")
 
     def capture(src, *a, **kw):
         raise _Captured(src)

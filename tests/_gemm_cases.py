@@ -1,0 +1,22 @@
+"""The GEMM configurations that tests/test_gemm_emulate.py runs on the emulator, as CLI options
+(the registry's argument mapping).  One table: tools/golden_sources.py hashes the sources of
+these same cases, so a case added here is covered by the golden-hash test too."""
+
+BASE = dict(m=200, n=136, k=72, dtype="f16", out_dtype=None, layout="NN", c_major="row",
+            block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, arch="gfx942")
+
+CASES = {
+    "NN": {}, "NT": {"layout": "NT"}, "TN": {"layout": "TN"}, "TT": {"layout": "TT"},
+    "bf16-f32-16x16x16": {"dtype": "bf16", "out_dtype": "f32", "mfma": "16x16x16"},
+    "bf16-TN-bf16": {"dtype": "bf16", "layout": "TN"},
+    # 64x64 tile, 16x16x16, column-major fp32 C, narrower B loads (too few elements per thread)
+    "small-tile-colC": {"m": 64, "n": 96, "k": 40, "out_dtype": "f32", "block": "64x64x32",
+                        "mfma": "16x16x16", "c_major": "col"},
+    # K < block_k (no loop), one wave per block
+    "tiny-one-wave": {"m": 40, "n": 48, "k": 24, "block": "32x32x32", "waves": "1x1"},
+    # contiguous extents not multiples of 8: 32-bit global loads, all edges partial
+    "unaligned-70": {"m": 130, "n": 70, "k": 70, "layout": "NT"},
+    # odd K: scalar global loads packed into 32-bit LDS writes; M far below the block tile
+    "odd-k-tiny-m": {"m": 5, "n": 141, "k": 17, "dtype": "bf16", "out_dtype": "f32",
+                     "c_major": "col", "block": "64x64x32"},
+}
