@@ -33,7 +33,7 @@ from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
-                 SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
+                 Scale, SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
 
 __all__ = ["build_gemm", "BuiltKernel", "build_gemm_ir", "vector_groups", "GemmBuilder",
            "choose_lds_layouts"]
@@ -355,6 +355,8 @@ class GemmBuilder:
                    for op in (plan.a, plan.b)}
         c_items = plan.acc_m[1][0].size()
         self.acc = Frag("acc", "f32", plan.acc_m[1].size(), c_items)
+        # per-tensor scales (scale_a[0], scale_b[0]) in registers: the epilogue's factor
+        self.sc = Frag("sc", "f32", 2) if c.scales else None
 
     def vc(self, pair: Tuple[Any, Any], v: int) -> Tuple[int, int]:
         """``_value_coords(pair, v)`` from each layout's values, computed once per layout."""
@@ -524,7 +526,8 @@ class GemmBuilder:
         maxw = 16 // ob
         while maxw > 1 and contig % maxw:
             maxw //= 2
-        out: List[Any] = [Comment("write-back: accumulator TV layout -> C (predicated at edges)")]
+        out: List[Any] = self.scale_epilogue()
+        out.append(Comment("write-back: accumulator TV layout -> C (predicated at edges)"))
         for g in vector_groups(offs, maxw):
             coords = []
             for v in g:
@@ -535,6 +538,18 @@ class GemmBuilder:
                                (coords[0][1], coords[-1][1], c.n, c.block_n)])
             out.append(Access("store", "global", "C", off, len(g), self.acc.regs(g), pred,
                               tag="C.store", origin=p.c_glob, coords=tuple(coords)))
+        return out
+
+    def scale_epilogue(self) -> List[Any]:
+        """``acc *= scale_a[0] * scale_b[0]`` when the config has per-tensor scales."""
+        if self.sc is None:
+            return []
+        one = Layout((1, 1), (0, 0))      # a one-element tensor: coordinate (0, 0) -> 0
+        out: List[Any] = [Comment("per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B)")]
+        for i, buf in enumerate(("scale_a", "scale_b")):
+            out.append(Access("load", "global", buf, 0, 1, self.sc.regs([i]), None,
+                              tag=f"{buf}.load", origin=one, coords=((0, 0),)))
+        out.append(Scale(self.acc, (self.sc.regs([0]), self.sc.regs([1]))))
         return out
 
     def iteration(self, kt: Any, stage: int) -> List[Any]:
@@ -586,9 +601,12 @@ class GemmBuilder:
         body += self.compute((KT - 1) % c.stages)
         body += self.epilogue()
         params = [Param("A", c.dtype), Param("B", c.dtype), Param("C", c.out_dtype, const=False)]
+        if self.sc is not None:
+            params += [Param("scale_a", "f32"), Param("scale_b", "f32")]
         shared = [Shared("sA", c.dtype, c.stages * p.a.stage_elems),
                   Shared("sB", c.dtype, c.stages * p.b.stage_elems)]
         frags = [self.ld["A"], self.ld["B"], self.fr["A"], self.fr["B"], self.acc]
+        frags += [self.sc] if self.sc is not None else []
         header = [f"C[{c.m}x{c.n}] ({c.c_major}-major {c.out_dtype}) = A[{c.m}x{c.k}] "
                   f"({c.a_major}-major {c.dtype}) @ B[{c.k}x{c.n}] ({c.b_major}-major {c.dtype})",
                   f"block tile {c.block_m}x{c.block_n}x{c.block_k}, {c.waves_m}x{c.waves_n} "

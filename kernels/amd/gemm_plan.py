@@ -28,14 +28,12 @@ import numpy as np
 from layoutalg import Layout, ComposedLayout, Swizzle, composition, make_layout
 
 from ..errors import KernelError
+from ..ir.dtypes import ELEM_TYPES, FP8_ARCH_NOTE, is_ocp_fp8, lookup_dtype
 
 __all__ = ["GemmConfig", "OperandPlan", "GemmPlan", "plan_gemm", "split_tv", "ConfigError",
            "DTYPE_BYTES", "operand_plan"]
 
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
-_DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
-                  "bf16": "bf16", "bfloat16": "bf16", "f32": "f32", "fp32": "f32",
-                  "float32": "f32", "float": "f32"}
+DTYPE_BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
 
 class ConfigError(KernelError):
@@ -45,10 +43,28 @@ class ConfigError(KernelError):
 
 
 def norm_dtype(d: str, what: str = "dtype") -> str:
+    t = lookup_dtype(d)
+    if t is not None:
+        return t.name
+    if is_ocp_fp8(d):
+        raise ConfigError(f"{what} {d!r} is an OCP FP8 format; gfx942's MFMAs read the FNUZ "
+                          "formats: use fp8 (e4m3fnuz) or bf8 (e5m2fnuz)")
+    raise ConfigError(f"unknown {what} {d!r}; use one of {', '.join(ELEM_TYPES)}")
+
+
+def _mfma_dtypes(arch: str) -> Tuple[str, ...]:
+    """mfma_specs operand types with a dense MFMA on ``arch`` (empty if the arch is unknown)."""
+    import mfma_specs
     try:
-        return _DTYPE_ALIASES[str(d).lower()]
-    except KeyError:
-        raise ConfigError(f"unknown {what} {d!r}; use one of f16, bf16, f32") from None
+        names = mfma_specs.instructions(arch)
+    except Exception:      # unknown arch: the instruction lookup says so later
+        return ()
+    out = set()
+    for n in names:
+        s = mfma_specs.lookup(arch, n) if isinstance(n, str) else n
+        if getattr(s, "kind", "mfma") == "mfma":
+            out.add(s.a_type)
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)
@@ -56,8 +72,9 @@ class GemmConfig:
     m: int
     n: int
     k: int
-    dtype: str = "f16"             # A and B element type: f16 | bf16
-    out_dtype: Optional[str] = None  # C element type: f16 | bf16 | f32 (default: dtype)
+    dtype: str = "f16"             # A and B element type: f16 | bf16 | fp8 | bf8 (FNUZ)
+    out_dtype: Optional[str] = None  # C element type: f16 | bf16 | f32 (default: dtype, or
+                                   # bf16 for an 8-bit input)
     a_major: str = "row"           # A[M,K]: "row" (k contiguous) or "col" (m contiguous)
     b_major: str = "row"           # B[K,N]: "row" (n contiguous) or "col" (k contiguous)
     c_major: str = "row"
@@ -76,12 +93,25 @@ class GemmConfig:
                                    # compiler's wait before each consumer)
     read_ahead: int = 0            # LDS operand reads issued this many k-groups ahead of
                                    # their MFMAs (0: each group's reads right before its MFMAs)
+    scales: Optional[bool] = None  # per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B),
+                                   # two extra float* parameters (None: the dtype's default,
+                                   # on for fp8/bf8, off for f16/bf16)
 
     def normalized(self) -> "GemmConfig":
-        c = replace(self, dtype=norm_dtype(self.dtype),
-                    out_dtype=norm_dtype(self.out_dtype or self.dtype, "out dtype"))
-        if c.dtype not in ("f16", "bf16"):
-            raise ConfigError(f"input dtype {c.dtype} is not supported (f16 or bf16)")
+        dt = norm_dtype(self.dtype)
+        et = ELEM_TYPES[dt]
+        out = self.out_dtype or ("bf16" if et.operand_only else dt)
+        c = replace(self, dtype=dt, out_dtype=norm_dtype(out, "out dtype"),
+                    scales=et.scaled if self.scales is None else bool(self.scales))
+        if c.dtype not in ("f16", "bf16", "fp8", "bf8"):
+            raise ConfigError(f"input dtype {c.dtype} is not supported (f16, bf16, fp8 or bf8)")
+        if ELEM_TYPES[c.out_dtype].operand_only:
+            raise ConfigError(f"out dtype {c.out_dtype} is an MFMA input type only; use f16, "
+                              "bf16 or f32 for C")
+        have = _mfma_dtypes(c.arch)
+        if have and et.spec not in have:
+            raise ConfigError(f"{c.arch} has no {et.label} MFMA; {FP8_ARCH_NOTE}"
+                              if et.operand_only else f"{c.arch} has no {et.label} MFMA")
         for name in ("a_major", "b_major", "c_major"):
             if getattr(c, name) not in ("row", "col"):
                 raise ConfigError(f"{name} must be 'row' or 'col', got {getattr(c, name)!r}")
@@ -222,8 +252,9 @@ def _vector_width(cfg: GemmConfig, name: str, contig_extent: int, ld: int, elem_
     best = 16 // elem_bytes
     if cfg.vec is not None:
         v = cfg.vec
-        _need(v in (1, 2, 4, 8) and v * elem_bytes <= 16,
-              f"--vec {v}: must be 1, 2, 4 or 8 elements and at most 16 bytes")
+        _need(v in (1, 2, 4, 8, 16) and v * elem_bytes <= 16,
+              f"--vec {v}: must be 1, 2, 4, 8 or 16 elements and at most 16 bytes "
+              f"({16 // elem_bytes} elements of {elem_bytes} byte(s))")
         _need(contig_extent % v == 0 and ld % v == 0,
               f"{name}: {v}-element ({v * elem_bytes * 8}-bit) global vectors need the "
               f"contiguous extent {contig_dim}={contig_extent} and the leading dimension {ld} "
@@ -255,12 +286,13 @@ def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> Oper
     contig_extent = cfg.k if k_contig else MN
     vec = _vector_width(cfg, name, contig_extent, ld, eb, dims[0] if k_contig else dims[1])
     E = BMN * BK
+    min_k = max(1, 4 // eb)      # elements in the narrowest LDS write with a phase model (b32)
     _need(E % T == 0, f"{name} tile {BMN}x{BK} ({E} elements) does not split over {T} threads")
     per_thread = E // T
     if k_contig:
-        # a thread owns vk consecutive k: one LDS write of at least 32 bits (2 elements) even
-        # when the global loads are narrower (odd leading dimension: scalar loads)
-        vk, vmn = max(vec, min(2, per_thread)), 1
+        # a thread owns vk consecutive k: one LDS write of at least 32 bits (2 or 4 elements)
+        # even when the global loads are narrower (odd leading dimension: scalar loads)
+        vk, vmn = max(vec, min(min_k, per_thread)), 1
         _need(BK % vk == 0, f"block_k={BK} must be a multiple of the {vec}-element vector")
         tk = BK // vk
         _need(T % tk == 0 and BMN % (T // tk) == 0,
@@ -269,9 +301,9 @@ def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> Oper
         reps = BMN // tmn
         copy = Layout(((tk, tmn), (vk, reps)), ((vk * BMN, 1), (BMN, tmn)))
     else:
-        # keep LDS writes at least 32-bit: a thread needs >= 2 k values per vector of mn
+        # keep LDS writes at least 32-bit: a thread needs >= min_k k values per vector of mn
         vmn = vec
-        while vmn > 1 and per_thread < 2 * vmn:
+        while vmn > 1 and per_thread < min_k * vmn:
             vmn //= 2
         vec = vmn
         _need(BMN % vmn == 0, f"block {BMN} must be a multiple of the {vec}-element vector")
@@ -361,8 +393,8 @@ def _choose(arch: str, wtm: int, wtn: int, bk: int, dtype: str, nonkdim: Optiona
         # Triton's rule is stated for power-of-two dot shapes; round each extent down to one
         # (the rule only compares min(M, N) with 16 and 32 and checks K % instruction K)
         p2 = [1 << (max(int(v), 1).bit_length() - 1) for v in (wtm, wtn, bk)]
-        ch = mfma_specs.choose_mfma(arch, p2[0], p2[1], p2[2], dtype, dtype, "f32",
-                                    nonkdim=nonkdim)
+        st = ELEM_TYPES[dtype].spec
+        ch = mfma_specs.choose_mfma(arch, p2[0], p2[1], p2[2], st, st, "f32", nonkdim=nonkdim)
         if getattr(ch, "is_fma", False):
             raise ConfigError(f"no MFMA for a {wtm}x{wtn}x{bk} wave tile ({ch.reason}); this "
                               "builder emits MFMA kernels only: use block_k a multiple of the "

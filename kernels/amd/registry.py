@@ -52,21 +52,39 @@ class KernelEntry:
         return []
 
 
-_TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+def _torch_dtype(name: str) -> Any:
+    import torch
+    from ..ir.dtypes import ELEM_TYPES
+    return getattr(torch, ELEM_TYPES[name].torch)
+
+
+def _as_values(t: Any, dtype: str) -> Any:
+    """A kernel argument as the values it holds: 8-bit floats travel as raw bytes (uint8)."""
+    import torch
+    from ..ir.dtypes import ELEM_TYPES
+    return t.view(_torch_dtype(dtype)) if ELEM_TYPES[dtype].bytes == 1 and \
+        t.dtype == torch.uint8 else t
 
 
 class GemmEntry(KernelEntry):
     name = "gemm"
-    help = "C = A @ B on MFMA (fp16/bf16 in, fp32 accumulate, fp16/bf16/fp32 out)"
+    help = ("C = A @ B on MFMA (fp16/bf16/fp8/bf8 in, fp32 accumulate, fp16/bf16/fp32 out; "
+            "fp8/bf8 with per-tensor scales)")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("gemm options")
         g.add_argument("--m", type=int, default=256, help="rows of A and C (default 256)")
         g.add_argument("--n", type=int, default=256, help="columns of B and C (default 256)")
         g.add_argument("--k", type=int, default=256, help="reduction extent (default 256)")
-        g.add_argument("--dtype", default="f16", help="A/B element type: f16 | bf16")
+        g.add_argument("--dtype", default="f16", help="A/B element type: f16 | bf16 | fp8 "
+                       "(gfx942's E4M3 FNUZ, torch.float8_e4m3fnuz) | bf8 (E5M2 FNUZ, "
+                       "torch.float8_e5m2fnuz)")
         g.add_argument("--out-dtype", default=None, help="C element type: f16 | bf16 | f32 "
-                       "(default: --dtype)")
+                       "(default: --dtype; bf16 for fp8/bf8)")
+        g.add_argument("--scales", default=None, choices=("tensor", "none"),
+                       help="per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B), two "
+                       "float* kernel arguments after C (default: tensor for fp8/bf8, none "
+                       "for f16/bf16)")
         g.add_argument("--layout", default="NN", help="NN | NT | TN | TT: A then B, N = "
                        "row-major as stored, T = column-major (default NN)")
         g.add_argument("--c-major", default="row", choices=("row", "col"))
@@ -98,7 +116,9 @@ class GemmEntry(KernelEntry):
                           b_major="row" if lay[1] == "N" else "col", c_major=args.c_major,
                           block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
                           mfma=args.mfma, vec=args.vec, stages=args.stages,
-                          arch=getattr(args, "arch", "gfx942"))
+                          arch=getattr(args, "arch", "gfx942"),
+                          scales=None if getattr(args, "scales", None) is None
+                          else args.scales == "tensor")
 
     def build(self, cfg: Any) -> Any:
         from .gemm import build_gemm
@@ -107,28 +127,40 @@ class GemmEntry(KernelEntry):
     def inputs(self, cfg: Any, seed: int = 0) -> List[Any]:
         import torch
         c = cfg.normalized()
+        from ..ir.dtypes import ELEM_TYPES
         g = torch.Generator().manual_seed(seed)
-        dt = getattr(torch, _TORCH_DT[c.dtype])
-        a = torch.randn(c.m, c.k, generator=g).to(dt)
-        b = torch.randn(c.k, c.n, generator=g).to(dt)
+        dt = _torch_dtype(c.dtype)
+        # 8-bit floats: spread the values over the format's exponents (x4), not just |x| < 4
+        spread = 4.0 if ELEM_TYPES[c.dtype].bytes == 1 else 1.0
+        a = (torch.randn(c.m, c.k, generator=g) * spread).to(dt)
+        b = (torch.randn(c.k, c.n, generator=g) * spread).to(dt)
         # storage: row-major as is, column-major as the transpose's rows
         a_store = a.contiguous() if c.a_major == "row" else a.t().contiguous()
         b_store = b.contiguous() if c.b_major == "row" else b.t().contiguous()
-        out_dt = getattr(torch, _TORCH_DT[c.out_dtype])
+        if ELEM_TYPES[c.dtype].bytes == 1:      # raw bytes: the emulator's uint8 arguments
+            a_store, b_store = a_store.view(torch.uint8), b_store.view(torch.uint8)
+        out_dt = _torch_dtype(c.out_dtype)
         shape = (c.m, c.n) if c.c_major == "row" else (c.n, c.m)
-        return [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
+        args = [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
+        if c.scales:   # per-tensor scales, not powers of two (a missing factor cannot hide)
+            args += [torch.rand(1, generator=g) + 0.3, torch.rand(1, generator=g) + 0.3]
+        return args
 
     def _logical(self, cfg: Any, args: Sequence[Any]):
         c = cfg.normalized()
-        a, b = args[0], args[1]
+        a, b = _as_values(args[0], c.dtype), _as_values(args[1], c.dtype)
         a = a if c.a_major == "row" else a.t()
         b = b if c.b_major == "row" else b.t()
         return a, b
 
     def reference(self, cfg: Any, args: Sequence[Any]) -> Any:
         import torch
+        c = cfg.normalized()
         a, b = self._logical(cfg, args)
-        return torch.matmul(a.double(), b.double()).float()
+        ref = torch.matmul(a.double(), b.double())
+        if c.scales:
+            ref = ref * (args[3].double()[0] * args[4].double()[0])
+        return ref.float()
 
     def output(self, cfg: Any, outputs: Sequence[Any]) -> Any:
         import numpy as np
@@ -144,8 +176,9 @@ class GemmEntry(KernelEntry):
 
     def tolerance(self, cfg: Any) -> Tuple[float, float]:
         c = cfg.normalized()
-        # fp32 accumulation of exact fp16/bf16 products: only summation order and the final
-        # rounding to the output type differ from the float64 reference
+        # fp32 accumulation of exact fp16/bf16/fp8 products: only summation order and the
+        # final rounding to the output type differ from the float64 reference (computed from
+        # the same fp8 values)
         return {"f32": (1e-4, 1e-5), "f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}[c.out_dtype]
 
 

@@ -122,6 +122,16 @@ typedef lagen_vec<int, 4> lagen_i32x4;
 typedef lagen_vec<int, 16> lagen_i32x16;
 typedef lagen_vec<int, 32> lagen_i32x32;
 typedef lagen_vec<unsigned int, 4> lagen_u32x4;
+typedef unsigned char lagen_fp8;   // gfx942 FP8 E4M3 FNUZ, raw bits (as in lagen_hip.h)
+typedef unsigned char lagen_bf8;   // gfx942 BF8 E5M2 FNUZ, raw bits
+template <class T, class F>
+__device__ __forceinline__ T lagen_bitcast(const F& f) {
+  static_assert(sizeof(T) == sizeof(F), "LAGEN_BITCAST: sizes differ");
+  T t;
+  memcpy(&t, &f, sizeof(T));
+  return t;
+}
+#define LAGEN_BITCAST(T, v) lagen_bitcast<T>(v)
 
 struct lagen_dim3 { unsigned x, y, z; };
 

@@ -64,6 +64,8 @@ typedef int lagen_i32x4 LAGEN_VEC(int, 4);
 typedef int lagen_i32x16 LAGEN_VEC(int, 16);
 typedef int lagen_i32x32 LAGEN_VEC(int, 32);
 typedef unsigned int lagen_u32x4 LAGEN_VEC(unsigned int, 4);
+typedef unsigned char lagen_fp8;   // gfx942 FP8 E4M3 FNUZ, raw bits (bias 8, max 240, NaN 0x80)
+typedef unsigned char lagen_bf8;   // gfx942 BF8 E5M2 FNUZ, raw bits (bias 16, max 57344, NaN 0x80)
 
 struct lagen_dim3 { unsigned x, y, z; };
 
@@ -117,6 +119,15 @@ __device__ __forceinline__ unsigned lagen_atomic_add(unsigned* p, unsigned v) {
 #endif
 
 // ---------------------------------------------------------------- helpers (both builds)
+// the same bytes as another type of the same size (8 fp8 values -> the MFMA builtin's long)
+template <class T, class F>
+__device__ __forceinline__ T lagen_bitcast(const F& f) {
+  static_assert(sizeof(T) == sizeof(F), "LAGEN_BITCAST: sizes differ");
+  T t;
+  __builtin_memcpy(&t, &f, sizeof(T));
+  return t;
+}
+#define LAGEN_BITCAST(T, v) lagen_bitcast<T>(v)
 __device__ __forceinline__ float lagen_bf16_to_f32(unsigned short b) {
   unsigned u = (unsigned)b << 16;
   float f;

@@ -27,7 +27,7 @@ from layoutalg.symbolic import Xor, index_symbol
 
 __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
            "SchedBarrier", "WaitCnt",
-           "Access", "Mfma", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
+           "Access", "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
            "walk", "swizzle_expr"]
 
 
@@ -213,6 +213,17 @@ class Mfma:
     a: Regs
     b: Regs
     tag: str = ""
+
+
+@dataclass
+class Scale:
+    """``frag[i] *= product of factors`` for every element of ``frag`` (epilogue scaling, e.g.
+    an fp8 GEMM's per-tensor ``scale_a * scale_b``).  Index-free: it changes values, never
+    which element goes where, so the gate's dataflow is unchanged by it; the emulator checks
+    the values."""
+
+    frag: Frag
+    factors: Tuple["Regs", ...]
 
 
 @dataclass

@@ -14,8 +14,9 @@ from layoutalg import ComposedLayout, Swizzle
 from layoutalg.verify.result import CheckResult
 
 from ..errors import KernelError
+from ..ir.dtypes import ELEM_TYPES
 
-BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
 
 class Fail:

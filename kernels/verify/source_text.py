@@ -16,13 +16,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..ir.dtypes import ELEM_TYPES
 from .cexpr import CExprError, parse
 
 __all__ = ["SourceStmt", "ParsedSource", "read_source", "ctype_of", "split_args",
            "register_operand", "SCALAR_DTYPE"]
 
-SCALAR_DTYPE = {"_Float16": "f16", "short": "bf16", "float": "f32"}
-_VEC = re.compile(r"^(?:lagen|la)_(f16|bf16|f32)x(\d+)$")
+SCALAR_DTYPE = {t.c_scalar: name for name, t in ELEM_TYPES.items()}
+_VEC = re.compile(r"^(?:lagen|la)_(" + "|".join(ELEM_TYPES) + r")x(\d+)$")
 
 
 def ctype_of(name: str) -> Optional[Tuple[str, int]]:
@@ -255,7 +256,8 @@ def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
         into.append(r)
 
 
-_CONV = (re.compile(r"^\(_Float16\)\((.*)\)$"), re.compile(r"^\(short\)lagen_f32_to_bf16\((.*)\)$"))
+_CONV = (re.compile(r"^\(_Float16\)\((.*)\)$"), re.compile(r"^\(short\)lagen_f32_to_bf16\((.*)\)$"),
+         re.compile(r"^LAGEN_BITCAST\(\w+, (.*)\)$"))
 
 
 def register_operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tuple[int, ...]]]:
