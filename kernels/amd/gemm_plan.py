@@ -100,6 +100,9 @@ class GemmConfig:
     def normalized(self) -> "GemmConfig":
         dt = norm_dtype(self.dtype)
         et = ELEM_TYPES[dt]
+        if self.scales not in (None, True, False):
+            raise ConfigError(f"scales must be True (per-tensor scale_a, scale_b arguments), "
+                              f"False or None (the dtype's default), got {self.scales!r}")
         out = self.out_dtype or ("bf16" if et.operand_only else dt)
         c = replace(self, dtype=dt, out_dtype=norm_dtype(out, "out dtype"),
                     scales=et.scaled if self.scales is None else bool(self.scales))

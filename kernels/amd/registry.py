@@ -66,6 +66,12 @@ def _as_values(t: Any, dtype: str) -> Any:
         t.dtype == torch.uint8 else t
 
 
+def _default_block(dtype: str) -> str:
+    """128x128 with 64 bytes of k per LDS row (32 f16/bf16, 64 fp8/bf8)."""
+    from .gemm_plan import DTYPE_BYTES, norm_dtype
+    return f"128x128x{64 // DTYPE_BYTES[norm_dtype(dtype)]}"
+
+
 class GemmEntry(KernelEntry):
     name = "gemm"
     help = ("C = A @ B on MFMA (fp16/bf16/fp8/bf8 in, fp32 accumulate, fp16/bf16/fp32 out; "
@@ -88,8 +94,8 @@ class GemmEntry(KernelEntry):
         g.add_argument("--layout", default="NN", help="NN | NT | TN | TT: A then B, N = "
                        "row-major as stored, T = column-major (default NN)")
         g.add_argument("--c-major", default="row", choices=("row", "col"))
-        g.add_argument("--block", default="128x128x32", help="block tile MxNxK (default "
-                       "128x128x32)")
+        g.add_argument("--block", default=None, help="block tile MxNxK (default 128x128x32 "
+                       "for f16/bf16, 128x128x64 for fp8/bf8: 64 bytes of k per row)")
         g.add_argument("--waves", default="2x2", help="waves per block along MxN (default 2x2)")
         g.add_argument("--mfma", default=None, help="32x32x8 | 16x16x16 | instruction name "
                        "(default: choose_mfma)")
@@ -105,8 +111,9 @@ class GemmEntry(KernelEntry):
         lay = str(args.layout).upper()
         if len(lay) != 2 or any(c not in "NT" for c in lay):
             raise ConfigError(f"--layout {args.layout!r}: use NN, NT, TN or TT")
+        block = args.block or _default_block(args.dtype)   # a bad dtype is refused here
         try:
-            bm, bn, bk = (int(x) for x in str(args.block).lower().split("x"))
+            bm, bn, bk = (int(x) for x in str(block).lower().split("x"))
             wm, wn = (int(x) for x in str(args.waves).lower().split("x"))
         except ValueError:
             raise ConfigError(f"--block {args.block!r} / --waves {args.waves!r}: use e.g. "
