@@ -19,4 +19,9 @@ CASES = {
     # odd K: scalar global loads packed into 32-bit LDS writes; M far below the block tile
     "odd-k-tiny-m": {"m": 5, "n": 141, "k": 17, "dtype": "bf16", "out_dtype": "f32",
                      "c_major": "col", "block": "64x64x32"},
+    # gfx942 FNUZ fp8 (per-tensor scales by default, bf16 out) and bf8, both MFMA shapes;
+    # K = 72 leaves a partial k-tile of the 64-deep block
+    "fp8-NT-scaled": {"dtype": "fp8", "layout": "NT", "block": "128x128x64"},
+    "bf8-NN-f32-16x16x32": {"dtype": "bf8", "out_dtype": "f32", "mfma": "16x16x32",
+                            "block": "64x64x64"},
 }

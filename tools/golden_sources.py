@@ -71,6 +71,12 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
         "emu-NN-bk64-1stage-read-ahead": GemmConfig(100, 90, 140, block_k=64, stages=1,
                                                     read_ahead=1),
         "emu-256-bk64-1stage": GemmConfig(256, 256, 256, block_k=64, stages=1),
+        # fp8 (docs/PERFORMANCE.md's 4096^3 row, tests/test_gemm_fp8.py)
+        "fp8-4096-nt-bk64": GemmConfig(4096, 4096, 4096, dtype="fp8", b_major="col",
+                                       block_k=64),
+        "bf8-nn-16x16x32-f32out": GemmConfig(100, 72, 200, dtype="bf8", out_dtype="f32",
+                                             block_m=64, block_n=64, block_k=64,
+                                             mfma="16x16x32"),
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source
