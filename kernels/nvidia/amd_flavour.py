@@ -196,15 +196,16 @@ def generate_cuda(builtins: Optional[Iterable[str]] = None, arch: str = "gfx942"
 
 # ----------------------------------------------------------------------------- source analysis
 
-_ELEM = {"f16": 2, "bf16": 2, "i16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8}
+_ELEM = {"f16": 2, "bf16": 2, "i16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8, "fp8": 1,
+         "bf8": 1}
 _SCALAR = {"_Float16": 2, "lagen_f16": 2, "short": 2, "unsigned short": 2, "float": 4, "int": 4,
            "unsigned": 4, "unsigned int": 4, "double": 8, "char": 1, "unsigned char": 1,
-           "signed char": 1, "long": 8, "long long": 8}
+           "signed char": 1, "long": 8, "long long": 8, "lagen_fp8": 1, "lagen_bf8": 1}
 
 
 def _sizeof(t: str) -> int:
     t = " ".join(t.split())
-    m = re.fullmatch(r"lagen_(f16|bf16|i16|f32|i32|u32|f64)x(\d+)", t)
+    m = re.fullmatch(r"(?:lagen|la)_(f16|bf16|i16|f32|i32|u32|f64|fp8|bf8)x(\d+)", t)
     if m:
         return _ELEM[m.group(1)] * int(m.group(2))
     if t in _SCALAR:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..errors import KernelError, LaunchError
+from ..ir.dtypes import ELEM_TYPES
 from .amd_flavour import AmdCudaModule, compile_amd, kernel_signatures, launch_amd
 
 __all__ = ["gemm_kernel", "run_gemm", "attention_case", "decode_case", "run_attention",
@@ -34,11 +35,13 @@ def gemm_kernel(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[
     return build_gemm(GemmConfig(m, n, k, dtype=dtype, out_dtype=out_dtype, **kw))
 
 
-def run_gemm(built: Any, a: Any, b: Any, c: Any, *, sm: str = "sm_90",
+def run_gemm(built: Any, a: Any, b: Any, c: Any, *scales: Any, sm: str = "sm_90",
              module: Optional[AmdCudaModule] = None) -> AmdCudaModule:
-    """Launch a built GEMM (kernels.gemm.build_gemm) on CUDA tensors a, b (as stored), c (output)."""
+    """Launch a built GEMM (kernels.gemm.build_gemm) on CUDA tensors a, b (as stored), c (output)
+    and, for a scaled GEMM (fp8/bf8 by default), the one-element float tensors scale_a, scale_b.
+    8-bit operands are passed as their raw bytes (uint8)."""
     mod = module or compile_amd(built.source, sm)
-    launch_amd(mod, built.name, built.grid, built.block, [a, b, c])
+    launch_amd(mod, built.name, built.grid, built.block, [a, b, c, *scales])
     return mod
 
 
@@ -179,20 +182,40 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
     if built is None:
         built = gemm_kernel(m, n, k, dtype, out_dtype, a_major="row" if layout[0] == "N" else "col",
                             b_major="row" if layout[1] == "N" else "col")
-    od = out_dtype or dtype
-    dt, odt = getattr(torch, _TORCH_DT[dtype]), getattr(torch, _TORCH_DT[od])
+    cfg = built.plan.cfg
+    od = cfg.out_dtype
+    odt = getattr(torch, _TORCH_DT[od])
     g = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn(m, k, device="cuda", generator=g).to(dt)
-    b = torch.randn(k, n, device="cuda", generator=g).to(dt)
-    a_st = a.contiguous() if layout[0] == "N" else a.t().contiguous()
-    b_st = b.contiguous() if layout[1] == "N" else b.t().contiguous()
+    if ELEM_TYPES[cfg.dtype].bytes == 1:
+        # 8-bit floats as the registry makes them (randn * 4 rounded to the format, on the CPU),
+        # stored as raw bytes; the reference decodes the SAME bytes with torch's table of the
+        # 256 codes
+        f8 = getattr(torch, ELEM_TYPES[cfg.dtype].torch)
+        gc = torch.Generator().manual_seed(seed)
+        a8 = (torch.randn(m, k, generator=gc) * 4).to(f8).view(torch.uint8).cuda()
+        b8 = (torch.randn(k, n, generator=gc) * 4).to(f8).view(torch.uint8).cuda()
+        lut = torch.arange(256, dtype=torch.uint8).view(f8).double().cuda()
+        a, b = lut[a8.long()], lut[b8.long()]
+        a_st = a8 if layout[0] == "N" else a8.t().contiguous()
+        b_st = b8 if layout[1] == "N" else b8.t().contiguous()
+    else:
+        dt = getattr(torch, _TORCH_DT[dtype])
+        a = torch.randn(m, k, device="cuda", generator=g).to(dt)
+        b = torch.randn(k, n, device="cuda", generator=g).to(dt)
+        a_st = a.contiguous() if layout[0] == "N" else a.t().contiguous()
+        b_st = b.contiguous() if layout[1] == "N" else b.t().contiguous()
+    # per-tensor scales that are not powers of two (a dropped factor cannot hide)
+    scales = [torch.tensor([0.7], device="cuda"), torch.tensor([1.3], device="cuda")] \
+        if cfg.scales else []
     c = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
     t0 = time.perf_counter()
     mod = compile_amd(built.source)
     t_compile = time.perf_counter() - t0
-    run_gemm(built, a_st, b_st, c, module=mod)
+    run_gemm(built, a_st, b_st, c, *scales, module=mod)
     torch.cuda.synchronize()
     ref = (a.double() @ b.double())
+    if scales:
+        ref = ref * (scales[0].double()[0] * scales[1].double()[0])
     out = c.double()
     err = out - ref
     res = {"kernel": built.name, "shape": [m, n, k], "dtype": dtype, "out_dtype": od,
@@ -207,7 +230,7 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
     res["tol"] = [atol, rtol]
     res["within_tol"] = bool((err.abs() <= atol + rtol * ref.abs()).all())
     # the output rounding to f16/bf16 bounds the error: |c - ref| <= ulp/2 of |ref| + fp32 sum
-    ms = _time(lambda: run_gemm(built, a_st, b_st, c, module=mod), reps)
+    ms = _time(lambda: run_gemm(built, a_st, b_st, c, *scales, module=mod), reps)
     res["ms_per_launch"] = round(ms, 3)
     return res
 
@@ -395,7 +418,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # decode rows: (batch, heads, kv_heads, seqlen_kv, head_dim, dtype, out_dtype, kv_splits)
     # with kv_splits None = the registry's choice, 0 = the single decode kernel, n = n splits
     if a.quick:
-        gemms = [(256, 256, 256, "f16", None, "NN"), (200, 136, 72, "bf16", None, "NN")]
+        gemms = [(256, 256, 256, "f16", None, "NN"), (200, 136, 72, "bf16", None, "NN"),
+                 (200, 136, 200, "fp8", None, "NT", {"block_k": 64}),
+                 (130, 66, 136, "bf8", "f32", "NN", {"block_k": 64, "mfma": "16x16x32"})]
         atts = [(1, 2, 200, 128, True, "f16"),
                 (1, 2, 130, 64, True, "f16", 1, 77, "bottom_right")]
         decs = [(2, 4, 2, 77, 128, "f16", None, None), (1, 4, 2, 1000, 128, "bf16", "f16", 4)]
@@ -412,7 +437,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 (16, 16, 1, 4097, 256, "bf16", "f16", None), (7, 12, 4, 3001, 64, "f16", None, 5)]
     else:
         gemms = [(4096, 4096, 4096, "f16", None, "NN"), (4000, 3000, 1000, "f16", None, "NN"),
-                 (4000, 3000, 1000, "bf16", None, "NN"), (4096, 4096, 4096, "bf16", "f32", "NT")]
+                 (4000, 3000, 1000, "bf16", None, "NN"), (4096, 4096, 4096, "bf16", "f32", "NT"),
+                 (4096, 4096, 4096, "fp8", None, "NT", {"block_k": 64}),
+                 (4000, 3000, 1000, "bf8", None, "NN", {"block_k": 64})]
         atts = [(2, 8, 2048, 128, False, "f16"), (2, 8, 2048, 128, True, "f16"),
                 (2, 8, 2048, 128, True, "bf16"),
                 (2, 8, 1000, 128, True, "f16", 4, 3000, "bottom_right"),
