@@ -8,7 +8,11 @@ the time from Python objects to a code object; and the static MI300X performance
 MFMA peak (model estimates with an error bar).  Nothing here runs on a GPU: MI300X run time is
 NOT measured.
 
-    python3 benchmarks/gfx942_static.py [--m 4096 --n 4096 --k 4096] [--json out.json]
+    python3 benchmarks/gfx942_static.py [--m 4096 --n 4096 --k 4096] [--dtype fp8] [--json out.json]
+
+``--dtype fp8``: A and B in gfx942's FP8 E4M3 FNUZ (Triton's ``fp8e4b8``, our ``fp8`` with
+scales off so both kernels compute the same C = A @ B), fp32 accumulate, fp16 C; the model's
+peak is then the fp8 MFMA's own rate (twice bf16's).
 
 Triton: ``triton.compile(ASTSource, target=GPUTarget("hip", "gfx942", 64))`` with a fresh cache
 directory (so the timing is a cold compile).  layoutalg: plan -> LDS layouts (suggest_swizzle)
@@ -34,6 +38,12 @@ TRITON_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (256, 256, 32, 8, 2),     # the tile of our larger config
     (256, 256, 64, 8, 2),     # the same tile with BK=64 (our BK=64 row's tile)
 ]
+# fp8: the same tiles with twice the k depth (the same bytes per LDS row as fp16)
+TRITON_FP8_CONFIGS = [(128, 128, 128, 4, 2), (256, 256, 128, 8, 2), (128, 128, 64, 4, 2)]
+OURS_FP8_CONFIGS = [(128, 128, 64, 2, 2, 2), (128, 128, 128, 2, 2, 1), (128, 128, 128, 2, 4, 1),
+                    (256, 256, 64, 2, 4, 2)]
+# the Triton pointer type of each input dtype
+TRITON_ELT = {"f16": "fp16", "fp8": "fp8e4b8"}
 OURS_CONFIGS = [  # (block_m, block_n, block_k, waves_m, waves_n, LDS stages)
     (128, 128, 32, 2, 2, 2),  # the GemmConfig default
     (128, 128, 64, 2, 2, 1),  # Triton's first tile: BK=64, one LDS stage (32 KiB: 2 waves/SIMD)
@@ -69,8 +79,9 @@ def _triton_kernel():
     return matmul_kernel
 
 
-def triton_compile(cfg) -> Dict[str, Any]:
-    """Cold-compile the Triton GEMM (row-major fp16 A, B, C; divisibility-16 hints)."""
+def triton_compile(cfg, dtype: str = "f16") -> Dict[str, Any]:
+    """Cold-compile the Triton GEMM (row-major A, B of ``dtype``, fp16 C; divisibility-16
+    hints)."""
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     bm, bn, bk, warps, stages = cfg
     with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
@@ -78,7 +89,8 @@ def triton_compile(cfg) -> Dict[str, Any]:
         import triton
         from triton.backends.compiler import GPUTarget
         fn = _triton_kernel()
-        sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32",
+        elt = TRITON_ELT[dtype]
+        sig = {"a_ptr": f"*{elt}", "b_ptr": f"*{elt}", "c_ptr": "*fp16", "M": "i32", "N": "i32",
                "K": "i32", "stride_am": "i32", "stride_bk": "i32", "stride_cm": "i32",
                "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
         attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
@@ -92,13 +104,14 @@ def triton_compile(cfg) -> Dict[str, Any]:
             "threads": 64 * warps, "seconds": seconds, "version": triton.__version__}
 
 
-def ours_compile(m: int, n: int, k: int, cfg) -> Dict[str, Any]:
+def ours_compile(m: int, n: int, k: int, cfg, dtype: str = "f16") -> Dict[str, Any]:
     from kernels.gemm import build_gemm
     from kernels.gemm_plan import GemmConfig
     bm, bn, bk, wm, wn, stages = cfg
     t0 = time.perf_counter()
     built = build_gemm(GemmConfig(m, n, k, block_m=bm, block_n=bn, block_k=bk, waves_m=wm,
-                                  waves_n=wn, stages=stages))
+                                  waves_n=wn, stages=stages, dtype=dtype, out_dtype="f16",
+                                  scales=False))
     t1 = time.perf_counter()
     co = built.compile("gfx942", use_cache=False)
     t2 = time.perf_counter()
@@ -178,8 +191,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--m", type=int, default=4096)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--dtype", default="f16", choices=sorted(TRITON_ELT),
+                    help="A/B element type (fp8 = gfx942's E4M3 FNUZ); C is fp16")
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
+    fp8 = args.dtype == "fp8"
     rows = []
     shape = f"{args.m},{args.n},{args.k}"
     try:
@@ -189,15 +205,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         have_triton = False
         print("triton not installed (pip install triton==3.9.0): layoutalg rows only")
     if have_triton:
-        for cfg in TRITON_CONFIGS:
-            t = triton_compile(cfg)
+        for cfg in TRITON_FP8_CONFIGS if fp8 else TRITON_CONFIGS:
+            t = triton_compile(cfg, args.dtype)
             a = analyse(t["binary"], t["threads"], t["lds_dynamic"])
             a.update(model(t["binary"], t["threads"], t["lds_dynamic"], gemm=shape,
                            tile=f"{cfg[0]}x{cfg[1]}"))
             rows.append({"who": f"Triton {t['version']}", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}"
                          f", {cfg[3]} warps, {cfg[4]} stages", "seconds": t["seconds"], **a})
-    for cfg in OURS_CONFIGS:
-        o = ours_compile(args.m, args.n, args.k, cfg)
+    for cfg in OURS_FP8_CONFIGS if fp8 else OURS_CONFIGS:
+        o = ours_compile(args.m, args.n, args.k, cfg, args.dtype)
         a = analyse(o["binary"], o["threads"], 0)
         a.update(model(o["binary"], o["threads"], 0, gemm=shape, tile=f"{cfg[0]}x{cfg[1]}"))
         st = o["stages"]
@@ -209,7 +225,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     hdr = ("| compiler | config | VGPR/AGPR | LDS | waves/SIMD | spills | hot-loop MFMA | "
            "MFMA share | ds_read | ds_write | global loads | v_perm | s_waitcnt | "
            "Python -> code object |")
-    print(f"\nGEMM {args.m}x{args.n}x{args.k}, fp16 in/out, fp32 accumulate, A and B row-major "
+    ins = "fp8 (E4M3 FNUZ) in, fp16 out" if fp8 else "fp16 in/out"
+    print(f"\nGEMM {args.m}x{args.n}x{args.k}, {ins}, fp32 accumulate, A and B row-major "
           "(NN), gfx942; static (compiled, not run)\n")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
@@ -224,7 +241,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if r["who"] == "layoutalg":
             print(f"\nlayoutalg {r['config']}: gate {r['checks']} checks hold; compiled hot loop "
                   f"== verified instructions: {r['hot_loop_match']}; stages (s): {r['stages']}")
-    print_model(rows, f"GEMM {args.m}x{args.n}x{args.k}")
+    print_model(rows, f"GEMM {args.m}x{args.n}x{args.k} {args.dtype}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
     return 0
