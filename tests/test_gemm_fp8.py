@@ -189,3 +189,85 @@ def test_cli_default_block_is_64_bytes_of_k():
     assert ENTRY.config(ns).block_k == 32
     ns.dtype, ns.scales = "fp8", "none"
     assert ENTRY.config(ns).normalized().scales is False
+
+
+# ---- planted bugs: the fp8 kernel's specifics are checked, not assumed ------------------------
+
+import copy                                          # noqa: E402
+
+from layoutalg import Swizzle                        # noqa: E402
+from kernels.emulator import run                     # noqa: E402
+from kernels.gate import verify_kernel               # noqa: E402
+from kernels.gemm import GemmBuilder, choose_lds_layouts   # noqa: E402
+from kernels.ir import Mfma                          # noqa: E402
+from kernels.verify.printed import verify_printed    # noqa: E402
+
+PB_CFG = GemmConfig(200, 136, 200, dtype="fp8", b_major="col", block_k=64)
+
+
+@pytest.fixture(scope="module")
+def fp8_built():
+    return build_gemm(PB_CFG)
+
+
+@pytest.fixture(scope="module")
+def fp8_plan():
+    p = plan_gemm(PB_CFG)
+    choose_lds_layouts(p)
+    return p
+
+
+def _failed(k):
+    r = verify_kernel(k, arch="gfx942")
+    return {n for n, c in r.checks.items() if not c.holds}, r
+
+
+@pytest.mark.parametrize("old,new,check", [
+    # the second MFMA step's operand bytes 8..15 replaced by the first step's 0..7
+    ("__builtin_shufflevector(a_fr[0], a_fr[0], 8, 9, 10, 11, 12, 13, 14, 15)",
+     "__builtin_shufflevector(a_fr[0], a_fr[0], 0, 1, 2, 3, 4, 5, 6, 7)", "printed_source"),
+    ("sc[1] = scale_b[0];", "sc[1] = scale_b[1];", "printed_source"),
+    ("const lagen_fp8* __restrict__ A", "const lagen_bf8* __restrict__ A", "declarations"),
+    ("LAGEN_SHARED(la_fp8x16, sA_v, 1024)", "LAGEN_SHARED(la_fp8x16, sA_v, 512)", "declarations"),
+])
+def test_printed_fp8_mutation_is_refused(fp8_built, old, new, check):
+    src = fp8_built.source
+    assert old in src, old
+    r = verify_printed(fp8_built.ir, src.replace(old, new, 1))
+    assert not r[check].holds and r[check].counterexample
+
+
+def test_fp8_b_with_another_k_permutation_is_refused(fp8_plan):
+    """Feed B's second 8-byte half to the first MFMA step: A and B disagree on k."""
+    k = GemmBuilder(copy.deepcopy(fp8_plan)).build()
+    it = fp8_plan.items
+    for m in (s for s in walk(k.body) if isinstance(s, Mfma)):
+        m.b = m.b.frag.regs([i + it if (i // it) % 2 == 0 else i - it for i in m.b.idx])
+    fails, r = _failed(k)
+    assert "lane_mfma_operands" in fails
+    assert "disagree on k" in str(r.checks["lane_mfma_operands"].counterexample)
+
+
+def test_fp8_tile_without_its_swizzle_conflicts(fp8_plan):
+    """The chosen swizzle is needed for 1-byte elements too: without it the 16-byte reads
+    conflict under the ds_read_b128 phase model."""
+    assert fp8_plan.a.swizzle.bits > 0
+    p = copy.deepcopy(fp8_plan)
+    p.a.swizzle = Swizzle(0, 0, 0)
+    fails, r = _failed(GemmBuilder(p).build())
+    assert "bank_conflicts_lds_read" in fails
+    assert "ds_read_b128" in str(r.checks["bank_conflicts_lds_read"].counterexample)
+
+
+def test_dropped_scale_line_is_caught_by_the_emulator(fp8_built):
+    """The gate does not check epilogue arithmetic (docs/VERIFY.md); the emulator comparison
+    does: a source that forgets to scale one accumulator vector mismatches."""
+    src = fp8_built.source
+    line = "  acc[1] *= sc[0] * sc[1];\n"
+    assert line in src
+    args = ENTRY.inputs(PB_CFG, seed=2)
+    res = run(src.replace(line, "", 1), fp8_built.name, fp8_built.grid, fp8_built.block,
+              [a.clone() for a in args])
+    out, ref = ENTRY.output(PB_CFG, res.outputs), ENTRY.reference(PB_CFG, args)
+    atol, rtol = ENTRY.tolerance(PB_CFG)
+    assert not bool(((out - ref).abs() <= atol + rtol * ref.abs()).all())
