@@ -339,6 +339,18 @@ def test_cuda_compiles_gemm(shape, dtype):
 
 
 @needs_compiler
+@pytest.mark.parametrize("dtype,kw", [("fp8", {"b_major": "col"}),
+                                      ("bf8", {"mfma": "16x16x32", "out_dtype": "f32"})])
+def test_cuda_compiles_fp8_gemm(dtype, kw):
+    """The fp8 GEMM's raw-byte types, LAGEN_BITCAST into the builtins' long and the scale
+    arguments compile in the CUDA flavour (lagen_cuda.h) too."""
+    k = _gemm(200, 136, 200, dtype, block_k=64, **kw)
+    m, spills = _compile(k.source)
+    assert m.kernels == (k.name,) and not any(spills)
+    assert af.kernel_signatures(k.source)[k.name] == ("ptr",) * 5     # A, B, C, scale_a, scale_b
+
+
+@needs_compiler
 def test_cuda_compiles_attention():
     k = _attn(causal=True)
     m, _ = _compile(k.source)
@@ -392,6 +404,9 @@ _DEC_CASES = [(64, 16, 16, 7, 128, "f16", None, 0), (64, 16, 16, 1000, 128, "f16
 if _cuda():
     for _shape, _dt in (((4096, 4096, 4096), "f16"), ((4000, 3000, 1000), "bf16")):
         _GPU_GEMMS[(_shape, _dt)] = af.gemm_kernel(*_shape, _dt)
+    for _shape, _dt, _lay in (((4096, 4096, 4096), "fp8", "NT"), ((4000, 3000, 1000), "bf8", "NN")):
+        _GPU_GEMMS[(_shape, _dt)] = af.gemm_kernel(*_shape, _dt, block_k=64,
+                                                   b_major="col" if _lay[1] == "T" else "row")
     for _c in (False, True):
         _GPU_ATTN[_c] = af.attention_case(2, 8, 2048, 128, _c, "f16")
     for _a in _BR_CASES:
@@ -437,6 +452,19 @@ def test_gpu_gemm_large(shape, dtype):
     assert r["unwritten_nan"] == 0
     assert r["max_abs_err"] <= atol + rtol * r["max_abs_ref"]
     assert r["rel_fro_err"] < {"f16": 1e-3, "bf16": 6e-3}[dtype]
+    assert r["within_tol"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")
+@pytest.mark.parametrize("shape,dtype,layout", [((4096, 4096, 4096), "fp8", "NT"),
+                                                ((4000, 3000, 1000), "bf8", "NN")])
+def test_gpu_fp8_gemm_large(shape, dtype, layout):
+    """fp8/bf8 with per-tensor scales against float64 torch on the same 8-bit values."""
+    r = af.check_gemm(*shape, dtype=dtype, layout=layout, reps=1,
+                      built=_GPU_GEMMS[(shape, dtype)])
+    assert r["unwritten_nan"] == 0
+    assert r["out_dtype"] == "bf16"
     assert r["within_tol"], r
 
 
