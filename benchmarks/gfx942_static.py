@@ -111,7 +111,7 @@ def ours_compile(m: int, n: int, k: int, cfg, dtype: str = "f16") -> Dict[str, A
     t0 = time.perf_counter()
     built = build_gemm(GemmConfig(m, n, k, block_m=bm, block_n=bn, block_k=bk, waves_m=wm,
                                   waves_n=wn, stages=stages, dtype=dtype, out_dtype="f16",
-                                  scales=False))
+                                  scales="none"))
     t1 = time.perf_counter()
     co = built.compile("gfx942", use_cache=False)
     t2 = time.perf_counter()

@@ -70,9 +70,9 @@ def test_plan_picks_the_fp8_mfma_and_16_byte_vectors(dtype, mfma, shape):
 
 def test_default_out_dtype_and_scales():
     c = GemmConfig(64, 64, 64, dtype="fp8").normalized()
-    assert c.out_dtype == "bf16" and c.scales is True
+    assert c.out_dtype == "bf16" and c.scales == "tensor"
     c = GemmConfig(64, 64, 64, dtype="f16").normalized()
-    assert c.out_dtype == "f16" and c.scales is False
+    assert c.out_dtype == "f16" and c.scales == "none"
 
 
 def test_compiled_source_packs_operands_into_long_and_scales():
@@ -112,6 +112,12 @@ CASES = {
                                             block_k=32, scales=False),
     "fp8-one-stage-bk128": GemmConfig(96, 128, 300, dtype="fp8", b_major="col", block_k=128,
                                       stages=1, block_m=64, block_n=64),
+    # per-row/column scales, ragged M and N (predicated scale loads), both MFMA shapes
+    "fp8-rowcol-ragged": GemmConfig(130, 70, 136, dtype="fp8", b_major="col", block_k=64,
+                                    block_m=64, block_n=64, scales="rowcol"),
+    "bf8-rowcol-16x16x32-NN": GemmConfig(100, 72, 200, dtype="bf8", block_k=64, block_m=64,
+                                         block_n=64, mfma="16x16x32", scales="rowcol",
+                                         out_dtype="f32"),
 }
 
 
@@ -153,6 +159,18 @@ def test_every_code_decodes_exactly(fmt):
     assert torch.equal(got[~nan], want[~nan])
 
 
+def test_rowcol_scales_are_per_row_and_column():
+    """A per-tensor reading of rowcol scales (scale_a[0] * scale_b[0]) would not match: the
+    kernel really applies scale_a[m] * scale_b[n]."""
+    cfg = CASES["fp8-rowcol-ragged"]
+    bk, args, out, ref = _check(cfg)
+    assert args[3].shape == (cfg.m,) and args[4].shape == (cfg.n,)
+    as_tensor = ref / (args[3][:, None] * args[4][None, :]) * (args[3][0] * args[4][0])
+    atol, rtol = ENTRY.tolerance(cfg)
+    assert not bool(((out - as_tensor).abs() <= atol + rtol * as_tensor.abs()).all())
+    assert "sa[1] = scale_a[" in bk.source and "*= sa[" in bk.source
+
+
 def test_scaled_f16_is_available():
     """Scales are a config option, not an fp8 special case."""
     _check(GemmConfig(64, 64, 64, dtype="f16", block_m=64, block_n=64, scales=True))
@@ -166,6 +184,7 @@ def test_scaled_f16_is_available():
     ({"dtype": "float8_e5m2"}, "FNUZ"),
     ({"dtype": "fp8", "out_dtype": "bf8"}, "input type only"),
     ({"dtype": "fp8", "scales": "yes"}, "scales must be"),
+    ({"dtype": "fp8", "scales": "row"}, "rowcol"),
     ({"dtype": "fp8", "vec": 32}, "16 elements"),
     ({"dtype": "fp4"}, "unknown dtype"),
 ])
@@ -188,7 +207,7 @@ def test_cli_default_block_is_64_bytes_of_k():
     ns.dtype = "bf16"
     assert ENTRY.config(ns).block_k == 32
     ns.dtype, ns.scales = "fp8", "none"
-    assert ENTRY.config(ns).normalized().scales is False
+    assert ENTRY.config(ns).normalized().scales == "none"
 
 
 # ---- planted bugs: the fp8 kernel's specifics are checked, not assumed ------------------------
@@ -235,6 +254,43 @@ def test_printed_fp8_mutation_is_refused(fp8_built, old, new, check):
     assert old in src, old
     r = verify_printed(fp8_built.ir, src.replace(old, new, 1))
     assert not r[check].holds and r[check].counterexample
+
+
+@pytest.fixture(scope="module")
+def rowcol_built():
+    return build_gemm(GemmConfig(200, 136, 200, dtype="fp8", b_major="col", block_k=64,
+                                 scales="rowcol"))
+
+
+@pytest.mark.parametrize("old,new,check", [
+    ("sa[1] = scale_a[128*block_m + c_m + 1];", "sa[1] = scale_a[128*block_m + c_m + 2];",
+     "printed_source"),
+    # row 200 (block 1, c_m = 64) would be read: the predicate differs there
+    ("if (128*block_m + c_m + 8 < 200) sa[4]", "if (128*block_m + c_m + 8 < 201) sa[4]",
+     "printed_source"),
+])
+def test_printed_rowcol_mutation_is_refused(rowcol_built, old, new, check):
+    src = rowcol_built.source
+    assert old in src, old
+    r = verify_printed(rowcol_built.ir, src.replace(old, new, 1))
+    assert not r[check].holds and r[check].counterexample
+
+
+def test_rowcol_scale_load_without_predicate_is_out_of_bounds():
+    """M = 200 is not a multiple of the 128-row block: an unpredicated row-scale load reads
+    past scale_a's 200 floats, and the gate says so."""
+    from kernels.ir import Access
+    p = plan_gemm(GemmConfig(200, 136, 200, dtype="fp8", b_major="col", block_k=64,
+                             scales="rowcol"))
+    choose_lds_layouts(p)
+    k = GemmBuilder(p).build()
+    loads = [s for s in walk(k.body) if isinstance(s, Access) and s.tag == "scale_a.load"]
+    assert loads and all(a.pred is not None for a in loads)
+    for a in loads:
+        a.pred = None
+    fails, r = _failed(k)
+    assert "in_bounds" in fails
+    assert "scale_a" in str(r.checks["in_bounds"].counterexample)
 
 
 def test_fp8_b_with_another_k_permutation_is_refused(fp8_plan):

@@ -77,6 +77,8 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
         "bf8-nn-16x16x32-f32out": GemmConfig(100, 72, 200, dtype="bf8", out_dtype="f32",
                                              block_m=64, block_n=64, block_k=64,
                                              mfma="16x16x32"),
+        "fp8-nt-rowcol-scales": GemmConfig(200, 136, 200, dtype="fp8", b_major="col",
+                                           block_k=64, scales="rowcol"),
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source

@@ -355,8 +355,9 @@ class GemmBuilder:
                    for op in (plan.a, plan.b)}
         c_items = plan.acc_m[1][0].size()
         self.acc = Frag("acc", "f32", plan.acc_m[1].size(), c_items)
-        # per-tensor scales (scale_a[0], scale_b[0]) in registers: the epilogue's factor
-        self.sc = Frag("sc", "f32", 2) if c.scales else None
+        # epilogue scales in registers: per tensor (scale_a[0], scale_b[0]) or per row and
+        # column (the distinct m and n of this thread's accumulator elements)
+        self.scale_frags = self._scale_frags()
 
     def vc(self, pair: Tuple[Any, Any], v: int) -> Tuple[int, int]:
         """``_value_coords(pair, v)`` from each layout's values, computed once per layout."""
@@ -540,16 +541,51 @@ class GemmBuilder:
                               tag="C.store", origin=p.c_glob, coords=tuple(coords)))
         return out
 
-    def scale_epilogue(self) -> List[Any]:
-        """``acc *= scale_a[0] * scale_b[0]`` when the config has per-tensor scales."""
-        if self.sc is None:
+    def _acc_mn(self) -> Tuple[List[int], List[int]]:
+        """The distinct m and n offsets (from the thread's c_m / c_n base) of its accumulator."""
+        vals = [self.vc((self.p.acc_m, self.p.acc_n), v) for v in range(self.acc.count)]
+        return sorted({m for m, _ in vals}), sorted({n for _, n in vals})
+
+    def _scale_frags(self) -> List[Frag]:
+        mode = self.c.scales
+        if mode == "none":
             return []
-        one = Layout((1, 1), (0, 0))      # a one-element tensor: coordinate (0, 0) -> 0
-        out: List[Any] = [Comment("per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B)")]
-        for i, buf in enumerate(("scale_a", "scale_b")):
-            out.append(Access("load", "global", buf, 0, 1, self.sc.regs([i]), None,
-                              tag=f"{buf}.load", origin=one, coords=((0, 0),)))
-        out.append(Scale(self.acc, (self.sc.regs([0]), self.sc.regs([1]))))
+        if mode == "tensor":
+            return [Frag("sc", "f32", 2)]
+        ms, ns = self._acc_mn()
+        return [Frag("sa", "f32", len(ms)), Frag("sb", "f32", len(ns))]
+
+    def scale_epilogue(self) -> List[Any]:
+        """``acc *= scale_a[0] * scale_b[0]`` (per tensor) or ``acc[m][n] *= scale_a[m] *
+        scale_b[n]`` (per row and column), as the config says."""
+        c = self.c
+        if c.scales == "none":
+            return []
+        if c.scales == "tensor":
+            sc, = self.scale_frags
+            one = Layout((1, 1), (0, 0))      # a one-element tensor: coordinate (0, 0) -> 0
+            out: List[Any] = [Comment("per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B)")]
+            for i, buf in enumerate(("scale_a", "scale_b")):
+                out.append(Access("load", "global", buf, 0, 1, sc.regs([i]), None,
+                                  tag=f"{buf}.load", origin=one, coords=((0, 0),)))
+            out.append(Scale(self.acc, (sc.regs([0]), sc.regs([1]))))
+            return out
+        sa, sb = self.scale_frags
+        ms, ns = self._acc_mn()
+        m0 = self.bm * c.block_m + self.base["c_m"]
+        n0 = self.bn * c.block_n + self.base["c_n"]
+        out = [Comment("per-row/column scales: C[m][n] = scale_a[m] * scale_b[n] * (A @ B)[m][n]")]
+        for frag, buf, offs, base, ext, blk in ((sa, "scale_a", ms, m0, c.m, c.block_m),
+                                                (sb, "scale_b", ns, n0, c.n, c.block_n)):
+            vec = Layout((ext, 1), (1, 0))    # an ext-element vector as an (ext, 1) tensor
+            for i, d in enumerate(offs):
+                x = sympy.expand(base + d)
+                out.append(Access("load", "global", buf, x, 1, frag.regs([i]),
+                                  self._pred([(x, x, ext, blk)]), tag=f"{buf}.load",
+                                  origin=vec, coords=((x, 0),)))
+        vals = [self.vc((self.p.acc_m, self.p.acc_n), v) for v in range(self.acc.count)]
+        out.append(Scale(self.acc, (sa.regs([ms.index(m) for m, _ in vals]),
+                                    sb.regs([ns.index(n) for _, n in vals]))))
         return out
 
     def iteration(self, kt: Any, stage: int) -> List[Any]:
@@ -601,12 +637,12 @@ class GemmBuilder:
         body += self.compute((KT - 1) % c.stages)
         body += self.epilogue()
         params = [Param("A", c.dtype), Param("B", c.dtype), Param("C", c.out_dtype, const=False)]
-        if self.sc is not None:
+        if c.scales != "none":
             params += [Param("scale_a", "f32"), Param("scale_b", "f32")]
         shared = [Shared("sA", c.dtype, c.stages * p.a.stage_elems),
                   Shared("sB", c.dtype, c.stages * p.b.stage_elems)]
         frags = [self.ld["A"], self.ld["B"], self.fr["A"], self.fr["B"], self.acc]
-        frags += [self.sc] if self.sc is not None else []
+        frags += self.scale_frags
         header = [f"C[{c.m}x{c.n}] ({c.c_major}-major {c.out_dtype}) = A[{c.m}x{c.k}] "
                   f"({c.a_major}-major {c.dtype}) @ B[{c.k}x{c.n}] ({c.b_major}-major {c.dtype})",
                   f"block tile {c.block_m}x{c.block_n}x{c.block_k}, {c.waves_m}x{c.waves_n} "

@@ -67,6 +67,10 @@ def _mfma_dtypes(arch: str) -> Tuple[str, ...]:
     return tuple(sorted(out))
 
 
+_SCALE_MODES = {None: None, True: "tensor", False: "none", "tensor": "tensor",
+                "rowcol": "rowcol", "none": "none"}
+
+
 @dataclass(frozen=True)
 class GemmConfig:
     m: int
@@ -93,19 +97,24 @@ class GemmConfig:
                                    # compiler's wait before each consumer)
     read_ahead: int = 0            # LDS operand reads issued this many k-groups ahead of
                                    # their MFMAs (0: each group's reads right before its MFMAs)
-    scales: Optional[bool] = None  # per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B),
-                                   # two extra float* parameters (None: the dtype's default,
-                                   # on for fp8/bf8, off for f16/bf16)
+    scales: Any = None             # "tensor": C = scale_a[0] * scale_b[0] * (A @ B);
+                                   # "rowcol": C[i][j] = scale_a[i] * scale_b[j] * (A @ B)[i][j]
+                                   # (scale_a of M, scale_b of N floats); "none". Two extra
+                                   # float* parameters unless "none". True = "tensor", False =
+                                   # "none", None = the dtype's default (tensor for fp8/bf8)
 
     def normalized(self) -> "GemmConfig":
         dt = norm_dtype(self.dtype)
         et = ELEM_TYPES[dt]
-        if self.scales not in (None, True, False):
-            raise ConfigError(f"scales must be True (per-tensor scale_a, scale_b arguments), "
-                              f"False or None (the dtype's default), got {self.scales!r}")
+        scales = _SCALE_MODES.get(self.scales if isinstance(self.scales, (bool, type(None)))
+                                  else str(self.scales).lower(), "bad")
+        if scales == "bad":
+            raise ConfigError(f"scales must be 'tensor' (scale_a[0], scale_b[0]), 'rowcol' "
+                              f"(scale_a[M], scale_b[N]), 'none', True (= tensor), False (= none) "
+                              f"or None (the dtype's default), got {self.scales!r}")
         out = self.out_dtype or ("bf16" if et.operand_only else dt)
         c = replace(self, dtype=dt, out_dtype=norm_dtype(out, "out dtype"),
-                    scales=et.scaled if self.scales is None else bool(self.scales))
+                    scales=scales or ("tensor" if et.scaled else "none"))
         if c.dtype not in ("f16", "bf16", "fp8", "bf8"):
             raise ConfigError(f"input dtype {c.dtype} is not supported (f16, bf16, fp8 or bf8)")
         if ELEM_TYPES[c.out_dtype].operand_only:

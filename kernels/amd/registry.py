@@ -87,10 +87,11 @@ class GemmEntry(KernelEntry):
                        "torch.float8_e5m2fnuz)")
         g.add_argument("--out-dtype", default=None, help="C element type: f16 | bf16 | f32 "
                        "(default: --dtype; bf16 for fp8/bf8)")
-        g.add_argument("--scales", default=None, choices=("tensor", "none"),
-                       help="per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B), two "
-                       "float* kernel arguments after C (default: tensor for fp8/bf8, none "
-                       "for f16/bf16)")
+        g.add_argument("--scales", default=None, choices=("tensor", "rowcol", "none"),
+                       help="tensor: C = scale_a[0] * scale_b[0] * (A @ B); rowcol: C[i][j] = "
+                       "scale_a[i] * scale_b[j] * (A @ B)[i][j] (M and N floats); two float* "
+                       "kernel arguments after C (default: tensor for fp8/bf8, none for "
+                       "f16/bf16)")
         g.add_argument("--layout", default="NN", help="NN | NT | TN | TT: A then B, N = "
                        "row-major as stored, T = column-major (default NN)")
         g.add_argument("--c-major", default="row", choices=("row", "col"))
@@ -124,8 +125,7 @@ class GemmEntry(KernelEntry):
                           block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
                           mfma=args.mfma, vec=args.vec, stages=args.stages,
                           arch=getattr(args, "arch", "gfx942"),
-                          scales=None if getattr(args, "scales", None) is None
-                          else args.scales == "tensor")
+                          scales=getattr(args, "scales", None))
 
     def build(self, cfg: Any) -> Any:
         from .gemm import build_gemm
@@ -149,8 +149,9 @@ class GemmEntry(KernelEntry):
         out_dt = _torch_dtype(c.out_dtype)
         shape = (c.m, c.n) if c.c_major == "row" else (c.n, c.m)
         args = [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
-        if c.scales:   # per-tensor scales, not powers of two (a missing factor cannot hide)
-            args += [torch.rand(1, generator=g) + 0.3, torch.rand(1, generator=g) + 0.3]
+        if c.scales != "none":   # not powers of two (a missing factor cannot hide)
+            na, nb = (1, 1) if c.scales == "tensor" else (c.m, c.n)
+            args += [torch.rand(na, generator=g) + 0.3, torch.rand(nb, generator=g) + 0.3]
         return args
 
     def _logical(self, cfg: Any, args: Sequence[Any]):
@@ -165,8 +166,10 @@ class GemmEntry(KernelEntry):
         c = cfg.normalized()
         a, b = self._logical(cfg, args)
         ref = torch.matmul(a.double(), b.double())
-        if c.scales:
+        if c.scales == "tensor":
             ref = ref * (args[3].double()[0] * args[4].double()[0])
+        elif c.scales == "rowcol":
+            ref = ref * args[3].double()[:, None] * args[4].double()[None, :]
         return ref.float()
 
     def output(self, cfg: Any, outputs: Sequence[Any]) -> Any:

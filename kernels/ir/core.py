@@ -218,7 +218,8 @@ class Mfma:
 @dataclass
 class Scale:
     """``frag[i] *= product of factors`` for every element of ``frag`` (epilogue scaling, e.g.
-    an fp8 GEMM's per-tensor ``scale_a * scale_b``).  Index-free: it changes values, never
+    an fp8 GEMM's per-tensor ``scale_a * scale_b``).  A factor of one register multiplies every
+    element; a factor of ``frag.count`` registers is element-wise (per-row/column scales).  Index-free: it changes values, never
     which element goes where, so the gate's dataflow is unchanged by it; the emulator checks
     the values."""
 

@@ -205,8 +205,12 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
         a_st = a.contiguous() if layout[0] == "N" else a.t().contiguous()
         b_st = b.contiguous() if layout[1] == "N" else b.t().contiguous()
     # per-tensor scales that are not powers of two (a dropped factor cannot hide)
-    scales = [torch.tensor([0.7], device="cuda"), torch.tensor([1.3], device="cuda")] \
-        if cfg.scales else []
+    if cfg.scales == "rowcol":
+        scales = [torch.rand(m, device="cuda", generator=g) + 0.3,
+                  torch.rand(n, device="cuda", generator=g) + 0.3]
+    else:
+        scales = [torch.tensor([0.7], device="cuda"), torch.tensor([1.3], device="cuda")] \
+            if cfg.scales == "tensor" else []
     c = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
     t0 = time.perf_counter()
     mod = compile_amd(built.source)
@@ -215,7 +219,8 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
     torch.cuda.synchronize()
     ref = (a.double() @ b.double())
     if scales:
-        ref = ref * (scales[0].double()[0] * scales[1].double()[0])
+        sa, sb = scales[0].double(), scales[1].double()
+        ref = ref * (sa[:, None] * sb[None, :] if cfg.scales == "rowcol" else sa[0] * sb[0])
     out = c.double()
     err = out - ref
     res = {"kernel": built.name, "shape": [m, n, k], "dtype": dtype, "out_dtype": od,

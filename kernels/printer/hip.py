@@ -113,9 +113,15 @@ class Printer:
             self.mfma(s, d)
         elif isinstance(s, Scale):
             f = s.frag
-            factor = " * ".join(self.whole(r) for r in s.factors)
-            for j in range(f.count // f.width):
-                self.out(d, f"{f.name}[{j}] *= {factor};")
+            if all(len(r.idx) == 1 for r in s.factors):      # one factor for every element
+                factor = " * ".join(self.whole(r) for r in s.factors)
+                for j in range(f.count // f.width):
+                    self.out(d, f"{f.name}[{j}] *= {factor};")
+            else:                                             # element-wise factors
+                for i in range(f.count):
+                    factor = " * ".join(self.elem(r.frag, r.idx[i if len(r.idx) > 1 else 0])
+                                        for r in s.factors)
+                    self.out(d, f"{self.elem(f, i)} *= {factor};")
         else:
             raise TypeError(f"emit: unknown statement {s!r}")
 
