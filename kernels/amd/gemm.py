@@ -32,8 +32,9 @@ from ..printer.hip import emit
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
+from .gemm_scales import scale_epilogue, scale_frags
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
-                 Scale, SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
+                 SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
 
 __all__ = ["build_gemm", "BuiltKernel", "build_gemm_ir", "vector_groups", "GemmBuilder",
            "choose_lds_layouts"]
@@ -357,7 +358,7 @@ class GemmBuilder:
         self.acc = Frag("acc", "f32", plan.acc_m[1].size(), c_items)
         # epilogue scales in registers: per tensor (scale_a[0], scale_b[0]) or per row and
         # column (the distinct m and n of this thread's accumulator elements)
-        self.scale_frags = self._scale_frags()
+        self.scale_frags = scale_frags(c.scales, self.acc_values())
 
     def vc(self, pair: Tuple[Any, Any], v: int) -> Tuple[int, int]:
         """``_value_coords(pair, v)`` from each layout's values, computed once per layout."""
@@ -541,52 +542,17 @@ class GemmBuilder:
                               tag="C.store", origin=p.c_glob, coords=tuple(coords)))
         return out
 
-    def _acc_mn(self) -> Tuple[List[int], List[int]]:
-        """The distinct m and n offsets (from the thread's c_m / c_n base) of its accumulator."""
-        vals = [self.vc((self.p.acc_m, self.p.acc_n), v) for v in range(self.acc.count)]
-        return sorted({m for m, _ in vals}), sorted({n for _, n in vals})
-
-    def _scale_frags(self) -> List[Frag]:
-        mode = self.c.scales
-        if mode == "none":
-            return []
-        if mode == "tensor":
-            return [Frag("sc", "f32", 2)]
-        ms, ns = self._acc_mn()
-        return [Frag("sa", "f32", len(ms)), Frag("sb", "f32", len(ns))]
+    def acc_values(self) -> List[Tuple[int, int]]:
+        """(m, n) offset of each accumulator element from the thread's (c_m, c_n) base."""
+        return [self.vc((self.p.acc_m, self.p.acc_n), v) for v in range(self.acc.count)]
 
     def scale_epilogue(self) -> List[Any]:
-        """``acc *= scale_a[0] * scale_b[0]`` (per tensor) or ``acc[m][n] *= scale_a[m] *
-        scale_b[n]`` (per row and column), as the config says."""
+        """The config's epilogue scaling (:mod:`kernels.amd.gemm_scales`)."""
         c = self.c
-        if c.scales == "none":
-            return []
-        if c.scales == "tensor":
-            sc, = self.scale_frags
-            one = Layout((1, 1), (0, 0))      # a one-element tensor: coordinate (0, 0) -> 0
-            out: List[Any] = [Comment("per-tensor scales: C = scale_a[0] * scale_b[0] * (A @ B)")]
-            for i, buf in enumerate(("scale_a", "scale_b")):
-                out.append(Access("load", "global", buf, 0, 1, sc.regs([i]), None,
-                                  tag=f"{buf}.load", origin=one, coords=((0, 0),)))
-            out.append(Scale(self.acc, (sc.regs([0]), sc.regs([1]))))
-            return out
-        sa, sb = self.scale_frags
-        ms, ns = self._acc_mn()
-        m0 = self.bm * c.block_m + self.base["c_m"]
-        n0 = self.bn * c.block_n + self.base["c_n"]
-        out = [Comment("per-row/column scales: C[m][n] = scale_a[m] * scale_b[n] * (A @ B)[m][n]")]
-        for frag, buf, offs, base, ext, blk in ((sa, "scale_a", ms, m0, c.m, c.block_m),
-                                                (sb, "scale_b", ns, n0, c.n, c.block_n)):
-            vec = Layout((ext, 1), (1, 0))    # an ext-element vector as an (ext, 1) tensor
-            for i, d in enumerate(offs):
-                x = sympy.expand(base + d)
-                out.append(Access("load", "global", buf, x, 1, frag.regs([i]),
-                                  self._pred([(x, x, ext, blk)]), tag=f"{buf}.load",
-                                  origin=vec, coords=((x, 0),)))
-        vals = [self.vc((self.p.acc_m, self.p.acc_n), v) for v in range(self.acc.count)]
-        out.append(Scale(self.acc, (sa.regs([ms.index(m) for m, _ in vals]),
-                                    sb.regs([ns.index(n) for _, n in vals]))))
-        return out
+        return scale_epilogue(c.scales, self.scale_frags, self.acc, self.acc_values(),
+                              (self.bm * c.block_m + self.base["c_m"], c.m, c.block_m),
+                              (self.bn * c.block_n + self.base["c_n"], c.n, c.block_n),
+                              self._pred)
 
     def iteration(self, kt: Any, stage: int) -> List[Any]:
         """k-tile ``kt``: prefetch k-tile kt+1, MFMAs on LDS stage ``stage``, store the
