@@ -672,8 +672,9 @@ class BuiltKernel(BuiltProgram):
                 key = f"ds_{'read' if s.kind == 'load' else 'write'}_b{s.width * eb * 8}"
             elif isinstance(s, Access):
                 bits = s.width * eb * 8
-                key = {128: "global_load_dwordx4", 64: "global_load_dwordx2",
-                       32: "global_load_dword"}.get(bits, f"global_load_{bits}bit")
+                kind = "global" if s.soffset is None else "buffer"    # buffer: preshuffled B
+                key = {128: f"{kind}_load_dwordx4", 64: f"{kind}_load_dwordx2",
+                       32: f"{kind}_load_dword"}.get(bits, f"{kind}_load_{bits}bit")
             elif isinstance(s, Mfma):
                 key = s.spec.name
             else:
