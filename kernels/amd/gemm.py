@@ -31,7 +31,7 @@ from layoutalg.errors import LayoutError
 from ..printer.hip import emit
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
-from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
+from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
 
@@ -729,6 +729,9 @@ def build_gemm(cfg: GemmConfig, *, verify: bool = True) -> BuiltKernel:
     and :class:`kernels.gemm_plan.ConfigError` for options that cannot make a kernel.
     ``verify=False`` is for tests of the gate itself; the result then says nothing was checked.
     """
+    if cfg.b_layout != "plain":   # another B storage: its own builder, never a silent plain B
+        raise ConfigError(f"b_layout={cfg.b_layout!r}: use build_gemm_preshuffled")
+
     def make(stages: List[Stages]) -> BuiltKernel:
         st, = stages
         return BuiltKernel(st.ir.name, st.source, st.ir, st.plan, st.verification, st.timings)

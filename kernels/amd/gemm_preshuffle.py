@@ -196,7 +196,7 @@ def build_gemm_preshuffled(cfg: GemmConfig, *, verify: bool = True) -> BuiltKern
     """Plan, build, gate and print the GEMM with preshuffled B (``B`` argument: the 1-D buffer
     of :func:`kernels.amd.preshuffle.preshuffle`).  ``cfg.b_major`` is ignored (B's layout is
     the preshuffled one); raises ``ConfigError`` / ``VerificationError``."""
-    cfg = replace(cfg.normalized(), b_major="row")
+    cfg = replace(cfg.normalized(), b_major="row", b_layout="preshuffled")
 
     def make(stages: List[Stages]) -> BuiltKernel:
         st, = stages

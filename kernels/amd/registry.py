@@ -81,6 +81,11 @@ class GemmEntry(KernelEntry):
                        help="LDS buffers: 2 = double buffer (default), 1 = single buffer with "
                        "two barriers per k-tile (pair with a 64-deep block, e.g. --block "
                        "128x128x64, for the highest MFMA share)")
+        g.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"),
+                       help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
+                       "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "
+                       "straight into registers with buffer_load_dwordx4; --layout's B letter "
+                       "is ignored)")
 
     def config(self, args: argparse.Namespace) -> Any:
         from .gemm_plan import ConfigError, GemmConfig
@@ -98,9 +103,13 @@ class GemmEntry(KernelEntry):
                           b_major="row" if lay[1] == "N" else "col", c_major=args.c_major,
                           block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
                           mfma=args.mfma, vec=args.vec, stages=args.stages,
-                          arch=getattr(args, "arch", "gfx942"))
+                          arch=getattr(args, "arch", "gfx942"),
+                          b_layout=getattr(args, "b_layout", "plain"))
 
     def build(self, cfg: Any) -> Any:
+        if cfg.b_layout == "preshuffled":
+            from .gemm_preshuffle import build_gemm_preshuffled
+            return build_gemm_preshuffled(cfg)
         from .gemm import build_gemm
         return build_gemm(cfg)
 
@@ -114,6 +123,10 @@ class GemmEntry(KernelEntry):
         # storage: row-major as is, column-major as the transpose's rows
         a_store = a.contiguous() if c.a_major == "row" else a.t().contiguous()
         b_store = b.contiguous() if c.b_major == "row" else b.t().contiguous()
+        if c.b_layout == "preshuffled":     # the buffer the kernel reads; reference uses b
+            from .gemm_plan import plan_gemm
+            from .preshuffle import preshuffle
+            b_store = preshuffle(b, plan_gemm(c).spec.name, c.dtype, c.arch)
         out_dt = getattr(torch, _TORCH_DT[c.out_dtype])
         shape = (c.m, c.n) if c.c_major == "row" else (c.n, c.m)
         return [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
@@ -122,6 +135,10 @@ class GemmEntry(KernelEntry):
         c = cfg.normalized()
         a, b = args[0], args[1]
         a = a if c.a_major == "row" else a.t()
+        if c.b_layout == "preshuffled":    # back through the same layout (its inverse)
+            from .gemm_plan import plan_gemm
+            from .preshuffle import unshuffle
+            return a, unshuffle(b, c.k, c.n, plan_gemm(c).spec.name, c.dtype, c.arch)
         b = b if c.b_major == "row" else b.t()
         return a, b
 
