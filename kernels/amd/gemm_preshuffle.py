@@ -33,8 +33,8 @@ from .gemm import BuiltKernel, GemmBuilder, choose_lds_layouts
 from .gemm_plan import ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .preshuffle import kernel_view, preshuffle_geometry, preshuffle_layout
 
-__all__ = ["PreshuffleGemmBuilder", "build_gemm_preshuffled", "gemm_preshuffle_family",
-           "B_LAYOUTS"]
+__all__ = ["PreshuffleGemmBuilder", "build_gemm_preshuffled", "build_gemm_preshuffled_ir",
+           "plan_preshuffled", "gemm_preshuffle_family", "B_LAYOUTS"]
 
 B_LAYOUTS = ("plain", "preshuffled")
 
@@ -138,8 +138,10 @@ class PreshuffleGemmBuilder(GemmBuilder):
     def build(self) -> Kernel:
         k = super().build()
         c = self.c
-        k.params = [k.params[0], Param("B", c.dtype, layout=self.blay, buffer=True),
-                    k.params[2]]
+        # the tensor's declared storage is the public contract (what preshuffle() writes),
+        # evaluated afresh: the gate checks every B access against it, not against self.blay
+        k.params = [k.params[0], Param("B", c.dtype, layout=kernel_view(self.layout),
+                                       buffer=True), k.params[2]]
         k.shared = [s for s in k.shared if s.name != "sB"]
         k.frags = [self.ld["A"], self.fr["A"], *self.bfr, self.acc]
         k.header = [h for h in k.header if not h.startswith("  B.")]
@@ -177,16 +179,22 @@ def _is_uniform(s: Any) -> bool:
     return s.name in _UNIFORM_NAMES
 
 
-def _plan_with_lds(cfg: GemmConfig) -> GemmPlan:
-    plan = plan_gemm(cfg)
+def plan_preshuffled(cfg: GemmConfig) -> GemmPlan:
+    """The GEMM plan (A's LDS layouts chosen) for a preshuffled-B config."""
+    plan = plan_gemm(replace(cfg.normalized(), b_major="row", b_layout="preshuffled"))
     choose_lds_layouts(plan)
     return plan
+
+
+def build_gemm_preshuffled_ir(cfg: GemmConfig) -> Kernel:
+    """The kernel IR alone (not gated, not printed): for tests of the gate."""
+    return PreshuffleGemmBuilder(plan_preshuffled(cfg)).build()
 
 
 def gemm_preshuffle_family() -> KernelFamily:
     """The preshuffled-B GEMM for the build driver: the GEMM's plan, its gate and printer."""
     from ..verify.gate import verify_kernel
-    return KernelFamily(plan=_plan_with_lds,
+    return KernelFamily(plan=plan_preshuffled,
                         build_ir=lambda plan: PreshuffleGemmBuilder(plan).build(),
                         verifier=lambda ir: verify_kernel(ir, arch=ir.meta["plan"].cfg.arch),
                         printer=emit)

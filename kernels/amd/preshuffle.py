@@ -93,6 +93,9 @@ def preshuffle_geometry(k: int, n: int, instr: str = "16x16x16", dtype: str = "f
         if type(v) is not int or v < 1:
             raise ConfigError(f"preshuffle: {name} must be a positive integer, got {v!r}")
     spec = _spec(instr, dtype, arch)
+    if getattr(spec, "b_type", dtype) != dtype:
+        raise ConfigError(f"preshuffle: {spec.name} takes {spec.b_type} B operands, not "
+                          f"{dtype}")
     if getattr(spec, "blocks", 1) != 1:
         raise ConfigError(f"preshuffle: {spec.name} is a multi-block MFMA (not supported)")
     IN, IK = spec.n, spec.k
