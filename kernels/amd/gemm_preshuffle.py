@@ -150,7 +150,25 @@ class PreshuffleGemmBuilder(GemmBuilder):
                            "into two register sets (no LDS)")
         k.header.append(f"  B.storage (n, k): {self.blay}")
         k.meta["b_layout"] = "preshuffled"
+        _relax_vm_waits(k.body)
         return k
+
+
+def _relax_vm_waits(body: List[Any]) -> None:
+    """Before A's LDS stores the LDS GEMM waits for every global load (``vmcnt(0)``).  Here
+    the B loads issued after A's are consumed only by the next k-tile's MFMAs, so the wait
+    lets them stay in flight: ``vmcnt(n)`` with n the B loads issued after the last A load
+    (vmcnt counts in issue order).  Scheduling only: the compiler still inserts every wait the
+    B registers need before their MFMAs."""
+    from ..ir.core import Loop, WaitCnt
+    since_a = 0
+    for s in body:
+        if isinstance(s, Loop):
+            _relax_vm_waits(s.body)
+        elif isinstance(s, Access) and s.space == "global" and s.kind == "load":
+            since_a = since_a + 1 if s.buf == "B" else 0
+        elif isinstance(s, WaitCnt) and s.vm == 0:
+            s.vm = min(since_a, 63)
 
 
 def _comment(text: str) -> Any:
