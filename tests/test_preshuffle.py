@@ -113,3 +113,32 @@ def test_bad_input_is_refused_with_its_reason(bad, match):
 def test_unshuffle_refuses_wrong_size():
     with pytest.raises(ConfigError, match="1-D buffer of 4096"):
         unshuffle(np.zeros(100, np.float16), 64, 64)
+
+
+def test_cli_prints_and_draws_the_layout(tmp_path):
+    import subprocess
+    import sys
+    svg = tmp_path / "ps.svg"
+    p = subprocess.run([sys.executable, "-m", "layoutalg.cli", "mfma", "preshuffle",
+                        "16x16x16", "--k", "40", "--n", "20", "--svg", str(svg)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert str(preshuffle_layout(40, 20, "16x16x16", "f16")) in p.stdout
+    assert "padded to [64, 32]" in p.stdout and "1024 contiguous bytes" in p.stdout
+    assert "contiguous in storage" in p.stdout and svg.stat().st_size > 0
+    bad = subprocess.run([sys.executable, "-m", "layoutalg.cli", "mfma", "preshuffle", "4x4x4"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "not supported" in bad.stderr
+
+
+def test_diagram_colours_each_lane_vector_once():
+    import visualize as viz
+    L = preshuffle_layout(32, 16, "16x16x16", "f16")
+    d = viz.draw_preshuffle(L, 8)
+    svg = d.svg if hasattr(d, "svg") else str(d._repr_svg_())
+    assert "L63" in svg and "L64" not in svg          # lanes of one wave load
+    assert any("contiguous in storage" in n for n in d.notes)
+    # a non-fragment order (plain row-major B) is flagged as not contiguous per lane
+    from layoutalg import Layout
+    d2 = viz.draw_preshuffle(Layout((32, 16), (16, 1)), 8)
+    assert any("NOT contiguous" in n for n in d2.notes)

@@ -1,15 +1,16 @@
 """Preshuffled B: the GEMM's B operand stored in MFMA fragment order, defined as a layout.
 
-``preshuffle_layout(K, N, instr, dtype)`` is a :class:`layoutalg.Layout` from the logical
-coordinate ``(k, n)`` of ``B[K, N]`` to the element offset in the preshuffled buffer.  Every
-direction comes from it (nothing is a hand-written permutation):
+``preshuffle_layout(K, N, instr, dtype)`` (defined in :mod:`mfma_specs.preshuffle`: it is a
+fact about the MFMA's lane map) is a :class:`layoutalg.Layout` from the logical coordinate
+``(k, n)`` of ``B[K, N]`` to the element offset in the preshuffled buffer.  Every direction
+comes from it (nothing is a hand-written permutation):
 
 * :func:`preshuffle` gathers ``B`` through ``right_inverse(layout)`` (storage offset -> logical
   index), :func:`unshuffle` gathers the buffer through the layout itself;
 * the GEMM kernel (:mod:`kernels.amd.gemm_preshuffle`) evaluates the same layout (its ``(n, k)``
   view, :func:`kernel_view`) on its index symbols, and the verifier checks that what the kernel
   reads at each lane is the MFMA's B fragment;
-* ``visualize`` draws it (``layoutalg draw preshuffle``).
+* ``visualize.draw_preshuffle`` draws it (``layoutalg mfma preshuffle NAME --k K --n N --svg F``).
 
 The order (as in FlyDSL's / aiter's ``shuffle_weight``): for the instruction's ``IN`` columns
 (``n`` tile) and ``G = 64 / IN`` lane groups along k, with ``V = 16 / element bytes`` elements
@@ -27,106 +28,38 @@ plan's k-permutation (``kernels.amd.gemm_plan``: ``kpack`` MFMAs per 16-byte rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Tuple
 
 import numpy as np
 
 from layoutalg import Layout, right_inverse
+from mfma_specs import preshuffle as _ms
+from mfma_specs.errors import MfmaSpecError
+from mfma_specs.preshuffle import SHAPES, PreshuffleGeometry
 
-from .gemm_plan import DTYPE_BYTES, ConfigError, norm_dtype
+from .gemm_plan import ConfigError, norm_dtype
 
 __all__ = ["PreshuffleGeometry", "preshuffle_geometry", "preshuffle_layout", "kernel_view",
            "preshuffle", "unshuffle", "preshuffled_size", "SUPPORTED"]
 
-# instruction shape -> (IN, IK, items per lane) of the dense CDNA3 f16/bf16 MFMAs the GEMM uses
-SUPPORTED = ("16x16x16", "32x32x8")
-
-
-@dataclass(frozen=True)
-class PreshuffleGeometry:
-    """The numbers that define the order (see the module docstring)."""
-
-    instruction: str      # full MFMA name
-    k: int                # logical K, N
-    n: int
-    elem_bytes: int
-    tile_n: int           # IN: MFMA columns
-    lane_groups: int      # G = 64 / IN
-    vec: int              # V: elements per lane per 16-byte load
-    items: int            # B elements per lane per MFMA
-    k_block: int          # V * G: k per (n tile, k block) chunk
-    k_padded: int         # Kp
-    n_padded: int         # Np
-
-    @property
-    def kpack(self) -> int:
-        """MFMAs fed by one lane's 16-byte vector."""
-        return self.vec // self.items
-
-
-def _spec(instr: str, dtype: str, arch: str) -> Any:
-    import mfma_specs
-    name = str(instr)
-    if not name.startswith("v_"):
-        if name not in SUPPORTED:
-            raise ConfigError(f"preshuffle: instruction {instr!r} is not supported; use one of "
-                              f"{', '.join(SUPPORTED)} or a full v_mfma_f32_* f16/bf16 name")
-        name = f"v_mfma_f32_{name}_{dtype}"
-    try:
-        return mfma_specs.lookup(arch, name)
-    except Exception as e:  # noqa: BLE001 - the specs' own error, re-raised as a config error
-        raise ConfigError(f"preshuffle: no MFMA {name!r} on {arch}: {e}") from None
+SUPPORTED = SHAPES
 
 
 def preshuffle_geometry(k: int, n: int, instr: str = "16x16x16", dtype: str = "f16",
                         arch: str = "gfx942") -> PreshuffleGeometry:
-    """Check the instruction's B lane map is the one the order assumes, and size the buffer.
-
-    The assumption (checked on ``spec.tv_layout("B")``, not taken on faith): lane ``l``, item
-    ``e`` holds ``B[items * (l // IN) + e][l % IN]``.
-    """
-    dtype = norm_dtype(dtype)
-    if dtype not in ("f16", "bf16"):
-        raise ConfigError(f"preshuffle: dtype {dtype} is not supported (f16 or bf16)")
-    for name, v in (("K", k), ("N", n)):
-        if type(v) is not int or v < 1:
-            raise ConfigError(f"preshuffle: {name} must be a positive integer, got {v!r}")
-    spec = _spec(instr, dtype, arch)
-    if getattr(spec, "b_type", dtype) != dtype:
-        raise ConfigError(f"preshuffle: {spec.name} takes {spec.b_type} B operands, not "
-                          f"{dtype}")
-    if getattr(spec, "blocks", 1) != 1:
-        raise ConfigError(f"preshuffle: {spec.name} is a multi-block MFMA (not supported)")
-    IN, IK = spec.n, spec.k
-    tv = spec.tv_layout("B")                      # (lane, item) -> k + IK * n
-    items = tv[1].size()
-    if 64 % IN or IK != items * (64 // IN):
-        raise ConfigError(f"preshuffle: {spec.name}'s B operand is not {64 // IN} lane groups "
-                          f"of {items} k each")
-    vals = tv.values().reshape(64, items, order="F")
-    lane, item = np.meshgrid(np.arange(64), np.arange(items), indexing="ij")
-    want = items * (lane // IN) + item + IK * (lane % IN)
-    if not np.array_equal(vals, want):
-        raise ConfigError(f"preshuffle: {spec.name}'s B lane map is not lane l -> "
-                          f"B[{items}*(l//{IN}) + e][l % {IN}]")
-    eb = DTYPE_BYTES[dtype]
-    V = 16 // eb
-    if V % items:
-        raise ConfigError(f"preshuffle: {items} items per lane do not divide a 16-byte vector")
-    G = 64 // IN
-    kb = V * G
-    return PreshuffleGeometry(spec.name, k, n, eb, IN, G, V, items, kb,
-                              -(-k // kb) * kb, -(-n // IN) * IN)
+    """:func:`mfma_specs.preshuffle.preshuffle_geometry`, its errors as :class:`ConfigError`."""
+    try:
+        return _ms.preshuffle_geometry(k, n, instr, norm_dtype(dtype), arch)
+    except MfmaSpecError as e:
+        raise ConfigError(str(e)) from None
 
 
 def preshuffle_layout(k: int, n: int, instr: str = "16x16x16", dtype: str = "f16",
                       arch: str = "gfx942") -> Layout:
-    """``(k, n) -> element offset`` of the preshuffled buffer (padded extents ``(Kp, Np)``)."""
-    g = preshuffle_geometry(k, n, instr, dtype, arch)
-    IN, G, V = g.tile_n, g.lane_groups, g.vec
-    return Layout(((V, G, g.k_padded // g.k_block), (IN, g.n_padded // IN)),
-                  ((1, IN * V, 64 * V), (V, IN * g.k_padded)))
+    """``(k, n) -> element offset`` of the preshuffled buffer (padded extents ``(Kp, Np)``);
+    :func:`mfma_specs.preshuffle.preshuffle_layout` with kernels' :class:`ConfigError`."""
+    preshuffle_geometry(k, n, instr, dtype, arch)          # the checks, as ConfigError
+    return _ms.preshuffle_layout(k, n, instr, norm_dtype(dtype), arch)
 
 
 def kernel_view(layout: Layout) -> Layout:
