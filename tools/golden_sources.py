@@ -85,6 +85,8 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
         "ragged-bf16-32x32": GemmConfig(130, 72, 40, dtype="bf16"),
         "colA-tiny-k": GemmConfig(96, 64, 24, a_major="col", block_m=64, block_n=64,
                                   mfma="16x16x16"),
+        "k-block-predicated": GemmConfig(64, 48, 70, block_m=64, block_n=64, block_k=64,
+                                         mfma="16x16x16"),
         "4096-f16": GemmConfig(4096, 4096, 4096),
         "4096-bf16": GemmConfig(4096, 4096, 4096, dtype="bf16"),
     }
