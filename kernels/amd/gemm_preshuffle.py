@@ -26,7 +26,7 @@ from typing import Any, List, Optional, Tuple
 import sympy
 
 from ..errors import KernelError
-from ..ir.core import Access, Frag, Kernel, Let, Param, sym
+from ..ir.core import Access, Comment, Frag, Kernel, Let, Loop, Param, WaitCnt, sym
 from ..printer.hip import emit
 from .driver import KernelFamily, Stages, build_program
 from .gemm import BuiltKernel, GemmBuilder, choose_lds_layouts
@@ -70,8 +70,8 @@ class PreshuffleGemmBuilder(GemmBuilder):
                if not (isinstance(s, Let) and s.name.startswith("b_cp_"))]
         g = self.geo
         mn, k = self.base["b_fr_mn"], self.base["b_fr_k"]
-        out.append(_comment("B: the thread's natural coordinates in the preshuffled layout "
-                            f"{self.blay}"))
+        out.append(Comment("B: the thread's natural coordinates in the preshuffled layout "
+                           f"{self.blay}"))
         for name, e in (("b_ps_n", sympy.Mod(mn, g.tile_n)),
                         ("b_ps_nt", sympy.floor(mn / g.tile_n)),
                         ("b_ps_e", sympy.Mod(k, g.vec)),
@@ -105,7 +105,7 @@ class PreshuffleGemmBuilder(GemmBuilder):
             q = b["b_ps_g"] + (dk // g.vec) % g.lane_groups
             coords = tuple(((b["b_ps_n"], nt), (b["b_ps_e"] + j, q, kb)) for j in range(g.vec))
             total = sympy.expand(self.blay(coords[0]))
-            voff, soff = _split_uniform(total, self.bn, self.bm)
+            voff, soff = _split_uniform(total, {self.bm, self.bn, sym("kp")})
             terms = []
             if g.n_padded % c.block_n:
                 terms.append(nt < NT)
@@ -160,7 +160,6 @@ def _relax_vm_waits(body: List[Any]) -> None:
     lets them stay in flight: ``vmcnt(n)`` with n the B loads issued after the last A load
     (vmcnt counts in issue order).  Scheduling only: the compiler still inserts every wait the
     B registers need before their MFMAs."""
-    from ..ir.core import Loop, WaitCnt
     since_a = 0
     for s in body:
         if isinstance(s, Loop):
@@ -171,30 +170,16 @@ def _relax_vm_waits(body: List[Any]) -> None:
             s.vm = min(since_a, 63)
 
 
-def _comment(text: str) -> Any:
-    from ..ir.core import Comment
-    return Comment(text)
-
-
-def _split_uniform(expr: Any, *uniform: Any) -> Tuple[Any, Any]:
-    """``(voffset, soffset)``: the terms of ``expr`` that name a per-thread symbol or are
-    constant, and the rest (grid ids and loop variables: wave-uniform)."""
-    per_thread = []
-    scalar = []
+def _split_uniform(expr: Any, uniform: set) -> Tuple[Any, Any]:
+    """``(voffset, soffset)``: the terms of ``expr`` that name only ``uniform`` symbols (the
+    block ids and the k loop's variable: the same at every lane of a wave) go to the soffset,
+    the rest (per-thread symbols, constants) to the voffset.  The gate re-checks that the
+    soffset is wave-uniform."""
+    per_thread, scalar = [], []
     for t in sympy.Add.make_args(sympy.expand(expr)):
         syms = t.free_symbols
-        if syms and all(_is_uniform(s) for s in syms):
-            scalar.append(t)
-        else:
-            per_thread.append(t)
+        (scalar if syms and syms <= uniform else per_thread).append(t)
     return sympy.Add(*per_thread), sympy.Add(*scalar)
-
-
-_UNIFORM_NAMES = ("block_m", "block_n", "kp", "kt")
-
-
-def _is_uniform(s: Any) -> bool:
-    return s.name in _UNIFORM_NAMES
 
 
 def plan_preshuffled(cfg: GemmConfig) -> GemmPlan:
