@@ -339,6 +339,13 @@ def test_cuda_compiles_gemm(shape, dtype):
 
 
 @needs_compiler
+def test_cuda_compiles_preshuffled_gemm():
+    k = _gemm(200, 136, 72, "bf16", b_layout="preshuffled")
+    m, spills = _compile(k.source)
+    assert m.kernels == (k.name,) and not any(spills)
+
+
+@needs_compiler
 def test_cuda_compiles_attention():
     k = _attn(causal=True)
     m, _ = _compile(k.source)
@@ -392,6 +399,10 @@ _DEC_CASES = [(64, 16, 16, 7, 128, "f16", None, 0), (64, 16, 16, 1000, 128, "f16
 if _cuda():
     for _shape, _dt in (((4096, 4096, 4096), "f16"), ((4000, 3000, 1000), "bf16")):
         _GPU_GEMMS[(_shape, _dt)] = af.gemm_kernel(*_shape, _dt)
+    # preshuffled B (buffer loads straight into registers): 4096^3 and a ragged shape
+    for _shape, _dt in (((4096, 4096, 4096), "bf16"), ((4000, 3000, 1000), "f16")):
+        _GPU_GEMMS[(_shape, _dt, "preshuffled")] = af.gemm_kernel(*_shape, _dt,
+                                                                  b_layout="preshuffled")
     for _c in (False, True):
         _GPU_ATTN[_c] = af.attention_case(2, 8, 2048, 128, _c, "f16")
     for _a in _BR_CASES:
@@ -433,6 +444,21 @@ def test_gpu_mfma_bit_identical_to_cpu_emulator():
                                          ((4000, 3000, 1000), "bf16")])
 def test_gpu_gemm_large(shape, dtype):
     r = af.check_gemm(*shape, dtype=dtype, reps=1, built=_GPU_GEMMS[(shape, dtype)])
+    atol, rtol = {"f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}[dtype]
+    assert r["unwritten_nan"] == 0
+    assert r["max_abs_err"] <= atol + rtol * r["max_abs_ref"]
+    assert r["rel_fro_err"] < {"f16": 1e-3, "bf16": 6e-3}[dtype]
+    assert r["within_tol"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")
+@pytest.mark.parametrize("shape,dtype", [((4096, 4096, 4096), "bf16"),
+                                         ((4000, 3000, 1000), "f16")])
+def test_gpu_gemm_preshuffled_large(shape, dtype):
+    bk = _GPU_GEMMS[(shape, dtype, "preshuffled")]
+    assert "lagen_buffer_load_b128" in bk.source
+    r = af.check_gemm(*shape, dtype=dtype, reps=1, built=bk)
     atol, rtol = {"f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}[dtype]
     assert r["unwritten_nan"] == 0
     assert r["max_abs_err"] <= atol + rtol * r["max_abs_ref"]
