@@ -13,7 +13,8 @@ NVRTC (or nvcc) compiles of the decode kernels when a CUDA compiler is present.
 
 GPU side (``pytest -m gpu``, skipped without CUDA + cuda-python): every MFMA probe bit-identical
 to the CPU emulator; GEMM 4096^3 f16 and 4000x3000x1000 bf16 and attention B=2 H=8 S=2048 D=128
-(causal and not) against float64 torch references; bottom-right causal prefill (Sq < Skv with
+(causal and not) against float64 torch references; the preshuffled-B GEMM (buffer loads) at
+4096^3 bf16 and 4000x3000x1000 f16; bottom-right causal prefill (Sq < Skv with
 GQA, Sq > Skv with rows that see no key); decode B=64 (single kernel, GQA) and split-KV decode
 at seqlen_kv 16384.  Outputs (and the split-KV workspace) are poisoned with NaN first.
 Tolerances (|out - ref| <= atol + rtol |ref| elementwise, the registry's): GEMM f16 out
