@@ -2,10 +2,21 @@
 
 C = A @ B (fp16 in, fp32 accumulate, fp16 out) on the GEMM builder: 128x128x32 block tiles,
 2x2 waves of v_mfma_f32_32x32x8_f16, a double-buffered (two-stage) LDS pipeline with one
-barrier per k-tile, and XOR-swizzled LDS tiles.  B is compared as stored (K x N row-major: it
-must be transposed on its way through LDS) and pre-shuffled on the host (B^T, k-contiguous,
-as weights are prepared once offline).  The --size problem is compiled for gfx942 and its
-code-object report printed; the same builder at --emulate-size is run on the CPU emulator.
+barrier per k-tile, and XOR-swizzled LDS tiles.  B climbs the last rungs of FlyDSL's ladder,
+three ways of storing the weights (prepared once, offline):
+
+* as stored (K x N row-major): B is transposed on its way through LDS (32-bit LDS writes);
+* pre-shuffled to B^T (k-contiguous): 128-bit LDS writes, still through LDS;
+* preshuffled into MFMA fragment order (``kernels.preshuffle``, a layoutalg layout drawn in
+  preshuffle_B.svg): each lane's 8 k of one column are 16 contiguous bytes, so B goes from
+  global memory straight into the MFMA's registers with ``buffer_load_dwordx4`` (a buffer
+  resource, a per-lane voffset and a wave-uniform soffset), no LDS for B at all; A keeps the
+  swizzled double-buffered LDS.  The gate proves the loaded registers are the MFMA's B
+  fragment (lane_mfma_operands), and the loads in range without the hardware's zero fill.
+
+The --size problem is compiled for gfx942, its code-object report printed and its hot loop
+estimated by the static performance model (a model of one MI300X CU, +-25%, not a
+measurement); the same builders at --emulate-size run on the CPU emulator.
 
     python3 examples/04_swizzled_gemm.py [--size 4096] [--emulate-size 256] [--out DIR]
 """
@@ -19,10 +30,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout as well
 import layoutalg as la
 import visualize as viz
-from kernels import GemmConfig, VerificationError, build_gemm
+from kernels import (GemmConfig, VerificationError, build_gemm, build_gemm_preshuffled,
+                     preshuffle, preshuffle_layout)
 from layoutalg.verify import bank_conflicts
 
 VARIANTS = {"as stored": "row", "pre-shuffled": "col"}       # B[K,N] row-major vs B^T
+FRAGMENT = "in fragment order"                               # preshuffled B, in registers
+
+
+def _build(name, n):
+    if name == FRAGMENT:
+        return build_gemm_preshuffled(GemmConfig(n, n, n, dtype="f16"))
+    return build_gemm(GemmConfig(n, n, n, dtype="f16", b_major=VARIANTS[name]))
 
 
 def main(argv=None) -> int:
@@ -38,9 +57,9 @@ def main(argv=None) -> int:
     # 1. Build both variants: plan -> LDS swizzle search -> IR -> the gate's 10 proofs -> HIP.
     n = args.size
     built = {}
-    for name, b_major in VARIANTS.items():
+    for name in (*VARIANTS, FRAGMENT):
         try:
-            bk = built[name] = build_gemm(GemmConfig(n, n, n, dtype="f16", b_major=b_major))
+            bk = built[name] = _build(name, n)
         except VerificationError as e:
             print(f"FAILED gate for B {name}:\n{e}")
             return 1
@@ -80,8 +99,10 @@ def main(argv=None) -> int:
           f"every thread and k-tile of blocks {g.details['simulated_blocks']} (the others of "
           f"the {plan.grid[0]}x{plan.grid[1]} grid are translations)")
 
-    # 4. Pre-shuffled B removes the LDS transpose: compare what the gate verified per k-tile
-    #    with the compiled gfx942 hot loop, and the code-object reports.
+    # 4. Pre-shuffled B removes the LDS transpose; fragment order removes B's LDS traffic.
+    #    Compare what the gate verified per k-tile with the compiled gfx942 hot loop, the
+    #    code-object reports, and the static model's estimate of the hot loop.
+    from kernels.perf import analyze
     hot_loops = {}
     for name, bk in built.items():
         bk.compile("gfx942")
@@ -90,18 +111,41 @@ def main(argv=None) -> int:
         hot = rep["hot_loop_instructions"]
         hot_loops[name] = rep["hot_loop"]
         ok &= hot["match"] is not False       # None: no loop left (fully unrolled, small sizes)
-        bits = bk.verification.details["access_bits"]["B.copy.store"]
-        print(f"B {name}: B's LDS writes are {bits}-bit; " + (
+        bits = bk.verification.details["access_bits"].get("B.copy.store")
+        b_how = f"B's LDS writes are {bits}-bit" if bits else \
+            "B has no LDS (buffer_load_dwordx4 straight into registers)"
+        print(f"B {name}: {b_how}; " + (
             f"compiled hot loop (2 k-tiles) {hot['hot_loop']}\n  == the instructions the gate "
             f"verified: {hot['match']}" + ("" if hot["match"] else " (MISMATCH: verified "
                                             f"{hot['expected_per_iteration']})")
             if hot["hot_loop"] else "no loop left in the code "
             "object (fully unrolled at this size)"))
         print("  " + bk.code_object.report(bk.name, block_threads=bk.block).summary())
-    bits = [bk.verification.details["access_bits"]["B.copy.store"] for bk in built.values()]
+        if hot["hot_loop"]:
+            pr = analyze(bk.code_object.binary, bk.name, gemm=f"{n},{n},{n}", tile="128x128")
+            print(f"  model (not a measurement, +-25%): MFMA pipes busy {100 * pr.mfma_busy:.1f}% "
+                  f"of the hot loop, binding {pr.binding}; whole kernel "
+                  f"{100 * pr.peak_fraction:.1f}% of MFMA peak")
+    bits = [built[v].verification.details["access_bits"]["B.copy.store"] for v in VARIANTS]
     loops = [h["instructions"] if h else "no loop" for h in hot_loops.values()]
     print(f"PROVED (gate vector_widths) pre-shuffling B removes the LDS transpose: B's LDS writes "
-          f"{bits[0]}-bit -> {bits[1]}-bit; hot-loop instructions {loops[0]} -> {loops[1]}")
+          f"{bits[0]}-bit -> {bits[1]}-bit; hot-loop instructions {loops[0]} -> {loops[1]} -> "
+          f"{loops[2]} (fragment order)")
+
+    # 4b. The fragment order is a layout: draw it, and show what the gate proved about it.
+    fk = built[FRAGMENT]
+    lay = preshuffle_layout(64, 32, fk.plan.spec.name, "f16")
+    viz.draw_preshuffle(lay, 8, title=f"{fk.plan.spec.name} B in fragment order: {lay}") \
+        .save(out / "preshuffle_B.svg")
+    v = fk.verification.checks
+    good = all(v[c].holds for c in ("lane_mfma_operands", "emitted_index_math", "in_bounds"))
+    ok &= good
+    print(f"{'PROVED' if good else 'FAILED'} B in fragment order: {fk.ir.params[1].layout} "
+          f"(n, k) -> offset; every B register an MFMA reads holds its B fragment "
+          f"(lane_mfma_operands), voffset + soffset == the layout at every element, soffset "
+          f"wave-uniform, both >= 0 (emitted_index_math, in_bounds); LDS "
+          f"{fk.verification.details['lds_bytes']} B (A only, was "
+          f"{built['pre-shuffled'].verification.details['lds_bytes']} B)")
 
     # 5. Emulate the same builder at a small size (sizes are compile-time constants, so this is
     #    a different instance of the same plan) against a float64 reference.
@@ -110,9 +154,12 @@ def main(argv=None) -> int:
     a = rng.standard_normal((e, e)).astype(np.float16)
     b = rng.standard_normal((e, e)).astype(np.float16)
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    for name, b_major in VARIANTS.items():
-        bk = build_gemm(GemmConfig(e, e, e, dtype="f16", b_major=b_major))
-        b_dev = np.ascontiguousarray(b.T) if b_major == "col" else b   # the host pre-shuffle
+    for name in (*VARIANTS, FRAGMENT):
+        bk = _build(name, e)
+        if name == FRAGMENT:                                           # the fragment order
+            b_dev = preshuffle(b, bk.plan.spec.name, "f16")
+        else:                                                          # the host pre-shuffle
+            b_dev = np.ascontiguousarray(b.T) if VARIANTS[name] == "col" else b
         c = np.zeros((e, e), np.float16)
         res = bk.emulate(a, b_dev, c)
         err = np.abs(res.outputs[2].astype(np.float64) - ref)
@@ -122,7 +169,7 @@ def main(argv=None) -> int:
               f"{bk.grid[1]} blocks, {res.seconds:.2f} s); max |C - A@B| = {err.max():.3g} "
               f"(tolerance 2e-3 + 2e-3*|ref|)")
     print(f"compiled {n}^3 for gfx942, emulated {e}^3; wrote {out}/*.hip, *.co, banks_*.svg, "
-          "swizzle_B.svg")
+          "swizzle_B.svg, preshuffle_B.svg")
     print("ALL PROOFS AND THE EMULATED RUNS PASSED" if ok else "SOMETHING FAILED (see above)")
     return 0 if ok else 1
 

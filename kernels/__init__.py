@@ -43,6 +43,9 @@ _LAZY.update(dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", 
                             "If", "Barrier", "Access", "Mfma", "ZeroFrag"), "ir"))
 _LAZY["ConfigError"] = "amd.gemm_plan"
 _LAZY["BuiltProgram"] = "built"           # the base of every built AMD kernel
+# preshuffled B (issue 15): the storage order as a layout, and the GEMM that reads it
+_LAZY.update(dict.fromkeys(("preshuffle", "unshuffle", "preshuffle_layout"), "amd.preshuffle"))
+_LAZY["build_gemm_preshuffled"] = "amd.gemm_preshuffle"
 
 # ``kernels.attention(q, k, v, causal=..., scale=...)``: the function (kernels/amd/attention_api.py)
 _LAZY["attention"] = "amd.attention_api"

@@ -45,6 +45,18 @@ def register(subparsers) -> None:
     g.add_argument("--scale", type=float, default=None, help="PNG pixels per SVG unit")
     g.add_argument("--highlight", metavar="LANES", help="e.g. 0,5,8-11: others are faded")
     sp.set_defaults(func=_cmd_show)
+    pp = sub.add_parser("preshuffle", help="an operand stored in MFMA fragment order (the "
+                        "preshuffled B layout): print it, draw which lane loads each element")
+    pp.add_argument("name", help="16x16x16 | 32x32x8 (with --dtype) or a full f16/bf16 MFMA name")
+    pp.add_argument("--arch", default="gfx942", help="gfx target (default gfx942)")
+    pp.add_argument("--dtype", default="f16", help="f16 | bf16 (default f16)")
+    pp.add_argument("--k", type=int, default=64, help="rows K of B[K, N] (default 64)")
+    pp.add_argument("--n", type=int, default=32, help="columns N of B[K, N] (default 32)")
+    g = pp.add_argument_group("diagram output (rows k, columns n, colour = lane of the load)")
+    g.add_argument("--svg", metavar="FILE", help="write the diagram as SVG")
+    g.add_argument("--png", metavar="FILE", help="write the diagram as PNG")
+    g.add_argument("--scale", type=float, default=None, help="PNG pixels per SVG unit")
+    pp.set_defaults(func=_cmd_preshuffle)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -197,3 +209,32 @@ def _drawer(s, args):
         return 2
     warn_outside_threads(args, "--highlight", lanes, s.wave_size)
     return lambda: write_diagram(draw_mma(s, highlight=lanes, arch=args.arch), args)
+
+
+def _cmd_preshuffle(args) -> int:
+    from layoutalg.errors import LayoutError
+    from .preshuffle import preshuffle_geometry, preshuffle_layout
+    try:
+        g = preshuffle_geometry(args.k, args.n, args.name, args.dtype, args.arch)
+        lay = preshuffle_layout(args.k, args.n, args.name, args.dtype, args.arch)
+    except LayoutError as e:
+        print(f"layoutalg mfma preshuffle: error: {e}", file=sys.stderr)
+        return 2
+    _emit(f"{g.instruction}: B[{g.k}, {g.n}] in fragment order, padded to "
+          f"[{g.k_padded}, {g.n_padded}]\n"
+          f"layout (k, n) -> offset: {lay}\n"
+          f"lane l = n % {g.tile_n} + {g.tile_n} * ((k % {g.k_block}) // {g.vec}) loads "
+          f"{g.vec} consecutive k ({g.vec * g.elem_bytes} bytes, {g.kpack} MFMAs of "
+          f"{g.items} k each); a wave loads {64 * g.vec * g.elem_bytes} contiguous bytes per "
+          f"(n tile, k block)")
+    if not (args.svg or args.png):
+        return 0
+    try:
+        from visualize import draw_preshuffle
+        from visualize.cli import write_diagram
+    except ImportError:
+        print("layoutalg mfma preshuffle: drawing needs the visualize package, which is not "
+              "installed", file=sys.stderr)
+        return 3
+    return write_diagram(draw_preshuffle(lay, g.vec, title=f"{g.instruction} B, preshuffled: "
+                                                             f"{lay}"), args)

@@ -13,7 +13,8 @@ NVRTC (or nvcc) compiles of the decode kernels when a CUDA compiler is present.
 
 GPU side (``pytest -m gpu``, skipped without CUDA + cuda-python): every MFMA probe bit-identical
 to the CPU emulator; GEMM 4096^3 f16 and 4000x3000x1000 bf16 and attention B=2 H=8 S=2048 D=128
-(causal and not) against float64 torch references; bottom-right causal prefill (Sq < Skv with
+(causal and not) against float64 torch references; the preshuffled-B GEMM (buffer loads) at
+4096^3 bf16 and 4000x3000x1000 f16; bottom-right causal prefill (Sq < Skv with
 GQA, Sq > Skv with rows that see no key); decode B=64 (single kernel, GQA) and split-KV decode
 at seqlen_kv 16384.  Outputs (and the split-KV workspace) are poisoned with NaN first.
 Tolerances (|out - ref| <= atol + rtol |ref| elementwise, the registry's): GEMM f16 out
@@ -351,6 +352,13 @@ def test_cuda_compiles_fp8_gemm(dtype, kw):
 
 
 @needs_compiler
+def test_cuda_compiles_preshuffled_gemm():
+    k = _gemm(200, 136, 72, "bf16", b_layout="preshuffled")
+    m, spills = _compile(k.source)
+    assert m.kernels == (k.name,) and not any(spills)
+
+
+@needs_compiler
 def test_cuda_compiles_attention():
     k = _attn(causal=True)
     m, _ = _compile(k.source)
@@ -407,6 +415,10 @@ if _cuda():
     for _shape, _dt, _lay in (((4096, 4096, 4096), "fp8", "NT"), ((4000, 3000, 1000), "bf8", "NN")):
         _GPU_GEMMS[(_shape, _dt)] = af.gemm_kernel(*_shape, _dt, block_k=64,
                                                    b_major="col" if _lay[1] == "T" else "row")
+    # preshuffled B (buffer loads straight into registers): 4096^3 and a ragged shape
+    for _shape, _dt in (((4096, 4096, 4096), "bf16"), ((4000, 3000, 1000), "f16")):
+        _GPU_GEMMS[(_shape, _dt, "preshuffled")] = af.gemm_kernel(*_shape, _dt,
+                                                                  b_layout="preshuffled")
     for _c in (False, True):
         _GPU_ATTN[_c] = af.attention_case(2, 8, 2048, 128, _c, "f16")
     for _a in _BR_CASES:
@@ -465,6 +477,21 @@ def test_gpu_fp8_gemm_large(shape, dtype, layout):
                       built=_GPU_GEMMS[(shape, dtype)])
     assert r["unwritten_nan"] == 0
     assert r["out_dtype"] == "bf16"
+    assert r["within_tol"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")
+@pytest.mark.parametrize("shape,dtype", [((4096, 4096, 4096), "bf16"),
+                                         ((4000, 3000, 1000), "f16")])
+def test_gpu_gemm_preshuffled_large(shape, dtype):
+    bk = _GPU_GEMMS[(shape, dtype, "preshuffled")]
+    assert "lagen_buffer_load_b128" in bk.source
+    r = af.check_gemm(*shape, dtype=dtype, reps=1, built=bk)
+    atol, rtol = {"f16": (2e-3, 2e-3), "bf16": (1e-2, 1e-2)}[dtype]
+    assert r["unwritten_nan"] == 0
+    assert r["max_abs_err"] <= atol + rtol * r["max_abs_ref"]
+    assert r["rel_fro_err"] < {"f16": 1e-3, "bf16": 6e-3}[dtype]
     assert r["within_tol"], r
 
 

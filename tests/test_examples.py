@@ -97,8 +97,18 @@ def test_04_swizzled_gemm(capsys, tmp_path):
          "PROVED double buffer", "== the instructions the gate verified: True",
          "B's LDS writes 32-bit -> 128-bit", "OK: B as stored, emulated 128^3",
          "OK: B pre-shuffled, emulated 128^3", "compiled 512^3 for gfx942, emulated 128^3",
-         "ALL PROOFS AND THE EMULATED RUNS PASSED")
-    assert len(list(tmp_path.glob("*.co"))) == 2 and len(list(tmp_path.glob("banks_*.svg"))) == 4
+         "ALL PROOFS AND THE EMULATED RUNS PASSED",
+         # the ladder's last step: B preshuffled into MFMA fragment order, in registers
+         "PROVED gate, B in fragment order: 13/13 checks",
+         "B in fragment order: B has no LDS (buffer_load_dwordx4 straight into registers)",
+         "'buffer_load_dwordx4': 8", "PROVED B in fragment order:", "(lane_mfma_operands)",
+         "LDS 16384 B (A only, was 32768 B)", "OK: B in fragment order, emulated 128^3",
+         "model (not a measurement, +-25%)")
+    assert len(list(tmp_path.glob("*.co"))) == 3 and len(list(tmp_path.glob("banks_*.svg"))) == 4
+    svg = (tmp_path / "preshuffle_B.svg").read_text()
+    assert "L63" in svg and "fragment order" in svg
+    # every compiled hot loop is the verified one (the three variants)
+    assert out.count("== the instructions the gate verified: True") == 3
 
 
 def test_examples_run_as_scripts_from_anywhere(tmp_path):

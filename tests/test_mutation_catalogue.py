@@ -493,3 +493,137 @@ def test_catalogue_size():
     cases = [c[0] for c in PRINTER + DECLS] + OTHER
     assert len(cases) >= 40 and len(set(cases)) == len(cases)
     assert {c[1] for c in PRINTER + DECLS} >= {"gemm", "prefill", "decode", "split", "combine"}
+
+
+# ---------------------------------------------------------------------------- preshuffled B
+
+from kernels.amd.gemm_preshuffle import (PreshuffleGemmBuilder, build_gemm_preshuffled,  # noqa: E402
+                                         build_gemm_preshuffled_ir, plan_preshuffled)
+from kernels.ir import Access, Regs, walk  # noqa: E402
+
+_PS_CFG = GemmConfig(m=256, n=256, k=256)     # 2x2 blocks, 3 loop iterations
+
+
+def _ps_ir():
+    return build_gemm_preshuffled_ir(_PS_CFG)
+
+
+def _b_loads(ir):
+    return [s for s in walk(ir.body) if isinstance(s, Access) and s.buf == "B"]
+
+
+def _refused_by(ir, check):
+    r = verify_kernel(ir)
+    failed = {k for k, c in r.checks.items() if not c.holds}
+    assert check in failed, (check, failed)
+    return r.checks[check].counterexample
+
+
+def test_ps_unmutated_holds():
+    assert verify_kernel(_ps_ir()).holds
+
+
+def test_ps_wrong_shuffle_is_refused_by_emitted_index_math():
+    """The kernel evaluates B's offsets from another order (lane group and column strides
+    swapped) than the tensor's declared storage (the public preshuffle_layout)."""
+    from layoutalg import Layout
+    b = PreshuffleGemmBuilder(plan_preshuffled(_PS_CFG))
+    (sn, sk) = b.blay.shape, b.blay.stride
+    b.blay = Layout(sn, ((sk[1][1], sk[0][1]), (sk[1][0], sn[0][0] * 8, sk[1][2])))
+    cex = _refused_by(b.build(), "emitted_index_math")
+    assert "stored as" in cex
+
+
+def test_ps_wrong_lane_offset_is_refused_by_emitted_index_math():
+    ir = _ps_ir()
+    ld = _b_loads(ir)[0]
+    ld.offset = ld.offset + 8                # every lane reads its neighbour's 16 bytes
+    assert "printed offset" in _refused_by(ir, "emitted_index_math")
+
+
+def test_ps_missing_soffset_is_refused_by_emitted_index_math():
+    ir = _ps_ir()
+    for ld in _b_loads(ir):
+        ld.soffset = ld.soffset * 0          # the block / k-tile part dropped
+    _refused_by(ir, "emitted_index_math")
+
+
+def test_ps_per_lane_soffset_is_refused_by_emitted_index_math():
+    """The sum is right but a per-lane term sits in the SGPR operand."""
+    from kernels.ir import sym
+    ir = _ps_ir()
+    ld = _b_loads(ir)[0]
+    t = 8 * sym("b_ps_n")
+    ld.offset, ld.soffset = ld.offset - t, ld.soffset + t
+    assert "differs between lanes" in _refused_by(ir, "emitted_index_math")
+
+
+def test_ps_negative_voffset_is_refused_by_in_bounds():
+    """voffset - 64, soffset + 64: the same address, but voffset < 0 wraps on the hardware."""
+    ir = _ps_ir()
+    ld = _b_loads(ir)[0]
+    ld.offset, ld.soffset = ld.offset - 64, ld.soffset + 64
+    assert "voffset" in _refused_by(ir, "in_bounds")
+
+
+def test_ps_no_buffer_resource_is_refused_by_in_bounds():
+    import dataclasses
+    ir = _ps_ir()
+    ir.params[1] = dataclasses.replace(ir.params[1], buffer=False)
+    assert "no buffer resource" in _refused_by(ir, "in_bounds")
+
+
+def test_ps_stale_register_set_is_refused_by_lane_mfma_operands():
+    """The first MFMA reads B from the other register set (the next k-tile's B)."""
+    ir = _ps_ir()
+    fr1 = next(f for f in ir.frags if f.name == "b_fr1")
+    m = next(s for s in walk(ir.body) if isinstance(s, Mfma) and s.b.frag.name == "b_fr0")
+    m.b = Regs(fr1, m.b.idx)
+    _refused_by(ir, "lane_mfma_operands")
+
+
+PS_PRINTED = [
+    ("ps-soffset-dropped-in-text", ("s", "8192*b_ps_nt, 32768*block_n);", "8192*b_ps_nt, 0);"),
+     "printed_source"),
+    ("ps-voffset-lane-term-in-text", ("s", "+ 8*b_ps_n + 8192*b_ps_nt, 32768*block_n);",
+                                      "+ 16*b_ps_n + 8192*b_ps_nt, 32768*block_n);"),
+     "printed_source"),
+    ("ps-rsrc-num-records", ("s", "lagen_make_buffer(B, 131072u)", "lagen_make_buffer(B, 65536u)"),
+     "declarations"),
+    ("ps-buffer-load-register-set", ("s", "b_fr0[0] = lagen_buffer_load_b128",
+                                     "b_fr1[0] = lagen_buffer_load_b128"), "printed_source"),
+]
+
+
+@pytest.fixture(scope="module")
+def ps_built():
+    return build_gemm_preshuffled(_PS_CFG)
+
+
+@pytest.mark.parametrize("case", PS_PRINTED, ids=[c[0] for c in PS_PRINTED])
+def test_ps_printed_mutation_is_refused(ps_built, case):
+    _, how, check = case
+    bad = _apply(ps_built.source, how)
+    r = verify_printed(ps_built.ir, bad)
+    assert not r[check].holds, {k: c.counterexample for k, c in r.items()}
+
+
+def test_ps_emulator_refuses_an_out_of_range_buffer_load(ps_built):
+    """A printed soffset past the end of the buffer: the emulator stops with the load's
+    offsets and the buffer's num_records (it does not model the hardware's zero fill)."""
+    bad = _mutate(ps_built.source, "8192*b_ps_nt, 32768*block_n);",
+                  "8192*b_ps_nt, 32768*block_n + 65536);")
+    a = np.zeros((256, 256), np.float16)
+    with pytest.raises(EmulatorError, match="buffer_load_dwordx4 out of range"):
+        run(bad, ps_built.name, ps_built.grid, ps_built.block,
+            [a, np.zeros(256 * 256, np.float16), np.zeros((256, 256), np.float16)])
+
+
+PS_OTHER = ["ps-wrong-shuffle", "ps-wrong-lane-offset", "ps-missing-soffset",
+            "ps-per-lane-soffset", "ps-negative-voffset", "ps-no-buffer-resource",
+            "ps-stale-register-set", "ps-emu-out-of-range"]
+
+
+def test_ps_catalogue_names_are_unique():
+    names = [c[0] for c in PS_PRINTED] + PS_OTHER
+    assert len(names) == len(set(names)) == 12

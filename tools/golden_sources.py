@@ -82,6 +82,25 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source
+    # preshuffled B (kernels/amd/gemm_preshuffle.py): tests/test_gemm_preshuffle.py's cases,
+    # the 4096^3 kernels of docs/PERFORMANCE.md and examples/04's fragment-order step
+    from kernels.amd.gemm_preshuffle import build_gemm_preshuffled
+    ps = {
+        "f16-32x32x8": GemmConfig(128, 128, 96),
+        "bf16-16x16x16-f32out": GemmConfig(64, 96, 96, dtype="bf16", out_dtype="f32",
+                                           block_m=64, block_n=64, mfma="16x16x16"),
+        "ragged-f16": GemmConfig(37, 100, 70, block_m=64, block_n=64, mfma="16x16x16"),
+        "ragged-bf16-32x32": GemmConfig(130, 72, 40, dtype="bf16"),
+        "colA-tiny-k": GemmConfig(96, 64, 24, a_major="col", block_m=64, block_n=64,
+                                  mfma="16x16x16"),
+        "k-block-predicated": GemmConfig(64, 48, 70, block_m=64, block_n=64, block_k=64,
+                                         mfma="16x16x16"),
+        "4096-f16": GemmConfig(4096, 4096, 4096),
+        "4096-bf16": GemmConfig(4096, 4096, 4096, dtype="bf16"),
+    }
+    for name, cfg in ps.items():
+        yield (f"amd/gemm-preshuffled/{name}",
+               lambda cfg=cfg: build_gemm_preshuffled(cfg, verify=False).source)
     # tests/test_gemm_emulate.py's CASES (tests/_gemm_cases.py), through the CLI entry
     base, cases = _gemm_cases.BASE, _gemm_cases.CASES
     entry = get("gemm")

@@ -18,10 +18,11 @@ from .tv_diagram import draw_tv
 from .mma_diagram import draw_mma
 from .copy_diagram import draw_copy
 from .swizzle_diagram import draw_swizzle
+from .preshuffle_diagram import draw_preshuffle
 from .raster import RasterizerMissing, svg_to_png
 
 __all__ = ["Diagram", "draw_layout", "offset_table", "draw_tv", "draw_mma", "draw_copy",
-           "draw_swizzle", "draw_banks", "RasterizerMissing", "svg_to_png"]
+           "draw_swizzle", "draw_preshuffle", "draw_banks", "RasterizerMissing", "svg_to_png"]
 
 
 def draw_banks(*args, **kwargs):

@@ -31,7 +31,7 @@ from layoutalg.errors import LayoutError
 from ..printer.hip import emit
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
-from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
+from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .gemm_scales import scale_epilogue, scale_frags
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
@@ -692,8 +692,9 @@ class BuiltKernel(BuiltProgram):
                 key = f"ds_{'read' if s.kind == 'load' else 'write'}_b{s.width * eb * 8}"
             elif isinstance(s, Access):
                 bits = s.width * eb * 8
-                key = {128: "global_load_dwordx4", 64: "global_load_dwordx2",
-                       32: "global_load_dword"}.get(bits, f"global_load_{bits}bit")
+                kind = "global" if s.soffset is None else "buffer"    # buffer: preshuffled B
+                key = {128: f"{kind}_load_dwordx4", 64: f"{kind}_load_dwordx2",
+                       32: f"{kind}_load_dword"}.get(bits, f"{kind}_load_{bits}bit")
             elif isinstance(s, Mfma):
                 key = s.spec.name
             else:
@@ -748,6 +749,9 @@ def build_gemm(cfg: GemmConfig, *, verify: bool = True) -> BuiltKernel:
     and :class:`kernels.gemm_plan.ConfigError` for options that cannot make a kernel.
     ``verify=False`` is for tests of the gate itself; the result then says nothing was checked.
     """
+    if cfg.b_layout != "plain":   # another B storage: its own builder, never a silent plain B
+        raise ConfigError(f"b_layout={cfg.b_layout!r}: use build_gemm_preshuffled")
+
     def make(stages: List[Stages]) -> BuiltKernel:
         st, = stages
         return BuiltKernel(st.ir.name, st.source, st.ir, st.plan, st.verification, st.timings)

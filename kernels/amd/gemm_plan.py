@@ -102,6 +102,9 @@ class GemmConfig:
                                    # (scale_a of M, scale_b of N floats); "none". Two extra
                                    # float* parameters unless "none". True = "tensor", False =
                                    # "none", None = the dtype's default (tensor for fp8/bf8)
+    b_layout: str = "plain"        # "plain" (B[K,N] as b_major says, through LDS) or
+                                   # "preshuffled" (kernels.amd.preshuffle, straight to
+                                   # registers: build with kernels.amd.gemm_preshuffle)
 
     def normalized(self) -> "GemmConfig":
         dt = norm_dtype(self.dtype)
@@ -127,6 +130,8 @@ class GemmConfig:
         for name in ("a_major", "b_major", "c_major"):
             if getattr(c, name) not in ("row", "col"):
                 raise ConfigError(f"{name} must be 'row' or 'col', got {getattr(c, name)!r}")
+        if c.b_layout not in ("plain", "preshuffled"):
+            raise ConfigError(f"b_layout must be 'plain' or 'preshuffled', got {c.b_layout!r}")
         if c.stages not in (1, 2):
             raise ConfigError(f"stages must be 1 or 2, got {c.stages!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):

@@ -106,6 +106,11 @@ class GemmEntry(KernelEntry):
                        help="LDS buffers: 2 = double buffer (default), 1 = single buffer with "
                        "two barriers per k-tile (pair with a 64-deep block, e.g. --block "
                        "128x128x64, for the highest MFMA share)")
+        g.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"),
+                       help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
+                       "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "
+                       "straight into registers with buffer_load_dwordx4; --layout's B letter "
+                       "is ignored)")
 
     def config(self, args: argparse.Namespace) -> Any:
         from .gemm_plan import ConfigError, GemmConfig
@@ -125,9 +130,13 @@ class GemmEntry(KernelEntry):
                           block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
                           mfma=args.mfma, vec=args.vec, stages=args.stages,
                           arch=getattr(args, "arch", "gfx942"),
-                          scales=getattr(args, "scales", None))
+                          scales=getattr(args, "scales", None),
+                          b_layout=getattr(args, "b_layout", "plain"))
 
     def build(self, cfg: Any) -> Any:
+        if cfg.b_layout == "preshuffled":
+            from .gemm_preshuffle import build_gemm_preshuffled
+            return build_gemm_preshuffled(cfg)
         from .gemm import build_gemm
         return build_gemm(cfg)
 
@@ -147,6 +156,10 @@ class GemmEntry(KernelEntry):
         if ELEM_TYPES[c.dtype].bytes == 1:      # raw bytes: the emulator's uint8 arguments
             a_store, b_store = a_store.view(torch.uint8), b_store.view(torch.uint8)
         out_dt = _torch_dtype(c.out_dtype)
+        if c.b_layout == "preshuffled":     # the buffer the kernel reads; reference uses b
+            from .gemm_plan import plan_gemm
+            from .preshuffle import preshuffle
+            b_store = preshuffle(b, plan_gemm(c).spec.name, c.dtype, c.arch)
         shape = (c.m, c.n) if c.c_major == "row" else (c.n, c.m)
         args = [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
         if c.scales != "none":   # not powers of two (a missing factor cannot hide)
@@ -158,6 +171,10 @@ class GemmEntry(KernelEntry):
         c = cfg.normalized()
         a, b = _as_values(args[0], c.dtype), _as_values(args[1], c.dtype)
         a = a if c.a_major == "row" else a.t()
+        if c.b_layout == "preshuffled":    # back through the same layout (its inverse)
+            from .gemm_plan import plan_gemm
+            from .preshuffle import unshuffle
+            return a, unshuffle(b, c.k, c.n, plan_gemm(c).spec.name, c.dtype, c.arch)
         b = b if c.b_major == "row" else b.t()
         return a, b
 

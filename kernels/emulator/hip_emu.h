@@ -670,6 +670,24 @@ template <class... P> inline const char* signature(void (*)(P...)) {
 inline unsigned lagen_lane_id() { return ::lagen_emu::g_rt.cur->lane; }
 inline unsigned lagen_wave_id() { return ::lagen_emu::g_rt.cur->wave; }
 inline float lagen_atomic_add(float* p, float v) { return ::lagen_emu::atomic_add(p, v); }
+// raw buffer loads: the base and num_records of the V#; a load that is not entirely inside
+// [0, num_records) stops the kernel (the hardware would return zeros for the out-of-range
+// dwords; no layoutalg kernel relies on that, the verifier proves its loads in range)
+struct lagen_buffer { const unsigned char* base; unsigned long long bytes; };
+inline lagen_buffer lagen_make_buffer(const void* base, unsigned bytes) {
+  return lagen_buffer{(const unsigned char*)base, bytes};
+}
+template <typename V> inline V lagen_buffer_load_b128(lagen_buffer b, int voff, int soff) {
+  static_assert(sizeof(V) == 16, "lagen_buffer_load_b128 loads 16-byte vectors");
+  const long long eb = (long long)sizeof(V{}[0]);
+  const long long at = (long long)voff * eb + (long long)soff * eb;
+  if (voff < 0 || soff < 0 || at + 16 > (long long)b.bytes)
+    ::lagen_emu::fail("buffer_load_dwordx4 out of range: voffset %lld + soffset %lld bytes, "
+                      "num_records %llu", (long long)voff * eb, (long long)soff * eb, b.bytes);
+  V v;
+  __builtin_memcpy(&v, b.base + at, 16);
+  return v;
+}
 inline int lagen_atomic_add(int* p, int v) { return ::lagen_emu::atomic_add(p, v); }
 inline unsigned lagen_atomic_add(unsigned* p, unsigned v) { return ::lagen_emu::atomic_add(p, v); }
 

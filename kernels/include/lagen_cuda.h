@@ -179,6 +179,26 @@ __device__ __forceinline__ float lagen_atomic_add(float* p, float v) { return at
 __device__ __forceinline__ int lagen_atomic_add(int* p, int v) { return atomicAdd(p, v); }
 __device__ __forceinline__ unsigned lagen_atomic_add(unsigned* p, unsigned v) { return atomicAdd(p, v); }
 
+// raw buffer loads (lagen_hip.h's lagen_buffer_load_b128): element offsets voff (per lane) +
+// soff (wave-uniform); a load not entirely inside [0, num_records) traps, as the emulator stops
+// (the hardware would zero-fill; no layoutalg kernel relies on that, the verifier proves it)
+struct lagen_buffer { const unsigned char* base; unsigned bytes; };
+__device__ __forceinline__ lagen_buffer lagen_make_buffer(const void* base, unsigned bytes) {
+  return lagen_buffer{(const unsigned char*)base, bytes};
+}
+template <class V> struct lagen_cuda_elem_bytes;
+template <class T, int N> struct lagen_cuda_elem_bytes<lagen_vec<T, N>> {
+  static constexpr int value = (int)sizeof(T);
+};
+template <class V>
+__device__ __forceinline__ V lagen_buffer_load_b128(lagen_buffer b, int voff, int soff) {
+  static_assert(sizeof(V) == 16, "lagen_buffer_load_b128 loads 16-byte vectors");
+  const long long eb = lagen_cuda_elem_bytes<V>::value;
+  const long long at = (long long)voff * eb + (long long)soff * eb;
+  if (voff < 0 || soff < 0 || at + 16 > (long long)b.bytes) __trap();
+  return *(const V*)(b.base + at);
+}
+
 __device__ __forceinline__ float lagen_bf16_to_f32(unsigned short b) {
   return __int_as_float((int)((unsigned)b << 16));
 }

@@ -29,6 +29,14 @@
 //     __builtin_amdgcn_s_barrier / _fence / s_waitcnt / sched_barrier / s_setprio (no-ops in
 //                                        emulation except s_barrier == __syncthreads)
 //   lagen_atomic_add(float* / int* / unsigned*, value)  relaxed device-scope atomic add
+//   lagen_buffer lagen_make_buffer(const void* base, unsigned bytes)   a raw buffer resource
+//                                        (V#: stride 0, num_records = bytes; kernels use it only
+//                                        for in-range loads, which the verifier proves)
+//   lagen_buffer_load_b128<V>(buf, voff, soff)   buffer_load_dwordx4 of the 16-byte vector type V
+//                                        at ELEMENT offset voff (per lane, a VGPR) + soff
+//                                        (wave-uniform, an SGPR); offsets are scaled to bytes
+//                                        here. The emulator stops the kernel on an out-of-range
+//                                        load instead of modelling the hardware's zero fill.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -115,6 +123,19 @@ __device__ __forceinline__ int lagen_atomic_add(int* p, int v) {
 }
 __device__ __forceinline__ unsigned lagen_atomic_add(unsigned* p, unsigned v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+// Raw buffer resource (V#) for gfx9/CDNA: stride 0 (raw), num_records in bytes, word 3 =
+// DST_SEL_XYZW | NUM_FORMAT float | DATA_FORMAT 32 (0x00027000, the value Triton's AMD
+// backend uses for CDNA3 buffer ops). Never validated on hardware here (no AMD GPU).
+typedef __amdgpu_buffer_rsrc_t lagen_buffer;
+__device__ __forceinline__ lagen_buffer lagen_make_buffer(const void* base, unsigned bytes) {
+  return __builtin_amdgcn_make_buffer_rsrc((void*)base, (short)0, (int)bytes, 0x00027000);
+}
+template <typename V>
+__device__ __forceinline__ V lagen_buffer_load_b128(lagen_buffer b, int voff, int soff) {
+  static_assert(sizeof(V) == 16, "lagen_buffer_load_b128 loads 16-byte vectors");
+  constexpr int eb = (int)sizeof(V{}[0]);
+  return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(b, voff * eb, soff * eb, 0));
 }
 #endif
 

@@ -89,9 +89,22 @@ class Regs:
 
 @dataclass(frozen=True)
 class Param:
+    """A pointer parameter.  ``layout``: the tensor's storage layout (logical coordinates ->
+    element offset) when the kernel declares one, a contract with the host (e.g. a preshuffled
+    B): every global access of the tensor must use it as its origin (the gate checks).
+    ``buffer``: the tensor is also read through a raw buffer resource ``<name>_rsrc`` whose
+    num_records is ``layout.cosize()`` elements (needs ``layout``)."""
+
     name: str
     dtype: str          # element dtype of the pointer
     const: bool = True
+    layout: Any = field(default=None, compare=False, hash=False)
+    buffer: bool = False
+
+    @property
+    def buffer_elems(self) -> int:
+        """num_records of the buffer resource, in elements (0: no buffer resource)."""
+        return int(self.layout.cosize()) if self.buffer and self.layout is not None else 0
 
 
 @dataclass(frozen=True)
@@ -197,11 +210,24 @@ class Access:
     tag: str = ""
     origin: Any = None
     coords: Tuple[Any, ...] = ()  # logical coordinates whose image under origin is offset
+    # a buffer load (global, load, 16 bytes): the wave-uniform part of the offset, an SGPR
+    # soffset; ``offset`` is then the per-lane VGPR voffset and the element read is at
+    # offset + soffset (both unsigned on the hardware: the gate proves each >= 0)
+    soffset: Any = None
+
+    @property
+    def total_offset(self) -> Any:
+        """The element offset the access reads or writes (voffset + soffset for a buffer
+        load)."""
+        return self.offset if self.soffset is None else self.offset + self.soffset
 
     def __post_init__(self) -> None:
         if len(self.regs.idx) != self.width:
             raise ValueError(f"access {self.tag}: {len(self.regs.idx)} registers for a "
                              f"{self.width}-wide vector")
+        if self.soffset is not None and (self.space, self.kind) != ("global", "load"):
+            raise ValueError(f"access {self.tag}: a scalar offset (buffer load) needs a global "
+                             "load")
 
 
 @dataclass

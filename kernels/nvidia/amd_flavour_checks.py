@@ -32,7 +32,11 @@ def gemm_kernel(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[
                 **kw: Any):
     from ..amd.gemm import build_gemm
     from ..amd.gemm_plan import GemmConfig
-    return build_gemm(GemmConfig(m, n, k, dtype=dtype, out_dtype=out_dtype, **kw))
+    cfg = GemmConfig(m, n, k, dtype=dtype, out_dtype=out_dtype, **kw)
+    if cfg.b_layout == "preshuffled":
+        from ..amd.gemm_preshuffle import build_gemm_preshuffled
+        return build_gemm_preshuffled(cfg)
+    return build_gemm(cfg)
 
 
 def run_gemm(built: Any, a: Any, b: Any, c: Any, *scales: Any, sm: str = "sm_90",
@@ -211,6 +215,9 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
     else:
         scales = [torch.tensor([0.7], device="cuda"), torch.tensor([1.3], device="cuda")] \
             if cfg.scales == "tensor" else []
+    if cfg.b_layout == "preshuffled":     # B in MFMA fragment order (1-D buffer)
+        from ..amd.preshuffle import preshuffle
+        b_st = preshuffle(b, built.plan.spec.name, cfg.dtype)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
     t0 = time.perf_counter()
     mod = compile_amd(built.source)
@@ -444,7 +451,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         gemms = [(4096, 4096, 4096, "f16", None, "NN"), (4000, 3000, 1000, "f16", None, "NN"),
                  (4000, 3000, 1000, "bf16", None, "NN"), (4096, 4096, 4096, "bf16", "f32", "NT"),
                  (4096, 4096, 4096, "fp8", None, "NT", {"block_k": 64}),
-                 (4000, 3000, 1000, "bf8", None, "NN", {"block_k": 64})]
+                 (4000, 3000, 1000, "bf8", None, "NN", {"block_k": 64}),
+                 (4096, 4096, 4096, "bf16", None, "NN", {"b_layout": "preshuffled"}),
+                 (4000, 3000, 1000, "f16", None, "NN", {"b_layout": "preshuffled"})]
         atts = [(2, 8, 2048, 128, False, "f16"), (2, 8, 2048, 128, True, "f16"),
                 (2, 8, 2048, 128, True, "bf16"),
                 (2, 8, 1000, 128, True, "f16", 4, 3000, "bottom_right"),

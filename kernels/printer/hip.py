@@ -132,6 +132,12 @@ class Printer:
         ptr = f"({a.buf} + {to_c(a.offset)})"
         mem = f"*({'const ' if a.kind == 'load' and a.space == 'global' else ''}{vt}*){ptr}" \
             if a.width > 1 else f"{a.buf}[{to_c(a.offset)}]"
+        if a.soffset is not None:
+            if a.width * _BYTES[bt] != 16 or not self.is_lvalue_vector(a.regs):
+                raise ValueError(f"emit: buffer load {a.tag} must move one whole 16-byte "
+                                 "register vector")
+            mem = (f"lagen_buffer_load_b128<{vt}>({a.buf}_rsrc, {to_c(a.offset)}, "
+                   f"{to_c(a.soffset)})")
         pred = to_c(a.pred) if a.pred is not None else None
         if a.kind == "load":
             if bt != rt:
@@ -200,6 +206,10 @@ class Printer:
         self.out(1, "const int tid = threadIdx.x;")
         for name, axis in zip(k.grid_symbols, "xyz"):
             self.out(1, f"const int {name} = blockIdx.{axis};")
+        for p in k.params:
+            if p.buffer:
+                self.out(1, f"const lagen_buffer {p.name}_rsrc = lagen_make_buffer({p.name}, "
+                            f"{p.buffer_elems * _BYTES[p.dtype]}u);")
         self.stmts(k.body, 1)
         body = self.lines[body_start:]
         notes = [f"// {h}".rstrip() for h in k.header]

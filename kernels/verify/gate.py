@@ -51,7 +51,7 @@ from layoutalg.verify.result import CheckResult
 
 from ..errors import KernelError
 from ..ir.core import Access, Kernel, Let, Loop, sym
-from .gate_common import Fail, check_lds_capacity, leaves
+from .gate_common import Fail, check_lds_capacity, mode_coords
 from .gate_dataflow import GemmDataflow
 from .gate_static import (AffineStaticChecks, NeedFullEnumeration, StaticChecks, affine_plan,
                           affine_slopes, is_compact)
@@ -127,7 +127,7 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
                 return False, f"{s.tag}: LDS offset depends on the block index"
         if isinstance(s, Access) and s.space == "global":
             for coords in s.coords:
-                for p, c in enumerate(leaves(coords)):
+                for p, c in enumerate(mode_coords(s.origin, coords)):
                     sh = affine_slopes(c, grid, cache)
                     if sh is None:
                         c = sympy.expand(sympy.sympify(c))

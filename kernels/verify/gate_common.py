@@ -68,6 +68,38 @@ def leaves(c: Any) -> List[Any]:
     return [c]
 
 
+def mode_coords(origin: Any, coords: Any) -> List[Any]:
+    """One logical coordinate per top-level mode of ``origin`` from ``coords``, which give one
+    coordinate per flat mode (nested like the shape): a mode of shape ``(s0, s1, ...)`` with
+    natural coordinates ``(c0, c1, ...)`` has the colexicographic index ``c0 + s0*c1 + ...``
+    (layoutalg's ``crd2idx``).  For flat layouts this is ``leaves(coords)``.  The dataflow
+    checks compare these: a preshuffled B (``((IN, NT), (V, G, KB))``) is still B[n][k]."""
+    inner = origin.inner if isinstance(origin, ComposedLayout) else origin
+    shape = inner.shape if isinstance(inner.shape, tuple) else (inner.shape,)
+    cs = coords if isinstance(coords, tuple) and len(coords) == len(shape) else None
+    if cs is None:
+        return leaves(coords)
+    out: List[Any] = []
+    for sh, c in zip(shape, cs):
+        sizes, parts = leaves(sh), leaves(c)
+        if len(sizes) != len(parts):
+            raise KernelError(f"gate: coordinate {c} does not match mode {sh} of {origin}")
+        idx: Any = 0
+        span = 1
+        for size, x in zip(sizes, parts):
+            idx = idx + x * span
+            span *= int(size)
+        out.append(idx)
+    return out
+
+
+def mode_extents(origin: Any) -> List[int]:
+    """The size of each top-level mode of ``origin``."""
+    inner = origin.inner if isinstance(origin, ComposedLayout) else origin
+    shape = inner.shape if isinstance(inner.shape, tuple) else (inner.shape,)
+    return [int(np.prod(leaves(sh))) for sh in shape]
+
+
 def compose_offset(origin: Any, off: Any) -> Any:
     """``off`` (the inner layout's offset) through the rest of ``origin``: unchanged for a
     Layout; plus the offset, then the swizzle, for a Swizzle-ComposedLayout."""

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..errors import KernelError
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
-from .gate_common import Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves
+from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, mode_coords,
+                          mode_extents)
 
 __all__ = ["sympy_coeff_add", "GemmDataflow"]
 
@@ -172,9 +173,8 @@ class GemmDataflow:
             deltas = self._coord_deltas(a)
             if deltas is not None:
                 c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                     for x in leaves(a.coords[0])]
-                self.k_extent[a.buf] = int(a.origin.shape[1]) \
-                    if isinstance(a.origin.shape, tuple) else 0
+                     for x in self._mode_coords(a)[0]]
+                self.k_extent[a.buf] = _k_extent(a.origin)
                 cs = [c[p][:, None] + np.asarray(deltas[p])[None, :] for p in range(2)]
                 self.regs[fr][:, np.array(a.regs.idx)] = _enc(self.buf_id[a.buf], cs[0], cs[1],
                                                               ~pred[:, None])
@@ -183,8 +183,8 @@ class GemmDataflow:
             addr = off + j
             if a.space == "global" and a.kind == "load":
                 c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                     for x in leaves(a.coords[j])]
-                self.k_extent[a.buf] = int(a.origin.shape[1]) if isinstance(a.origin.shape, tuple) else 0
+                     for x in self._mode_coords(a)[j]]
+                self.k_extent[a.buf] = _k_extent(a.origin)
                 self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[0], c[1], ~pred)
             elif a.space == "lds" and a.kind == "store":
                 self.lds_touch(a, addr, th, write=True, env=env)
@@ -208,7 +208,7 @@ class GemmDataflow:
         if key in self.deltas:
             return self.deltas[key]
         out: Optional[List[List[int]]] = None
-        per_elem = [leaves(c) for c in a.coords]
+        per_elem = self._mode_coords(a)
         if per_elem and all(len(x) == 2 for x in per_elem):
             out = [[], []]
             for p in range(2):
@@ -223,6 +223,17 @@ class GemmDataflow:
                     break
         self.deltas[key] = out
         return out
+
+    def _mode_coords(self, a: Access) -> List[List[Any]]:
+        """Per element, the logical coordinate of each top-level mode of the access's origin
+        (``gate_common.mode_coords``), cached per access."""
+        key = ("modes", id(a))
+        hit = self.deltas.get(key)
+        if hit is None:
+            import sympy
+            hit = self.deltas[key] = [[sympy.expand(x) for x in mode_coords(a.origin, c)]
+                                      for c in a.coords]
+        return hit
 
     def lds_touch(self, a: Access, addr, th, write: bool, env) -> None:
         b = a.buf
@@ -242,7 +253,7 @@ class GemmDataflow:
         fr = a.regs.frag.name
         T = self.T
         cm, cn = (np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                  for x in leaves(a.coords[j]))
+                  for x in self._mode_coords(a)[j])
         if fr not in self.acc_frags:
             self.f.add("lane_accumulator_writeback", f"{self.where(a.tag, env)}: stores "
                                                      f"{fr}, which no MFMA accumulates into")
@@ -521,6 +532,12 @@ class GemmDataflow:
                        "summed (a reduction index used twice)")
             return
         kb_arr[wd, th_b, it_b] = cur | new
+
+
+def _k_extent(origin: Any) -> int:
+    """The reduction extent of an ``(mn, k)`` operand layout (its second mode's size)."""
+    ext = mode_extents(origin)
+    return ext[1] if len(ext) > 1 else 0
 
 
 class _Lazy:

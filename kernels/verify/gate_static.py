@@ -56,6 +56,7 @@ class StaticChecks:
     def __init__(self, k: Kernel, arch: str, fails: Fail) -> None:
         self.k, self.arch, self.f = k, arch, fails
         self.buf_dtype = {p.name: p.dtype for p in k.params}
+        self.params = {p.name: p for p in k.params}
         self.buf_dtype.update({s.name: s.dtype for s in k.shared})
         self.shared = {s.name: s.count for s in k.shared}
         self.outputs = {p.name for p in k.params if not p.const}
@@ -111,10 +112,13 @@ class StaticChecks:
 
     def access(self, a: Access, env, active) -> None:
         f = self.f
-        off = np.asarray(c_eval(a.offset, env), dtype=np.int64)
+        off = np.asarray(c_eval(a.total_offset, env), dtype=np.int64)
         pred = np.asarray(True if a.pred is None else c_eval(a.pred, env))
         on = active & pred
         where = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
+        self.tensor_contract(a, where)
+        if a.soffset is not None:
+            self.buffer_offsets(a, env, on, where, None)
         if a.pred is not None:
             pb = np.broadcast_to(on, np.broadcast_shapes(np.shape(on), (1, 1, 1, 1)))
             for i in range(len(self.block_sig)):
@@ -175,6 +179,54 @@ class StaticChecks:
                                        f"is not a multiple of the {a.width}-element vector")
         if a.space == "lds":
             self.banks(a, off, eb, where)
+
+    def tensor_contract(self, a: Access, where: str) -> None:
+        """A global access of a tensor that declares its storage layout (``Param.layout``)
+        must be evaluated from that layout; a buffer load needs the tensor's buffer resource,
+        whose num_records covers the layout (with in-range coordinates and offsets equal to
+        the layout, proved per element, every load is then inside the buffer)."""
+        if a.space != "global":
+            return
+        prm = self.params.get(a.buf)
+        if prm is None:
+            return
+        if prm.layout is not None and a.origin != prm.layout:
+            self.f.add("emitted_index_math", f"{where}: evaluated from the layout {a.origin}, but "
+                                             f"the tensor {a.buf} is stored as {prm.layout} "
+                                             "(its declared layout)")
+        if a.soffset is not None:
+            if not prm.buffer:
+                self.f.add("in_bounds", f"{where}: a buffer load of {a.buf}, which has no "
+                                        "buffer resource")
+            elif int(a.origin.cosize()) > prm.buffer_elems:
+                self.f.add("in_bounds", f"{where}: the layout {a.origin} reaches element "
+                                        f"{int(a.origin.cosize()) - 1}, past the buffer's "
+                                        f"{prm.buffer_elems} elements (num_records)")
+
+    def buffer_offsets(self, a: Access, env, on, where: str, slopes: Any) -> None:
+        """The soffset is the same at every lane of a wave (it is an SGPR), and voffset and
+        soffset are each >= 0 (both unsigned on the hardware).  ``slopes``: per grid axis, the
+        (voffset, soffset) slopes when only block (0, 0) is evaluated (affine pass)."""
+        T = self.k.block
+        vo = np.asarray(c_eval(a.offset, env), dtype=np.int64)
+        so = np.asarray(c_eval(a.soffset, env), dtype=np.int64)
+        shp = np.broadcast_shapes(np.shape(so), (1, 1, 1, T))
+        sob = np.broadcast_to(so, shp).reshape(shp[:3] + (T // 64, 64))
+        if (sob != sob[..., :1]).any():
+            self.f.add("emitted_index_math", f"{where}: the scalar offset (soffset) {a.soffset} "
+                                             "differs between lanes of one wave (an SGPR holds "
+                                             "one value per wave)")
+        for name, val, g_idx in (("voffset", vo, 0), ("soffset", so, 1)):
+            low = val
+            if slopes is not None:
+                low = val + sum(min(0, int(sl[g_idx]) * (G - 1))
+                                for sl, G in zip(slopes, self.k.grid[:2]))
+            shape = np.broadcast_shapes(np.shape(low), np.shape(on))
+            neg = np.broadcast_to(on, shape) & (np.broadcast_to(low, shape) < 0)
+            if neg.any():
+                self.f.add("in_bounds", f"{where} at {self._at(neg)}: {name} "
+                                        f"{int(np.broadcast_to(low, shape)[neg][0])} < 0 "
+                                        "(unsigned on the hardware: an out-of-range load)")
 
     def banks(self, a: Access, off: np.ndarray, eb: int, where: str) -> None:
         kind = "read" if a.kind == "load" else "write"
@@ -291,7 +343,7 @@ def affine_plan(k: Kernel) -> Tuple[Optional[Dict[int, Any]], str]:
             return None, "an if condition depends on the block index"
         if not isinstance(s, Access):
             continue
-        so = affine_slopes(s.offset, grid, cache)
+        so = affine_slopes(s.total_offset, grid, cache)
         if so is None:
             return None, f"{s.tag}: offset is not affine in the block index"
         if s.space == "lds" and any(so):
@@ -478,7 +530,7 @@ class AffineStaticChecks(StaticChecks):
     def access(self, a: Access, env, active) -> None:
         f = self.f
         so, csl, atoms = self.info[id(a)]
-        off = np.asarray(c_eval(a.offset, env), dtype=np.int64)
+        off = np.asarray(c_eval(a.total_offset, env), dtype=np.int64)
         act = np.asarray(active, dtype=bool)
         on = _Box.full(act, self.G)
         for lhs, rhs, sgn, plus, sl in atoms:
@@ -488,6 +540,14 @@ class AffineStaticChecks(StaticChecks):
         if atoms:
             self._note_breaks(on)
         where = f"{a.tag} ({a.kind} {a.space} {a.buf}[offset .. +{a.width}])"
+        self.tensor_contract(a, where)
+        if a.soffset is not None:
+            parts = [affine_slopes(x, [sym(g) for g in self.k.grid_symbols[:2]], {})
+                     for x in (a.offset, a.soffset)]
+            if None in parts:
+                raise NeedFullEnumeration(f"{a.tag}: voffset/soffset not affine in the block")
+            # any block where the predicate is on somewhere counts (a bound, not a witness)
+            self.buffer_offsets(a, env, on.nonempty(), where, list(zip(*parts)))
         eb = BYTES[self.buf_dtype[a.buf]]
         self.widths[a.tag] = a.width * eb * 8
         on_ne = on.nonempty()

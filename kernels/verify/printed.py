@@ -44,7 +44,7 @@ import sympy
 
 from layoutalg.verify.result import CheckResult
 
-from .gate_common import Fail
+from .gate_common import BYTES, Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
@@ -73,7 +73,8 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
         elif isinstance(s, If):
             out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body)))
         elif isinstance(s, Access):
-            out.append(SourceStmt("mem", name=s.buf, exprs=(s.offset,), store=s.kind == "store",
+            offs = (s.offset,) if s.soffset is None else (s.offset, s.soffset)
+            out.append(SourceStmt("mem", name=s.buf, exprs=offs, store=s.kind == "store",
                                   vtype=(None, s.width), pred=s.pred, text=s.tag,
                                   regs=(s.regs.frag.name, s.regs.idx)))
         elif isinstance(s, Barrier):
@@ -166,7 +167,7 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
                                               f"IR 0, 0, 0")
             _compare_regs(c, t, list(s.regs[1:]), [t.regs[1]] + tail[:3])
         pairs = list(zip(t.exprs, s.exprs))
-        for te, se in pairs[: (2 if t.kind == "loop" else 1)]:
+        for te, se in pairs[: (2 if t.kind in ("loop", "mem") else 1)]:
             tv, iv = _txt_value(te, c.tenv), _ir_value(se, c.ienv)
             if t.kind in ("if", "mask"):
                 tv, iv = tv != 0, iv != 0
@@ -215,6 +216,10 @@ def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
     if t.name != s.name:
         c.fails.add("printed_source", f"line {t.line}: accesses {t.name}, the IR "
                                       f"{s.name} ({s.text})")
+    if len(t.exprs) != len(s.exprs):
+        kinds = {1: "a pointer access", 2: "a buffer load (voffset, soffset)"}
+        c.fails.add("printed_source", f"line {t.line}: {kinds.get(len(t.exprs))}, the IR "
+                                      f"{kinds.get(len(s.exprs))} ({s.text})")
     if t.store != s.store:
         c.fails.add("printed_source", f"line {t.line}: a {'store' if t.store else 'load'}, "
                                       f"the IR a {'store' if s.store else 'load'} ({s.text})")
@@ -254,6 +259,17 @@ def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
         fails.add("declarations", f"parameter {bad}: printed "
                                   f"{src.params[bad] if bad < len(src.params) else 'nothing'!r}, "
                                   f"the IR {want[bad] if bad < len(want) else 'nothing'!r}")
+    want_buf = {p.name: p.buffer_elems * BYTES[p.dtype] for p in k.params
+                if getattr(p, "buffer", False)}
+    got_buf = {n: (of, b) for n, (of, b, _) in src.buffers.items()}
+    for name, nbytes in want_buf.items():
+        if got_buf.get(name) != (name, nbytes):
+            fails.add("declarations", f"buffer resource {name}_rsrc: printed "
+                                      f"{got_buf.get(name, 'nothing')}, the IR "
+                                      f"lagen_make_buffer({name}, {nbytes}u) (num_records "
+                                      "bounds every buffer load the gate proved in range)")
+    for name in set(got_buf) - set(want_buf):
+        fails.add("declarations", f"buffer resource {name}_rsrc is not in the IR")
     if src.ids.get("tid", ("",))[0] != "threadIdx.x":
         fails.add("declarations", "tid is not bound to threadIdx.x")
     for name, axis in zip(k.grid_symbols, "xyz"):

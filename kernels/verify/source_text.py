@@ -74,6 +74,8 @@ _LET = re.compile(r"^const int (\w+) = (.*);$")
 _LOOP = re.compile(r"^for \(int (\w+) = (.*); (\w+) < (.*); \+\+(\w+)\) \{$")
 _TYPEDEF = re.compile(r"^LAGEN_VEC_TYPEDEF\((\w+), (\d+), (\w+)\);$")
 _PTR = re.compile(r"\*\((const )?(\w+)\*\)\((\w+) \+ ")
+_BUFLOAD = re.compile(r"lagen_buffer_load_b128<(\w+)>\((\w+)_rsrc, ")
+_RSRC = re.compile(r"^const lagen_buffer (\w+)_rsrc = lagen_make_buffer\((\w+), (\d+)u\);$")
 _MASK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = \(")
 _MFMA = re.compile(r"^(\w+\[\d+\]) = (__builtin_amdgcn_mfma_\w+)\((.*)\);$")
 _UNPACK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = v\[(\d+)\];$")
@@ -106,6 +108,7 @@ class ParsedSource:
     frags: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)
     typedefs: List[Tuple[str, int, str, int]] = field(default_factory=list)
     ids: Dict[str, Tuple[str, int]] = field(default_factory=dict)           # tid / grid symbols
+    buffers: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)  # rsrc: of, bytes, line
     body: List[SourceStmt] = field(default_factory=list)
 
 
@@ -144,6 +147,10 @@ def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
         m = _SHARED.match(s)
         if m:
             out.shared[m.group(2)] = (m.group(1), int(m.group(3)), ln)
+            continue
+        m = _RSRC.match(s)
+        if m:
+            out.buffers[m.group(1)] = (m.group(2), int(m.group(3)), ln)
             continue
         m = _ALIAS.match(s)
         if m:
@@ -234,6 +241,17 @@ def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
     if m:
         into.append(SourceStmt("swz", ln, exprs=(int(m.group(1), 0),), text=s))
     refs: List[Tuple[int, SourceStmt]] = []
+    for m in _BUFLOAD.finditer(s):
+        if m.group(2) not in memory:
+            continue
+        paren = s.index("(", m.start())
+        e = _balanced(s, paren)
+        args = split_args(s[paren + 1:e - 1])
+        if len(args) != 3:
+            raise CExprError(f"line {ln}: a buffer load needs (rsrc, voffset, soffset): {s}")
+        refs.append((m.start(), SourceStmt("mem", ln, m.group(2),
+                                           (parse(args[1]), parse(args[2])), store=False,
+                                           vtype=ctype_of(m.group(1)), pred=pred, text=s)))
     for m in _PTR.finditer(s):
         if m.group(3) not in memory:
             continue
