@@ -16,12 +16,14 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import LaunchError
 from .attention import FLASH_DEFAULTS, FlashAttention, FlashConfig
 from .builder import short_dtype
-from .gemm import DEFAULT_CONFIGS, CudaGemm
-from .wgmma import WGMMA_DEFAULT_CONFIGS, WgmmaGemm, WgmmaGemmConfig
+from ..select import select_gemm
+from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
+from .gemm import CudaGemm
+from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 
-__all__ = ["pick_atom", "capability_of", "gemm", "compiled_gemm", "flash_attention",
-           "compiled_flash"]
+__all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
+           "flash_attention", "compiled_flash", "device_target", "row_vector"]
 
 
 _GEMMS: Dict[Any, CudaGemm] = {}
@@ -47,15 +49,28 @@ def pick_atom(capability: Tuple[int, int], vec: int, atom: str = "auto") -> str:
     return "wgmma" if wg_ok else "mma"
 
 
-def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto"):
-    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
+def row_vector(a, b) -> int:
+    """The widest copy vector (8, 4, 2 elements; 1 if none) that both matrices' row lengths,
+    leading dimensions and data pointers allow."""
+    inner_b = b.shape[1] if b.dim() == 2 else 0
+    for v in (8, 4, 2):
+        if all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
+                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0:
+            return v
+    return 1
 
-    Without ``config``: picks the widest copy vector the shapes and pointers allow (16, 8 or 4
-    bytes) and the instruction by :func:`pick_atom` (wgmma on H100/H200 with 16-byte copies,
-    else mma.sync); odd K (or odd N with ``b_major="n"``) is refused with a
-    :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
-    :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
-    """
+
+def device_target(t) -> Target:
+    """The selection target of the CUDA device holding ``t``: compute capability and SM count
+    read from the device (an H100 target for a CPU tensor: the launch then refuses it)."""
+    import torch
+    if not getattr(t, "is_cuda", False):
+        return H100
+    p = torch.cuda.get_device_properties(t.device)
+    return nvidia_target(capability_of(t), p.multi_processor_count, p.name)
+
+
+def _check_2d(a, b) -> str:
     dt = short_dtype(a)
     if dt is None:
         raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
@@ -65,23 +80,41 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
                               f"shape {tuple(getattr(t, 'shape', ()))} strides "
                               f"{tuple(t.stride()) if hasattr(t, 'stride') else None}; "
                               "pass .contiguous()")
-    cfg = config
+    return dt
+
+
+def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optional[Target] = None
+                ) -> GemmChoice:
+    """The kernel :func:`gemm` runs for these tensors (:func:`kernels.select.select_gemm` on
+    the problem and the device), with its reason: ``print(choose_gemm(a, b))``."""
+    dt = _check_2d(a, b)
+    m, k = a.shape
+    n = b.shape[1] if b_major == "n" else b.shape[0]
+    if min(m, n, k) < 1:
+        raise LaunchError(f"empty GEMM: M={m}, N={n}, K={k}")
+    problem = GemmProblem(int(m), int(n), int(k), dt, b_major, row_vector(a, b))
+    return select_gemm(problem, target or device_target(a), atom)
+
+
+def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto",
+         splits: int = 1):
+    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
+
+    Without ``config``: :func:`choose_gemm` picks the kernel (wgmma on H100/H200, mma.sync
+    elsewhere), the tile against the device's SM count and the split-K count; any M, N, K and
+    any leading dimensions run (vectors cut by an edge or misaligned take the kernels' edge
+    copy).  ``config`` may be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits``
+    then applies to a ``split_k`` one)."""
     if config is None:
-        inner_b = b.shape[1] if b.dim() == 2 else 0
-        for v in (8, 4, 2):
-            ok = all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
-                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0
-            if ok:
-                break
-        else:
-            raise LaunchError(f"a {tuple(a.shape)} / b {tuple(b.shape)}: rows must hold an even "
-                              "number of elements (the narrowest cp.async moves 4 bytes); pad K/N")
-        cap = capability_of(a)
-        if pick_atom(cap, v, atom) == "wgmma":
-            cfg = replace(WGMMA_DEFAULT_CONFIGS[dt], b_major=b_major)
-        else:
-            cfg = replace(DEFAULT_CONFIGS[dt], b_major=b_major, vec=v)
-    return compiled_gemm(cfg)(a, b, out)
+        choice = choose_gemm(a, b, b_major=b_major, atom=atom)
+        config, splits = choice.config, choice.splits
+    g = compiled_gemm(config)
+    if isinstance(config, WgmmaGemmConfig):
+        return g(a, b, out, splits=splits)
+    if splits != 1:
+        raise LaunchError(f"splits={splits}: split-K is a wgmma configuration "
+                          "(WgmmaGemmConfig(split_k=True))")
+    return g(a, b, out)
 
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
