@@ -44,6 +44,8 @@ __all__ = ["SplitKVDecodeConfig", "SplitKVDecode", "emit_splitkv_decode", "choos
 BLOCKS_PER_SM = 4          # blocks per SM the split count aims for (measured on an H100, d128
                            # GQA 4: 64 splits of B1 Skv 100K 2550 GB/s, 32 splits 2181 GB/s)
 MIN_KEYS_PER_SPLIT = 256
+MAX_KEYS_PER_SPLIT = 2048  # when the blocks do not fill the SMs: more splits beat long ones
+                           # (H100, B8 H32/8 Skv 32K: 9 splits 1857 GB/s, 16 splits 2881 GB/s)
 MAX_SPLITS = 256
 COMBINE_THREADS = 256
 
@@ -250,7 +252,8 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int,
     """``(n_splits, kv_chunk, reason)`` for ``blocks`` (batch x KV heads x head chunks) over
     ``seqlen_kv`` keys on ``sms`` SMs.
 
-    Automatic: enough splits for ``sms * BLOCKS_PER_SM`` blocks, at least
+    Automatic: enough splits for ``sms * BLOCKS_PER_SM`` blocks (and, when the blocks alone
+    fill at most half of them, at most :data:`MAX_KEYS_PER_SPLIT` keys per split), at least
     :data:`MIN_KEYS_PER_SPLIT` keys per split, at most :data:`MAX_SPLITS`.  ``kv_chunk`` is
     the keys per split; the count is recomputed from it, so no split is empty."""
     if seqlen_kv < 1:
@@ -261,7 +264,10 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int,
             raise LaunchError(f"kv_splits {kv_splits!r} must be a positive int")
         n, why = min(kv_splits, seqlen_kv), f"kv_splits={kv_splits} asked for"
     else:
-        n = max(1, min(-(-slots // blocks), seqlen_kv // MIN_KEYS_PER_SPLIT, MAX_SPLITS))
+        want = -(-slots // blocks)
+        if 2 * blocks <= slots:
+            want = max(want, -(-seqlen_kv // MAX_KEYS_PER_SPLIT))
+        n = max(1, min(want, seqlen_kv // MIN_KEYS_PER_SPLIT, MAX_SPLITS))
         why = (f"{blocks} blocks of (batch, KV head, head chunk), {sms} SMs x {BLOCKS_PER_SM} "
                f"blocks wanted: {n} split(s)")
     chunk = -(-seqlen_kv // n)

@@ -200,6 +200,10 @@ class DecodeChoice:
     config: Any
     reason: str
 
+    def __str__(self) -> str:
+        name = getattr(self.config, "name", "lg_decode (built per call)")
+        return f"{self.kind} {name}: {self.reason}"
+
 
 def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     """Which decode kernel :func:`decode_attention` runs for q (B, Hq, [1,] D) and
