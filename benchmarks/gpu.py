@@ -1,6 +1,7 @@
 """Measured speed of the generated NVIDIA kernels against torch on the same GPU, in one run.
 
     python3 benchmarks/gpu.py [--out DIR] [--sweep] [--only gemm,prefill,decode] [--quick]
+    python3 benchmarks/gpu.py --suite [--out DIR] [--reps N]     (the shape suite, gpu_suite.py)
 
 Prints one table (last) and writes ``gpu_bench.json`` (every number, the environment) to
 ``--out`` (default ``$OUT`` if set, else ``./out``):
@@ -345,6 +346,9 @@ def main(argv=None):
     ap.add_argument("--only", default="gemm,prefill,decode")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    ap.add_argument("--suite", action="store_true",
+                    help="the shape suite instead (benchmarks/gpu_suite.py: 14 GEMM, 8 prefill, "
+                         "9 decode shapes; --only picks its parts)")
     ap.add_argument("--profile", action="store_true",
                     help="only launch each kernel twice (GEMM 8192 bf16, prefill S=8K, cuBLAS), "
                          "for running under ncu")
@@ -358,6 +362,8 @@ def main(argv=None):
     info = env_info()
     print(json.dumps(info), flush=True)
     parts = set(args.only.split(","))
+    if args.suite:
+        return suite_main(args, info, parts)
     results, copy = [], None
     t0 = time.time()
     copy = copy_bandwidth(args.reps)
@@ -377,6 +383,25 @@ def main(argv=None):
                                                     "results": results}, indent=1))
     (out / "gpu_bench.txt").write_text(text + "\n")
     print()
+    print(text)
+    return 0
+
+
+def suite_main(args, info, parts) -> int:
+    """``--suite``: benchmarks/gpu_suite.py's shapes; writes gpu_suite.json / gpu_suite.txt."""
+    from benchmarks.gpu_suite import run_suite
+    t0 = time.time()
+    results = []
+    text = run_suite(results, args.reps, bench, parts)
+    info["seconds"] = round(time.time() - t0, 1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_suite.json").write_text(json.dumps({"env": info, "results": results}, indent=1))
+    head = (f"device: {info['device']} ({info['sms']} SMs), driver {info.get('driver')}, torch "
+            f"{info['torch']} (CUDA {info['cuda']}), {info['date']}\ncommand: {info['command']}")
+    (out / "gpu_suite.txt").write_text(head + "\n" + text + "\n")
+    print()
+    print(head)
     print(text)
     return 0
 

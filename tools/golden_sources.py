@@ -160,9 +160,17 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     wg = [dict(), dict(dtype="bf16", b_major="k"), dict(bk=32, stages=6),
           dict(bk=16, stages=8, bn=128), dict(bm=256, bn=128), dict(bm=64, bn=64, stages=3),
           dict(b_major="k", bk=32, stages=6), dict(dtype="bf16"), dict(bk=16, stages=8),
-          dict(b_major="k", bm=256, bn=128)]
+          dict(b_major="k", bm=256, bn=128),
+          # issue 20: the selection's small-M tiles and split-K
+          dict(bm=64, bn=128, stages=4, split_k=True, dtype="bf16"),
+          dict(bm=64, bn=64, stages=6, b_major="k"), dict(split_k=True)]
     for kw in wg:
         yield (f"nvidia/wgmma-gemm/{_kw(kw)}", lambda kw=kw: emit_wgmma_gemm(WgmmaGemmConfig(**kw)))
+    from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode
+    for kw in (dict(), dict(head_dim=64, hg=8, chunk=2), dict(head_dim=256, hg=1),
+               dict(in_dtype="f16", out_dtype="bf16", hg=3)):
+        yield (f"nvidia/decode-splitkv/{_kw(kw)}",
+               lambda kw=kw: emit_splitkv_decode(SplitKVDecodeConfig(**kw)))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),

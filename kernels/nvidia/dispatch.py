@@ -10,18 +10,23 @@ of issue 13).  The old paths ``kernels.cuda_gemm.gemm`` and ``kernels.cuda_atten
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import LaunchError
-from .attention import FLASH_DEFAULTS, FlashAttention, FlashConfig
+from ..runtime.cuda import device_info
+from .attention import FLASH_DEFAULTS, FlashAttention, FlashConfig, decode_attention as one_pass_decode
+from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
-from .gemm import DEFAULT_CONFIGS, CudaGemm
-from .wgmma import WGMMA_DEFAULT_CONFIGS, WgmmaGemm, WgmmaGemmConfig
+from ..select import select_gemm
+from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
+from .gemm import CudaGemm
+from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 
-__all__ = ["pick_atom", "capability_of", "gemm", "compiled_gemm", "flash_attention",
-           "compiled_flash"]
+__all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
+           "flash_attention", "compiled_flash", "device_target", "row_vector",
+           "decode_attention", "choose_decode", "DecodeChoice"]
 
 
 _GEMMS: Dict[Any, CudaGemm] = {}
@@ -47,15 +52,33 @@ def pick_atom(capability: Tuple[int, int], vec: int, atom: str = "auto") -> str:
     return "wgmma" if wg_ok else "mma"
 
 
-def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto"):
-    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
+def row_vector(a, b) -> int:
+    """The widest copy vector (8, 4, 2 elements; 1 if none) that both matrices' row lengths,
+    leading dimensions and data pointers allow."""
+    inner_b = b.shape[1] if b.dim() == 2 else 0
+    for v in (8, 4, 2):
+        if all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
+                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0:
+            return v
+    return 1
 
-    Without ``config``: picks the widest copy vector the shapes and pointers allow (16, 8 or 4
-    bytes) and the instruction by :func:`pick_atom` (wgmma on H100/H200 with 16-byte copies,
-    else mma.sync); odd K (or odd N with ``b_major="n"``) is refused with a
-    :class:`LaunchError`.  ``config`` may be a :class:`CudaGemmConfig` or a
-    :class:`kernels.cuda_wgmma.WgmmaGemmConfig`.
-    """
+
+def device_target(t) -> Target:
+    """The selection target of the CUDA device holding ``t``: compute capability and SM count
+    read from the device (an H100 target for a CPU tensor: the launch then refuses it)."""
+    if not getattr(t, "is_cuda", False):
+        return H100
+    info = device_info(device_index(t))
+    return nvidia_target(info["cc"], info["sms"], info["name"])
+
+
+def device_index(t) -> int:
+    """The CUDA device index of tensor ``t`` (the current device when it has none)."""
+    import torch
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+def _check_2d(a, b) -> str:
     dt = short_dtype(a)
     if dt is None:
         raise LaunchError(f"a: dtype {a.dtype}; the NVIDIA GEMM takes float16 or bfloat16")
@@ -65,23 +88,41 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
                               f"shape {tuple(getattr(t, 'shape', ()))} strides "
                               f"{tuple(t.stride()) if hasattr(t, 'stride') else None}; "
                               "pass .contiguous()")
-    cfg = config
+    return dt
+
+
+def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optional[Target] = None
+                ) -> GemmChoice:
+    """The kernel :func:`gemm` runs for these tensors (:func:`kernels.select.select_gemm` on
+    the problem and the device), with its reason: ``print(choose_gemm(a, b))``."""
+    dt = _check_2d(a, b)
+    m, k = a.shape
+    n = b.shape[1] if b_major == "n" else b.shape[0]
+    if min(m, n, k) < 1:
+        raise LaunchError(f"empty GEMM: M={m}, N={n}, K={k}")
+    problem = GemmProblem(int(m), int(n), int(k), dt, b_major, row_vector(a, b))
+    return select_gemm(problem, target or device_target(a), atom)
+
+
+def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto",
+         splits: int = 1):
+    """``a @ b`` (``b_major="n"``) or ``a @ b.T`` (``b_major="k"``) with the NVIDIA builders.
+
+    Without ``config``: :func:`choose_gemm` picks the kernel (wgmma on H100/H200, mma.sync
+    elsewhere), the tile against the device's SM count and the split-K count; any M, N, K and
+    any leading dimensions run (vectors cut by an edge or misaligned take the kernels' edge
+    copy).  ``config`` may be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits``
+    then applies to a ``split_k`` one)."""
     if config is None:
-        inner_b = b.shape[1] if b.dim() == 2 else 0
-        for v in (8, 4, 2):
-            ok = all(x % v == 0 for x in (a.shape[1], a.stride(0), inner_b, b.stride(0))) and \
-                a.data_ptr() % (2 * v) == 0 and b.data_ptr() % (2 * v) == 0
-            if ok:
-                break
-        else:
-            raise LaunchError(f"a {tuple(a.shape)} / b {tuple(b.shape)}: rows must hold an even "
-                              "number of elements (the narrowest cp.async moves 4 bytes); pad K/N")
-        cap = capability_of(a)
-        if pick_atom(cap, v, atom) == "wgmma":
-            cfg = replace(WGMMA_DEFAULT_CONFIGS[dt], b_major=b_major)
-        else:
-            cfg = replace(DEFAULT_CONFIGS[dt], b_major=b_major, vec=v)
-    return compiled_gemm(cfg)(a, b, out)
+        choice = choose_gemm(a, b, b_major=b_major, atom=atom)
+        config, splits = choice.config, choice.splits
+    g = compiled_gemm(config)
+    if isinstance(config, WgmmaGemmConfig):
+        return g(a, b, out, splits=splits)
+    if splits != 1:
+        raise LaunchError(f"splits={splits}: split-K is a wgmma configuration "
+                          "(WgmmaGemmConfig(split_k=True))")
+    return g(a, b, out)
 
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
@@ -140,3 +181,72 @@ def compiled_flash(cfg: Any) -> FlashAttention:
         fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
                             else FlashAttention(cfg))
     return fa
+
+
+# --------------------------------------------------------------------------------- decode
+
+SHORT_KV = 64      # up to this many keys the one-pass decode kernel (a lane group per row) runs
+
+
+@dataclass(frozen=True)
+class DecodeChoice:
+    """The decode kernel for a problem: ``kind`` "one_pass" (:class:`~.attention
+    .DecodeAttention`: D/8 lanes per (batch, head) row, for short caches and big batches) or
+    "split_kv" (:class:`~.decode_splitkv.SplitKVDecode`: GQA heads share K/V reads, the KV
+    split over blocks, exact LSE merge); ``config`` (None for one_pass: built per call) and
+    the reason."""
+
+    kind: str
+    config: Any
+    reason: str
+
+    def __str__(self) -> str:
+        name = getattr(self.config, "name", "lg_decode (built per call)")
+        return f"{self.kind} {name}: {self.reason}"
+
+
+def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
+    """Which decode kernel :func:`decode_attention` runs for q (B, Hq, [1,] D) and
+    k (B, Hkv, Skv, D), and why."""
+    dt = short_dtype(q)
+    if dt is None:
+        raise LaunchError(f"q: dtype {q.dtype}; the decode kernels take float16 or bfloat16")
+    if not hasattr(k, "dim") or k.dim() != 4:
+        raise LaunchError(f"k must be (batch, kv_heads, seqlen_kv, head_dim), got "
+                          f"{tuple(getattr(k, 'shape', ()))}")
+    hq, hkv, skv = q.shape[1], k.shape[1], k.shape[2]
+    if hkv < 1 or hq % hkv:
+        raise LaunchError(f"q has {hq} heads, k/v {hkv}: GQA needs Hq a multiple of Hkv")
+    group = hq // hkv
+    if skv <= SHORT_KV:
+        return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
+                            "per (batch, head) row, no split")
+    hg = heads_per_block(group)
+    cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
+                              chunk=4 if hg <= 4 else 2)
+    return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: {hg} of the {group} "
+                        "query heads per KV head share each K/V read; KV split to fill the SMs")
+
+
+_SPLIT_DECODE: Dict[Any, SplitKVDecode] = {}
+
+
+def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optional[float] = None,
+                     out=None, kv_splits: Optional[int] = None):
+    """One decode step ``softmax(q k^T * scale) v`` per (batch, query head), q (B, Hq, 1, D)
+    or (B, Hq, D), k/v (B, Hkv, Skv, D), GQA when Hkv < Hq; fp16 out unless ``out_dtype``.
+    The kernel is :func:`choose_decode`'s; ``kv_splits`` forces the split-KV kernel's count."""
+    od = {None: "f16", "f16": "f16", "float16": "f16", "bf16": "bf16",
+          "bfloat16": "bf16"}.get(out_dtype)
+    if od is None:
+        raise LaunchError(f"out_dtype must be 'f16' or 'bf16', got {out_dtype!r}")
+    choice = choose_decode(q, k, out_dtype=od)
+    if choice.kind == "one_pass" and kv_splits is None:
+        return one_pass_decode(q, k, v, out_dtype=od, scale=scale, out=out)
+    cfg = choice.config or SplitKVDecodeConfig(
+        in_dtype=short_dtype(q), out_dtype=od, head_dim=q.shape[-1],
+        hg=heads_per_block(q.shape[1] // k.shape[1]))
+    dec = _SPLIT_DECODE.get(cfg)
+    if dec is None:
+        dec = _SPLIT_DECODE[cfg] = SplitKVDecode(cfg)
+    return dec(q, k, v, out=out, scale=scale, kv_splits=kv_splits)

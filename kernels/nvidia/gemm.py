@@ -44,6 +44,7 @@ from mfma_specs.nvidia import ldmatrix, mma_m16n8k16, smem_model
 
 from . import layout_c as lc
 from .builder import TORCH_DT as _TORCH_DT, CompiledKernel, dtype_name
+from .edge_copy import EDGE_COPY, edge_copy_call, fast_condition
 from .prelude import MMA, PACK, source_head
 from ..errors import KernelError, LaunchError
 from ..runtime.rocm import TensorSpec
@@ -352,6 +353,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
     L = source_head("kernels/cuda_gemm.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     w = L.append
+    w(EDGE_COPY)
     w(swz_fn("lg_swz_a", p.sw_a, cfg.bm * cfg.bk))
     w(swz_fn("lg_swz_b", p.sw_b, br * bc))
     w(f'extern "C" __global__ void __launch_bounds__({T}, {cfg.min_blocks})')
@@ -379,7 +381,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
         w("  const lg_u16* bg = B + (size_t)(n0 + br) * ldb + bc;")
     # interior blocks (the whole tile and every k tile inside the matrices) copy without
     # predicates; edge blocks zero-fill what lies outside
-    w(f"  const bool full = m0 + {cfg.bm} <= M && n0 + {cfg.bn} <= N && K % {cfg.bk} == 0;")
+    w(f"  const bool full = {fast_condition(cfg.bm, cfg.bn, cfg.vec)};")
     w("  auto load_stage = [&](int stage, int kt) {")
     w(f"    const int k0 = kt * {cfg.bk};")
     w(f"    const lg_u32 da = sA + stage * {a_stage}, db = sB + stage * {b_stage};")
@@ -397,7 +399,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
             f"2u * {fn}({c_layout(cpl.off, (tid, 0, i), {tid: T}, 'copy smem')})"
 
     for full in (True, False):
-        w("    if (full) {" if full else "    } else {")
+        w(f"    if (full && k0 + {cfg.bk} <= K) {{" if full else "    } else {")
         if full and all(st[2] is not None for st in a_steps + b_steps):
             for nm, steps, base, ld_, sb in (("a", a_steps, "ak", "lda", "as"),
                                              ("b", b_steps, "bk", "ldb", "bs")):
@@ -418,8 +420,8 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
             if full:
                 w(f"      {cp}({dst}, {src}, {vbytes});")
             else:
-                w(f"      {{ const bool ok = m0 + ar + {dr} < M && k0 + ac + {dc} < K;")
-                w(f"        {cp}({dst}, ok ? (const void*)({src}) : (const void*)A, ok ? {vbytes} : 0); }}")
+                w("      " + edge_copy_call(vbytes, dst, src, f"m0 + ar + {dr} < M",
+                                           f"K - (k0 + ac + {dc})"))
         for i, (dr, dc, _) in enumerate(b_steps):
             src = f"bk + (size_t){dr} * ldb + {dc}"
             dst = f"db + {smem(b_steps, i, 'bs', 'lg_swz_b', p.b_copy)}"
@@ -427,10 +429,11 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
                 w(f"      {cp}({dst}, {src}, {vbytes});")
                 continue
             if cfg.b_major == "n":   # rows are k, cols are n
-                w(f"      {{ const bool ok = n0 + bc + {dc} < N && k0 + br + {dr} < K;")
+                w("      " + edge_copy_call(vbytes, dst, src, f"k0 + br + {dr} < K",
+                                           f"N - (n0 + bc + {dc})"))
             else:                    # rows are n, cols are k
-                w(f"      {{ const bool ok = n0 + br + {dr} < N && k0 + bc + {dc} < K;")
-            w(f"        {cp}({dst}, ok ? (const void*)({src}) : (const void*)B, ok ? {vbytes} : 0); }}")
+                w("      " + edge_copy_call(vbytes, dst, src, f"n0 + br + {dr} < N",
+                                           f"K - (k0 + bc + {dc})"))
     w("    }")
     w("  };")
     # ---- ldmatrix lane offsets (pre-swizzle), from the read layouts
@@ -694,14 +697,9 @@ class CudaGemm(CompiledKernel):
             want = f"({K}, N)" if cfg.b_major == "n" else f"(N, {K})"
             raise LaunchError(f"b has shape {tuple(b.shape)}; with a {tuple(a.shape)} it must be "
                               f"{want}")
-        v = cfg.vec
-        for t, nm, ld, inner in ((a, "a", a.stride(0), K), (b, "b", b.stride(0), b.shape[1])):
-            if inner % v or ld % v or t.data_ptr() % (2 * v):
-                raise LaunchError(
-                    f"{nm}: rows of {inner} elements with leading dimension {ld} at pointer "
-                    f"offset {t.data_ptr() % 16} B: this kernel (vec={v}) copies {2 * v}-byte "
-                    f"vectors, so both must be multiples of {v} and the pointer {2 * v}-byte "
-                    "aligned; gemm() picks a narrower vec automatically, or pad the matrix")
+        for t, nm in ((a, "a"), (b, "b")):
+            if t.data_ptr() % 2:
+                raise LaunchError(f"{nm}: data pointer not 2-byte aligned (a sliced byte view?)")
         if min(M, N, K) < 1:
             raise LaunchError(f"empty GEMM: M={M}, N={N}, K={K}")
         if out is not None:
@@ -725,9 +723,9 @@ class CudaGemm(CompiledKernel):
         launch(self.module, cfg.name, grid, cfg.threads,
                [a, b, out, M, N, K, a.stride(0), b.stride(0), out.stride(0)],
                signature=("ptr", "ptr", "ptr", "i32", "i32", "i32", "i32", "i32", "i32"),
-               specs=[TensorSpec(strides=(), align=2 * cfg.vec), TensorSpec(strides=(),
-                      align=2 * cfg.vec), TensorSpec(strides=(), align=4), None, None, None,
-                      None, None, None],
+               # any alignment: misaligned or edge vectors take the kernel's edge copy
+               specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
+                      TensorSpec(strides=(), align=4), None, None, None, None, None, None],
                smem_bytes=cfg.smem_bytes)
         return out
 

@@ -41,12 +41,16 @@ from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 
 from . import layout_c as lc
+from .edge_copy import EDGE_COPY, edge_copy_call, fast_condition
 from .prelude import source_head
+from .splitk import REDUCE_THREADS, emit_partial_store, k_range_lines, reduce_kernel
+from ..errors import LaunchError
+from ..runtime.rocm import TensorSpec
 from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan, copy_steps,
                         need, split_rows, swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
-           "WGMMA_DEFAULT_CONFIGS"]
+           "WGMMA_DEFAULT_CONFIGS", "split_ranges"]
 
 STAGE_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
 
@@ -61,6 +65,7 @@ class WgmmaGemmConfig:
     stages: int = 4
     group_m: int = 8            # block rasterisation: group_m block rows share B tiles in L2
     arch: str = "sm_90a"        # wgmma needs the arch-specific target
+    split_k: bool = False       # k tiles split over gridDim.y; fp32 partials + reduce kernel
 
     vec = 8                     # elements per cp.async (16 bytes); not a field: fixed
 
@@ -87,7 +92,13 @@ class WgmmaGemmConfig:
     @property
     def name(self) -> str:
         return (f"lg_wgmma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
-                f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}"))
+                f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
+                + ("_sk" if self.split_k else ""))
+
+    @property
+    def reduce_name(self) -> str:
+        """The split-K reduce kernel's name (in the same module)."""
+        return self.name + "_reduce"
 
 
 WGMMA_DEFAULT_CONFIGS = {"f16": WgmmaGemmConfig(dtype="f16"),
@@ -333,17 +344,23 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
                     (f"{k}: {v}" for k, v in p.describe().items()))
     w = L.append
     w(HELPERS)
+    w(EDGE_COPY)
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
     for op in (p.a, p.b):
         w(swz_fn(f"lg_swz_{op.name.lower()}", op.smem.outer, op.rows * op.cols))
     w(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     w(f"{cfg.name}(const lg_u16* __restrict__ A, const lg_u16* __restrict__ B, "
-      "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {")
+      + ("float* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc, int kt_per) {"
+         if cfg.split_k else "lg_u16* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {"))
     w("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
     w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
     w(f"  const lg_u32 sB = sA + {S * cfg.a_stage};")
     w("  const int tid = threadIdx.x, wg = tid >> 7;")
     emit_block_origin(w, cfg)
+    # the k tiles this block multiplies: all, or one split's range
+    nkt, kfirst = ("KTn", "(kt0 + kt)") if cfg.split_k else ("KT", "kt")
+    if cfg.split_k:
+        k_range_lines(w, cfg.bk)
     # ---- copy setup: one base (row, col, shared offset) per thread, constants per iteration
     for op in (p.a, p.b):
         emit_copy_base(w, op, op.name.lower(), T)
@@ -352,14 +369,14 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
         w("  const lg_u16* bg = B + (size_t)br * ldb + n0 + bc;")
     else:
         w("  const lg_u16* bg = B + (size_t)(n0 + br) * ldb + bc;")
-    w(f"  const bool full = m0 + {cfg.bm} <= M && n0 + {cfg.bn} <= N && K % {cfg.bk} == 0;")
+    w(f"  const bool full = {fast_condition(cfg.bm, cfg.bn, 8)};")
     w("  auto load_stage = [&](int stage, int kt) {")
-    w(f"    const int k0 = kt * {cfg.bk};")
+    w(f"    const int k0 = {kfirst} * {cfg.bk};")
     w(f"    const lg_u32 da = sA + stage * {cfg.a_stage} + as, db = sB + stage * {cfg.b_stage} + bs;")
     w("    const lg_u16* ak = ag + k0;")
     w("    const lg_u16* bk = bg + (size_t)k0 * ldb;" if cfg.b_major == "n" else
       "    const lg_u16* bk = bg + k0;")
-    w("    if (full) {")
+    w(f"    if (full && k0 + {cfg.bk} <= K) {{")
     for op, src, ld in ((p.a, "ak", "lda"), (p.b, "bk", "ldb")):
         nm = op.name.lower()
         for dr, dc, ds in op.copy_consts:
@@ -369,14 +386,13 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
         nm = op.name.lower()
         for dr, dc, ds in op.copy_consts:
             if op is p.a:
-                cond = f"m0 + ar + {dr} < M && k0 + ac + {dc} < K"
+                ok, valid = f"m0 + ar + {dr} < M", f"K - (k0 + ac + {dc})"
             elif cfg.b_major == "n":   # rows are k, cols are n
-                cond = f"n0 + bc + {dc} < N && k0 + br + {dr} < K"
+                ok, valid = f"k0 + br + {dr} < K", f"N - (n0 + bc + {dc})"
             else:                      # rows are n, cols are k
-                cond = f"n0 + br + {dr} < N && k0 + bc + {dc} < K"
-            w(f"      {{ const bool ok = {cond};")
-            w(f"        lg_cp_async16(d{nm} + {2 * ds}, ok ? (const void*)({src} + (size_t){dr} * "
-              f"{ld} + {dc}) : (const void*){op.name}, ok ? 16 : 0); }}")
+                ok, valid = f"n0 + br + {dr} < N", f"K - (k0 + bc + {dc})"
+            w("      " + edge_copy_call(16, f"d{nm} + {2 * ds}",
+                                       f"{src} + (size_t){dr} * {ld} + {dc}", ok, valid))
     w("    }")
     w("  };")
     # ---- descriptors: constant fields printed, start address (>> 4) added at run time
@@ -391,10 +407,10 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w(f"  #pragma unroll\n  for (int i = 0; i < {nacc}; ++i) acc[i] = 0.f;")
     # ---- pipeline: stages - 2 tiles loaded ahead; one wgmma group in flight across the barrier
     w(f"  #pragma unroll\n  for (int s = 0; s < {S - 2}; ++s) {{")
-    w("    if (s < KT) load_stage(s, s);")
+    w(f"    if (s < {nkt}) load_stage(s, s);")
     w("    lg_cp_async_commit();\n  }")
     w(f"  int rs = 0, ws = {S - 2};")
-    w("  for (int kt = 0; kt < KT; ++kt) {")
+    w(f"  for (int kt = 0; kt < {nkt}; ++kt) {{")
     w(f"    lg_cp_async_wait<{S - 3}>();")
     w("    lg_fence_proxy_async();")
     w("    __syncthreads();")
@@ -404,7 +420,7 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
         db = f"bdesc + ((rs * {cfg.b_stage} + {p.b.k_starts[s]}) >> 4)"
         w(f"    lg_wgmma(acc, {da}, {db});")
     w("    lg_wgmma_commit();")
-    w(f"    if (kt + {S - 2} < KT) load_stage(ws, kt + {S - 2});")
+    w(f"    if (kt + {S - 2} < {nkt}) load_stage(ws, kt + {S - 2});")
     w("    lg_cp_async_commit();")
     w(f"    rs = rs + 1 == {S} ? 0 : rs + 1;")
     w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
@@ -415,6 +431,8 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w("  lg_pin(acc);")
     w("  lg_cp_async_wait<0>();")
     _epilogue(w, cfg)
+    if cfg.split_k:
+        w(reduce_kernel(cfg.reduce_name, cfg.dtype))
     return "\n".join(L) + "\n"
 
 
@@ -447,7 +465,9 @@ def _epilogue(w, cfg: WgmmaGemmConfig) -> None:
     w(f"  #pragma unroll\n  for (int j = 0; j < {cfg.bn // 8}; ++j)\n"
       "  #pragma unroll\n  for (int h = 0; h < 2; ++h) {")
     w("    const int r = crow + 8 * h, col = ccol + 8 * j;")
-    emit_pair_store(w, cfg.dtype, "acc[4 * j + 2 * h]", "acc[4 * j + 2 * h + 1]")
+    store = emit_partial_store if cfg.split_k else \
+        (lambda w_, lo, hi: emit_pair_store(w_, cfg.dtype, lo, hi))
+    store(w, "acc[4 * j + 2 * h]", "acc[4 * j + 2 * h + 1]")
 
 
 # --------------------------------------------------------------------------- running it
@@ -458,3 +478,43 @@ class WgmmaGemm(CudaGemm):
     def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(), *, backend: str = "auto"):
         self.plan = plan_wgmma_gemm(cfg)
         super(CudaGemm, self).__init__(cfg, emit_wgmma_gemm(cfg), backend)
+
+    def __call__(self, a, b, out=None, splits: int = 1):
+        """``a @ b`` (or ``a @ b.T``); a ``split_k`` configuration takes ``splits`` (the k
+        tiles are divided into that many nearly equal ranges, none empty)."""
+        if not self.cfg.split_k:
+            if splits != 1:
+                raise LaunchError(f"{self.cfg.name} is not a split-K configuration; splits="
+                                  f"{splits} needs WgmmaGemmConfig(split_k=True)")
+            return super().__call__(a, b, out)
+        import torch
+        from ..runtime.cuda import launch
+        M, N, K = self.check_args(a, b, out)
+        cfg = self.cfg
+        if out is None:
+            out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+        kt_per, n = split_ranges(K, cfg.bk, splits)
+        ws = torch.empty((n, M, N), dtype=torch.float32, device=a.device)
+        tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
+        launch(self.module, cfg.name, (tiles, n), cfg.threads,
+               [a, b, ws, M, N, K, a.stride(0), b.stride(0), N, kt_per],
+               signature=("ptr", "ptr", "ptr") + ("i32",) * 7,
+               specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
+                      TensorSpec(strides=(), align=8)] + [None] * 7,
+               smem_bytes=cfg.smem_bytes)
+        launch(self.module, cfg.reduce_name, -(-(M * N) // REDUCE_THREADS), REDUCE_THREADS,
+               [ws, out, M, N, out.stride(0), n], signature=("ptr", "ptr") + ("i32",) * 4,
+               specs=[TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)]
+               + [None] * 4)
+        return out
+
+
+def split_ranges(K: int, bk: int, splits: int) -> Tuple[int, int]:
+    """``(kt_per, n)``: k tiles per split and the number of (non-empty) splits when the
+    ``ceil(K / bk)`` k tiles are divided ``splits`` ways.  Raises :class:`LaunchError` for
+    ``splits < 1``."""
+    if not isinstance(splits, int) or splits < 1:
+        raise LaunchError(f"splits must be a positive int, got {splits!r}")
+    kt = -(-K // bk)
+    kt_per = -(-kt // splits)
+    return kt_per, -(-kt // kt_per)

@@ -93,7 +93,20 @@ _FUNCS: Dict[Tuple[str, int, str], Any] = {}
 _SMEM_SET: Dict[Tuple[str, int, str], int] = {}
 
 
+_DEVICE_INFO: Dict[int, Dict[str, Any]] = {}
+
+
 def device_info(index: int) -> Dict[str, Any]:
+    """Name, compute capability, SM count, opt-in shared memory and memory of device ``index``
+    (read once per process: a launch asks for it every time, and the properties and the
+    driver attribute query cost tens of microseconds a launch)."""
+    info = _DEVICE_INFO.get(index)
+    if info is None:
+        info = _DEVICE_INFO[index] = _read_device_info(index)
+    return dict(info)
+
+
+def _read_device_info(index: int) -> Dict[str, Any]:
     import torch
     p = torch.cuda.get_device_properties(index)
     drv = _driver()

@@ -1,0 +1,308 @@
+"""The shape suite of ``benchmarks/gpu.py --suite`` (issue 20 item 5): the generated NVIDIA
+kernels against torch on the shapes users bring, in one run.
+
+    python3 benchmarks/gpu.py --suite [--out DIR] [--reps N]
+
+* GEMM (14 shapes: ragged, skinny M = 1/16/64, LLM projections, 8192^3): ``kernels.nvidia
+  .dispatch.gemm`` (its own choice, printed) against ``torch.matmul`` (cuBLAS);
+* prefill attention (8 shapes: GQA, causal, odd lengths, d64/d128/d256):
+  ``dispatch.flash_attention`` against ``scaled_dot_product_attention`` with each of the
+  cuDNN, flash (FA2) and efficient backends that runs the shape (``enable_gqa`` for GQA), the
+  best of them as "SDPA best";
+* decode (the seed's configurations to 128K-token GQA): ``dispatch.decode_attention`` as a
+  fraction of a device-to-device copy's bandwidth (bytes: q, K, V read once, out written).
+
+Two times per kernel, both medians: ``device`` -- the kernels' own GPU time per call, from the
+CUDA profiler (CUPTI through ``torch.profiler``: per kernel name the median duration times
+launches per call), which leaves out host launch overhead; ``wall`` -- CUDA events around one
+call (includes the host work between launches, which dominates microsecond kernels).  Ratios
+are given on both.  Every output is checked against a float32 torch reference (relative
+Frobenius error in the JSON and the table).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import traceback
+from typing import Any, Callable, Dict, List
+
+GEMM_SHAPES = [  # (M, N, K, dtype)
+    (4000, 3000, 1000, "f16"), (16, 4096, 4096, "bf16"), (777, 333, 130, "f16"),
+    (1, 1, 8, "f16"), (8192, 8192, 8192, "bf16"), (4096, 14336, 4096, "bf16"),
+    (1, 4096, 4096, "bf16"), (64, 4096, 4096, "bf16"), (16, 14336, 4096, "bf16"),
+    (128, 4096, 14336, "bf16"), (4096, 4096, 4096, "f16"), (1024, 1024, 16384, "bf16"),
+    (4097, 4097, 4097, "f16"), (2048, 2048, 2048, "bf16")]
+
+PREFILL_SHAPES = [  # (B, Hq, Hkv, Sq, Skv, D, causal)
+    (8, 32, 32, 8192, 8192, 128, False), (8, 32, 32, 8192, 8192, 128, True),
+    (2, 32, 8, 4096, 4096, 128, True), (1, 16, 16, 1000, 4097, 64, False),
+    (4, 8, 1, 513, 513, 256, True), (4, 16, 16, 2048, 2048, 64, False),
+    (2, 16, 16, 4096, 4096, 256, False), (16, 32, 8, 512, 512, 128, True)]
+
+DECODE_SHAPES = [  # (B, Hq, Hkv, Skv, D)
+    (30720, 32, 32, 1, 128), (30720, 32, 32, 16, 128), (30720, 16, 16, 16, 256),
+    (64, 32, 8, 8192, 128), (8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256),
+    (1, 32, 8, 100_000, 128), (1, 32, 8, 131_072, 128), (1, 64, 8, 131_072, 128)]
+
+TORCH_DT = {"f16": "float16", "bf16": "bfloat16"}
+
+
+def device_time(fn: Callable[[], Any], reps: int) -> float:
+    """Median GPU seconds per call of ``fn``'s kernels (CUPTI), launch gaps excluded."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    per: Dict[str, List[float]] = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA" and e.device_time > 0:
+            per.setdefault(e.name, []).append(e.device_time)
+    if not per:
+        raise RuntimeError("the profiler saw no GPU kernel (CUPTI unavailable?)")
+    return sum(statistics.median(v) * len(v) / reps for v in per.values()) / 1e6
+
+
+def timed(fn: Callable[[], Any], reps: int, bench) -> Dict[str, float]:
+    return {"device_s": device_time(fn, reps), "wall_s": bench(fn, reps=reps)[0]}
+
+
+def rel(out, ref) -> float:
+    import torch
+    out, ref = out.float(), ref.float()
+    if not bool(torch.isfinite(out).all()):
+        return float("nan")
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def _row(part: str, **kw) -> Dict[str, Any]:
+    return {"part": part, **kw}
+
+
+def suite_gemm(results: List[dict], reps: int, bench) -> None:
+    import torch
+    from kernels.nvidia.dispatch import choose_gemm, gemm
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for M, N, K, dt in GEMM_SHAPES:
+        row = _row("suite_gemm", M=M, N=N, K=K, dtype=dt)
+        try:
+            dtype = getattr(torch, TORCH_DT[dt])
+            a = torch.randn(M, K, dtype=dtype, device="cuda")
+            b = torch.randn(K, N, dtype=dtype, device="cuda")
+            out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+            row["choice"] = str(choose_gemm(a, b))
+            gemm(a, b, out)
+            ref = a.float() @ b.float() if M * N * K <= 2 ** 36 else torch.matmul(a, b)
+            row["rel_err"] = rel(out, ref)
+            flops = 2 * M * N * K
+            ours = timed(lambda: gemm(a, b, out), reps, bench)
+            cub = timed(lambda: torch.matmul(a, b), reps, bench)
+            row.update({f"ours_{k}": v for k, v in ours.items()})
+            row.update({f"cublas_{k}": v for k, v in cub.items()})
+            row["tflops_device"] = flops / ours["device_s"] / 1e12
+            row["ratio_device"] = cub["device_s"] / ours["device_s"]
+            row["ratio_wall"] = cub["wall_s"] / ours["wall_s"]
+            del a, b, out, ref
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:1000]
+            traceback.print_exc()
+        results.append(row)
+        print(json.dumps(row), flush=True)
+        torch.cuda.empty_cache()
+
+
+def sdpa_times(q, k, v, causal: bool, reps: int, bench) -> Dict[str, Dict[str, float]]:
+    """Device/wall time of each SDPA backend that runs (q, k, v) (GQA via enable_gqa)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    gqa = q.shape[1] != k.shape[1]
+    out = {}
+    for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+                     ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        try:
+            with sdpa_kernel([be]):
+                f = lambda: torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal, enable_gqa=gqa)
+                f()
+                torch.cuda.synchronize()
+                out[name] = timed(f, reps, bench)
+        except Exception as e:
+            print(f"sdpa {name}: unavailable for {tuple(q.shape)}/{tuple(k.shape)}: "
+                  f"{type(e).__name__}: {str(e)[:160]}", flush=True)
+    return out
+
+
+def attention_ref(q, k, v, causal: bool):
+    """float32 softmax(q k^T / sqrt(d) [top-left causal]) v, GQA by repeating K/V heads, in
+    query chunks (memory)."""
+    import torch
+    g = q.shape[1] // k.shape[1]
+    kf = k.float().repeat_interleave(g, 1)
+    vf = v.float().repeat_interleave(g, 1)
+    outs = []
+    for s0 in range(0, q.shape[2], 1024):
+        qs = q[:, :, s0:s0 + 1024].float()
+        s = qs @ kf.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if causal:
+            r = torch.arange(s0, s0 + qs.shape[2], device=q.device)[:, None]
+            c = torch.arange(k.shape[2], device=q.device)[None, :]
+            s = s.masked_fill(c > r, float("-inf"))
+        outs.append(s.softmax(-1) @ vf)
+    return torch.cat(outs, 2)
+
+
+def suite_prefill(results: List[dict], reps: int, bench) -> None:
+    import torch
+    from kernels.nvidia.dispatch import flash_attention
+    for B, Hq, Hkv, Sq, Skv, D, causal in PREFILL_SHAPES:
+        row = _row("suite_prefill", B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Skv=Skv, D=D, causal=causal)
+        try:
+            q = torch.randn(B, Hq, Sq, D, dtype=torch.bfloat16, device="cuda")
+            k = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
+            v = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
+            out = torch.full_like(q, float("nan"))
+            flash_attention(q, k, v, causal=causal, out=out)
+            bs = min(B, 2)
+            row["rel_err"] = rel(out[:bs], attention_ref(q[:bs], k[:bs], v[:bs], causal))
+            # causal (top-left) keeps about half the score matrix when Sq == Skv
+            pairs = Sq * Skv if not causal else sum(min(Skv, r + 1) for r in range(Sq))
+            flops = 4 * B * Hq * pairs * D
+            ours = timed(lambda: flash_attention(q, k, v, causal=causal, out=out), reps, bench)
+            row.update({f"ours_{k_}": v_ for k_, v_ in ours.items()})
+            row["tflops_device"] = flops / ours["device_s"] / 1e12
+            sd = sdpa_times(q, k, v, causal, reps, bench)
+            for name, t in sd.items():
+                row[f"sdpa_{name}_device_s"] = t["device_s"]
+                row[f"sdpa_{name}_wall_s"] = t["wall_s"]
+            if sd:
+                best = min(sd, key=lambda n: sd[n]["device_s"])
+                row["sdpa_best"] = best
+                row["ratio_device"] = sd[best]["device_s"] / ours["device_s"]
+                row["ratio_wall"] = min(t["wall_s"] for t in sd.values()) / ours["wall_s"]
+            del q, k, v, out
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:1000]
+            traceback.print_exc()
+        results.append(row)
+        print(json.dumps(row), flush=True)
+        torch.cuda.empty_cache()
+
+
+def suite_decode(results: List[dict], reps: int, bench, copy_gbps: float) -> None:
+    import torch
+    from kernels.nvidia.dispatch import choose_decode, decode_attention
+    for B, Hq, Hkv, Skv, D in DECODE_SHAPES:
+        row = _row("suite_decode", B=B, Hq=Hq, Hkv=Hkv, Skv=Skv, D=D)
+        try:
+            q = torch.randn(B, Hq, 1, D, dtype=torch.bfloat16, device="cuda")
+            k = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
+            v = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
+            out = torch.full((B, Hq, 1, D), float("nan"), dtype=torch.float16, device="cuda")
+            row["choice"] = str(choose_decode(q, k))
+            decode_attention(q, k, v, out=out)
+            idx = torch.randperm(B, device="cuda")[:64]
+            g = Hq // Hkv
+            kf = k[idx].float().repeat_interleave(g, 1)
+            vf = v[idx].float().repeat_interleave(g, 1)
+            s = (q[idx].float() @ kf.transpose(-1, -2)) / math.sqrt(D)
+            row["rel_err"] = rel(out[idx], s.softmax(-1) @ vf)
+            row["all_finite"] = bool(torch.isfinite(out).all())
+            del kf, vf, s
+            nbytes = (q.numel() + k.numel() + v.numel() + out.numel()) * 2
+            ours = timed(lambda: decode_attention(q, k, v, out=out), reps, bench)
+            row.update({f"ours_{k_}": v_ for k_, v_ in ours.items()}, bytes=nbytes)
+            row["GBps_device"] = nbytes / ours["device_s"] / 1e9
+            row["of_copy_device"] = row["GBps_device"] / copy_gbps
+            row["of_copy_wall"] = nbytes / ours["wall_s"] / 1e9 / copy_gbps
+            del q, k, v, out
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:1000]
+            traceback.print_exc()
+        results.append(row)
+        print(json.dumps(row), flush=True)
+        torch.cuda.empty_cache()
+
+
+def copy_device_gbps(reps: int) -> float:
+    """A 1 GiB device-to-device copy's read + write bandwidth, by the profiler's device time
+    (the same clock as the decode rows)."""
+    import torch
+    n = 2 ** 30
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = device_time(lambda: dst.copy_(src), reps)
+    del src, dst
+    return 2 * n / t / 1e9
+
+
+def _geo(xs: List[float]) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def suite_table(results: List[dict], copy_gbps: float) -> str:
+    L = [f"suite: device copy {copy_gbps:.0f} GB/s (profiler device time, 1 GiB); times are "
+         "medians; 'dev' excludes host launch overhead, 'wall' includes it"]
+    g = [r for r in results if r["part"] == "suite_gemm"]
+    if g:
+        L += ["", f"{'GEMM':<22}{'dt':<5}{'ours us':>9}{'cuBLAS':>9}{'dev x':>7}{'wall x':>8}"
+                  f"{'TF/s':>7}{'rel err':>9}  choice"]
+        for r in g:
+            name = f"{r['M']}x{r['N']}x{r['K']}"
+            if "error" in r:
+                L.append(f"{name:<22}{r['dtype']:<5} ERROR {r['error'][:80]}")
+                continue
+            L.append(f"{name:<22}{r['dtype']:<5}{r['ours_device_s'] * 1e6:>9.1f}"
+                     f"{r['cublas_device_s'] * 1e6:>9.1f}{r['ratio_device']:>7.2f}"
+                     f"{r['ratio_wall']:>8.2f}{r['tflops_device']:>7.0f}{r['rel_err']:>9.1e}  "
+                     f"{r['choice'].split(':')[0]}")
+        L.append(f"{'geo-mean':<27}{'':>18}{_geo([r.get('ratio_device') for r in g]):>7.2f}"
+                 f"{_geo([r.get('ratio_wall') for r in g]):>8.2f}")
+    p = [r for r in results if r["part"] == "suite_prefill"]
+    if p:
+        L += ["", f"{'prefill B H/Hkv Sq/Skv D c':<30}{'ours us':>9}{'SDPA best':>16}{'dev x':>7}"
+                  f"{'wall x':>8}{'TF/s':>7}{'rel err':>9}"]
+        for r in p:
+            name = (f"B{r['B']} H{r['Hq']}/{r['Hkv']} {r['Sq']}/{r['Skv']} d{r['D']}"
+                    f"{' c' if r['causal'] else ''}")
+            if "error" in r:
+                L.append(f"{name:<30} ERROR {r['error'][:80]}")
+                continue
+            best = r.get("sdpa_best")
+            bt = f"{best} {r[f'sdpa_{best}_device_s'] * 1e6:.0f}" if best else "n/a"
+            L.append(f"{name:<30}{r['ours_device_s'] * 1e6:>9.0f}{bt:>16}"
+                     f"{r.get('ratio_device', float('nan')):>7.2f}"
+                     f"{r.get('ratio_wall', float('nan')):>8.2f}{r['tflops_device']:>7.0f}"
+                     f"{r['rel_err']:>9.1e}")
+    d = [r for r in results if r["part"] == "suite_decode"]
+    if d:
+        L += ["", f"{'decode B H/Hkv Skv D':<28}{'MB':>8}{'ours us':>9}{'GB/s':>7}{'of copy':>8}"
+                  f"{'wall':>6}{'rel err':>9}  choice"]
+        for r in d:
+            name = f"B{r['B']} H{r['Hq']}/{r['Hkv']} {r['Skv']} d{r['D']}"
+            if "error" in r:
+                L.append(f"{name:<28} ERROR {r['error'][:80]}")
+                continue
+            L.append(f"{name:<28}{r['bytes'] / 1e6:>8.0f}{r['ours_device_s'] * 1e6:>9.0f}"
+                     f"{r['GBps_device']:>7.0f}{r['of_copy_device']:>8.2f}"
+                     f"{r['of_copy_wall']:>6.2f}{r['rel_err']:>9.1e}  "
+                     f"{r['choice'].split('(')[0].strip()[:60]}")
+    return "\n".join(L)
+
+
+def run_suite(results: List[dict], reps: int, bench, parts=("gemm", "prefill", "decode")) -> str:
+    """Run the suite's parts, append their rows to ``results``; returns the table."""
+    copy = copy_device_gbps(reps)
+    results.append({"part": "suite_copy", "GBps_device": copy})
+    if "gemm" in parts:
+        suite_gemm(results, reps, bench)
+    if "prefill" in parts:
+        suite_prefill(results, reps, bench)
+    if "decode" in parts:
+        suite_decode(results, reps, bench, copy)
+    return suite_table(results, copy)

@@ -1,0 +1,120 @@
+"""Which NVIDIA GEMM kernel and tile run a problem (issue 20 item 2), with the reason.
+
+Hopper (``sm_90a``) takes the wgmma kernel (rows that are not 16-byte aligned go through its
+edge copy, 2-byte loads), except for problems with 8/4-byte rows big enough to fill the SMs
+with mma.sync's 128x256 tiles, where mma.sync's 8/4-byte ``cp.async`` wins; the tile and the split-K count are chosen by
+a small cost model over the candidates of :data:`WGMMA_TILES`:
+
+    time ~ waves * per_sm * (bm * bn * k_tiles_per_split) / tile_efficiency,
+    waves = ceil(tiles * splits / (SMs * per_sm))
+
+(``per_sm``: the CTAs one SM holds by shared memory; they share it, so each runs slower)
+
+so a tile that leaves most SMs idle in its last wave (SM quantisation), or a big tile on a
+problem with few tiles, loses to a smaller one.  Split-K is considered when the tiles fill at
+most half the SMs, the k loop has at least 8 tiles, and the fp32 workspace it writes and reads
+back is no larger than the operands.  ``tile_efficiency`` is a relative per-tile throughput
+ASSUMED from the tile shape (bigger tiles reuse each loaded byte more), not measured; the GPU
+benchmark (``benchmarks/gpu.py --suite``) is what says whether the choices are good.
+
+Elsewhere (sm_80, sm_89) the mma.sync kernel runs with the widest copy the rows allow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Dict, List, Tuple
+
+from ..errors import LaunchError
+from ..selection import GemmChoice, GemmProblem, Target, cdiv
+from .gemm import CudaGemmConfig
+from .wgmma import WgmmaGemmConfig
+
+__all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident"]
+
+# (bm, bn, stages): every candidate's plan is proved when it is built.  The 64-row tiles keep
+# 4 / 6 stages (97 KiB) so two CTAs share an SM: a skinny problem's split-K CTAs then overlap
+# one's epilogue with the other's loads (measured on an H100: 16x4096x4096 bf16 13.4 us with
+# 64x128 s4 split 8 against 18.9 us with s8 split 4)
+WGMMA_TILES: List[Tuple[int, int, int]] = [(128, 256, 4), (128, 128, 6), (64, 128, 4), (64, 64, 6)]
+# relative per-tile throughput, assumed (see the module docstring), not measured
+TILE_EFFICIENCY: Dict[Tuple[int, int], float] = {(128, 256): 1.0, (128, 128): 0.85,
+                                                 (64, 128): 0.7, (64, 64): 0.5}
+SMEM_PER_SM = 228 * 1024      # H100/H200: shared memory of one SM (227 KiB per block + 1 KiB)
+MIN_K_TILES_PER_SPLIT = 4
+MAX_SPLITS = 16
+
+
+def resident(cfg: WgmmaGemmConfig) -> int:
+    """CTAs of ``cfg`` one SM holds at once, by shared memory (1 KiB reserved per CTA)."""
+    return max(1, SMEM_PER_SM // (cfg.smem_bytes + 1024))
+
+
+def _splits(p: GemmProblem, tiles: int, kt: int, slots: int) -> int:
+    if tiles * 2 > slots or kt < 2 * MIN_K_TILES_PER_SPLIT:
+        return 1
+    s = min(slots // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS)
+    operand_bytes = 2 * (p.m * p.k + p.k * p.n)
+    while s > 1 and s * p.m * p.n * 4 > operand_bytes:
+        s -= 1
+    # equal ranges of whole k tiles: the count the kernel will really launch
+    return cdiv(kt, cdiv(kt, s)) if s > 1 else 1
+
+
+def _wgmma_choice(p: GemmProblem, t: Target) -> GemmChoice:
+    best = None
+    for bm, bn, stages in WGMMA_TILES:
+        cfg = WgmmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=bm, bn=bn, stages=stages)
+        per_sm = resident(cfg)
+        slots = t.sms * per_sm
+        tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
+        kt = cdiv(p.k, 64)
+        s = _splits(p, tiles, kt, slots)
+        ctas = tiles * s
+        waves = cdiv(ctas, slots)
+        # CTAs sharing an SM each take per_sm times as long
+        cost = waves * per_sm * bm * bn * cdiv(kt, s) / TILE_EFFICIENCY[(bm, bn)]
+        if best is None or cost < best[0]:
+            best = (cost, cfg, per_sm, slots, tiles, s, ctas, waves)
+    cost, cfg, per_sm, slots, tiles, s, ctas, waves = best
+    cfg = replace(cfg, split_k=s > 1)
+    why = [f"{cfg.bm}x{cfg.bn} tiles ({per_sm} CTA(s) per SM by shared memory): {tiles} tiles "
+           f"on {t.sms} SMs"]
+    if s > 1:
+        why.append(f"split-K {s} (k tiles of 64: {cdiv(p.k, 64)}, {cdiv(cdiv(p.k, 64), s)} "
+                   f"per split) to fill the SMs: {ctas} CTAs")
+    why.append(f"{waves} wave(s) of {slots} slots, last wave {ctas - (waves - 1) * slots}/{slots} "
+               "busy")
+    if p.vec != 8:
+        why.append("rows not 16-byte aligned: every vector takes the edge copy (2-byte loads)")
+    return GemmChoice("wgmma", cfg, s, ctas, "; ".join(why), cost)
+
+
+def select_nvidia_gemm(p: GemmProblem, t: Target, atom: str = "auto") -> GemmChoice:
+    """The NVIDIA kernel for ``p`` on ``t``; ``atom`` "auto", "wgmma" (refused off sm_90a)
+    or "mma" (mma.sync everywhere)."""
+    if atom not in ("auto", "wgmma", "mma"):
+        raise LaunchError(f"atom must be 'auto', 'wgmma' or 'mma', got {atom!r}")
+    hopper = t.arch == "sm_90a"
+    if atom == "wgmma" and not hopper:
+        raise LaunchError(f"atom='wgmma' needs an sm_90a device (H100/H200); the target is "
+                          f"{t.arch}: use atom='auto' or 'mma'")
+    vec = p.vec if p.vec > 1 else 8
+    cfg = CudaGemmConfig(dtype=p.dtype, b_major=p.b_major, vec=vec)
+    tiles = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn)
+    # 8/4-byte rows: mma.sync's cp.async of that width beats wgmma's 2-byte edge loads when the
+    # problem is big enough to fill the SMs with its 128x256 tiles; small ones want wgmma's
+    # smaller tiles more than wide copies
+    narrow_big = p.vec in (2, 4) and tiles >= t.sms
+    if hopper and (atom == "wgmma" or atom == "auto" and not narrow_big):
+        return _wgmma_choice(p, t)
+    if atom == "mma":
+        why = "atom='mma' asked for"
+    elif not hopper:
+        why = f"{t.arch}: no wgmma"
+    else:
+        why = (f"rows allow {2 * p.vec}-byte copies only (the wgmma kernel copies 16 bytes, "
+               f"else 2-byte edge loads) and {tiles} tiles fill the SMs")
+    if p.vec == 1:
+        why += "; rows not 4-byte aligned: every vector takes the edge copy (2-byte loads)"
+    return GemmChoice("mma", cfg, 1, tiles, f"{why}; {cfg.bm}x{cfg.bn} tiles: {tiles} tiles")

@@ -1,0 +1,263 @@
+"""Issue 20 on the CPU: the GEMM selection (one entry for both vendors, tiles against the SM
+count, small-M tiles, split-K), the split-K k ranges, the split-KV decode's split choice and
+its algorithm (a numpy model of the kernel's loop order, masks and exact merges), the edge
+copy's semantics, and NVRTC compiles of every new kernel form without spills."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kernels.errors import LaunchError
+from kernels.select import main as select_main, select_gemm
+from kernels.selection import H100, MI300X, GemmProblem, Target, nvidia_target
+from kernels.nvidia.decode_splitkv import (MAX_SPLITS, MIN_KEYS_PER_SPLIT, SplitKVDecodeConfig,
+                                           choose_splits, emit_splitkv_decode, heads_per_block)
+from kernels.nvidia.gemm import CudaGemmConfig, emit_gemm
+from kernels.nvidia.attention import AttentionConfigError
+from kernels.nvidia.gemm_select import WGMMA_TILES, resident
+from kernels.nvidia.wgmma import WgmmaGemmConfig, emit_wgmma_gemm, split_ranges
+from kernels.toolchain.nvrtc import kernel_names, nvcc_path, nvrtc_available
+
+HAVE_COMPILER = nvrtc_available() or nvcc_path() is not None
+
+
+# ------------------------------------------------------------------ GEMM selection
+
+@pytest.mark.parametrize("mnk, bm, splits", [
+    ((16, 4096, 4096), 64, 8),        # decode-time linear layer: small-M tile + split-K
+    ((1, 4096, 4096), 64, 8), ((64, 4096, 4096), 64, 8),
+    ((4000, 3000, 1000), 128, 1),     # fills 3 waves of 128x256
+    ((8192, 8192, 8192), 128, 1), ((4096, 14336, 4096), 128, 1),
+    ((777, 333, 130), 64, 1),         # K too short to split; small tiles fill more SMs
+    ((1, 1, 8), 64, 1)])
+def test_h100_choices(mnk, bm, splits):
+    c = select_gemm(GemmProblem(*mnk, dtype="bf16"), H100)
+    assert (c.kind, c.config.bm, c.splits, c.config.split_k) == ("wgmma", bm, splits, splits > 1)
+    assert "132 SMs" in c.reason and str(c).startswith("wgmma lg_wgmma_bf16")
+
+
+def test_the_sm_count_changes_the_choice():
+    p = GemmProblem(16, 4096, 4096, "bf16")
+    few = select_gemm(p, replace(H100, sms=16))
+    many = select_gemm(p, H100)
+    assert few.splits < many.splits and "16 SMs" in few.reason
+
+
+def test_narrow_rows():
+    # 8-byte rows of a problem that fills the SMs: mma.sync with 8-byte cp.async
+    c = select_gemm(GemmProblem(4096, 4096, 4100, vec=4), H100)
+    assert c.kind == "mma" and c.config.vec == 4 and "8-byte" in c.reason
+    # odd rows: wgmma through the edge copy, said so
+    c = select_gemm(GemmProblem(4096, 4096, 4097, vec=1), H100)
+    assert c.kind == "wgmma" and "edge copy" in c.reason
+    # no wgmma off sm_90a
+    c = select_gemm(GemmProblem(777, 333, 130, vec=1), nvidia_target((8, 0), 108))
+    assert c.kind == "mma" and c.config.vec == 8 and "sm_80" in c.reason
+
+
+def test_amd_target_answers_in_the_same_shape():
+    c = select_gemm(GemmProblem(777, 333, 130), MI300X)
+    assert c.kind == "amd" and (c.config.m, c.config.n, c.config.k) == (777, 333, 130)
+    assert "gfx942" in c.reason and c.splits == 1
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(m=0, n=1, k=1), "m=0"), (dict(m=1, n=1, k=1, dtype="f32"), "dtype"),
+    (dict(m=1, n=1, k=1, b_major="t"), "b_major"), (dict(m=1, n=1, k=1, vec=3), "vec")])
+def test_problem_validation(kw, match):
+    with pytest.raises(LaunchError, match=match):
+        GemmProblem(**kw)
+
+
+def test_selection_errors():
+    with pytest.raises(LaunchError, match="vendor"):
+        select_gemm(GemmProblem(8, 8, 8), Target("intel", "xe", 64))
+    with pytest.raises(LaunchError, match="sm_90a"):
+        select_gemm(GemmProblem(8, 8, 8), nvidia_target((8, 9), 128), atom="wgmma")
+    with pytest.raises(LaunchError, match="atom"):
+        select_gemm(GemmProblem(8, 8, 8), H100, atom="tcgen05")
+
+
+def test_select_cli(capsys):
+    assert select_main(["16,4096,4096", "--dtype", "bf16"]) == 0
+    assert "split-K 8" in capsys.readouterr().out
+    assert select_main(["16,4096"]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_candidate_tiles_fit_the_residency_they_assume():
+    for bm, bn, stages in WGMMA_TILES:
+        cfg = WgmmaGemmConfig(bm=bm, bn=bn, stages=stages)
+        assert resident(cfg) == (2 if bm == 64 else 1), cfg.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 100_000), st.sampled_from([16, 32, 64]), st.integers(1, 300))
+def test_split_ranges_cover_every_k_tile_once(K, bk, splits):
+    kt_per, n = split_ranges(K, bk, splits)
+    kt = -(-K // bk)
+    ranges = [(s * kt_per, min(kt, (s + 1) * kt_per)) for s in range(n)]   # the kernel's kt0/KTn
+    assert n <= splits and all(lo < hi for lo, hi in ranges)                # none empty
+    assert [t for lo, hi in ranges for t in range(lo, hi)] == list(range(kt))
+
+
+def test_split_ranges_refuse_bad_counts():
+    with pytest.raises(LaunchError, match="positive"):
+        split_ranges(64, 64, 0)
+
+
+# ------------------------------------------------------------------ generated GEMM sources
+
+def test_edge_copy_in_every_gemm_source():
+    for src in (emit_gemm(CudaGemmConfig()), emit_gemm(CudaGemmConfig(vec=2)),
+                emit_wgmma_gemm(WgmmaGemmConfig())):
+        assert "lg_copy_edge<" in src and "rows must hold" not in src
+        # the fast path needs aligned leading dimensions and a whole k tile
+        assert "((lda | ldb) & " in src and "if (full && k0 + " in src
+
+
+def test_split_k_source_has_both_kernels():
+    cfg = WgmmaGemmConfig(bm=64, bn=128, stages=4, split_k=True)
+    src = emit_wgmma_gemm(cfg)
+    assert kernel_names(src) == (cfg.name, cfg.reduce_name)
+    assert "blockIdx.y * kt_per" in src and "float* __restrict__ C" in src
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="needs NVRTC (cuda-python) or nvcc")
+def test_new_kernel_forms_compile_without_spills(tmp_path):
+    from kernels.cache import Cache
+    from kernels.toolchain.nvrtc import compile_cuda
+    cfgs = [WgmmaGemmConfig(bm=bm, bn=bn, stages=s, split_k=sk, dtype="bf16")
+            for bm, bn, s in WGMMA_TILES for sk in (False, True)]
+    srcs = [(c.arch, c.name, emit_wgmma_gemm(c)) for c in cfgs]
+    srcs.append(("sm_90", "gemm_v8", emit_gemm(CudaGemmConfig())))   # (vec=2 spilled before too)
+    for d, hg in ((64, 8), (128, 4), (128, 1), (256, 8), (256, 3)):
+        c = SplitKVDecodeConfig(head_dim=d, hg=hg, chunk=4 if hg <= 4 else 2)
+        srcs.append((c.arch, c.name, emit_splitkv_decode(c)))
+    for arch, name, src in srcs:
+        m = compile_cuda(src, arch, ["--ptxas-options=-v"], name=f"{name}.cu",
+                         cache=Cache(tmp_path))
+        if m.backend == "nvrtc":
+            assert " 0 bytes spill stores" in m.log and "serialized" not in m.log, (name, m.log)
+
+
+def edge_copy_model(row: np.ndarray, start: int, n: int, vec: int = 8) -> np.ndarray:
+    """What lg_copy_edge<2*vec> stores: the first n (clamped to 0..vec) elements, zeros after."""
+    out = np.zeros(vec, row.dtype)
+    m = max(0, min(n, vec))
+    out[:m] = row[start:start + m]
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 70), st.integers(0, 69))
+def test_edge_copy_reads_nothing_past_the_row(K, c):
+    """The kernel's valid count K - col never lets a vector read past the row end, and a whole
+    row is reassembled exactly from its vectors (zero-filled tail)."""
+    row = np.arange(1, K + 1, dtype=np.int64)
+    got = np.concatenate([edge_copy_model(row, s, K - s) for s in range(0, K + 7, 8)])
+    assert np.array_equal(got[:K], row) and not got[K:].any()
+    vec = edge_copy_model(row, min(c, K), K - min(c, K))
+    assert (vec[max(0, K - min(c, K)):] == 0).all()
+
+
+# ------------------------------------------------------------------ split-KV decode
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 300_000), st.integers(1, 200))
+def test_choose_splits_never_leaves_a_split_empty(blocks, skv, sms):
+    n, chunk, why = choose_splits(blocks, skv, sms)
+    assert 1 <= n <= MAX_SPLITS and (n - 1) * chunk < skv <= n * chunk
+    assert n == 1 or chunk >= MIN_KEYS_PER_SPLIT
+    assert f"{n} split(s)" in why
+
+
+def test_choose_splits_fills_the_gpu_when_batch_is_small():
+    n, _, _ = choose_splits(8, 100_000, 132)      # B1, 8 KV heads, 100K keys
+    assert n * 8 >= 4 * 132
+    assert choose_splits(983040, 16, 132)[0] == 1  # the seed configs: enough rows already
+    assert choose_splits(8, 1000, 132, kv_splits=5000)[0] == 1000   # clamped to one key each
+    with pytest.raises(LaunchError, match="kv_splits"):
+        choose_splits(8, 1000, 132, kv_splits=0)
+
+
+@pytest.mark.parametrize("group, hg", [(1, 1), (4, 4), (8, 8), (16, 8), (32, 8), (6, 6), (12, 6),
+                                       (9, 3), (7, 7), (11, 1)])
+def test_heads_per_block(group, hg):
+    assert heads_per_block(group) == hg
+
+
+def test_decode_config_errors():
+    for kw, match in ((dict(head_dim=96), "head_dim"), (dict(hg=9), "hg=9"),
+                      (dict(chunk=3), "chunk"), (dict(warps=8, hg=8, head_dim=64), "48 KiB")):
+        with pytest.raises(AttentionConfigError, match=match):
+            emit_splitkv_decode(SplitKVDecodeConfig(**kw))
+
+
+def splitkv_model(q, k, v, cfg: SplitKVDecodeConfig, n_splits: int, kv_chunk: int,
+                  scale: float) -> np.ndarray:
+    """The kernel's algorithm in numpy, in its order: per split, row group rg takes keys
+    base + rg + R*s (masked past the split), online softmax in base 2 per chunk, the row groups
+    merged by 2^(m_r - M), the splits merged by their LSE.  q (Hq, D); k/v (Hkv, Skv, D)."""
+    Hq, D = q.shape
+    Hkv, Skv, _ = k.shape
+    group, R, C = Hq // Hkv, cfg.row_groups, cfg.chunk
+    sl2 = scale * math.log2(math.e)
+    out = np.zeros((Hq, D))
+    for h in range(Hq):
+        hk = h // group
+        parts = []
+        for sp in range(n_splits):
+            s0, s1 = sp * kv_chunk, min(Skv, (sp + 1) * kv_chunk)
+            ms, ls, accs = [], [], []
+            for rg in range(R):
+                m, l, acc = -np.inf, 0.0, np.zeros(D)
+                for base in range(s0, s1, R * C):
+                    ts = [base + rg + R * s for s in range(C)]
+                    sc = np.array([q[h] @ k[hk, t] * sl2 if t < s1 else -np.inf for t in ts])
+                    mx = max(m, sc.max())
+                    alpha = 1.0 if mx == m else 2.0 ** (m - mx)
+                    m, l, acc = mx, l * alpha, acc * alpha
+                    for s, t in enumerate(ts):
+                        if sc[s] != -np.inf:
+                            p = 2.0 ** (sc[s] - m)
+                            l, acc = l + p, acc + p * v[hk, t]
+                ms.append(m), ls.append(l), accs.append(acc)
+            M = max(ms)
+            w = [0.0 if mm == -np.inf else 2.0 ** (mm - M) for mm in ms]
+            L = sum(wi * li for wi, li in zip(w, ls))
+            parts.append((M + math.log2(L), sum(wi * ai for wi, ai in zip(w, accs)) / L))
+        lmax = max(p[0] for p in parts)
+        ws = [2.0 ** (p[0] - lmax) for p in parts]
+        out[h] = sum(wi * p[1] for wi, p in zip(ws, parts)) / sum(ws)
+    return out
+
+
+@pytest.mark.parametrize("Hq, Hkv, Skv, D, n", [(4, 2, 37, 64, 1), (4, 2, 37, 64, 3),
+                                                (6, 2, 100, 64, 7), (2, 2, 5, 128, 5)])
+def test_splitkv_algorithm_is_exact_softmax(Hq, Hkv, Skv, D, n):
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(Hq, D)), rng.normal(size=(Hkv, Skv, D)), rng.normal(size=(Hkv, Skv, D))
+    cfg = SplitKVDecodeConfig(head_dim=D, hg=heads_per_block(Hq // Hkv), chunk=2)
+    chunk = -(-Skv // n)
+    n = -(-Skv // chunk)
+    got = splitkv_model(q, k, v, cfg, n, chunk, 1 / math.sqrt(D))
+    g = Hq // Hkv
+    s = np.einsum("hd,hsd->hs", q, np.repeat(k, g, 0)) / math.sqrt(D)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("hs,hsd->hd", p / p.sum(-1, keepdims=True), np.repeat(v, g, 0))
+    assert np.allclose(got, ref, atol=1e-12)
+
+
+def test_splitkv_source_shape():
+    cfg = SplitKVDecodeConfig(head_dim=128, hg=4)
+    src = emit_splitkv_decode(cfg)
+    assert kernel_names(src) == (cfg.name, cfg.combine_name)
+    # the loop every lane runs the same number of times (shuffles need the whole warp)
+    assert "for (int base = s0; base < s1; base +=" in src
+    assert src.count("__shfl_xor_sync") == int(math.log2(cfg.lanes_per_row))
