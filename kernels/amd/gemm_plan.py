@@ -30,8 +30,9 @@ from layoutalg import Layout, ComposedLayout, Swizzle, composition, make_layout
 from ..errors import KernelError
 
 __all__ = ["GemmConfig", "OperandPlan", "GemmPlan", "plan_gemm", "split_tv", "ConfigError",
-           "DTYPE_BYTES", "operand_plan"]
+           "DTYPE_BYTES", "operand_plan", "SCHEDULES"]
 
+SCHEDULES = ("basic", "pipelined")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 _DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
                   "bf16": "bf16", "bfloat16": "bf16", "f32": "f32", "fp32": "f32",
@@ -76,6 +77,12 @@ class GemmConfig:
                                    # compiler's wait before each consumer)
     read_ahead: int = 0            # LDS operand reads issued this many k-groups ahead of
                                    # their MFMAs (0: each group's reads right before its MFMAs)
+    schedule: str = "basic"        # k-tile schedule: "basic" (reads, wait, MFMAs per k-group)
+                                   # or "pipelined" (kernels.amd.gemm_schedule: every read of
+                                   # the k-tile first, partial lgkmcnt waits, s_setprio, pinned
+                                   # interleave)
+    selection: Optional[str] = field(default=None, compare=False)  # why select_gemm chose
+                                   # this config (None: the user's own); not in the source
 
     def normalized(self) -> "GemmConfig":
         c = replace(self, dtype=norm_dtype(self.dtype),
@@ -85,6 +92,12 @@ class GemmConfig:
         for name in ("a_major", "b_major", "c_major"):
             if getattr(c, name) not in ("row", "col"):
                 raise ConfigError(f"{name} must be 'row' or 'col', got {getattr(c, name)!r}")
+        if c.schedule not in SCHEDULES:
+            raise ConfigError(f"schedule must be one of {', '.join(SCHEDULES)}, got "
+                              f"{c.schedule!r}")
+        if c.schedule == "pipelined" and c.read_ahead:
+            raise ConfigError("read_ahead applies to the basic schedule; the pipelined one "
+                              "issues every operand read of the k-tile before its MFMAs")
         if c.stages not in (1, 2):
             raise ConfigError(f"stages must be 1 or 2, got {c.stages!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):

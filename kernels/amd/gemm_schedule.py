@@ -1,0 +1,62 @@
+"""The pipelined k-tile schedule of the GEMM (``GemmConfig(schedule="pipelined")``).
+
+The basic schedule issues, per k-group, the operand reads, ``s_waitcnt lgkmcnt(0)`` and that
+group's MFMAs: each group's MFMAs wait for the whole LDS latency of its reads (issue 15: "the
+loop waits on LDS reads four times per k-tile").  The pipelined one issues every operand read
+of the k-tile first, then runs the MFMAs of k-group g after a *partial* wait,
+``lgkmcnt(reads issued after group g)``: LDS operations of a wave complete in order, so that
+count means "group g's reads have arrived" while the later groups' reads are still in flight,
+and the MFMA run starts on the first fragments.  ``s_setprio 1`` around the MFMA run keeps the
+matrix pipe with the wave whose operands are ready while the SIMD's other wave issues its loads
+(as Triton's and hipBLASLt's loops do); ``sched_group_barrier`` pins the order (all reads, then
+the MFMAs) so the compiler's scheduler cannot sink reads between the MFMAs or hoist MFMAs above
+the reads they do not depend on.  The global prefetch of the next k-tile stays first in the
+iteration (GemmBuilder.iteration), ahead of all of this.
+
+Nothing here changes what is computed: the waits only wait and the compiler still inserts any
+wait a consumer needs (a wait it can prove is already satisfied it drops); the gate checks the
+dataflow and the LDS races of the statements in this order, and the emulator runs them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Sequence
+
+from ..ir.core import Access, Comment, SchedGroupBarrier, SetPrio, WaitCnt
+
+__all__ = ["pipelined_k_tile", "LGKM_MAX"]
+
+LGKM_MAX = 15       # gfx9 (CDNA) lgkmcnt is 4 bits: a wait for more is a wait for 15
+
+
+def _reads(stmts: Sequence[Any]) -> int:
+    return sum(isinstance(s, Access) and s.space == "lds" and s.kind == "load" for s in stmts)
+
+
+def pipelined_k_tile(reads_of: Sequence[List[Any]], mfmas_of: Sequence[List[Any]],
+                     sync_id: int = 0, explicit_waits: bool = False) -> List[Any]:
+    """Statements of one k-tile's compute phase: ``reads_of[g]`` (group g's LDS operand reads,
+    no waits) all first, then for each group a partial ``lgkmcnt`` wait and ``mfmas_of[g]``,
+    under ``s_setprio 1``; ``sched_group_barrier`` statements pin the reads-then-MFMAs order."""
+    if len(reads_of) != len(mfmas_of):
+        raise ValueError("pipelined_k_tile: one list of reads per list of MFMAs")
+    counts = [_reads(r) for r in reads_of]
+    n_mfma = sum(sum(1 for s in m if not isinstance(s, Comment)) for m in mfmas_of)
+    out: List[Any] = [Comment("pipelined k-tile: every operand read first, then each k-group's "
+                              "MFMAs after a wait for its own reads only")]
+    for r in reads_of:
+        out += r
+    out.append(SetPrio(1))
+    after = sum(counts)
+    for g, m in enumerate(mfmas_of):
+        after -= counts[g]
+        if explicit_waits:
+            out.append(WaitCnt(lgkm=min(after, LGKM_MAX)))
+        out += m
+    out.append(SetPrio(0))
+    # the order the scheduler must keep: the reads, then the MFMA run
+    if sum(counts):
+        out.append(SchedGroupBarrier("ds_read", sum(counts), sync_id))
+    if n_mfma:
+        out.append(SchedGroupBarrier("mfma", n_mfma, sync_id))
+    return out
