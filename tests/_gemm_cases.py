@@ -3,7 +3,8 @@
 these same cases, so a case added here is covered by the golden-hash test too."""
 
 BASE = dict(m=200, n=136, k=72, dtype="f16", out_dtype=None, layout="NN", c_major="row",
-            block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, arch="gfx942")
+            block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, schedule=None,
+            arch="gfx942")
 
 CASES = {
     "NN": {}, "NT": {"layout": "NT"}, "TN": {"layout": "TN"}, "TT": {"layout": "TT"},

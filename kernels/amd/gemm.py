@@ -658,6 +658,7 @@ class BuiltKernel(BuiltProgram):
             "swizzles": {op.name: (op.swizzle_search.summary() if op.swizzle_search is not None else
                                    str(op.swizzle)) for op in (self.plan.a, self.plan.b)},
             "notes": list(self.plan.notes),
+            "tile_choice": c.selection or "given by the caller (no tile selection)",
             "timings_s": dict(self.timings),
         }
         out["hot_loop_instructions"] = self.hot_loop_match(r.hot_loop)
