@@ -42,6 +42,49 @@ OURS_CONFIGS = [  # (block_m, block_n, block_k, waves_m, waves_n, LDS stages)
 ]
 
 
+# issue 15's suite: square, ragged, M = 16 / 64 (decode-time linear layers), long K, an LLM
+# projection; our default choice (kernels.amd.gemm_select) against Triton's best of a small
+# autotune list, by the same model
+SUITE = [(4096, 4096, 4096), (2048, 2048, 2048), (8192, 8192, 8192), (4000, 3000, 1000),
+         (16, 4096, 4096), (64, 4096, 4096), (1024, 1024, 16384), (4096, 14336, 4096)]
+TRITON_AUTOTUNE = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): tutorial-style list
+    (256, 256, 64, 8, 2), (128, 128, 64, 4, 2), (128, 64, 64, 4, 2), (64, 128, 64, 4, 2),
+    (64, 64, 64, 4, 2), (32, 64, 128, 4, 2), (16, 64, 128, 4, 2),
+]
+
+
+def _triton_masked_kernel():
+    """The tutorial GEMM with bounds masks (any M, N, K), as a Triton user writes it."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul_masked(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :]
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :]
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - kk * BLOCK_K
+            a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left),
+                        other=0.0)
+            b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N),
+                        other=0.0)
+            acc += tl.dot(a, b)
+            a_ptrs += BLOCK_K
+            b_ptrs += BLOCK_K * stride_bk
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    return matmul_masked
+
+
 def _triton_kernel():
     import triton
     import triton.language as tl
@@ -69,19 +112,23 @@ def _triton_kernel():
     return matmul_kernel
 
 
-def triton_compile(cfg) -> Dict[str, Any]:
-    """Cold-compile the Triton GEMM (row-major fp16 A, B, C; divisibility-16 hints)."""
+def triton_compile(cfg, dtype: str = "fp16", masked: bool = False) -> Dict[str, Any]:
+    """Cold-compile the Triton GEMM (row-major A, B, C of ``dtype``; divisibility-16 hints on
+    the pointers and strides; ``masked``: the bounds-masked kernel for any M, N, K)."""
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     bm, bn, bk, warps, stages = cfg
     with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
         import triton
         from triton.backends.compiler import GPUTarget
-        fn = _triton_kernel()
-        sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32",
+        fn = _triton_masked_kernel() if masked else _triton_kernel()
+        p = f"*{dtype}"
+        sig = {"a_ptr": p, "b_ptr": p, "c_ptr": p, "M": "i32", "N": "i32",
                "K": "i32", "stride_am": "i32", "stride_bk": "i32", "stride_cm": "i32",
                "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-        attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
+        # masked: M, N, K are any size (no hint on them); pointers and strides keep theirs
+        hinted = (0, 1, 2, 6, 7, 8) if masked else range(9)
+        attrs = {(i,): [["tt.divisibility", 16]] for i in hinted}
         t0 = time.perf_counter()
         src = triton.compiler.ASTSource(fn=fn, signature=sig,
                                         constexprs={(9,): bm, (10,): bn, (11,): bk}, attrs=attrs)
@@ -111,6 +158,80 @@ def ours_compile(m: int, n: int, k: int, cfg) -> Dict[str, Any]:
             "checks": f"{sum(rep['verification'].values())}/{len(rep['verification'])}"}
 
 
+def ours_default(m: int, n: int, k: int, dtype: str = "f16") -> Dict[str, Any]:
+    """The library's default for the problem (kernels.amd.gemm_select), built, verified,
+    compiled and modelled."""
+    from kernels.amd.gemm_select import select_gemm
+    from kernels.gemm import build_gemm
+    ch = select_gemm(m, n, k, dtype=dtype)
+    c = ch.config
+    t0 = time.perf_counter()
+    built = build_gemm(c)
+    co = built.compile("gfx942", use_cache=False)
+    seconds = time.perf_counter() - t0
+    assert built.verification.holds
+    out = {"who": "layoutalg default", "config": ch.ranking[0].candidate.label(),
+           "dtype": dtype, "seconds": seconds, "reason": ch.reason,
+           "hot_loop_match": built.report()["hot_loop_instructions"]["match"]}
+    out.update(model(co.binary, built.block, 0, gemm=f"{m},{n},{k}",
+                     tile=f"{c.block_m}x{c.block_n}"))
+    out["_binary"], out["_threads"] = co.binary, built.block
+    return out
+
+
+def run_suite(json_path: Optional[str] = None) -> int:
+    """Issue 15's 8 shapes: our default choice vs Triton's best of TRITON_AUTOTUNE (the model
+    standing in for the autotuner's timing), f16, by the same model in one run."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        print("triton not installed (pip install triton==3.9.0): the suite needs it")
+        return 3
+    binaries = {}
+    for cfg in TRITON_AUTOTUNE:
+        for masked in (False, True):
+            binaries[cfg, masked] = triton_compile(cfg, masked=masked)
+    rows = []
+    print("\nGEMM suite, f16 in/out, NN, gfx942; static MI300X performance model (kernels.perf; "
+          "a model, NOT a measurement; error bar +-25%)\n")
+    print("| M x N x K | layoutalg default (gemm_select) | model busy | model % of peak | "
+          "Triton 3.9 best of the autotune list | model busy | model % of peak | ours / Triton |")
+    print("|---|---|---|---|---|---|---|---|")
+    for m, n, k in SUITE:
+        ours = ours_default(m, n, k)
+        best = None
+        exact = all(v % b == 0 for v, b in ((m, 16), (n, 16), (k, 16)))
+        for cfg in TRITON_AUTOTUNE:
+            masked = not (m % cfg[0] == 0 and n % cfg[1] == 0 and k % cfg[2] == 0 and exact)
+            t = binaries[cfg, masked]
+            r = model(t["binary"], t["threads"], t["lds_dynamic"], gemm=f"{m},{n},{k}",
+                      tile=f"{cfg[0]}x{cfg[1]}")
+            r.update({"config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}, {cfg[3]} warps, {cfg[4]} stages"
+                      + (", masked" if masked else "")})
+            if "model_peak_fraction" not in r:
+                continue
+            # A tile too small for num_warps makes Triton replicate the MFMAs over the warps:
+            # the model counts every wave's MFMA flops as distinct work, so its K per loop
+            # iteration exceeds BLOCK_K; the same cycles cover only BLOCK_K of useful work
+            kpi = r.get("model_k_per_iteration") or cfg[2]
+            r["replicated_warps"] = round(kpi / cfg[2], 3)
+            r["useful_peak_fraction"] = r["model_peak_fraction"] * min(1.0, cfg[2] / kpi)
+            if best is None or r["useful_peak_fraction"] > best["useful_peak_fraction"]:
+                best = r
+        pf_o, pf_t = ours.get("model_peak_fraction"), best["useful_peak_fraction"]
+        rep = "" if best["replicated_warps"] <= 1 else \
+            f" (model {100 * best['model_peak_fraction']:.1f}% counts {best['replicated_warps']:g}x " \
+            "replicated MFMAs)"
+        print(f"| {m}x{n}x{k} | {ours['config']} | {100 * ours['model_mfma_busy']:.0f}% | "
+              f"{100 * pf_o:.1f}% | {best['config']} | {100 * best['model_mfma_busy']:.0f}% | "
+              f"{100 * pf_t:.1f}%{rep} | {pf_o / pf_t:.2f} |")
+        ours = {k_: v for k_, v in ours.items() if not k_.startswith("_")}
+        rows.append({"shape": [m, n, k], "ours": ours, "triton_best": best})
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
 def model(binary: bytes, threads: int, lds_dynamic: int, **problem: str) -> Dict[str, Any]:
     """The static MI300X performance model (kernels.perf) of a code object: MFMA busy of the hot
     loop, the binding resource and, given ``gemm=``/``attention=`` and ``tile=``, the whole
@@ -124,7 +245,8 @@ def model(binary: bytes, threads: int, lds_dynamic: int, **problem: str) -> Dict
     return {"model_mfma_busy": r.mfma_busy, "model_binding": r.binding,
             "model_idle": r.idle_breakdown, "model_peak_fraction": r.peak_fraction,
             "model_tflops": w.get("tflops"), "model_error_bar": r.error_bar,
-            "model_cycles_per_iteration": r.cycles_per_iteration}
+            "model_cycles_per_iteration": r.cycles_per_iteration,
+            "model_k_per_iteration": w.get("k_per_iteration")}
 
 
 def print_model(rows: List[Dict[str, Any]], problem: str) -> None:
@@ -179,7 +301,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--suite", action="store_true", help="issue 15's 8 shapes: our default "
+                    "choice vs Triton's best of a small autotune list, by the model")
     args = ap.parse_args(argv)
+    if args.suite:
+        return run_suite(args.json)
     rows = []
     shape = f"{args.m},{args.n},{args.k}"
     try:
@@ -206,6 +332,22 @@ def main(argv: Optional[List[str]] = None) -> int:
                      "seconds": o["seconds"],
                      "stages": {k: round(v, 3) for k, v in st.items() if isinstance(v, float)},
                      "checks": o["checks"], "hot_loop_match": o["hot_loop_match"], **a})
+    if have_triton:   # the target's bf16 half: Triton's first config in bf16
+        cfg = TRITON_CONFIGS[0]
+        t = triton_compile(cfg, dtype="bf16")
+        a = analyse(t["binary"], t["threads"], t["lds_dynamic"])
+        a.update(model(t["binary"], t["threads"], t["lds_dynamic"], gemm=shape,
+                       tile=f"{cfg[0]}x{cfg[1]}"))
+        rows.append({"who": f"Triton {t['version']}", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}"
+                     f", {cfg[3]} warps, {cfg[4]} stages, bf16", "seconds": t["seconds"], **a})
+    for dtype in ("f16", "bf16"):   # the library's default choice for the problem
+        d = ours_default(args.m, args.n, args.k, dtype)
+        a = analyse(d.pop("_binary"), d.pop("_threads"), 0)
+        a.update({k_: v for k_, v in d.items() if k_.startswith("model_")})
+        rows.append({"who": "layoutalg", "config": f"default {d['config']}, {dtype}",
+                     "seconds": d["seconds"], "stages": {}, "checks": "all",
+                     "hot_loop_match": d["hot_loop_match"], **a})
+        print(f"layoutalg default ({dtype}): {d['reason']}")
     hdr = ("| compiler | config | VGPR/AGPR | LDS | waves/SIMD | spills | hot-loop MFMA | "
            "MFMA share | ds_read | ds_write | global loads | v_perm | s_waitcnt | "
            "Python -> code object |")

@@ -8,6 +8,7 @@ computes padding.  For a candidate configuration the static performance model (k
 estimates the whole kernel as::
 
     fraction of MFMA peak = busy x M*N / (waves * slots * BM * BN) x K / (k_tiles * BK)
+                            x loop / (loop + prologue and epilogue)
 
 where ``busy`` is the MFMA-busy fraction of the compiled hot loop with ``wg_per_cu``
 work-groups resident per CU, ``slots = 304 * wg_per_cu`` and ``waves = ceil(tiles / slots)``
@@ -54,6 +55,8 @@ class Candidate:
     busy: float
     waves_per_simd: int
     mfma: Optional[str] = None
+    busy_ragged: Optional[float] = None       # the same at 4000x3000x1000 (every edge
+    waves_per_simd_ragged: Optional[int] = None  # predicated: more VALU, more registers)
 
     @property
     def waves(self) -> int:
@@ -64,6 +67,15 @@ class Candidate:
         """Work-groups resident per CU (4 SIMDs): the model's ``workgroups_per_cu``."""
         return max(1, self.waves_per_simd * 4 // self.waves)
 
+    def on(self, m: int, n: int, k: int) -> "Candidate":
+        """The figures that apply to an M x N x K problem: the ragged ones when an edge tile is
+        partial (the kernel then predicates its loads and stores)."""
+        if self.busy_ragged is None or not (m % self.block_m or n % self.block_n
+                                            or k % self.block_k):
+            return self
+        return replace(self, busy=self.busy_ragged,
+                       waves_per_simd=self.waves_per_simd_ragged or self.waves_per_simd)
+
     def label(self) -> str:
         m = f", {self.mfma}" if self.mfma else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} ({self.waves_m}x{self.waves_n} "
@@ -73,20 +85,27 @@ class Candidate:
 # measured with benchmarks/gfx942_static.py's model on 4096x4096x4096 f16 NN code objects of
 # the pipelined schedule (docs/PERFORMANCE.md, "Tile choice"); a change to the builder that
 # moves these figures should re-measure them (tests/test_gemm_select.py checks two of them)
+_F16 = "16x16x16"
 CANDIDATES: Tuple[Candidate, ...] = (
-    Candidate(256, 256, 32, 4, 2, 2, busy=0.694, waves_per_simd=2),
-    Candidate(128, 128, 32, 2, 2, 2, busy=0.899, waves_per_simd=2),
-    Candidate(128, 128, 32, 2, 2, 1, busy=1.000, waves_per_simd=3),
-    Candidate(128, 64, 32, 2, 2, 1, busy=0.886, waves_per_simd=5),
-    Candidate(64, 64, 64, 2, 2, 1, busy=0.666, waves_per_simd=4),
-    Candidate(64, 64, 32, 2, 2, 2, busy=0.496, waves_per_simd=4),
+    Candidate(256, 256, 32, 4, 2, 2, 0.694, 2, busy_ragged=0.692, waves_per_simd_ragged=2),
+    Candidate(128, 128, 32, 2, 2, 2, 0.899, 2, busy_ragged=0.807, waves_per_simd_ragged=2),
+    Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.807, waves_per_simd_ragged=2),
+    Candidate(128, 64, 32, 2, 2, 1, 0.886, 5, busy_ragged=0.800, waves_per_simd_ragged=4),
+    Candidate(64, 64, 64, 2, 2, 1, 0.666, 4, busy_ragged=0.666, waves_per_simd_ragged=4),
+    Candidate(64, 64, 32, 2, 2, 2, 0.496, 4, busy_ragged=0.475, waves_per_simd_ragged=4),
     # small M (the decode-time linear layer): 16x16x16 MFMAs, few rows per work-group
-    Candidate(64, 64, 64, 2, 2, 2, busy=0.439, waves_per_simd=2, mfma="16x16x16"),
-    Candidate(32, 64, 64, 1, 4, 2, busy=0.240, waves_per_simd=2, mfma="16x16x16"),
-    Candidate(16, 64, 128, 1, 4, 2, busy=0.104, waves_per_simd=1, mfma="16x16x16"),
-    Candidate(16, 32, 64, 1, 2, 2, busy=0.164, waves_per_simd=3, mfma="16x16x16"),
-    Candidate(16, 16, 64, 1, 1, 2, busy=0.134, waves_per_simd=2, mfma="16x16x16"),
+    Candidate(64, 64, 64, 2, 2, 2, 0.439, 2, _F16, busy_ragged=0.408, waves_per_simd_ragged=2),
+    Candidate(32, 64, 64, 1, 4, 2, 0.240, 2, _F16, busy_ragged=0.239, waves_per_simd_ragged=2),
+    Candidate(16, 64, 128, 1, 4, 2, 0.104, 1, _F16, busy_ragged=0.105, waves_per_simd_ragged=1),
+    Candidate(16, 32, 64, 1, 2, 2, 0.164, 3, _F16, busy_ragged=0.156, waves_per_simd_ragged=3),
+    Candidate(16, 16, 64, 1, 1, 2, 0.134, 2, _F16, busy_ragged=0.124, waves_per_simd_ragged=2),
 )
+
+# the model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks) and
+# ~400 instructions outside the loop at one per 4 clocks (kernels.perf.estimate.whole_kernel;
+# the instruction count is a typical figure of our GEMM code objects, not a per-kernel one)
+OVERHEAD_CYCLES = 2 * 700 + 400 * 4
+PEAK_FLOPS_PER_CLK_CU = 4 * 512     # 4 SIMDs x a 32x32x8 f16/bf16 MFMA's 16384 flops / 32 clk
 
 
 @dataclass(frozen=True)
@@ -109,13 +128,19 @@ class Score:
 
 
 def score(c: Candidate, m: int, n: int, k: int) -> Score:
-    """The closed-form whole-kernel estimate of candidate ``c`` on an M x N x K GEMM."""
+    """The closed-form whole-kernel estimate of candidate ``c`` on an M x N x K GEMM (its
+    ragged figures when an edge tile is partial)."""
+    c = c.on(m, n, k)
     tiles = math.ceil(m / c.block_m) * math.ceil(n / c.block_n)
     slots = CUS * c.wg_per_cu
     waves = math.ceil(tiles / slots)
     quant = (m * n) / (waves * slots * c.block_m * c.block_n)
-    kfill = k / (math.ceil(k / c.block_k) * c.block_k)
-    return Score(c, tiles, slots, waves, quant, kfill, c.busy * quant * kfill)
+    iters = math.ceil(k / c.block_k)
+    kfill = k / (iters * c.block_k)
+    # clocks of one loop iteration with wg_per_cu work-groups sharing the CU's MFMA pipes
+    cyc = c.wg_per_cu * 2.0 * c.block_m * c.block_n * c.block_k / (PEAK_FLOPS_PER_CLK_CU * c.busy)
+    loop_share = iters * cyc / (iters * cyc + OVERHEAD_CYCLES)
+    return Score(c, tiles, slots, waves, quant, kfill, c.busy * quant * kfill * loop_share)
 
 
 @dataclass(frozen=True)
