@@ -11,7 +11,7 @@ def test_square_4096_picks_the_two_stage_pipelined_128_tile(dtype):
     ch = select_gemm(4096, 4096, 4096, dtype=dtype)
     c = ch.config
     assert (c.block_m, c.block_n, c.block_k, c.waves_m, c.waves_n, c.stages, c.schedule) == \
-        (128, 128, 32, 2, 2, 2, "pipelined")
+        (128, 128, 64, 2, 2, 1, "pipelined")
     assert c.dtype == dtype
     assert "1024 work-groups" in ch.reason and "1.68 waves" in ch.reason
     assert c.selection == ch.reason
@@ -22,7 +22,7 @@ def test_square_4096_picks_the_two_stage_pipelined_128_tile(dtype):
 def test_ragged_shape_weighs_waves_against_loop_busy():
     ch = select_gemm(4000, 3000, 1000)
     best = ch.ranking[0]
-    assert (best.candidate.block_m, best.candidate.block_n) == (64, 64)
+    assert (best.candidate.block_m, best.candidate.block_n) == (128, 64)
     # the 2-per-CU 128x128 tile would need 2 waves with the second 26% full
     two = next(s for s in ch.ranking if (s.candidate.block_m, s.candidate.block_n,
                                          s.candidate.stages) == (128, 128, 2))

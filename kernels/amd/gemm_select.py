@@ -87,18 +87,19 @@ class Candidate:
 # moves these figures should re-measure them (tests/test_gemm_select.py checks two of them)
 _F16 = "16x16x16"
 CANDIDATES: Tuple[Candidate, ...] = (
-    Candidate(256, 256, 32, 4, 2, 2, 0.694, 2, busy_ragged=0.692, waves_per_simd_ragged=2),
-    Candidate(128, 128, 32, 2, 2, 2, 0.899, 2, busy_ragged=0.807, waves_per_simd_ragged=2),
-    Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.807, waves_per_simd_ragged=2),
-    Candidate(128, 64, 32, 2, 2, 1, 0.886, 5, busy_ragged=0.800, waves_per_simd_ragged=4),
-    Candidate(64, 64, 64, 2, 2, 1, 0.666, 4, busy_ragged=0.666, waves_per_simd_ragged=4),
-    Candidate(64, 64, 32, 2, 2, 2, 0.496, 4, busy_ragged=0.475, waves_per_simd_ragged=4),
+    Candidate(256, 256, 32, 4, 2, 2, 0.694, 2, busy_ragged=0.694, waves_per_simd_ragged=2),
+    Candidate(128, 128, 32, 2, 2, 2, 0.900, 2, busy_ragged=0.804, waves_per_simd_ragged=2),
+    Candidate(128, 128, 64, 2, 2, 1, 0.927, 2, busy_ragged=0.527, waves_per_simd_ragged=2),
+    Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.767, waves_per_simd_ragged=2),
+    Candidate(128, 64, 32, 2, 2, 1, 0.878, 5, busy_ragged=0.886, waves_per_simd_ragged=4),
+    Candidate(64, 64, 64, 2, 2, 1, 0.655, 4, busy_ragged=0.664, waves_per_simd_ragged=4),
+    Candidate(64, 64, 32, 2, 2, 2, 0.486, 4, busy_ragged=0.475, waves_per_simd_ragged=4),
     # small M (the decode-time linear layer): 16x16x16 MFMAs, few rows per work-group
-    Candidate(64, 64, 64, 2, 2, 2, 0.439, 2, _F16, busy_ragged=0.408, waves_per_simd_ragged=2),
-    Candidate(32, 64, 64, 1, 4, 2, 0.240, 2, _F16, busy_ragged=0.239, waves_per_simd_ragged=2),
+    Candidate(64, 64, 64, 2, 2, 2, 0.447, 2, _F16, busy_ragged=0.409, waves_per_simd_ragged=2),
+    Candidate(32, 64, 64, 1, 4, 2, 0.241, 2, _F16, busy_ragged=0.239, waves_per_simd_ragged=2),
     Candidate(16, 64, 128, 1, 4, 2, 0.104, 1, _F16, busy_ragged=0.105, waves_per_simd_ragged=1),
-    Candidate(16, 32, 64, 1, 2, 2, 0.164, 3, _F16, busy_ragged=0.156, waves_per_simd_ragged=3),
-    Candidate(16, 16, 64, 1, 1, 2, 0.134, 2, _F16, busy_ragged=0.124, waves_per_simd_ragged=2),
+    Candidate(16, 32, 64, 1, 2, 2, 0.163, 3, _F16, busy_ragged=0.156, waves_per_simd_ragged=3),
+    Candidate(16, 16, 64, 1, 1, 2, 0.133, 2, _F16, busy_ragged=0.117, waves_per_simd_ragged=2),
 )
 
 # the model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks) and
