@@ -20,4 +20,11 @@ CASES = {
     # odd K: scalar global loads packed into 32-bit LDS writes; M far below the block tile
     "odd-k-tiny-m": {"m": 5, "n": 141, "k": 17, "dtype": "bf16", "out_dtype": "f32",
                      "c_major": "col", "block": "64x64x32"},
+    # the pipelined schedule (issue 15): ragged, and the tile choice (no --block) end to end
+    "pipelined-ragged": {"schedule": "pipelined"},
+    "pipelined-1stage-bk64-TN": {"layout": "TN", "block": "128x128x64", "stages": 1,
+                                 "schedule": "pipelined"},
+    "chosen-tile": {"block": None, "waves": None, "stages": None},
+    "chosen-tile-small-m": {"m": 16, "n": 200, "k": 136, "dtype": "bf16", "block": None,
+                            "waves": None, "stages": None},
 }
