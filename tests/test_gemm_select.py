@@ -112,3 +112,14 @@ def test_candidate_table_matches_the_model():
         r = analyze(co.binary, block_threads=bk.block)
         assert r.mfma_busy == pytest.approx(c.busy, abs=0.02)
         assert bk.report()["waves_per_simd"] == c.waves_per_simd
+
+
+def test_python_api_exposes_the_choice():
+    import kernels
+    from kernels.gemm import build_gemm
+    assert kernels.select_gemm is select_gemm
+    ch = kernels.select_gemm(200, 136, 72, dtype="bf16")
+    bk = build_gemm(ch.config)
+    assert bk.verification.holds and "pipelined schedule" in bk.source
+    j = ch.to_json()
+    assert j["reason"] == ch.reason and j["candidates"][0]["config"] == j["chosen"]
