@@ -140,6 +140,22 @@ def test_lds_bound_loop(tmp):
     assert r.binding == "lds_bandwidth"
 
 
+def test_read2_and_write2_move_two_elements_per_lane(tmp):
+    # Regression: ds_read2st64_b64 (Triton's operand read) was charged as one b64 (512 B per
+    # wave) instead of two (1024 B, the same as ds_read_b128), under-counting Triton's LDS
+    # traffic 2x.  The same loop as test_lds_bound_loop with read2 instead of b128: 256 clocks
+    for mn, ops in (("ds_read2st64_b64", "v[4:7], v8 offset1:16"),
+                    ("ds_read2_b64", "v[4:7], v8 offset1:1")):
+        body = f"  {mn} {ops}\n" * 8 + "  s_waitcnt lgkmcnt(0)\n" + mfmas(1)
+        r = analyze(build(tmp, mn, body, agprs=64))
+        assert r.cycles_per_iteration == pytest.approx(256, rel=0.02), mn
+        assert r.utilisation["lds"] == pytest.approx(1.0, abs=0.02), mn
+    from kernels.perf import classify
+    assert classify("gfx942", "ds_write2st64_b64").bytes == 1024
+    assert classify("gfx942", "ds_write2_b32").bytes == 512
+    assert classify("gfx942", "ds_read_b64").bytes == 512
+
+
 def test_waitcnt_on_a_global_load_is_memory_latency(tmp):
     # one load, wait for it, one MFMA: each iteration exposes the memory latency
     body = ("  global_load_dwordx4 v[10:13], v9, s[4:5]\n  s_waitcnt vmcnt(0)\n" + mfmas(1))
