@@ -331,6 +331,14 @@ def test_cli_json_and_exit_codes(tmp, capsys):
     p.write_bytes(b"junk")
     assert cli_main(["perf", str(p)]) == 2
     assert "not a code object" in capsys.readouterr().err
+    # BMxBNxBK on the command line: the duplication in the JSON and the note in the text
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "32x32x8", "--json"]) == 0
+    w = json.loads(capsys.readouterr().out)["whole_kernel"]
+    assert w["mfma_duplication"] == 16 and w["loop_unroll"] == 1
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "32x32"]) == 0
+    assert "16x the tile's outputs" in capsys.readouterr().out
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "32x32x16"]) == 2
+    assert "not a whole number of BK=16" in capsys.readouterr().err
 
 
 def test_report_fields_for_report_json(tmp):
