@@ -43,13 +43,56 @@ TRITON_FP8_CONFIGS = [(128, 128, 128, 4, 2), (256, 256, 128, 8, 2), (128, 128, 6
 OURS_FP8_CONFIGS = [(128, 128, 64, 2, 2, 2), (128, 128, 128, 2, 2, 1), (128, 128, 128, 2, 4, 1),
                     (256, 256, 64, 2, 4, 2)]
 # the Triton pointer type of each input dtype
-TRITON_ELT = {"f16": "fp16", "fp8": "fp8e4b8"}
+TRITON_ELT = {"f16": "fp16", "bf16": "bf16", "fp8": "fp8e4b8"}
 OURS_CONFIGS = [  # (block_m, block_n, block_k, waves_m, waves_n, LDS stages)
     (128, 128, 32, 2, 2, 2),  # the GemmConfig default
     (128, 128, 64, 2, 2, 1),  # Triton's first tile: BK=64, one LDS stage (32 KiB: 2 waves/SIMD)
     (256, 256, 32, 4, 2, 2),
     (256, 256, 64, 4, 2, 1),
 ]
+
+
+# issue 15's suite: square, ragged, M = 16 / 64 (decode-time linear layers), long K, an LLM
+# projection; our default choice (kernels.amd.gemm_select) against Triton's best of a small
+# autotune list, by the same model
+SUITE = [(4096, 4096, 4096), (2048, 2048, 2048), (8192, 8192, 8192), (4000, 3000, 1000),
+         (16, 4096, 4096), (64, 4096, 4096), (1024, 1024, 16384), (4096, 14336, 4096)]
+TRITON_AUTOTUNE = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): tutorial-style list
+    (256, 256, 64, 8, 2), (128, 128, 64, 4, 2), (128, 64, 64, 4, 2), (64, 128, 64, 4, 2),
+    (64, 64, 64, 4, 2), (32, 64, 128, 4, 2), (16, 64, 128, 4, 2),
+]
+
+
+def _triton_masked_kernel():
+    """The tutorial GEMM with bounds masks (any M, N, K), as a Triton user writes it."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul_masked(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :]
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :]
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - kk * BLOCK_K
+            a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left),
+                        other=0.0)
+            b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N),
+                        other=0.0)
+            acc += tl.dot(a, b)
+            a_ptrs += BLOCK_K
+            b_ptrs += BLOCK_K * stride_bk
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    return matmul_masked
 
 
 def _triton_kernel():
@@ -79,21 +122,25 @@ def _triton_kernel():
     return matmul_kernel
 
 
-def triton_compile(cfg, dtype: str = "f16") -> Dict[str, Any]:
-    """Cold-compile the Triton GEMM (row-major A, B of ``dtype``, fp16 C; divisibility-16
-    hints)."""
+def triton_compile(cfg, dtype: str = "f16", masked: bool = False) -> Dict[str, Any]:
+    """Cold-compile the Triton GEMM (row-major A, B of ``dtype``; C of the same type, fp16 for
+    fp8; divisibility-16 hints on the pointers and strides; ``masked``: the bounds-masked kernel
+    for any M, N, K)."""
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     bm, bn, bk, warps, stages = cfg
     with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
         import triton
         from triton.backends.compiler import GPUTarget
-        fn = _triton_kernel()
+        fn = _triton_masked_kernel() if masked else _triton_kernel()
         elt = TRITON_ELT[dtype]
-        sig = {"a_ptr": f"*{elt}", "b_ptr": f"*{elt}", "c_ptr": "*fp16", "M": "i32", "N": "i32",
+        c_elt = "fp16" if dtype == "fp8" else elt
+        sig = {"a_ptr": f"*{elt}", "b_ptr": f"*{elt}", "c_ptr": f"*{c_elt}", "M": "i32", "N": "i32",
                "K": "i32", "stride_am": "i32", "stride_bk": "i32", "stride_cm": "i32",
                "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-        attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
+        # masked: M, N, K are any size (no hint on them); pointers and strides keep theirs
+        hinted = (0, 1, 2, 6, 7, 8) if masked else range(9)
+        attrs = {(i,): [["tt.divisibility", 16]] for i in hinted}
         t0 = time.perf_counter()
         src = triton.compiler.ASTSource(fn=fn, signature=sig,
                                         constexprs={(9,): bm, (10,): bn, (11,): bk}, attrs=attrs)
@@ -124,6 +171,75 @@ def ours_compile(m: int, n: int, k: int, cfg, dtype: str = "f16") -> Dict[str, A
             "checks": f"{sum(rep['verification'].values())}/{len(rep['verification'])}"}
 
 
+def ours_default(m: int, n: int, k: int, dtype: str = "f16") -> Dict[str, Any]:
+    """The library's default for the problem (kernels.amd.gemm_select), built, verified,
+    compiled and modelled."""
+    from kernels.amd.gemm_select import select_gemm
+    from kernels.gemm import build_gemm
+    ch = select_gemm(m, n, k, dtype=dtype)
+    c = ch.config
+    t0 = time.perf_counter()
+    built = build_gemm(c)
+    co = built.compile("gfx942", use_cache=False)
+    seconds = time.perf_counter() - t0
+    assert built.verification.holds
+    out = {"who": "layoutalg default", "config": ch.ranking[0].candidate.label(),
+           "dtype": dtype, "seconds": seconds, "reason": ch.reason,
+           "hot_loop_match": built.report()["hot_loop_instructions"]["match"]}
+    out.update(model(co.binary, built.block, 0, gemm=f"{m},{n},{k}",
+                     tile=f"{c.block_m}x{c.block_n}x{c.block_k}"))
+    out["_binary"], out["_threads"] = co.binary, built.block
+    return out
+
+
+def run_suite(json_path: Optional[str] = None) -> int:
+    """Issue 15's 8 shapes: our default choice vs Triton's best of TRITON_AUTOTUNE (the model
+    standing in for the autotuner's timing), f16, by the same model in one run."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        print("triton not installed (pip install triton==3.9.0): the suite needs it")
+        return 3
+    binaries = {}
+    for cfg in TRITON_AUTOTUNE:
+        for masked in (False, True):
+            binaries[cfg, masked] = triton_compile(cfg, masked=masked)
+    rows = []
+    print("\nGEMM suite, f16 in/out, NN, gfx942; static MI300X performance model (kernels.perf; "
+          "a model, NOT a measurement; error bar +-25%)\n")
+    print("| M x N x K | layoutalg default (gemm_select) | model busy | model % of peak | "
+          "Triton 3.9 best of the autotune list | model busy | model % of peak | ours / Triton |")
+    print("|---|---|---|---|---|---|---|---|")
+    for m, n, k in SUITE:
+        ours = ours_default(m, n, k)
+        best = None
+        exact = all(v % b == 0 for v, b in ((m, 16), (n, 16), (k, 16)))
+        for cfg in TRITON_AUTOTUNE:
+            masked = not (m % cfg[0] == 0 and n % cfg[1] == 0 and k % cfg[2] == 0 and exact)
+            t = binaries[cfg, masked]
+            # BMxBNxBK: kernels.perf counts MFMAs that waves repeat (a tile too small for
+            # num_warps) once, and reports the duplication
+            r = model(t["binary"], t["threads"], t["lds_dynamic"], gemm=f"{m},{n},{k}",
+                      tile=f"{cfg[0]}x{cfg[1]}x{cfg[2]}")
+            r.update({"config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}, {cfg[3]} warps, {cfg[4]} stages"
+                      + (", masked" if masked else "")})
+            if "model_peak_fraction" not in r:
+                continue
+            if best is None or r["model_peak_fraction"] > best["model_peak_fraction"]:
+                best = r
+        pf_o, pf_t = ours.get("model_peak_fraction"), best["model_peak_fraction"]
+        rep = "" if best["model_mfma_duplication"] <= 1 else \
+            f" (MFMAs repeated {best['model_mfma_duplication']:g}x over the warps)"
+        print(f"| {m}x{n}x{k} | {ours['config']} | {100 * ours['model_mfma_busy']:.0f}% | "
+              f"{100 * pf_o:.1f}% | {best['config']} | {100 * best['model_mfma_busy']:.0f}% | "
+              f"{100 * pf_t:.1f}%{rep} | {pf_o / pf_t:.2f} |")
+        ours = {k_: v for k_, v in ours.items() if not k_.startswith("_")}
+        rows.append({"shape": [m, n, k], "ours": ours, "triton_best": best})
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
 def model(binary: bytes, threads: int, lds_dynamic: int, **problem: str) -> Dict[str, Any]:
     """The static MI300X performance model (kernels.perf) of a code object: MFMA busy of the hot
     loop, the binding resource and, given ``gemm=``/``attention=`` and ``tile=``, the whole
@@ -137,7 +253,9 @@ def model(binary: bytes, threads: int, lds_dynamic: int, **problem: str) -> Dict
     return {"model_mfma_busy": r.mfma_busy, "model_binding": r.binding,
             "model_idle": r.idle_breakdown, "model_peak_fraction": r.peak_fraction,
             "model_tflops": w.get("tflops"), "model_error_bar": r.error_bar,
-            "model_cycles_per_iteration": r.cycles_per_iteration}
+            "model_cycles_per_iteration": r.cycles_per_iteration,
+            "model_k_per_iteration": w.get("k_per_iteration"),
+            "model_mfma_duplication": w.get("mfma_duplication", 1)}
 
 
 def print_model(rows: List[Dict[str, Any]], problem: str) -> None:
@@ -192,10 +310,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--dtype", default="f16", choices=sorted(TRITON_ELT),
-                    help="A/B element type (fp8 = gfx942's E4M3 FNUZ); C is fp16")
+                    help="A/B element type (fp8 = gfx942's E4M3 FNUZ; C is then fp16)")
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--suite", action="store_true", help="issue 15's 8 shapes: our default "
+                    "choice vs Triton's best of a small autotune list, by the model")
     args = ap.parse_args(argv)
     fp8 = args.dtype == "fp8"
+    if args.suite:
+        return run_suite(args.json)
     rows = []
     shape = f"{args.m},{args.n},{args.k}"
     try:
@@ -209,19 +331,36 @@ def main(argv: Optional[List[str]] = None) -> int:
             t = triton_compile(cfg, args.dtype)
             a = analyse(t["binary"], t["threads"], t["lds_dynamic"])
             a.update(model(t["binary"], t["threads"], t["lds_dynamic"], gemm=shape,
-                           tile=f"{cfg[0]}x{cfg[1]}"))
+                           tile=f"{cfg[0]}x{cfg[1]}x{cfg[2]}"))
             rows.append({"who": f"Triton {t['version']}", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}"
                          f", {cfg[3]} warps, {cfg[4]} stages", "seconds": t["seconds"], **a})
     for cfg in OURS_FP8_CONFIGS if fp8 else OURS_CONFIGS:
         o = ours_compile(args.m, args.n, args.k, cfg, args.dtype)
         a = analyse(o["binary"], o["threads"], 0)
-        a.update(model(o["binary"], o["threads"], 0, gemm=shape, tile=f"{cfg[0]}x{cfg[1]}"))
+        a.update(model(o["binary"], o["threads"], 0, gemm=shape,
+                       tile=f"{cfg[0]}x{cfg[1]}x{cfg[2]}"))
         st = o["stages"]
         rows.append({"who": "layoutalg", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}, "
                      f"{cfg[3]}x{cfg[4]} waves, {cfg[5]} LDS stage{'s' if cfg[5] > 1 else ''}",
                      "seconds": o["seconds"],
                      "stages": {k: round(v, 3) for k, v in st.items() if isinstance(v, float)},
                      "checks": o["checks"], "hot_loop_match": o["hot_loop_match"], **a})
+    if have_triton and not fp8:   # the target's bf16 half: Triton's first config in bf16
+        cfg = TRITON_CONFIGS[0]
+        t = triton_compile(cfg, dtype="bf16")
+        a = analyse(t["binary"], t["threads"], t["lds_dynamic"])
+        a.update(model(t["binary"], t["threads"], t["lds_dynamic"], gemm=shape,
+                       tile=f"{cfg[0]}x{cfg[1]}x{cfg[2]}"))
+        rows.append({"who": f"Triton {t['version']}", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}"
+                     f", {cfg[3]} warps, {cfg[4]} stages, bf16", "seconds": t["seconds"], **a})
+    for dtype in (("fp8",) if fp8 else ("f16", "bf16")):   # the library's default choice
+        d = ours_default(args.m, args.n, args.k, dtype)
+        a = analyse(d.pop("_binary"), d.pop("_threads"), 0)
+        a.update({k_: v for k_, v in d.items() if k_.startswith("model_")})
+        rows.append({"who": "layoutalg", "config": f"default {d['config']}, {dtype}",
+                     "seconds": d["seconds"], "stages": {}, "checks": "all",
+                     "hot_loop_match": d["hot_loop_match"], **a})
+        print(f"layoutalg default ({dtype}): {d['reason']}")
     hdr = ("| compiler | config | VGPR/AGPR | LDS | waves/SIMD | spills | hot-loop MFMA | "
            "MFMA share | ds_read | ds_write | global loads | v_perm | s_waitcnt | "
            "Python -> code object |")

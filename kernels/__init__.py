@@ -42,6 +42,7 @@ def __getattr__(name):
 _LAZY.update(dict.fromkeys(("Kernel", "Param", "Shared", "Frag", "Regs", "Let", "Comment", "Loop",
                             "If", "Barrier", "Access", "Mfma", "ZeroFrag"), "ir"))
 _LAZY["ConfigError"] = "amd.gemm_plan"
+_LAZY["select_gemm"] = "amd.gemm_select"  # the tile choice for M, N, K (issue 15)
 _LAZY["BuiltProgram"] = "built"           # the base of every built AMD kernel
 # preshuffled B (issue 15): the storage order as a layout, and the GEMM that reads it
 _LAZY.update(dict.fromkeys(("preshuffle", "unshuffle", "preshuffle_layout"), "amd.preshuffle"))

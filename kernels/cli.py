@@ -84,6 +84,13 @@ def _warn_ignored(args: argparse.Namespace, entry, cfg) -> None:
         print(f"layoutalg {args.command} {args.kernel}: warning: {msg}", file=sys.stderr)
 
 
+def _print_choice(cfg) -> None:
+    """The tile selection's decision, when the tile was chosen for the user."""
+    sel = getattr(cfg, "selection", None)
+    if sel:
+        print(f"tile choice (no --block given): {sel}")
+
+
 def _kernel_lines(rep: dict) -> list:
     """One summary line per kernel in the code object (split-KV decode has two)."""
     per = rep.get("kernels") or {rep.get("kind", "kernel"): rep}
@@ -123,6 +130,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except KernelError as e:
         return _fail(args, e)
     v = rep["verification"]
+    _print_choice(cfg)
     for line in _kernel_lines(rep):
         print(line)
     print(f"verification: {sum(v.values())}/{len(v)} checks hold "
@@ -171,6 +179,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with stage(f"building and verifying {args.kernel}"):
             bk = entry.build(cfg)
         v = bk.verification.as_bools()
+        _print_choice(cfg)
         print(f"{bk.name}: verification {sum(v.values())}/{len(v)} checks hold; grid "
               f"{bk.grid[0]}x{bk.grid[1]}, {bk.block} threads")
         inputs = entry.inputs(cfg, args.seed)

@@ -3,7 +3,8 @@
 these same cases, so a case added here is covered by the golden-hash test too."""
 
 BASE = dict(m=200, n=136, k=72, dtype="f16", out_dtype=None, layout="NN", c_major="row",
-            block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, arch="gfx942")
+            block="128x128x32", waves="2x2", mfma=None, vec=None, stages=2, schedule=None,
+            arch="gfx942")
 
 CASES = {
     "NN": {}, "NT": {"layout": "NT"}, "TN": {"layout": "TN"}, "TT": {"layout": "TT"},
@@ -24,4 +25,11 @@ CASES = {
     "fp8-NT-scaled": {"dtype": "fp8", "layout": "NT", "block": "128x128x64"},
     "bf8-NN-f32-16x16x32": {"dtype": "bf8", "out_dtype": "f32", "mfma": "16x16x32",
                             "block": "64x64x64"},
+    # the pipelined schedule (issue 15): ragged, and the tile choice (no --block) end to end
+    "pipelined-ragged": {"schedule": "pipelined"},
+    "pipelined-1stage-bk64-TN": {"layout": "TN", "block": "128x128x64", "stages": 1,
+                                 "schedule": "pipelined"},
+    "chosen-tile": {"block": None, "waves": None, "stages": None},
+    "chosen-tile-small-m": {"m": 16, "n": 200, "k": 136, "dtype": "bf16", "block": None,
+                            "waves": None, "stages": None},
 }

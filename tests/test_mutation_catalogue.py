@@ -305,6 +305,35 @@ def test_ir_barrier_dropped_is_refused_by_lds_races(kernels):
     assert not verify_kernel(ir).checks["lds_races"].holds
 
 
+def test_ir_pipelined_barrier_dropped_is_refused_by_lds_races():
+    """The pipelined one-stage k-tile (every operand read before the MFMAs): dropping the
+    barrier between those reads and the stores that overwrite the stage is a race."""
+    ir = build_gemm(GemmConfig(200, 136, 200, block_k=64, stages=1,
+                               schedule="pipelined")).ir
+    loop = next(s for s in ir.body if isinstance(s, Loop))
+    i = next(i for i, s in enumerate(loop.body) if isinstance(s, Barrier))
+    del loop.body[i]
+    assert not verify_kernel(ir).checks["lds_races"].holds
+
+
+def test_ir_pipelined_read_hoisted_over_barrier_is_refused_by_lds_races():
+    """The pipelined two-stage loop: the next k-tile's first operand read hoisted above the
+    barrier that ends this k-tile's stores into that stage reads LDS other waves are still
+    writing."""
+    from kernels.ir import Access
+    ir = build_gemm(GemmConfig(256, 256, 256, schedule="pipelined")).ir
+    loop = next(s for s in ir.body if isinstance(s, Loop))
+    bars = [i for i, s in enumerate(loop.body) if isinstance(s, Barrier)]
+    j = next(i for i, s in enumerate(loop.body) if i > bars[0] and isinstance(s, Access)
+             and s.space == "lds" and s.kind == "load")
+    # the read's address Let comes right before it: move both above the barrier
+    moved = loop.body[j - 1:j + 1]
+    assert type(moved[0]).__name__ == "Let" and moved[1].tag.endswith("frag.load")
+    del loop.body[j - 1:j + 1]
+    loop.body[bars[0]:bars[0]] = moved
+    assert not verify_kernel(ir).checks["lds_races"].holds
+
+
 def test_ir_mfma_operands_swapped_is_refused(kernels):
     ir = _ir_gemm(kernels)
     body, i = _first(ir.body, Mfma)
@@ -483,7 +512,8 @@ def test_emulator_combine_more_splits_than_written():
 # the planted bugs outside PRINTER and DECLS, one per test (parametrised ones counted per case)
 OTHER = ["escape-lds-read-line", "65536-gemm", "65536-gemm-build", "int-overflow-in-text",
          "long-narrowed-to-int", "runtime-argument-overflow", "ir-lds-halved",
-         "ir-barrier-dropped", "ir-mfma-swapped", "ir-grid-too-small", "ir-attention-lds-halved",
+         "ir-barrier-dropped", "ir-pipelined-barrier-dropped", "ir-pipelined-read-hoisted",
+         "ir-mfma-swapped", "ir-grid-too-small", "ir-attention-lds-halved",
          "emu-lds-halved", "emu-c-too-small", "emu-grid-too-large", "emu-lds-underrun",
          "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv", "cli-lse-mismatch",
          "emu-decode-seqlen", "emu-combine-splits"]

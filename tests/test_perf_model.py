@@ -140,6 +140,22 @@ def test_lds_bound_loop(tmp):
     assert r.binding == "lds_bandwidth"
 
 
+def test_read2_and_write2_move_two_elements_per_lane(tmp):
+    # Regression: ds_read2st64_b64 (Triton's operand read) was charged as one b64 (512 B per
+    # wave) instead of two (1024 B, the same as ds_read_b128), under-counting Triton's LDS
+    # traffic 2x.  The same loop as test_lds_bound_loop with read2 instead of b128: 256 clocks
+    for mn, ops in (("ds_read2st64_b64", "v[4:7], v8 offset1:16"),
+                    ("ds_read2_b64", "v[4:7], v8 offset1:1")):
+        body = f"  {mn} {ops}\n" * 8 + "  s_waitcnt lgkmcnt(0)\n" + mfmas(1)
+        r = analyze(build(tmp, mn, body, agprs=64))
+        assert r.cycles_per_iteration == pytest.approx(256, rel=0.02), mn
+        assert r.utilisation["lds"] == pytest.approx(1.0, abs=0.02), mn
+    from kernels.perf import classify
+    assert classify("gfx942", "ds_write2st64_b64").bytes == 1024
+    assert classify("gfx942", "ds_write2_b32").bytes == 512
+    assert classify("gfx942", "ds_read_b64").bytes == 512
+
+
 def test_waitcnt_on_a_global_load_is_memory_latency(tmp):
     # one load, wait for it, one MFMA: each iteration exposes the memory latency
     body = ("  global_load_dwordx4 v[10:13], v9, s[4:5]\n  s_waitcnt vmcnt(0)\n" + mfmas(1))
@@ -211,6 +227,50 @@ def test_whole_gemm_estimate_by_hand(tmp):
                                         / 1e6, rel=1e-3)
 
 
+def test_mfmas_repeated_over_waves_are_not_useful_work(tmp):
+    # Regression (Triton 32x64x128 with 4 warps): a tile too small for the work-group's waves
+    # makes every wave run the same MFMAs.  Here each of 4 waves runs 4 MFMAs into 4 distinct
+    # 32x32 accumulators (64 registers x 64 lanes = 4096 outputs per wave, 16384 per
+    # work-group) against a 32x32 tile: every output 16x, so the 4 x 4 x 16384 executed flops
+    # per iteration are 8 K elements of the tile's work, not 128.
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+    r = analyze(co, gemm=f"{32 * 304},32,1024", tile="32x32")
+    w = r.whole_kernel
+    assert w["mfma_duplication"] == 16 and w["accumulator_coverage"] == 16
+    assert w["k_per_iteration"] == 8 and w["executed_k_per_iteration"] == 128
+    assert w["iterations_per_workgroup"] == 128
+    # one 32x32 tile per CU: 1024 clocks of peak work (2*32*32*1024 flops at 2048 flops/clk)
+    # in 128 iterations x 128 clocks + the prologue/epilogue (not 8 iterations)
+    overhead = w["prologue_epilogue_cycles"]
+    assert r.peak_fraction == pytest.approx(1024 / (128 * 128 + overhead), abs=1e-4)
+    assert any("16x the tile's outputs" in n for n in r.notes)
+    # BK = 8: one BK-step per iteration; BK = 4: two (the unroll factor)
+    assert analyze(co, gemm="4096,4096,4096", tile="32x32x8").whole_kernel["loop_unroll"] == 1
+    assert analyze(co, gemm="4096,4096,4096", tile="32x32x4").whole_kernel["loop_unroll"] == 2
+
+
+def test_a_tile_that_the_accumulators_cover_once_is_not_duplicated(tmp):
+    co = build(tmp, "mfma", mfmas(4), agprs=64)
+    r = analyze(co, gemm="4096,4096,4096", tile="128x128")
+    assert r.whole_kernel["mfma_duplication"] == 1
+    assert r.whole_kernel["accumulator_coverage"] == 1
+    assert not any("tile's outputs" in n for n in r.notes)
+    # a bigger tile than the accumulators hold: not an integer duplication, counted as is
+    big = analyze(co, gemm="4096,4096,4096", tile="256x128")
+    assert big.whole_kernel["mfma_duplication"] == 1
+    assert big.whole_kernel["accumulator_coverage"] == 0.5
+
+
+def test_a_bk_that_the_loop_does_not_step_in_is_refused(tmp):
+    co = build(tmp, "mfma", mfmas(4), agprs=64)       # 8 K elements of 128x128 per iteration
+    with pytest.raises(PerfError, match="not a whole number of BK=16"):
+        analyze(co, gemm="4096,4096,4096", tile="128x128x16")
+    with pytest.raises(PerfError, match="not a whole number of BK=3"):
+        analyze(co, gemm="4096,4096,4096", tile="128x128x3")
+    with pytest.raises(PerfError, match="BMxBN or BMxBNxBK"):
+        analyze(co, gemm="4096,4096,4096", tile="128x128x8x2")
+
+
 def test_causal_attention_is_imbalanced(tmp):
     co = build(tmp, "mfma", mfmas(4), agprs=64)
     full = analyze(co, attention="1,2,4096,128", tile="64")
@@ -247,7 +307,7 @@ def test_bad_problem_sizes(tmp):
     co = build(tmp, "mfma", mfmas(4), agprs=64)
     with pytest.raises(PerfError, match="--tile"):
         analyze(co, gemm="128,128,128")
-    with pytest.raises(PerfError, match="BMxBN"):
+    with pytest.raises(PerfError, match="BMxBN or BMxBNxBK"):
         analyze(co, gemm="128,128,128", tile="128")
     with pytest.raises(PerfError, match="3 comma-separated"):
         analyze(co, gemm="128,128", tile="128x128")
@@ -271,6 +331,14 @@ def test_cli_json_and_exit_codes(tmp, capsys):
     p.write_bytes(b"junk")
     assert cli_main(["perf", str(p)]) == 2
     assert "not a code object" in capsys.readouterr().err
+    # BMxBNxBK on the command line: the duplication in the JSON and the note in the text
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "32x32x8", "--json"]) == 0
+    w = json.loads(capsys.readouterr().out)["whole_kernel"]
+    assert w["mfma_duplication"] == 16 and w["loop_unroll"] == 1
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "32x32"]) == 0
+    assert "16x the tile's outputs" in capsys.readouterr().out
+    assert cli_main(["perf", co, "--gemm", "4096,4096,4096", "--tile", "32x32x16"]) == 2
+    assert "not a whole number of BK=16" in capsys.readouterr().err
 
 
 def test_report_fields_for_report_json(tmp):
@@ -388,6 +456,25 @@ def test_a_triton_kernel(tmp):
     assert r.loop["mfma"] > 0 and r.loop["waves_per_workgroup"] == 4
     assert r.whole_kernel["k_per_iteration"] == 64
     assert 0 < r.peak_fraction <= 1
+    assert r.whole_kernel["mfma_duplication"] == 1
+
+
+def test_a_triton_tile_too_small_for_its_warps(tmp):
+    """Regression: Triton 32x64x128 with 4 warps repeats the tile's MFMAs on every warp; the
+    model counted the repeats as work (79% of peak at 1024x1024x16384 instead of ~20%)."""
+    pytest.importorskip("triton")
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from gfx942_static import triton_compile
+    t = triton_compile((32, 64, 128, 4, 2))   # 4 warps, each holding the whole 32x64 tile
+    kw = dict(gemm="1024,1024,16384", block_threads=t["threads"],
+              dynamic_lds_bytes=t["lds_dynamic"])
+    r = analyze(t["binary"], tile="32x64x128", **kw)
+    w = r.whole_kernel
+    assert w["mfma_duplication"] == 4 and w["k_per_iteration"] == 128
+    assert w["executed_k_per_iteration"] == 4 * 128
+    assert r.peak_fraction < 0.3
 
 
 def test_cli_missing_objdump_exits_3(tmp, monkeypatch, capsys):

@@ -44,6 +44,7 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
 
     from kernels.gemm import build_gemm
     from kernels.gemm_plan import GemmConfig
+    from kernels.amd.gemm_select import select_gemm
     from kernels.registry import get
 
     cfgs = {
@@ -79,6 +80,13 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
                                              mfma="16x16x32"),
         "fp8-nt-rowcol-scales": GemmConfig(200, 136, 200, dtype="fp8", b_major="col",
                                            block_k=64, scales="rowcol"),
+        # the pipelined schedule (issue 15) as the tile choice picks it
+        "default-4096-f16": select_gemm(4096, 4096, 4096).config,
+        "default-4096-bf16": select_gemm(4096, 4096, 4096, dtype="bf16").config,
+        "default-4000x3000x1000": select_gemm(4000, 3000, 1000).config,
+        "default-16x4096x4096": select_gemm(16, 4096, 4096).config,
+        "default-4096x14336x4096": select_gemm(4096, 14336, 4096).config,
+        "pipelined-128x128x32-2stage": GemmConfig(4096, 4096, 4096, schedule="pipelined"),
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source

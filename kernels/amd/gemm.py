@@ -33,6 +33,7 @@ from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .gemm_scales import scale_epilogue, scale_frags
+from .gemm_schedule import pipelined_k_tile
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
 
@@ -485,7 +486,7 @@ class GemmBuilder:
                                         self.base[f"{pre}_fr_k"] + dk), stage))
                     out += self._lds_access("load", op, coords, self.fr[op.name].regs(rd),
                                             f"{op.name}.frag.load", f"{pre}_rd")
-            if self.c.explicit_waits:
+            if self.c.explicit_waits and self.c.schedule == "basic":
                 out.append(WaitCnt(lgkm=0))
             reads_of.append(out)
             out = [Comment(f"k-group {g}: {p.kpack * p.reps_m * p.reps_n} MFMAs")]
@@ -501,6 +502,8 @@ class GemmBuilder:
                                         self.fr["A"].regs(a_idx), self.fr["B"].regs(b_idx),
                                         tag=f"mfma(m{rm},n{rn},g{g},s{s})"))
             mfmas_of.append(out)
+        if self.c.schedule == "pipelined":
+            return pipelined_k_tile(reads_of, mfmas_of, sync_id=stage)
         # issue order: the reads of `read_ahead` k-groups before the first MFMAs, then each
         # group's MFMAs followed by the reads of the group `read_ahead` further on (the LDS
         # latency hides behind MFMAs; the gate checks the dataflow in this order)
@@ -612,7 +615,8 @@ class GemmBuilder:
         header = [f"C[{c.m}x{c.n}] ({c.c_major}-major {c.out_dtype}) = A[{c.m}x{c.k}] "
                   f"({c.a_major}-major {c.dtype}) @ B[{c.k}x{c.n}] ({c.b_major}-major {c.dtype})",
                   f"block tile {c.block_m}x{c.block_n}x{c.block_k}, {c.waves_m}x{c.waves_n} "
-                  f"waves, {c.stages} LDS stage(s), {p.spec.name} (kpack {p.kpack}), grid {p.grid[0]}x{p.grid[1]}",
+                  f"waves, {c.stages} LDS stage(s), {p.spec.name} (kpack {p.kpack}), grid {p.grid[0]}x{p.grid[1]}"
+                  + ("" if c.schedule == "basic" else f", {c.schedule} schedule"),
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,
@@ -674,6 +678,7 @@ class BuiltKernel(BuiltProgram):
             "swizzles": {op.name: (op.swizzle_search.summary() if op.swizzle_search is not None else
                                    str(op.swizzle)) for op in (self.plan.a, self.plan.b)},
             "notes": list(self.plan.notes),
+            "tile_choice": c.selection or "given by the caller (no tile selection)",
             "timings_s": dict(self.timings),
         }
         out["hot_loop_instructions"] = self.hot_loop_match(r.hot_loop)

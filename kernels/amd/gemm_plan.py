@@ -31,8 +31,9 @@ from ..errors import KernelError
 from ..ir.dtypes import ELEM_TYPES, FP8_ARCH_NOTE, is_ocp_fp8, lookup_dtype
 
 __all__ = ["GemmConfig", "OperandPlan", "GemmPlan", "plan_gemm", "split_tv", "ConfigError",
-           "DTYPE_BYTES", "operand_plan"]
+           "DTYPE_BYTES", "operand_plan", "SCHEDULES"]
 
+SCHEDULES = ("basic", "pipelined")
 DTYPE_BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
 
@@ -105,6 +106,12 @@ class GemmConfig:
     b_layout: str = "plain"        # "plain" (B[K,N] as b_major says, through LDS) or
                                    # "preshuffled" (kernels.amd.preshuffle, straight to
                                    # registers: build with kernels.amd.gemm_preshuffle)
+    schedule: str = "basic"        # k-tile schedule: "basic" (reads, wait, MFMAs per k-group)
+                                   # or "pipelined" (kernels.amd.gemm_schedule: every read of
+                                   # the k-tile first, partial lgkmcnt waits, s_setprio, pinned
+                                   # interleave)
+    selection: Optional[str] = field(default=None, compare=False)  # why select_gemm chose
+                                   # this config (None: the user's own); not in the source
 
     def normalized(self) -> "GemmConfig":
         dt = norm_dtype(self.dtype)
@@ -132,6 +139,12 @@ class GemmConfig:
                 raise ConfigError(f"{name} must be 'row' or 'col', got {getattr(c, name)!r}")
         if c.b_layout not in ("plain", "preshuffled"):
             raise ConfigError(f"b_layout must be 'plain' or 'preshuffled', got {c.b_layout!r}")
+        if c.schedule not in SCHEDULES:
+            raise ConfigError(f"schedule must be one of {', '.join(SCHEDULES)}, got "
+                              f"{c.schedule!r}")
+        if c.schedule == "pipelined" and c.read_ahead:
+            raise ConfigError("read_ahead applies to the basic schedule; the pipelined one "
+                              "issues every operand read of the k-tile before its MFMAs")
         if c.stages not in (1, 2):
             raise ConfigError(f"stages must be 1 or 2, got {c.stages!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):

@@ -95,17 +95,24 @@ class GemmEntry(KernelEntry):
         g.add_argument("--layout", default="NN", help="NN | NT | TN | TT: A then B, N = "
                        "row-major as stored, T = column-major (default NN)")
         g.add_argument("--c-major", default="row", choices=("row", "col"))
-        g.add_argument("--block", default=None, help="block tile MxNxK (default 128x128x32 "
-                       "for f16/bf16, 128x128x64 for fp8/bf8: 64 bytes of k per row)")
-        g.add_argument("--waves", default="2x2", help="waves per block along MxN (default 2x2)")
+        g.add_argument("--block", default=None, help="block tile MxNxK, e.g. 128x128x32 "
+                       "(default: chosen for the problem size by kernels.amd.gemm_select, "
+                       "with its waves, LDS stages and the pipelined schedule; the reason is "
+                       "printed and written to report.json; preshuffled B: 128x128 with 64 "
+                       "bytes of k per row)")
+        g.add_argument("--waves", default=None, help="waves per block along MxN (with "
+                       "--block; default 2x2)")
         g.add_argument("--mfma", default=None, help="32x32x8 | 16x16x16 | instruction name "
                        "(default: choose_mfma)")
         g.add_argument("--vec", type=int, default=None, help="global vector width in elements "
                        "(default: widest that fits; 8 = 128-bit)")
-        g.add_argument("--stages", type=int, default=2, choices=(1, 2),
-                       help="LDS buffers: 2 = double buffer (default), 1 = single buffer with "
-                       "two barriers per k-tile (pair with a 64-deep block, e.g. --block "
-                       "128x128x64, for the highest MFMA share)")
+        g.add_argument("--stages", type=int, default=None, choices=(1, 2),
+                       help="LDS buffers (with --block): 2 = double buffer (default), 1 = "
+                       "single buffer with two barriers per k-tile")
+        g.add_argument("--schedule", default=None, choices=("basic", "pipelined"),
+                       help="k-tile schedule (with --block): basic (default: reads, wait, "
+                       "MFMAs per k-group) or pipelined (every read of the k-tile first, "
+                       "partial lgkmcnt waits, s_setprio, pinned interleave)")
         g.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"),
                        help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
                        "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "
@@ -117,21 +124,37 @@ class GemmEntry(KernelEntry):
         lay = str(args.layout).upper()
         if len(lay) != 2 or any(c not in "NT" for c in lay):
             raise ConfigError(f"--layout {args.layout!r}: use NN, NT, TN or TT")
-        block = args.block or _default_block(args.dtype)   # a bad dtype is refused here
+        common = dict(dtype=args.dtype, out_dtype=args.out_dtype,
+                      a_major="row" if lay[0] == "N" else "col",
+                      b_major="row" if lay[1] == "N" else "col", c_major=args.c_major,
+                      vec=args.vec, arch=getattr(args, "arch", "gfx942"),
+                      scales=getattr(args, "scales", None),
+                      b_layout=getattr(args, "b_layout", "plain"))
+        waves = getattr(args, "waves", None)
+        stages = getattr(args, "stages", None)
+        schedule = getattr(args, "schedule", None)
+        block = args.block
+        if block is None and common["b_layout"] == "plain":
+            given = [f"--{n}" for n, v in (("waves", waves), ("stages", stages),
+                                           ("schedule", schedule), ("mfma", args.mfma))
+                     if v is not None]
+            if given:
+                raise ConfigError(f"{', '.join(given)} without --block: the tile choice picks "
+                                  "waves, stages, MFMA and schedule together; give --block "
+                                  "too (e.g. --block 128x128x32) to set them yourself")
+            from .gemm_select import select_gemm
+            return select_gemm(args.m, args.n, args.k, **common).config
+        block = block or _default_block(args.dtype)   # a bad dtype is refused here
         try:
             bm, bn, bk = (int(x) for x in str(block).lower().split("x"))
-            wm, wn = (int(x) for x in str(args.waves).lower().split("x"))
+            wm, wn = (int(x) for x in str(waves or "2x2").lower().split("x"))
         except ValueError:
-            raise ConfigError(f"--block {args.block!r} / --waves {args.waves!r}: use e.g. "
+            raise ConfigError(f"--block {args.block!r} / --waves {waves!r}: use e.g. "
                               "128x128x32 and 2x2") from None
-        return GemmConfig(args.m, args.n, args.k, dtype=args.dtype, out_dtype=args.out_dtype,
-                          a_major="row" if lay[0] == "N" else "col",
-                          b_major="row" if lay[1] == "N" else "col", c_major=args.c_major,
-                          block_m=bm, block_n=bn, block_k=bk, waves_m=wm, waves_n=wn,
-                          mfma=args.mfma, vec=args.vec, stages=args.stages,
-                          arch=getattr(args, "arch", "gfx942"),
-                          scales=getattr(args, "scales", None),
-                          b_layout=getattr(args, "b_layout", "plain"))
+        return GemmConfig(args.m, args.n, args.k, block_m=bm, block_n=bn, block_k=bk,
+                          waves_m=wm, waves_n=wn, mfma=args.mfma,
+                          stages=2 if stages is None else stages,
+                          schedule=schedule or "basic", **common)
 
     def build(self, cfg: Any) -> Any:
         if cfg.b_layout == "preshuffled":

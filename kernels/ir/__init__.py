@@ -9,9 +9,10 @@
 """
 
 from .core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, NonIntegerExpr,
-                   Param, Regs, Scale, SchedBarrier, Shared, WaitCnt, ZeroFrag, c_compile, c_eval,
-                   swizzle_expr, sym, walk)
+                   Param, Regs, SCHED_MASKS, Scale, SchedBarrier, SchedGroupBarrier, SetPrio,
+                   Shared, WaitCnt, ZeroFrag, c_compile, c_eval, swizzle_expr, sym, walk)
 
 __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
-           "SchedBarrier", "WaitCnt", "Access", "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval",
-           "c_compile", "NonIntegerExpr", "walk", "swizzle_expr"]
+           "SchedBarrier", "SchedGroupBarrier", "SetPrio", "SCHED_MASKS", "WaitCnt", "Access",
+           "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval", "c_compile", "NonIntegerExpr",
+           "walk", "swizzle_expr"]

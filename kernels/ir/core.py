@@ -26,7 +26,7 @@ import sympy
 from layoutalg.symbolic import Xor, index_symbol
 
 __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
-           "SchedBarrier", "WaitCnt",
+           "SchedBarrier", "SchedGroupBarrier", "SetPrio", "WaitCnt", "SCHED_MASKS",
            "Access", "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
            "walk", "swizzle_expr"]
 
@@ -162,6 +162,49 @@ class Barrier:
 class SchedBarrier:
     """``__builtin_amdgcn_sched_barrier(0)``: the compiler may not move instructions across it
     (keeps prefetch loads ahead of the MFMAs).  No effect on semantics."""
+
+
+# __builtin_amdgcn_sched_group_barrier instruction classes (LLVM AMDGPU's SchedGroupMask)
+SCHED_MASKS = {"valu": 0x002, "salu": 0x004, "mfma": 0x008, "vmem": 0x010, "vmem_read": 0x020,
+               "vmem_write": 0x040, "ds": 0x080, "ds_read": 0x100, "ds_write": 0x200}
+
+
+@dataclass
+class SchedGroupBarrier:
+    """``__builtin_amdgcn_sched_group_barrier(mask, size, sync_id)``: the compiler's scheduler
+    places ``size`` instructions of class ``what`` (a key of :data:`SCHED_MASKS`) here, in the
+    order of the barriers with the same ``sync_id``.  Fixes the interleave of MFMA / LDS / global
+    instructions that the scheduler would otherwise choose; no effect on semantics (the gate,
+    the emulator and the CUDA flavour ignore it)."""
+
+    what: str
+    size: int
+    sync_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.what not in SCHED_MASKS:
+            raise ValueError(f"sched_group_barrier: unknown class {self.what!r}; use one of "
+                             f"{', '.join(SCHED_MASKS)}")
+        if not (type(self.size) is int and self.size >= 1):
+            raise ValueError(f"sched_group_barrier: size must be a positive int, got "
+                             f"{self.size!r}")
+
+    @property
+    def mask(self) -> int:
+        return SCHED_MASKS[self.what]
+
+
+@dataclass
+class SetPrio:
+    """``s_setprio``: the wave's issue priority (0-3) among the SIMD's waves.  Raised around a
+    wave's MFMA run so that, once its operands have arrived, it keeps the matrix pipe while the
+    other waves issue their loads; a scheduling hint only (no effect on results)."""
+
+    prio: int
+
+    def __post_init__(self) -> None:
+        if self.prio not in (0, 1, 2, 3):
+            raise ValueError(f"s_setprio {self.prio!r}: the priority must be 0, 1, 2 or 3")
 
 
 @dataclass

@@ -48,9 +48,12 @@ def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
     when the loop has such blocks the report's notes give the MFMA busy of the other choice.
 
     ``gemm="M,N,K"`` or ``attention="B,H,S,D[,causal]"`` with ``tile`` (``"BMxBN"`` / ``"BM"``)
-    add the whole-kernel estimate.  ``block_threads`` defaults to the metadata's
-    ``.reqd_workgroup_size`` or ``.max_flat_workgroup_size``; ``dynamic_lds_bytes`` adds
-    launch-time LDS (Triton's ``shared``) to the occupancy.
+    add the whole-kernel estimate.  A GEMM counts MFMAs that waves repeat (the accumulators
+    of the work-group's waves hold the tile more than once) once and reports
+    ``whole_kernel["mfma_duplication"]``; ``"BMxBNxBK"`` also checks that one loop iteration
+    does a whole number of BK-steps (``loop_unroll``).
+    ``block_threads`` defaults to the metadata's ``.reqd_workgroup_size`` or
+    ``.max_flat_workgroup_size``; ``dynamic_lds_bytes`` adds launch-time LDS (Triton's ``shared``) to the occupancy.
     """
     prog = load_program(code, kernel, model=model)
     problem = None
@@ -67,6 +70,14 @@ def analyze(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
     return analyze_program(prog, problem, block_threads=block_threads,
                            dynamic_lds_bytes=dynamic_lds_bytes, model=model,
                            iterations=iterations, branches=branches, roles=roles)
+
+
+def _accumulator_elements(mfmas) -> int:
+    """Output elements one wave accumulates in the loop: the distinct registers its MFMAs
+    write, times 64 lanes (an f64 element takes two registers)."""
+    regs = {r for o in mfmas for r in o.writes}
+    per = 2 if any(o.mnemonic.startswith("v_mfma_f64") for o in mfmas) else 1
+    return len(regs) * 64 // per
 
 
 def _block_threads(prog: Program, block_threads: Optional[int]) -> int:
@@ -149,8 +160,17 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
                              workgroups_per_cu=wgs,
                              outside_instructions=prog.outside_instructions,
                              peak_flops_per_clk_simd=main.cost.flops / main.cost.cycles,
-                             model=model)
+                             model=model,
+                             # wave-specialised roles hold different outputs: not compared
+                             output_elements_per_wg=None if role_bodies
+                             else _accumulator_elements(mfmas) * wpg)
         whole["peak_mfma"] = main.mnemonic
+        dup = whole.get("mfma_duplication", 1)
+        if dup > 1:
+            notes.append(f"the waves' MFMA accumulators hold {dup:g}x the tile's outputs: the "
+                         f"waves repeat each other's MFMAs (a tile too small for the "
+                         f"work-group's waves); the whole-kernel estimate counts the tile's "
+                         f"work once, the loop's MFMA busy counts every executed MFMA")
     return PerfReport(kernel=prog.kernel, arch=prog.arch, mfma_busy=sim.mfma_busy,
                       binding=binding_resource(sim.utilisation, sim.idle_breakdown),
                       idle_breakdown=sim.idle_breakdown, utilisation=sim.utilisation,

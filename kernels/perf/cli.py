@@ -27,7 +27,9 @@ def register(subparsers) -> None:
     g.add_argument("--attention", metavar="B,H,S,D[,causal]", default=None,
                    help="attention forward problem size")
     p.add_argument("--tile", default=None,
-                   help="work-group tile: BMxBN for --gemm, BM (query rows) for --attention")
+                   help="work-group tile: BMxBN or BMxBNxBK for --gemm (with BK the model checks "
+                        "that a loop iteration does whole BK-steps), BM (query rows) for "
+                        "--attention")
     p.add_argument("--block-threads", type=int, default=None,
                    help="threads per work-group (default: from the code object's metadata)")
     p.add_argument("--lds", type=int, default=0, metavar="BYTES",

@@ -79,9 +79,12 @@ _DW = re.compile(r"(dword|short|byte)(?:x(\d))?")
 
 
 def _ds_bytes(mn: str) -> int:
+    # ds_read2[st64]_bNN / ds_write2[st64]_bNN (the disassembler's names for the 2addr forms)
+    # move two elements of bNN per lane
+    pair = 2 if re.match(r"ds_(read|write|store|load)2", mn) else 1
     for suffix in sorted(_WIDTH, key=len, reverse=True):
         if mn.endswith(suffix) or ("_" + suffix + "_") in mn:
-            return 64 * _WIDTH[suffix]
+            return 64 * _WIDTH[suffix] * pair
     return 64 * 4        # ds_bpermute, ds_swizzle, atomics: one dword per lane
 
 

@@ -28,6 +28,9 @@ class GemmProblem:
     k: int
     tile_m: int
     tile_n: int
+    # the kernel's BK (--tile BMxBNxBK): checks that a loop iteration does a whole number of
+    # BK-steps of useful work (the unroll factor); None: not checked
+    tile_k: Optional[int] = None
 
     @property
     def flops(self) -> int:
@@ -72,12 +75,51 @@ def _pos(v: str, what: str) -> int:
 
 
 def parse_gemm(shape: str, tile: str) -> GemmProblem:
-    """``"M,N,K"`` and ``"BMxBN"`` -> :class:`GemmProblem`."""
+    """``"M,N,K"`` and ``"BMxBN"`` or ``"BMxBNxBK"`` -> :class:`GemmProblem` (BK: the kernel's K
+    step; with it the estimate checks that one loop iteration does a whole number of BK-steps
+    of useful work)."""
     m, n, k = (_pos(v, "--gemm") for v in _ints(shape, "--gemm", (3,)))
     t = str(tile).lower().split("x")
-    if len(t) != 2:
-        raise PerfError(f"--tile {tile!r}: expected BMxBN for a GEMM, e.g. 256x256")
-    return GemmProblem(m, n, k, _pos(t[0], "--tile"), _pos(t[1], "--tile"))
+    if len(t) not in (2, 3):
+        raise PerfError(f"--tile {tile!r}: expected BMxBN or BMxBNxBK for a GEMM, e.g. 256x256 "
+                        "or 256x256x64")
+    bk = _pos(t[2], "--tile") if len(t) == 3 else None
+    return GemmProblem(m, n, k, _pos(t[0], "--tile"), _pos(t[1], "--tile"), bk)
+
+
+def _gemm_k_step(problem: GemmProblem, loop_flops_per_wg: float,
+                 output_elements_per_wg: Optional[int]) -> Tuple[float, Dict]:
+    """K elements of useful work per loop iteration, and the fields that say how it was found.
+
+    The loop's executed MFMA flops over the tile's ``2*BM*BN`` flops per K element overstate the
+    work when waves repeat each other's MFMAs (a tile too small for the work-group's waves:
+    Triton replicates the MFMAs over its warps).  The accumulators say which: the distinct
+    registers the loop's MFMAs write, times 64 lanes, times the waves, is the output a
+    work-group holds; more than BM*BN by an integer factor means every output is computed that
+    many times, and only one of the copies is work.  (A kernel that splits K over the waves of
+    a work-group and reduces at the end would look the same; none of the kernels we model
+    does.)  With BK (``--tile BMxBNxBK``) the useful K per iteration must be a whole number of
+    BK-steps (the compiler's unroll factor), else the tile does not match the kernel."""
+    inferred = loop_flops_per_wg / (2.0 * problem.tile_m * problem.tile_n)
+    dup, fields = 1.0, {"executed_k_per_iteration": inferred}
+    if output_elements_per_wg:
+        cover = output_elements_per_wg / (problem.tile_m * problem.tile_n)
+        fields["accumulator_coverage"] = round(cover, 4)
+        if cover > 1 and abs(cover - round(cover)) < 1e-9:
+            dup = float(round(cover))
+    fields["mfma_duplication"] = dup
+    step = inferred / dup
+    if problem.tile_k is not None:
+        unroll = step / problem.tile_k
+        if unroll < 1 or abs(unroll - round(unroll)) > 1e-9:
+            raise PerfError(
+                f"--tile {problem.tile_m}x{problem.tile_n}x{problem.tile_k}: one iteration of "
+                f"the hot loop does {step:g} K elements of a {problem.tile_m}x{problem.tile_n} "
+                f"tile's work (executed MFMA flops {loop_flops_per_wg:.0f} per work-group, "
+                f"duplication {dup:g}), not a whole number of BK={problem.tile_k} steps: the "
+                "tile or BK does not match the kernel")
+        fields["loop_unroll"] = int(round(unroll))
+    return step, fields
 
 
 CAUSAL_ORDERS = ("longest_first", "head_major")
@@ -116,18 +158,22 @@ def _makespan(lengths: List[float], slots: int) -> float:
 
 def whole_kernel(problem, *, loop_flops_per_wg: float, cycles_per_iteration: float,
                  workgroups_per_cu: int, outside_instructions: int, peak_flops_per_clk_simd: float,
-                 model: MachineModel = GFX942) -> Dict[str, object]:
-    """The whole-kernel estimate of ``problem`` (a GemmProblem or AttentionProblem)."""
+                 model: MachineModel = GFX942,
+                 output_elements_per_wg: Optional[int] = None) -> Dict[str, object]:
+    """The whole-kernel estimate of ``problem`` (a GemmProblem or AttentionProblem).
+
+    ``output_elements_per_wg``: the accumulator elements the work-group's waves hold (a GEMM's
+    duplicated MFMAs are found from it, see :func:`_gemm_k_step`)."""
     if loop_flops_per_wg <= 0:
         raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs one")
     overhead = outside_instructions * model.issue_period + 2 * model.vmem_latency
     if isinstance(problem, GemmProblem):
-        per_iter = 2.0 * problem.tile_m * problem.tile_n
-        step = loop_flops_per_wg / per_iter               # K elements per loop iteration
+        step, how = _gemm_k_step(problem, loop_flops_per_wg, output_elements_per_wg)
         iters = math.ceil(problem.k / step)
         tiles = math.ceil(problem.m / problem.tile_m) * math.ceil(problem.n / problem.tile_n)
         lengths = [iters * cycles_per_iteration + overhead] * tiles
-        unit = {"k_per_iteration": step, "iterations_per_workgroup": iters, "workgroups": tiles}
+        unit = {"k_per_iteration": step, "iterations_per_workgroup": iters, "workgroups": tiles,
+                **how}
     elif isinstance(problem, AttentionProblem):
         per_iter = 4.0 * problem.tile_m * problem.head_dim
         step = loop_flops_per_wg / per_iter               # KV rows per loop iteration

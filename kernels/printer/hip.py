@@ -14,7 +14,7 @@ from layoutalg.symbolic import to_c
 
 from ..ir.dtypes import ELEM_TYPES
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
-                 Scale, SchedBarrier, WaitCnt, ZeroFrag)
+                 Scale, SchedBarrier, SchedGroupBarrier, SetPrio, WaitCnt, ZeroFrag)
 
 __all__ = ["emit", "Printer", "SCALAR", "vec_type"]
 
@@ -98,6 +98,11 @@ class Printer:
             self.out(d, "__syncthreads();")
         elif isinstance(s, SchedBarrier):
             self.out(d, "__builtin_amdgcn_sched_barrier(0);")
+        elif isinstance(s, SchedGroupBarrier):
+            self.out(d, f"__builtin_amdgcn_sched_group_barrier({hex(s.mask)}, {s.size}, "
+                        f"{s.sync_id});  // {s.size} {s.what}")
+        elif isinstance(s, SetPrio):
+            self.out(d, f"__builtin_amdgcn_s_setprio({s.prio});")
         elif isinstance(s, WaitCnt):
             what = " ".join(f"{n}({v})" for n, v in (("vmcnt", s.vm), ("lgkmcnt", s.lgkm))
                             if v is not None)

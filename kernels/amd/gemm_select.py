@@ -1,0 +1,206 @@
+"""Tile choice for a GEMM problem (issue 15 item 3): which verified configuration to build when
+the user gives no tile (``layoutalg compile gemm`` / ``check gemm`` without ``--block``, and
+:func:`select_gemm` in Python).
+
+The whole GEMM on MI300X is ``tiles`` work-groups dealt to ``304 CUs x work-groups per CU``
+slots; the last wave of work-groups may leave slots idle, and a tile that overhangs the matrix
+computes padding.  For a candidate configuration the static performance model (kernels.perf)
+estimates the whole kernel as::
+
+    fraction of MFMA peak = busy x M*N / (waves * slots * BM * BN) x K / (k_tiles * BK)
+                            x loop / (loop + prologue and epilogue)
+
+where ``busy`` is the MFMA-busy fraction of the compiled hot loop with ``wg_per_cu``
+work-groups resident per CU, ``slots = 304 * wg_per_cu`` and ``waves = ceil(tiles / slots)``
+(:func:`kernels.perf.estimate.whole_kernel` computes exactly this, plus a small prologue /
+epilogue term).  The loop's busy fraction and residency depend on the compiled code, not on
+M, N, K (beyond predication at ragged edges), so they are a property of the candidate: they are
+recorded in :data:`CANDIDATES`, measured by the model on the compiled code objects (command in
+docs/PERFORMANCE.md), and the choice is this closed form, which needs neither clang nor the
+model at run time (``check gemm --emulate`` works without a toolchain).  Work-group order: the
+grid runs the tiles of a column of M first (blockIdx.x over M); the model does not see L2
+reuse, so no other order is claimed to be better.
+
+Split-K / stream-K for long K with small M*N is NOT offered: it needs either fp32 atomics into
+C (a result that depends on the order of the adds, and a gate that proves coverage of a
+reduction across work-groups, which it does not do today) or a second reduction kernel; the
+decision text says when a problem would want it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import List, Optional, Tuple
+
+from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, norm_dtype, plan_gemm
+
+__all__ = ["Candidate", "CANDIDATES", "TileChoice", "select_gemm", "score", "CUS"]
+
+CUS = 304            # MI300X compute units (mfma_specs.arch gfx942; the model's GFX942.cus)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration the selection may pick, with its model figures (4096^3 f16 NN, the
+    pipelined schedule, clang-19; ``busy``: MFMA-pipe busy fraction of the hot loop;
+    ``waves_per_simd``: the residency the code object allows)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    waves_m: int
+    waves_n: int
+    stages: int
+    busy: float
+    waves_per_simd: int
+    mfma: Optional[str] = None
+    busy_ragged: Optional[float] = None       # the same at 4000x3000x1000 (every edge
+    waves_per_simd_ragged: Optional[int] = None  # predicated: more VALU, more registers)
+
+    @property
+    def waves(self) -> int:
+        return self.waves_m * self.waves_n
+
+    @property
+    def wg_per_cu(self) -> int:
+        """Work-groups resident per CU (4 SIMDs): the model's ``workgroups_per_cu``."""
+        return max(1, self.waves_per_simd * 4 // self.waves)
+
+    def on(self, m: int, n: int, k: int) -> "Candidate":
+        """The figures that apply to an M x N x K problem: the ragged ones when an edge tile is
+        partial (the kernel then predicates its loads and stores)."""
+        if self.busy_ragged is None or not (m % self.block_m or n % self.block_n
+                                            or k % self.block_k):
+            return self
+        return replace(self, busy=self.busy_ragged,
+                       waves_per_simd=self.waves_per_simd_ragged or self.waves_per_simd)
+
+    def label(self) -> str:
+        m = f", {self.mfma}" if self.mfma else ""
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} ({self.waves_m}x{self.waves_n} "
+                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, pipelined{m})")
+
+
+# measured with benchmarks/gfx942_static.py's model on 4096x4096x4096 f16 NN code objects of
+# the pipelined schedule (docs/PERFORMANCE.md, "Tile choice"); a change to the builder that
+# moves these figures should re-measure them (tests/test_gemm_select.py checks two of them)
+_F16 = "16x16x16"
+CANDIDATES: Tuple[Candidate, ...] = (
+    Candidate(256, 256, 32, 4, 2, 2, 0.694, 2, busy_ragged=0.694, waves_per_simd_ragged=2),
+    Candidate(128, 128, 32, 2, 2, 2, 0.900, 2, busy_ragged=0.804, waves_per_simd_ragged=2),
+    Candidate(128, 128, 64, 2, 2, 1, 0.927, 2, busy_ragged=0.527, waves_per_simd_ragged=2),
+    Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.767, waves_per_simd_ragged=2),
+    Candidate(128, 64, 32, 2, 2, 1, 0.878, 5, busy_ragged=0.886, waves_per_simd_ragged=4),
+    Candidate(64, 64, 64, 2, 2, 1, 0.655, 4, busy_ragged=0.664, waves_per_simd_ragged=4),
+    Candidate(64, 64, 32, 2, 2, 2, 0.486, 4, busy_ragged=0.475, waves_per_simd_ragged=4),
+    # small M (the decode-time linear layer): 16x16x16 MFMAs, few rows per work-group
+    Candidate(64, 64, 64, 2, 2, 2, 0.447, 2, _F16, busy_ragged=0.409, waves_per_simd_ragged=2),
+    Candidate(32, 64, 64, 1, 4, 2, 0.241, 2, _F16, busy_ragged=0.239, waves_per_simd_ragged=2),
+    Candidate(16, 64, 128, 1, 4, 2, 0.104, 1, _F16, busy_ragged=0.105, waves_per_simd_ragged=1),
+    Candidate(16, 32, 64, 1, 2, 2, 0.163, 3, _F16, busy_ragged=0.156, waves_per_simd_ragged=3),
+    Candidate(16, 16, 64, 1, 1, 2, 0.133, 2, _F16, busy_ragged=0.117, waves_per_simd_ragged=2),
+)
+
+# the model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks) and
+# ~400 instructions outside the loop at one per 4 clocks (kernels.perf.estimate.whole_kernel;
+# the instruction count is a typical figure of our GEMM code objects, not a per-kernel one)
+OVERHEAD_CYCLES = 2 * 700 + 400 * 4
+PEAK_FLOPS_PER_CLK_CU = 4 * 512     # 4 SIMDs x a 32x32x8 f16/bf16 MFMA's 16384 flops / 32 clk
+
+
+@dataclass(frozen=True)
+class Score:
+    candidate: Candidate
+    tiles: int
+    slots: int
+    waves: int
+    quantisation: float      # M*N / (waves * slots * BM * BN): idle slots and tile overhang
+    k_fill: float            # K / (k_tiles * BK)
+    value: float             # busy * quantisation * k_fill: the model's whole-kernel fraction
+
+    def describe(self) -> str:
+        c = self.candidate
+        last = self.tiles - (self.waves - 1) * self.slots
+        return (f"{c.label()}: {self.tiles} work-groups on {CUS} CUs x {c.wg_per_cu} per CU = "
+                f"{self.tiles / self.slots:.2f} waves (last wave {100 * last / self.slots:.0f}% "
+                f"full), M*N use {100 * self.quantisation:.0f}%, K use {100 * self.k_fill:.0f}%, "
+                f"loop busy {100 * c.busy:.0f}% -> estimate {100 * self.value:.1f}% of MFMA peak")
+
+
+def score(c: Candidate, m: int, n: int, k: int) -> Score:
+    """The closed-form whole-kernel estimate of candidate ``c`` on an M x N x K GEMM (its
+    ragged figures when an edge tile is partial)."""
+    c = c.on(m, n, k)
+    tiles = math.ceil(m / c.block_m) * math.ceil(n / c.block_n)
+    slots = CUS * c.wg_per_cu
+    waves = math.ceil(tiles / slots)
+    quant = (m * n) / (waves * slots * c.block_m * c.block_n)
+    iters = math.ceil(k / c.block_k)
+    kfill = k / (iters * c.block_k)
+    # clocks of one loop iteration with wg_per_cu work-groups sharing the CU's MFMA pipes
+    cyc = c.wg_per_cu * 2.0 * c.block_m * c.block_n * c.block_k / (PEAK_FLOPS_PER_CLK_CU * c.busy)
+    loop_share = iters * cyc / (iters * cyc + OVERHEAD_CYCLES)
+    return Score(c, tiles, slots, waves, quant, kfill, c.busy * quant * kfill * loop_share)
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """The chosen configuration, why, and the candidates it was chosen from (best first)."""
+
+    config: GemmConfig
+    reason: str
+    ranking: Tuple[Score, ...]
+
+    def to_json(self) -> dict:
+        return {"chosen": self.ranking[0].candidate.label(), "reason": self.reason,
+                "candidates": [{"config": s.candidate.label(), "estimate": round(s.value, 4),
+                                "waves": round(s.tiles / s.slots, 3),
+                                "quantisation": round(s.quantisation, 4)}
+                               for s in self.ranking]}
+
+
+def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileChoice:
+    """Pick tile, waves, block_k, LDS stages and the pipelined schedule for ``C[m,n] =
+    A[m,k] @ B[k,n]``: the candidate with the highest closed-form whole-kernel estimate among
+    those that plan for this problem (``options``: the other GemmConfig fields, e.g. layouts and
+    out_dtype).  The reason names the winner's waves, quantisation and estimate, and the
+    runner-up's."""
+    for bad in ("block_m", "block_n", "block_k", "waves_m", "waves_n", "stages", "schedule"):
+        if bad in options:
+            raise ConfigError(f"select_gemm chooses {bad}; build a GemmConfig yourself to "
+                              f"set it")
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        if type(v) is not int or v < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {v!r}")
+    ranked = sorted((score(c, m, n, k) for c in CANDIDATES),
+                    key=lambda s: (-s.value, -s.candidate.block_m * s.candidate.block_n))
+    usable: List[Tuple[Score, GemmConfig]] = []
+    refused: List[str] = []
+    # the table's block_k is for 2-byte elements; an LDS row keeps its bytes of k for 1-byte
+    # fp8/bf8 (twice the elements), the depth the fp8 MFMAs' k of 16/32 needs
+    k_scale = 2 // DTYPE_BYTES.get(norm_dtype(dtype), 2) or 1
+    for s in ranked:
+        c = s.candidate
+        cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
+                         block_k=c.block_k * k_scale, waves_m=c.waves_m, waves_n=c.waves_n,
+                         stages=c.stages, mfma=c.mfma, schedule="pipelined", **options)
+        try:
+            plan_gemm(cfg)
+        except ConfigError as e:
+            refused.append(f"{c.label()}: {e}")
+            continue
+        usable.append((s, cfg))
+    if not usable:
+        raise ConfigError(f"no candidate tile plans for {m}x{n}x{k}: " + "; ".join(refused))
+    best, cfg = usable[0]
+    reason = f"chosen {best.describe()}"
+    if len(usable) > 1:
+        reason += f"; runner-up {usable[1][0].describe()}"
+    big = math.ceil(m / 128) * math.ceil(n / 128)
+    if big < CUS and k >= 4 * max(m, n):
+        reason += (f"; long K with a small M*N: 128x128 tiles would occupy {big} of {CUS} CUs, "
+                   "so a smaller, less efficient tile was weighed against them; split-K would "
+                   "fill the CUs but is not offered (see kernels.amd.gemm_select)")
+    cfg = replace(cfg, selection=reason)
+    return TileChoice(cfg, reason, tuple(s for s, _ in usable))

@@ -1,0 +1,125 @@
+"""Tile choice against CU quantisation (issue 15 item 3): kernels.amd.gemm_select."""
+
+import pytest
+
+from kernels.amd.gemm_select import CANDIDATES, CUS, OVERHEAD_CYCLES, score, select_gemm
+from kernels.gemm_plan import ConfigError
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_square_4096_picks_the_two_stage_pipelined_128_tile(dtype):
+    ch = select_gemm(4096, 4096, 4096, dtype=dtype)
+    c = ch.config
+    assert (c.block_m, c.block_n, c.block_k, c.waves_m, c.waves_n, c.stages, c.schedule) == \
+        (128, 128, 64, 2, 2, 1, "pipelined")
+    assert c.dtype == dtype
+    assert "1024 work-groups" in ch.reason and "1.68 waves" in ch.reason
+    assert c.selection == ch.reason
+    # the winner's estimate is the best of all candidates that plan
+    assert ch.ranking[0].value == max(s.value for s in ch.ranking)
+
+
+def test_ragged_shape_weighs_waves_against_loop_busy():
+    ch = select_gemm(4000, 3000, 1000)
+    best = ch.ranking[0]
+    assert (best.candidate.block_m, best.candidate.block_n) == (128, 64)
+    # the 2-per-CU 128x128 tile would need 2 waves with the second 26% full
+    two = next(s for s in ch.ranking if (s.candidate.block_m, s.candidate.block_n,
+                                         s.candidate.stages) == (128, 128, 2))
+    assert two.waves == 2 and best.value > two.value
+    # a partial edge tile: the candidates' ragged figures apply (more registers, less busy)
+    assert two.candidate.busy == two.candidate.busy_ragged < 0.899
+
+
+def test_llm_projection_uses_three_per_cu():
+    c = select_gemm(4096, 14336, 4096).config
+    assert (c.block_m, c.block_n, c.stages) == (128, 128, 1)
+
+
+@pytest.mark.parametrize("m", [16, 64])
+def test_small_m_gets_a_small_m_tile(m):
+    c = select_gemm(m, 4096, 4096).config
+    assert c.block_m <= 64 and c.mfma == "16x16x16"
+
+
+def test_long_k_says_split_k_is_not_offered():
+    ch = select_gemm(1024, 1024, 16384)
+    assert "split-K" in ch.reason
+
+
+def test_score_is_the_models_whole_kernel_formula():
+    """The closed form equals kernels.perf.estimate.whole_kernel for a loop at the candidate's
+    busy fraction and residency and 400 instructions outside the loop."""
+    from kernels.perf.estimate import GemmProblem, whole_kernel
+    for c0 in (CANDIDATES[1], CANDIDATES[4], CANDIDATES[-1]):
+        for m, n, k in ((4096, 4096, 4096), (4000, 3000, 1000), (16, 4096, 4096)):
+            c = c0.on(m, n, k)
+            flops_per_iter = 2.0 * c.block_m * c.block_n * c.block_k
+            cycles = c.wg_per_cu * flops_per_iter / (4 * 512.0 * c.busy)
+            w = whole_kernel(GemmProblem(m, n, k, c.block_m, c.block_n),
+                             loop_flops_per_wg=flops_per_iter, cycles_per_iteration=cycles,
+                             workgroups_per_cu=c.wg_per_cu, outside_instructions=400,
+                             peak_flops_per_clk_simd=512.0)
+            assert w["prologue_epilogue_cycles"] == OVERHEAD_CYCLES
+            assert w["peak_fraction"] == pytest.approx(score(c0, m, n, k).value, abs=2e-4)
+            assert w["slots"] == CUS * c.wg_per_cu
+
+
+def test_bad_requests_are_refused():
+    with pytest.raises(ConfigError, match="select_gemm chooses block_m"):
+        select_gemm(64, 64, 64, block_m=32)
+    with pytest.raises(ConfigError, match="m must be a positive integer"):
+        select_gemm(0, 64, 64)
+
+
+def test_candidates_that_do_not_plan_are_skipped():
+    """A K of 17 forces scalar loads; every candidate still plans or is skipped, never raised."""
+    ch = select_gemm(5, 141, 17, dtype="bf16", out_dtype="f32", c_major="col")
+    assert ch.config.schedule == "pipelined"
+
+
+def test_cli_without_block_prints_the_choice(tmp_path, capsys):
+    from layoutalg.cli import main
+    rc = main(["check", "gemm", "--emulate", "--m", "40", "--n", "72", "--k", "48"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "tile choice (no --block given): chosen " in out
+
+
+def test_cli_waves_without_block_is_refused(capsys):
+    from layoutalg.cli import main
+    rc = main(["check", "gemm", "--emulate", "--m", "64", "--waves", "1x1"])
+    assert rc == 2
+    assert "--waves without --block" in capsys.readouterr().err
+
+
+def test_candidate_table_matches_the_model():
+    """Two rows of CANDIDATES re-measured by the static model on the compiled code objects
+    (skipped without clang-19)."""
+    from kernels.errors import KernelError
+    from kernels.gemm import build_gemm
+    from kernels.perf import analyze
+    for c in (CANDIDATES[1], CANDIDATES[3]):
+        cfg = select_gemm(4096, 4096, 4096).config
+        from dataclasses import replace
+        cfg = replace(cfg, block_m=c.block_m, block_n=c.block_n, block_k=c.block_k,
+                      waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages, mfma=c.mfma)
+        bk = build_gemm(cfg)
+        try:
+            co = bk.compile("gfx942")
+        except KernelError as e:
+            pytest.skip(f"no gfx942 toolchain: {e}")
+        r = analyze(co.binary, block_threads=bk.block)
+        assert r.mfma_busy == pytest.approx(c.busy, abs=0.02)
+        assert bk.report()["waves_per_simd"] == c.waves_per_simd
+
+
+def test_python_api_exposes_the_choice():
+    import kernels
+    from kernels.gemm import build_gemm
+    assert kernels.select_gemm is select_gemm
+    ch = kernels.select_gemm(200, 136, 72, dtype="bf16")
+    bk = build_gemm(ch.config)
+    assert bk.verification.holds and "pipelined schedule" in bk.source
+    j = ch.to_json()
+    assert j["reason"] == ch.reason and j["candidates"][0]["config"] == j["chosen"]
