@@ -165,8 +165,9 @@ DECLS = [
                                 "_Float16* const sA = (_Float16*)sB_v;"), "declarations"),
     ("gemm-grid-axis", "gemm", ("s", "const int block_m = blockIdx.x;",
                                 "const int block_m = blockIdx.y;"), "declarations"),
-    ("prefill-lds-halved", "prefill", ("s", "LAGEN_SHARED(lagen_f16x8, sK_v, 1024)",
-                                       "LAGEN_SHARED(lagen_f16x8, sK_v, 512)"), "declarations"),
+    # d64, one LDS stage (the default since issue 16): sK holds 64 keys x 64 dims
+    ("prefill-lds-halved", "prefill", ("s", "LAGEN_SHARED(lagen_f16x8, sK_v, 512)",
+                                       "LAGEN_SHARED(lagen_f16x8, sK_v, 256)"), "declarations"),
     ("prefill-waves-per-eu", "prefill", ("s", "LAGEN_WAVES_PER_EU(2) ", ""), "declarations"),
     ("prefill-scalar-type", "prefill", ("s", "int seqlen_q,", "unsigned seqlen_q,"),
      "declarations"),
