@@ -10,7 +10,8 @@ loop, see docs/PERFORMANCE.md): a NaN P may come out as any 16-bit pattern, beca
 never need P's own bits to carry it.  P is exp2 of a finite or -inf argument unless the row's
 scores are NaN or +inf, and then the row sum ``l`` (accumulated from the f32 P, before the
 rounding) is NaN, which FinalNormalize turns into a NaN output row and a NaN logsumexp
-(kernels/printer/attention.py), as torch's softmax gives.  For f16 P only ``rtne`` (the hardware ``v_cvt_f16_f32``) is offered.
+(kernels/printer/attention.py), as torch's softmax gives.  For f16 P only ``rtne`` (the
+hardware ``v_cvt_f16_f32``) is offered.
 
 :func:`round_to_bf16` is the same arithmetic in numpy, for the tests' error measurements.
 """
