@@ -29,8 +29,10 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HEAD_DIMS = (128,)
+HEAD_DIMS = (128, 64)
+DTYPE = "bf16"                 # Q/K/V/O of both kernels (issue 16's targets are bf16)
 MODEL_SHAPE = "16,16,8192"     # B,H,S of the model's whole-kernel estimate (attn-dsl-bench's)
+SEQ_LENS = (2048, 4096, 8192, 16384)   # the whole-kernel estimate at B16 H16 and these S
 PEAK_TBS, MEASURED_TBS = 5.3, 4.3
 
 
@@ -67,16 +69,18 @@ def _triton_fa():
             acc = acc * alpha[:, None]
             v = tl.load(V + z * svz + h * svh + (start_n + offs_n)[:, None] * svn
                         + offs_d[None, :])
-            acc = tl.dot(p.to(tl.float16), v, acc)
+            acc = tl.dot(p.to(V.dtype.element_ty), v, acc)
             m_i = m_ij
         acc = acc / l_i[:, None]
         tl.store(O + z * soz + h * soh + offs_m[:, None] * som + offs_d[None, :],
-                 acc.to(tl.float16))
+                 acc.to(O.dtype.element_ty))
 
     return fa_fwd
 
 
-def triton_compile(d: int, causal: bool) -> Dict[str, Any]:
+def triton_compile(d: int, causal: bool, dtype: str = "f16") -> Dict[str, Any]:
+    """Triton's kernel for head_dim ``d`` (f16 by default: benchmarks/perf_calibration.py's
+    fitted check; this script's tables pass DTYPE)."""
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
@@ -85,7 +89,7 @@ def triton_compile(d: int, causal: bool) -> Dict[str, Any]:
         fn = _triton_fa()
         names = ["Q", "K", "V", "O", "sqz", "sqh", "sqm", "skz", "skh", "skn", "svz", "svh",
                  "svn", "soz", "soh", "som", "H", "N_CTX", "sm_scale"]
-        sig = {n: "*fp16" for n in names[:4]}
+        sig = {n: {"f16": "*fp16", "bf16": "*bf16"}[dtype] for n in names[:4]}
         sig.update({n: "i32" for n in names[4:18]})
         sig["sm_scale"] = "fp32"
         sig.update({"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "HEAD_DIM": "constexpr",
@@ -102,7 +106,7 @@ def triton_compile(d: int, causal: bool) -> Dict[str, Any]:
             "seconds": secs, "version": triton.__version__}
 
 
-def ours(d: int, causal: bool, dtype: str = "f16") -> Dict[str, Any]:
+def ours(d: int, causal: bool, dtype: str = DTYPE) -> Dict[str, Any]:
     from kernels.flash_attention import AttnConfig, build_attention
     t0 = time.perf_counter()
     bk = build_attention(AttnConfig(head_dim=d, dtype=dtype, causal=causal))
@@ -225,10 +229,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     for d in HEAD_DIMS:
         for causal in (False, True):
             tag = f"d{d}{' causal' if causal else ''}"
-            runs = {"layoutalg": ours(d, causal)}
+            runs = {"layoutalg": ours(d, causal, DTYPE)}
             if not a.no_triton:
                 try:
-                    runs["triton"] = triton_compile(d, causal)
+                    runs["triton"] = triton_compile(d, causal, DTYPE)
                 except Exception as e:  # noqa: BLE001 - reported, not hidden
                     print(f"triton {tag}: {type(e).__name__}: {e}")
             for who, r in runs.items():
@@ -238,10 +242,22 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 tile=str(r.get("block_m", 128))))
                 an.update({"who": who, "config": tag})
                 an.update({k: v for k, v in r.items() if k not in ("binary",)})
+                an["model_by_seqlen"] = {
+                    S: model(r["binary"], r["threads"], r["lds_dynamic"],
+                             attention=f"16,16,{S},{d}{',causal' if causal else ''}",
+                             tile=str(r.get("block_m", 128))).get("model_peak_fraction")
+                    for S in SEQ_LENS}
                 res["prefill"][f"{who} {tag}"] = an
                 vals = [f"{an[c]:.2f}" if c == "mfma_share" else str(an[c]) for c in cols]
                 print(f"| {who} {tag} | " + " | ".join(vals) + f" | {r['seconds']:.2f} |")
-    print_model(list(res["prefill"].values()), f"attention forward B,H,S = {MODEL_SHAPE}")
+    print_model(list(res["prefill"].values()), f"attention forward {DTYPE} B,H,S = {MODEL_SHAPE}")
+    print(f"\nmodel % of MFMA peak (whole kernel, B16 H16, a model: +-25%) by sequence length\n")
+    print("| kernel | " + " | ".join(f"S={S}" for S in SEQ_LENS) + " |")
+    print("|---" * (len(SEQ_LENS) + 1) + "|")
+    for k, an in res["prefill"].items():
+        print(f"| {k} | " + " | ".join("-" if an["model_by_seqlen"][S] is None else
+                                       f"{100 * an['model_by_seqlen'][S]:.0f}%"
+                                       for S in SEQ_LENS) + " |")
     print()
     for k, an in res["decode_static"].items():
         print(f"decode {k}: VGPR {an['vgpr']} waves/SIMD {an['waves_per_simd']} global "

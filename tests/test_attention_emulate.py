@@ -101,3 +101,41 @@ def test_cpu_tensors_without_emulator_are_refused():
     q, k, v = _inputs(1, 1, 1, 4, 4, 64, torch.float16)
     with pytest.raises(NoDeviceError):
         attn.attention(q, k, v)
+
+
+# issue 16: the one-stage LDS form (the head_dim <= 128 default) and the double-buffered one,
+# explicitly, on ragged / causal / GQA shapes with several KV tiles (the store over the tile
+# every wave has just read runs more than once)
+STAGE_CASES = {
+    "two-stage-f16-d64-gqa-q40-kv265": (2, (1, 2, 1, 40, 265, 64, torch.float16, None, False,
+                                            "top_left", "bhsd")),
+    "two-stage-bf16-d128-causal-q77-kv200": (2, (1, 2, 2, 77, 200, 128, torch.bfloat16, None,
+                                                 True, "top_left", "bhsd")),
+    "one-stage-bf16-d128-causal-gqa-q140-kv140": (1, (1, 4, 2, 140, 140, 128, torch.bfloat16,
+                                                      None, True, "top_left", "bhsd")),
+    "one-stage-f16-d128-bshd-q33-kv300": (1, (2, 2, 1, 33, 300, 128, torch.float16,
+                                              torch.bfloat16, False, "top_left", "bshd")),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGE_CASES))
+def test_prefill_lds_stages_match_sdpa(name):
+    stages, (b, h, hk, sq, skv, d, dt, odt, causal, align, layout) = STAGE_CASES[name]
+    q, k, v = _inputs(b, h, hk, sq, skv, d, dt, layout, seed=3)
+    out, lse = attn.attention(q, k, v, causal=causal, causal_align=align, out_dtype=odt,
+                              return_lse=True, layout=layout, backend="emulator", decode=False,
+                              lds_stages=stages)
+    _check(out, lse, q, k, v, causal, align, layout)
+
+
+def test_default_prefill_is_one_stage_two_waves_per_simd():
+    """The default head_dim <= 128 kernels keep 32 KiB of LDS per work-group (two work-groups of
+    4 waves per CU); head_dim 256 stays double-buffered (its registers allow one wave per SIMD
+    whatever the LDS)."""
+    for d, stages in ((64, 1), (128, 1), (256, 2)):
+        cfg = attn.AttnConfig(head_dim=d).normalized()
+        assert cfg.lds_stages == stages
+        assert cfg.lds_bytes == 2 * 2 * stages * cfg.block_n * d
+    assert attn.AttnConfig(head_dim=128).normalized().lds_bytes == 32 * 1024
+    with pytest.raises(attn.ConfigError, match="lds_stages 3: use 1 or 2"):
+        attn.AttnConfig(lds_stages=3).normalized()

@@ -19,8 +19,8 @@ def _inst(causal=False, sq=77, skv=77, off=0):
     return [Instance("t", s.env(), s.grid(128, causal), causal)]
 
 
-def _build(causal=False, plan_mut=None):
-    plan = plan_attention(AttnConfig(head_dim=64, causal=causal))
+def _build(causal=False, plan_mut=None, lds_stages=None):
+    plan = plan_attention(AttnConfig(head_dim=64, causal=causal, lds_stages=lds_stages))
     if plan_mut:
         plan_mut(plan)
     return AttnBuilder(plan).build()
@@ -142,14 +142,15 @@ MUTATIONS = {
     "gqa-modulo": (m_gqa_modulo, False, "lane_mfma_operands"),
     "stale-max": (m_stale_max, False, "online_softmax"),
     "hoisted-lds-base": (m_hoisted_lds_base, False, "emitted_index_math"),
-    "hoisted-store-stage": (m_hoisted_store_stage, False, "emitted_index_math"),
+    # a two-stage bug: the one-stage default (issue 16) stores to its only stage
+    "hoisted-store-stage": (m_hoisted_store_stage, False, "emitted_index_math", 2),
 }
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_mutation_is_caught(name):
-    mut, causal, check = MUTATIONS[name]
-    k = _build(causal)
+    mut, causal, check, *stages = MUTATIONS[name]
+    k = _build(causal, lds_stages=stages[0] if stages else None)
     mut(k)
     inst = _inst(causal, 77, 200, 0) if causal else _inst()
     failed, rep = _failed(k, instances=inst)

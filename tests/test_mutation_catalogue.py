@@ -32,7 +32,7 @@ from kernels.flash_attention import AttnConfig, build_attention
 from kernels.gate import VerificationError, verify_kernel
 from kernels.gemm import build_gemm, build_gemm_ir
 from kernels.gemm_plan import GemmConfig
-from kernels.ir import Barrier, Loop, Mfma, Shared
+from kernels.ir import Barrier, If, Let, Loop, Mfma, Shared
 from kernels.registry import get
 from kernels.verify.printed import verify_printed
 
@@ -165,8 +165,9 @@ DECLS = [
                                 "_Float16* const sA = (_Float16*)sB_v;"), "declarations"),
     ("gemm-grid-axis", "gemm", ("s", "const int block_m = blockIdx.x;",
                                 "const int block_m = blockIdx.y;"), "declarations"),
-    ("prefill-lds-halved", "prefill", ("s", "LAGEN_SHARED(lagen_f16x8, sK_v, 1024)",
-                                       "LAGEN_SHARED(lagen_f16x8, sK_v, 512)"), "declarations"),
+    # d64, one LDS stage (the default since issue 16): sK holds 64 keys x 64 dims
+    ("prefill-lds-halved", "prefill", ("s", "LAGEN_SHARED(lagen_f16x8, sK_v, 512)",
+                                       "LAGEN_SHARED(lagen_f16x8, sK_v, 256)"), "declarations"),
     ("prefill-waves-per-eu", "prefill", ("s", "LAGEN_WAVES_PER_EU(2) ", ""), "declarations"),
     ("prefill-scalar-type", "prefill", ("s", "int seqlen_q,", "unsigned seqlen_q,"),
      "declarations"),
@@ -357,6 +358,41 @@ def test_ir_attention_lds_halved_is_refused_by_in_bounds(kernels):
     assert not verify_attention(ir).checks["in_bounds"].holds
 
 
+def _one_stage_barriers(ir):
+    """(list, index) of each barrier of the one-stage prefill's KV loops: the one that ends
+    every wave's reads of the tile before the next is stored over it (``before``), and the one
+    after the store (``after``), in every loop and branch."""
+    out = {"before": [], "after": []}
+
+    def visit(body, in_loop):
+        for i, s in enumerate(body):
+            if isinstance(s, (Loop, If)):
+                visit(s.body, in_loop or isinstance(s, Loop))
+            elif isinstance(s, Barrier) and in_loop:
+                nxt = body[i + 1] if i + 1 < len(body) else None
+                stores = getattr(nxt, "tag", "") == "K.copy.store" or (
+                    isinstance(nxt, Let) and getattr(body[i + 2], "tag", "") == "K.copy.store")
+                out["before" if stores else "after"].append((body, i))
+    visit(ir.body, False)
+    return out
+
+
+@pytest.mark.parametrize("which", ["before", "after"])
+def test_ir_one_stage_barrier_dropped_is_refused_by_lds_races(kernels, which):
+    """The one-stage prefill (32 KiB of LDS, issue 16) stores tile kt+1 over tile kt: without
+    the barrier before the store a slow wave still reading K/V^T of tile kt sees tile kt+1's
+    values; without the one after it the next S = K Q^T reads a tile not yet written."""
+    ir = copy.deepcopy(kernels["prefill"][0])
+    assert ir.meta["plan"].cfg.lds_stages == 1
+    assert verify_attention(ir).checks["lds_races"].holds
+    sites = _one_stage_barriers(ir)
+    assert len(sites["before"]) == 3, sites     # the three KV loops (causal d64)
+    body, i = sites[which][0]
+    del body[i]
+    r = verify_attention(ir).checks["lds_races"]
+    assert not r.holds, which
+
+
 # ---------------------------------------------------------------------------- emulator checks
 
 def _gemm_args(n=128):
@@ -514,6 +550,7 @@ OTHER = ["escape-lds-read-line", "65536-gemm", "65536-gemm-build", "int-overflow
          "long-narrowed-to-int", "runtime-argument-overflow", "ir-lds-halved",
          "ir-barrier-dropped", "ir-pipelined-barrier-dropped", "ir-pipelined-read-hoisted",
          "ir-mfma-swapped", "ir-grid-too-small", "ir-attention-lds-halved",
+         "ir-one-stage-barrier-before-store", "ir-one-stage-barrier-after-store",
          "emu-lds-halved", "emu-c-too-small", "emu-grid-too-large", "emu-lds-underrun",
          "lse-log2-prefill", "lse-log2-decode", "lse-log2-split-kv", "cli-lse-mismatch",
          "emu-decode-seqlen", "emu-combine-splits"]

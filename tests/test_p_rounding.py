@@ -108,8 +108,8 @@ def test_printed_check_refuses_a_text_that_truncates_under_rtne():
     fails = _printed_fails(k, bad, inst)
     assert "printed_source" in fails and "P conversions" in str(fails["printed_source"].counterexample)
     # 2. the calls are right but la_bf16's body truncates
-    bad = src.replace("const unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;",
-                      "const unsigned r = u >> 16;")
+    bad = src.replace("return (short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);",
+                      "return (short)(u >> 16);")
     assert bad != src
     fails = _printed_fails(k, bad, inst)
     assert "printed_source" in fails and "la_bf16" in str(fails["printed_source"].counterexample)

@@ -131,10 +131,18 @@ def _amd_attention() -> Iterator[Tuple[str, Callable[[], str]]]:
                 cfg = AttnConfig(head_dim=d, dtype=dtype, out_dtype=out, causal=causal)
                 yield (f"amd/prefill/d{d}-{dtype}-{out or dtype}{'-causal' if causal else ''}",
                        lambda cfg=cfg: build_attention(cfg, verify=False).source)
-    yield ("amd/prefill/d64-waves_per_eu0",
-           lambda: build_attention(AttnConfig(head_dim=64, waves_per_eu=0), verify=False).source)
-    yield ("amd/prefill/d128-block_n32",
-           lambda: build_attention(AttnConfig(head_dim=128, block_n=32), verify=False).source)
+    # explicit configurations (lds_stages=2: the double-buffered form, the default before the
+    # one-stage default of issue 16, so these hashes did not change with it)
+    explicit = {"d64-waves_per_eu0": dict(head_dim=64, waves_per_eu=0, lds_stages=2),
+                "d128-block_n32": dict(head_dim=128, block_n=32, lds_stages=2),
+                "d128-bf16-lds_stages2": dict(head_dim=128, dtype="bf16", lds_stages=2),
+                "d128-bf16-causal-lds_stages2": dict(head_dim=128, dtype="bf16", causal=True,
+                                                     lds_stages=2),
+                "d128-block_n32-lds_stages1": dict(head_dim=128, block_n=32, lds_stages=1),
+                "d256-lds_stages1": dict(head_dim=256, lds_stages=1)}
+    for name, kw in explicit.items():
+        yield (f"amd/prefill/{name}",
+               lambda kw=kw: build_attention(AttnConfig(**kw), verify=False).source)
     for d in (64, 128, 256):
         for dtype, out in (("bf16", "f16"), ("f16", "f16"), ("bf16", "bf16")):
             cfg = DecodeConfig(head_dim=d, dtype=dtype, out_dtype=out)

@@ -47,7 +47,8 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
                   kv_splits: Optional[int] = None, block_n: Optional[int] = None,
                   waves: int = 4, arch: str = "gfx942",
                   shape: Optional[PrefillShape] = None,
-                  p_rounding: str = "rtne") -> KernelChoice:
+                  p_rounding: str = "rtne",
+                  lds_stages: Optional[int] = None) -> KernelChoice:
     """Prefill, decode or split-KV decode for a problem.
 
     ``decode`` None: the decode kernel when ``seqlen_q == 1`` and the mask (if any) is
@@ -57,7 +58,8 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
     (decode only).  ``shape``, when given, is validated for the decode kernel before the split
     (the torch API passes the tensors' strides).  ``p_rounding``: how the prefill kernel rounds
     P to bf16 (:mod:`kernels.ir.p_rounding`; decode keeps P in fp32, so only rtne is accepted
-    there).  Raises :class:`ConfigError` with the reason.
+    there).  ``lds_stages``: the prefill kernel's K/V^T LDS stages (None: its default, see
+    :class:`AttnConfig`).  Raises :class:`ConfigError` with the reason.
     """
     use_decode = decode if decode is not None else (
         seqlen_q == 1 and (not causal or causal_align == "bottom_right"))
@@ -66,7 +68,11 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
     if not use_decode:
         return KernelChoice(AttnConfig(head_dim=head_dim, dtype=dtype, out_dtype=out_dtype,
                                        causal=bool(causal), block_n=block_n, waves=waves,
-                                       arch=arch, p_rounding=p_rounding))
+                                       arch=arch, p_rounding=p_rounding,
+                                       lds_stages=lds_stages))
+    if lds_stages is not None:
+        raise ConfigError(f"lds_stages {lds_stages} applies to the prefill kernel only (decode "
+                          "keeps no K/V tiles in LDS): leave it unset")
     if p_rounding != "rtne":
         raise ConfigError(f"p_rounding {p_rounding!r} applies to the prefill kernel only (decode "
                           "does not round P to 16 bits): use rtne")
@@ -114,7 +120,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
               causal_align: str = "top_left", out_dtype: Any = None, return_lse: bool = False,
               layout: str = "bhsd", backend: Optional[str] = None, decode: Optional[bool] = None,
               out: Any = None, kv_splits: Optional[int] = None,
-              p_rounding: str = "rtne") -> Any:
+              p_rounding: str = "rtne", lds_stages: Optional[int] = None) -> Any:
     """``softmax(scale q k^T [+ causal mask]) v`` on MFMA kernels built and verified here.
 
     ``q`` is ``[B, H, Sq, D]`` and ``k``, ``v`` are ``[B, HK, Skv, D]`` (``layout="bshd"``:
@@ -133,7 +139,9 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     ``kv_splits`` sets the split count (default: :func:`~kernels.decode_splitkv.choose_splits`,
     1 split, i.e. the single decode kernel, below 512 keys).  ``p_rounding``: how the prefill
     kernel rounds P to bf16 before P V, ``"rtne"`` (default), ``"rtna"`` or ``"rtz"``
-    (:mod:`kernels.ir.p_rounding`; bf16 inputs only).
+    (:mod:`kernels.ir.p_rounding`; bf16 inputs only).  ``lds_stages``: the prefill kernel's
+    LDS stages of the K and V^T tiles, 1 or 2 (default: :class:`AttnConfig`'s, 1 for head_dim
+    <= 128: 32 KiB of LDS, two work-groups per CU).
     """
     import torch
     from ..errors import NoDeviceError
@@ -181,7 +189,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     shape = PrefillShape(B, H, HK, SQ, SKV, st(q), st(k), st(v), st(out), off)
     choice = select_kernel(batch=B, heads=H, seqlen_q=SQ, seqlen_kv=SKV, head_dim=D, dtype=dt,
                            out_dtype=ot, causal=bool(causal), causal_align=causal_align,
-                           decode=decode, kv_splits=kv_splits, shape=shape, p_rounding=p_rounding)
+                           decode=decode, kv_splits=kv_splits, shape=shape, p_rounding=p_rounding,
+                           lds_stages=lds_stages)
     cfg, n_splits, kv_chunk = choice.config, choice.n_splits, choice.kv_chunk
     if choice.kind != "prefill":
         bk = get_kernel(cfg)

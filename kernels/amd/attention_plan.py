@@ -57,13 +57,22 @@ class AttnConfig:
     # registers, under which clang-19 selects the MFMAs with VGPR accumulators (it picks AGPR
     # accumulators whenever the budget exceeds 256), so O and S stay in VGPRs and the softmax
     # rescale needs no v_accvgpr_read/write round trip; 0 for head_dim 256, whose O (128
-    # registers) + Q (64) do not fit in 256 without spills.  Occupancy is unchanged (the
-    # 64 KiB of LDS allow one block per CU).
+    # registers) + Q (64) do not fit in 256 without spills.  256 registers are also the
+    # budget of two waves per SIMD (512 per SIMD lane), which the one-stage LDS default
+    # (32 KiB per work-group, two work-groups per CU) needs.
     waves_per_eu: Optional[int] = None
     # how P (f32 softmax probabilities) is rounded to bf16 for the P V MFMA: rtne (round to
     # nearest even, the default), rtna (ties away: one add fewer) or rtz (truncation); f16 P
     # is always rtne (v_cvt_f16_f32).  See kernels.ir.p_rounding.
     p_rounding: str = "rtne"
+    # LDS stages of the K and V^T tiles: 2 (double-buffered: the next tile is stored while
+    # this one is read, one barrier per tile) or 1 (half the LDS: the next tile is stored
+    # after a barrier that ends every wave's reads, then a second barrier).  Default: 1 for
+    # head_dim <= 128 (BN 64: 32 KiB per work-group, so two work-groups of 4 waves share a
+    # CU, two waves per SIMD, and one's barriers hide behind the other's MFMAs: by the static
+    # model 0.51 of MFMA peak at bf16 d128 vs 0.32 double-buffered, docs/PERFORMANCE.md);
+    # 2 for head_dim 256, whose registers allow one wave per SIMD whatever the LDS.
+    lds_stages: Optional[int] = None
 
     def normalized(self) -> "AttnConfig":
         c = replace(self, dtype=norm_dtype(self.dtype),
@@ -87,6 +96,10 @@ class AttnConfig:
             raise ConfigError(f"waves_per_eu {c.waves_per_eu}: use 0 (no hint) .. 8")
         if c.arch not in ("gfx940", "gfx941", "gfx942"):
             raise ConfigError(f"arch {c.arch}: the attention kernels target CDNA3 (gfx942)")
+        if c.lds_stages is None:
+            c = replace(c, lds_stages=1 if c.head_dim <= 128 else 2)
+        if c.lds_stages not in (1, 2):
+            raise ConfigError(f"lds_stages {c.lds_stages}: use 1 or 2")
         if c.p_rounding not in P_ROUNDINGS:
             raise ConfigError(f"p_rounding {c.p_rounding!r}: use one of "
                               f"{', '.join(P_ROUNDINGS)}")
@@ -102,6 +115,11 @@ class AttnConfig:
     @property
     def threads(self) -> int:
         return 64 * self.waves
+
+    @property
+    def lds_bytes(self) -> int:
+        """LDS of one work-group: the K and V^T tiles of every stage (2-byte elements)."""
+        return 2 * 2 * self.lds_stages * self.block_n * self.head_dim
 
 
 @dataclass
@@ -209,9 +227,10 @@ def plan_attention(cfg: AttnConfig) -> AttnPlan:
     # is rho^-1(d % 32) + 32 (d // 32)
     perm_k = Layout((4, 2, 2, 2, BN // 32), (1, 8, 4, 16, 32))
     perm_v = Layout((4, 4, 2, D // 32), (1, 8, 4, 32))
-    sk_inner = Layout((((4, 2, 2, 2, BN // 32), D), 2),
+    ns = cfg.lds_stages
+    sk_inner = Layout((((4, 2, 2, 2, BN // 32), D), ns),
                       ((tuple(D * x for x in perm_k.stride), 1), BN * D))
-    sv_inner = Layout((((4, 4, 2, D // 32), BN), 2),
+    sv_inner = Layout((((4, 4, 2, D // 32), BN), ns),
                       ((tuple(BN * x for x in perm_v.stride), 1), D * BN))
     plan = AttnPlan(cfg, spec, spec, L, pi, rho, sk_inner, sv_inner, Swizzle(0, 0, 0),
                     Swizzle(0, 0, 0), kv_keys=kv, perm_k=perm_k, perm_v=perm_v)
@@ -302,7 +321,7 @@ def _choose_swizzles(plan: AttnPlan) -> None:
         if plan.sv_search is None or res.holds:
             plan.sv_search = res
             plan.perm_v = perm
-            plan.sv_inner = Layout(((perm.shape, BN), 2),
+            plan.sv_inner = Layout(((perm.shape, BN), c.lds_stages),
                                    ((tuple(BN * x for x in perm.stride), 1), D * BN))
         if res.holds:
             if res.swizzle is not None:

@@ -136,6 +136,9 @@ class AttentionEntry:
                             "the shape; 1 split = the single decode kernel below 512 keys)")
         g.add_argument("--block-n", type=int, default=None, help="keys per KV tile (prefill)")
         g.add_argument("--waves", type=int, default=4, help="waves per block (prefill)")
+        g.add_argument("--lds-stages", type=int, default=None,
+                       help="prefill: LDS stages of the K and V^T tiles, 1 | 2 (default 1 for "
+                            "head_dim <= 128: 32 KiB, two work-groups per CU; 2 for 256)")
         g.add_argument("--p-rounding", default="rtne",
                        help="prefill, bf16: how P is rounded to bf16 before P V: rtne (round to "
                             "nearest even, default) | rtna (ties away) | rtz (truncate)")
@@ -149,7 +152,8 @@ class AttentionEntry:
                               layout=args.layout, kv_splits=getattr(args, "kv_splits", None),
                               block_n=args.block_n, waves=args.waves,
                               arch=getattr(args, "arch", "gfx942"),
-                              p_rounding=getattr(args, "p_rounding", "rtne"))
+                              p_rounding=getattr(args, "p_rounding", "rtne"),
+                              lds_stages=getattr(args, "lds_stages", None))
 
     def ignored_options(self, args: argparse.Namespace, cfg: AttnCase, command: str,
                         given: Any) -> List[str]:
@@ -164,7 +168,8 @@ class AttentionEntry:
             out.append("--causal-align is ignored without --causal")
         if decode:
             out += [f"--{o.replace('_', '-')} is ignored: it applies to the prefill kernel, "
-                    "not decode (--seqlen-q 1)" for o in ("block_n", "waves") if given(o)]
+                    "not decode (--seqlen-q 1)" for o in ("block_n", "waves", "lds_stages")
+                    if given(o)]
         elif command == "compile":
             shape = [o for o in ("seqlen_kv", "batch", "heads", "kv_heads", "layout") if given(o)]
             if shape:
@@ -232,7 +237,8 @@ def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q:
                    seqlen_kv: int, head_dim: int, dtype: str, out_dtype: Optional[str] = None,
                    causal: bool = False, causal_align: str = "top_left", layout: str = "bhsd",
                    kv_splits: Optional[int] = None, block_n: Optional[int] = None,
-                   waves: int = 4, arch: str = "gfx942", p_rounding: str = "rtne") -> AttnCase:
+                   waves: int = 4, arch: str = "gfx942", p_rounding: str = "rtne",
+                   lds_stages: Optional[int] = None) -> AttnCase:
     """The problem ``layoutalg check attention`` runs, with the kernel
     :func:`kernels.amd.attention_api.select_kernel` picks for it (also the AMD-on-NVIDIA
     harness's entry: :func:`kernels.nvidia.amd_flavour.attention_case`)."""
@@ -252,7 +258,8 @@ def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q:
     choice = select_kernel(batch=batch, heads=heads, seqlen_q=seqlen_q, seqlen_kv=seqlen_kv,
                            head_dim=head_dim, dtype=dtype, out_dtype=out_dtype, causal=causal,
                            causal_align=causal_align, decode=decode, kv_splits=kv_splits,
-                           block_n=block_n, waves=waves, arch=arch, p_rounding=p_rounding)
+                           block_n=block_n, waves=waves, arch=arch, p_rounding=p_rounding,
+                           lds_stages=None if decode else lds_stages)
     return AttnCase(choice.config.normalized(), batch, heads, hk, seqlen_q, seqlen_kv, causal,
                     causal_align, layout, choice.n_splits, choice.kv_chunk)
 

@@ -18,7 +18,13 @@ Pipeline of one block (``W`` waves, ``32 W`` query rows; layouts in :mod:`.atten
         online softmax update; P = exp2(S c - m c) (stays in registers); O *= alpha
         O^T += V^T P^T (LDS stage kt%2)
         registers -> LDS stage (kt+1)%2; barrier
+          (one LDS stage, the head_dim <= 128 default: both products read stage 0, then
+           barrier; registers -> LDS stage 0; barrier)
     l = l + l(lane^32); O /= l; store O (128-bit) and logsumexp
+
+One stage halves the LDS (32 KiB per work-group at head_dim 128, BN 64), so two work-groups
+share a CU (two waves per SIMD) and one work-group's barriers and softmax overlap the other's
+MFMAs; ``lds_stages=2`` keeps the double-buffered form (64 KiB, one wave per SIMD).
 
 Causal blocks stop at the last tile any of their rows can see (``n_end``), so fully masked KV
 tiles are skipped; the gate proves the processed-unmasked keys of every row are exactly its
@@ -86,6 +92,7 @@ class AttnBuilder:
         self.tid = sym("tid")
         self.name = name or (f"la_attn_fwd_{c.dtype}_{c.out_dtype}_d{D}"
                              f"{'_causal' if c.causal else ''}_bn{BN}_w{W}"
+                             f"{'' if c.lds_stages == 2 else '_s1'}"
                              f"{'' if c.p_rounding == 'rtne' else '_p' + c.p_rounding}")
         self.glob = global_layouts(D)
         self.counter: Dict[str, int] = {}
@@ -211,7 +218,7 @@ class AttnBuilder:
         sc = int(swf(np.array([c]))[0])
         lo, hi = sc & bits_t, sc & ~bits_t
         base = sw_t ^ lo
-        for sv in (0, 1):
+        for sv in range(self.c.lds_stages):
             if not np.array_equal(swf(t + c + S * sv), base + hi + S * sv):
                 return None
         key = (fam, lo)
@@ -317,14 +324,15 @@ class AttnBuilder:
         (kt + 1 < n_full <= n_end), so the prefetch and the LDS store need neither the
         ``kt + 1 < n_end`` branch nor the per-vector seqlen_kv predicates."""
         kt = sym("kt")
-        st = sym("st")
+        two = self.c.lds_stages == 2
+        st = sym("st") if two else 0
         if next_full:
             nxt: List[Any] = [Comment("prefetch KV tile kt+1 (a full tile) into registers")] \
                 + self.load_kv(kt + 1, guarded=False)
         else:
             nxt = [If(kt + 1 < sym("n_end"), [Comment("prefetch KV tile kt+1 into registers")]
                       + self.load_kv(kt + 1))]
-        out: List[Any] = [Let("st", sympy.Mod(kt, 2))] + nxt
+        out: List[Any] = ([Let("st", sympy.Mod(kt, 2))] if two else []) + nxt
         out += self.qk(st)
         if masked:
             out.append(Comment("mask keys past seqlen_kv" + (" and above the causal diagonal"
@@ -339,11 +347,14 @@ class AttnBuilder:
                           "alpha", self.c.p_rounding),
                 Rescale(self.o_fr, tuple(range(self.o_fr.count)), "alpha")]
         out += self.pv(st)
-        if next_full:
-            out += [Comment("registers -> the other LDS stage")] + self.store_kv(1 - st)
+        if two:
+            store = [Comment("registers -> the other LDS stage")] + self.store_kv(1 - st)
         else:
-            out.append(If(kt + 1 < sym("n_end"), [Comment("registers -> the other LDS stage")]
-                          + self.store_kv(1 - st)))
+            # one stage: every wave's reads of tile kt end at this barrier before the tile
+            # kt+1 overwrites it
+            store = [Comment("registers -> the LDS stage, once every wave has read it"),
+                     Barrier()] + self.store_kv(0)
+        out += store if next_full else [If(kt + 1 < sym("n_end"), store)]
         out.append(Barrier())
         return out
 
@@ -438,7 +449,8 @@ class AttnBuilder:
         params = [Param("Q", dt), Param("K", dt), Param("V", dt), Param("O", ot, const=False),
                   Param("LSE", "f32", const=False)]
         scalars = [ScalarParam(n) for n in _SCALARS] + [ScalarParam("scale_log2", "float")]
-        shared = [Shared("sK", dt, 2 * BN * D), Shared("sVt", dt, 2 * D * BN)]
+        ns = c.lds_stages
+        shared = [Shared("sK", dt, ns * BN * D), Shared("sVt", dt, ns * D * BN)]
         frags = [self.q_fr, self.k_ld, self.v_ld, self.k_fr, self.v_fr, self.s_fr, self.p_fr,
                  self.o_fr, self.lse_fr]
         header = [f"flash-attention forward: O = softmax(scale Q K^T{' + causal mask' if c.causal else ''}) V",

@@ -5,8 +5,13 @@ P V MFMA: one table that the IR names, the printer prints and the printed-source
 * ``rtna`` - round to nearest, ties away from zero (one integer add fewer than ``rtne``).
 * ``rtz``  - truncation (round toward zero: keep the top 16 bits; no add at all).
 
-All three keep NaN a quiet NaN (truncating a NaN whose payload is in the low 16 bits would
-otherwise give infinity).  For f16 P only ``rtne`` (the hardware ``v_cvt_f16_f32``) is offered.
+None of them spends instructions on NaN (a select per element: a sixth of the bf16 d128 hot
+loop, see docs/PERFORMANCE.md): a NaN P may come out as any 16-bit pattern, because the kernels
+never need P's own bits to carry it.  P is exp2 of a finite or -inf argument unless the row's
+scores are NaN or +inf, and then the row sum ``l`` (accumulated from the f32 P, before the
+rounding) is NaN, which FinalNormalize turns into a NaN output row and a NaN logsumexp
+(kernels/printer/attention.py), as torch's softmax gives.  For f16 P only ``rtne`` (the
+hardware ``v_cvt_f16_f32``) is offered.
 
 :func:`round_to_bf16` is the same arithmetic in numpy, for the tests' error measurements.
 """
@@ -25,26 +30,24 @@ P_ROUNDINGS: Tuple[str, ...] = ("rtne", "rtna", "rtz")
 # (printed in every attention source); the others are printed only by kernels that use them.
 BF16_HELPERS: Dict[str, Tuple[str, str]] = {
     "rtne": ("la_bf16", """\
-// f32 -> bf16 bits, round to nearest even, quiet NaN: lagen_f32_to_bf16 without a branch
+// f32 -> bf16 bits of P, round to nearest even; NaN not kept (a NaN P makes the row sum NaN)
 __device__ __forceinline__ short la_bf16(float f) {
   const unsigned u = __builtin_bit_cast(unsigned, f);
-  const unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (short)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
+  return (short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 """),
     "rtna": ("la_bf16_rtna", """\
-// f32 -> bf16 bits, round to nearest, ties away from zero, quiet NaN
+// f32 -> bf16 bits of P, round to nearest, ties away from zero; NaN not kept (see la_bf16)
 __device__ __forceinline__ short la_bf16_rtna(float f) {
   const unsigned u = __builtin_bit_cast(unsigned, f);
-  const unsigned r = (u + 0x8000u) >> 16;
-  return (short)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
+  return (short)((u + 0x8000u) >> 16);
 }
 """),
     "rtz": ("la_bf16_rtz", """\
-// f32 -> bf16 bits, truncation (round toward zero), quiet NaN
+// f32 -> bf16 bits of P, truncation (round toward zero); NaN not kept (see la_bf16)
 __device__ __forceinline__ short la_bf16_rtz(float f) {
   const unsigned u = __builtin_bit_cast(unsigned, f);
-  return (short)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : (u >> 16));
+  return (short)(u >> 16);
 }
 """),
 }
@@ -78,6 +81,5 @@ def round_to_bf16(x: np.ndarray, rounding: str) -> np.ndarray:
         r = (u + 0x8000) >> 16
     else:
         r = u >> 16
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    r = np.where(nan, (u >> 16) | 0x40, r) & 0xFFFF
+    r = r & 0xFFFF
     return (r.astype(np.uint32) << 16).view(np.float32)

@@ -121,11 +121,14 @@ class AttnPrinter(Printer):
             self.out(d, "}")
         elif isinstance(s, (FinalNormalize, MergeFinal)):
             self.out(d, "{")
-            self.out(d + 1, f"const float inv_ = {s.l} > 0.0f ? 1.0f / {s.l} : 0.0f;")
+            # l is 0 (no visible key: O = 0, lse = -inf), positive, or NaN (a NaN or +inf
+            # score in the row): NaN must reach O and lse, since P's 16-bit rounding does not
+            # keep NaN (kernels.ir.p_rounding)
+            self.out(d + 1, f"const float inv_ = {s.l} == 0.0f ? 0.0f : 1.0f / {s.l};")
             for i in s.items:
                 self.out(d + 1, f"{self.elem(s.o, i)} *= inv_;")
-            self.out(d + 1, f"{self.elem(s.lse, 0)} = {s.l} > 0.0f ? ({s.mc} + "
-                            f"__builtin_log2f({s.l})) * {LN2!r}f : -__builtin_inff();")
+            self.out(d + 1, f"{self.elem(s.lse, 0)} = {s.l} == 0.0f ? -__builtin_inff() : "
+                            f"({s.mc} + __builtin_log2f({s.l})) * {LN2!r}f;")
             self.out(d, "}")
         elif isinstance(s, VecDot):
             dst = self.elem(s.dst, s.item)
