@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import sympy
 
 from .driver import build_program
+from .kernel_specs import decode_spec
 from .flash_attention import (BuiltAttention, PrefillShape, R, attention_family, built_attention,
                               global_layouts, hot_loop_match)
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
@@ -222,8 +223,8 @@ class DecodeBuilder:
                   f"per query, {U} keys per step, 128-bit loads"]
         return AttnKernel(self.name, params, [], frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_s"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode",
-                                "instances": decode_instances}, scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode"}, scalars=scalars,
+                          spec=decode_spec(self.name, c, DECODE_SCALARS, decode_instances))
 
 
 def decode_instances(k: Any) -> List[Any]:

@@ -47,6 +47,7 @@ from ..printer.attention import emit_attention
 from ..built import BuiltProgram
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .driver import Stages, build_program
+from .kernel_specs import combine_spec, split_spec
 from .flash_attention import BuiltAttention, PrefillShape, R, attention_family, built_attention
 from ..errors import KernelError
 from .gemm_plan import ConfigError
@@ -151,10 +152,10 @@ class SplitBuilder(DecodeBuilder):
                   f"{D}, {C} lanes per query, {U} keys per step, 128-bit loads"]
         return AttnKernel(self.name, params, [], frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "split"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode_split",
-                                "instances": splitkv_instances, "partials": ("Op",), "partition_frags": ("m_part",),
-                                "extra_checks": ("split_partition",)},
-                          scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode_split"},
+                          scalars=scalars,
+                          spec=split_spec(self.name, c, SPLIT_SCALARS, splitkv_instances,
+                                          stat_frags=(self.m_out.name,)))
 
 
 class CombineBuilder:
@@ -210,9 +211,9 @@ class CombineBuilder:
                   f"and fp32 LSE, head_dim {D}, log-sum-exp merge over the splits"]
         return AttnKernel(self.name, params, [], [x, mp, lp, o, lse], body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_s"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode_combine",
-                                "instances": splitkv_instances, "head_ref": "Mp", "extra_checks": ("reduction_reads_partials",)},
-                          scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode_combine"},
+                          scalars=scalars,
+                          spec=combine_spec(self.name, c, COMBINE_SCALARS, splitkv_instances))
 
 
 # ---------------------------------------------------------------------------- shapes

@@ -40,6 +40,7 @@ from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor
 from ..printer.attention import emit_attention
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
+from .kernel_specs import prefill_spec
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
@@ -449,7 +450,8 @@ class AttnBuilder:
         return AttnKernel(self.name, params, shared, frags, body, T, (0, 0, 1),
                           grid_symbols=(("block_bh", "block_q") if c.causal
                                         else ("block_q", "block_bh")), header=header,
-                          meta={"plan": p, "instances": prefill_instances}, scalars=scalars,
+                          meta={"plan": p}, scalars=scalars,
+                          spec=prefill_spec(self.name, c, _SCALARS, prefill_instances),
                           waves_per_eu=c.waves_per_eu)
 
 

@@ -31,6 +31,7 @@ from layoutalg.errors import LayoutError
 from ..printer.hip import emit
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
+from .kernel_specs import gemm_spec
 from .gemm_plan import DTYPE_BYTES, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
@@ -596,7 +597,8 @@ class GemmBuilder:
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,
-                      header=header, meta={"plan": p, "k_span": KT * c.block_k})
+                      header=header, meta={"plan": p},
+                      spec=gemm_spec(self.name, c, p.grid, KT * c.block_k))
 
 
 def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:
