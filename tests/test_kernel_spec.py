@@ -189,3 +189,30 @@ def test_batched_operands_are_refused_with_a_clear_error():
                    contractions=(Contraction("C", "A", "B", ("k",), span=4),))
     with pytest.raises(SpecError, match="2-D operands"):
         verify(k, s)
+
+
+# ---------------------------------------------------------------------------- domains
+
+def _spread(insts):
+    return ({i.values["heads"] // i.values["kv_heads"] for i in insts},
+            {i.values["heads"] for i in insts})
+
+
+@pytest.mark.parametrize("family", ["prefill", "prefill-causal", "decode", "split", "combine"])
+def test_attention_instances_cover_gqa_groups_and_head_counts(family):
+    """Issue 13: the instances include GQA group 1 and a group > 2, one head and many heads."""
+    from kernels.amd.attention_plan import AttnConfig
+    from kernels.amd.decode import DecodeConfig, build_decode
+    from kernels.amd.decode_splitkv import build_splitkv
+    from kernels.amd.flash_attention import build_attention_ir
+    if family.startswith("prefill"):
+        k = build_attention_ir(AttnConfig(head_dim=64, causal=family.endswith("causal")))
+    elif family == "decode":
+        k = build_decode(DecodeConfig(head_dim=64), verify=False).ir
+    else:
+        pair = build_splitkv(DecodeConfig(head_dim=64), verify=False)
+        k = pair.split.ir if family == "split" else pair.combine.ir
+    insts = k.spec.domain.instances(k)
+    groups, heads = _spread(insts)
+    assert 1 in groups and max(groups) > 2, groups
+    assert 1 in heads and max(heads) > 1, heads

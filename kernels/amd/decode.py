@@ -233,7 +233,8 @@ def decode_instances(k: Any) -> List[Any]:
     D, Gq = c.head_dim, c.queries_per_block
     shapes = [("ragged-gqa", PrefillShape.bhsd(3, 4, 2, 1, 2 * c.keys_per_step + 3, D)),
               ("one-key-mqa", PrefillShape.bhsd(2, 5, 1, 1, 1, D)),
-              ("full-steps", PrefillShape.bhsd(1, 2, 2, 1, c.keys_per_step, D))]
+              ("full-steps", PrefillShape.bhsd(1, 2, 2, 1, c.keys_per_step, D)),
+              ("one-head", PrefillShape.bhsd(1, 1, 1, 1, c.keys_per_step + 1, D))]
     out = []
     for name, s in shapes:
         nq = s.batch * s.heads

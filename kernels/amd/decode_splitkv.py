@@ -225,7 +225,7 @@ def splitkv_instances(k: Any) -> List[Any]:
     c = k.meta["plan"].cfg
     D, U, Gq = c.head_dim, c.keys_per_step, c.queries_per_block
     cases = [("ragged-gqa", PrefillShape.bhsd(3, 4, 2, 1, 4 * U + 3, D), 2 * U, 3),
-             ("empty-split", PrefillShape.bhsd(1, 2, 1, 1, 2 * U, D), U, 3),
+             ("empty-split-one-head", PrefillShape.bhsd(1, 1, 1, 1, 2 * U, D), U, 3),
              ("one-key-mqa", PrefillShape.bhsd(2, 5, 1, 1, 1, D), U, 1),
              ("one-step-splits", PrefillShape.bhsd(1, 2, 2, 1, 3 * U, D), U, 3)]
     out = []

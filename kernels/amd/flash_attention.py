@@ -661,13 +661,14 @@ def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
 
 def prefill_instances(k: Any) -> List[Any]:
     """The edge shapes the attention gate checks a prefill kernel on (``k.meta['plan']``):
-    ragged GQA, one row and one key, a strided BSHD layout with partial tiles, and for causal
-    kernels bottom-right masks with seqlen_q longer and shorter than seqlen_kv."""
+    ragged GQA (group 3, 3 heads), one head with one row and one key (group 1), a strided BSHD
+    layout with partial tiles (group 2), and for causal kernels bottom-right masks with
+    seqlen_q longer and shorter than seqlen_kv."""
     from ..verify.attention_gate import Instance
     c = k.meta["plan"].cfg
     D = c.head_dim
     BM = c.block_m
-    shapes = [("ragged-gqa", PrefillShape.bhsd(2, 4, 2, 77, 77, D)),
+    shapes = [("ragged-gqa3", PrefillShape.bhsd(2, 3, 1, 77, 77, D)),
               ("one-row-one-key", PrefillShape.bhsd(1, 1, 1, 1, 1, D)),
               ("bshd-strided", PrefillShape.bshd(1, 2, 1, BM + 9, 3 * c.block_n + 5, D))]
     if c.causal:

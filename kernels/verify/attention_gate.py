@@ -153,6 +153,13 @@ def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
     return [(bx, by) for by in sorted({0, gy - 1}) for bx in range(gx)]
 
 
+def _instance_spread(insts: Sequence[Instance]) -> str:
+    """Which GQA groups and head counts the instances cover (the domain says so)."""
+    groups = sorted({i.values["heads"] // max(1, i.values["kv_heads"]) for i in insts})
+    heads = sorted({i.values["heads"] for i in insts})
+    return f"GQA groups {groups}, heads {heads} covered"
+
+
 def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
                      arch: Optional[str] = None) -> GateReport:
     """Run every check on an attention kernel's IR; returns the report (``raise_if_failed``).
@@ -216,7 +223,7 @@ def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
         sim.append(f"{inst.name}: blocks {blocks}")
     lds_total, cap = check_lds_capacity(k, arch, f)
     t1 = time.perf_counter()
-    inst_txt = "; ".join(i.describe() for i in insts)
+    inst_txt = "; ".join(i.describe() for i in insts) + "; " + _instance_spread(insts)
     static_dom = (f"instances [{inst_txt}]: every block x every loop iteration x every thread, "
                   f"every element of every access ({points} points)")
     flow_dom = (f"instances [{inst_txt}]; simulated {'; '.join(sim)} (every query tile of the "

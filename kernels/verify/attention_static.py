@@ -54,7 +54,7 @@ class Instance:
     def describe(self) -> str:
         v = self.values
         s = (f"{self.name}: B={v['batch']} H={v['heads']} HK={v['kv_heads']} "
-             f"seqlen_q={v['seqlen_q']} seqlen_kv={v['seqlen_kv']}")
+             f"(GQA group {v['heads'] // max(1, v['kv_heads'])}) seqlen_q={v['seqlen_q']} seqlen_kv={v['seqlen_kv']}")
         if self.causal:
             s += f" causal_off={v['causal_off']}"
         if "kv_chunk" in v:
