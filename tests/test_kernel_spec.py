@@ -216,3 +216,25 @@ def test_attention_instances_cover_gqa_groups_and_head_counts(family):
     groups, heads = _spread(insts)
     assert 1 in groups and max(groups) > 2, groups
     assert 1 in heads and max(heads) > 1, heads
+
+
+def test_split_pair_specs_must_agree_on_the_workspace():
+    """The split-KV pair is verified as a pair: the split spec's workspace tensors are the
+    combine spec's partials; a split spec that writes Lp with other dimensions is refused."""
+    import copy
+    from kernels.amd.decode import DecodeConfig
+    from kernels.amd.decode_splitkv import build_splitkv
+    from kernels.decode_splitkv import _check_same_workspace
+    bk = build_splitkv(DecodeConfig(head_dim=64))
+    assert bk.combine.verification.checks["reduction_reads_partials"].holds
+    bk2 = copy.copy(bk)
+    bk2.combine = copy.deepcopy(bk.combine)
+    bk2.split = copy.copy(bk.split)
+    bk2.split.ir = copy.copy(bk.split.ir)
+    s = bk.split.ir.spec
+    bk2.split.ir.spec = dataclasses.replace(s, tensors=tuple(
+        dataclasses.replace(t, dims=("split", "d", "head", "batch")) if t.name == "Lp" else t
+        for t in s.tensors))
+    _check_same_workspace(bk2)
+    r = bk2.combine.verification.checks["reduction_reads_partials"]
+    assert not r.holds and "Lp: the split kernel's spec writes" in r.counterexample

@@ -418,33 +418,46 @@ def validate_split(n_splits: int, kv_chunk: int, seqlen_kv: int, cfg: DecodeConf
 
 
 def _check_same_workspace(bk: BuiltSplitKV) -> None:
-    """The pair's link: the combine kernel reads Op / Mp / Lp through the same layouts (printed
-    from the same layoutalg objects) the split kernel writes them with; else the combine's
-    ``reduction_reads_partials`` fails."""
+    """The pair's link, read from the two kernels' specs: the split spec's workspace tensors are
+    the combine spec's merged partials (same names, dimensions, dtypes), and the combine kernel
+    reads them through the same layouts (printed from the same layoutalg objects) the split
+    kernel writes them with; else the combine's ``reduction_reads_partials`` fails."""
     from layoutalg.verify.result import CheckResult
     from ..ir.core import walk
+    sspec, cspec = bk.split.ir.spec, bk.combine.ir.spec
+    parts = cspec.split_merge.partials
+    ws = {t.name: t for t in sspec.by_role("workspace")}
+    spec_bad = [f"{b}: the split kernel's spec writes "
+                f"{(ws[b].dims, ws[b].dtype) if b in ws else 'no such workspace'}, the combine's "
+                f"reads {(cspec.tensor(b).dims, cspec.tensor(b).dtype)}"
+                for b in parts if b not in ws or (ws[b].dims, ws[b].dtype) !=
+                (cspec.tensor(b).dims, cspec.tensor(b).dtype)]
+    spec_bad += [f"{b}: written by the split kernel, merged by no combine step"
+                 for b in ws if b not in parts]
 
     def origins(ir: Any) -> Dict[str, set]:
         out: Dict[str, set] = {}
         for a in walk(ir.body):
-            if isinstance(a, Access) and a.buf in ("Op", "Mp", "Lp"):
+            if isinstance(a, Access) and a.buf in parts:
                 out.setdefault(a.buf, set()).add(str(a.origin))
         return out
     w, r = origins(bk.split.ir), origins(bk.combine.ir)
-    bad = [b for b in ("Op", "Mp", "Lp") if len(w.get(b, ())) != 1 or w.get(b) != r.get(b)]
+    bad = [b for b in parts if len(w.get(b, ())) != 1 or w.get(b) != r.get(b)]
     rep = bk.combine.verification
     old = rep.checks.get("reduction_reads_partials")
     if old is None:
         return
-    dom = old.domain + "; the split kernel writes and the combine kernel reads Op, Mp, Lp " \
-                       "through the same layouts: " + ", ".join(f"{b} {sorted(w.get(b, ()))}"
-                                                               for b in ("Op", "Mp", "Lp"))
+    dom = old.domain + f"; the split kernel writes and the combine kernel reads " \
+                       f"{', '.join(parts)} (the split spec's workspace is the combine spec's " \
+                       f"partials, same dimensions and dtypes) through the same layouts: " + \
+        ", ".join(f"{b} {sorted(w.get(b, ()))}" for b in parts)
     cex = old.counterexample
-    if bad:
-        cex = (cex + "\n" if cex else "") + "; ".join(
-            f"{b}: written as {sorted(w.get(b, ()))}, read as {sorted(r.get(b, ()))}" for b in bad)
+    if bad or spec_bad:
+        cex = (cex + "\n" if cex else "") + "; ".join(spec_bad + [
+            f"{b}: written as {sorted(w.get(b, ()))}, read as {sorted(r.get(b, ()))}" for b in bad])
     rep.checks["reduction_reads_partials"] = CheckResult(
-        check="reduction_reads_partials", holds=old.holds and not bad, method=old.method,
+        check="reduction_reads_partials", holds=old.holds and not bad and not spec_bad,
+        method=old.method,
         domain=dom, counterexample=cex)
 
 

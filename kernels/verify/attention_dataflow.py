@@ -16,8 +16,8 @@ from ..ir.attention import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax,
                             MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
                             VecAxpy, VecDot)
 from ..ir.core import Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, sym
-from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids, key_bits, result_text,
-                            rowid)
+from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
+                            key_bits, result_text, rowid)
 from .attention_softmax import SoftmaxRules
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
@@ -209,9 +209,10 @@ class AttentionDataflow(SoftmaxRules):
             self.store_merged(a, i, cs, t_on)
             return
         want_buf = getattr(self, "stat_buf", {}).get(fr)
+        what = "max" if self.roles.stats and want_buf == self.roles.stats[0] else "sum"
         if want_buf is not None and a.buf != want_buf:
             self.fail("lane_accumulator_writeback", f"{a.tag}: stores the split's "
-                                                    f"{'max' if want_buf == self.roles.stats[0] else 'sum'} "
+                                                    f"{what} "
                                                     f"({fr}) to {a.buf}, not {want_buf}")
             return
         if a.buf == self.roles.lse or fr in self.lse_state:

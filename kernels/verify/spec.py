@@ -30,8 +30,8 @@ wrong and what would be valid):
   function of the IR returning the launches the verifier enumerates), never both.
 
 Room for kernels being added in parallel: a tensor's ``dtype`` is checked against the known
-element types (any name starting ``fp8`` / ``f8`` / ``bf8`` is an 8-bit float variant), ``via_lds=False`` says a tensor goes
-global -> registers without LDS (preshuffled B), and ``wave_roles`` names the waves' roles of a
+element types (any name starting ``fp8`` / ``f8`` / ``bf8`` is an 8-bit float variant),
+``via_lds=False`` says a tensor goes global -> registers without LDS (preshuffled B), and ``wave_roles`` names the waves' roles of a
 ping-pong kernel (documentation for the rules; no rule reads it yet).
 """
 
