@@ -553,31 +553,20 @@ class BuiltAttention(BuiltProgram):
     def arch(self) -> str:
         return self.plan.cfg.arch
 
-    def report(self) -> Dict[str, Any]:
-        if self.code_object is None:
-            self.compile()
-        r = self.code_object.report(self.name, block_threads=self.block)
-        c = self.plan.cfg
-        out: Dict[str, Any] = {
-            "kernel": self.name, "kind": self.kind, "arch": r.arch,
-            **r.report_fields(),
-            "verification": self.verification.as_bools(),
-            "verification_detail": self.verification.to_json(),
-            "verification_domain": self.verification.details.get("instances"),
-            "vgpr_unified": r.vgpr_unified, "occupancy": r.occupancy,
-            "hot_loop": r.hot_loop, "instructions": r.instructions,
-            "block": self.block,
-            "config": {k: getattr(c, k) for k in c.__dataclass_fields__},
-            "layouts": self.plan.describe(),
-            "timings_s": dict(self.timings),
-        }
+    def report_extra(self) -> Dict[str, Any]:
+        """``report.json`` fields of an attention kernel: its kind, the instances it was
+        verified on, and (prefill) its MFMA and LDS swizzles."""
+        out: Dict[str, Any] = {"kind": self.kind,
+                               "verification_domain": self.verification.details.get("instances")}
         if hasattr(self.plan, "sk_search"):
             out["mfma"] = self.plan.spec1.name
             out["swizzles"] = {
                 "sK": None if self.plan.sk_search is None else self.plan.sk_search.summary(),
                 "sVt": None if self.plan.sv_search is None else self.plan.sv_search.summary()}
-        out["hot_loop_instructions"] = hot_loop_match(self.ir, r.hot_loop)
         return out
+
+    def hot_loop_instructions(self, hot_loop: Any) -> Dict[str, Any]:
+        return hot_loop_match(self.ir, hot_loop)
 
 
 def expected_loop_instructions(ir: Any, loop_index: int = 0) -> Dict[str, int]:
