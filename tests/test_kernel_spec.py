@@ -238,3 +238,24 @@ def test_split_pair_specs_must_agree_on_the_workspace():
     _check_same_workspace(bk2)
     r = bk2.combine.verification.checks["reduction_reads_partials"]
     assert not r.holds and "Lp: the split kernel's spec writes" in r.counterexample
+
+
+def test_block_independence_reads_the_head_symbols_from_the_spec():
+    """Planted bug: an LDS offset that depends on the head (a block's (batch, head) must enter
+    global coordinates only) is refused by block_independence, whose symbols come from the
+    spec; a spec with a head anchor but no head symbols is ill-formed."""
+    import copy
+    from kernels.amd.attention_plan import AttnConfig
+    from kernels.amd.flash_attention import build_attention_ir
+    from kernels.ir.core import sym, walk
+    from kernels.verify.attention_gate import block_independence
+    k = build_attention_ir(AttnConfig(head_dim=64))
+    ok, why = block_independence(k)
+    assert ok and "bat, h, hk, block_bh" in why
+    bad = copy.deepcopy(k)
+    lds = next(s for s in walk(bad.body) if isinstance(s, Access) and s.space == "lds")
+    lds.offset = lds.offset + sym("h")
+    ok, why = block_independence(bad)
+    assert not ok and "depends on the batch/head index" in why
+    with pytest.raises(SpecError, match="head_symbols"):
+        dataclasses.replace(k.spec, head_symbols=())

@@ -16,6 +16,8 @@ from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax, 
 __all__ = ["gemm_spec", "prefill_spec", "decode_spec", "split_spec", "combine_spec"]
 
 INT_MAX = 2 ** 31 - 1
+# the attention builders' (batch, head) symbols: the grid's block_bh and the lets from it
+HEAD_SYMBOLS = ("bat", "h", "hk", "block_bh")
 
 
 def gemm_spec(name: str, cfg: Any, grid: Sequence[int], k_span: int) -> KernelSpec:
@@ -71,7 +73,7 @@ def _attention(name: str, cfg: Any, scalars: Sequence[str], key_tile: int,
         softmax=OnlineSoftmax("S", "P", "key", "d", key_tile, lse=lse, stats=stats),
         split_partition=SplitPartition("split", tuple(stat_frags)) if split else None,
         symbols=_symbols(scalars), domain=Domain.on_instances(instances),
-        head_anchor="Q", kv_head="kv_head")
+        head_anchor="Q", kv_head="kv_head", head_symbols=HEAD_SYMBOLS)
 
 
 def prefill_spec(name: str, cfg: Any, scalars: Sequence[str],
@@ -105,4 +107,5 @@ def combine_spec(name: str, cfg: Any, scalars: Sequence[str],
                  TensorSpec("LSE", ("row", "head", "batch"), "output", "f32")),
         split_merge=SplitMerge(("Op", "Mp", "Lp"), "O", "split", "d", lse="LSE",
                                key_tile=cfg.block_n),
-        symbols=_symbols(scalars), domain=Domain.on_instances(instances), head_anchor="Mp")
+        symbols=_symbols(scalars), domain=Domain.on_instances(instances), head_anchor="Mp",
+        head_symbols=HEAD_SYMBOLS)

@@ -85,16 +85,13 @@ SPLIT_CHECKS = ("split_partition", "reduction_reads_partials")
 
 # ============================================================================ entry point
 
-_BLOCK_SYMBOLS = ("bat", "h", "hk", "block_bh")
-
-
-def block_independence(k: Any) -> Tuple[bool, str]:
+def block_independence(k: Any, spec: Optional[KernelSpec] = None) -> Tuple[bool, str]:
     """The batch / head symbols enter nothing but global accesses (and the lets defining
     them): blocks of other (batch, head) pairs run the same program on other global
     coordinates, which the static pass checks for every block."""
-    syms = {sym(n) for n in _BLOCK_SYMBOLS} | {sympy.Symbol(n, integer=True) for n in
-                                               _BLOCK_SYMBOLS}
-    defining = {"bat", "h", "hk"}
+    names = (spec if spec is not None else k.spec).head_symbols
+    syms = {sym(n) for n in names} | {sympy.Symbol(n, integer=True) for n in names}
+    defining = set(names)          # the lets that define them (a grid symbol is no let)
     for s in walk(k.body):
         exprs: List[Any] = []
         if isinstance(s, Let) and s.name not in defining:
@@ -114,7 +111,7 @@ def block_independence(k: Any) -> Tuple[bool, str]:
         for e in exprs:
             if e is not None and sympy.sympify(e).free_symbols & syms:
                 return False, f"{type(s).__name__} depends on the batch/head index: {e}"
-    return True, ("batch/head symbols (bat, h, hk, block_bh) appear only in global access "
+    return True, (f"batch/head symbols ({', '.join(names)}) appear only in global access "
                   "offsets and coordinates (checked symbolically on every statement), and the "
                   "static pass checks for every block and thread that K/V are read at the GQA "
                   "(batch, kv head) of the thread's Q and O/LSE written at its (batch, head)")
@@ -192,7 +189,7 @@ def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
     cov = []
     issues = stores = exchanges = 0
     sim = []
-    indep, why = block_independence(k)
+    indep, why = block_independence(k, spec)
     if not indep:
         f.add("block_independence", why)
     for inst in insts:

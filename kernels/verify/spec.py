@@ -169,7 +169,9 @@ class KernelSpec:
 
     ``head_anchor`` (attention kernels): the input whose (batch, head) coordinates fix the
     (batch, head) every other access of the thread must use (GQA: the tensors carrying the
-    ``kv_head`` dimension are read at head // group)."""
+    ``kv_head`` dimension are read at head // group); ``head_symbols`` the IR symbols that carry
+    the (batch, head) of a block (the grid symbol and the lets computed from it), which
+    ``block_independence`` requires to enter global coordinates only."""
 
     name: str
     dims: Tuple[Dim, ...]
@@ -182,6 +184,7 @@ class KernelSpec:
     domain: Domain = field(default_factory=Domain.every_block)
     head_anchor: Optional[str] = None
     kv_head: Optional[str] = None
+    head_symbols: Tuple[str, ...] = ()
     wave_roles: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -356,6 +359,9 @@ def _validate(s: KernelSpec) -> None:
         raise SpecError(f"{where}: the head anchor {s.head_anchor} must be read, not written")
     if s.kv_head is not None:
         s.dim(s.kv_head)
+    if s.head_anchor is not None and not s.head_symbols:
+        raise SpecError(f"{where}: a head anchor needs the head_symbols that carry the block's "
+                        "(batch, head)")
     if s.domain.kind not in ("every_block", "instances"):
         raise SpecError(f"{where}: unknown domain {s.domain.kind!r} (valid: every_block, "
                         "instances)")
