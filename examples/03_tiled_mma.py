@@ -4,7 +4,8 @@ One block of 256 threads computes C(64,64) = A(64,8) B(64,8)^T in fp32 (FlyDSL's
 shape) with v_mfma_f32_16x16x4_f32: its lane layouts (``spec.tv_layout``) are embedded in the
 block's tiles, tiled over 2x2 waves and repeated 2x2 over C and twice along k.  Every load and
 store offset is one of those TV layouts evaluated on ``tid``; lane correctness is proven per
-wave by the verifier and on the printed kernel by the gate; drawn, compiled, emulated.
+wave by the verifier and, from the kernel's spec (C = A B^T over k), on the IR and the printed
+kernel by the same ``verify`` every kernel family uses; drawn, compiled, emulated.
 
     python3 examples/03_tiled_mma.py [--out examples_out/03_tiled_mma]
 """
@@ -20,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 import layoutalg as la
 import mfma_specs
 import visualize as viz
-from kernels import Access, Frag, Kernel, Mfma, Param, ZeroFrag, compile_hip, verify_kernel
-from kernels.verify.printed import attach_printed_checks
+from kernels import Access, Frag, Kernel, Mfma, Param, ZeroFrag, compile_hip
+from kernels.verify.spec import Contraction, Dim, KernelSpec, TensorSpec
+from kernels.verify.verifier import verify
 from kernels.emit import emit
 from kernels.emulator import run
 from layoutalg.verify import lane_correctness
@@ -98,17 +100,24 @@ def main(argv=None) -> int:
         m, n = coords(C_tv, (BM, BN), v)
         body.append(Access("store", "global", "C", sympy.expand(gC((m, n))), 1, acc.regs([v]),
                            tag="C.store", origin=gC, coords=((m, n),)))
+    # 5. What it must compute, as a spec: the verifier reads tensors, dimensions, roles and
+    #    the contraction from it (the coordinates of B's accesses are (n, k)); no gate code.
+    kspec = KernelSpec(
+        name="tiled_mma", dims=(Dim("m", BM), Dim("n", BN), Dim("k", BK)),
+        tensors=(TensorSpec("A", ("m", "k"), "input", "f32"),
+                 TensorSpec("B", ("n", "k"), "input", "f32"),
+                 TensorSpec("C", ("m", "n"), "output", "f32")),
+        contractions=(Contraction("C", "A", "B", ("k",), span=BK),))
     kern = Kernel("tiled_mma", [Param("A", "f32"), Param("B", "f32"), Param("C", "f32", False)],
                   [], [a, b, acc], body, 256, (1, 1, 1),
-                  header=[f"A {A_tv}", f"B {B_tv}", f"C {C_tv}"], meta={"k_span": BK})
+                  header=[f"A {A_tv}", f"B {B_tv}", f"C {C_tv}"], spec=kspec)
 
-    # 5. The gate proves the printed kernel (index math, bounds, coverage of C, MFMA operands
-    #    lane by lane, accumulator write-back over every k).
-    gate = verify_kernel(kern, arch="gfx942")
+    # 6. The verifier proves the kernel against its spec (index math, bounds, coverage of C,
+    #    MFMA operands lane by lane, accumulator write-back over every k) and the printed text
+    #    itself: read back, index math evaluated as C, declarations, every int expression
+    #    within int range.
     src = emit(kern)
-    # ... and the printed text itself: read back, index math evaluated as C, declarations,
-    # every int expression within int range (kernels.verify.printed)
-    attach_printed_checks(gate, kern, src)
+    gate = verify(kern, kspec, "gfx942", source=src)
     ok &= gate.holds
     held = [k for k, r in gate.checks.items() if r.holds]
     print(f"{'PROVED' if gate.holds else 'FAILED'} gate on the printed kernel: {len(held)}/"
@@ -118,13 +127,13 @@ def main(argv=None) -> int:
                   if not r.holds), end="")
     (out / "tiled_mma.hip").write_text(src)
 
-    # 6. Diagrams: the atom, and the tiled A, B and C (T<thread> over V<value>).
+    # 7. Diagrams: the atom, and the tiled A, B and C (T<thread> over V<value>).
     viz.draw_mma(spec, arch="gfx942").save(out / "mma_atom.svg")
     viz.draw_tv(A_tv, tile_shape=(BM, BK), title="A: 64x8, 4 waves").save(out / "tiled_A.svg")
     viz.draw_tv(B_tv, tile_shape=(BK, BN), title="B (k x n): 8x64").save(out / "tiled_B.svg")
     viz.draw_tv(C_tv, tile_shape=(BM, BN), title="C: 64x64").save(out / "tiled_C.svg")
 
-    # 7. Compile for gfx942 and emulate against A @ B^T.
+    # 8. Compile for gfx942 and emulate against A @ B^T.
     co = compile_hip(src, "gfx942", name="tiled_mma.hip")
     (out / "tiled_mma.co").write_bytes(co.binary)
     rep = co.report("tiled_mma", block_threads=256)

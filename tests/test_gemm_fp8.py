@@ -199,15 +199,21 @@ def test_fp8_error_is_a_kernel_error_with_exit_code_2():
     assert e.value.exit_code == 2
 
 
-def test_cli_default_block_is_64_bytes_of_k():
-    ns = argparse.Namespace(m=256, n=256, k=256, dtype="fp8", out_dtype=None, layout="NT",
-                            c_major="row", block=None, waves="2x2", mfma=None, vec=None,
-                            stages=2, arch="gfx942", scales=None)
-    assert ENTRY.config(ns).block_k == 64
+def test_cli_tile_choice_keeps_bytes_of_k_for_fp8():
+    """Without --block the tile choice applies to 8-bit inputs with twice the elements of k per
+    LDS row (the same bytes as for bf16); --scales is still honoured."""
+    ns = argparse.Namespace(m=4096, n=4096, k=4096, dtype="fp8", out_dtype=None, layout="NT",
+                            c_major="row", block=None, waves=None, mfma=None, vec=None,
+                            stages=None, arch="gfx942", scales=None)
+    fp8 = ENTRY.config(ns)
     ns.dtype = "bf16"
-    assert ENTRY.config(ns).block_k == 32
+    bf16 = ENTRY.config(ns)
+    assert fp8.block_k == 2 * bf16.block_k and fp8.block_k >= 64
+    assert (fp8.block_m, fp8.block_n) == (bf16.block_m, bf16.block_n)
     ns.dtype, ns.scales = "fp8", "none"
     assert ENTRY.config(ns).normalized().scales == "none"
+    ns.block, ns.waves, ns.stages, ns.scales = "128x128x64", "2x2", 2, None
+    assert ENTRY.config(ns).block_k == 64
 
 
 # ---- planted bugs: the fp8 kernel's specifics are checked, not assumed ------------------------

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import sympy
 
 from .driver import build_program
+from .kernel_specs import decode_spec
 from .flash_attention import (BuiltAttention, PrefillShape, R, attention_family, built_attention,
                               global_layouts, hot_loop_match)
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
@@ -222,8 +223,8 @@ class DecodeBuilder:
                   f"per query, {U} keys per step, 128-bit loads"]
         return AttnKernel(self.name, params, [], frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_s"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode",
-                                "instances": decode_instances}, scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode"}, scalars=scalars,
+                          spec=decode_spec(self.name, c, DECODE_SCALARS, decode_instances))
 
 
 def decode_instances(k: Any) -> List[Any]:
@@ -232,7 +233,8 @@ def decode_instances(k: Any) -> List[Any]:
     D, Gq = c.head_dim, c.queries_per_block
     shapes = [("ragged-gqa", PrefillShape.bhsd(3, 4, 2, 1, 2 * c.keys_per_step + 3, D)),
               ("one-key-mqa", PrefillShape.bhsd(2, 5, 1, 1, 1, D)),
-              ("full-steps", PrefillShape.bhsd(1, 2, 2, 1, c.keys_per_step, D))]
+              ("full-steps", PrefillShape.bhsd(1, 2, 2, 1, c.keys_per_step, D)),
+              ("one-head", PrefillShape.bhsd(1, 1, 1, 1, c.keys_per_step + 1, D))]
     out = []
     for name, s in shapes:
         nq = s.batch * s.heads

@@ -47,6 +47,7 @@ from ..printer.attention import emit_attention
 from ..built import BuiltProgram
 from .decode import DECODE_SCALARS, DecodeBuilder, DecodeConfig, DecodePlan, query_lets
 from .driver import Stages, build_program
+from .kernel_specs import combine_spec, split_spec
 from .flash_attention import BuiltAttention, PrefillShape, R, attention_family, built_attention
 from ..errors import KernelError
 from .gemm_plan import ConfigError
@@ -151,10 +152,10 @@ class SplitBuilder(DecodeBuilder):
                   f"{D}, {C} lanes per query, {U} keys per step, 128-bit loads"]
         return AttnKernel(self.name, params, [], frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "split"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode_split",
-                                "instances": splitkv_instances, "partials": ("Op",), "partition_frags": ("m_part",),
-                                "extra_checks": ("split_partition",)},
-                          scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode_split"},
+                          scalars=scalars,
+                          spec=split_spec(self.name, c, SPLIT_SCALARS, splitkv_instances,
+                                          stat_frags=(self.m_out.name,)))
 
 
 class CombineBuilder:
@@ -210,9 +211,9 @@ class CombineBuilder:
                   f"and fp32 LSE, head_dim {D}, log-sum-exp merge over the splits"]
         return AttnKernel(self.name, params, [], [x, mp, lp, o, lse], body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_s"), header=header,
-                          meta={"plan": DecodePlan(c), "kind": "decode_combine",
-                                "instances": splitkv_instances, "head_ref": "Mp", "extra_checks": ("reduction_reads_partials",)},
-                          scalars=scalars)
+                          meta={"plan": DecodePlan(c), "kind": "decode_combine"},
+                          scalars=scalars,
+                          spec=combine_spec(self.name, c, COMBINE_SCALARS, splitkv_instances))
 
 
 # ---------------------------------------------------------------------------- shapes
@@ -224,7 +225,7 @@ def splitkv_instances(k: Any) -> List[Any]:
     c = k.meta["plan"].cfg
     D, U, Gq = c.head_dim, c.keys_per_step, c.queries_per_block
     cases = [("ragged-gqa", PrefillShape.bhsd(3, 4, 2, 1, 4 * U + 3, D), 2 * U, 3),
-             ("empty-split", PrefillShape.bhsd(1, 2, 1, 1, 2 * U, D), U, 3),
+             ("empty-split-one-head", PrefillShape.bhsd(1, 1, 1, 1, 2 * U, D), U, 3),
              ("one-key-mqa", PrefillShape.bhsd(2, 5, 1, 1, 1, D), U, 1),
              ("one-step-splits", PrefillShape.bhsd(1, 2, 2, 1, 3 * U, D), U, 3)]
     out = []
@@ -417,33 +418,46 @@ def validate_split(n_splits: int, kv_chunk: int, seqlen_kv: int, cfg: DecodeConf
 
 
 def _check_same_workspace(bk: BuiltSplitKV) -> None:
-    """The pair's link: the combine kernel reads Op / Mp / Lp through the same layouts (printed
-    from the same layoutalg objects) the split kernel writes them with; else the combine's
-    ``reduction_reads_partials`` fails."""
+    """The pair's link, read from the two kernels' specs: the split spec's workspace tensors are
+    the combine spec's merged partials (same names, dimensions, dtypes), and the combine kernel
+    reads them through the same layouts (printed from the same layoutalg objects) the split
+    kernel writes them with; else the combine's ``reduction_reads_partials`` fails."""
     from layoutalg.verify.result import CheckResult
     from ..ir.core import walk
+    sspec, cspec = bk.split.ir.spec, bk.combine.ir.spec
+    parts = cspec.split_merge.partials
+    ws = {t.name: t for t in sspec.by_role("workspace")}
+    spec_bad = [f"{b}: the split kernel's spec writes "
+                f"{(ws[b].dims, ws[b].dtype) if b in ws else 'no such workspace'}, the combine's "
+                f"reads {(cspec.tensor(b).dims, cspec.tensor(b).dtype)}"
+                for b in parts if b not in ws or (ws[b].dims, ws[b].dtype) !=
+                (cspec.tensor(b).dims, cspec.tensor(b).dtype)]
+    spec_bad += [f"{b}: written by the split kernel, merged by no combine step"
+                 for b in ws if b not in parts]
 
     def origins(ir: Any) -> Dict[str, set]:
         out: Dict[str, set] = {}
         for a in walk(ir.body):
-            if isinstance(a, Access) and a.buf in ("Op", "Mp", "Lp"):
+            if isinstance(a, Access) and a.buf in parts:
                 out.setdefault(a.buf, set()).add(str(a.origin))
         return out
     w, r = origins(bk.split.ir), origins(bk.combine.ir)
-    bad = [b for b in ("Op", "Mp", "Lp") if len(w.get(b, ())) != 1 or w.get(b) != r.get(b)]
+    bad = [b for b in parts if len(w.get(b, ())) != 1 or w.get(b) != r.get(b)]
     rep = bk.combine.verification
     old = rep.checks.get("reduction_reads_partials")
     if old is None:
         return
-    dom = old.domain + "; the split kernel writes and the combine kernel reads Op, Mp, Lp " \
-                       "through the same layouts: " + ", ".join(f"{b} {sorted(w.get(b, ()))}"
-                                                               for b in ("Op", "Mp", "Lp"))
+    dom = old.domain + f"; the split kernel writes and the combine kernel reads " \
+                       f"{', '.join(parts)} (the split spec's workspace is the combine spec's " \
+                       f"partials, same dimensions and dtypes) through the same layouts: " + \
+        ", ".join(f"{b} {sorted(w.get(b, ()))}" for b in parts)
     cex = old.counterexample
-    if bad:
-        cex = (cex + "\n" if cex else "") + "; ".join(
-            f"{b}: written as {sorted(w.get(b, ()))}, read as {sorted(r.get(b, ()))}" for b in bad)
+    if bad or spec_bad:
+        cex = (cex + "\n" if cex else "") + "; ".join(spec_bad + [
+            f"{b}: written as {sorted(w.get(b, ()))}, read as {sorted(r.get(b, ()))}" for b in bad])
     rep.checks["reduction_reads_partials"] = CheckResult(
-        check="reduction_reads_partials", holds=old.holds and not bad, method=old.method,
+        check="reduction_reads_partials", holds=old.holds and not bad and not spec_bad,
+        method=old.method,
         domain=dom, counterexample=cex)
 
 

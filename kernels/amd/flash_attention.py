@@ -46,6 +46,7 @@ from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor
 from ..printer.attention import emit_attention
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
+from .kernel_specs import prefill_spec
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
@@ -461,7 +462,8 @@ class AttnBuilder:
         return AttnKernel(self.name, params, shared, frags, body, T, (0, 0, 1),
                           grid_symbols=(("block_bh", "block_q") if c.causal
                                         else ("block_q", "block_bh")), header=header,
-                          meta={"plan": p, "instances": prefill_instances}, scalars=scalars,
+                          meta={"plan": p}, scalars=scalars,
+                          spec=prefill_spec(self.name, c, _SCALARS, prefill_instances),
                           waves_per_eu=c.waves_per_eu)
 
 
@@ -563,31 +565,20 @@ class BuiltAttention(BuiltProgram):
     def arch(self) -> str:
         return self.plan.cfg.arch
 
-    def report(self) -> Dict[str, Any]:
-        if self.code_object is None:
-            self.compile()
-        r = self.code_object.report(self.name, block_threads=self.block)
-        c = self.plan.cfg
-        out: Dict[str, Any] = {
-            "kernel": self.name, "kind": self.kind, "arch": r.arch,
-            **r.report_fields(),
-            "verification": self.verification.as_bools(),
-            "verification_detail": self.verification.to_json(),
-            "verification_domain": self.verification.details.get("instances"),
-            "vgpr_unified": r.vgpr_unified, "occupancy": r.occupancy,
-            "hot_loop": r.hot_loop, "instructions": r.instructions,
-            "block": self.block,
-            "config": {k: getattr(c, k) for k in c.__dataclass_fields__},
-            "layouts": self.plan.describe(),
-            "timings_s": dict(self.timings),
-        }
+    def report_extra(self) -> Dict[str, Any]:
+        """``report.json`` fields of an attention kernel: its kind, the instances it was
+        verified on, and (prefill) its MFMA and LDS swizzles."""
+        out: Dict[str, Any] = {"kind": self.kind,
+                               "verification_domain": self.verification.details.get("instances")}
         if hasattr(self.plan, "sk_search"):
             out["mfma"] = self.plan.spec1.name
             out["swizzles"] = {
                 "sK": None if self.plan.sk_search is None else self.plan.sk_search.summary(),
                 "sVt": None if self.plan.sv_search is None else self.plan.sv_search.summary()}
-        out["hot_loop_instructions"] = hot_loop_match(self.ir, r.hot_loop)
         return out
+
+    def hot_loop_instructions(self, hot_loop: Any) -> Dict[str, Any]:
+        return hot_loop_match(self.ir, hot_loop)
 
 
 def expected_loop_instructions(ir: Any, loop_index: int = 0) -> Dict[str, int]:
@@ -671,13 +662,14 @@ def build_attention(cfg: AttnConfig, *, verify: bool = True) -> BuiltAttention:
 
 def prefill_instances(k: Any) -> List[Any]:
     """The edge shapes the attention gate checks a prefill kernel on (``k.meta['plan']``):
-    ragged GQA, one row and one key, a strided BSHD layout with partial tiles, and for causal
-    kernels bottom-right masks with seqlen_q longer and shorter than seqlen_kv."""
+    ragged GQA (group 3, 3 heads), one head with one row and one key (group 1), a strided BSHD
+    layout with partial tiles (group 2), and for causal kernels bottom-right masks with
+    seqlen_q longer and shorter than seqlen_kv."""
     from ..verify.attention_gate import Instance
     c = k.meta["plan"].cfg
     D = c.head_dim
     BM = c.block_m
-    shapes = [("ragged-gqa", PrefillShape.bhsd(2, 4, 2, 77, 77, D)),
+    shapes = [("ragged-gqa3", PrefillShape.bhsd(2, 3, 1, 77, 77, D)),
               ("one-row-one-key", PrefillShape.bhsd(1, 1, 1, 1, 1, D)),
               ("bshd-strided", PrefillShape.bshd(1, 2, 1, BM + 9, 3 * c.block_n + 5, D))]
     if c.causal:

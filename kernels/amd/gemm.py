@@ -31,6 +31,7 @@ from layoutalg.errors import LayoutError
 from ..printer.hip import emit
 from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
+from .kernel_specs import gemm_spec
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .gemm_scales import scale_epilogue, scale_frags
 from .gemm_schedule import pipelined_k_tile
@@ -620,7 +621,8 @@ class GemmBuilder:
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,
-                      header=header, meta={"plan": p, "k_span": KT * c.block_k})
+                      header=header, meta={"plan": p},
+                      spec=gemm_spec(self.name, c, p.grid, KT * c.block_k))
 
 
 def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:
@@ -659,30 +661,18 @@ class BuiltKernel(BuiltProgram):
     def arch(self) -> str:
         return self.plan.cfg.arch
 
-    def report(self) -> Dict[str, Any]:
-        """``report.json``: resources of the compiled kernel plus the verification results."""
-        if self.code_object is None:
-            self.compile()
-        r = self.code_object.report(self.name, block_threads=self.block)
-        c = self.plan.cfg
-        out: Dict[str, Any] = {
-            "kernel": self.name, "arch": r.arch,
-            **r.report_fields(),
-            "verification": self.verification.as_bools(),
-            "verification_detail": self.verification.to_json(),
-            "vgpr_unified": r.vgpr_unified, "occupancy": r.occupancy,
-            "hot_loop": r.hot_loop, "instructions": r.instructions,
-            "grid": list(self.grid), "block": self.block,
-            "config": {k: getattr(c, k) for k in c.__dataclass_fields__},
-            "mfma": self.plan.spec.name, "layouts": self.plan.describe(),
-            "swizzles": {op.name: (op.swizzle_search.summary() if op.swizzle_search is not None else
-                                   str(op.swizzle)) for op in (self.plan.a, self.plan.b)},
-            "notes": list(self.plan.notes),
-            "tile_choice": c.selection or "given by the caller (no tile selection)",
-            "timings_s": dict(self.timings),
-        }
-        out["hot_loop_instructions"] = self.hot_loop_match(r.hot_loop)
-        return out
+    def report_extra(self) -> Dict[str, Any]:
+        """``report.json`` fields of a GEMM: its grid, MFMA, LDS swizzles and plan notes."""
+        return {"grid": list(self.grid), "mfma": self.plan.spec.name,
+                "swizzles": {op.name: (op.swizzle_search.summary()
+                                       if op.swizzle_search is not None else str(op.swizzle))
+                             for op in (self.plan.a, self.plan.b)},
+                "notes": list(self.plan.notes),
+                "tile_choice": (self.plan.cfg.selection
+                                or "given by the caller (no tile selection)")}
+
+    def hot_loop_instructions(self, hot_loop: Any) -> Dict[str, Any]:
+        return self.hot_loop_match(hot_loop)
 
     def expected_loop_instructions(self) -> Dict[str, int]:
         """Per k-loop iteration: the LDS instructions the gate verified, global loads, MFMAs."""

@@ -311,6 +311,9 @@ class Kernel:
     # > 0: LAGEN_WAVES_PER_EU(n) on the kernel (amdgpu_waves_per_eu: a budget of 512 / n
     # registers per lane on gfx942; nothing in the emulator and the CUDA flavour)
     waves_per_eu: int = 0
+    # what the kernel must compute (a kernels.verify.spec.KernelSpec): tensors with named
+    # dimensions and roles, contractions, softmax / split features, symbols, verification domain
+    spec: Any = None
 
 
 def walk(stmts: Sequence[Any]):

@@ -5,17 +5,19 @@ softmax, masking and split-KV merge rules."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .attention_roles import Roles
+from .spec import KernelSpec
 from ..errors import KernelError
 from ..ir.attention import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
                             MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
                             VecAxpy, VecDot)
 from ..ir.core import Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, sym
-from .attention_ids import (AccIds, UNSET, VarIds, decode_ids, encode_ids, key_bits, result_text,
-                            rowid)
+from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
+                            key_bits, result_text, rowid)
 from .attention_softmax import SoftmaxRules
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
@@ -25,11 +27,12 @@ __all__ = ["AttentionDataflow"]
 
 class AttentionDataflow(SoftmaxRules):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
-                 kw: int) -> None:
+                 kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
+        self.roles = Roles.from_spec(spec if spec is not None else k.spec)
         T = k.block
         self.T = T
-        self.D = k.meta["plan"].cfg.head_dim
+        self.D = self.roles.head_dim
         self.dw = max(1, -(-self.D // 64))
         self.kw = kw
         self.vals = inst.symbols()
@@ -157,7 +160,7 @@ class AttentionDataflow(SoftmaxRules):
             if a.space == "global":
                 cs = [np.broadcast_to(np.asarray(eval_expr(x, env), dtype=np.int64), (T,))
                       for x in leaves(a.coords[j])]
-                heads = self.HK if a.buf in ("K", "V") else self.H
+                heads = self.HK if a.buf in self.roles.kv_tensors else self.H
                 bh = cs[-1] * heads + cs[-2]
                 if a.kind == "load":
                     # zero-filled elements keep their (out-of-range) coordinates: a key past
@@ -202,16 +205,17 @@ class AttentionDataflow(SoftmaxRules):
         pos_c = cs[0]
         cs = [rowid(cs[-1] * self.H + cs[-2], cs[0])] + list(cs[1:])
         self.stores += len(t_on)
-        if self.k.meta.get("kind") == "decode_combine":
+        if self.roles.merged:
             self.store_merged(a, i, cs, t_on)
             return
         want_buf = getattr(self, "stat_buf", {}).get(fr)
+        what = "max" if self.roles.stats and want_buf == self.roles.stats[0] else "sum"
         if want_buf is not None and a.buf != want_buf:
             self.fail("lane_accumulator_writeback", f"{a.tag}: stores the split's "
-                                                    f"{'max' if want_buf == 'Mp' else 'sum'} "
+                                                    f"{what} "
                                                     f"({fr}) to {a.buf}, not {want_buf}")
             return
-        if a.buf == "LSE" or fr in self.lse_state:
+        if a.buf == self.roles.lse or fr in self.lse_state:
             st = self.lse_state.get(fr)
             if st is None:
                 self.fail("lane_accumulator_writeback", f"{a.tag}: {fr} was never computed")
@@ -227,7 +231,7 @@ class AttentionDataflow(SoftmaxRules):
                                                         f"{int(cs[0][t])}")
                 return
             want = self.visible_bits(cs[0][t_on])
-            if fr in self.k.meta.get("partition_frags", ()):
+            if fr in self.roles.stat_frags:
                 for t in t_on:
                     self.part_keys[int(cs[0][t])] = vbits[t].copy()
             if (vbits[t_on] != want).any():
@@ -238,7 +242,7 @@ class AttentionDataflow(SoftmaxRules):
             return
         acc = self.acc.get(fr)
         never = acc is not None and acc.kind is None and acc.zeroed[t_on, i].all()
-        if acc is None or (acc.kind != "O" and not never):    # never: zeroed, no key at all
+        if acc is None or (acc.kind != OUT and not never):    # never: zeroed, no key at all
             self.fail("lane_accumulator_writeback", f"{a.tag}: stores {fr}, which no P V product "
                                                     "accumulates")
             return
@@ -254,7 +258,7 @@ class AttentionDataflow(SoftmaxRules):
                                                     f"O({result_text(acc.row[t, i])}, {int(acc.col[t, i])})"
                                                     f" to O({result_text(cs[0][t])}, {int(cs[1][t])})")
             return
-        if a.buf in self.k.meta.get("partials", ()):
+        if self.roles.stats is not None and a.buf == self.roles.out:
             if not acc.partial[t_on, i].all():
                 t = int(t_on[np.argmin(acc.partial[t_on, i])])
                 self.fail("online_softmax", f"{a.tag}: thread {t} stores a partial O whose "
@@ -293,7 +297,7 @@ class AttentionDataflow(SoftmaxRules):
             return
         at, abh, arow, acol, az = decode_ids(A)
         b_acc = self.acc.get(m.b.frag.name)
-        if b_acc is not None and b_acc.kind == "P":
+        if b_acc is not None and b_acc.kind == PROBS:
             self.mfma_pv(m, sp, at, abh, arow, acol, b_acc, b_idx, where)
             return
         B = self.regs[m.b.frag.name][base + sp.b_lane[None], b_idx[sp.b_item][None]]  # [W,K,N]
@@ -301,8 +305,10 @@ class AttentionDataflow(SoftmaxRules):
             self.fail("lane_mfma_operands", f"{where}: a B register was never loaded")
             return
         bt, bbh, brow, bcol, bz = decode_ids(B)
-        if (at != self.tensor.get("K")).any() or (bt != self.tensor.get("Q")).any():
-            self.fail("lane_mfma_operands", f"{where}: S^T = K Q^T needs K in A and Q in B")
+        q, kk = self.roles.query, self.roles.key
+        if (at != self.tensor.get(kk)).any() or (bt != self.tensor.get(q)).any():
+            self.fail("lane_mfma_operands", f"{where}: S^T = {kk} {q}^T needs {kk} in A and {q} "
+                                            "in B")
             return
         # A[i][q] = K(key_i, d_q); B[q][j] = Q(row_j, d_q)
         key_i = arow[:, :, 0]
@@ -325,7 +331,7 @@ class AttentionDataflow(SoftmaxRules):
             self.fail("lane_mfma_operands", f"{where}: A and B disagree on the head dim of a "
                                             "reduction slot")
             return
-        self.acc_update(m, sp, "S", key_i, row_j, dq, None, None, where)
+        self.acc_update(m, sp, SCORES, key_i, row_j, dq, None, None, where)
 
     def mfma_pv(self, m, sp, at, abh, arow, acol, P: AccIds, b_idx, where) -> None:
         W = self.T // 64
@@ -337,8 +343,9 @@ class AttentionDataflow(SoftmaxRules):
         if (prow < 0).any():
             self.fail("lane_mfma_operands", f"{where}: a P register holds no probability")
             return
-        if (at != self.tensor.get("V")).any():
-            self.fail("lane_mfma_operands", f"{where}: O^T = V^T P^T needs V in A")
+        if (at != self.tensor.get(self.roles.value)).any():
+            self.fail("lane_mfma_operands", f"{where}: O^T = {self.roles.value}^T P^T needs "
+                                            f"{self.roles.value} in A")
             return
         # A[i][q] = V(key_q, d_i): V^T row i is head dim d, slot q is a key
         d_i = acol[:, :, 0]
@@ -364,7 +371,7 @@ class AttentionDataflow(SoftmaxRules):
             self.fail("online_softmax", f"{where}: one query row's probabilities come from "
                                         "different running maxima")
             return
-        self.acc_update(m, sp, "O", d_i, row_j, kq, pm, ver_j, where)
+        self.acc_update(m, sp, OUT, d_i, row_j, kq, pm, ver_j, where)
 
     def acc_update(self, m, sp, kind, i_val, row_j, q_val, q_masked, ver_j, where) -> None:
         """Accumulator (lane, item) <- C[i][j]: S: (row_j, key i) += d slots q;
@@ -398,7 +405,7 @@ class AttentionDataflow(SoftmaxRules):
             return
         acc.row[th_b, it_b] = want_row
         acc.col[th_b, it_b] = want_col
-        if kind == "S":
+        if kind == SCORES:
             words, nbits = acc.dbits, self.dw
         else:
             words, nbits = acc.kbits, self.kw
@@ -418,7 +425,7 @@ class AttentionDataflow(SoftmaxRules):
                                             "already summed")
             return
         words[th_b, it_b] = cur | new_b
-        if kind == "O":
+        if kind == OUT:
             vis = np.bitwise_or.reduce(np.where(~q_masked[..., None], qb[:, :, None, :],
                                                 np.uint64(0)), axis=1)       # [W, N, nbits]
             acc.vbits[th_b, it_b] = acc.vbits[th_b, it_b] | vis[wv, sp.c_j[None]]

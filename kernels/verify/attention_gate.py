@@ -64,11 +64,15 @@ from ..ir.attention import LaneXor, LetMinMax, MaskScores
 from ..ir.core import Access, If, Let, Loop, sym, walk
 from .attention_dataflow import AttentionDataflow
 from .attention_ids import rowid
+from .attention_roles import Roles
 from .attention_static import AttentionStatic, Instance, default_instances
 from .gate import GateReport
 from .gate_common import Fail, bits_to_list, check_lds_capacity, leaves
+from .rules import checks_for
+from .spec import KernelSpec, SpecError
 
-__all__ = ["verify_attention", "CHECKS", "Instance", "default_instances"]
+__all__ = ["verify_attention", "verify_on_instances", "CHECKS", "Instance",
+           "default_instances"]
 
 CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_lds_read",
           "bank_conflicts_lds_write", "coverage", "lds_capacity", "block_independence",
@@ -81,16 +85,13 @@ SPLIT_CHECKS = ("split_partition", "reduction_reads_partials")
 
 # ============================================================================ entry point
 
-_BLOCK_SYMBOLS = ("bat", "h", "hk", "block_bh")
-
-
-def block_independence(k: Any) -> Tuple[bool, str]:
+def block_independence(k: Any, spec: Optional[KernelSpec] = None) -> Tuple[bool, str]:
     """The batch / head symbols enter nothing but global accesses (and the lets defining
     them): blocks of other (batch, head) pairs run the same program on other global
     coordinates, which the static pass checks for every block."""
-    syms = {sym(n) for n in _BLOCK_SYMBOLS} | {sympy.Symbol(n, integer=True) for n in
-                                               _BLOCK_SYMBOLS}
-    defining = {"bat", "h", "hk"}
+    names = (spec if spec is not None else k.spec).head_symbols
+    syms = {sym(n) for n in names} | {sympy.Symbol(n, integer=True) for n in names}
+    defining = set(names)          # the lets that define them (a grid symbol is no let)
     for s in walk(k.body):
         exprs: List[Any] = []
         if isinstance(s, Let) and s.name not in defining:
@@ -110,7 +111,7 @@ def block_independence(k: Any) -> Tuple[bool, str]:
         for e in exprs:
             if e is not None and sympy.sympify(e).free_symbols & syms:
                 return False, f"{type(s).__name__} depends on the batch/head index: {e}"
-    return True, ("batch/head symbols (bat, h, hk, block_bh) appear only in global access "
+    return True, (f"batch/head symbols ({', '.join(names)}) appear only in global access "
                   "offsets and coordinates (checked symbolically on every statement), and the "
                   "static pass checks for every block and thread that K/V are read at the GQA "
                   "(batch, kv head) of the thread's Q and O/LSE written at its (batch, head)")
@@ -149,12 +150,35 @@ def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
     return [(bx, by) for by in sorted({0, gy - 1}) for bx in range(gx)]
 
 
+def _instance_spread(insts: Sequence[Instance]) -> str:
+    """Which GQA groups and head counts the instances cover (the domain says so)."""
+    groups = sorted({i.values["heads"] // max(1, i.values["kv_heads"]) for i in insts})
+    heads = sorted({i.values["heads"] for i in insts})
+    return f"GQA groups {groups}, heads {heads} covered"
+
+
 def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
                      arch: Optional[str] = None) -> GateReport:
-    """Run every check on an attention kernel's IR; returns the report (``raise_if_failed``)."""
+    """Run every check on an attention kernel's IR; returns the report (``raise_if_failed``).
+
+    The attention entry point, kept for its callers: :func:`verify_on_instances` with the
+    kernel's spec (``k.spec``), on the instances its domain names unless ``instances`` are
+    given, for the plan's target unless ``arch`` is."""
+    if getattr(k, "spec", None) is None:
+        raise SpecError(f"attention gate: kernel {k.name} carries no spec (its builder attaches "
+                        "one: kernels.amd.kernel_specs)")
+    return verify_on_instances(k, k.spec, arch=arch or k.meta["plan"].cfg.arch,
+                               instances=instances)
+
+
+def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
+                        instances: Optional[Sequence[Instance]] = None) -> GateReport:
+    """The engine of the ``instances`` domain: the checks :func:`checks_for` ``spec`` on each
+    instance (every block, iteration and thread statically; dataflow on every query tile of
+    the first and last (batch, head), or on every block where blocks are not independent or
+    the kernel is one of a split pair)."""
     t0 = time.perf_counter()
-    plan = k.meta["plan"]
-    arch = arch or plan.cfg.arch
+    roles = Roles.from_spec(spec)
     insts = list(instances) if instances is not None else default_instances(k)
     f = Fail()
     bank_cache: Dict = {}
@@ -165,11 +189,11 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
     cov = []
     issues = stores = exchanges = 0
     sim = []
-    indep, why = block_independence(k)
+    indep, why = block_independence(k, spec)
     if not indep:
         f.add("block_independence", why)
     for inst in insts:
-        st = AttentionStatic(k, inst, arch, f, bank_cache)
+        st = AttentionStatic(k, inst, arch, f, bank_cache, spec)
         st.run()
         cov.append(st.coverage())
         points += st.points
@@ -178,25 +202,25 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
             worst[kd] = max(worst[kd], st.bank_worst[kd])
             nbank[kd] += st.bank_n[kd]
         v = inst.values
-        BN = plan.cfg.block_n
+        BN = roles.key_tile
         kw = max(1, -(-(-(-v["seqlen_kv"] // BN) * BN) // 64))
-        every = not indep or k.meta.get("kind") in ("decode_split", "decode_combine")
+        every = not indep or roles.partitioned or roles.merged
         blocks = [(bx, by) for by in range(inst.grid[1]) for bx in range(inst.grid[0])] \
             if every else _dataflow_blocks(inst, k)
         part: Dict[int, np.ndarray] = {}
         for blk in blocks:
-            fl = AttentionDataflow(k, inst, blk, f, kw)
+            fl = AttentionDataflow(k, inst, blk, f, kw, spec)
             fl.run()
             issues += fl.mfma_issues
             stores += fl.stores
             exchanges += fl.exchanges
             part.update(fl.part_keys)
-        if k.meta.get("kind") == "decode_split":
+        if roles.partitioned:
             _check_partition(inst, part, kw, f)
         sim.append(f"{inst.name}: blocks {blocks}")
     lds_total, cap = check_lds_capacity(k, arch, f)
     t1 = time.perf_counter()
-    inst_txt = "; ".join(i.describe() for i in insts)
+    inst_txt = "; ".join(i.describe() for i in insts) + "; " + _instance_spread(insts)
     static_dom = (f"instances [{inst_txt}]: every block x every loop iteration x every thread, "
                   f"every element of every access ({points} points)")
     flow_dom = (f"instances [{inst_txt}]; simulated {'; '.join(sim)} (every query tile of the "
@@ -225,7 +249,7 @@ def verify_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
                                         "partials (Op, Mp, Lp) of its own (batch, head) and "
                                         "split, each of the n_splits splits exactly once, O at "
                                         "its own head dim")
-    checks = f.results(CHECKS + tuple(k.meta.get("extra_checks", ())), doms)
+    checks = f.results(checks_for(spec), doms)
     details = {"instances": [i.describe() for i in insts], "bank_worst_ways": worst,
                "access_bits": widths, "lds_bytes": lds_total, "simulated": sim}
     return GateReport(k.name, checks, details, t1 - t0)

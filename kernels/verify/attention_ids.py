@@ -44,12 +44,16 @@ def rowid(bh: Any, pos: Any) -> Any:
     return (np.asarray(bh, dtype=np.int64) << 22) | np.asarray(pos, dtype=np.int64)
 
 
+# what an accumulator frag holds (AccIds.kind): scores S, output O, probabilities P, a merge
+SCORES, OUT, PROBS, MERGED = "scores", "output", "probs", "merged"
+
+
 class AccIds:
     """Accumulator state of a frag: S (row, key, head-dim bits, masked) or O (row, d, key bits,
     visible-key bits, version, normalised)."""
 
     def __init__(self, T: int, n: int, words: int, kw: int) -> None:
-        self.kind = None            # "S" | "O"
+        self.kind = None            # SCORES | OUT | PROBS | MERGED
         self.row = np.full((T, n), -1, np.int64)
         self.col = np.full((T, n), -1, np.int64)
         self.dbits = np.zeros((T, n, words), np.uint64)

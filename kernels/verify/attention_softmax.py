@@ -14,8 +14,8 @@ from ..ir.attention import (ExpScores, FinalNormalize, LaneXor, MaskScores, Merg
                             PartialStats, Rescale, RowMax, SoftmaxUpdate, VecAxpy, VecDot,
                             swizzle_source_lane)
 from ..ir.core import Access
-from .attention_ids import (POS_MASK, UNSET, VarIds, decode_ids, key_bits, popcount, result_text,
-                            rowid)
+from .attention_ids import (MERGED, OUT, POS_MASK, PROBS, SCORES, UNSET, VarIds, decode_ids,
+                            key_bits, popcount, result_text, rowid)
 from .attention_static import eval_expr
 from .gate_common import bits_below, bits_to_list
 
@@ -29,7 +29,7 @@ class SoftmaxRules:
     # ---- softmax -------------------------------------------------------------------------
     def _s_items(self, frag, items, what: str):
         acc = self.acc.get(frag.name)
-        if acc is None or acc.kind != "S":
+        if acc is None or acc.kind != SCORES:
             self.fail("online_softmax", f"{what}: {frag.name} holds no scores")
             return None
         idx = np.array(items)
@@ -95,8 +95,9 @@ class SoftmaxRules:
             return
         at, abh, arow, acol, _ = decode_ids(A)
         bt, bbh, brow, bcol, _ = decode_ids(B)
-        if (at != self.tensor.get("Q")).any() or (bt != self.tensor.get("K")).any():
-            self.fail("lane_mfma_operands", f"{what}: needs Q times K")
+        q, kk = self.roles.query, self.roles.key
+        if (at != self.tensor.get(q)).any() or (bt != self.tensor.get(kk)).any():
+            self.fail("lane_mfma_operands", f"{what}: needs {q} times {kk}")
             return
         rid = rowid(abh, arow)
         if (rid != rid[:, :1]).any() or (brow != brow[:, :1]).any() or \
@@ -115,7 +116,7 @@ class SoftmaxRules:
             self.fail("lane_mfma_operands", f"{what}: a head dim used twice")
             return
         acc = self.accs(s.dst.name)
-        acc.kind = "S"
+        acc.kind = SCORES
         i = s.item
         acc.row[:, i] = rid[:, 0]
         acc.col[:, i] = brow[:, 0]
@@ -127,7 +128,7 @@ class SoftmaxRules:
         """Decode: O[row][d] += p(row, key) * V(key, d) for this lane's head dims."""
         P = self.acc.get(s.p.name)
         what = f"axpy {s.acc.name} += {s.p.name}[{s.p_item}] * {s.x.name}"
-        if P is None or P.kind != "P":
+        if P is None or P.kind != PROBS:
             self.fail("lane_mfma_operands", f"{what}: {s.p.name} holds no probability")
             return
         X = self.regs[s.x.name][:, list(s.x_items)]
@@ -137,7 +138,7 @@ class SoftmaxRules:
         xt, xbh, xrow, xcol, _ = decode_ids(X)
         j = s.p_item
         prow, pkey, pm, pv = P.row[:, j], P.col[:, j], P.masked[:, j], P.ver[:, j]
-        if (xt != self.tensor.get("V")).any() or (xrow != pkey[:, None]).any():
+        if (xt != self.tensor.get(self.roles.value)).any() or (xrow != pkey[:, None]).any():
             self.fail("lane_mfma_operands", f"{what}: V rows are not the probability's key")
             return
         if (xbh != self.kv_of(prow >> 22)[:, None]).any():
@@ -146,7 +147,7 @@ class SoftmaxRules:
             return
         acc = self.accs(s.acc.name)
         if acc.kind is None:
-            acc.kind = "O"
+            acc.kind = OUT
         idx = np.array(s.acc_items)
         cur_r, cur_c = acc.row[:, idx], acc.col[:, idx]
         fresh = cur_r < 0
@@ -212,7 +213,7 @@ class SoftmaxRules:
         acc = self.acc.get(s.frag.name)
         i = s.item
         what = f"{s.method} {s.frag.name}[{i}] ({s.op})"
-        if acc is None or acc.kind != "S" or s.op != "sum":
+        if acc is None or acc.kind != SCORES or s.op != "sum":
             self.fail("cross_lane_reductions", f"{what}: only sums of scores are exchanged")
             return
         src, src_lane = self._src_lanes(s, env)
@@ -319,7 +320,7 @@ class SoftmaxRules:
             self.fail("online_softmax", f"exp: {s.l} belongs to another row")
         l.set[:] = True
         P = self.accs(s.p.name)
-        P.kind = "P"
+        P.kind = PROBS
         pi = np.array(s.p_items)
         P.row[:, pi] = rows
         P.col[:, pi] = acc.col[:, idx]
@@ -391,7 +392,8 @@ class SoftmaxRules:
             self.fail("online_softmax", "partial stats: O and the sum are over different keys")
             return
         acc.partial[:, idx] = True
-        self.stat_buf = {s.m_out.name: "Mp", s.l_out.name: "Lp"}
+        st_m, st_l = self.roles.stats
+        self.stat_buf = {s.m_out.name: st_m, s.l_out.name: st_l}
         self.lse_state[s.m_out.name] = (l.row.copy(), l.vbits.copy())
         self.lse_state[s.l_out.name] = (l.row.copy(), l.vbits.copy())
 
@@ -416,9 +418,10 @@ class SoftmaxRules:
         mt, mbh, ms, _, _ = decode_ids(MP)
         lt, lbh, ls, _, _ = decode_ids(LP)
         tens = self.tensor
-        if (xt != tens.get("Op")).any() or (mt != tens.get("Mp")).any() or \
-                (lt != tens.get("Lp")).any():
-            self.fail("reduction_reads_partials", f"{what}: operands are not (Op, Mp, Lp)")
+        po, pm, pl = self.roles.partials
+        if (xt != tens.get(po)).any() or (mt != tens.get(pm)).any() or \
+                (lt != tens.get(pl)).any():
+            self.fail("reduction_reads_partials", f"{what}: operands are not ({po}, {pm}, {pl})")
             return
         bh, sp = xbh[:, :1], xs[:, :1]
         if (xbh != bh).any() or (mbh != bh).any() or (lbh != bh).any() or (xs != sp).any() or \
@@ -449,7 +452,7 @@ class SoftmaxRules:
         if ((acc.kbits[:, idx] & bit[:, None, :]) != 0).any():
             self.fail("reduction_reads_partials", f"{what}: a split merged twice")
             return
-        acc.kind = "M"
+        acc.kind = MERGED
         acc.row[:, idx] = rid[:, None]
         acc.col[:, idx] = xd
         acc.kbits[:, idx] |= bit[:, None, :]
@@ -489,7 +492,7 @@ class SoftmaxRules:
             col_ok = np.ones(len(t_on), bool)
         else:
             acc = self.acc.get(fr)
-            if acc is None or acc.kind != "M":
+            if acc is None or acc.kind != MERGED:
                 self.fail("reduction_reads_partials", f"{a.tag}: stores {fr}, which merges no "
                                                       "partial")
                 return

@@ -4,13 +4,15 @@ conflicts, coverage, LDS capacity), instance by instance."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import sympy
 
 from layoutalg import ComposedLayout, Layout
 
+from .attention_roles import Roles
+from .spec import KernelSpec
 from ..errors import KernelError
 from ..ir.attention import LetMinMax
 from ..ir.core import Access, If, Let, Loop, c_eval, sym
@@ -52,7 +54,7 @@ class Instance:
     def describe(self) -> str:
         v = self.values
         s = (f"{self.name}: B={v['batch']} H={v['heads']} HK={v['kv_heads']} "
-             f"seqlen_q={v['seqlen_q']} seqlen_kv={v['seqlen_kv']}")
+             f"(GQA group {v['heads'] // max(1, v['kv_heads'])}) seqlen_q={v['seqlen_q']} seqlen_kv={v['seqlen_kv']}")
         if self.causal:
             s += f" causal_off={v['causal_off']}"
         if "kv_chunk" in v:
@@ -61,14 +63,15 @@ class Instance:
 
 
 def default_instances(k: Any) -> List[Instance]:
-    """The instances the kernel's builder names (``k.meta["instances"]``: a function of the
-    kernel IR, e.g. :func:`kernels.amd.flash_attention.prefill_instances`).  The gate knows
-    no kernel family: the builder says on which shapes its kernel is checked."""
-    make = k.meta.get("instances")
-    if make is None:
+    """The instances the kernel's spec names (``k.spec.domain``: a function of the kernel IR,
+    e.g. :func:`kernels.amd.flash_attention.prefill_instances`).  The gate knows no kernel
+    family: the builder's spec says on which shapes its kernel is checked."""
+    spec = getattr(k, "spec", None)
+    if spec is None or spec.domain.instances is None:
         raise KernelError(f"attention gate: kernel {k.name} names no verification instances "
-                          "(its builder sets meta['instances']); pass instances=[...]")
-    return list(make(k))
+                          "(its builder attaches a spec with an instances domain, "
+                          "kernels.verify.spec.Domain.on_instances); pass instances=[...]")
+    return list(spec.domain.instances(k))
 
 
 def _subs(x: Any, vals: Dict[Any, int]) -> Any:
@@ -145,8 +148,11 @@ def let_value(s: Any, env: Dict[Any, Any]) -> Any:
 class AttentionStatic:
     """Every block x iteration x thread; arrays shaped [blocks, threads]."""
 
-    def __init__(self, k: Any, inst: Instance, arch: str, f: Fail, bank_cache: Dict) -> None:
+    def __init__(self, k: Any, inst: Instance, arch: str, f: Fail, bank_cache: Dict,
+                 spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.arch, self.f = k, inst, arch, f
+        self.spec = spec if spec is not None else k.spec
+        self.roles = Roles.from_spec(self.spec)
         self.vals = inst.symbols()
         self.buf_dtype = {p.name: p.dtype for p in k.params}
         self.buf_dtype.update({s.name: s.dtype for s in k.shared})
@@ -277,16 +283,16 @@ class AttentionStatic:
         lv = leaves(a.coords[0])
         head = np.broadcast_to(np.asarray(eval_expr(lv[-2], env), dtype=np.int64), shape)
         bat = np.broadcast_to(np.asarray(eval_expr(lv[-1], env), dtype=np.int64), shape)
-        if a.buf == self.k.meta.get("head_ref", "Q"):
+        if a.buf == self.roles.anchor:
             self.qbh = np.where(act, bat * H + head, getattr(self, "qbh", np.full(shape, -1)))
             return
         qbh = getattr(self, "qbh", None)
         if qbh is None:
             self.f.add("lane_mfma_operands", f"{what}: accessed before "
-                                             f"{self.k.meta.get('head_ref', 'Q')} (which fixes "
+                                             f"{self.roles.anchor} (which fixes "
                                              "the thread's (batch, head)) is loaded")
             return
-        if a.buf in ("K", "V"):
+        if a.buf in self.roles.kv_tensors:
             want_b, want_h = qbh // H, (qbh % H) // G
             check = "lane_mfma_operands"
         else:
@@ -326,8 +332,7 @@ class AttentionStatic:
 
     def coverage(self) -> str:
         v = self.inst.values
-        want = {"O": v["batch"] * v["heads"] * v["seqlen_q"] * self.k.meta["plan"].cfg.head_dim,
-                "LSE": v["batch"] * v["heads"] * v["seqlen_q"]}
+        want = {t.name: self.spec.elements(t.name, v) for t in self.spec.by_role("output")}
         parts = []
         for buf in sorted(self.outputs):
             got = self.stored.get(buf)

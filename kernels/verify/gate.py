@@ -53,10 +53,12 @@ from ..errors import KernelError
 from ..ir.core import Access, Kernel, Let, Loop, sym
 from .gate_common import Fail, check_lds_capacity, mode_coords
 from .gate_dataflow import GemmDataflow
+from .rules import checks_for
+from .spec import KernelSpec, SpecError, gemm_spec_from_params
 from .gate_static import (AffineStaticChecks, NeedFullEnumeration, StaticChecks, affine_plan,
                           affine_slopes, is_compact)
 
-__all__ = ["GateReport", "VerificationError", "verify_kernel", "CHECKS"]
+__all__ = ["GateReport", "VerificationError", "verify_kernel", "verify_every_block", "CHECKS"]
 
 CHECKS = ("emitted_index_math", "in_bounds", "vector_widths", "bank_conflicts_lds_read",
           "bank_conflicts_lds_write", "coverage", "lds_capacity", "lane_mfma_operands",
@@ -102,19 +104,21 @@ class GateReport:
         return self
 
 
-def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
+def _translation_lemma(k: Kernel, spec: Optional[KernelSpec] = None) -> Tuple[bool, str]:
     """Do blocks differ only by a translation of the global coordinates?
 
     Holds when (1) no ``Let`` depends on a grid symbol, (2) every coordinate of every global
     access is ``c * block + (block-free terms)`` with an integer ``c`` per (buffer, coordinate
     position, grid symbol), the same for every access of that buffer, and (3) the shifts agree
-    where the dataflow check compares coordinates: A rows with C rows, B columns with C
-    columns, A's k with B's k, and k does not move at all (the k-sum is checked against
-    [0, K)).  Then a block's dataflow is its representative's, translated,
-    whenever the two have the same predicate values everywhere.
+    where the dataflow check compares coordinates, as the spec's contractions say: each free
+    dimension of an operand with the same dimension of the result, the reduced dimension of
+    the left operand with the right's, and the reduced dimension does not move at all (the
+    reduction is checked against its whole extent).  Then a block's dataflow is its
+    representative's, translated, whenever the two have the same predicate values everywhere.
     """
     import sympy
     from ..ir.core import walk
+    spec = spec if spec is not None else gemm_spec_of(k)
     grid = [sym(g) for g in k.grid_symbols]
     tainted = set(grid)
     shifts: Dict[Tuple[str, int], Tuple[int, ...]] = {}
@@ -139,15 +143,35 @@ def _translation_lemma(k: Kernel) -> Tuple[bool, str]:
                             sh.append(int(d))
                     if shifts.setdefault((s.buf, p), tuple(sh)) != tuple(sh):
                         return False, f"{s.tag}: {s.buf} coordinate {p} shifts differently"
-    for key in (("A", 1), ("B", 1)):   # the reduction index must not move with the block
+    fixed, pairs = _lemma_constraints(spec)
+    for key, dim in fixed:   # the reduction index must not move with the block
         if any(shifts.get(key, ())):
-            return False, f"{key[0]}'s k coordinate shifts with the block ({shifts[key]})"
-    pairs = ((("A", 0), ("C", 0)), (("B", 0), ("C", 1)), (("A", 1), ("B", 1)))
+            return False, f"{key[0]}'s {dim} coordinate shifts with the block ({shifts[key]})"
     for x, y in pairs:
         if x in shifts and y in shifts and shifts[x] != shifts[y]:
             return False, f"{x[0]} coordinate {x[1]} and {y[0]} coordinate {y[1]} shift " \
                           f"differently with the block ({shifts[x]} vs {shifts[y]})"
     return True, "blocks are translations of one another"
+
+
+def _lemma_constraints(spec: KernelSpec):
+    """From the spec's contractions of tensors: the (tensor, position) pairs of reduced
+    dimensions that must not shift with the block, and the pairs of (tensor, position) that
+    must shift alike (operand free dimensions with the result's, left with right reduced)."""
+    fixed: List[Tuple[Tuple[str, int], str]] = []
+    pairs: List[Tuple[Tuple[str, int], Tuple[str, int]]] = []
+    for c in spec.contractions:
+        if not all(spec.has_tensor(t) for t in (c.lhs, c.rhs)):
+            continue
+        for d in c.over:
+            fixed += [((t, spec.position(t, d)), d) for t in (c.lhs, c.rhs)]
+        if spec.has_tensor(c.out):
+            for t in (c.lhs, c.rhs):
+                pairs += [((t, spec.position(t, d)), (c.out, spec.position(c.out, d)))
+                          for d in spec.free_dims(c, t)]
+        pairs += [((c.lhs, spec.position(c.lhs, d)), (c.rhs, spec.position(c.rhs, d)))
+                  for d in c.over]
+    return fixed, pairs
 
 
 def _representatives(sig: List[List[int]]) -> List[Tuple[int, int]]:
@@ -172,10 +196,36 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
                   translation: bool = True) -> GateReport:
     """Run every check on ``k``; returns the report (use ``raise_if_failed``).
 
+    The GEMM entry point, kept for its callers: :func:`kernels.verify.verifier.verify` with
+    the kernel's spec (``k.spec``; a kernel built without one is read as a plain GEMM,
+    :func:`~kernels.verify.spec.gemm_spec_from_params`).  ``k_span`` overrides the
+    contraction's reduction span.
+
     ``translation=True`` (default) runs the static pass at one block and extends it to every
     block by the block-translation lemma when its symbolic conditions hold (falling back to the
     exhaustive enumeration of every block otherwise); ``False`` always enumerates every block.
     """
+    return verify_every_block(k, gemm_spec_of(k), arch=arch, k_span=k_span, blocks=blocks,
+                              translation=translation)
+
+
+def gemm_spec_of(k: Kernel) -> KernelSpec:
+    """The kernel's spec; a kernel built without one is read as a plain GEMM."""
+    return k.spec if k.spec is not None else gemm_spec_from_params(k)
+
+
+def verify_every_block(k: Kernel, spec: KernelSpec, *, arch: str = "gfx942",
+                       k_span: Optional[int] = None,
+                       blocks: Optional[List[Tuple[int, int]]] = None,
+                       translation: bool = True) -> GateReport:
+    """The engine of the ``every_block`` domain: the checks :func:`checks_for` ``spec`` over
+    every block of the compile-time grid (static pass by translation or enumeration, dataflow
+    on representative blocks)."""
+    extra = [c for c in checks_for(spec) if c not in CHECKS]
+    if extra:
+        raise SpecError(f"spec {spec.name}: the every-block engine proves {', '.join(CHECKS)}; "
+                        f"the spec also calls for {', '.join(extra)}, which only the instance "
+                        "engine proves (give the spec an instances domain)")
     t0 = time.perf_counter()
     fails = Fail()
     info, affine_why = affine_plan(k) if translation else (None, "not requested")
@@ -205,7 +255,7 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
             fails.add("coverage", f"{buf} element at offset {o} is stored {int(cnt[o])} times "
                                   f"(expected {int(want[o])}) over the grid")
     lds_total, cap = check_lds_capacity(k, arch, fails)
-    lemma, why = _translation_lemma(k)
+    lemma, why = _translation_lemma(k, spec)
     if blocks is not None:
         blist, how = blocks, "blocks chosen by the caller"
     elif lemma and info is not None:
@@ -223,10 +273,10 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     else:
         blist = [(i, j) for j in range(k.grid[1]) for i in range(k.grid[0])]
         how = f"every block ({why})"
-    span = k_span if k_span is not None else int(k.meta.get("k_span", 64))
+    span = k_span if k_span is not None else _span(spec)
     issues = stores = 0
     for b in blist:
-        fl = GemmDataflow(k, fails, b, span)
+        fl = GemmDataflow(k, spec, fails, b, span)
         fl.run()
         issues += fl.mfma_issues
         stores += fl.stores_checked
@@ -274,11 +324,23 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
         "lane_accumulator_writeback": flow_dom,
         "lds_races": flow_dom,
     }
-    checks = fails.results(CHECKS, doms)
+    checks = fails.results(checks_for(spec), doms)
     details = {"bank_worst_ways": dict(st.bank_worst), "access_bits": dict(st.widths),
                "simulated_blocks": blist, "lds_bytes": lds_total,
                "bank_methods": sorted(st.bank_methods)}
     return GateReport(k.name, checks, details, t1 - t0)
+
+
+def _span(spec: KernelSpec) -> int:
+    """How many reduction indices the dataflow tracks: the span of the spec's contraction (or
+    the reduced dimension's extent; 64 without a contraction)."""
+    for c in spec.contractions:
+        if c.span is not None:
+            return int(c.span)
+        ext = [spec.extent(d) for d in c.over]
+        if all(isinstance(e, int) for e in ext):
+            return max(1, int(np.prod(ext)))
+    return 64
 
 
 def _loops(body):

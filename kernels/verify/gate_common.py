@@ -15,6 +15,7 @@ from layoutalg.verify.result import CheckResult
 
 from ..errors import KernelError
 from ..ir.dtypes import ELEM_TYPES
+from .spec import MFMA_OPERANDS
 
 BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
@@ -159,11 +160,12 @@ class MfmaTables:
     def __init__(self, spec: Any) -> None:
         self.spec = spec
         M, N, K = spec.m, spec.n, spec.k
-        la = spec.tv_layout("A")
+        op_a, op_b, op_c = MFMA_OPERANDS     # the instruction's operands, not tensor names
+        la = spec.tv_layout(op_a)
         lanes = la[0].size()
         self.a_lane, self.a_item = mfma_inverse(la, (M, K), lanes)
-        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout("B"), (K, N), lanes)
-        lc = spec.tv_layout("C")
+        self.b_lane, self.b_item = mfma_inverse(spec.tv_layout(op_b), (K, N), lanes)
+        lc = spec.tv_layout(op_c)
         v = lc.values().reshape((lanes, -1), order="F")
         self.c_i, self.c_j = v % M, v // M          # [lane, item]
         self.M, self.N, self.K = M, N, K

@@ -9,8 +9,9 @@ import numpy as np
 
 from ..errors import KernelError
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
-from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, mode_coords,
-                          mode_extents)
+from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves,
+                          mode_coords, mode_extents)
+from .spec import KernelSpec, SpecError
 
 __all__ = ["sympy_coeff_add", "GemmDataflow"]
 
@@ -60,9 +61,36 @@ def sympy_coeff_add(e: Any) -> Tuple[int, Any]:
     return int(k), rest
 
 
+def _operand_positions(spec: KernelSpec):
+    """The contraction's operands and, per tensor, which coordinate positions the element
+    identities track: (free, reduced) for each operand, (left free, right free) for the
+    result.  No contraction: nothing to pair (identities keep positions 0 and 1)."""
+    if not spec.contractions:
+        return None, None, {}
+    if len(spec.contractions) != 1:
+        raise SpecError(f"spec {spec.name}: the every-block dataflow check follows one "
+                        f"contraction, the spec has {len(spec.contractions)}")
+    c = spec.contractions[0]
+    pos: Dict[str, Tuple[int, int]] = {}
+    free = {}
+    for t in (c.lhs, c.rhs):
+        f = spec.free_dims(c, t)
+        if len(f) != 1 or len(c.over) != 1 or len(spec.tensor(t).dims) != 2:
+            raise SpecError(f"spec {spec.name}: the every-block dataflow check tracks 2-D "
+                            f"operands with one free and one reduced dimension; {t} has "
+                            f"dimensions {spec.tensor(t).dims} reduced over {c.over}")
+        free[t] = f[0]
+        pos[t] = (spec.position(t, f[0]), spec.position(t, c.over[0]))
+    if spec.has_tensor(c.out):
+        pos[c.out] = (spec.position(c.out, free[c.lhs]), spec.position(c.out, free[c.rhs]))
+    return c.lhs, c.rhs, pos
+
+
 class GemmDataflow:
-    def __init__(self, k: Kernel, fails: Fail, block: Tuple[int, ...], k_span: int) -> None:
+    def __init__(self, k: Kernel, spec: KernelSpec, fails: Fail, block: Tuple[int, ...],
+                 k_span: int) -> None:
         self.k, self.f, self.block = k, fails, block
+        self.lhs, self.rhs, self.pos = _operand_positions(spec)
         T = k.block
         self.T = T
         self.buf_id = {p.name: i + 1 for i, p in enumerate(k.params)}
@@ -174,18 +202,20 @@ class GemmDataflow:
             if deltas is not None:
                 c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
                      for x in self._mode_coords(a)[0]]
-                self.k_extent[a.buf] = _k_extent(a.origin)
+                self.k_extent[a.buf] = self._reduced_extent(a)
                 cs = [c[p][:, None] + np.asarray(deltas[p])[None, :] for p in range(2)]
-                self.regs[fr][:, np.array(a.regs.idx)] = _enc(self.buf_id[a.buf], cs[0], cs[1],
-                                                              ~pred[:, None])
+                p0, p1 = self.pos.get(a.buf, (0, 1))
+                self.regs[fr][:, np.array(a.regs.idx)] = _enc(self.buf_id[a.buf], cs[p0],
+                                                              cs[p1], ~pred[:, None])
                 return
         for j, i in enumerate(a.regs.idx):
             addr = off + j
             if a.space == "global" and a.kind == "load":
                 c = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
                      for x in self._mode_coords(a)[j]]
-                self.k_extent[a.buf] = _k_extent(a.origin)
-                self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[0], c[1], ~pred)
+                self.k_extent[a.buf] = self._reduced_extent(a)
+                p0, p1 = self.pos.get(a.buf, (0, 1))
+                self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[p0], c[p1], ~pred)
             elif a.space == "lds" and a.kind == "store":
                 self.lds_touch(a, addr, th, write=True, env=env)
                 self.lds[a.buf][addr] = self.regs[fr][:, i]
@@ -199,6 +229,12 @@ class GemmDataflow:
                 self.regs[fr][:, i] = vals
             elif a.space == "global" and a.kind == "store":
                 self.store_out(a, j, i, pred, env)
+
+    def _reduced_extent(self, a: Access) -> int:
+        """The extent of the loaded tensor's reduced (second tracked) mode, from its layout."""
+        ext = mode_extents(a.origin)
+        p = self.pos.get(a.buf, (0, 1))[1]
+        return int(ext[p]) if len(ext) > p else 0
 
     def _coord_deltas(self, a: Access) -> Optional[List[List[int]]]:
         """Per coordinate position, element j's coordinate minus element 0's, when every
@@ -252,8 +288,10 @@ class GemmDataflow:
     def store_out(self, a: Access, j: int, i: int, pred, env) -> None:
         fr = a.regs.frag.name
         T = self.T
-        cm, cn = (np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
-                  for x in self._mode_coords(a)[j])
+        cc = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (T,))
+              for x in self._mode_coords(a)[j]]
+        p0, p1 = self.pos.get(a.buf, (0, 1))
+        cm, cn = cc[p0], cc[p1]
         if fr not in self.acc_frags:
             self.f.add("lane_accumulator_writeback", f"{self.where(a.tag, env)}: stores "
                                                      f"{fr}, which no MFMA accumulates into")
@@ -270,7 +308,7 @@ class GemmDataflow:
                        f"{int(cn[t])}) but it accumulates C({int(_acc_dec(self.acc_id[fr][t, i])[0])}, "
                        f"{int(_acc_dec(self.acc_id[fr][t, i])[1])})")
             return
-        K = self.k_extent.get("A", 0)
+        K = self.k_extent.get(self.lhs, 0)
         want = bits_below(K, self.kbits[fr].shape[0])
         got = self.kbits[fr][:, t_on, i].T
         bad = (got != want[None, :]).any(axis=1)
@@ -348,8 +386,8 @@ class GemmDataflow:
             ka, kb = A & _MASK, B & _MASK
             kq = ka[..., 0, :]                            # [Nb, W, K]
             ok = ((an == an[..., :1]).all() and (bn == bn[..., :1, :]).all()
-                  and ((an[..., 0] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("A", -1)).all()
-                  and ((bn[..., 0, :] >> (_SH_BUF - _SH_C0)) == self.buf_id.get("B", -1)).all()
+                  and ((an[..., 0] >> (_SH_BUF - _SH_C0)) == self.buf_id.get(self.lhs, -1)).all()
+                  and ((bn[..., 0, :] >> (_SH_BUF - _SH_C0)) == self.buf_id.get(self.rhs, -1)).all()
                   and (ka == kq[..., None, :]).all() and (kb == kq[..., :, None]).all())
         if ok:
             row_m, col_n = an[..., 0] & _MASK0, bn[..., 0, :] & _MASK0
@@ -439,9 +477,9 @@ class GemmDataflow:
             return
         ab, am, ak, az = _dec(A)
         bb, bn, bk, bz = _dec(B)
-        if (ab != self.buf_id.get("A", -1)).any() or (bb != self.buf_id.get("B", -1)).any():
-            w, i, q = (int(x) for x in np.argwhere(ab != self.buf_id.get("A", -1))[0]) \
-                if (ab != self.buf_id.get("A", -1)).any() else (0, 0, 0)
+        if (ab != self.buf_id.get(self.lhs, -1)).any() or (bb != self.buf_id.get(self.rhs, -1)).any():
+            w, i, q = (int(x) for x in np.argwhere(ab != self.buf_id.get(self.lhs, -1))[0]) \
+                if (ab != self.buf_id.get(self.lhs, -1)).any() else (0, 0, 0)
             self.f.add("lane_mfma_operands", f"{where}: operand A/B registers hold elements of "
                                              f"another tensor (wave {w}, A row {i} slot {q})")
             return
@@ -532,12 +570,6 @@ class GemmDataflow:
                        "summed (a reduction index used twice)")
             return
         kb_arr[wd, th_b, it_b] = cur | new
-
-
-def _k_extent(origin: Any) -> int:
-    """The reduction extent of an ``(mn, k)`` operand layout (its second mode's size)."""
-    ext = mode_extents(origin)
-    return ext[1] if len(ext) > 1 else 0
 
 
 class _Lazy:

@@ -1,0 +1,88 @@
+"""The rule table: which named check a kernel gets, from the features of its spec.
+
+Every check the verifier can run is one :class:`Rule` in :data:`RULES`, in report order.  A rule
+says which features of a :class:`~kernels.verify.spec.KernelSpec` call for it
+(:meth:`KernelSpec.features`): an empty ``needs`` means every kernel; otherwise any one of the
+listed features.  :func:`checks_for` is the list a kernel's report has: the same names, in the
+same order, for the same kernel, whichever engine evaluated them.
+
+``stage`` says when a rule runs: ``ir`` rules are proven on the IR before printing (by the
+engine the spec's domain selects, :func:`kernels.verify.verifier.verify`), ``printed`` rules on
+the printed source (:func:`kernels.verify.printed.attach_printed_checks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Tuple
+
+from .spec import KernelSpec
+
+__all__ = ["Rule", "RULES", "checks_for"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named check: the spec features that call for it (any of them; empty: every
+    kernel), when it runs, and what it proves."""
+
+    needs: FrozenSet[str]
+    stage: str
+    proves: str
+
+    def applies(self, features: FrozenSet[str]) -> bool:
+        return not self.needs or bool(self.needs & features)
+
+
+def _r(needs: Tuple[str, ...], proves: str, stage: str = "ir") -> Rule:
+    return Rule(frozenset(needs), stage, proves)
+
+
+_ANY: Tuple[str, ...] = ()
+_SOFTMAX = ("online_softmax", "split_merge")
+
+RULES: Dict[str, Rule] = {
+    "emitted_index_math": _r(_ANY, "every printed offset equals its layout at the access's "
+                                   "coordinates, element by element"),
+    "in_bounds": _r(_ANY, "predicated-on elements lie in their tensor / LDS array; a predicated "
+                          "load is on exactly when its whole vector is in range"),
+    "vector_widths": _r(_ANY, "every vector access is aligned to its width"),
+    "bank_conflicts_lds_read": _r(_ANY, "LDS reads are conflict-free under the target's "
+                                        "phase model"),
+    "bank_conflicts_lds_write": _r(_ANY, "LDS writes are conflict-free under the target's "
+                                         "phase model"),
+    "coverage": _r(_ANY, "every element of every output is stored exactly once over the grid"),
+    "lds_capacity": _r(_ANY, "the LDS arrays fit the target"),
+    "block_independence": _r(("heads",), "the (batch, head) symbols enter only global "
+                                         "coordinates: blocks differ only in what they address"),
+    "lane_mfma_operands": _r(("contraction", "heads"),
+                             "each MFMA multiplies the operand elements its contraction pairs "
+                             "(equal reduced index per slot, rows / columns of one element), "
+                             "and operands are read at the thread's (batch, head)"),
+    "cross_lane_reductions": _r(_SOFTMAX, "lane exchanges combine lanes of the same row, "
+                                          "disjoint key sets"),
+    "online_softmax": _r(_SOFTMAX, "exponents subtract a running max of their own row; "
+                                   "rescaling and normalisation by the matching max / sum"),
+    "masking_and_tile_skipping": _r(_SOFTMAX, "each row accumulates exactly its visible keys"),
+    "lane_accumulator_writeback": _r(("contraction", "heads"),
+                                     "each stored accumulator holds its own output element, "
+                                     "summed over the whole reduction once"),
+    "lds_races": _r(_ANY, "no LDS element is read and written by different threads without a "
+                          "barrier between; nothing reads unwritten LDS"),
+    "split_partition": _r(("split_partition",), "the partials' key sets partition the keys of "
+                                                "each (batch, head)"),
+    "reduction_reads_partials": _r(("split_merge",), "every output merges each split's partials "
+                                                     "of its own (batch, head) exactly once"),
+    "printed_source": _r(_ANY, "the printed text's statements and index expressions are the "
+                               "IR's, evaluated with C semantics", "printed"),
+    "declarations": _r(_ANY, "printed LDS arrays, vector types and parameters match the IR",
+                       "printed"),
+    "index_ranges": _r(_ANY, "every printed integer expression fits its C type over its "
+                             "symbols' ranges", "printed"),
+}
+
+
+def checks_for(spec: KernelSpec, stage: str = "ir") -> Tuple[str, ...]:
+    """The names of the checks ``spec`` calls for at ``stage``, in report order."""
+    feats = spec.features()
+    return tuple(n for n, r in RULES.items() if r.stage == stage and r.applies(feats))

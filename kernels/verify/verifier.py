@@ -1,0 +1,59 @@
+"""One entry point: verify a kernel's IR (and, given, its printed source) against its spec.
+
+:func:`verify` runs the checks the spec calls for (:data:`kernels.verify.rules.RULES`) over the
+spec's domain:
+
+* ``every_block``: :func:`kernels.verify.gate.verify_every_block` - the static pass over every
+  block (by the block-translation lemma where its symbolic conditions hold, else by
+  enumeration) and the dataflow pass on representative blocks;
+* ``instances``: :func:`kernels.verify.attention_gate.verify_on_instances` - every block,
+  iteration and thread of each instance the domain names.
+
+With ``source``, the printed-source rules (``printed_source``, ``declarations``,
+``index_ranges``) are added, on the same domain.  The report's domains say how each check was
+covered.  ``verify_kernel`` and ``verify_attention`` are this function for the kernels' own
+specs, kept under their old names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+from .attention_gate import verify_on_instances
+from .gate import GateReport, verify_every_block
+from .printed import attach_printed_checks
+from .spec import KernelSpec, SpecError
+
+__all__ = ["verify"]
+
+
+def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx942", *,
+           source: Optional[str] = None, instances: Optional[Sequence[Any]] = None,
+           translation: bool = True,
+           blocks: Optional[List[Tuple[int, int]]] = None) -> GateReport:
+    """Verify ``kernel_ir`` against ``spec`` (default: the spec its builder attached) for
+    ``arch``; returns the report (``raise_if_failed`` raises
+    :class:`~kernels.verify.gate.VerificationError` with the counterexamples).
+
+    ``instances`` replaces an ``instances`` domain's own launches; ``translation`` / ``blocks``
+    tune the ``every_block`` engine (``translation=False``: enumerate every block)."""
+    spec = spec if spec is not None else getattr(kernel_ir, "spec", None)
+    if spec is None:
+        raise SpecError(f"kernel {getattr(kernel_ir, 'name', kernel_ir)!r}: no spec given and "
+                        "none attached (Kernel.spec); describe what it computes with a "
+                        "kernels.verify.spec.KernelSpec")
+    if not isinstance(spec, KernelSpec):
+        raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
+    if spec.domain.kind == "every_block":
+        if instances is not None:
+            raise SpecError(f"spec {spec.name}: instances given, but its domain is every block")
+        report = verify_every_block(kernel_ir, spec, arch=arch, blocks=blocks,
+                                    translation=translation)
+        printed_on = None
+    else:
+        report = verify_on_instances(kernel_ir, spec, arch=arch, instances=instances)
+        printed_on = list(instances) if instances is not None else \
+            list(spec.domain.instances(kernel_ir))
+    if source is not None:
+        attach_printed_checks(report, kernel_ir, source, instances=printed_on)
+    return report
