@@ -457,7 +457,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         atts = [(2, 8, 2048, 128, False, "f16"), (2, 8, 2048, 128, True, "f16"),
                 (2, 8, 2048, 128, True, "bf16"),
                 (2, 8, 1000, 128, True, "f16", 4, 3000, "bottom_right"),
-                (2, 8, 1500, 128, True, "bf16", 8, 1000, "bottom_right")]
+                (2, 8, 1500, 128, True, "bf16", 8, 1000, "bottom_right"),
+                # issue 16's sequence length (the default one-stage prefill) at one batch
+                (1, 16, 8192, 128, True, "bf16"), (1, 16, 8192, 128, False, "bf16")]
         decs = [(64, 16, 16, 1, 128, "f16", None, None), (64, 16, 16, 7, 128, "f16", None, None),
                 (64, 16, 16, 1000, 128, "f16", None, 0), (64, 16, 16, 4096, 128, "f16", None, 0),
                 (64, 32, 8, 1000, 128, "bf16", "f16", 0), (64, 32, 8, 4096, 128, "bf16", "f16", 0),
