@@ -108,7 +108,8 @@ CANDIDATES: Tuple[Candidate, ...] = (
 # for the small-M rows), measured as fp8 NN kernels (scales off, f16 C) by the same model:
 # (busy, waves/SIMD) at 4096^3 and (busy, waves/SIMD) at 4000x3000x1000.  They differ from
 # the f16 figures (e.g. 128x128x128: 76 % busy against f16 128x128x64's 93 %), so the fp8
-# choice and its estimate use these (docs/PERFORMANCE.md, "fp8 candidates").  16x64x256: at
+# choice and its estimate use these (docs/PERFORMANCE.md, "fp8 through the tile choice";
+# re-measure: tools/measure_gemm_candidates.py --dtype fp8).  16x64x256: at
 # K = 1000 the kernel has 4 k-tiles and no loop for the model; its 4096^3 figures stand in.
 _FP8_FIGURES: Tuple[Tuple[float, int, float, int], ...] = (
     (0.615, 2, 0.468, 2), (0.749, 2, 0.417, 2), (0.756, 2, 0.542, 2), (1.000, 3, 0.414, 2),
