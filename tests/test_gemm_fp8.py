@@ -199,15 +199,24 @@ def test_fp8_error_is_a_kernel_error_with_exit_code_2():
     assert e.value.exit_code == 2
 
 
-def test_cli_default_block_is_64_bytes_of_k():
+def test_cli_default_block_keeps_the_bytes_of_k():
+    """Without --block the tile choice (kernels.amd.gemm_select) picks the tile: fp8 gets the
+    bf16 choice's tile with twice the k elements (the same bytes per LDS row).  Regression: this
+    test still passed --waves/--stages without --block, which the CLI has refused since the
+    tile choice landed."""
     ns = argparse.Namespace(m=256, n=256, k=256, dtype="fp8", out_dtype=None, layout="NT",
-                            c_major="row", block=None, waves="2x2", mfma=None, vec=None,
-                            stages=2, arch="gfx942", scales=None)
-    assert ENTRY.config(ns).block_k == 64
+                            c_major="row", block=None, waves=None, mfma=None, vec=None,
+                            stages=None, arch="gfx942", scales=None)
+    f8 = ENTRY.config(ns)
     ns.dtype = "bf16"
-    assert ENTRY.config(ns).block_k == 32
+    b16 = ENTRY.config(ns)
+    assert (f8.block_m, f8.block_n, f8.stages) == (b16.block_m, b16.block_n, b16.stages)
+    assert f8.block_k == 2 * b16.block_k
     ns.dtype, ns.scales = "fp8", "none"
     assert ENTRY.config(ns).normalized().scales == "none"
+    ns.waves = "2x2"
+    with pytest.raises(ConfigError, match="--waves without --block"):
+        ENTRY.config(ns)
 
 
 # ---- planted bugs: the fp8 kernel's specifics are checked, not assumed ------------------------
