@@ -1,6 +1,8 @@
 """``select_gemm(problem, target) -> GemmChoice``: the one GEMM selection entry for both
 vendors (issue 20 item 2).  The types are :mod:`kernels.selection`'s; NVIDIA's rule is
-:func:`kernels.nvidia.gemm_select.select_nvidia_gemm`.
+:func:`kernels.nvidia.gemm_select.select_nvidia_gemm`, AMD's
+:func:`kernels.amd.gemm_select.select_gemm` (the same choice as ``layoutalg compile gemm``
+without ``--block``).
 
     python -m kernels.select 16,4096,4096 --dtype bf16 [--target h100|h200|mi300x] [--sms N]
 
@@ -28,13 +30,15 @@ def select_gemm(problem: GemmProblem, target: Target, atom: str = "auto") -> Gem
         from .nvidia.gemm_select import select_nvidia_gemm
         return select_nvidia_gemm(problem, target, atom)
     if target.vendor == "amd":
-        from .amd.gemm_plan import GemmConfig
-        cfg = GemmConfig(m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype,
-                         b_major="row" if problem.b_major == "n" else "col", arch=target.arch)
+        # the AMD rule: kernels.amd.gemm_select (tile, waves, LDS stages, schedule against the
+        # 304-CU quantisation, by the static model's closed form), what `compile gemm` uses
+        from .amd.gemm_select import select_gemm as select_amd_gemm
+        ch = select_amd_gemm(problem.m, problem.n, problem.k, dtype=problem.dtype,
+                             b_major="row" if problem.b_major == "n" else "col",
+                             arch=target.arch)
+        cfg = ch.config
         tiles = cdiv(problem.m, cfg.block_m) * cdiv(problem.n, cfg.block_n)
-        return GemmChoice("amd", cfg, 1, tiles, f"{target.arch}: the default "
-                          f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} tile (the AMD GEMM has no "
-                          "shape-aware choice yet)")
+        return GemmChoice("amd", cfg, 1, tiles, f"{target.arch}: {ch.reason}")
     raise LaunchError(f"target vendor {target.vendor!r}: 'nvidia' or 'amd'")
 
 

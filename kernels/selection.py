@@ -2,10 +2,11 @@
 device it runs on, and the choice made for it with the reason in words.
 
 :func:`kernels.select.select_gemm` ``(problem, target) -> GemmChoice`` is the one GEMM entry;
-each vendor's rule lives with its kernels (:mod:`kernels.nvidia.gemm_select`); the AMD
-attention selection (:func:`kernels.amd.attention_api.select_kernel`) returns the same kind of
-answer (a configuration and, for split-KV, the split count).  This module imports no vendor
-code, so both sides can use it.
+each vendor's rule lives with its kernels (:mod:`kernels.nvidia.gemm_select`,
+:mod:`kernels.amd.gemm_select`); the AMD attention selection
+(:func:`kernels.amd.attention_api.select_kernel`) returns the same kind of answer (a
+configuration and, for split-KV, the split count).  This module imports no vendor code, so both
+sides can use it.
 """
 
 from __future__ import annotations

@@ -199,21 +199,24 @@ def test_fp8_error_is_a_kernel_error_with_exit_code_2():
     assert e.value.exit_code == 2
 
 
-def test_cli_tile_choice_keeps_bytes_of_k_for_fp8():
-    """Without --block the tile choice applies to 8-bit inputs with twice the elements of k per
-    LDS row (the same bytes as for bf16); --scales is still honoured."""
-    ns = argparse.Namespace(m=4096, n=4096, k=4096, dtype="fp8", out_dtype=None, layout="NT",
+def test_cli_default_block_keeps_the_bytes_of_k():
+    """Without --block the tile choice (kernels.amd.gemm_select) picks the tile: fp8 gets the
+    bf16 choice's tile with twice the k elements (the same bytes per LDS row).  Regression: this
+    test still passed --waves/--stages without --block, which the CLI has refused since the
+    tile choice landed."""
+    ns = argparse.Namespace(m=256, n=256, k=256, dtype="fp8", out_dtype=None, layout="NT",
                             c_major="row", block=None, waves=None, mfma=None, vec=None,
                             stages=None, arch="gfx942", scales=None)
-    fp8 = ENTRY.config(ns)
+    f8 = ENTRY.config(ns)
     ns.dtype = "bf16"
-    bf16 = ENTRY.config(ns)
-    assert fp8.block_k == 2 * bf16.block_k and fp8.block_k >= 64
-    assert (fp8.block_m, fp8.block_n) == (bf16.block_m, bf16.block_n)
+    b16 = ENTRY.config(ns)
+    assert (f8.block_m, f8.block_n, f8.stages) == (b16.block_m, b16.block_n, b16.stages)
+    assert f8.block_k == 2 * b16.block_k
     ns.dtype, ns.scales = "fp8", "none"
     assert ENTRY.config(ns).normalized().scales == "none"
-    ns.block, ns.waves, ns.stages, ns.scales = "128x128x64", "2x2", 2, None
-    assert ENTRY.config(ns).block_k == 64
+    ns.waves = "2x2"
+    with pytest.raises(ConfigError, match="--waves without --block"):
+        ENTRY.config(ns)
 
 
 # ---- planted bugs: the fp8 kernel's specifics are checked, not assumed ------------------------

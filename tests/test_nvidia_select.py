@@ -66,6 +66,20 @@ def test_amd_target_answers_in_the_same_shape():
     assert "gfx942" in c.reason and c.splits == 1
 
 
+def test_amd_target_uses_the_amd_tile_choice():
+    """Regression: the one selection entry answered MI300X with GemmConfig's fixed default
+    ("no shape-aware choice yet") while `compile gemm` used kernels.amd.gemm_select."""
+    from kernels.amd.gemm_select import select_gemm as select_amd_gemm
+    for shape in ((4096, 4096, 4096), (16, 4096, 4096)):
+        c = select_gemm(GemmProblem(*shape), MI300X)
+        amd = select_amd_gemm(*shape, arch="gfx942").config
+        assert (c.config.block_m, c.config.block_n, c.config.block_k, c.config.stages,
+                c.config.schedule) == (amd.block_m, amd.block_n, amd.block_k, amd.stages,
+                                       "pipelined")
+        assert "chosen " in c.reason and "shape-aware" not in c.reason
+        assert c.ctas == -(-shape[0] // amd.block_m) * -(-shape[1] // amd.block_n)
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(m=0, n=1, k=1), "m=0"), (dict(m=1, n=1, k=1, dtype="f32"), "dtype"),
     (dict(m=1, n=1, k=1, b_major="t"), "b_major"), (dict(m=1, n=1, k=1, vec=3), "vec")])

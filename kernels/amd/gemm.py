@@ -161,7 +161,9 @@ def screen_swizzles(op: OperandPlan, accesses, eb: int) -> Optional[Tuple[Any, i
     whose XOR swizzle of ``op``'s k-contiguous LDS tile leaves every phase of every access free
     of bank conflicts, by a vectorized count of distinct bank words per bank and phase, and how
     many candidates were tried; ``(None, n)`` when none passes; None when the screen does not
-    apply (a tile size that is not a power of two, a partial wave).
+    apply (a partial wave; a tile size that is not a power of two with a row length that is not
+    one either).  A non-power-of-two row count (224 rows) with a power-of-two row length gets
+    only the swizzles whose XOR target bits lie inside a row, so every offset stays in the tile.
 
     ``accesses``: ``[(array [threads, issues x width] of tile indices, LdsModel)]``.  A fast
     search only: the caller proves the winner with ``bank_conflicts`` (and the gate proves the
@@ -170,9 +172,13 @@ def screen_swizzles(op: OperandPlan, accesses, eb: int) -> Optional[Tuple[Any, i
     from layoutalg import Swizzle
     BMN, BK = op.tile
     size = BMN * BK
-    if size & (size - 1):
+    # a tile of a non-power-of-two row count (224 rows: the 4096^3 tile that fills the CUs)
+    # keeps only swizzles that XOR within a row of a power-of-two BK: offsets stay in the tile
+    row_only = bool(size & (size - 1))
+    if row_only and BK & (BK - 1):
         return None
-    nbits = size.bit_length() - 1
+    nbits = (size - 1).bit_length() if row_only else size.bit_length() - 1
+    kbits = BK.bit_length() - 1
     prep: List[Any] = []
     prep_rest: List[Any] = []
     m_min = 0
@@ -197,7 +203,7 @@ def screen_swizzles(op: OperandPlan, accesses, eb: int) -> Optional[Tuple[Any, i
         prep_rest.append((off, G[16:], model.banks, model.bank_bytes))
     cands = [(0, m_min, 0)] + [(b, mm, sh) for b in range(1, _SWIZZLE_MAX_BITS + 1)
                                for mm in range(m_min, nbits) for sh in range(b, nbits)
-                               if mm + sh + b <= nbits]
+                               if mm + sh + b <= nbits and not (row_only and mm + b > kbits)]
     for tried, (b, mm, sh) in enumerate(cands, 1):
         ok = True
         for off, G, banks, bank_bytes in prep + prep_rest:
@@ -248,8 +254,9 @@ def _screened_suggestion(cand: OperandPlan, wa, wi: str, ra, ri: str, eb: int, a
     if not all(r.holds for r in res):
         return None
     meth = "f2" if all(r.method == "f2" for r in res) else "exhaustive"
-    nbits = (BMN * BK).bit_length() - 1
-    dom = (f"candidates Swizzle(B, M, S) with B <= {_SWIZZLE_MAX_BITS}, M + S + B <= {nbits}, "
+    nbits = (BMN * BK - 1).bit_length()
+    row = "" if (BMN * BK) & (BMN * BK - 1) == 0 else f", M + B <= log2({BK}) (inside a row)"
+    dom = (f"candidates Swizzle(B, M, S) with B <= {_SWIZZLE_MAX_BITS}, M + S + B <= {nbits}{row}, "
            f"in suggest_swizzle's (B, M, S) order: the first {tried - 1} fail a vectorized "
            f"count of distinct bank words per bank and phase (kernels.gemm.screen_swizzles, "
            f"same phase models); this one is proved conflict-free for {wi} and {ri} ({meth})")

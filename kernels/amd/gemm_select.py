@@ -35,15 +35,16 @@ from typing import List, Optional, Tuple
 
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, norm_dtype, plan_gemm
 
-__all__ = ["Candidate", "CANDIDATES", "TileChoice", "select_gemm", "score", "CUS"]
+__all__ = ["Candidate", "CANDIDATES", "FP8_CANDIDATES", "TileChoice", "select_gemm", "score",
+           "CUS"]
 
 CUS = 304            # MI300X compute units (mfma_specs.arch gfx942; the model's GFX942.cus)
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A configuration the selection may pick, with its model figures (4096^3 f16 NN, the
-    pipelined schedule, clang-19; ``busy``: MFMA-pipe busy fraction of the hot loop;
+    """A configuration the selection may pick, with its model figures (4096^3 f16 NN, or fp8
+    NN for ``elem_bytes`` 1, the pipelined schedule, clang-19; ``busy``: MFMA-pipe busy fraction of the hot loop;
     ``waves_per_simd``: the residency the code object allows)."""
 
     block_m: int
@@ -57,6 +58,7 @@ class Candidate:
     mfma: Optional[str] = None
     busy_ragged: Optional[float] = None       # the same at 4000x3000x1000 (every edge
     waves_per_simd_ragged: Optional[int] = None  # predicated: more VALU, more registers)
+    elem_bytes: int = 2                       # 1: an fp8/bf8 candidate (twice the MFMA peak)
 
     @property
     def waves(self) -> int:
@@ -102,11 +104,30 @@ CANDIDATES: Tuple[Candidate, ...] = (
     Candidate(16, 16, 64, 1, 1, 2, 0.133, 2, _F16, busy_ragged=0.117, waves_per_simd_ragged=2),
 )
 
+# fp8/bf8: the same tiles with 64 bytes of k per LDS row (block_k doubled, the 16x16x32 MFMA
+# for the small-M rows), measured as fp8 NN kernels (scales off, f16 C) by the same model:
+# (busy, waves/SIMD) at 4096^3 and (busy, waves/SIMD) at 4000x3000x1000.  They differ from
+# the f16 figures (e.g. 128x128x128: 76 % busy against f16 128x128x64's 93 %), so the fp8
+# choice and its estimate use these (docs/PERFORMANCE.md, "fp8 through the tile choice";
+# re-measure: tools/measure_gemm_candidates.py --dtype fp8).  16x64x256: at
+# K = 1000 the kernel has 4 k-tiles and no loop for the model; its 4096^3 figures stand in.
+_FP8_FIGURES: Tuple[Tuple[float, int, float, int], ...] = (
+    (0.615, 2, 0.468, 2), (0.749, 2, 0.417, 2), (0.756, 2, 0.542, 2), (1.000, 3, 0.414, 2),
+    (0.555, 5, 0.540, 4), (0.571, 4, 0.427, 4), (0.384, 4, 0.324, 4), (0.375, 2, 0.251, 2),
+    (0.202, 2, 0.153, 2), (0.077, 1, 0.077, 1), (0.131, 3, 0.105, 3), (0.107, 2, 0.084, 2),
+)
+_FP8_MFMA = {_F16: "16x16x32"}
+FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(
+    replace(c, block_k=2 * c.block_k, busy=b, waves_per_simd=w, busy_ragged=br,
+            waves_per_simd_ragged=wr, mfma=_FP8_MFMA.get(c.mfma, c.mfma), elem_bytes=1)
+    for c, (b, w, br, wr) in zip(CANDIDATES, _FP8_FIGURES))
+
 # the model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks) and
 # ~400 instructions outside the loop at one per 4 clocks (kernels.perf.estimate.whole_kernel;
 # the instruction count is a typical figure of our GEMM code objects, not a per-kernel one)
 OVERHEAD_CYCLES = 2 * 700 + 400 * 4
 PEAK_FLOPS_PER_CLK_CU = 4 * 512     # 4 SIMDs x a 32x32x8 f16/bf16 MFMA's 16384 flops / 32 clk
+#                                     (fp8/bf8: twice that, 32x32x16 in the same 32 clk)
 
 
 @dataclass(frozen=True)
@@ -122,10 +143,11 @@ class Score:
     def describe(self) -> str:
         c = self.candidate
         last = self.tiles - (self.waves - 1) * self.slots
+        peak = "the fp8 MFMA peak" if c.elem_bytes == 1 else "MFMA peak"
         return (f"{c.label()}: {self.tiles} work-groups on {CUS} CUs x {c.wg_per_cu} per CU = "
                 f"{self.tiles / self.slots:.2f} waves (last wave {100 * last / self.slots:.0f}% "
                 f"full), M*N use {100 * self.quantisation:.0f}%, K use {100 * self.k_fill:.0f}%, "
-                f"loop busy {100 * c.busy:.0f}% -> estimate {100 * self.value:.1f}% of MFMA peak")
+                f"loop busy {100 * c.busy:.0f}% -> estimate {100 * self.value:.1f}% of {peak}")
 
 
 def score(c: Candidate, m: int, n: int, k: int) -> Score:
@@ -139,7 +161,8 @@ def score(c: Candidate, m: int, n: int, k: int) -> Score:
     iters = math.ceil(k / c.block_k)
     kfill = k / (iters * c.block_k)
     # clocks of one loop iteration with wg_per_cu work-groups sharing the CU's MFMA pipes
-    cyc = c.wg_per_cu * 2.0 * c.block_m * c.block_n * c.block_k / (PEAK_FLOPS_PER_CLK_CU * c.busy)
+    peak = PEAK_FLOPS_PER_CLK_CU * (2 // c.elem_bytes)
+    cyc = c.wg_per_cu * 2.0 * c.block_m * c.block_n * c.block_k / (peak * c.busy)
     loop_share = iters * cyc / (iters * cyc + OVERHEAD_CYCLES)
     return Score(c, tiles, slots, waves, quant, kfill, c.busy * quant * kfill * loop_share)
 
@@ -173,17 +196,18 @@ def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileCh
     for name, v in (("m", m), ("n", n), ("k", k)):
         if type(v) is not int or v < 1:
             raise ConfigError(f"{name} must be a positive integer, got {v!r}")
-    ranked = sorted((score(c, m, n, k) for c in CANDIDATES),
+    # 1-byte fp8/bf8: the fp8 table (an LDS row keeps its 64 bytes of k, twice the elements,
+    # and the figures were measured on fp8 code objects: the f16 ones overstate fp8's loop)
+    one_byte = DTYPE_BYTES.get(norm_dtype(dtype), 2) == 1
+    table = FP8_CANDIDATES if one_byte else CANDIDATES
+    ranked = sorted((score(c, m, n, k) for c in table),
                     key=lambda s: (-s.value, -s.candidate.block_m * s.candidate.block_n))
     usable: List[Tuple[Score, GemmConfig]] = []
     refused: List[str] = []
-    # the table's block_k is for 2-byte elements; an LDS row keeps its bytes of k for 1-byte
-    # fp8/bf8 (twice the elements), the depth the fp8 MFMAs' k of 16/32 needs
-    k_scale = 2 // DTYPE_BYTES.get(norm_dtype(dtype), 2) or 1
     for s in ranked:
         c = s.candidate
         cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
-                         block_k=c.block_k * k_scale, waves_m=c.waves_m, waves_n=c.waves_n,
+                         block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n,
                          stages=c.stages, mfma=c.mfma, schedule="pipelined", **options)
         try:
             plan_gemm(cfg)

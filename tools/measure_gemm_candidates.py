@@ -1,0 +1,57 @@
+"""Re-measure kernels.amd.gemm_select's candidate table with the static MI300X model.
+
+For every candidate (``--dtype fp8``: ``FP8_CANDIDATES``, block_k already doubled), build the
+NN kernel at 4096^3 and at 4000x3000x1000 (every edge predicated), compile it with clang-19 and
+print the model's hot-loop MFMA busy and waves/SIMD: the four figures a table row carries.  A
+model, not a measurement (no AMD GPU).  ~1 minute on a 2-core box.
+
+    PYTHONPATH=. python tools/measure_gemm_candidates.py [--dtype f16|fp8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SHAPES = ((4096, 4096, 4096), (4000, 3000, 1000))
+
+
+def measure(c, dtype: str, m: int, n: int, k: int) -> str:
+    """``busy/waves-per-SIMD`` of candidate ``c`` on an M x N x K NN kernel, or why not."""
+    from kernels.errors import KernelError
+    from kernels.gemm import build_gemm
+    from kernels.gemm_plan import GemmConfig
+    from kernels.perf import PerfError, analyze
+    extra = {"scales": "none", "out_dtype": "f16"} if dtype in ("fp8", "bf8") else {}
+    cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
+                     block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages,
+                     mfma=c.mfma, schedule="pipelined", **extra)
+    try:
+        bk = build_gemm(cfg)
+        co = bk.compile("gfx942", use_cache=False)
+        r = analyze(co.binary, block_threads=bk.block)
+    except (KernelError, PerfError) as e:
+        return f"- ({str(e)[:70]})"
+    return f"{r.mfma_busy:.3f}/{r.occupancy['waves_per_simd']}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", default="f16", choices=("f16", "bf16", "fp8", "bf8"))
+    args = ap.parse_args(argv)
+    from kernels.amd.gemm_select import CANDIDATES, FP8_CANDIDATES
+    table = FP8_CANDIDATES if args.dtype in ("fp8", "bf8") else CANDIDATES
+    print("| candidate | table busy/wps | model 4096^3 | table ragged | model 4000x3000x1000 |")
+    print("|---|---|---|---|---|")
+    for c in table:
+        got = [measure(c, args.dtype, *s) for s in SHAPES]
+        print(f"| {c.label()} | {c.busy:.3f}/{c.waves_per_simd} | {got[0]} | "
+              f"{c.busy_ragged}/{c.waves_per_simd_ragged} | {got[1]} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
