@@ -124,9 +124,19 @@ PRINTER = [
      "printed_source"),
     ("prefill-exchange-lane", "prefill", ("s", "ds_bpermute(4*(((tid) ^ (32)))",
                                           "ds_bpermute(4*(((tid) ^ (16)))"), "printed_source"),
-    ("prefill-lse-row", "prefill", ("s", "LSE[bat*heads*seqlen_q + h*seqlen_q + o_row_b + q0]",
-                                    "LSE[bat*heads*seqlen_q + h*seqlen_q + o_row_b]"),
+    ("prefill-lse-row", "prefill", ("s", "LSE[bat*heads*seqlen_q + h*seqlen_q + o_row_e + q0]",
+                                    "LSE[bat*heads*seqlen_q + h*seqlen_q + o_row_e]"),
      "printed_source"),
+    # the epilogue's recomputed thread index (LetThreadId): without the wave term, and bound
+    # to another thread's index, the O/LSE rows are other rows
+    ("prefill-epilogue-tid-lane-only", "prefill",
+     ("s", "const int tid_e = (int)(lagen_lane_id() + 64u * lagen_wave_id());",
+      "const int tid_e = (int)(lagen_lane_id());"), "printed_source"),
+    ("prefill-epilogue-tid-shifted", "prefill",
+     ("s", "const int tid_e = (int)(lagen_lane_id() + 64u * lagen_wave_id());",
+      "const int tid_e = ((tid) ^ (64));"), "printed_source"),
+    ("prefill-epilogue-row", "prefill", ("s", "const int o_row_e = ((tid_e) % 32)",
+                                         "const int o_row_e = ((tid_e) % 16)"), "printed_source"),
     # decode
     ("decode-key-stride", "decode", ("s", "8*it*k_ss + k_ss);", "8*it*k_ss + k_sh);"),
      "printed_source"),

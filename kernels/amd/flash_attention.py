@@ -48,8 +48,8 @@ from ..built import BuiltProgram
 from .driver import KernelFamily, Stages, build_program
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
-from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared, ZeroFrag,
-                 swizzle_expr, sym)
+from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, LetThreadId, Loop, Mfma, Param,
+                       Shared, ZeroFrag, swizzle_expr, sym)
 from layoutalg.symbolic import Xor
 
 __all__ = ["AttnConfig", "build_attention", "build_attention_ir", "BuiltAttention",
@@ -315,8 +315,9 @@ class AttnBuilder:
             conds.append(cond)
         return MaskScores(self.s_fr, tuple(range(n)), tuple(rows), tuple(keys), tuple(conds))
 
-    def xor32(self, var: str, op: str) -> LaneXor:
-        return LaneXor(var, op, "bpermute", addr=4 * Xor(self.tid, 32),
+    def xor32(self, var: str, op: str, tid: Any = None) -> LaneXor:
+        t = self.tid if tid is None else tid
+        return LaneXor(var, op, "bpermute", addr=4 * Xor(t, 32),
                        note=f"row {op}: lane l and l^32 hold the same query row")
 
     def iteration(self, masked: bool, next_full: bool = False) -> List[Any]:
@@ -361,15 +362,25 @@ class AttnBuilder:
     def epilogue(self) -> List[Any]:
         D = self.c.head_dim
         q0, h, bb = sym("q0"), sym("h"), sym("bat")
-        out: List[Any] = [Comment("row sum: exchange with lane^32; normalise; store O and LSE"),
-                          self.xor32("l_run", "sum"),
-                          FinalNormalize(self.o_fr, tuple(range(self.o_fr.count)), "l_run", "mc",
-                                         self.lse_fr)]
+        # the thread's coordinates again, from a recomputed thread index: the ones of the
+        # prologue would stay live across the KV loops (at 256 VGPRs clang spilled them)
+        te = sym("tid_e")
+        out: List[Any] = [Comment("the thread index recomputed (lane + 64 wave) and the output "
+                                  "coordinates from it: nothing the loops do not need stays "
+                                  "live across them"),
+                          LetThreadId("tid_e")]
+        for name in ("o_row", "o_d"):
+            out.append(Let(f"{name}_e", sympy.expand(sympy.sympify(
+                self.p.layouts[name]((te, 0))))))
+        out += [Comment("row sum: exchange with lane^32; normalise; store O and LSE"),
+                self.xor32("l_run", "sum", te),
+                FinalNormalize(self.o_fr, tuple(range(self.o_fr.count)), "l_run", "mc",
+                               self.lse_fr)]
         G = self.glob["O"]
-        row = q0 + self.b("o_row")
+        row = q0 + sym("o_row_e")
         for g in range(self.o_fr.count // 8):
             regs = list(range(8 * g, 8 * g + 8))
-            coords = tuple((row, self.b("o_d") + self.val("o_d", v), h, bb) for v in regs)
+            coords = tuple((row, sym("o_d_e") + self.val("o_d", v), h, bb) for v in regs)
             out.append(Access("store", "global", "O", sympy.expand(G(coords[0])), 8,
                               self.o_fr.regs(regs), row < R("seqlen_q"), tag="O.store",
                               origin=G, coords=coords))
@@ -377,7 +388,7 @@ class AttnBuilder:
         coords = ((row, h, bb),)
         out.append(Access("store", "global", "LSE", sympy.expand(GL(coords[0])), 1,
                           self.lse_fr.regs([0]),
-                          sympy.And(row < R("seqlen_q"), sympy.Mod(self.tid, 64) < 32),
+                          sympy.And(row < R("seqlen_q"), sympy.Mod(te, 64) < 32),
                           tag="LSE.store", origin=GL, coords=coords))
         del D
         return out
