@@ -6,7 +6,7 @@ import sympy
 
 from kernels.flash_attention import AttnBuilder, AttnConfig, PrefillShape
 from kernels.attention_gate import CHECKS, Instance, verify_attention
-from kernels.attention_ir import LaneXor, MaskScores, Rescale
+from kernels.attention_ir import LaneXor, LetMinMax, MaskScores, Rescale, runtime_symbol
 from kernels.attention_plan import plan_attention
 from kernels.decode import DecodeBuilder, DecodeConfig
 from kernels.ir import Barrier, If, Let, Loop, Mfma, Regs, sym, walk
@@ -66,11 +66,35 @@ def m_no_rescale(k):
     rm(k.body)
 
 
+def _mask_limit_off_by_one(k, name):
+    """The mask's limit (``mlim`` / causal ``mvis``: the thread's bases and the tile moved to
+    the right of every condition) with runtime symbol ``name`` one larger: one more key kept
+    per row."""
+    x = runtime_symbol(name, signed=name == "causal_off")
+    hit = 0
+    for s in _stmts(k):
+        if isinstance(s, Let) and s.name.startswith("mlim") and s.expr.has(x):
+            s.expr = s.expr.xreplace({x: x + 1})
+            hit += 1
+        elif isinstance(s, LetMinMax) and s.name == "mvis":
+            s.a, s.b = s.a.xreplace({x: x + 1}), s.b.xreplace({x: x + 1})
+            hit += 1
+    assert hit, f"no mask limit uses {name}"
+
+
 def m_mask_off_by_one(k):
-    skv = sympy.Symbol("seqlen_kv", integer=True, nonnegative=True)
+    _mask_limit_off_by_one(k, "seqlen_kv")
+
+
+def m_causal_mask_off_by_one(k):
+    _mask_limit_off_by_one(k, "causal_off")
+
+
+def m_mask_item_offset(k):
+    """The first item compares the key offset of the last one."""
     for s in _stmts(k):
         if isinstance(s, MaskScores):
-            s.conds = tuple(c.xreplace({skv: skv + 1}) for c in s.conds)
+            s.conds = (s.conds[-1],) + tuple(s.conds[1:])
 
 
 def m_skip_one_tile(k):
@@ -135,6 +159,8 @@ MUTATIONS = {
     "swizzle-or-mask-formula": (m_swizzle_wrong_formula, False, "cross_lane_reductions"),
     "no-rescale": (m_no_rescale, False, "online_softmax"),
     "mask-off-by-one": (m_mask_off_by_one, False, "masking_and_tile_skipping"),
+    "causal-mask-off-by-one": (m_causal_mask_off_by_one, True, "masking_and_tile_skipping"),
+    "mask-item-offset": (m_mask_item_offset, False, "masking_and_tile_skipping"),
     "causal-skips-a-visible-tile": (m_skip_one_tile, True, "masking_and_tile_skipping"),
     "no-barrier": (m_no_barrier, False, "lds_races"),
     "q-slots": (m_q_slots, False, "lane_mfma_operands"),

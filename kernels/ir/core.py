@@ -25,7 +25,8 @@ import sympy
 
 from layoutalg.symbolic import Xor, index_symbol
 
-__all__ = ["Frag", "Regs", "Param", "Shared", "Let", "Comment", "Loop", "If", "Barrier",
+__all__ = ["Frag", "Regs", "Param", "Shared", "Let", "LetThreadId", "THREAD_ID_AGAIN", "Comment",
+           "Loop", "If", "Barrier",
            "SchedBarrier", "SchedGroupBarrier", "SetPrio", "WaitCnt", "SCHED_MASKS",
            "Access", "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
            "walk", "swizzle_expr"]
@@ -133,6 +134,22 @@ class Let:
     @property
     def symbol(self) -> sympy.Symbol:
         return sym(self.name)
+
+
+# the printed form of LetThreadId's value: lane + 64 wave, both helpers of every header
+THREAD_ID_AGAIN = "(int)(lagen_lane_id() + 64u * lagen_wave_id())"
+
+
+class LetThreadId(Let):
+    """``const int name = <the thread index, recomputed>;``: the value of ``tid``
+    (``threadIdx.x`` of a one-dimensional block of whole waves), printed as
+    :data:`THREAD_ID_AGAIN` (the lane from ``mbcnt`` plus 64 times the wave index from
+    ``readfirstlane``).  The compiler cannot prove it equal to ``threadIdx.x``, so values
+    computed from it after a loop are computed there instead of being kept in registers (or
+    spilled) across the loop; every checker treats it as ``Let(name, tid)``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, sym("tid"))
 
 
 @dataclass

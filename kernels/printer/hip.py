@@ -13,8 +13,9 @@ from typing import Any, Dict, List, Set
 from layoutalg.symbolic import to_c
 
 from ..ir.dtypes import ELEM_TYPES
-from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Regs,
-                 Scale, SchedBarrier, SchedGroupBarrier, SetPrio, WaitCnt, ZeroFrag)
+from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, LetThreadId, Loop, Mfma,
+                       Regs, THREAD_ID_AGAIN, Scale, SchedBarrier, SchedGroupBarrier, SetPrio,
+                       WaitCnt, ZeroFrag)
 
 __all__ = ["emit", "Printer", "SCALAR", "vec_type"]
 
@@ -83,6 +84,8 @@ class Printer:
         if isinstance(s, Comment):
             for line in s.text.splitlines():
                 self.out(d, f"// {line}".rstrip())
+        elif isinstance(s, LetThreadId):
+            self.out(d, f"const int {s.name} = {THREAD_ID_AGAIN};")
         elif isinstance(s, Let):
             self.out(d, f"const int {s.name} = {to_c(s.expr)};")
         elif isinstance(s, Loop):

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..ir.core import THREAD_ID_AGAIN
 from ..ir.dtypes import ELEM_TYPES
 from .cexpr import CExprError, parse
 
@@ -159,6 +160,10 @@ def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
         m = _LET.match(s)
         if m and m.group(2) in ("threadIdx.x", "blockIdx.x", "blockIdx.y", "blockIdx.z"):
             out.ids[m.group(1)] = (m.group(2), ln)
+            continue
+        if m and m.group(2) == THREAD_ID_AGAIN:
+            # the thread index recomputed from lane and wave (LetThreadId): a let of tid
+            stack[-1].append(SourceStmt("let", ln, m.group(1), (parse("tid"),), text=s))
             continue
         if m:
             stack[-1].append(SourceStmt("let", ln, m.group(1), (parse(m.group(2)),), text=s))
