@@ -33,3 +33,23 @@ CASES = {
     "chosen-tile-small-m": {"m": 16, "n": 200, "k": 136, "dtype": "bf16", "block": None,
                             "waves": None, "stages": None},
 }
+
+
+def emulate_against_reference(cfg, seed=0):
+    """Build ``cfg`` (a GemmConfig), assert the verifier holds, run it on the CPU emulator on the
+    registry's inputs and assert every element within the registry's tolerance of its torch
+    reference; returns (built kernel, inputs, output, reference).  One copy for the GEMM tests
+    (emulate, pipelined, fp8)."""
+    from kernels.gemm import build_gemm
+    from kernels.registry import get
+    entry = get("gemm")
+    bk = build_gemm(cfg)
+    assert bk.verification.holds, bk.verification.as_bools()
+    args = entry.inputs(cfg, seed=seed)
+    res = bk.emulate(*args)
+    out, ref = entry.output(cfg, res.outputs), entry.reference(cfg, args)
+    atol, rtol = entry.tolerance(cfg)
+    err = (out - ref).abs()
+    assert out.shape == (cfg.m, cfg.n)
+    assert bool((err <= atol + rtol * ref.abs()).all()), f"max error {float(err.max())}"
+    return bk, args, out, ref

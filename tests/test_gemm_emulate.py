@@ -7,7 +7,7 @@ import torch
 
 from kernels.registry import get
 
-from _gemm_cases import BASE, CASES
+from _gemm_cases import BASE, CASES, emulate_against_reference
 
 ENTRY = get("gemm")
 
@@ -64,15 +64,7 @@ CASES_1STAGE = {
 @pytest.mark.parametrize("name", list(CASES_1STAGE))
 def test_emulated_new_pipelines_match_torch(name):
     cfg = CASES_1STAGE[name]
-    bk = build_gemm(cfg)
-    assert bk.verification.holds
-    args = ENTRY.inputs(cfg, seed=3)
-    res = bk.emulate(*args)
-    out, ref = ENTRY.output(cfg, res.outputs), ENTRY.reference(cfg, args)
-    atol, rtol = ENTRY.tolerance(cfg)
-    err = (out - ref).abs()
-    assert out.shape == (cfg.m, cfg.n)
-    assert bool((err <= atol + rtol * ref.abs()).all()), f"max error {float(err.max())}"
+    emulate_against_reference(cfg, seed=3)
 
 
 def test_one_stage_pipeline_shape():

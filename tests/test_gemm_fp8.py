@@ -16,21 +16,13 @@ from kernels.ir import Scale, walk
 from kernels.ir.dtypes import ELEM_TYPES, lookup_dtype
 from kernels.registry import get
 
+from _gemm_cases import emulate_against_reference
+
 ENTRY = get("gemm")
 FMT = {"fp8": torch.float8_e4m3fnuz, "bf8": torch.float8_e5m2fnuz}
 
 
-def _check(cfg, seed=0):
-    bk = build_gemm(cfg)
-    assert bk.verification.holds, bk.verification.as_bools()
-    args = ENTRY.inputs(cfg, seed=seed)
-    res = bk.emulate(*args)
-    out, ref = ENTRY.output(cfg, res.outputs), ENTRY.reference(cfg, args)
-    atol, rtol = ENTRY.tolerance(cfg)
-    err = (out - ref).abs()
-    assert out.shape == (cfg.m, cfg.n)
-    assert bool((err <= atol + rtol * ref.abs()).all()), f"max error {float(err.max())}"
-    return bk, args, out, ref
+_check = emulate_against_reference
 
 
 # ---- the format table ---------------------------------------------------------------------
