@@ -93,25 +93,31 @@ def test_cli_waves_without_block_is_refused(capsys):
     assert "--waves without --block" in capsys.readouterr().err
 
 
-def test_candidate_table_matches_the_model():
-    """Two rows of CANDIDATES re-measured by the static model on the compiled code objects
-    (skipped without clang-19)."""
+def _assert_model_matches(cfg, cand):
+    """Build and compile ``cfg``; the static model's loop busy and the code object's waves/SIMD
+    must be the candidate's recorded figures (skipped without a gfx942 toolchain)."""
     from kernels.errors import KernelError
     from kernels.gemm import build_gemm
     from kernels.perf import analyze
+    bk = build_gemm(cfg)
+    try:
+        co = bk.compile("gfx942")
+    except KernelError as e:
+        pytest.skip(f"no gfx942 toolchain: {e}")
+    r = analyze(co.binary, block_threads=bk.block)
+    assert r.mfma_busy == pytest.approx(cand.busy, abs=0.02)
+    assert bk.report()["waves_per_simd"] == cand.waves_per_simd
+
+
+def test_candidate_table_matches_the_model():
+    """Two rows of CANDIDATES re-measured by the static model on the compiled code objects
+    (skipped without clang-19)."""
+    from dataclasses import replace
     for c in (CANDIDATES[1], CANDIDATES[3]):
-        cfg = select_gemm(4096, 4096, 4096).config
-        from dataclasses import replace
-        cfg = replace(cfg, block_m=c.block_m, block_n=c.block_n, block_k=c.block_k,
-                      waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages, mfma=c.mfma)
-        bk = build_gemm(cfg)
-        try:
-            co = bk.compile("gfx942")
-        except KernelError as e:
-            pytest.skip(f"no gfx942 toolchain: {e}")
-        r = analyze(co.binary, block_threads=bk.block)
-        assert r.mfma_busy == pytest.approx(c.busy, abs=0.02)
-        assert bk.report()["waves_per_simd"] == c.waves_per_simd
+        cfg = replace(select_gemm(4096, 4096, 4096).config, block_m=c.block_m,
+                      block_n=c.block_n, block_k=c.block_k, waves_m=c.waves_m,
+                      waves_n=c.waves_n, stages=c.stages, mfma=c.mfma)
+        _assert_model_matches(cfg, c)
 
 
 def test_python_api_exposes_the_choice():
@@ -172,17 +178,7 @@ def test_fp8_small_m_uses_the_fp8_16x16_mfma(m):
 def test_fp8_candidate_table_matches_the_model():
     """The fp8 4096^3 choice re-measured by the static model (skipped without clang-19)."""
     from kernels.amd.gemm_select import FP8_CANDIDATES
-    from kernels.errors import KernelError
-    from kernels.gemm import build_gemm
-    from kernels.perf import analyze
     f = FP8_CANDIDATES[2]
     cfg = select_gemm(4096, 4096, 4096, dtype="fp8", out_dtype="f16", scales="none").config
     assert (cfg.block_m, cfg.block_n, cfg.block_k) == (f.block_m, f.block_n, f.block_k)
-    bk = build_gemm(cfg)
-    try:
-        co = bk.compile("gfx942")
-    except KernelError as e:
-        pytest.skip(f"no gfx942 toolchain: {e}")
-    r = analyze(co.binary, block_threads=bk.block)
-    assert r.mfma_busy == pytest.approx(f.busy, abs=0.02)
-    assert bk.report()["waves_per_simd"] == f.waves_per_simd
+    _assert_model_matches(cfg, f)
