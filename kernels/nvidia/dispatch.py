@@ -22,6 +22,7 @@ from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
+from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
@@ -117,6 +118,13 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         choice = choose_gemm(a, b, b_major=b_major, atom=atom)
         config, splits = choice.config, choice.splits
     g = compiled_gemm(config)
+    if isinstance(config, TmaGemmConfig):
+        if splits != 1:
+            raise LaunchError(f"splits={splits}: the TMA kernel does not split K")
+        # the selection chose to copy unaligned operands into padded, aligned buffers
+        a = a if tma_ready(a) else tma_padded(a)
+        b = b if tma_ready(b) else tma_padded(b)
+        return g(a, b, out)
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=splits)
     if splits != 1:
@@ -130,7 +138,8 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     configuration (its module compiles on first launch)."""
     g = _GEMMS.get(cfg)
     if g is None:
-        g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
+        g = _GEMMS[cfg] = (TmaGemm(cfg) if isinstance(cfg, TmaGemmConfig) else
+                           WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg))
     return g
 
 

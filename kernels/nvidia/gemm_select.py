@@ -23,14 +23,16 @@ Elsewhere (sm_80, sm_89) the mma.sync kernel runs with the widest copy the rows 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import LaunchError
 from ..selection import GemmChoice, GemmProblem, Target, cdiv
 from .gemm import CudaGemmConfig
 from .wgmma import WgmmaGemmConfig
+from .wgmma_tma import TmaGemmConfig
 
-__all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident"]
+__all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident", "tma_choice",
+           "EDGE_TFLOPS", "cp_async_choice", "TMA_TFLOPS", "PAD_GBPS"]
 
 # (bm, bn, stages): every candidate's plan is proved when it is built.  The 64-row tiles keep
 # 4 / 6 stages (97 KiB) so two CTAs share an SM: a skinny problem's split-K CTAs then overlap
@@ -90,6 +92,47 @@ def _wgmma_choice(p: GemmProblem, t: Target) -> GemmChoice:
     return GemmChoice("wgmma", cfg, s, ctas, "; ".join(why), cost)
 
 
+# Figures of the padding decision (assumed from the H100 suite of 2026-11-24, not a model of the
+# chip): the edge-copy path ran 4097^3 at 74 TFLOP/s; the aligned kernels run big problems at
+# ~600; a device copy moves ~3000 GB/s (the pad reads and writes each operand once).
+EDGE_TFLOPS = 75e12
+TMA_TFLOPS = 600e12
+PAD_GBPS = 2500e9
+TMA_STAGES = {256: 4, 128: 6}
+
+
+def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoice]:
+    """The TMA kernel (:mod:`kernels.nvidia.wgmma_tma`) in place of the cp.async ``base``
+    choice when ``base`` is a 128-row tile without split-K (the problem fills the SMs): same
+    tile, persistent CTAs, warp-specialised TMA loads.  Rows that are not 16-byte aligned are
+    first copied into padded buffers when that copy plus the aligned kernel is estimated faster
+    than the edge path (:data:`EDGE_TFLOPS` etc.); else None (keep ``base``)."""
+    cfg = base.config
+    if base.kind != "wgmma" or base.splits != 1 or cfg.bm != 128 or cfg.bn not in TMA_STAGES:
+        return None
+    tiles = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn)
+    why = [f"{cfg.bm}x{cfg.bn} tiles: {tiles} tiles on {min(tiles, t.sms)} persistent CTAs "
+           f"({cdiv(tiles, t.sms)} per CTA at most); TMA producer warpgroup + 2 wgmma consumers"]
+    if p.vec != 8:
+        pad = 2 * 2 * (p.m * p.k + p.k * p.n)           # read + write both operands, 2 B each
+        t_pad = pad / PAD_GBPS + p.flops / TMA_TFLOPS
+        t_edge = p.flops / EDGE_TFLOPS
+        if t_pad >= t_edge:
+            return None
+        why.append(f"rows not 16-byte aligned: A and B copied into padded buffers first "
+                   f"(~{pad / 1e6:.0f} MB, est. {1e6 * t_pad:.0f} us with the copy against "
+                   f"{1e6 * t_edge:.0f} us on the edge path)")
+    tcfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=cfg.bm, bn=cfg.bn,
+                         stages=TMA_STAGES[cfg.bn])
+    return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score)
+
+
+def cp_async_choice(p: GemmProblem, t: Target) -> GemmChoice:
+    """The cp.async wgmma kernel's choice alone (tile, split-K), without the TMA kernel: the
+    baseline a benchmark compares the TMA kernel with."""
+    return _wgmma_choice(p, t)
+
+
 def select_nvidia_gemm(p: GemmProblem, t: Target, atom: str = "auto") -> GemmChoice:
     """The NVIDIA kernel for ``p`` on ``t``; ``atom`` "auto", "wgmma" (refused off sm_90a)
     or "mma" (mma.sync everywhere)."""
@@ -106,8 +149,13 @@ def select_nvidia_gemm(p: GemmProblem, t: Target, atom: str = "auto") -> GemmCho
     # problem is big enough to fill the SMs with its 128x256 tiles; small ones want wgmma's
     # smaller tiles more than wide copies
     narrow_big = p.vec in (2, 4) and tiles >= t.sms
-    if hopper and (atom == "wgmma" or atom == "auto" and not narrow_big):
-        return _wgmma_choice(p, t)
+    if hopper and atom in ("auto", "wgmma"):
+        base = _wgmma_choice(p, t)
+        fast = tma_choice(p, t, base)
+        if fast is not None:
+            return fast
+        if atom == "wgmma" or not narrow_big:
+            return base
     if atom == "mma":
         why = "atom='mma' asked for"
     elif not hopper:

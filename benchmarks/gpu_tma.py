@@ -1,0 +1,134 @@
+"""The TMA / warp-specialised / persistent wgmma GEMM (:mod:`kernels.nvidia.wgmma_tma`) on an
+H100/H200: correctness against torch at small, odd and suite shapes, then device time against
+the cp.async wgmma kernel and cuBLAS (``torch.matmul``) in the same run.
+
+    python3 benchmarks/gpu_tma.py [--out DIR] [--reps N] [--quick]
+
+Writes ``gpu_tma.json`` (every row) to ``--out`` and prints a table.  Device time is the CUDA
+profiler's (``benchmarks/gpu_suite.device_time``); each output is compared with a float32
+reference (relative Frobenius error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CHECK_SHAPES = [  # (M, N, K, dtype, b_major, bn, stages, ldc_pad)
+    (128, 256, 64, "f16", "n", 256, 4, 0), (300, 500, 130, "bf16", "n", 256, 4, 0),
+    (1000, 777, 333, "f16", "k", 256, 4, 1), (513, 1025, 4096, "bf16", "n", 128, 6, 0),
+    (2048, 2048, 2048, "f16", "n", 256, 4, 0), (257, 4096, 1000, "bf16", "k", 128, 6, 3)]
+
+PERF_SHAPES = [(8192, 8192, 8192, "bf16"), (4096, 14336, 4096, "bf16"),
+               (4096, 4096, 4096, "f16"), (4000, 3000, 1000, "f16"),
+               (2048, 2048, 2048, "bf16"), (4097, 4097, 4097, "f16")]
+
+
+def rel(out, ref) -> float:
+    out, ref = out.float(), ref.float()
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def check(rows) -> bool:
+    import torch
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    ok = True
+    for M, N, K, dt, bmaj, bn, st, pad in CHECK_SHAPES:
+        row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bn": bn}
+        try:
+            dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+            a = torch.randn(M, K, dtype=dtype, device="cuda")
+            b = torch.randn((K, N) if bmaj == "n" else (N, K), dtype=dtype, device="cuda")
+            cbuf = torch.full((M, N + pad), float("nan"), dtype=dtype, device="cuda")
+            out = cbuf[:, :N]
+            cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bn=bn, stages=st)
+            compiled_gemm(cfg)(a, b, out)
+            torch.cuda.synchronize()
+            ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
+            row["rel_err"] = rel(out, ref)
+            row["ok"] = bool(torch.isfinite(out).all()) and row["rel_err"] < 1e-2
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:800]
+            row["ok"] = False
+            traceback.print_exc()
+        ok &= row["ok"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return ok
+
+
+def perf(rows, reps: int, variants: bool) -> None:
+    import torch
+    from benchmarks.gpu_suite import device_time
+    from kernels.nvidia.dispatch import choose_gemm, compiled_gemm, gemm
+    from kernels.nvidia.gemm_select import cp_async_choice
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    from kernels.selection import GemmProblem, H100
+    for M, N, K, dt in PERF_SHAPES:
+        row = {"part": "perf", "M": M, "N": N, "K": K, "dtype": dt}
+        try:
+            dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+            a = torch.randn(M, K, dtype=dtype, device="cuda")
+            b = torch.randn(K, N, dtype=dtype, device="cuda")
+            out = torch.empty(M, N, dtype=dtype, device="cuda")
+            row["choice"] = str(choose_gemm(a, b))
+            gemm(a, b, out)
+            ref = torch.matmul(a, b)
+            row["rel_err_vs_cublas"] = rel(out, ref)
+            fl = 2 * M * N * K
+            t = {"ours": device_time(lambda: gemm(a, b, out), reps),
+                 "cublas": device_time(lambda: torch.matmul(a, b), reps)}
+            if variants:
+                base = cp_async_choice(GemmProblem(M, N, K, dt), H100).config
+                if M % 8 == 0 and K % 8 == 0 and N % 8 == 0:
+                    g = compiled_gemm(base)
+                    t["cp.async " + base.name] = device_time(lambda: g(a, b, out), reps)
+                    for cfg in (TmaGemmConfig(dtype=dt, bn=128, stages=6),
+                                TmaGemmConfig(dtype=dt, group_m=16),
+                                TmaGemmConfig(dtype=dt, stages=3)):
+                        g2 = compiled_gemm(cfg)
+                        g2(a, b, out)
+                        t[cfg.name] = device_time(lambda: g2(a, b, out), reps)
+                        row[f"rel_err {cfg.name}"] = rel(out, ref)
+            row["us"] = {k: v * 1e6 for k, v in t.items()}
+            row["tflops"] = {k: fl / v / 1e12 for k, v in t.items()}
+            row["ratio_vs_cublas"] = t["cublas"] / t["ours"]
+            del a, b, out, ref
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:800]
+            traceback.print_exc()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        torch.cuda.empty_cache()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="correctness only")
+    ap.add_argument("--no-variants", action="store_true")
+    args = ap.parse_args()
+    import torch
+    rows = [{"device": torch.cuda.get_device_name(), "torch": torch.__version__}]
+    ok = check(rows)
+    if ok and not args.quick:
+        perf(rows, args.reps, not args.no_variants)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "gpu_tma.json").write_text(json.dumps(rows, indent=1))
+    for r in rows:
+        if r.get("part") == "perf" and "us" in r:
+            print(f"{r['M']}x{r['N']}x{r['K']} {r['dtype']}: x{r['ratio_vs_cublas']:.2f} cuBLAS; "
+                  + ", ".join(f"{k} {v:.0f} TF" for k, v in r["tflops"].items()))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
