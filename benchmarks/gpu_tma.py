@@ -38,7 +38,7 @@ def rel(out, ref) -> float:
 def check(rows) -> bool:
     import torch
     from kernels.nvidia.dispatch import compiled_gemm
-    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig, tma_padded, tma_ready
     ok = True
     for M, N, K, dt, bmaj, bn, st, pad in CHECK_SHAPES:
         row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bn": bn}
@@ -49,7 +49,8 @@ def check(rows) -> bool:
             cbuf = torch.full((M, N + pad), float("nan"), dtype=dtype, device="cuda")
             out = cbuf[:, :N]
             cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bn=bn, stages=st)
-            compiled_gemm(cfg)(a, b, out)
+            compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
+                               b if tma_ready(b) else tma_padded(b), out)
             torch.cuda.synchronize()
             ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
             row["rel_err"] = rel(out, ref)

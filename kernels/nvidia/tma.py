@@ -206,7 +206,9 @@ def encode_tensor_map(t, box_inner: int, box_outer: int) -> bytes:
     if dt is None:
         raise LaunchError(f"TMA tensor map: dtype {t.dtype}; float16 or bfloat16")
     err, tmap = drv.cuTensorMapEncodeTiled(
-        dt, 2, t.data_ptr(), list(a["dims"]), list(a["strides"]), list(a["box"]), [1, 1],
+        dt, 2, t.data_ptr(), [drv.cuuint64_t(x) for x in a["dims"]],
+        [drv.cuuint64_t(x) for x in a["strides"]], [drv.cuuint32_t(x) for x in a["box"]],
+        [drv.cuuint32_t(1), drv.cuuint32_t(1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
