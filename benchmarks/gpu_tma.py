@@ -20,10 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CHECK_SHAPES = [  # (M, N, K, dtype, b_major, bn, stages, ldc_pad)
-    (128, 256, 64, "f16", "n", 256, 4, 0), (300, 500, 130, "bf16", "n", 256, 4, 0),
-    (1000, 777, 333, "f16", "k", 256, 4, 1), (513, 1025, 4096, "bf16", "n", 128, 6, 0),
-    (2048, 2048, 2048, "f16", "n", 256, 4, 0), (257, 4096, 1000, "bf16", "k", 128, 6, 3)]
+CHECK_SHAPES = [  # (M, N, K, dtype, b_major, bn, stages, ldc_pad, store)
+    (128, 256, 64, "f16", "n", 256, 3, 0, "tma"), (300, 500, 130, "bf16", "n", 256, 3, 0, "tma"),
+    (1000, 777, 333, "f16", "k", 256, 4, 1, "direct"), (513, 1025, 4096, "bf16", "n", 128, 6, 0,
+                                                         "direct"),
+    (2048, 2048, 2048, "f16", "n", 256, 3, 8, "tma"), (257, 4096, 1000, "bf16", "k", 128, 6, 3,
+                                                      "direct"),
+    (1000, 1000, 1000, "bf16", "k", 128, 6, 0, "tma"), (520, 776, 72, "f16", "n", 256, 3, 0, "tma")]
 
 PERF_SHAPES = [(8192, 8192, 8192, "bf16"), (4096, 14336, 4096, "bf16"),
                (4096, 4096, 4096, "f16"), (4000, 3000, 1000, "f16"),
@@ -40,15 +43,16 @@ def check(rows) -> bool:
     from kernels.nvidia.dispatch import compiled_gemm
     from kernels.nvidia.wgmma_tma import TmaGemmConfig, tma_padded, tma_ready
     ok = True
-    for M, N, K, dt, bmaj, bn, st, pad in CHECK_SHAPES:
-        row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bn": bn}
+    for M, N, K, dt, bmaj, bn, st, pad, store in CHECK_SHAPES:
+        row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bn": bn,
+               "store": store, "ldc_pad": pad}
         try:
             dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
             a = torch.randn(M, K, dtype=dtype, device="cuda")
             b = torch.randn((K, N) if bmaj == "n" else (N, K), dtype=dtype, device="cuda")
             cbuf = torch.full((M, N + pad), float("nan"), dtype=dtype, device="cuda")
             out = cbuf[:, :N]
-            cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bn=bn, stages=st)
+            cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bn=bn, stages=st, store=store)
             compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
                                b if tma_ready(b) else tma_padded(b), out)
             torch.cuda.synchronize()
@@ -92,8 +96,9 @@ def perf(rows, reps: int, variants: bool) -> None:
                     g = compiled_gemm(base)
                     t["cp.async " + base.name] = device_time(lambda: g(a, b, out), reps)
                     for cfg in (TmaGemmConfig(dtype=dt, bn=128, stages=6),
-                                TmaGemmConfig(dtype=dt, group_m=16),
-                                TmaGemmConfig(dtype=dt, stages=3)):
+                                TmaGemmConfig(dtype=dt, stages=3, group_m=16),
+                                TmaGemmConfig(dtype=dt, stages=3, store="direct"),
+                                TmaGemmConfig(dtype=dt, stages=4, store="direct")):
                         g2 = compiled_gemm(cfg)
                         g2(a, b, out)
                         t[cfg.name] = device_time(lambda: g2(a, b, out), reps)

@@ -10,7 +10,7 @@ of issue 13).  The old paths ``kernels.cuda_gemm.gemm`` and ``kernels.cuda_atten
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import LaunchError
@@ -124,6 +124,8 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         # the selection chose to copy unaligned operands into padded, aligned buffers
         a = a if tma_ready(a) else tma_padded(a)
         b = b if tma_ready(b) else tma_padded(b)
+        if config.store == "tma" and out is not None and not tma_ready(out):
+            g = compiled_gemm(replace(config, store="direct"))
         return g(a, b, out)
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=splits)

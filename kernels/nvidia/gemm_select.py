@@ -98,7 +98,7 @@ def _wgmma_choice(p: GemmProblem, t: Target) -> GemmChoice:
 EDGE_TFLOPS = 75e12
 TMA_TFLOPS = 600e12
 PAD_GBPS = 2500e9
-TMA_STAGES = {256: 4, 128: 6}
+TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 227 KiB
 
 
 def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoice]:
@@ -122,8 +122,11 @@ def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoi
         why.append(f"rows not 16-byte aligned: A and B copied into padded buffers first "
                    f"(~{pad / 1e6:.0f} MB, est. {1e6 * t_pad:.0f} us with the copy against "
                    f"{1e6 * t_edge:.0f} us on the edge path)")
+    store = "tma" if p.n % 8 == 0 else "direct"
+    if store == "direct":
+        why.append(f"N = {p.n}: C rows not 16-byte aligned, registers -> global stores")
     tcfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=cfg.bm, bn=cfg.bn,
-                         stages=TMA_STAGES[cfg.bn])
+                         stages=TMA_STAGES[cfg.bn], store=store)
     return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score)
 
 

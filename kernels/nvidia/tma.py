@@ -42,7 +42,8 @@ from ..errors import LaunchError
 from .gemm import GemmConfigError, need
 
 __all__ = ["TmaOperandLoad", "tma_swizzle", "tma_tile_addresses", "check_tma_against_descriptors",
-           "TMA_HELPERS", "encode_tensor_map", "SWIZZLE_REPEAT"]
+           "TMA_HELPERS", "encode_tensor_map", "SWIZZLE_REPEAT", "box_offset_expr",
+           "check_printed_offsets"]
 
 #: bytes after which each swizzle pattern repeats (8 rows of the swizzle width)
 SWIZZLE_REPEAT: Dict[int, int] = {128: 1024, 64: 512, 32: 256}
@@ -137,6 +138,29 @@ def check_tma_against_descriptors(name: str, load: TmaOperandLoad, major: str,
     return n
 
 
+def box_offset_expr(load: TmaOperandLoad, r: str, c: str) -> str:
+    """C text of the stage byte offset of tile element (``r``, ``c``) under ``load`` (128-byte
+    swizzle, one swizzle row per box row); :func:`check_printed_offsets` proves it."""
+    need(load.swizzle == 128 and load.box_inner * load.elem_bytes == 128,
+         "printed offsets are for boxes of one 128-byte swizzle row")
+    return (f"((({c}) >> 6) * {load.stride} + ((({r}) * 128 + (({c}) & 63) * {load.elem_bytes})"
+            f" ^ ((({r}) & 7) << 4)))")
+
+
+def check_printed_offsets(load: TmaOperandLoad, text: str, r: str = "r", c: str = "c") -> int:
+    """Evaluate the printed ``text`` (integer C arithmetic on non-negative values, which Python
+    evaluates identically) at every tile element and compare with the TMA model; returns the
+    points checked, raises :class:`GemmConfigError` at a mismatch."""
+    want = tma_tile_addresses(load)
+    rr, cc = np.meshgrid(np.arange(load.rows), np.arange(load.cols), indexing="ij")
+    got = eval(text, {"__builtins__": {}}, {r: rr.astype(np.int64), c: cc.astype(np.int64)})
+    if not np.array_equal(np.broadcast_to(got, want.shape), want):
+        i, j = map(int, np.argwhere(got != want)[0])
+        raise GemmConfigError(f"printed offset {text!r} at ({i}, {j}) is {int(got[i, j])}; TMA "
+                              f"reads that element at {int(want[i, j])}")
+    return int(want.size)
+
+
 # --------------------------------------------------------------------------- device side
 
 TMA_HELPERS = r"""
@@ -164,6 +188,22 @@ LG_DEV void lg_tma_load_2d(lg_u32 dst, const void* tmap, lg_u32 bar, int c0, int
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%3, %4}], [%2];\n"
                :: "r"(dst), "l"(tmap), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+// shared (src) -> the box at (c0, c1) of the 2-D tensor map; elements outside the tensor are
+// not written.  Completion: cp.async.bulk.commit_group / wait_group
+LG_DEV void lg_tma_store_2d(const void* tmap, lg_u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+               :: "l"(tmap), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+LG_DEV void lg_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// the shared sources of every committed bulk store have been read (the buffer may be reused)
+LG_DEV void lg_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+LG_DEV void lg_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+LG_DEV void lg_named_bar(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+LG_DEV void lg_st_shared_u32(lg_u32 addr, lg_u32 v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
 }
 template <int R> LG_DEV void lg_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R)); }
 template <int R> LG_DEV void lg_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R)); }

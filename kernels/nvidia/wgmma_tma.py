@@ -39,10 +39,13 @@ from . import layout_c as lc
 from .builder import CompiledKernel
 from .gemm import CudaGemm, GemmConfigError, c_layout, need
 from .prelude import PACK, source_head
-from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, check_tma_against_descriptors,
-                  encode_tensor_map)
+from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, box_offset_expr,
+                  check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
+                  tma_tile_addresses)
 from .wgmma import HELPERS, accumulator_rows_cols, proved, wgmma_wrapper
-from mfma_specs.nvidia_wgmma import GmmaDescriptor
+import numpy as np
+
+from mfma_specs.nvidia_wgmma import GmmaDescriptor, wgmma
 
 __all__ = ["TmaGemmConfig", "TmaGemmPlan", "plan_tma_gemm", "emit_tma_gemm", "TmaGemm"]
 
@@ -61,6 +64,7 @@ class TmaGemmConfig:
     stages: int = 4
     group_m: int = 8
     arch: str = "sm_90a"
+    store: str = "tma"          # "tma": registers -> swizzled shared -> TMA store; "direct"
 
     @property
     def consumers(self) -> int:
@@ -79,14 +83,21 @@ class TmaGemmConfig:
         return self.bk * self.bn * 2
 
     @property
+    def c_stage(self) -> int:
+        """Bytes of one consumer's C buffer (64 x bn), 0 with direct stores."""
+        return 64 * self.bn * 2 if self.store == "tma" else 0
+
+    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory (the mbarriers are static shared memory)."""
-        return self.stages * (self.a_stage + self.b_stage) + STAGE_ALIGN
+        return (self.stages * (self.a_stage + self.b_stage) + self.consumers * self.c_stage
+                + STAGE_ALIGN)
 
     @property
     def name(self) -> str:
         return (f"lg_wgmma_tma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
-                f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}"))
+                f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
+                + ("" if self.store == "tma" else "_ds"))
 
 
 def _validate(cfg: TmaGemmConfig) -> None:
@@ -97,6 +108,7 @@ def _validate(cfg: TmaGemmConfig) -> None:
     need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: a multiple of 64 in 64..256")
     need(cfg.bk == 64, f"bk={cfg.bk}: 64 (a TMA box row of 128 bytes, the 128-byte swizzle)")
     need(cfg.stages >= 2, f"stages={cfg.stages}: at least 2")
+    need(cfg.store in ("tma", "direct"), f"store={cfg.store!r}: 'tma' or 'direct'")
     need(cfg.group_m >= 1, f"group_m={cfg.group_m}: at least 1")
     need(cfg.arch == "sm_90a", f"arch={cfg.arch!r}: wgmma and setmaxnreg need 'sm_90a'")
     need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 allows "
@@ -138,6 +150,7 @@ class TmaGemmPlan:
     b: TmaOperand
     a_load: TmaOperandLoad
     b_load: TmaOperandLoad
+    c_load: TmaOperandLoad      # one consumer's 64 x bn C buffer, read by the TMA store
     checks: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -172,7 +185,7 @@ def plan_tma_gemm(cfg: TmaGemmConfig) -> TmaGemmPlan:
     a = kmajor_reads("A", 64, cfg.bk)
     b = mnmajor_reads("B", cfg.bk, cfg.bn) if cfg.b_major == "n" else kmajor_reads("B", 0, cfg.bk)
     a_load, b_load = operand_loads(cfg)
-    plan = TmaGemmPlan(cfg, a, b, a_load, b_load)
+    plan = TmaGemmPlan(cfg, a, b, a_load, b_load, TmaOperandLoad(64, cfg.bn))
     for op, ld, wgs, mn in ((a, a_load, cfg.consumers, 64), (b, b_load, 1, cfg.bn)):
         n = check_tma_against_descriptors(f"{cfg.name}: operand {op.name}", ld, op.major,
                                           op.desc, op.k_starts, op.wg_step, wgs, mn)
@@ -185,11 +198,46 @@ def plan_tma_gemm(cfg: TmaGemmConfig) -> TmaGemmPlan:
     need(a_load.stage_bytes == cfg.a_stage and b_load.stage_bytes == cfg.b_stage,
          "the TMA boxes do not fill the stages exactly (the expected transaction bytes would "
          "not match)")
+    if cfg.store == "tma":
+        plan.checks.update(check_c_buffer(cfg, plan.c_load))
     plan.checks["stage alignment"] = proved(
         f"stages {cfg.a_stage} / {cfg.b_stage} B and boxes multiples of {STAGE_ALIGN} "
         f"(swizzle repeat {SWIZZLE_REPEAT[128]} B); transaction bytes {plan.stage_tx_bytes} "
         "per stage = the boxes' bytes", "every stage and box")
     return plan
+
+
+def check_c_buffer(cfg: TmaGemmConfig, load: TmaOperandLoad) -> Dict[str, Any]:
+    """The TMA-store epilogue's proofs: the printed shared offset is the TMA model's at every
+    element of a consumer's 64 x bn buffer; the accumulator registers of the 128 threads
+    cover that buffer exactly once (pairs of columns); each warp's 4-byte shared stores of one
+    (j, h) hit 32 distinct banks."""
+    n = check_printed_offsets(load, box_offset_expr(load, "r", "c"))
+    mma = wgmma(cfg.dtype, cfg.bn)
+    seen = np.zeros((64, cfg.bn), dtype=np.int64)
+    want = tma_tile_addresses(load)
+    for t in range(128):
+        for item in range(cfg.bn // 2):
+            r, c = mma.element_c(t, item)
+            seen[r, c] += 1
+    need(bool((seen == 1).all()), f"{cfg.name}: the accumulators do not cover the C buffer "
+         "exactly once")
+    worst = 1
+    for w in range(4):
+        for j in range(cfg.bn // 8):
+            for h in range(2):
+                banks = []
+                for lane in range(32):
+                    r, c = mma.element_c(32 * w + lane, 4 * j + 2 * h)
+                    need(c % 2 == 0, "an accumulator pair starts on an odd column")
+                    banks.append((int(want[r, c]) // 4) % 32)
+                worst = max(worst, 32 // len(set(banks)) if len(set(banks)) else 32)
+    need(worst == 1, f"{cfg.name}: the epilogue's shared stores are {worst}-way bank conflicted")
+    return {"C buffer == TMA store": proved(
+                f"printed C-buffer offsets == TMA store reads at all {n} elements; accumulators "
+                "cover the buffer once", "every element of a consumer's 64 x bn buffer"),
+            "C buffer banks": proved("every warp's 4-byte shared store of the epilogue: 32 "
+                                     "distinct banks", "every warp, j and h")}
 
 
 # --------------------------------------------------------------------------- emission
@@ -229,6 +277,8 @@ def _producer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
 def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w(f"    lg_setmaxnreg_inc<{CONSUMER_REGS}>();")
     w("    const int cg = wg - 1, lane = tid & 31;")
+    if cfg.store == "tma":
+        w(f"    const lg_u32 sC = sB + {cfg.stages * cfg.b_stage} + cg * {cfg.c_stage};")
     for op in (p.a, p.b):
         nm = op.name.lower()
         base = "sA" if op is p.a else "sB"
@@ -265,8 +315,14 @@ def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w("      }")
     w("      lg_wgmma_wait<0>();\n      lg_pin(acc);")
     w("      __syncwarp();\n      if (lane == 0) lg_mbar_arrive(empty0 + 8 * prev);")
-    _epilogue(w, cfg)
-    w("    }\n  }\n}")
+    if cfg.store == "tma":
+        _tma_epilogue(w, cfg, p)
+        w("    }")
+        w("    if (t == 0) lg_bulk_wait0();   // the last stores have read the buffer")
+        w("  }\n}")
+    else:
+        _epilogue(w, cfg)
+        w("    }\n  }\n}")
 
 
 def _epilogue(w, cfg: TmaGemmConfig) -> None:
@@ -287,6 +343,28 @@ def _epilogue(w, cfg: TmaGemmConfig) -> None:
     w("          }\n        }\n      }")
 
 
+def _tma_epilogue(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
+    """Registers -> this consumer's swizzled C buffer (offsets printed from the TMA model,
+    proved by :func:`check_c_buffer`) -> ``bn / 64`` TMA stores of 64 x 64 boxes, which clip
+    at the tensor's edges.  Thread 0 of the warpgroup waits for its previous stores to have
+    read the buffer before anyone rewrites it."""
+    cl = p.c_load
+    w("      if (t == 0) lg_bulk_wait_read0();")
+    w("      lg_named_bar(1 + cg, 128);")
+    w(f"      #pragma unroll\n      for (int j = 0; j < {cfg.bn // 8}; ++j)\n"
+      "      #pragma unroll\n      for (int h = 0; h < 2; ++h) {")
+    w("        const int r = trow - cg * 64 + 8 * h, c = tcol + 8 * j;")
+    w(f"        lg_st_shared_u32(sC + {box_offset_expr(cl, 'r', 'c')}, "
+      f"{PACK[cfg.dtype]}(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));")
+    w("      }")
+    w("      lg_fence_proxy_async();   // generic-proxy writes -> the TMA (async proxy) read")
+    w("      lg_named_bar(1 + cg, 128);")
+    w("      if (t == 0) {")
+    for j in range(cl.boxes):
+        w(f"        lg_tma_store_2d(tmC, sC + {j * cl.stride}, n0 + {64 * j}, m0 + cg * 64);")
+    w("        lg_bulk_commit();\n      }")
+
+
 def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     """The CUDA source of one configuration (the plan's proofs run first)."""
     p = plan_tma_gemm(cfg)
@@ -299,7 +377,7 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
     w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
     w(f"{cfg.name}(const void* __restrict__ tmA, const void* __restrict__ tmB, "
-      "lg_u16* __restrict__ C, int M, int N, int K, int ldc) {")
+      "const void* __restrict__ tmC, lg_u16* __restrict__ C, int M, int N, int K, int ldc) {")
     w("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
     w(f"  __shared__ __align__(8) lg_u64 lg_bars[{2 * S}];   // full[0..S), empty[0..S)")
     w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
@@ -351,20 +429,24 @@ class TmaGemm(CudaGemm):
         M, N, K = self.check_args(a, b, out)
         check_aligned(a, "a")
         check_aligned(b, "b")
+        if self.cfg.store == "tma" and out is not None:
+            check_aligned(out, "out")
         cfg = self.cfg
         if out is None:
             out = torch.empty((M, N), dtype=a.dtype, device=a.device)
         ta = self.tensor_map(a, cfg.bk, cfg.bm)
         tb = self.tensor_map(b, 64, cfg.bk) if cfg.b_major == "n" else \
             self.tensor_map(b, cfg.bk, cfg.bn)
+        tc = self.tensor_map(out, 64, 64) if cfg.store == "tma" else None
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
         grid = min(tiles, device_info(index)["sms"])
         launch(self.module, cfg.name, grid, cfg.threads,
-               [ta, tb, out, M, N, K, out.stride(0)],
-               signature=("ptr", "ptr", "ptr", "i32", "i32", "i32", "i32"),
+               [ta, tb, tc, out, M, N, K, out.stride(0)],
+               signature=("ptr", "ptr", "ptr", "ptr", "i32", "i32", "i32", "i32"),
                specs=[TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=64),
-                      TensorSpec(strides=(), align=4), None, None, None, None],
+                      TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=4),
+                      None, None, None, None],
                smem_bytes=cfg.smem_bytes)
         return out
 
