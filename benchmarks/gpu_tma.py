@@ -27,6 +27,7 @@ CHECK_SHAPES = [  # (M, N, K, dtype, b_major, bn, stages, ldc_pad, store)
     (2048, 2048, 2048, "f16", "n", 256, 3, 8, "tma"), (257, 4096, 1000, "bf16", "k", 128, 6, 3,
                                                       "direct"),
     (1000, 1000, 1000, "bf16", "k", 128, 6, 0, "tma"), (520, 776, 72, "f16", "n", 256, 3, 0, "tma")]
+SPLIT_CHECKS = [(16, 1000, 4104, "bf16", "n", 64, 128, 8, 5), (200, 777, 3000, "f16", "k", 128, 256, 4, 3)]
 
 PERF_SHAPES = [(8192, 8192, 8192, "bf16"), (4096, 14336, 4096, "bf16"),
                (4096, 4096, 4096, "f16"), (4000, 3000, 1000, "f16"),
@@ -56,6 +57,28 @@ def check(rows) -> bool:
             compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
                                b if tma_ready(b) else tma_padded(b), out)
             torch.cuda.synchronize()
+            ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
+            row["rel_err"] = rel(out, ref)
+            row["ok"] = bool(torch.isfinite(out).all()) and row["rel_err"] < 1e-2
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:800]
+            row["ok"] = False
+            traceback.print_exc()
+        ok &= row["ok"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    for M, N, K, dt, bmaj, bm, bn, st, sp in SPLIT_CHECKS:
+        row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bm": bm,
+               "bn": bn, "splits": sp}
+        try:
+            dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+            a = torch.randn(M, K, dtype=dtype, device="cuda")
+            b = torch.randn((K, N) if bmaj == "n" else (N, K), dtype=dtype, device="cuda")
+            out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+            cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bm=bm, bn=bn, stages=st, store="direct",
+                                split_k=True)
+            compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
+                               b if tma_ready(b) else tma_padded(b), out, splits=sp)
             ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
             row["rel_err"] = rel(out, ref)
             row["ok"] = bool(torch.isfinite(out).all()) and row["rel_err"] < 1e-2
@@ -115,17 +138,65 @@ def perf(rows, reps: int, variants: bool) -> None:
         torch.cuda.empty_cache()
 
 
+SKINNY_SHAPES = [(64, 4096, 4096, "bf16"), (16, 4096, 4096, "bf16"), (1, 4096, 4096, "bf16"),
+                 (16, 14336, 4096, "bf16"), (128, 4096, 14336, "bf16"),
+                 (1024, 1024, 16384, "bf16")]
+
+
+def skinny(rows, reps: int) -> None:
+    """Split-K problems: the cp.async split-K choice against TMA split-K variants."""
+    import torch
+    from benchmarks.gpu_suite import device_time
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.gemm_select import cp_async_choice
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    from kernels.selection import GemmProblem, H100
+    for M, N, K, dt in SKINNY_SHAPES:
+        row = {"part": "skinny", "M": M, "N": N, "K": K, "dtype": dt, "us": {}, "rel_err": {}}
+        try:
+            dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+            a = torch.randn(M, K, dtype=dtype, device="cuda")
+            b = torch.randn(K, N, dtype=dtype, device="cuda")
+            out = torch.empty(M, N, dtype=dtype, device="cuda")
+            ref = a.float() @ b.float()
+            base = cp_async_choice(GemmProblem(M, N, K, dt), H100)
+            cands = [(f"cp.async {base.config.name} split {base.splits}", base.config, base.splits)]
+            for bm, bn, st in ((64, 128, 8), (64, 256, 5), (128, 256, 4), (128, 128, 6)):
+                if bm == 128 and M <= 64:
+                    continue
+                cfg = TmaGemmConfig(dtype=dt, bm=bm, bn=bn, stages=st, store="direct",
+                                    split_k=True)
+                tiles = -(-M // bm) * -(-N // bn)
+                for sp in sorted({max(1, 132 // tiles), max(1, 264 // tiles), base.splits}):
+                    sp = min(sp, K // 256)
+                    cands.append((f"{cfg.name} split {sp}", cfg, sp))
+            for name, cfg, sp in cands:
+                g = compiled_gemm(cfg)
+                g(a, b, out, splits=sp)
+                row["rel_err"][name] = rel(out, ref)
+                row["us"][name] = device_time(lambda: g(a, b, out, splits=sp), reps) * 1e6
+            row["us"]["cublas"] = device_time(lambda: torch.matmul(a, b), reps) * 1e6
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:800]
+            traceback.print_exc()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="correctness only")
     ap.add_argument("--no-variants", action="store_true")
+    ap.add_argument("--skinny", action="store_true", help="only the split-K comparison")
     args = ap.parse_args()
     import torch
     rows = [{"device": torch.cuda.get_device_name(), "torch": torch.__version__}]
     ok = check(rows)
-    if ok and not args.quick:
+    if ok and args.skinny:
+        skinny(rows, args.reps)
+    elif ok and not args.quick:
         perf(rows, args.reps, not args.no_variants)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "gpu_tma.json").write_text(json.dumps(rows, indent=1))
@@ -133,6 +204,9 @@ def main() -> int:
         if r.get("part") == "perf" and "us" in r:
             print(f"{r['M']}x{r['N']}x{r['K']} {r['dtype']}: x{r['ratio_vs_cublas']:.2f} cuBLAS; "
                   + ", ".join(f"{k} {v:.0f} TF" for k, v in r["tflops"].items()))
+        if r.get("part") == "skinny" and r.get("us"):
+            print(f"{r['M']}x{r['N']}x{r['K']}: " + ", ".join(
+                f"{k} {v:.1f} us (err {r['rel_err'].get(k, 0):.1e})" for k, v in r["us"].items()))
     return 0 if ok else 1
 
 

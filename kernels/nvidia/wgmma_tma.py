@@ -39,10 +39,11 @@ from . import layout_c as lc
 from .builder import CompiledKernel
 from .gemm import CudaGemm, GemmConfigError, c_layout, need
 from .prelude import PACK, source_head
+from .splitk import REDUCE_THREADS, reduce_kernel
 from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, box_offset_expr,
                   check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
                   tma_tile_addresses)
-from .wgmma import HELPERS, accumulator_rows_cols, proved, wgmma_wrapper
+from .wgmma import HELPERS, accumulator_rows_cols, proved, split_ranges, wgmma_wrapper
 import numpy as np
 
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, wgmma
@@ -65,6 +66,7 @@ class TmaGemmConfig:
     group_m: int = 8
     arch: str = "sm_90a"
     store: str = "tma"          # "tma": registers -> swizzled shared -> TMA store; "direct"
+    split_k: bool = False       # (tile, k range) work units; fp32 partials + reduce kernel
 
     @property
     def consumers(self) -> int:
@@ -97,7 +99,12 @@ class TmaGemmConfig:
     def name(self) -> str:
         return (f"lg_wgmma_tma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
                 f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
-                + ("" if self.store == "tma" else "_ds"))
+                + ("" if self.store == "tma" else "_ds") + ("_sk" if self.split_k else ""))
+
+    @property
+    def reduce_name(self) -> str:
+        """The split-K reduce kernel's name (in the same module)."""
+        return self.name + "_reduce"
 
 
 def _validate(cfg: TmaGemmConfig) -> None:
@@ -109,6 +116,8 @@ def _validate(cfg: TmaGemmConfig) -> None:
     need(cfg.bk == 64, f"bk={cfg.bk}: 64 (a TMA box row of 128 bytes, the 128-byte swizzle)")
     need(cfg.stages >= 2, f"stages={cfg.stages}: at least 2")
     need(cfg.store in ("tma", "direct"), f"store={cfg.store!r}: 'tma' or 'direct'")
+    need(not (cfg.split_k and cfg.store == "tma"), "split_k writes fp32 partials with direct "
+         "stores: use store='direct'")
     need(cfg.group_m >= 1, f"group_m={cfg.group_m}: at least 1")
     need(cfg.arch == "sm_90a", f"arch={cfg.arch!r}: wgmma and setmaxnreg need 'sm_90a'")
     need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 allows "
@@ -256,9 +265,11 @@ def _producer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w("    if (tid == 0) {")
     w("      lg_tma_prefetch(tmA);\n      lg_tma_prefetch(tmB);")
     w("      int stage = 0;\n      lg_u32 phase = 0;")
-    w("      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {")
+    w("      for (int u = blockIdx.x; u < units; u += gridDim.x) {")
+    w("        const int tile = u % tiles, kt0 = (u / tiles) * kt_per, kn = min(KT - kt0, kt_per);")
     _tile_origin(w, cfg, "        ")
-    w("        for (int kt = 0; kt < KT; ++kt) {")
+    w("        for (int kk = 0; kk < kn; ++kk) {")
+    w("          const int kt = kt0 + kk;")
     w("          lg_mbar_wait(empty0 + 8 * stage, phase ^ 1u);")
     w("          const lg_u32 full = full0 + 8 * stage;")
     w(f"          lg_mbar_expect_tx(full, {p.stage_tx_bytes}u);")
@@ -295,10 +306,11 @@ def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w(f"    const int trow = cg * 64 + {r0}, tcol = {c0};")
     w("    const bool pair_ok = (ldc & 1) == 0;")
     w("    int stage = 0, prev = 0;\n    lg_u32 phase = 0;")
-    w("    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {")
+    w("    for (int u = blockIdx.x; u < units; u += gridDim.x) {")
+    w("      const int tile = u % tiles, kt0 = (u / tiles) * kt_per, kn = min(KT - kt0, kt_per);")
     _tile_origin(w, cfg, "      ")
     w(f"      #pragma unroll\n      for (int i = 0; i < {nacc}; ++i) acc[i] = 0.f;")
-    w("      for (int kt = 0; kt < KT; ++kt) {")
+    w("      for (int kk = 0; kk < kn; ++kk) {")
     w("        lg_mbar_wait(full0 + 8 * stage, phase);")
     w("        lg_wgmma_fence();")
     for s in range(cfg.bk // 16):
@@ -309,7 +321,7 @@ def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w("        lg_wgmma_wait<1>();")
     w("        lg_pin(acc);")
     w("        // the group before this one is done: its stage may be refilled")
-    w("        if (kt > 0) { __syncwarp(); if (lane == 0) lg_mbar_arrive(empty0 + 8 * prev); }")
+    w("        if (kk > 0) { __syncwarp(); if (lane == 0) lg_mbar_arrive(empty0 + 8 * prev); }")
     w("        prev = stage;")
     w(f"        if (++stage == {cfg.stages}) {{ stage = 0; phase ^= 1u; }}")
     w("      }")
@@ -334,12 +346,20 @@ def _epilogue(w, cfg: TmaGemmConfig) -> None:
     w("        const int r = m0 + trow + 8 * h, col = n0 + tcol + 8 * j;")
     w("        const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];")
     w("        if (r < M) {")
-    w("          lg_u16* dst = C + (size_t)r * ldc + col;")
-    w("          if (col + 1 < N && pair_ok) {")
-    w(f"            *reinterpret_cast<lg_u32*>(dst) = {PACK[cfg.dtype]}(lo, hi);")
-    w("          } else {")
-    w(f"            if (col < N) dst[0] = {cvt}(lo);")
-    w(f"            if (col + 1 < N) dst[1] = {cvt}(hi);")
+    if cfg.split_k:     # fp32 partials of split u / tiles, rounded once by the reduce kernel
+        w("          float* dst = C + (size_t)(u / tiles) * M * ldc + (size_t)r * ldc + col;")
+        w("          if (col + 1 < N && pair_ok) {")
+        w("            *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);")
+        w("          } else {")
+        w("            if (col < N) dst[0] = lo;")
+        w("            if (col + 1 < N) dst[1] = hi;")
+    else:
+        w("          lg_u16* dst = C + (size_t)r * ldc + col;")
+        w("          if (col + 1 < N && pair_ok) {")
+        w(f"            *reinterpret_cast<lg_u32*>(dst) = {PACK[cfg.dtype]}(lo, hi);")
+        w("          } else {")
+        w(f"            if (col < N) dst[0] = {cvt}(lo);")
+        w(f"            if (col + 1 < N) dst[1] = {cvt}(hi);")
     w("          }\n        }\n      }")
 
 
@@ -377,7 +397,8 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
     w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
     w(f"{cfg.name}(const void* __restrict__ tmA, const void* __restrict__ tmB, "
-      "const void* __restrict__ tmC, lg_u16* __restrict__ C, int M, int N, int K, int ldc) {")
+      "const void* __restrict__ tmC, " + ("float" if cfg.split_k else "lg_u16")
+      + "* __restrict__ C, int M, int N, int K, int ldc, int splits, int kt_per) {")
     w("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
     w(f"  __shared__ __align__(8) lg_u64 lg_bars[{2 * S}];   // full[0..S), empty[0..S)")
     w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
@@ -392,9 +413,11 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w("  __syncthreads();")
     w(f"  const int grid_m = (M + {cfg.bm - 1}) / {cfg.bm}, grid_n = (N + {cfg.bn - 1}) / {cfg.bn};")
     w(f"  const int tiles = grid_m * grid_n, group = {cfg.group_m} * grid_n;")
-    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};")
+    w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk}, units = tiles * splits;")
     _producer(w, cfg, p)
     _consumer(w, cfg, p)
+    if cfg.split_k:
+        w(reduce_kernel(cfg.reduce_name, cfg.dtype))
     return "\n".join(L) + "\n"
 
 
@@ -423,10 +446,16 @@ class TmaGemm(CudaGemm):
             m = self._maps[key] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
         return m
 
-    def __call__(self, a, b, out=None):
+    def __call__(self, a, b, out=None, splits: int = 1):
+        """``a @ b`` (or ``a @ b.T``); a ``split_k`` configuration takes ``splits`` (k tiles
+        divided into that many nearly equal, non-empty ranges)."""
         import torch
         from ..runtime.cuda import device_info, launch
         M, N, K = self.check_args(a, b, out)
+        if splits != 1 and not self.cfg.split_k:
+            raise LaunchError(f"{self.cfg.name} is not a split-K configuration; splits={splits} "
+                              "needs TmaGemmConfig(split_k=True, store='direct')")
+        kt_per, n = split_ranges(K, self.cfg.bk, splits)
         check_aligned(a, "a")
         check_aligned(b, "b")
         if self.cfg.store == "tma" and out is not None:
@@ -440,14 +469,21 @@ class TmaGemm(CudaGemm):
         tc = self.tensor_map(out, 64, 64) if cfg.store == "tma" else None
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        grid = min(tiles, device_info(index)["sms"])
+        grid = min(tiles * n, device_info(index)["sms"])
+        dst, ldc = (torch.empty((n, M, N), dtype=torch.float32, device=a.device), N) \
+            if cfg.split_k else (out, out.stride(0))
         launch(self.module, cfg.name, grid, cfg.threads,
-               [ta, tb, tc, out, M, N, K, out.stride(0)],
-               signature=("ptr", "ptr", "ptr", "ptr", "i32", "i32", "i32", "i32"),
+               [ta, tb, tc, dst, M, N, K, ldc, n, kt_per],
+               signature=("ptr", "ptr", "ptr", "ptr") + ("i32",) * 6,
                specs=[TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=64),
-                      TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=4),
-                      None, None, None, None],
+                      TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=4)]
+               + [None] * 6,
                smem_bytes=cfg.smem_bytes)
+        if cfg.split_k:
+            launch(self.module, cfg.reduce_name, -(-(M * N) // REDUCE_THREADS), REDUCE_THREADS,
+                   [dst, out, M, N, out.stride(0), n], signature=("ptr", "ptr") + ("i32",) * 4,
+                   specs=[TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)]
+                   + [None] * 4)
         return out
 
 
