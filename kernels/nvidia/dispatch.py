@@ -119,14 +119,12 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         config, splits = choice.config, choice.splits
     g = compiled_gemm(config)
     if isinstance(config, TmaGemmConfig):
-        if splits != 1:
-            raise LaunchError(f"splits={splits}: the TMA kernel does not split K")
         # the selection chose to copy unaligned operands into padded, aligned buffers
         a = a if tma_ready(a) else tma_padded(a)
         b = b if tma_ready(b) else tma_padded(b)
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
-        return g(a, b, out)
+        return g(a, b, out, splits=splits)
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=splits)
     if splits != 1:

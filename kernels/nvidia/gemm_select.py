@@ -32,7 +32,7 @@ from .wgmma import WgmmaGemmConfig
 from .wgmma_tma import TmaGemmConfig
 
 __all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident", "tma_choice",
-           "EDGE_TFLOPS", "cp_async_choice", "TMA_TFLOPS", "PAD_GBPS"]
+           "EDGE_TFLOPS", "cp_async_choice", "tma_split_choice", "split_estimate", "TMA_TFLOPS", "PAD_GBPS"]
 
 # (bm, bn, stages): every candidate's plan is proved when it is built.  The 64-row tiles keep
 # 4 / 6 stages (97 KiB) so two CTAs share an SM: a skinny problem's split-K CTAs then overlap
@@ -130,6 +130,51 @@ def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoi
     return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score)
 
 
+# The split-K TMA candidates (bm, bn, stages: the most that fit 227 KiB with no C buffer) and
+# the time estimate that ranks them: every figure ASSUMED from the H100 runs of 2026-11-24
+# (benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json), not a model of the chip.
+SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128, 6)]
+SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85}
+SM_TFLOPS = 6.0e12          # dense f16/bf16 wgmma per SM at full efficiency (~800 TF / 132)
+DRAM_BPS = 3.0e12           # operands read once (L2 shares them within a wave), workspace
+
+
+def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, int, int]:
+    """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles: splits
+    so that the (tile, k range) units fill at most the SMs once (at least 4 k tiles each);
+    time = max(compute of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written
+    and read back."""
+    tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
+    kt = cdiv(p.k, 64)
+    s = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
+    s = cdiv(kt, cdiv(kt, s))                       # the count the kernel really launches
+    units = tiles * s
+    compute = cdiv(units, t.sms) * 2 * bm * bn * 64 * cdiv(kt, s) / (
+        SM_TFLOPS * SPLIT_EFFICIENCY[(bm, bn)])
+    mem = 2 * (p.m * p.k + p.k * p.n) / DRAM_BPS
+    ws = (8 * s * p.m * p.n / DRAM_BPS) if s > 1 else 0.0
+    return max(compute, mem) + ws, s, units
+
+
+def tma_split_choice(p: GemmProblem, t: Target) -> GemmChoice:
+    """The split-K TMA kernel for a problem whose 128x256 tiles do not fill the SMs (skinny
+    M, long K): the candidate of :data:`SPLIT_TILES` with the least :func:`split_estimate`."""
+    best = None
+    for bm, bn, st in SPLIT_TILES:
+        est, s, units = split_estimate(p, t, bm, bn)
+        if best is None or est < best[0]:
+            best = (est, bm, bn, st, s, units)
+    est, bm, bn, st, s, units = best
+    cfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=bm, bn=bn, stages=st,
+                        store="direct", split_k=True)
+    tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
+    why = (f"{bm}x{bn} tiles: {tiles} tiles" + (f", split-K {s} ({cdiv(cdiv(p.k, 64), s)} k "
+           f"tiles each)" if s > 1 else "") + f": {units} work units on {min(units, t.sms)} "
+           f"persistent CTAs (TMA producer + wgmma consumer); est. {1e6 * est:.1f} us "
+           "(assumed figures, gemm_select.SPLIT_TILES)")
+    return GemmChoice("wgmma_tma", cfg, s, min(units, t.sms), why, est)
+
+
 def cp_async_choice(p: GemmProblem, t: Target) -> GemmChoice:
     """The cp.async wgmma kernel's choice alone (tile, split-K), without the TMA kernel: the
     baseline a benchmark compares the TMA kernel with."""
@@ -157,6 +202,8 @@ def select_nvidia_gemm(p: GemmProblem, t: Target, atom: str = "auto") -> GemmCho
         fast = tma_choice(p, t, base)
         if fast is not None:
             return fast
+        if p.vec == 8 and (base.splits > 1 or base.config.bm == 64):
+            return tma_split_choice(p, t)
         if atom == "wgmma" or not narrow_big:
             return base
     if atom == "mma":
