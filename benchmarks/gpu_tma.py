@@ -126,6 +126,18 @@ def perf(rows, reps: int, variants: bool) -> None:
                         g2(a, b, out)
                         t[cfg.name] = device_time(lambda: g2(a, b, out), reps)
                         row[f"rel_err {cfg.name}"] = rel(out, ref)
+            if variants and (K % 64 or N % 64):
+                # experiment: operands whose rows start on 128-byte lines (TMA rows then fetch
+                # whole lines), the kernel alone
+                def pad128(x):
+                    buf = torch.empty(x.shape[0], -(-x.shape[1] // 64) * 64, dtype=x.dtype,
+                                      device=x.device)
+                    buf[:, :x.shape[1]] = x
+                    return buf[:, :x.shape[1]]
+                ap, bp = pad128(a), pad128(b)
+                g3 = compiled_gemm(TmaGemmConfig(dtype=dt))
+                t["tma on 128-byte rows (kernel only)"] = device_time(lambda: g3(ap, bp, out),
+                                                                      reps)
             row["us"] = {k: v * 1e6 for k, v in t.items()}
             row["tflops"] = {k: fl / v / 1e12 for k, v in t.items()}
             row["ratio_vs_cublas"] = t["cublas"] / t["ours"]

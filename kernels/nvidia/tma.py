@@ -119,6 +119,11 @@ def check_tma_against_descriptors(name: str, load: TmaOperandLoad, major: str,
     Returns the number of points checked; raises :class:`GemmConfigError` at the first
     mismatch."""
     ours_all = tma_tile_addresses(load)
+    need(major in ("K", "MN"), f"{name}: major {major!r}: 'K' or 'MN'")
+    rows, cols = (wgs * mn, 16 * len(k_starts)) if major == "K" else (16 * len(k_starts), mn)
+    need(load.rows >= rows and load.cols >= cols,
+         f"{name}: a {major}-major read of {rows} x {cols} (tile rows x cols) does not fit the "
+         f"{load.rows} x {load.cols} tile the TMA boxes fill")
     n = 0
     for g in range(wgs):
         for s, start in enumerate(k_starts):
