@@ -83,11 +83,19 @@ def test_unaligned_out_takes_direct_stores():
     from kernels.nvidia.dispatch import choose_gemm, gemm
     a, b, ref = case(2048, 2048, 512, torch.bfloat16, "n")
     assert choose_gemm(a, b).config.store == "tma"
-    buf = torch.full((2048, 2051), float("nan"), dtype=torch.bfloat16, device="cuda")
-    out = buf[:, 1:2049]                     # rows start 2 bytes off 16
+    buf = torch.full((2048, 2052), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = buf[:, 2:2050]                     # rows start 4 bytes off 16
     gemm(a, b, out)
     assert rel(out, ref) < TOL[torch.bfloat16]
-    assert torch.isnan(buf[:, 0]).all() and torch.isnan(buf[:, 2049:]).all()
+    assert torch.isnan(buf[:, :2]).all() and torch.isnan(buf[:, 2050:]).all()
+
+
+def test_rows_off_128_byte_lines_are_padded():
+    from kernels.nvidia.dispatch import choose_gemm, gemm
+    a, b, ref = case(4000, 3000, 1000, torch.float16, "n")
+    c = choose_gemm(a, b)
+    assert c.pad_rows == 128 and "128-byte lines" in c.reason
+    assert rel(gemm(a, b), ref) < TOL[torch.float16]
 
 
 def test_skinny_choices_run_and_match():

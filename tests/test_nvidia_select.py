@@ -51,6 +51,8 @@ def test_h100_big_choices(mnk, bn, stages, store):
     assert c.kind == "wgmma_tma" and c.splits == 1 and not c.config.split_k
     assert (c.config.bm, c.config.bn, c.config.stages, c.config.store) == (128, bn, stages, store)
     assert c.ctas == min(132, -(-mnk[0] // 128) * -(-mnk[1] // bn)) and "persistent" in c.reason
+    # 2000 / 6000-byte rows straddle 128-byte lines: the operands are copied onto whole lines
+    assert c.pad_rows == (128 if mnk == (4000, 3000, 1000) else 0)
 
 
 @pytest.mark.parametrize("mnk, bm", [((777, 333, 130), 64), ((1, 1, 8), 64)])

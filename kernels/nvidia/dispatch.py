@@ -114,14 +114,16 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     any leading dimensions run (vectors cut by an edge or misaligned take the kernels' edge
     copy).  ``config`` may be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits``
     then applies to a ``split_k`` one)."""
+    pad_rows = 0
     if config is None:
         choice = choose_gemm(a, b, b_major=b_major, atom=atom)
-        config, splits = choice.config, choice.splits
+        config, splits, pad_rows = choice.config, choice.splits, choice.pad_rows
     g = compiled_gemm(config)
     if isinstance(config, TmaGemmConfig):
-        # the selection chose to copy unaligned operands into padded, aligned buffers
-        a = a if tma_ready(a) else tma_padded(a)
-        b = b if tma_ready(b) else tma_padded(b)
+        # the selection chose to copy the operands into buffers whose rows start on
+        # pad_rows-byte lines (at least 16 bytes: what TMA can address)
+        a = a if tma_ready(a, pad_rows) else tma_padded(a, pad_rows)
+        b = b if tma_ready(b, pad_rows) else tma_padded(b, pad_rows)
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
         return g(a, b, out, splits=splits)

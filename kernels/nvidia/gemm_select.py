@@ -98,6 +98,10 @@ def _wgmma_choice(p: GemmProblem, t: Target) -> GemmChoice:
 EDGE_TFLOPS = 75e12
 TMA_TFLOPS = 600e12
 PAD_GBPS = 2500e9
+# measured (benchmarks/results/gpu_tma_h100_2026-11-24_run3.json): 4000x3000x1000 f16 ran at
+# 381 TF on its 2000/6000-byte rows and 589 TF on rows padded to 128-byte lines
+LINE = 128
+MISALIGNED_FACTOR = 0.65
 TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 227 KiB
 
 
@@ -113,21 +117,46 @@ def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoi
     tiles = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn)
     why = [f"{cfg.bm}x{cfg.bn} tiles: {tiles} tiles on {min(tiles, t.sms)} persistent CTAs "
            f"({cdiv(tiles, t.sms)} per CTA at most); TMA producer warpgroup + 2 wgmma consumers"]
+    pad_rows = 0
     if p.vec != 8:
-        pad = 2 * 2 * (p.m * p.k + p.k * p.n)           # read + write both operands, 2 B each
+        pad = pad_bytes(p)
         t_pad = pad / PAD_GBPS + p.flops / TMA_TFLOPS
         t_edge = p.flops / EDGE_TFLOPS
         if t_pad >= t_edge:
             return None
+        pad_rows = LINE
         why.append(f"rows not 16-byte aligned: A and B copied into padded buffers first "
                    f"(~{pad / 1e6:.0f} MB, est. {1e6 * t_pad:.0f} us with the copy against "
                    f"{1e6 * t_edge:.0f} us on the edge path)")
+    elif line_padding_pays(p):
+        pad_rows = LINE
+        why.append(f"rows of {2 * p.k} / {2 * (p.n if p.b_major == 'n' else p.k)} bytes are "
+                   f"not whole {LINE}-byte lines: A and B copied into padded buffers first "
+                   f"(~{pad_bytes(p) / 1e6:.0f} MB; TMA rows straddling lines measured "
+                   f"{1 - MISALIGNED_FACTOR:.0%} slower)")
     store = "tma" if p.n % 8 == 0 else "direct"
     if store == "direct":
         why.append(f"N = {p.n}: C rows not 16-byte aligned, registers -> global stores")
     tcfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=cfg.bm, bn=cfg.bn,
                          stages=TMA_STAGES[cfg.bn], store=store)
-    return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score)
+    return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score,
+                      pad_rows)
+
+
+def pad_bytes(p: GemmProblem) -> int:
+    """Bytes the padding copy moves: A and B read and written once."""
+    return 2 * 2 * (p.m * p.k + p.k * p.n)
+
+
+def line_padding_pays(p: GemmProblem) -> bool:
+    """Rows that are 16-byte but not 128-byte aligned (contiguous operands assumed: the row
+    lengths K and N): the copy onto whole lines pays when it costs less than the slowdown
+    :data:`MISALIGNED_FACTOR` says the kernel would have."""
+    b_row = p.n if p.b_major == "n" else p.k
+    if (2 * p.k) % LINE == 0 and (2 * b_row) % LINE == 0:
+        return False
+    t_kernel = p.flops / TMA_TFLOPS
+    return pad_bytes(p) / PAD_GBPS < t_kernel * (1 / MISALIGNED_FACTOR - 1)
 
 
 # The split-K TMA candidates (bm, bn, stages: the most that fit 227 KiB with no C buffer) and

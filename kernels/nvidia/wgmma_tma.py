@@ -488,17 +488,21 @@ class TmaGemm(CudaGemm):
         return out
 
 
-def tma_ready(t) -> bool:
-    """True when TMA can address ``t`` as it is (16-byte aligned base and row stride)."""
-    return t.data_ptr() % 16 == 0 and (t.stride(0) * 2) % 16 == 0 and t.stride(1) == 1
+def tma_ready(t, line: int = 0) -> bool:
+    """True when TMA can address ``t`` as it is (16-byte aligned base and row stride), and
+    its rows start on ``line``-byte boundaries when ``line`` is given."""
+    al = max(16, line)
+    return t.data_ptr() % al == 0 and (t.stride(0) * 2) % al == 0 and t.stride(1) == 1
 
 
-def tma_padded(t):
-    """A copy of 2-D ``t`` whose rows start 16-byte aligned (leading dimension rounded up to 8
-    elements), viewed at ``t``'s shape: TMA reads it, its zero fill covers the edges."""
+def tma_padded(t, line: int = 0):
+    """A copy of 2-D ``t`` whose rows start on ``max(16, line)``-byte boundaries (leading
+    dimension rounded up), viewed at ``t``'s shape: TMA reads it, its zero fill covers the
+    edges."""
     import torch
     rows, cols = t.shape
-    ld = -(-cols // 8) * 8
+    el = max(16, line) // 2
+    ld = -(-cols // el) * el
     buf = torch.empty((rows, ld), dtype=t.dtype, device=t.device)
     view = buf[:, :cols]
     view.copy_(t)
