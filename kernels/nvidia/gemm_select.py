@@ -98,10 +98,11 @@ def _wgmma_choice(p: GemmProblem, t: Target) -> GemmChoice:
 EDGE_TFLOPS = 75e12
 TMA_TFLOPS = 600e12
 PAD_GBPS = 2500e9
-# measured (benchmarks/results/gpu_tma_h100_2026-11-24_run3.json): 4000x3000x1000 f16 ran at
-# 381 TF on its 2000/6000-byte rows and 589 TF on rows padded to 128-byte lines
+# an unaligned operand is copied anyway: onto 128-byte lines, which TMA fetches whole (4097^3
+# f16: 509 us with 16-byte rows, 383 us with 128-byte rows, H100 2026-11-24).  Aligned rows
+# that straddle lines are NOT copied: 4000x3000x1000 f16 ran its kernel at 589 TF on padded
+# rows against 381 TF on its own, but the copy ate the gain (63.1 us against 62.1 us in all)
 LINE = 128
-MISALIGNED_FACTOR = 0.65
 TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 227 KiB
 
 
@@ -128,12 +129,6 @@ def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoi
         why.append(f"rows not 16-byte aligned: A and B copied into padded buffers first "
                    f"(~{pad / 1e6:.0f} MB, est. {1e6 * t_pad:.0f} us with the copy against "
                    f"{1e6 * t_edge:.0f} us on the edge path)")
-    elif line_padding_pays(p):
-        pad_rows = LINE
-        why.append(f"rows of {2 * p.k} / {2 * (p.n if p.b_major == 'n' else p.k)} bytes are "
-                   f"not whole {LINE}-byte lines: A and B copied into padded buffers first "
-                   f"(~{pad_bytes(p) / 1e6:.0f} MB; TMA rows straddling lines measured "
-                   f"{1 - MISALIGNED_FACTOR:.0%} slower)")
     store = "tma" if p.n % 8 == 0 else "direct"
     if store == "direct":
         why.append(f"N = {p.n}: C rows not 16-byte aligned, registers -> global stores")
@@ -146,17 +141,6 @@ def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoi
 def pad_bytes(p: GemmProblem) -> int:
     """Bytes the padding copy moves: A and B read and written once."""
     return 2 * 2 * (p.m * p.k + p.k * p.n)
-
-
-def line_padding_pays(p: GemmProblem) -> bool:
-    """Rows that are 16-byte but not 128-byte aligned (contiguous operands assumed: the row
-    lengths K and N): the copy onto whole lines pays when it costs less than the slowdown
-    :data:`MISALIGNED_FACTOR` says the kernel would have."""
-    b_row = p.n if p.b_major == "n" else p.k
-    if (2 * p.k) % LINE == 0 and (2 * b_row) % LINE == 0:
-        return False
-    t_kernel = p.flops / TMA_TFLOPS
-    return pad_bytes(p) / PAD_GBPS < t_kernel * (1 / MISALIGNED_FACTOR - 1)
 
 
 # The split-K TMA candidates (bm, bn, stages: the most that fit 227 KiB with no C buffer) and

@@ -444,7 +444,13 @@ class TmaGemm(CudaGemm):
             raw = encode_tensor_map(t, box_inner, box_outer)
             if len(self._maps) > 64:
                 self._maps.clear()
-            m = self._maps[key] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
+            # the driver reads the map from global memory: 64-byte aligned, whatever the
+            # allocator's rounding
+            buf = torch.empty(len(raw) + 64, dtype=torch.uint8, device=t.device)
+            off = (-buf.data_ptr()) % 64
+            m = buf[off:off + len(raw)]
+            m.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+            self._maps[key] = m
         return m
 
     def __call__(self, a, b, out=None, splits: int = 1):
@@ -453,6 +459,10 @@ class TmaGemm(CudaGemm):
         import torch
         from ..runtime.cuda import device_info, launch
         M, N, K = self.check_args(a, b, out)
+        for t, nm in ((a, "a"), (b, "b"), (out, "out")):
+            if t is not None and not getattr(t, "is_cuda", False):
+                raise LaunchError(f"{nm}: the TMA GEMM takes torch CUDA tensors on an NVIDIA GPU, "
+                                  f"got device {t.device}")
         if splits != 1 and not self.cfg.split_k:
             raise LaunchError(f"{self.cfg.name} is not a split-K configuration; splits={splits} "
                               "needs TmaGemmConfig(split_k=True, store='direct')")
