@@ -18,6 +18,16 @@ ASSUMED from the tile shape (bigger tiles reuse each loaded byte more), not meas
 benchmark (``benchmarks/gpu.py --suite``) is what says whether the choices are good.
 
 Elsewhere (sm_80, sm_89) the mma.sync kernel runs with the widest copy the rows allow.
+
+On Hopper that cp.async choice is then handed to the TMA kernel (:mod:`.wgmma_tma`, issue 20
+item 4) when it can run it: a 128-row tile without split-K becomes the same tile in the
+persistent, warp-specialised TMA kernel (:func:`tma_choice`; rows that are not 16-byte aligned
+are first copied onto 128-byte lines when :data:`PAD_GBPS` / :data:`TMA_TFLOPS` say the copy
+plus the kernel beats the edge path at :data:`EDGE_TFLOPS`); a split-K or 64-row choice with
+16-byte rows becomes the split-K TMA kernel, whose tile and split count
+:func:`split_estimate` ranks (:func:`tma_split_choice`).  Small problems with unaligned rows
+keep the cp.async kernel.  Every figure is ASSUMED from the H100 runs of 2026-11-24 (the
+results files named next to them), not a model of the chip.
 """
 
 from __future__ import annotations
