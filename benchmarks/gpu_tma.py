@@ -39,56 +39,45 @@ def rel(out, ref) -> float:
     return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def check(rows) -> bool:
+def check_one(rows, row, cfg, M, N, K, dt, bmaj, pad=0, splits=1) -> bool:
+    """Run ``cfg`` on random operands (padded for TMA where needed) into a NaN-poisoned C
+    (rows ``pad`` elements wider than N) and compare with float32 torch; appends ``row``."""
     import torch
     from kernels.nvidia.dispatch import compiled_gemm
-    from kernels.nvidia.wgmma_tma import TmaGemmConfig, tma_padded, tma_ready
+    from kernels.nvidia.wgmma_tma import tma_padded, tma_ready
+    try:
+        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+        a = torch.randn(M, K, dtype=dtype, device="cuda")
+        b = torch.randn((K, N) if bmaj == "n" else (N, K), dtype=dtype, device="cuda")
+        out = torch.full((M, N + pad), float("nan"), dtype=dtype, device="cuda")[:, :N]
+        compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
+                           b if tma_ready(b) else tma_padded(b), out, splits=splits)
+        ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
+        row["rel_err"] = rel(out, ref)
+        row["ok"] = bool(torch.isfinite(out).all()) and row["rel_err"] < 1e-2
+    except Exception as e:
+        row["error"] = f"{type(e).__name__}: {e}"[:800]
+        row["ok"] = False
+        traceback.print_exc()
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    return row["ok"]
+
+
+def check(rows) -> bool:
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
     ok = True
     for M, N, K, dt, bmaj, bn, st, pad, store in CHECK_SHAPES:
         row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bn": bn,
                "store": store, "ldc_pad": pad}
-        try:
-            dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
-            a = torch.randn(M, K, dtype=dtype, device="cuda")
-            b = torch.randn((K, N) if bmaj == "n" else (N, K), dtype=dtype, device="cuda")
-            cbuf = torch.full((M, N + pad), float("nan"), dtype=dtype, device="cuda")
-            out = cbuf[:, :N]
-            cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bn=bn, stages=st, store=store)
-            compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
-                               b if tma_ready(b) else tma_padded(b), out)
-            torch.cuda.synchronize()
-            ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
-            row["rel_err"] = rel(out, ref)
-            row["ok"] = bool(torch.isfinite(out).all()) and row["rel_err"] < 1e-2
-        except Exception as e:
-            row["error"] = f"{type(e).__name__}: {e}"[:800]
-            row["ok"] = False
-            traceback.print_exc()
-        ok &= row["ok"]
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bn=bn, stages=st, store=store)
+        ok &= check_one(rows, row, cfg, M, N, K, dt, bmaj, pad=pad)
     for M, N, K, dt, bmaj, bm, bn, st, sp in SPLIT_CHECKS:
         row = {"part": "check", "M": M, "N": N, "K": K, "dtype": dt, "b_major": bmaj, "bm": bm,
                "bn": bn, "splits": sp}
-        try:
-            dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
-            a = torch.randn(M, K, dtype=dtype, device="cuda")
-            b = torch.randn((K, N) if bmaj == "n" else (N, K), dtype=dtype, device="cuda")
-            out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
-            cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bm=bm, bn=bn, stages=st, store="direct",
-                                split_k=True)
-            compiled_gemm(cfg)(a if tma_ready(a) else tma_padded(a),
-                               b if tma_ready(b) else tma_padded(b), out, splits=sp)
-            ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
-            row["rel_err"] = rel(out, ref)
-            row["ok"] = bool(torch.isfinite(out).all()) and row["rel_err"] < 1e-2
-        except Exception as e:
-            row["error"] = f"{type(e).__name__}: {e}"[:800]
-            row["ok"] = False
-            traceback.print_exc()
-        ok &= row["ok"]
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        cfg = TmaGemmConfig(dtype=dt, b_major=bmaj, bm=bm, bn=bn, stages=st, store="direct",
+                            split_k=True)
+        ok &= check_one(rows, row, cfg, M, N, K, dt, bmaj, splits=sp)
     return ok
 
 
