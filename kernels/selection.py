@@ -80,8 +80,10 @@ def nvidia_target(capability: Tuple[int, int], sms: int, name: str = "") -> Targ
 
 @dataclass(frozen=True)
 class GemmChoice:
-    """The kernel for one GEMM: ``kind`` ("wgmma", "mma" or "amd"), its ``config``, the
-    split-K count (1: none), the launch's CTA count and the reason in words."""
+    """The kernel for one GEMM: ``kind`` ("wgmma", "wgmma_tma", "mma" or "amd"), its
+    ``config``, the split-K count (1: none), the launch's CTA count and the reason in words;
+    ``pad_rows``: the caller first copies A and B into buffers whose rows start on multiples
+    of this many bytes (0: the operands run as they are)."""
 
     kind: str
     config: Any
@@ -89,6 +91,7 @@ class GemmChoice:
     ctas: int
     reason: str
     score: Optional[float] = None
+    pad_rows: int = 0
 
     def __str__(self) -> str:
         name = getattr(self.config, "name", type(self.config).__name__)

@@ -107,8 +107,8 @@ def test_choice_uses_the_device_sm_count():
     a = torch.randn(16, 4096, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda")
     c = choose_gemm(a, b)
-    assert c.kind == "wgmma" and c.config.bm == 64 and c.splits > 1, str(c)
-    assert f"on {sms} SMs" in c.reason
+    assert c.kind == "wgmma_tma" and c.config.bm == 64 and c.splits > 1, str(c)
+    assert c.ctas <= sms and f"on {c.ctas} persistent CTAs" in c.reason
 
 
 def test_split_k_refused_on_a_one_pass_config():

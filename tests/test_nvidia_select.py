@@ -28,16 +28,40 @@ HAVE_COMPILER = nvrtc_available() or nvcc_path() is not None
 
 # ------------------------------------------------------------------ GEMM selection
 
-@pytest.mark.parametrize("mnk, bm, splits", [
-    ((16, 4096, 4096), 64, 8),        # decode-time linear layer: small-M tile + split-K
-    ((1, 4096, 4096), 64, 8), ((64, 4096, 4096), 64, 8),
-    ((4000, 3000, 1000), 128, 1),     # fills 3 waves of 128x256
-    ((8192, 8192, 8192), 128, 1), ((4096, 14336, 4096), 128, 1),
-    ((777, 333, 130), 64, 1),         # K too short to split; small tiles fill more SMs
-    ((1, 1, 8), 64, 1)])
-def test_h100_choices(mnk, bm, splits):
+@pytest.mark.parametrize("mnk, bm, bn, splits", [
+    ((16, 4096, 4096), 64, 128, 4),   # decode-time linear layer: small-M tile + split-K
+    ((1, 4096, 4096), 64, 128, 4), ((64, 4096, 4096), 64, 128, 4),
+    ((128, 4096, 14336), 64, 128, 2), ((1024, 1024, 16384), 128, 128, 2),
+    ((16, 14336, 4096), 64, 128, 1)])
+def test_h100_split_choices(mnk, bm, bn, splits):
+    """Skinny / long-K problems: the split-K TMA kernel, units filling the SMs at most once
+    (the figures of benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json)."""
     c = select_gemm(GemmProblem(*mnk, dtype="bf16"), H100)
-    assert (c.kind, c.config.bm, c.splits, c.config.split_k) == ("wgmma", bm, splits, splits > 1)
+    assert (c.kind, c.config.bm, c.config.bn, c.splits) == ("wgmma_tma", bm, bn, splits)
+    assert c.config.split_k and c.config.store == "direct" and c.ctas <= 132
+    assert str(c).startswith("wgmma_tma lg_wgmma_tma_bf16") and "est." in c.reason
+
+
+@pytest.mark.parametrize("mnk, bn, stages, store", [
+    ((4000, 3000, 1000), 256, 3, "tma"),        # N = 3000: 6000-byte C rows, 16-byte aligned
+    ((8192, 8192, 8192), 256, 3, "tma"), ((4096, 14336, 4096), 256, 3, "tma"),
+    ((2048, 2048, 2048), 256, 3, "tma")])
+def test_h100_big_choices(mnk, bn, stages, store):
+    c = select_gemm(GemmProblem(*mnk, dtype="bf16"), H100)
+    assert c.kind == "wgmma_tma" and c.splits == 1 and not c.config.split_k
+    assert (c.config.bm, c.config.bn, c.config.stages, c.config.store) == (128, bn, stages, store)
+    assert c.ctas == min(132, -(-mnk[0] // 128) * -(-mnk[1] // bn)) and "persistent" in c.reason
+    # aligned rows are never copied (4000x3000x1000's 2000 / 6000-byte rows straddle 128-byte
+    # lines: the copy measured no faster in all)
+    assert c.pad_rows == 0
+
+
+@pytest.mark.parametrize("mnk, bm", [((777, 333, 130), 64), ((1, 1, 8), 64)])
+def test_h100_odd_rows_keep_the_cp_async_kernel(mnk, bm):
+    """Rows that are not 16-byte aligned on small problems: the padding copy would cost more
+    than it saves, the cp.async kernel's edge copy runs them."""
+    c = select_gemm(GemmProblem(*mnk, dtype="bf16", vec=1), H100)
+    assert (c.kind, c.config.bm, c.splits) == ("wgmma", bm, 1)
     assert "132 SMs" in c.reason and str(c).startswith("wgmma lg_wgmma_bf16")
 
 
@@ -45,15 +69,18 @@ def test_the_sm_count_changes_the_choice():
     p = GemmProblem(16, 4096, 4096, "bf16")
     few = select_gemm(p, replace(H100, sms=16))
     many = select_gemm(p, H100)
-    assert few.splits < many.splits and "16 SMs" in few.reason
+    assert few.splits < many.splits and few.ctas == 16 and "16 persistent CTAs" in few.reason
 
 
 def test_narrow_rows():
-    # 8-byte rows of a problem that fills the SMs: mma.sync with 8-byte cp.async
+    # 8-byte rows of a big problem: copied into aligned buffers for the TMA kernel, said so
     c = select_gemm(GemmProblem(4096, 4096, 4100, vec=4), H100)
-    assert c.kind == "mma" and c.config.vec == 4 and "8-byte" in c.reason
-    # odd rows: wgmma through the edge copy, said so
-    c = select_gemm(GemmProblem(4096, 4096, 4097, vec=1), H100)
+    assert c.kind == "wgmma_tma" and "padded buffers" in c.reason
+    c = select_gemm(GemmProblem(4097, 4097, 4097, vec=1), H100)
+    assert c.kind == "wgmma_tma" and "padded buffers" in c.reason and c.config.store == "direct"
+    assert c.pad_rows == 128
+    # a small one with 8-byte rows keeps wgmma's edge copy (the pad would not pay)
+    c = select_gemm(GemmProblem(300, 300, 300, vec=1), H100)
     assert c.kind == "wgmma" and "edge copy" in c.reason
     # no wgmma off sm_90a
     c = select_gemm(GemmProblem(777, 333, 130, vec=1), nvidia_target((8, 0), 108))
@@ -99,7 +126,7 @@ def test_selection_errors():
 
 def test_select_cli(capsys):
     assert select_main(["16,4096,4096", "--dtype", "bf16"]) == 0
-    assert "split-K 8" in capsys.readouterr().out
+    assert "split-K 4" in capsys.readouterr().out
     assert select_main(["16,4096"]) == 2
     assert "error" in capsys.readouterr().err
 

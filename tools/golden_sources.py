@@ -182,6 +182,14 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
           dict(bm=64, bn=64, stages=6, b_major="k"), dict(split_k=True)]
     for kw in wg:
         yield (f"nvidia/wgmma-gemm/{_kw(kw)}", lambda kw=kw: emit_wgmma_gemm(WgmmaGemmConfig(**kw)))
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig, emit_tma_gemm
+    # issue 20 item 4: the TMA GEMM the selection runs (persistent, TMA store; split-K units)
+    tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),
+          dict(store="direct", b_major="k", dtype="bf16"),
+          dict(bm=64, bn=128, stages=8, store="direct", split_k=True, dtype="bf16"),
+          dict(bm=128, bn=128, stages=6, store="direct", split_k=True)]
+    for kw in tm:
+        yield (f"nvidia/wgmma-tma-gemm/{_kw(kw)}", lambda kw=kw: emit_tma_gemm(TmaGemmConfig(**kw)))
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode
     for kw in (dict(), dict(head_dim=64, hg=8, chunk=2), dict(head_dim=256, hg=1),
                dict(in_dtype="f16", out_dtype="bf16", hg=3)):

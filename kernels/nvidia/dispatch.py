@@ -10,7 +10,7 @@ of issue 13).  The old paths ``kernels.cuda_gemm.gemm`` and ``kernels.cuda_atten
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import LaunchError
@@ -22,6 +22,7 @@ from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
+from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
@@ -113,10 +114,19 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     any leading dimensions run (vectors cut by an edge or misaligned take the kernels' edge
     copy).  ``config`` may be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits``
     then applies to a ``split_k`` one)."""
+    pad_rows = 0
     if config is None:
         choice = choose_gemm(a, b, b_major=b_major, atom=atom)
-        config, splits = choice.config, choice.splits
+        config, splits, pad_rows = choice.config, choice.splits, choice.pad_rows
     g = compiled_gemm(config)
+    if isinstance(config, TmaGemmConfig):
+        # the selection chose to copy the operands into buffers whose rows start on
+        # pad_rows-byte lines (at least 16 bytes: what TMA can address)
+        a = a if tma_ready(a, pad_rows) else tma_padded(a, pad_rows)
+        b = b if tma_ready(b, pad_rows) else tma_padded(b, pad_rows)
+        if config.store == "tma" and out is not None and not tma_ready(out):
+            g = compiled_gemm(replace(config, store="direct"))
+        return g(a, b, out, splits=splits)
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=splits)
     if splits != 1:
@@ -130,7 +140,8 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     configuration (its module compiles on first launch)."""
     g = _GEMMS.get(cfg)
     if g is None:
-        g = _GEMMS[cfg] = WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg)
+        g = _GEMMS[cfg] = (TmaGemm(cfg) if isinstance(cfg, TmaGemmConfig) else
+                           WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg))
     return g
 
 

@@ -18,19 +18,31 @@ ASSUMED from the tile shape (bigger tiles reuse each loaded byte more), not meas
 benchmark (``benchmarks/gpu.py --suite``) is what says whether the choices are good.
 
 Elsewhere (sm_80, sm_89) the mma.sync kernel runs with the widest copy the rows allow.
+
+On Hopper that cp.async choice is then handed to the TMA kernel (:mod:`.wgmma_tma`, issue 20
+item 4) when it can run it: a 128-row tile without split-K becomes the same tile in the
+persistent, warp-specialised TMA kernel (:func:`tma_choice`; rows that are not 16-byte aligned
+are first copied onto 128-byte lines when :data:`PAD_GBPS` / :data:`TMA_TFLOPS` say the copy
+plus the kernel beats the edge path at :data:`EDGE_TFLOPS`); a split-K or 64-row choice with
+16-byte rows becomes the split-K TMA kernel, whose tile and split count
+:func:`split_estimate` ranks (:func:`tma_split_choice`).  Small problems with unaligned rows
+keep the cp.async kernel.  Every figure is ASSUMED from the H100 runs of 2026-11-24 (the
+results files named next to them), not a model of the chip.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import LaunchError
 from ..selection import GemmChoice, GemmProblem, Target, cdiv
 from .gemm import CudaGemmConfig
 from .wgmma import WgmmaGemmConfig
+from .wgmma_tma import TmaGemmConfig
 
-__all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident"]
+__all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident", "tma_choice",
+           "EDGE_TFLOPS", "cp_async_choice", "tma_split_choice", "split_estimate", "TMA_TFLOPS", "PAD_GBPS"]
 
 # (bm, bn, stages): every candidate's plan is proved when it is built.  The 64-row tiles keep
 # 4 / 6 stages (97 KiB) so two CTAs share an SM: a skinny problem's split-K CTAs then overlap
@@ -90,6 +102,108 @@ def _wgmma_choice(p: GemmProblem, t: Target) -> GemmChoice:
     return GemmChoice("wgmma", cfg, s, ctas, "; ".join(why), cost)
 
 
+# Figures of the padding decision (assumed from the H100 suite of 2026-11-24, not a model of the
+# chip): the edge-copy path ran 4097^3 at 74 TFLOP/s; the aligned kernels run big problems at
+# ~600; a device copy moves ~3000 GB/s (the pad reads and writes each operand once).
+EDGE_TFLOPS = 75e12
+TMA_TFLOPS = 600e12
+PAD_GBPS = 2500e9
+# an unaligned operand is copied anyway: onto 128-byte lines, which TMA fetches whole (4097^3
+# f16: 509 us with 16-byte rows, 383 us with 128-byte rows, H100 2026-11-24).  Aligned rows
+# that straddle lines are NOT copied: 4000x3000x1000 f16 ran its kernel at 589 TF on padded
+# rows against 381 TF on its own, but the copy ate the gain (63.1 us against 62.1 us in all)
+LINE = 128
+TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 227 KiB
+
+
+def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoice]:
+    """The TMA kernel (:mod:`kernels.nvidia.wgmma_tma`) in place of the cp.async ``base``
+    choice when ``base`` is a 128-row tile without split-K (the problem fills the SMs): same
+    tile, persistent CTAs, warp-specialised TMA loads.  Rows that are not 16-byte aligned are
+    first copied into padded buffers when that copy plus the aligned kernel is estimated faster
+    than the edge path (:data:`EDGE_TFLOPS` etc.); else None (keep ``base``)."""
+    cfg = base.config
+    if base.kind != "wgmma" or base.splits != 1 or cfg.bm != 128 or cfg.bn not in TMA_STAGES:
+        return None
+    tiles = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn)
+    why = [f"{cfg.bm}x{cfg.bn} tiles: {tiles} tiles on {min(tiles, t.sms)} persistent CTAs "
+           f"({cdiv(tiles, t.sms)} per CTA at most); TMA producer warpgroup + 2 wgmma consumers"]
+    pad_rows = 0
+    if p.vec != 8:
+        pad = pad_bytes(p)
+        t_pad = pad / PAD_GBPS + p.flops / TMA_TFLOPS
+        t_edge = p.flops / EDGE_TFLOPS
+        if t_pad >= t_edge:
+            return None
+        pad_rows = LINE
+        why.append(f"rows not 16-byte aligned: A and B copied into padded buffers first "
+                   f"(~{pad / 1e6:.0f} MB, est. {1e6 * t_pad:.0f} us with the copy against "
+                   f"{1e6 * t_edge:.0f} us on the edge path)")
+    store = "tma" if p.n % 8 == 0 else "direct"
+    if store == "direct":
+        why.append(f"N = {p.n}: C rows not 16-byte aligned, registers -> global stores")
+    tcfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=cfg.bm, bn=cfg.bn,
+                         stages=TMA_STAGES[cfg.bn], store=store)
+    return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score,
+                      pad_rows)
+
+
+def pad_bytes(p: GemmProblem) -> int:
+    """Bytes the padding copy moves: A and B read and written once."""
+    return 2 * 2 * (p.m * p.k + p.k * p.n)
+
+
+# The split-K TMA candidates (bm, bn, stages: the most that fit 227 KiB with no C buffer) and
+# the time estimate that ranks them: every figure ASSUMED from the H100 runs of 2026-11-24
+# (benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json), not a model of the chip.
+SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128, 6)]
+SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85}
+SM_TFLOPS = 6.0e12          # dense f16/bf16 wgmma per SM at full efficiency (~800 TF / 132)
+DRAM_BPS = 3.0e12           # operands read once (L2 shares them within a wave), workspace
+
+
+def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, int, int]:
+    """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles: splits
+    so that the (tile, k range) units fill at most the SMs once (at least 4 k tiles each);
+    time = max(compute of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written
+    and read back."""
+    tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
+    kt = cdiv(p.k, 64)
+    s = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
+    s = cdiv(kt, cdiv(kt, s))                       # the count the kernel really launches
+    units = tiles * s
+    compute = cdiv(units, t.sms) * 2 * bm * bn * 64 * cdiv(kt, s) / (
+        SM_TFLOPS * SPLIT_EFFICIENCY[(bm, bn)])
+    mem = 2 * (p.m * p.k + p.k * p.n) / DRAM_BPS
+    ws = (8 * s * p.m * p.n / DRAM_BPS) if s > 1 else 0.0
+    return max(compute, mem) + ws, s, units
+
+
+def tma_split_choice(p: GemmProblem, t: Target) -> GemmChoice:
+    """The split-K TMA kernel for a problem whose 128x256 tiles do not fill the SMs (skinny
+    M, long K): the candidate of :data:`SPLIT_TILES` with the least :func:`split_estimate`."""
+    best = None
+    for bm, bn, st in SPLIT_TILES:
+        est, s, units = split_estimate(p, t, bm, bn)
+        if best is None or est < best[0]:
+            best = (est, bm, bn, st, s, units)
+    est, bm, bn, st, s, units = best
+    cfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=bm, bn=bn, stages=st,
+                        store="direct", split_k=True)
+    tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
+    why = (f"{bm}x{bn} tiles: {tiles} tiles" + (f", split-K {s} ({cdiv(cdiv(p.k, 64), s)} k "
+           f"tiles each)" if s > 1 else "") + f": {units} work units on {min(units, t.sms)} "
+           f"persistent CTAs (TMA producer + wgmma consumer); est. {1e6 * est:.1f} us "
+           "(assumed figures, gemm_select.SPLIT_TILES)")
+    return GemmChoice("wgmma_tma", cfg, s, min(units, t.sms), why, est)
+
+
+def cp_async_choice(p: GemmProblem, t: Target) -> GemmChoice:
+    """The cp.async wgmma kernel's choice alone (tile, split-K), without the TMA kernel: the
+    baseline a benchmark compares the TMA kernel with."""
+    return _wgmma_choice(p, t)
+
+
 def select_nvidia_gemm(p: GemmProblem, t: Target, atom: str = "auto") -> GemmChoice:
     """The NVIDIA kernel for ``p`` on ``t``; ``atom`` "auto", "wgmma" (refused off sm_90a)
     or "mma" (mma.sync everywhere)."""
@@ -106,8 +220,15 @@ def select_nvidia_gemm(p: GemmProblem, t: Target, atom: str = "auto") -> GemmCho
     # problem is big enough to fill the SMs with its 128x256 tiles; small ones want wgmma's
     # smaller tiles more than wide copies
     narrow_big = p.vec in (2, 4) and tiles >= t.sms
-    if hopper and (atom == "wgmma" or atom == "auto" and not narrow_big):
-        return _wgmma_choice(p, t)
+    if hopper and atom in ("auto", "wgmma"):
+        base = _wgmma_choice(p, t)
+        fast = tma_choice(p, t, base)
+        if fast is not None:
+            return fast
+        if p.vec == 8 and (base.splits > 1 or base.config.bm == 64):
+            return tma_split_choice(p, t)
+        if atom == "wgmma" or not narrow_big:
+            return base
     if atom == "mma":
         why = "atom='mma' asked for"
     elif not hopper:

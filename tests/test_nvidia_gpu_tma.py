@@ -1,0 +1,116 @@
+"""The TMA / warp-specialised / persistent wgmma GEMM on an H100/H200 (skipped elsewhere):
+every form against a float32 torch reference, outputs poisoned with NaN first.
+
+    python3 -m pytest -m gpu tests/test_nvidia_gpu_tma.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernels.cuda.launch import cuda_available  # noqa: E402
+
+HOPPER = cuda_available() and torch.cuda.get_device_capability(0) == (9, 0)
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not HOPPER, reason="needs an H100/H200 (sm_90a), torch with "
+                                 "CUDA and cuda-python")]
+
+TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
+DT = {torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def rel(out, ref):
+    out, ref = out.float(), ref.float()
+    assert torch.isfinite(out).all(), "non-finite output (unwritten or NaN)"
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def case(M, N, K, dtype, b_major):
+    a = torch.randn(M, K, dtype=dtype, device="cuda")
+    b = torch.randn((K, N) if b_major == "n" else (N, K), dtype=dtype, device="cuda")
+    ref = a.float() @ (b.float() if b_major == "n" else b.float().T)
+    return a, b, ref
+
+
+@pytest.mark.parametrize("form", [dict(bn=256, stages=3), dict(bn=128, stages=6),
+                                  dict(bn=256, stages=3, store="direct"),
+                                  dict(bn=192, stages=3)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("b_major", ["n", "k"])
+def test_tma_gemm_forms(form, dtype, b_major):
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    g = compiled_gemm(TmaGemmConfig(dtype=DT[dtype], b_major=b_major, **form))
+    # partial tiles in M, N and K; several tiles per persistent CTA; one tiny problem
+    for M, N, K in ((1000, 1032, 520), (4096, 4096, 256), (8, 8, 8), (129, 264, 4104)):
+        a, b, ref = case(M, N, K, dtype, b_major)
+        out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+        g(a, b, out)
+        assert rel(out, ref) < TOL[dtype], (g.cfg.name, M, N, K)
+
+
+@pytest.mark.parametrize("splits", [1, 2, 3, 7, 64])
+@pytest.mark.parametrize("tile", [(64, 128, 8), (64, 256, 5), (128, 128, 6)])
+def test_tma_split_k(splits, tile):
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    bm, bn, st = tile
+    for dtype in (torch.float16, torch.bfloat16):
+        for b_major in ("n", "k"):
+            g = compiled_gemm(TmaGemmConfig(dtype=DT[dtype], b_major=b_major, bm=bm, bn=bn,
+                                            stages=st, store="direct", split_k=True))
+            for M, N, K in ((16, 4096, 4096), (200, 304, 1000), (1, 8, 8)):
+                a, b, ref = case(M, N, K, dtype, b_major)
+                out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+                g(a, b, out, splits=splits)
+                assert rel(out, ref) < TOL[dtype], (g.cfg.name, M, N, K, splits)
+
+
+@pytest.mark.parametrize("M, N, K", [(1025, 1031, 1027), (4097, 4097, 4097)])
+def test_unaligned_operands_are_padded_for_tma(M, N, K):
+    """Odd leading dimensions: dispatch copies A and B into aligned buffers (the selection
+    says so), C takes the direct stores."""
+    from kernels.nvidia.dispatch import choose_gemm, gemm
+    a, b, ref = case(M, N, K, torch.float16, "n")
+    c = choose_gemm(a, b)
+    assert c.kind == "wgmma_tma" and "padded" in c.reason and c.config.store == "direct"
+    assert c.pad_rows == 128
+    assert rel(gemm(a, b), ref) < TOL[torch.float16]
+
+
+def test_unaligned_out_takes_direct_stores():
+    from kernels.nvidia.dispatch import choose_gemm, gemm
+    a, b, ref = case(2048, 2048, 512, torch.bfloat16, "n")
+    assert choose_gemm(a, b).config.store == "tma"
+    buf = torch.full((2048, 2052), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = buf[:, 2:2050]                     # rows start 4 bytes off 16
+    gemm(a, b, out)
+    assert rel(out, ref) < TOL[torch.bfloat16]
+    assert torch.isnan(buf[:, :2]).all() and torch.isnan(buf[:, 2050:]).all()
+
+
+def test_skinny_choices_run_and_match():
+    from kernels.nvidia.dispatch import choose_gemm, gemm
+    for M, N, K in ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 14336)):
+        a, b, ref = case(M, N, K, torch.bfloat16, "n")
+        c = choose_gemm(a, b)
+        assert c.kind == "wgmma_tma" and c.config.split_k, str(c)
+        assert rel(gemm(a, b), ref) < TOL[torch.bfloat16], str(c)
+
+
+def test_refusals():
+    from kernels.errors import LaunchError
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    g = compiled_gemm(TmaGemmConfig())
+    a = torch.randn(64, 130, dtype=torch.float16, device="cuda")[:, :129]
+    b = torch.randn(129, 64, dtype=torch.float16, device="cuda")
+    with pytest.raises(LaunchError, match="16-byte aligned"):
+        g(a, b)
+    x = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+    with pytest.raises(LaunchError, match="split-K"):
+        g(x, x, splits=2)
+    with pytest.raises(LaunchError, match="CUDA tensors"):
+        g(x.cpu(), x.cpu())
