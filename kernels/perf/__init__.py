@@ -1,5 +1,14 @@
-"""A static MI300X (gfx942) performance model: read a code object, find the hot loop, simulate one
+"""A static MI300X (gfx942) performance model: read a code object, find its loops, simulate one
 compute unit cycle by cycle, name the bottleneck, estimate the whole kernel.
+
+Without a problem size the model simulates the hot loop (the innermost loop with the most MFMA
+flops, then the longest).  With one (``gemm=`` / ``attention=`` and ``tile=``) it simulates
+every innermost MFMA loop and weights each by its trip count derived from the problem and the
+tile (:mod:`.trips`: full vs boundary K-steps / KV tiles per work-group, causal and not); the
+report's hot loop is then the loop with the largest share of the clocks, and
+``whole_kernel["loops"]`` lists each loop (instructions, clocks per iteration, MFMA busy,
+binding, trips over the grid, share of the clocks).  Loops without a trip model fall back to the
+hot loop alone, named in ``whole_kernel["trip_model"]``.
 
 >>> from kernels.perf import analyze
 >>> r = analyze("kernel.co", gemm="4096,4096,4096", tile="256x256")   # doctest: +SKIP
@@ -7,7 +16,8 @@ compute unit cycle by cycle, name the bottleneck, estimate the whole kernel.
 
 Modules: :mod:`.program` (code object -> kernel, hot loop, operands), :mod:`.costs` (the
 per-instruction cost table and machine constants), :mod:`.simulate` (the CU simulator),
-:mod:`.estimate` (whole-kernel GEMM / attention estimates), :mod:`.report` (result, JSON, text),
+:mod:`.trips` (trip counts of the MFMA loops from the problem), :mod:`.estimate` (whole-kernel
+GEMM / attention estimates), :mod:`.report` (result, JSON, text),
 :mod:`.cli` (``layoutalg perf``).  Every result is a model estimate with an error bar
 (``docs/PERFORMANCE.md``, "Static performance model"), never a measurement.
 """

@@ -3,8 +3,9 @@
 The loop's MFMA flops per iteration say how much of the problem one iteration covers (a GEMM's
 BK, an attention kernel's KV block); the grid is dealt to ``cus x work-groups per CU`` slots
 (greedy, in launch order; causal attention's query blocks have different lengths); each
-work-group costs ``iterations x clocks per iteration`` plus a prologue/epilogue of its other
-instructions and two memory latencies.  The result is the fraction of MFMA peak and TFLOP/s at
+work-group costs, over the kernel's MFMA loops, ``trips x clocks per iteration`` (trips from the
+problem: :mod:`.trips`) plus a prologue/epilogue of its other instructions and two memory
+latencies.  The result is the fraction of MFMA peak and TFLOP/s at
 the model's sustained clock.  A model, not a measurement: see ``MachineModel.error_bar``.
 """
 
