@@ -191,3 +191,39 @@ def test_roles_keep_the_hot_loop_method(tmp):
     with pytest.raises(PerfError, match="--tile"):
         analyze(co, gemm="4096,4096,4096")
     assert GFX942.issue_period == 4
+
+
+# ------------------------------------------------------------ the compiled kernels (regression)
+
+@pytest.mark.slow
+def test_our_prefill_weights_its_full_tile_loop():
+    """Regression: the model simulated our prefill's masked boundary loop (the longest of two
+    loops with 64 MFMAs) for every KV tile; at S = 8K non-causal that loop never runs."""
+    from kernels.flash_attention import AttnConfig, build_attention
+    bk = build_attention(AttnConfig(head_dim=128, dtype="bf16", causal=False))
+    co = bk.compile("gfx942")
+    r = analyze(co.binary, attention="16,16,8192,128", tile=str(bk.plan.cfg.block_m))
+    w = r.whole_kernel
+    full, bnd = w["loops"]
+    assert full["units"] == "full" and bnd["units"] == "boundary"
+    assert full["instructions"] < bnd["instructions"]
+    assert bnd["trips"] == 0 and full["trips"] == 16 * 16 * 64 * 128
+    assert r.loop["start"] == full["start"]          # the report's loop is the one that runs
+    assert full["share"] > 0.95 and bnd["share"] == 0
+
+
+def test_triton_two_stage_fa_gets_the_same_treatment():
+    """Triton's tutorial FA (unmasked off-diagonal loop, then the masked diagonal loop): the
+    same trip model as ours; causal B16 H16 S8K, BM 128, BN 64: 2q full + 2 diagonal tiles."""
+    pytest.importorskip("triton")
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from gfx942_static_attention import triton_compile
+    t = triton_compile(128, True, "bf16", staged=True)
+    r = analyze(t["binary"], attention="16,16,8192,128,causal", tile="128",
+                block_threads=t["threads"], dynamic_lds_bytes=t["lds_dynamic"])
+    w = r.whole_kernel
+    assert [x["units"] for x in w["loops"]] == ["full", "boundary"]
+    assert [x["trips"] for x in w["loops"]] == [256 * 64 * 63, 256 * 64 * 2]
+    assert "shorter runs the full units" in w["trip_model"]
