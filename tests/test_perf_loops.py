@@ -227,3 +227,17 @@ def test_triton_two_stage_fa_gets_the_same_treatment():
     assert [x["units"] for x in w["loops"]] == ["full", "boundary"]
     assert [x["trips"] for x in w["loops"]] == [256 * 64 * 63, 256 * 64 * 2]
     assert "shorter runs the full units" in w["trip_model"]
+
+
+def test_a_backward_branch_to_the_exit_is_not_a_loop(tmp):
+    """Regression: Triton 3.9's 32x64x128 GEMM ends its pipeline drain (8 MFMAs) with a
+    backward branch to the kernel's s_endpgm; the loop finder took it for a second MFMA loop
+    and the trip model ran the K-steps through the drain instead of the main loop."""
+    code = ("  s_mov_b32 s0, 100\n.Lloop:\n" + mfmas(4) + EXIT.format(label=".Lloop")
+            + "  s_branch .Ldrain\n.Lexit:\n  s_endpgm\n.Ldrain:\n" + mfmas(2)
+            + "  s_cmp_lg_u32 s2, 0\n  s_cbranch_scc1 .Lexit\n")
+    co = build(tmp, "drain", code, agprs=64, loop=False)
+    r = analyze(co, gemm="4096,4096,4096", tile="128x128")
+    w = r.whole_kernel
+    assert len(w["loops"]) == 1 and w["loops"][0]["instructions"] == 7
+    assert w["trip_model"].startswith("one MFMA loop")
