@@ -151,6 +151,9 @@ def test_json_and_text_list_every_loop(masked_second, capsys):
                      "--tile", "16"]) == 0
     out = capsys.readouterr().out
     assert "weighted by trip count" in out and "boundary" in out and "prologue/epilogue" in out
+    # issue 16: the report shows waves/SIMD and the binding resource
+    assert "waves/SIMD" in out and "binding:" in out
+    assert d["occupancy"]["waves_per_simd"] >= 1 and d["binding"]
 
 
 # ------------------------------------------------------------ single-loop kernels: unchanged
