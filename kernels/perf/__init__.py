@@ -24,6 +24,7 @@ GEMM / attention estimates), :mod:`.report` (result, JSON, text),
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import List, Optional, Union
@@ -133,8 +134,7 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
     if roles and wpg < len(role_bodies):
         raise PerfError(f"roles=True: {wpg} wave(s) per work-group cannot run "
                         f"{len(role_bodies)} roles")
-    sim = simulate(body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
-                   iterations=iterations, roles=role_bodies)
+    sim = _simulate(body, wpg, wgs, model, iterations, role_bodies)
     notes = list(prog.notes)
     whole, hot = None, (prog.loop, body, sim)
     if problem is not None:
@@ -151,7 +151,7 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
     loop = {"start": start, "end": end, "instructions": len(body),
             "mfma": len(mfmas), "mfma_flops_per_wave": flops,
             "waves_per_workgroup": wpg, "workgroups_per_cu": wgs,
-            "waves_per_simd": sim.waves_per_simd, "forward_branches": prog.forward_branches,
+            "waves_per_simd": list(sim.waves_per_simd), "forward_branches": prog.forward_branches,
             "guarded_blocks": len(prog.guarded), "branches": branches,
             "roles": len(role_bodies) or 1}
     if not mfmas:
@@ -163,9 +163,8 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
     if prog.guarded:
         other = "skip" if branches == "all" else "all"
         raw = next((ops for ops in prog.mfma_loops if ops and ops[0].addr == start), prog.body)
-        alt = simulate(prog.path(other, raw), waves_per_workgroup=wpg, workgroups=wgs,
-                       model=model, iterations=iterations,
-                       roles=[prog.path(other, b) for b in prog.mfma_loops] if roles else [])
+        alt = _simulate(prog.path(other, raw), wpg, wgs, model, iterations,
+                        [prog.path(other, b) for b in prog.mfma_loops] if roles else [])
         notes.append(f"with branches='{other}' the model gives MFMA busy "
                      f"{100 * alt.mfma_busy:.1f}% (this report: branches='{branches}', "
                      f"{100 * sim.mfma_busy:.1f}%)")
@@ -178,11 +177,27 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
                          f"work once, the loop's MFMA busy counts every executed MFMA")
     return PerfReport(kernel=prog.kernel, arch=prog.arch, mfma_busy=sim.mfma_busy,
                       binding=binding_resource(sim.utilisation, sim.idle_breakdown),
-                      idle_breakdown=sim.idle_breakdown, utilisation=sim.utilisation,
+                      idle_breakdown=dict(sim.idle_breakdown),
+                      utilisation=dict(sim.utilisation),
                       cycles_per_iteration=sim.cycles_per_iteration, loop=loop,
                       occupancy={k: v for k, v in occ.items()}, error_bar=model.error_bar,
                       peak_fraction=whole["peak_fraction"] if whole else None,
                       whole_kernel=whole, notes=notes, model=model.to_dict())
+
+
+def _simulate(body, wpg: int, wgs: int, model: MachineModel, iterations: int,
+              roles=()) -> SimResult:
+    """:func:`.simulate`, remembered: a benchmark models one code object for several problem
+    sizes, and the loops' simulation does not depend on the problem (the result is shared:
+    callers copy what they hand out)."""
+    return _simulate_cached(tuple(body), wpg, wgs, model, iterations,
+                            tuple(tuple(r) for r in roles))
+
+
+@functools.lru_cache(maxsize=64)
+def _simulate_cached(body, wpg, wgs, model, iterations, roles) -> SimResult:
+    return simulate(list(body), waves_per_workgroup=wpg, workgroups=wgs, model=model,
+                    iterations=iterations, roles=[list(r) for r in roles])
 
 
 def _loop_cost(start: int, end: int, body, sim: SimResult, wpg: int) -> LoopCost:
@@ -206,9 +221,8 @@ def _whole_kernel(prog: Program, problem, hot, role_bodies, wpg: int, wgs: int,
         for ops in prog.mfma_loops:
             if ops[0].addr not in runs:
                 b = prog.path(branches, ops)
-                runs[ops[0].addr] = ((ops[0].addr, ops[-1].addr), b, simulate(
-                    b, waves_per_workgroup=wpg, workgroups=wgs, model=model,
-                    iterations=iterations))
+                runs[ops[0].addr] = ((ops[0].addr, ops[-1].addr), b,
+                                     _simulate(b, wpg, wgs, model, iterations))
         order = sorted(runs)
         costs = [_loop_cost(*runs[a][0], runs[a][1], runs[a][2], wpg) for a in order]
         classes, why = loop_classes(costs)
