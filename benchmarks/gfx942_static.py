@@ -255,7 +255,21 @@ def model(binary: bytes, threads: int, lds_dynamic: int, **problem: str) -> Dict
             "model_tflops": w.get("tflops"), "model_error_bar": r.error_bar,
             "model_cycles_per_iteration": r.cycles_per_iteration,
             "model_k_per_iteration": w.get("k_per_iteration"),
-            "model_mfma_duplication": w.get("mfma_duplication", 1)}
+            "model_mfma_duplication": w.get("mfma_duplication", 1),
+            "model_waves_per_simd": r.occupancy.get("waves_per_simd"),
+            "model_trip_model": w.get("trip_model"),
+            "model_mfma_busy_weighted": w.get("mfma_busy_weighted"),
+            "model_loops": [{k: x[k] for k in ("instructions", "units", "cycles_per_iteration",
+                                               "mfma_busy", "trips", "share")}
+                            for x in w.get("loops", [])]}
+
+
+def loops_cell(r: Dict[str, Any]) -> str:
+    """The model's MFMA loops of one row: instructions, the units they run, MFMA busy and
+    share of the clocks (``kernels.perf.trips``: trip counts from the problem)."""
+    loops = r.get("model_loops") or []
+    return "; ".join(f"{x['instructions']} instr {x['units']} busy {100 * x['mfma_busy']:.0f}%"
+                     f" x {x['trips']} ({100 * x['share']:.0f}%)" for x in loops) or "-"
 
 
 def print_model(rows: List[Dict[str, Any]], problem: str) -> None:
@@ -263,19 +277,21 @@ def print_model(rows: List[Dict[str, Any]], problem: str) -> None:
     eb = next((r["model_error_bar"] for r in rows if "model_error_bar" in r), 0)
     print(f"\nstatic MI300X performance model (kernels.perf; a model, NOT a measurement; error "
           f"bar +-{100 * eb:.0f}%), {problem}\n")
-    print("| kernel | model MFMA busy (hot loop) | binding | largest MFMA-idle causes | "
+    print("| kernel | waves/SIMD | model MFMA busy (hot loop) | binding | largest MFMA-idle "
+          "causes | MFMA loops: instructions, units, busy x trips (share of clocks) | "
           "model % of MFMA peak (whole kernel) | model TFLOP/s |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "model_error" in r:
-            print(f"| {r['who']} {r['config']} | - | {r['model_error']} | | | |")
+            print(f"| {r['who']} {r['config']} | | - | {r['model_error']} | | | | |")
             continue
         idle = ", ".join(f"{k} {100 * v:.0f}%" for k, v in list(r["model_idle"].items())[:3])
         pf, tf = r["model_peak_fraction"], r["model_tflops"]
         pf_s = "-" if pf is None else f"{100 * pf:.0f}%"
         tf_s = "-" if tf is None else f"{tf:.0f}"
-        print(f"| {r['who']} {r['config']} | {100 * r['model_mfma_busy']:.0f}% | "
-              f"{r['model_binding']} | {idle} | {pf_s} | {tf_s} |")
+        print(f"| {r['who']} {r['config']} | {r.get('model_waves_per_simd', '-')} | "
+              f"{100 * r['model_mfma_busy']:.0f}% | {r['model_binding']} | {idle} | "
+              f"{loops_cell(r)} | {pf_s} | {tf_s} |")
 
 
 def analyse(binary: bytes, threads: int, lds_dynamic: int) -> Dict[str, Any]:

@@ -1,5 +1,14 @@
-"""A static MI300X (gfx942) performance model: read a code object, find the hot loop, simulate one
+"""A static MI300X (gfx942) performance model: read a code object, find its loops, simulate one
 compute unit cycle by cycle, name the bottleneck, estimate the whole kernel.
+
+Without a problem size the model simulates the hot loop (the innermost loop with the most MFMA
+flops, then the longest).  With one (``gemm=`` / ``attention=`` and ``tile=``) it simulates
+every innermost MFMA loop and weights each by its trip count derived from the problem and the
+tile (:mod:`.trips`: full vs boundary K-steps / KV tiles per work-group, causal and not); the
+report's hot loop is then the loop with the largest share of the clocks, and
+``whole_kernel["loops"]`` lists each loop (instructions, clocks per iteration, MFMA busy,
+binding, trips over the grid, share of the clocks).  Loops without a trip model fall back to the
+hot loop alone, named in ``whole_kernel["trip_model"]``.
 
 >>> from kernels.perf import analyze
 >>> r = analyze("kernel.co", gemm="4096,4096,4096", tile="256x256")   # doctest: +SKIP
@@ -7,22 +16,25 @@ compute unit cycle by cycle, name the bottleneck, estimate the whole kernel.
 
 Modules: :mod:`.program` (code object -> kernel, hot loop, operands), :mod:`.costs` (the
 per-instruction cost table and machine constants), :mod:`.simulate` (the CU simulator),
-:mod:`.estimate` (whole-kernel GEMM / attention estimates), :mod:`.report` (result, JSON, text),
+:mod:`.trips` (trip counts of the MFMA loops from the problem), :mod:`.estimate` (whole-kernel
+GEMM / attention estimates), :mod:`.report` (result, JSON, text),
 :mod:`.cli` (``layoutalg perf``).  Every result is a model estimate with an error bar
 (``docs/PERFORMANCE.md``, "Static performance model"), never a measurement.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 from .costs import GFX942, MachineModel, classify, mfma_cost
 from .estimate import AttentionProblem, GemmProblem, parse_attention, parse_gemm, whole_kernel
 from .program import PerfError, Program, code_object_arch, load_program, occupancy
 from .report import MODEL_NOTE, PerfReport, binding_resource
 from .simulate import IDLE_CAUSES, SimResult, simulate
+from .trips import BOUNDARY, FULL, LoopCost, loop_classes
 
 __all__ = ["analyze", "analyze_program", "PerfReport", "PerfError", "MachineModel", "GFX942",
            "GemmProblem", "AttentionProblem", "parse_gemm", "parse_attention", "load_program",
@@ -122,19 +134,26 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
     if roles and wpg < len(role_bodies):
         raise PerfError(f"roles=True: {wpg} wave(s) per work-group cannot run "
                         f"{len(role_bodies)} roles")
-    sim = simulate(body, waves_per_workgroup=wpg, workgroups=wgs, model=model,
-                   iterations=iterations, roles=role_bodies)
+    sim = _simulate(body, wpg, wgs, model, iterations, role_bodies)
+    notes = list(prog.notes)
+    whole, hot = None, (prog.loop, body, sim)
+    if problem is not None:
+        if not any(o.cost.cls == "mfma" for o in body):
+            raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs "
+                            "one")
+        whole, hot = _whole_kernel(prog, problem, hot, role_bodies, wpg, wgs, model, iterations,
+                                   branches, notes)
+    (start, end), body, sim = hot
     mfmas = [o for o in body if o.cost.cls == "mfma"]
     # flops per wave and loop iteration: the mean over the roles' loops when roles are split
     flops = (sum(sum(o.cost.flops for o in b) for b in role_bodies) / len(role_bodies)
              if role_bodies else sum(o.cost.flops for o in body))
-    loop = {"start": prog.loop[0], "end": prog.loop[1], "instructions": len(body),
+    loop = {"start": start, "end": end, "instructions": len(body),
             "mfma": len(mfmas), "mfma_flops_per_wave": flops,
             "waves_per_workgroup": wpg, "workgroups_per_cu": wgs,
-            "waves_per_simd": sim.waves_per_simd, "forward_branches": prog.forward_branches,
+            "waves_per_simd": list(sim.waves_per_simd), "forward_branches": prog.forward_branches,
             "guarded_blocks": len(prog.guarded), "branches": branches,
             "roles": len(role_bodies) or 1}
-    notes = list(prog.notes)
     if not mfmas:
         hbm = 5.3e12 / model.cus / (model.clock_mhz * 1e6)
         notes.append(f"no MFMA in the hot loop: MFMA busy is 0 by construction.  The memory "
@@ -143,28 +162,13 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
                      f"(5.3 TB/s peak HBM is ~{hbm:.0f} B/clk per CU)")
     if prog.guarded:
         other = "skip" if branches == "all" else "all"
-        alt = simulate(prog.path(other), waves_per_workgroup=wpg, workgroups=wgs, model=model,
-                       iterations=iterations,
-                       roles=[prog.path(other, b) for b in prog.mfma_loops] if roles else [])
+        raw = next((ops for ops in prog.mfma_loops if ops and ops[0].addr == start), prog.body)
+        alt = _simulate(prog.path(other, raw), wpg, wgs, model, iterations,
+                        [prog.path(other, b) for b in prog.mfma_loops] if roles else [])
         notes.append(f"with branches='{other}' the model gives MFMA busy "
                      f"{100 * alt.mfma_busy:.1f}% (this report: branches='{branches}', "
                      f"{100 * sim.mfma_busy:.1f}%)")
-    whole = None
-    if problem is not None:
-        if not mfmas:
-            raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs "
-                            "one")
-        main = max(mfmas, key=lambda o: o.cost.flops)
-        whole = whole_kernel(problem, loop_flops_per_wg=flops * wpg,
-                             cycles_per_iteration=sim.cycles_per_iteration,
-                             workgroups_per_cu=wgs,
-                             outside_instructions=prog.outside_instructions,
-                             peak_flops_per_clk_simd=main.cost.flops / main.cost.cycles,
-                             model=model,
-                             # wave-specialised roles hold different outputs: not compared
-                             output_elements_per_wg=None if role_bodies
-                             else _accumulator_elements(mfmas) * wpg)
-        whole["peak_mfma"] = main.mnemonic
+    if whole is not None:
         dup = whole.get("mfma_duplication", 1)
         if dup > 1:
             notes.append(f"the waves' MFMA accumulators hold {dup:g}x the tile's outputs: the "
@@ -173,11 +177,84 @@ def analyze_program(prog: Program, problem=None, *, block_threads: Optional[int]
                          f"work once, the loop's MFMA busy counts every executed MFMA")
     return PerfReport(kernel=prog.kernel, arch=prog.arch, mfma_busy=sim.mfma_busy,
                       binding=binding_resource(sim.utilisation, sim.idle_breakdown),
-                      idle_breakdown=sim.idle_breakdown, utilisation=sim.utilisation,
+                      idle_breakdown=dict(sim.idle_breakdown),
+                      utilisation=dict(sim.utilisation),
                       cycles_per_iteration=sim.cycles_per_iteration, loop=loop,
                       occupancy={k: v for k, v in occ.items()}, error_bar=model.error_bar,
                       peak_fraction=whole["peak_fraction"] if whole else None,
                       whole_kernel=whole, notes=notes, model=model.to_dict())
+
+
+def _simulate(body, wpg: int, wgs: int, model: MachineModel, iterations: int,
+              roles=()) -> SimResult:
+    """:func:`.simulate`, remembered: a benchmark models one code object for several problem
+    sizes, and the loops' simulation does not depend on the problem (the result is shared:
+    callers copy what they hand out)."""
+    return _simulate_cached(tuple(body), wpg, wgs, model, iterations,
+                            tuple(tuple(r) for r in roles))
+
+
+@functools.lru_cache(maxsize=64)
+def _simulate_cached(body, wpg, wgs, model, iterations, roles) -> SimResult:
+    return simulate(list(body), waves_per_workgroup=wpg, workgroups=wgs, model=model,
+                    iterations=iterations, roles=[list(r) for r in roles])
+
+
+def _loop_cost(start: int, end: int, body, sim: SimResult, wpg: int) -> LoopCost:
+    return LoopCost(start=start, end=end, instructions=len(body),
+                    flops_per_wg=float(sum(o.cost.flops for o in body) * wpg),
+                    cycles_per_iteration=sim.cycles_per_iteration, mfma_busy=sim.mfma_busy,
+                    binding=binding_resource(sim.utilisation, sim.idle_breakdown))
+
+
+def _whole_kernel(prog: Program, problem, hot, role_bodies, wpg: int, wgs: int,
+                  model: MachineModel, iterations: int, branches: str, notes: List[str]):
+    """The whole-kernel estimate over every MFMA loop weighted by its trip count
+    (:mod:`.trips`), and the loop the kernel spends the most clocks in (the report's hot loop):
+    ``(whole, (range, body, sim))``.  Loops without a trip model (see
+    :func:`.trips.loop_classes`) and wave-specialised roles fall back to the hot loop alone."""
+    (start, end), body, sim = hot
+    runs = {start: hot}
+    if role_bodies:
+        classes, why = None, "wave-specialised roles run their loops at the same time"
+    else:
+        for ops in prog.mfma_loops:
+            if ops[0].addr not in runs:
+                b = prog.path(branches, ops)
+                runs[ops[0].addr] = ((ops[0].addr, ops[-1].addr), b,
+                                     _simulate(b, wpg, wgs, model, iterations))
+        order = sorted(runs)
+        costs = [_loop_cost(*runs[a][0], runs[a][1], runs[a][2], wpg) for a in order]
+        classes, why = loop_classes(costs)
+    if classes is None:
+        order = [start]
+        costs = [_loop_cost(start, end, body, sim, wpg)]
+        classes = [(FULL, BOUNDARY)]
+        why = (f"hot loop only ({why}): every work unit at the hot loop's rate")
+        if len(prog.mfma_loops) > 1:
+            notes.append(f"trip model: {why}")
+    mfmas = [o for o in body if o.cost.cls == "mfma"]
+    flops = (sum(sum(o.cost.flops for o in b) for b in role_bodies) / len(role_bodies)
+             if role_bodies else sum(o.cost.flops for o in body))
+    main = max(mfmas, key=lambda o: o.cost.flops)
+    whole = whole_kernel(problem, loop_flops_per_wg=flops * wpg,
+                         cycles_per_iteration=sim.cycles_per_iteration,
+                         workgroups_per_cu=wgs,
+                         outside_instructions=prog.outside_instructions,
+                         peak_flops_per_clk_simd=main.cost.flops / main.cost.cycles,
+                         model=model,
+                         # wave-specialised roles hold different outputs: not compared
+                         output_elements_per_wg=None if role_bodies
+                         else _accumulator_elements(mfmas) * wpg,
+                         loops=costs, classes=classes, trip_model=why)
+    whole["peak_mfma"] = main.mnemonic
+    shares = [row["share"] for row in whole["loops"]]
+    top = order[max(range(len(order)), key=lambda i: (shares[i], -order[i]))]
+    if top != start:
+        notes.append(f"hot loop: the loop at {top:#x}, where the kernel spends the largest "
+                     f"share of its clocks for this problem (the loop with the most MFMA work, "
+                     f"then the longest, is at {start:#x})")
+    return whole, runs[top]
 
 
 def report_fields(binary: bytes, kernel: Optional[str] = None, *,

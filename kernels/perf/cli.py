@@ -19,7 +19,9 @@ def register(subparsers) -> None:
         "perf", help="static MI300X performance model of a gfx942 code object",
         description="Find the hot loop of a gfx942 code object, simulate one MI300X compute "
                     "unit over it (a model, not a measurement) and name the bottleneck; with a "
-                    "problem size, estimate the whole kernel as a fraction of MFMA peak.")
+                    "problem size, simulate every MFMA loop, weight each by its trip count "
+                    "from the problem and the tile, and estimate the whole kernel as a "
+                    "fraction of MFMA peak.")
     p.add_argument("code_object", metavar="CODE_OBJECT", help="an AMDGPU ELF (.co / .hsaco)")
     p.add_argument("--kernel", default=None, help="kernel name (when the code object has several)")
     g = p.add_mutually_exclusive_group()

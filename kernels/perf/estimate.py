@@ -3,8 +3,9 @@
 The loop's MFMA flops per iteration say how much of the problem one iteration covers (a GEMM's
 BK, an attention kernel's KV block); the grid is dealt to ``cus x work-groups per CU`` slots
 (greedy, in launch order; causal attention's query blocks have different lengths); each
-work-group costs ``iterations x clocks per iteration`` plus a prologue/epilogue of its other
-instructions and two memory latencies.  The result is the fraction of MFMA peak and TFLOP/s at
+work-group costs, over the kernel's MFMA loops, ``trips x clocks per iteration`` (trips from the
+problem: :mod:`.trips`) plus a prologue/epilogue of its other instructions and two memory
+latencies.  The result is the fraction of MFMA peak and TFLOP/s at
 the model's sustained clock.  A model, not a measurement: see ``MachineModel.error_bar``.
 """
 
@@ -13,10 +14,11 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .costs import GFX942, MachineModel
 from .program import PerfError
+from .trips import BOUNDARY, FULL, LoopCost, attention_units, gemm_units
 
 __all__ = ["GemmProblem", "AttentionProblem", "parse_gemm", "parse_attention", "whole_kernel"]
 
@@ -159,31 +161,55 @@ def _makespan(lengths: List[float], slots: int) -> float:
 def whole_kernel(problem, *, loop_flops_per_wg: float, cycles_per_iteration: float,
                  workgroups_per_cu: int, outside_instructions: int, peak_flops_per_clk_simd: float,
                  model: MachineModel = GFX942,
-                 output_elements_per_wg: Optional[int] = None) -> Dict[str, object]:
+                 output_elements_per_wg: Optional[int] = None,
+                 loops: Optional[Sequence[LoopCost]] = None,
+                 classes: Optional[Sequence[Tuple[str, ...]]] = None,
+                 trip_model: str = "") -> Dict[str, object]:
     """The whole-kernel estimate of ``problem`` (a GemmProblem or AttentionProblem).
 
+    ``loops`` / ``classes``: the kernel's MFMA loops and the work units each runs
+    (:func:`.trips.loop_classes`); each work-group costs the sum over its loops of trips x
+    simulated clocks per iteration, trips from the problem (:mod:`.trips`).  Without them,
+    one loop of ``loop_flops_per_wg`` / ``cycles_per_iteration`` runs every unit.
     ``output_elements_per_wg``: the accumulator elements the work-group's waves hold (a GEMM's
     duplicated MFMAs are found from it, see :func:`_gemm_k_step`)."""
     if loop_flops_per_wg <= 0:
         raise PerfError("the hot loop has no MFMA: a whole-kernel MFMA-peak estimate needs one")
+    if loops is None:
+        loops = [LoopCost(0, 0, 0, loop_flops_per_wg, cycles_per_iteration, 0.0)]
+        classes = [(FULL, BOUNDARY)]
+    if classes is None or len(classes) != len(loops):
+        raise PerfError("whole_kernel: one tuple of unit classes per loop is needed")
     overhead = outside_instructions * model.issue_period + 2 * model.vmem_latency
+    trips = [0] * len(loops)          # over the whole grid
+
+    def length(full: int, boundary: int) -> float:
+        """Clocks of one work-group with these units: its loops' trips, plus the overhead."""
+        t = 0.0
+        for i, cls in enumerate(classes):
+            n = (full if FULL in cls else 0) + (boundary if BOUNDARY in cls else 0)
+            trips[i] += n
+            t += n * loops[i].cycles_per_iteration
+        return t + overhead
+
     if isinstance(problem, GemmProblem):
         step, how = _gemm_k_step(problem, loop_flops_per_wg, output_elements_per_wg)
-        iters = math.ceil(problem.k / step)
+        full, boundary = gemm_units(problem.k, step)
+        iters = full + boundary
         tiles = math.ceil(problem.m / problem.tile_m) * math.ceil(problem.n / problem.tile_n)
-        lengths = [iters * cycles_per_iteration + overhead] * tiles
+        lengths = [length(full, boundary) for _ in range(tiles)]
         unit = {"k_per_iteration": step, "iterations_per_workgroup": iters, "workgroups": tiles,
                 **how}
     elif isinstance(problem, AttentionProblem):
         per_iter = 4.0 * problem.tile_m * problem.head_dim
         step = loop_flops_per_wg / per_iter               # KV rows per loop iteration
         qblocks = math.ceil(problem.seqlen / problem.tile_m)
+        per_q = {q: attention_units(problem.seqlen, problem.tile_m, q, step, problem.causal)
+                 for q in range(qblocks)}
         lengths = []
         for _ in range(problem.batch * problem.heads):
             for q in reversed(range(qblocks)):      # each head's longest block first
-                kv = min(problem.seqlen, (q + 1) * problem.tile_m) if problem.causal \
-                    else problem.seqlen
-                lengths.append(math.ceil(kv / step) * cycles_per_iteration + overhead)
+                lengths.append(length(*per_q[q]))
         if problem.causal and problem.order == "longest_first":
             lengths.sort(reverse=True)   # over all heads, as the causal prefill grid launches
         unit = {"kv_per_iteration": step, "workgroups": len(lengths)}
@@ -196,9 +222,32 @@ def whole_kernel(problem, *, loop_flops_per_wg: float, cycles_per_iteration: flo
     peak = peak_flops_per_clk_simd * model.simds_per_cu * model.cus
     frac = problem.flops / (cycles * peak)
     tflops = frac * peak * model.clock_mhz * 1e6 / 1e12
-    return {"peak_fraction": round(frac, 4), "cycles": round(cycles),
-            "tflops": round(tflops, 1), "tflops_low": round(tflops * (1 - model.error_bar), 1),
-            "tflops_high": round(tflops * (1 + model.error_bar), 1),
-            "peak_tflops_at_clock": round(peak * model.clock_mhz * 1e6 / 1e12, 1),
-            "clock_mhz": model.clock_mhz, "slots": slots,
-            "prologue_epilogue_cycles": overhead, **unit}
+    out = {"peak_fraction": round(frac, 4), "cycles": round(cycles),
+           "tflops": round(tflops, 1), "tflops_low": round(tflops * (1 - model.error_bar), 1),
+           "tflops_high": round(tflops * (1 + model.error_bar), 1),
+           "peak_tflops_at_clock": round(peak * model.clock_mhz * 1e6 / 1e12, 1),
+           "clock_mhz": model.clock_mhz, "slots": slots,
+           "prologue_epilogue_cycles": overhead, **unit}
+    if loops[0].instructions:         # described loops (not the bare single-loop call)
+        out.update(_loop_table(loops, classes, trips, sum(lengths), overhead * len(lengths),
+                               trip_model))
+    return out
+
+
+def _loop_table(loops: Sequence[LoopCost], classes, trips: List[int], total: float,
+                overhead: float, trip_model: str) -> Dict[str, object]:
+    """Each loop's figures and its share of the work-groups' summed clocks (the rest is the
+    straight-line prologue / epilogue), and the MFMA busy weighted by those clocks."""
+    rows, busy_clocks, loop_clocks = [], 0.0, 0.0
+    for lc, cls, n in zip(loops, classes, trips):
+        clocks = n * lc.cycles_per_iteration
+        busy_clocks += clocks * lc.mfma_busy
+        loop_clocks += clocks
+        rows.append({"start": lc.start, "end": lc.end, "instructions": lc.instructions,
+                     "units": "+".join(cls), "cycles_per_iteration":
+                     round(lc.cycles_per_iteration, 1), "mfma_busy": round(lc.mfma_busy, 4),
+                     "binding": lc.binding, "trips": n,
+                     "share": round(clocks / total, 4) if total else 0.0})
+    return {"loops": rows, "trip_model": trip_model,
+            "prologue_epilogue_share": round(overhead / total, 4) if total else 0.0,
+            "mfma_busy_weighted": round(busy_clocks / loop_clocks, 4) if loop_clocks else 0.0}

@@ -3,7 +3,8 @@
 Works on any AMDGPU code object (ours, Triton's, FlyDSL's, a hand-written assembler kernel):
 metadata and disassembly come from the public functions of :mod:`kernels.codeobject`; the hot
 loop is the innermost loop (a backward branch to a header) with the most MFMAs, then the most
-instructions.  Forward branches inside the loop guard blocks whose frequency the model cannot
+instructions, and ``Program.mfma_loops`` holds every innermost loop with MFMAs (the whole-kernel
+estimate weights them by trip count, :mod:`.trips`).  Forward branches inside the loop guard blocks whose frequency the model cannot
 know: by default every instruction of the loop body runs on every wave (``Program.path("all")``);
 ``path("skip")`` leaves the guarded blocks out.  Waves that run different roles in different
 loops (wave-specialised kernels) are split over the innermost loops with MFMAs (consecutive waves
@@ -235,9 +236,11 @@ def load_program(code: Union[bytes, str, Path], kernel: Optional[str] = None, *,
                      "innermost loops with MFMAs: by default the waves of a work-group are split "
                      "over them (consecutive waves share a loop)")
     elif len(mfma_loops) > 1:
-        notes.append(f"the kernel has {len(mfma_loops)} innermost loops with MFMAs; the model "
-                     "runs the hot one on every wave; if the waves run them in different roles "
-                     "(wave-specialised), roles=True (--roles on) splits the waves between them")
+        notes.append(f"the kernel has {len(mfma_loops)} innermost loops with MFMAs; the loop "
+                     "figures are the hot one's, run on every wave; with a problem size the "
+                     "whole-kernel estimate weights each loop by its trip count; if the waves "
+                     "run them in different roles (wave-specialised), roles=True (--roles on) "
+                     "splits the waves between them")
     return Program(kernel=name, arch=arch, metadata=kmeta, body=body, loop=best,
                    outside_instructions=len(insns) - len(body), forward_branches=len(fwd),
                    loops=len(inner), notes=notes, guarded=guarded, mfma_loops=mfma_loops,

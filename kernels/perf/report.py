@@ -99,6 +99,27 @@ class PerfReport:
                 f"model estimate, whole kernel: {100 * w['peak_fraction']:.1f}% of MFMA peak = "
                 f"{w['tflops']:.0f} TFLOP/s at a {w['clock_mhz']} MHz effective clock (error bar "
                 f"{eb}: {w['tflops_low']:.0f}-{w['tflops_high']:.0f}); not a measured number")
+            lines.extend(_loop_lines(w))
         for n in self.notes:
             lines.append(f"note: {n}")
         return "\n".join(lines)
+
+
+def _loop_lines(whole: Dict[str, Any]) -> List[str]:
+    """The whole-kernel estimate's loop table: each MFMA loop with its trip count (over the
+    grid) and its share of the work-groups' clocks."""
+    if not whole.get("loops"):
+        return []
+    out = [f"model: loops weighted by trip count ({whole['trip_model']}):",
+           "  loop               instr  units          clk/iter  MFMA busy  binding"
+           "                  trips  share"]
+    for r in whole["loops"]:
+        out.append(f"  {r['start']:#07x}-{r['end']:#07x} {r['instructions']:5d}  "
+                   f"{r['units']:13s} {r['cycles_per_iteration']:9.0f}  "
+                   f"{100 * r['mfma_busy']:8.1f}%  {r['binding']:22s} {r['trips']:7d}  "
+                   f"{100 * r['share']:5.1f}%")
+    out.append(f"  prologue/epilogue (straight-line code, issue rate + 2 memory latencies)"
+               f"{'':18s}{100 * whole['prologue_epilogue_share']:5.1f}%")
+    out.append(f"  MFMA busy weighted by the loops' clocks: "
+               f"{100 * whole['mfma_busy_weighted']:.1f}%")
+    return out

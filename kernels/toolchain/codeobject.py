@@ -173,11 +173,16 @@ def find_loops(insns: List[Insn]) -> List[Tuple[int, int]]:
 
     Several back edges to one header are one loop (a loop body with an early ``continue`` or a
     predicated edge path has two), ending at the last of them; counting each back edge as its
-    own loop would cut the body short and miss its tail instructions.
+    own loop would cut the body short and miss its tail instructions.  A backward branch to an
+    ``s_endpgm`` is a jump to the kernel's exit, not a loop: nothing after the target runs
+    (Triton 3.9 lays out a GEMM's pipeline drain that way; taken for a second MFMA loop it
+    made the performance model weight the drain as a loop).
     """
+    exits = {i.addr for i in insns if i.mnemonic == "s_endpgm"}
     ends: Dict[int, int] = {}
     for i in insns:
-        if _is_branch(i.mnemonic) and i.target is not None and i.target <= i.addr:
+        if _is_branch(i.mnemonic) and i.target is not None and i.target <= i.addr \
+                and i.target not in exits:
             ends[i.target] = max(ends.get(i.target, i.addr), i.addr)
     return sorted(ends.items())
 
