@@ -110,3 +110,42 @@ def test_device_gather_is_the_emulated_one():
         l for l in ir.splitlines() if l.strip().startswith("store")))]
     want = [sum((16 * i + j) << (8 * i) for i in range(4)) for j in range(16)]
     assert got == want
+
+
+def test_default_fp8_loop_instruction_mix():
+    """The library's fp8 default at 4096^3 (NN, per-tensor scales, bf16 C: what ``compile gemm
+    --dtype fp8`` builds) compiled by clang-19: its hot loop issues at most 4 non-MFMA
+    instructions per MFMA (122 per 32 at 128x128x64 on 2026-11-24; 5.8 per MFMA before the
+    v_perm transpose), the B transpose is exactly 8 v_perm_b32 per 4 transposed words (2 per
+    ds_write_b32) with none of clang's byte-wise sdwa/shift lowering, no spills, and the loop's
+    LDS/global/MFMA instructions are the verified ones (hot_loop_match)."""
+    bk, rep, h, mfma, total = _default_loop()
+    assert rep.spills == 0 and rep.scratch_bytes == 0
+    assert bk.report()["hot_loop_instructions"]["match"]
+    assert mfma > 0 and (total - mfma) <= 4 * mfma, (total, mfma, h)
+    assert h.get("v_perm_b32", 0) == 2 * h["ds_write_b32"]
+    assert not any(k.endswith("_sdwa") or k.startswith("v_lshlrev_b16") for k in h), h
+
+
+def test_mix_test_sees_the_byte_wise_lowering(monkeypatch):
+    """Planted bug: the printer without the gather (the byte-wise initializer again) breaks
+    every bound of the test above."""
+    from kernels.printer.hip import Printer
+    monkeypatch.setattr(Printer, "byte_column", lambda self, r, vt: "")
+    bk, rep, h, mfma, total = _default_loop()
+    assert "lagen_gather_bytes4" not in bk.source
+    assert (total - mfma) > 4 * mfma
+    assert any(k.endswith("_sdwa") for k in h)
+
+
+def _default_loop():
+    if not shutil.which("clang-19"):
+        pytest.skip("clang-19 missing")
+    from kernels.amd.gemm_select import select_gemm
+    cfg = select_gemm(4096, 4096, 4096, dtype="fp8").config.normalized()
+    assert (cfg.b_major, cfg.scales, cfg.out_dtype) == ("row", "tensor", "bf16")
+    bk = build_gemm(cfg)
+    rep = bk.compile("gfx942").report(block_threads=bk.block)
+    h = rep.hot_loop["histogram"]
+    mfma = sum(v for k, v in h.items() if k.startswith("v_mfma"))
+    return bk, rep, h, mfma, rep.hot_loop["instructions"]

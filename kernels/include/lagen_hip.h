@@ -19,6 +19,9 @@
 //   __device__ __host__ __forceinline__ __restrict__ as in HIP; NO plain __shared__ (use the macros)
 //   vector types: lagen_f16x4 lagen_f16x8 lagen_bf16x4 (short) lagen_f32x4 lagen_f32x16 ...
 //   lagen_bf16_to_f32(unsigned short)  lagen_f32_to_bf16(float) (round to nearest even)
+//   lagen_perm_b32(hi, lo, sel)          v_perm_b32 (byte selectors 0..7 only)
+//   lagen_gather_bytes4(v0, v1, v2, v3, j)  {v0[j], v1[j], v2[j], v3[j]} of four 1-byte
+//                                        vectors as one 32-bit word (fp8 B transpose)
 //   clang builtins (semantics in hip_emu.h):
 //     __builtin_amdgcn_mfma_*            the MFMA instructions (emulated from mfma_specs)
 //     __builtin_amdgcn_ds_swizzle(v, pattern)   bit mode and quad-permute mode
