@@ -80,6 +80,19 @@ def test_every_code_crosses_the_transpose_exactly(fmt):
         assert torch.equal(out[row][~nan], want[~nan]), row
 
 
+def test_default_fp8_form_emulated_against_torch():
+    """The 4096^3 default's form (128x128x64, two LDS stages, pipelined, NN, per-tensor scales,
+    bf16 C) on a ragged problem, emulated against torch from the same fp8 values."""
+    from dataclasses import replace
+    from kernels.amd.gemm_select import select_gemm
+    from _gemm_cases import emulate_against_reference
+    d = select_gemm(4096, 4096, 4096, dtype="fp8").config
+    cfg = replace(d, m=200, n=136, k=264, selection=None)
+    assert (cfg.block_k, cfg.stages, cfg.schedule) == (64, 2, "pipelined")
+    bk, *_ = emulate_against_reference(cfg)
+    assert "lagen_gather_bytes4(" in bk.source
+
+
 def test_device_gather_is_the_emulated_one():
     """The device build of ``lagen_gather_bytes4`` (``__builtin_amdgcn_perm``) gives, for all
     16 byte positions, the word the emulator's byte-wise ``lagen_perm_b32`` defines: clang-19
