@@ -86,6 +86,8 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
         "default-4000x3000x1000": select_gemm(4000, 3000, 1000).config,
         "default-16x4096x4096": select_gemm(16, 4096, 4096).config,
         "default-4096x14336x4096": select_gemm(4096, 14336, 4096).config,
+        # the fp8 default (NN, per-tensor scales, bf16 C; B transposed with v_perm_b32)
+        "default-4096-fp8": select_gemm(4096, 4096, 4096, dtype="fp8").config,
         "pipelined-128x128x32-2stage": GemmConfig(4096, 4096, 4096, schedule="pipelined"),
     }
     for name, cfg in cfgs.items():

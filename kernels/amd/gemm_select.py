@@ -107,14 +107,16 @@ CANDIDATES: Tuple[Candidate, ...] = (
 # fp8/bf8: the same tiles with 64 bytes of k per LDS row (block_k doubled, the 16x16x32 MFMA
 # for the small-M rows), measured as fp8 NN kernels (scales off, f16 C) by the same model:
 # (busy, waves/SIMD) at 4096^3 and (busy, waves/SIMD) at 4000x3000x1000.  They differ from
-# the f16 figures (e.g. 128x128x128: 76 % busy against f16 128x128x64's 93 %), so the fp8
-# choice and its estimate use these (docs/PERFORMANCE.md, "fp8 through the tile choice";
-# re-measure: tools/measure_gemm_candidates.py --dtype fp8).  16x64x256: at
-# K = 1000 the kernel has 4 k-tiles and no loop for the model; its 4096^3 figures stand in.
+# the f16 figures (e.g. 128x128x128 one stage: 61 % busy against f16 128x128x64's 93 %), so
+# the fp8 choice and its estimate use these (docs/PERFORMANCE.md, "fp8 through the tile choice";
+# re-measure: tools/measure_gemm_candidates.py --dtype fp8; re-measured 2026-11-24 after the
+# NN B tile's byte transpose became v_perm_b32, kernels.printer.hip.Printer.byte_column).
+# 16x64x256 and 16x32x128: at K = 1000 clang unrolls the short k loop completely and the model
+# finds no loop; their 4096^3 figures stand in.
 _FP8_FIGURES: Tuple[Tuple[float, int, float, int], ...] = (
-    (0.615, 2, 0.468, 2), (0.749, 2, 0.417, 2), (0.756, 2, 0.542, 2), (1.000, 3, 0.414, 2),
-    (0.555, 5, 0.540, 4), (0.571, 4, 0.427, 4), (0.384, 4, 0.324, 4), (0.375, 2, 0.251, 2),
-    (0.202, 2, 0.153, 2), (0.077, 1, 0.077, 1), (0.131, 3, 0.105, 3), (0.107, 2, 0.084, 2),
+    (0.679, 2, 0.682, 2), (0.862, 2, 0.716, 2), (0.613, 2, 0.542, 2), (1.000, 3, 0.703, 2),
+    (0.882, 5, 0.769, 4), (0.623, 4, 0.640, 4), (0.468, 4, 0.420, 4), (0.425, 2, 0.359, 2),
+    (0.227, 2, 0.203, 2), (0.096, 1, 0.096, 1), (0.153, 3, 0.153, 3), (0.124, 2, 0.102, 2),
 )
 _FP8_MFMA = {_F16: "16x16x32"}
 FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(

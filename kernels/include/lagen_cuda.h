@@ -132,6 +132,20 @@ __device__ __forceinline__ T lagen_bitcast(const F& f) {
   return t;
 }
 #define LAGEN_BITCAST(T, v) lagen_bitcast<T>(v)
+// lagen_hip.h's byte gather (a column of a 4x4 byte transpose): the same result, CUDA's
+// __byte_perm (selectors 0..3: its first operand's bytes, 4..7: its second's)
+template <class V>
+__device__ __forceinline__ unsigned lagen_gather_bytes4(V v0, V v1, V v2, V v3, int j) {
+  static_assert(sizeof(V) % 4 == 0, "lagen_gather_bytes4: 1-byte vectors");
+  unsigned w[4];
+  memcpy(&w[0], (const char*)&v0 + 4 * (j / 4), 4);
+  memcpy(&w[1], (const char*)&v1 + 4 * (j / 4), 4);
+  memcpy(&w[2], (const char*)&v2 + 4 * (j / 4), 4);
+  memcpy(&w[3], (const char*)&v3 + 4 * (j / 4), 4);
+  const unsigned b = j % 4;
+  return __byte_perm(__byte_perm(w[0], w[1], b | ((4 + b) << 4)),
+                     __byte_perm(w[2], w[3], b | ((4 + b) << 4)), 0x5410);
+}
 
 struct lagen_dim3 { unsigned x, y, z; };
 

@@ -19,6 +19,9 @@
 //   __device__ __host__ __forceinline__ __restrict__ as in HIP; NO plain __shared__ (use the macros)
 //   vector types: lagen_f16x4 lagen_f16x8 lagen_bf16x4 (short) lagen_f32x4 lagen_f32x16 ...
 //   lagen_bf16_to_f32(unsigned short)  lagen_f32_to_bf16(float) (round to nearest even)
+//   lagen_perm_b32(hi, lo, sel)          v_perm_b32 (byte selectors 0..7 only)
+//   lagen_gather_bytes4(v0, v1, v2, v3, j)  {v0[j], v1[j], v2[j], v3[j]} of four 1-byte
+//                                        vectors as one 32-bit word (fp8 B transpose)
 //   clang builtins (semantics in hip_emu.h):
 //     __builtin_amdgcn_mfma_*            the MFMA instructions (emulated from mfma_specs)
 //     __builtin_amdgcn_ds_swizzle(v, pattern)   bit mode and quad-permute mode
@@ -149,6 +152,35 @@ __device__ __forceinline__ T lagen_bitcast(const F& f) {
   return t;
 }
 #define LAGEN_BITCAST(T, v) lagen_bitcast<T>(v)
+// v_perm_b32: byte i of the result is byte sel.b[i] of the 8-byte value {hi, lo} (selectors
+// 0..3: lo's bytes, 4..7: hi's; the only selectors the helpers below use)
+__device__ __forceinline__ unsigned lagen_perm_b32(unsigned hi, unsigned lo, unsigned sel) {
+#if defined(LAGEN_EMULATE)
+  unsigned long long both = ((unsigned long long)hi << 32) | lo;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((both >> (8 * ((sel >> (8 * i)) & 7))) & 0xffu) << (8 * i);
+  return r;
+#else
+  return __builtin_amdgcn_perm(hi, lo, sel);
+#endif
+}
+// byte j of each of four 1-byte-element vectors, as one 32-bit word {v0[j], v1[j], v2[j], v3[j]}
+// (a column of a 4x4 byte transpose: the fp8 B tile written to LDS k-contiguous). Two levels of
+// v_perm: pairs {x[2h], y[2h], x[2h+1], y[2h+1]} (h = j%4/2), shared by the two j of a half once
+// inlined, then the half of each pair: 8 v_perm for the 4 words of a 4x4 block (clang's own
+// lowering of the byte-wise vector initializer took ~28 VALU instructions).
+template <class V>
+__device__ __forceinline__ unsigned lagen_gather_bytes4(V v0, V v1, V v2, V v3, int j) {
+  static_assert(sizeof(V) % 4 == 0 && sizeof(v0[0]) == 1, "lagen_gather_bytes4: 1-byte vectors");
+  unsigned w[4];
+  __builtin_memcpy(&w[0], (const char*)&v0 + 4 * (j / 4), 4);
+  __builtin_memcpy(&w[1], (const char*)&v1 + 4 * (j / 4), 4);
+  __builtin_memcpy(&w[2], (const char*)&v2 + 4 * (j / 4), 4);
+  __builtin_memcpy(&w[3], (const char*)&v3 + 4 * (j / 4), 4);
+  const unsigned pair = (j % 4) / 2 ? 0x03070206u : 0x01050004u;  // {x.b, y.b, x.b', y.b'}
+  const unsigned p = lagen_perm_b32(w[0], w[1], pair), q = lagen_perm_b32(w[2], w[3], pair);
+  return lagen_perm_b32(q, p, (j % 2) ? 0x07060302u : 0x05040100u);
+}
 __device__ __forceinline__ float lagen_bf16_to_f32(unsigned short b) {
   unsigned u = (unsigned)b << 16;
   float f;

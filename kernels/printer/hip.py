@@ -67,6 +67,22 @@ class Printer:
             return f"__builtin_shufflevector({v}, {v}, {sel})"
         return f"{self.vt(f.dtype, n)}{{{', '.join(self.elem(f, i) for i in idx)}}}"
 
+    def byte_column(self, r: Regs, vt: str) -> str:
+        """Four 1-byte registers at the same position ``j`` of four whole register vectors (a
+        column of a 4x4 byte transpose: the fp8 B tile stored k-contiguous) as
+        ``lagen_gather_bytes4`` (8 ``v_perm_b32`` per 4x4 block once inlined; clang lowers the
+        byte-wise vector initializer to ~28 VALU instructions); "" for any other operand."""
+        f, idx = r.frag, list(r.idx)
+        w = f.width
+        if _BYTES[f.dtype] != 1 or len(idx) != 4 or w % 4:
+            return ""
+        vecs = [i // w for i in idx]
+        j = idx[0] % w
+        if any(i % w != j for i in idx) or len(set(vecs)) != 4:
+            return ""
+        args = ", ".join(f"{f.name}[{v}]" for v in vecs)
+        return f"LAGEN_BITCAST({vt}, lagen_gather_bytes4({args}, {j}))"
+
     def is_lvalue_vector(self, r: Regs) -> bool:
         f, idx, n = r.frag, r.idx, len(r.idx)
         return n == 1 or (n == f.width and idx[0] % n == 0
@@ -176,7 +192,7 @@ class Printer:
             parts = [f"{fn}({self.elem(a.regs.frag, i)})" for i in a.regs.idx]
             val = parts[0] if a.width == 1 else f"{vt}{{{', '.join(parts)}}}"
         else:
-            val = self.whole(a.regs)
+            val = self.byte_column(a.regs, vt) or self.whole(a.regs)
         line = f"{mem} = {val};"
         self.out(d, f"if ({pred}) {line}" if pred else line)
 

@@ -302,6 +302,12 @@ def register_operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tu
     if m and m.group(1) in frags:
         base = int(m.group(2)) * frags[m.group(1)].width
         return m.group(1), tuple(base + int(j) for j in m.group(3).split(","))
+    m = re.match(r"^lagen_gather_bytes4\((\w+)\[(\d+)\], \1\[(\d+)\], \1\[(\d+)\], "
+                 r"\1\[(\d+)\], (\d+)\)$", t)
+    if m and m.group(1) in frags:       # byte j of four whole vectors (lagen_hip.h)
+        w, j = frags[m.group(1)].width, int(m.group(6))
+        if j < w:
+            return m.group(1), tuple(int(m.group(g)) * w + j for g in range(2, 6))
     m = re.match(r"^\w+\{(.*)\}$", t)
     if m:
         parts = [register_operand(p, frags) for p in split_args(m.group(1))]
