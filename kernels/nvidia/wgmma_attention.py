@@ -92,8 +92,8 @@ def _need(cond: bool, msg: str) -> None:
 
 def _validate(cfg: WgmmaFlashConfig) -> None:
     _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
-    _need(cfg.head_dim in (64, 128), f"head_dim={cfg.head_dim}: the wgmma kernel takes 64 or "
-          "128 (256 would need 128 accumulator registers for O alone; use the mma.sync kernel)")
+    _need(cfg.head_dim in (64, 128, 256), f"head_dim={cfg.head_dim}: the wgmma kernel takes 64, "
+          "128 or 256")
     _need(cfg.warpgroups in (1, 2, 3), f"warpgroups={cfg.warpgroups}: 1, 2 or 3")
     _need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: a multiple of 64 in 64..256 "
           "(the S = Q K^T wgmma N)")
