@@ -186,7 +186,10 @@ def test_flash_attention(case, causal, dtype, atom):
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
                                     dict(warpgroups=1, bn=192), dict(overlap=False),
-                                    dict(head_dim=64, warpgroups=1, bn=64, overlap=False)])
+                                    dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
+                                    # the tiles prefill_select picks (issue 20)
+                                    dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64),
+                                    dict(head_dim=64, warpgroups=1)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_configs(cfg_kw, causal):
     """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query
@@ -215,10 +218,13 @@ def test_flash_attention_auto_picks_wgmma_on_hopper():
     assert [type(c) for c in _FLASH] == [WgmmaFlashConfig]
     _FLASH.clear()
     q256 = torch.randn(1, 2, 200, 256, dtype=torch.float16, device="cuda")
-    flash_attention(q256, q256, q256)                 # head_dim 256: the mma.sync kernel
+    flash_attention(q256, q256, q256)                 # head_dim 256: wgmma too (issue 20)
+    assert [(type(c).__name__, c.bn) for c in _FLASH] == [("WgmmaFlashConfig", 64)]
+    _FLASH.clear()
+    flash_attention(q256, q256, q256, atom="mma")
     assert [type(c).__name__ for c in _FLASH] == ["FlashConfig"]
-    with pytest.raises(LaunchError, match="head_dim 256"):
-        flash_attention(q256, q256, q256, atom="wgmma")
+    with pytest.raises(LaunchError, match="head_dim 96"):
+        flash_attention(q[..., :96], q[..., :96], q[..., :96], atom="wgmma")
 
 
 def test_flash_attention_layouts_and_errors():

@@ -200,8 +200,8 @@ def test_choose_splits_fills_the_gpu_when_batch_is_small():
         choose_splits(8, 1000, 132, kv_splits=0)
 
 
-@pytest.mark.parametrize("group, hg", [(1, 1), (4, 4), (8, 8), (16, 8), (32, 8), (6, 6), (12, 6),
-                                       (9, 3), (7, 7), (11, 1)])
+@pytest.mark.parametrize("group, hg", [(1, 1), (4, 4), (8, 4), (16, 4), (32, 4), (6, 3), (12, 4),
+                                       (9, 3), (7, 1), (11, 1), (2, 2)])
 def test_heads_per_block(group, hg):
     assert heads_per_block(group) == hg
 
@@ -275,3 +275,36 @@ def test_splitkv_source_shape():
     # the loop every lane runs the same number of times (shuffles need the whole warp)
     assert "for (int base = s0; base < s1; base +=" in src
     assert src.count("__shfl_xor_sync") == int(math.log2(cfg.lanes_per_row))
+
+
+# ------------------------------------------------------------------------ prefill selection
+
+from kernels.nvidia.prefill_select import WGMMA_PREFILL_TILES, choose_prefill  # noqa: E402
+from kernels.nvidia.wgmma_attention import plan_wgmma_flash  # noqa: E402
+
+
+@pytest.mark.parametrize("key", sorted(WGMMA_PREFILL_TILES))
+def test_every_prefill_tile_is_a_proved_configuration(key):
+    d, causal = key
+    choice = choose_prefill("bf16", d, causal, "wgmma")
+    assert choice.atom == "wgmma" and choice.config.causal == causal
+    assert choice.config.head_dim == d
+    assert all(r.holds for r in plan_wgmma_flash(choice.config).checks.values())
+    assert "H100 sweep" in str(choice)
+
+
+@pytest.mark.parametrize("d, causal, tile", [(256, False, (128, 64)), (256, True, (128, 64)),
+                                             (64, False, (64, 128)), (128, True, (64, 64)),
+                                             (128, False, (128, 128))])
+def test_prefill_tiles_follow_the_measurements(d, causal, tile):
+    cfg = choose_prefill("f16", d, causal, "wgmma").config
+    assert (cfg.bm, cfg.bn) == tile
+
+
+def test_prefill_choice_off_hopper_and_errors():
+    c = choose_prefill("f16", 256, True, "mma")
+    assert c.atom == "mma" and type(c.config).__name__ == "FlashConfig" and c.config.causal
+    with pytest.raises(LaunchError, match="head_dim 96"):
+        choose_prefill("f16", 96, False, "wgmma")
+    with pytest.raises(LaunchError, match="atom"):
+        choose_prefill("f16", 128, False, "auto")

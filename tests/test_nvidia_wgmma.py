@@ -277,7 +277,8 @@ from kernels.cuda_attention import AttentionConfigError  # noqa: E402
 @pytest.mark.parametrize("cfg", [
     wfa.WgmmaFlashConfig(), wfa.WgmmaFlashConfig(dtype="bf16", causal=True),
     wfa.WgmmaFlashConfig(head_dim=64), wfa.WgmmaFlashConfig(warpgroups=1, bn=64, overlap=False),
-    wfa.WgmmaFlashConfig(warpgroups=1, bn=192)])
+    wfa.WgmmaFlashConfig(warpgroups=1, bn=192), wfa.WgmmaFlashConfig(head_dim=256, bn=64),
+    wfa.WgmmaFlashConfig(head_dim=256, bn=64, dtype="bf16", causal=True)])
 def test_wgmma_flash_plan_proves_everything(cfg):
     p = wfa.plan_wgmma_flash(cfg)
     for name in ("Q descriptors", "K descriptors", "V descriptors", "P fragment",
@@ -300,7 +301,7 @@ def test_wgmma_flash_p_fragment_mismatch_is_caught(monkeypatch):
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(head_dim=256), "head_dim=256"), (dict(bn=96), "bn=96"), (dict(warpgroups=4), "1, 2 or 3"),
+    (dict(head_dim=96), "head_dim=96"), (dict(head_dim=256), "shared memory"), (dict(bn=96), "bn=96"), (dict(warpgroups=4), "1, 2 or 3"),
     (dict(arch="sm_90"), "sm_90a"), (dict(warpgroups=3, bn=64), "multiple of 384 threads"),
     (dict(warpgroups=3, bn=192), "shared memory"), (dict(dtype="f32"), "dtype")])
 def test_wgmma_flash_bad_configs(kw, match):
@@ -312,7 +313,9 @@ def test_wgmma_flash_bad_configs(kw, match):
 def test_wgmma_flash_compiles_without_spills(tmp_path):
     from kernels.cache import Cache
     from kernels.cuda.compile import compile_cuda
-    for cfg in (wfa.WgmmaFlashConfig(causal=True), wfa.WgmmaFlashConfig(head_dim=64, dtype="bf16")):
+    for cfg in (wfa.WgmmaFlashConfig(causal=True), wfa.WgmmaFlashConfig(head_dim=64, dtype="bf16"),
+                # head_dim 256: O alone is 128 accumulator registers per thread
+                wfa.WgmmaFlashConfig(head_dim=256, bn=64, dtype="bf16", causal=True)):
         m = compile_cuda(wfa.emit_wgmma_flash(cfg), "sm_90a", ["--ptxas-options=-v"],
                          name=f"{cfg.name}.cu", cache=Cache(tmp_path))
         assert m.cubin[:4] == b"\x7fELF"

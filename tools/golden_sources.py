@@ -190,7 +190,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
-          dict(overlap=False, warpgroups=1, bn=64)]
+          dict(overlap=False, warpgroups=1, bn=64),
+          # issue 20: head_dim 256 on wgmma; the tiles prefill_select picks
+          dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64), dict(head_dim=64, warpgroups=1)]
     for kw in wf:
         for causal in (False, True):
             for dtype in (("f16", "bf16") if not kw else ("f16",)):
