@@ -42,6 +42,11 @@ def prefill_candidates(D: int, causal: bool):
             out.append((cfg.name, cfg))
     cfg = FlashConfig(dtype="bf16", head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
     out.append((cfg.name, cfg))
+    if D in (64, 128):          # the warp-specialised (FA3-style) kernel
+        from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
+        for kw in (dict(), dict(pingpong=False), dict(stages=3)):
+            c = WsFlashConfig(dtype="bf16", head_dim=D, causal=causal, **kw)
+            out.append((c.name, c))
     return out
 
 
@@ -67,6 +72,8 @@ def sweep_prefill(rows, reps, shapes):
             print("cudnn unavailable", e)
             cud = float("nan")
         for label, cfg in prefill_candidates(D, causal):
+            if _MATCH and not any(m in label for m in _MATCH):
+                continue
             row = {"part": "prefill", **shape, "config": label, "cudnn_s": cud}
             try:
                 fa = compiled_flash(cfg)
@@ -80,8 +87,20 @@ def sweep_prefill(rows, reps, shapes):
                 traceback.print_exc()
             rows.append(row)
             print(json.dumps(row), flush=True)
+            _log(row)
         del q, k, v
         torch.cuda.empty_cache()
+
+
+def _log(row) -> None:
+    """Append the row to ``attn_sweep.jsonl`` at once (a hung kernel leaves the rows before)."""
+    if _LOG:
+        with open(_LOG[0], "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+_LOG = []
+_MATCH = []
 
 
 def decode_candidates(group: int, D: int):
@@ -133,6 +152,7 @@ def sweep_decode(rows, reps, shapes, copy):
                     traceback.print_exc()
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                _log(row)
         del q, k, v
         torch.cuda.empty_cache()
 
@@ -144,7 +164,12 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="prefill,decode")
     ap.add_argument("--decode-shapes", default="", help="indices into DECODE_SHAPES (default all)")
     ap.add_argument("--prefill-shapes", default="", help="indices into PREFILL_SHAPES")
+    ap.add_argument("--match", default="", help="only prefill configurations whose name "
+                    "contains one of these comma-separated strings")
     a = ap.parse_args(argv)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    _LOG.append(str(Path(a.out) / "attn_sweep.jsonl"))
+    _MATCH.extend(x for x in a.match.split(",") if x)
     pick = lambda s, xs: [xs[int(i)] for i in s.split(",")] if s else xs  # noqa: E731
     rows = []
     copy = copy_device_gbps(a.reps)

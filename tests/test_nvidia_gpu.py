@@ -209,6 +209,26 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+@pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
+                                    dict(head_dim=64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_flash_configs(cfg_kw, causal):
+    """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged
+    shapes: partial blocks, GQA, Sq != Skv, one key, more key blocks than stages."""
+    from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+    for dtype in (torch.float16, torch.bfloat16):
+        cfg = WsFlashConfig(dtype="f16" if dtype == torch.float16 else "bf16", causal=causal,
+                            **cfg_kw)
+        fa = WsFlashAttention(cfg)
+        for B, Hq, Hkv, Sq, Skv in ((1, 4, 2, 300, 300), (2, 2, 2, 77, 1000), (1, 2, 1, 1, 1),
+                                    (1, 2, 2, 1000, 257), (1, 2, 2, 2048, 2048)):
+            q, k, v, out = attention_case(B, Hq, Hkv, Sq, Skv, cfg.head_dim, dtype)
+            fa(q, k, v, out=out)
+            err = rel(out, ref_attention(q, k, v, causal))
+            assert err < TOL_ATT[dtype], (cfg.name, B, Hq, Hkv, Sq, Skv, err)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 def test_flash_attention_auto_picks_wgmma_on_hopper():
     from kernels.cuda_attention import _FLASH, flash_attention
     from kernels.cuda_wgmma_attention import WgmmaFlashConfig
