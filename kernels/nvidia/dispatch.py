@@ -24,6 +24,7 @@ from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
+from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
@@ -170,12 +171,12 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
 
 
 def compiled_flash(cfg: Any) -> FlashAttention:
-    """The kernel of a :class:`FlashConfig` or a ``WgmmaFlashConfig``, built once per
+    """The kernel of a :class:`FlashConfig`, ``WgmmaFlashConfig`` or ``WsFlashConfig``, built once per
     configuration (its module compiles on first launch)."""
     fa = _FLASH.get(cfg)
     if fa is None:
-        fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
-                            else FlashAttention(cfg))
+        kind = {WgmmaFlashConfig: WgmmaFlashAttention, WsFlashConfig: WsFlashAttention}
+        fa = _FLASH[cfg] = kind.get(type(cfg), FlashAttention)(cfg)
     return fa
 
 
