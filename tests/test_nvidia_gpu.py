@@ -234,7 +234,11 @@ def test_flash_attention_auto_picks_wgmma_on_hopper():
     from kernels.cuda_wgmma_attention import WgmmaFlashConfig
     q = torch.randn(1, 2, 200, 128, dtype=torch.float16, device="cuda")
     _FLASH.clear()
-    flash_attention(q, q, q)
+    flash_attention(q, q, q)                          # head_dim 128: warp-specialised
+    assert [type(c).__name__ for c in _FLASH] == ["WsFlashConfig"]
+    _FLASH.clear()
+    q64 = torch.randn(1, 2, 200, 64, dtype=torch.float16, device="cuda")
+    flash_attention(q64, q64, q64)
     assert [type(c) for c in _FLASH] == [WgmmaFlashConfig]
     _FLASH.clear()
     q256 = torch.randn(1, 2, 200, 256, dtype=torch.float16, device="cuda")

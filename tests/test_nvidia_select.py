@@ -279,26 +279,31 @@ def test_splitkv_source_shape():
 
 # ------------------------------------------------------------------------ prefill selection
 
-from kernels.nvidia.prefill_select import WGMMA_PREFILL_TILES, choose_prefill  # noqa: E402
-from kernels.nvidia.wgmma_attention import plan_wgmma_flash  # noqa: E402
+from kernels.nvidia.prefill_select import (WGMMA_PREFILL_TILES, WS_PREFILL_TILES,  # noqa: E402
+                                           choose_prefill)
+from kernels.nvidia.wgmma_attention import WgmmaFlashConfig, plan_wgmma_flash  # noqa: E402
+from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, plan_ws_flash  # noqa: E402
 
 
-@pytest.mark.parametrize("key", sorted(WGMMA_PREFILL_TILES))
+@pytest.mark.parametrize("key", sorted(WGMMA_PREFILL_TILES) +
+                         [(d, c) for d in sorted(WS_PREFILL_TILES) for c in (False, True)])
 def test_every_prefill_tile_is_a_proved_configuration(key):
     d, causal = key
     choice = choose_prefill("bf16", d, causal, "wgmma")
     assert choice.atom == "wgmma" and choice.config.causal == causal
     assert choice.config.head_dim == d
-    assert all(r.holds for r in plan_wgmma_flash(choice.config).checks.values())
+    plan = (plan_ws_flash if isinstance(choice.config, WsFlashConfig) else plan_wgmma_flash)
+    assert all(r.holds for r in plan(choice.config).checks.values())
     assert "H100 sweep" in str(choice)
 
 
-@pytest.mark.parametrize("d, causal, tile", [(256, False, (128, 64)), (256, True, (128, 64)),
-                                             (64, False, (64, 128)), (128, True, (64, 64)),
-                                             (128, False, (128, 128))])
-def test_prefill_tiles_follow_the_measurements(d, causal, tile):
+@pytest.mark.parametrize("d, causal, kind, tile", [
+    (256, False, WgmmaFlashConfig, (128, 64)), (256, True, WgmmaFlashConfig, (128, 64)),
+    (64, False, WgmmaFlashConfig, (64, 128)), (64, True, WgmmaFlashConfig, (64, 128)),
+    (128, True, WsFlashConfig, (128, 128)), (128, False, WsFlashConfig, (128, 128))])
+def test_prefill_tiles_follow_the_measurements(d, causal, kind, tile):
     cfg = choose_prefill("f16", d, causal, "wgmma").config
-    assert (cfg.bm, cfg.bn) == tile
+    assert type(cfg) is kind and (cfg.bm, cfg.bn) == tile
 
 
 def test_prefill_choice_off_hopper_and_errors():

@@ -199,6 +199,10 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                 k2 = dict(kw, causal=causal, dtype=dtype)
                 yield (f"nvidia/wgmma-flash/{_kw(k2)}",
                        lambda k2=k2: emit_wgmma_flash(WgmmaFlashConfig(**k2)))
+    from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
+    for kw in (dict(), dict(causal=True), dict(pingpong=False), dict(stages=3),
+               dict(head_dim=64, dtype="f16")):
+        yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))
 
 
 def _amd_on_nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:

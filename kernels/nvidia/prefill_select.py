@@ -10,11 +10,12 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
 * head_dim 64: one warpgroup (64 query rows), 128-key blocks: 72 KiB of shared memory lets
   three blocks share an SM, whose warpgroups then overlap each other's softmax and MMAs
   (0.98x cuDNN at Sq 1000 / Skv 4097 against 0.73x for 128 rows; 0.93x against 0.64x at
-  B4 H16 S2K).
-* head_dim 128, causal: one warpgroup, 64-key blocks (80 KiB: two blocks per SM; the
-  diagonal block wastes half as much): 0.75x against 0.70x at B2 H32/8 S4K, 0.69x against
-  0.59x at B16 H32/8 S512; within 2 % of the 128-row tile at S8K.
-* head_dim 128, not causal: 2 warpgroups x 64 rows, 128-key blocks (the 8K headline tile).
+  B4 H16 S2K; the warp-specialised kernel: 1.06x and 0.84x, a split decision kept simple).
+* head_dim 128: the warp-specialised FA3-style kernel (:mod:`.wgmma_attention_ws`: producer
+  warpgroup + mbarrier ring, two consumer warpgroups with ping-pong), 2 stages: 0.94x cuDNN at
+  B8 H32 S8K (610 TFLOP/s, against 0.77x for the non-specialised kernel), 0.97x causal,
+  0.96x at B2 H32/8 S4K causal; 0.67x at B16 H32/8 S512 causal, where the one-warpgroup
+  64 x 64 tile measured 0.69x (within run-to-run noise; one rule kept).
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
 """
@@ -27,16 +28,17 @@ from typing import Any, Dict, Tuple
 from ..errors import LaunchError
 from .attention import FLASH_DEFAULTS, FlashConfig
 from .wgmma_attention import WgmmaFlashConfig
+from .wgmma_attention_ws import WsFlashConfig
 
-__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES"]
+__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES"]
+
+# head_dim -> warp-specialised kernel settings (every mask)
+WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True)}
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
     (64, False): (dict(warpgroups=1, bn=128), "64 rows x 128 keys: three blocks per SM overlap"),
     (64, True): (dict(warpgroups=1, bn=128), "64 rows x 128 keys: three blocks per SM overlap"),
-    (128, False): (dict(warpgroups=2, bn=128), "128 rows x 128 keys"),
-    (128, True): (dict(warpgroups=1, bn=64), "64 rows x 64 keys: two blocks per SM, less "
-                  "diagonal waste"),
     (256, False): (dict(warpgroups=2, bn=64), "128 rows x 64 keys (O: 128 registers/thread)"),
     (256, True): (dict(warpgroups=2, bn=64), "128 rows x 64 keys (O: 128 registers/thread)"),
 }
@@ -59,6 +61,12 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str) -> Prefil
     capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides)."""
     if head_dim not in FLASH_DEFAULTS:
         raise LaunchError(f"head_dim {head_dim}: the prefill kernels support 64, 128 and 256")
+    if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
+        kw = WS_PREFILL_TILES[head_dim]
+        return PrefillChoice("wgmma", WsFlashConfig(dtype=dtype, head_dim=head_dim,
+                                                    causal=causal, **kw),
+                             "sm_90a warp-specialised (producer + mbarrier ring, 2 consumer "
+                             "warpgroups, ping-pong), 128 rows x 128 keys (H100 sweep)")
     if atom == "wgmma":
         kw, why = WGMMA_PREFILL_TILES[(head_dim, bool(causal))]
         return PrefillChoice("wgmma", WgmmaFlashConfig(dtype=dtype, head_dim=head_dim,
