@@ -83,17 +83,22 @@ def sweep_prefill(rows, reps, shapes):
                 t = device_time(lambda: fa(q, k, v, out=out), reps)
                 row.update(device_s=t, tflops=flops / t / 1e12, vs_cudnn=cud / t)
             except Exception as e:                      # noqa: BLE001
-                row["error"] = f"{type(e).__name__}: {e}"[:400]
-                traceback.print_exc()
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            _log(row)
+                _failed(row, e)
+            _keep(rows, row)
         del q, k, v
         torch.cuda.empty_cache()
 
 
-def _log(row) -> None:
-    """Append the row to ``attn_sweep.jsonl`` at once (a hung kernel leaves the rows before)."""
+def _failed(row, e: Exception) -> None:
+    row["error"] = f"{type(e).__name__}: {e}"[:400]
+    traceback.print_exc()
+
+
+def _keep(rows, row) -> None:
+    """Keep, print and append the row to ``attn_sweep.jsonl`` at once (a hung kernel leaves
+    the rows before it)."""
+    rows.append(row)
+    print(json.dumps(row), flush=True)
     if _LOG:
         with open(_LOG[0], "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -121,7 +126,6 @@ def decode_candidates(group: int, D: int):
 
 def sweep_decode(rows, reps, shapes, copy):
     import torch
-    from kernels.nvidia.dispatch import _SPLIT_DECODE  # noqa: F401 -- cache shared with dispatch
     from kernels.nvidia.decode_splitkv import SplitKVDecode
     for B, Hq, Hkv, Skv, D in shapes:
         q = torch.randn(B, Hq, 1, D, dtype=torch.bfloat16, device="cuda")
@@ -147,12 +151,9 @@ def sweep_decode(rows, reps, shapes, copy):
                     row["rel_err"] = rel(out[:1], ref)
                     t = device_time(lambda: dec(q, k, v, out=out, kv_splits=ks), reps)
                     row.update(device_s=t, of_copy=nbytes / t / 1e9 / copy)
-                except Exception as e:                  # noqa: BLE001
-                    row["error"] = f"{type(e).__name__}: {e}"[:400]
-                    traceback.print_exc()
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                _log(row)
+                except Exception as e:                      # noqa: BLE001
+                    _failed(row, e)
+                _keep(rows, row)
         del q, k, v
         torch.cuda.empty_cache()
 
