@@ -313,3 +313,22 @@ def test_prefill_choice_off_hopper_and_errors():
         choose_prefill("f16", 96, False, "wgmma")
     with pytest.raises(LaunchError, match="atom"):
         choose_prefill("f16", 128, False, "auto")
+
+
+def test_flash_attention_dispatch_on_a_hopper_device(monkeypatch):
+    """Without a GPU: flash_attention on a (pretend) compute capability 9.0 device builds the
+    choose_prefill configuration per head_dim, and mma.sync when asked."""
+    import torch
+    from kernels.nvidia import dispatch
+    built = []
+    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
+    monkeypatch.setattr(dispatch, "compiled_flash",
+                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    for d, kind in ((128, "WsFlashConfig"), (64, "WgmmaFlashConfig"), (256, "WgmmaFlashConfig")):
+        q = torch.zeros(1, 2, 8, d, dtype=torch.bfloat16)
+        dispatch.flash_attention(q, q, q, causal=True)
+        assert type(built[-1]).__name__ == kind and built[-1].causal and built[-1].dtype == "bf16"
+    dispatch.flash_attention(q, q, q, atom="mma")
+    assert type(built[-1]).__name__ == "FlashConfig"
+    with pytest.raises(LaunchError, match="head_dim 96"):
+        dispatch.flash_attention(q[..., :96], q[..., :96], q[..., :96], atom="wgmma")
