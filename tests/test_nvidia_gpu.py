@@ -187,7 +187,10 @@ def test_flash_attention(case, causal, dtype, atom):
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
                                     dict(warpgroups=1, bn=192), dict(overlap=False),
-                                    dict(head_dim=64, warpgroups=1, bn=64, overlap=False)])
+                                    dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
+                                    # the tiles prefill_select picks (issue 20)
+                                    dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64),
+                                    dict(head_dim=64, warpgroups=1)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_configs(cfg_kw, causal):
     """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query
@@ -207,19 +210,46 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+@pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
+                                    dict(head_dim=64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_flash_configs(cfg_kw, causal):
+    """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged
+    shapes: partial blocks, GQA, Sq != Skv, one key, more key blocks than stages."""
+    from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+    for dtype in (torch.float16, torch.bfloat16):
+        cfg = WsFlashConfig(dtype="f16" if dtype == torch.float16 else "bf16", causal=causal,
+                            **cfg_kw)
+        fa = WsFlashAttention(cfg)
+        for B, Hq, Hkv, Sq, Skv in ((1, 4, 2, 300, 300), (2, 2, 2, 77, 1000), (1, 2, 1, 1, 1),
+                                    (1, 2, 2, 1000, 257), (1, 2, 2, 2048, 2048)):
+            q, k, v, out = attention_case(B, Hq, Hkv, Sq, Skv, cfg.head_dim, dtype)
+            fa(q, k, v, out=out)
+            err = rel(out, ref_attention(q, k, v, causal))
+            assert err < TOL_ATT[dtype], (cfg.name, B, Hq, Hkv, Sq, Skv, err)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 def test_flash_attention_auto_picks_wgmma_on_hopper():
     from kernels.cuda_attention import _FLASH, flash_attention
     from kernels.cuda_wgmma_attention import WgmmaFlashConfig
     q = torch.randn(1, 2, 200, 128, dtype=torch.float16, device="cuda")
     _FLASH.clear()
-    flash_attention(q, q, q)
+    flash_attention(q, q, q)                          # head_dim 128: warp-specialised
+    assert [type(c).__name__ for c in _FLASH] == ["WsFlashConfig"]
+    _FLASH.clear()
+    q64 = torch.randn(1, 2, 200, 64, dtype=torch.float16, device="cuda")
+    flash_attention(q64, q64, q64)
     assert [type(c) for c in _FLASH] == [WgmmaFlashConfig]
     _FLASH.clear()
     q256 = torch.randn(1, 2, 200, 256, dtype=torch.float16, device="cuda")
-    flash_attention(q256, q256, q256)                 # head_dim 256: the mma.sync kernel
+    flash_attention(q256, q256, q256)                 # head_dim 256: wgmma too (issue 20)
+    assert [(type(c).__name__, c.bn) for c in _FLASH] == [("WgmmaFlashConfig", 64)]
+    _FLASH.clear()
+    flash_attention(q256, q256, q256, atom="mma")
     assert [type(c).__name__ for c in _FLASH] == ["FlashConfig"]
-    with pytest.raises(LaunchError, match="head_dim 256"):
-        flash_attention(q256, q256, q256, atom="wgmma")
+    with pytest.raises(LaunchError, match="head_dim 96"):
+        flash_attention(q[..., :96], q[..., :96], q[..., :96], atom="wgmma")
 
 
 def test_flash_attention_layouts_and_errors():

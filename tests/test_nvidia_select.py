@@ -227,8 +227,8 @@ def test_choose_splits_fills_the_gpu_when_batch_is_small():
         choose_splits(8, 1000, 132, kv_splits=0)
 
 
-@pytest.mark.parametrize("group, hg", [(1, 1), (4, 4), (8, 8), (16, 8), (32, 8), (6, 6), (12, 6),
-                                       (9, 3), (7, 7), (11, 1)])
+@pytest.mark.parametrize("group, hg", [(1, 1), (4, 4), (8, 4), (16, 4), (32, 4), (6, 3), (12, 4),
+                                       (9, 3), (7, 1), (11, 1), (2, 2)])
 def test_heads_per_block(group, hg):
     assert heads_per_block(group) == hg
 
@@ -302,3 +302,60 @@ def test_splitkv_source_shape():
     # the loop every lane runs the same number of times (shuffles need the whole warp)
     assert "for (int base = s0; base < s1; base +=" in src
     assert src.count("__shfl_xor_sync") == int(math.log2(cfg.lanes_per_row))
+
+
+# ------------------------------------------------------------------------ prefill selection
+
+from kernels.nvidia.prefill_select import (WGMMA_PREFILL_TILES, WS_PREFILL_TILES,  # noqa: E402
+                                           choose_prefill)
+from kernels.nvidia.wgmma_attention import WgmmaFlashConfig, plan_wgmma_flash  # noqa: E402
+from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, plan_ws_flash  # noqa: E402
+
+
+@pytest.mark.parametrize("key", sorted(WGMMA_PREFILL_TILES) +
+                         [(d, c) for d in sorted(WS_PREFILL_TILES) for c in (False, True)])
+def test_every_prefill_tile_is_a_proved_configuration(key):
+    d, causal = key
+    choice = choose_prefill("bf16", d, causal, "wgmma")
+    assert choice.atom == "wgmma" and choice.config.causal == causal
+    assert choice.config.head_dim == d
+    plan = (plan_ws_flash if isinstance(choice.config, WsFlashConfig) else plan_wgmma_flash)
+    assert all(r.holds for r in plan(choice.config).checks.values())
+    assert "H100 sweep" in str(choice)
+
+
+@pytest.mark.parametrize("d, causal, kind, tile", [
+    (256, False, WgmmaFlashConfig, (128, 64)), (256, True, WgmmaFlashConfig, (128, 64)),
+    (64, False, WgmmaFlashConfig, (64, 128)), (64, True, WgmmaFlashConfig, (64, 128)),
+    (128, True, WsFlashConfig, (128, 128)), (128, False, WsFlashConfig, (128, 128))])
+def test_prefill_tiles_follow_the_measurements(d, causal, kind, tile):
+    cfg = choose_prefill("f16", d, causal, "wgmma").config
+    assert type(cfg) is kind and (cfg.bm, cfg.bn) == tile
+
+
+def test_prefill_choice_off_hopper_and_errors():
+    c = choose_prefill("f16", 256, True, "mma")
+    assert c.atom == "mma" and type(c.config).__name__ == "FlashConfig" and c.config.causal
+    with pytest.raises(LaunchError, match="head_dim 96"):
+        choose_prefill("f16", 96, False, "wgmma")
+    with pytest.raises(LaunchError, match="atom"):
+        choose_prefill("f16", 128, False, "auto")
+
+
+def test_flash_attention_dispatch_on_a_hopper_device(monkeypatch):
+    """Without a GPU: flash_attention on a (pretend) compute capability 9.0 device builds the
+    choose_prefill configuration per head_dim, and mma.sync when asked."""
+    import torch
+    from kernels.nvidia import dispatch
+    built = []
+    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
+    monkeypatch.setattr(dispatch, "compiled_flash",
+                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    for d, kind in ((128, "WsFlashConfig"), (64, "WgmmaFlashConfig"), (256, "WgmmaFlashConfig")):
+        q = torch.zeros(1, 2, 8, d, dtype=torch.bfloat16)
+        dispatch.flash_attention(q, q, q, causal=True)
+        assert type(built[-1]).__name__ == kind and built[-1].causal and built[-1].dtype == "bf16"
+    dispatch.flash_attention(q, q, q, atom="mma")
+    assert type(built[-1]).__name__ == "FlashConfig"
+    with pytest.raises(LaunchError, match="head_dim 96"):
+        dispatch.flash_attention(q[..., :96], q[..., :96], q[..., :96], atom="wgmma")

@@ -277,7 +277,8 @@ from kernels.cuda_attention import AttentionConfigError  # noqa: E402
 @pytest.mark.parametrize("cfg", [
     wfa.WgmmaFlashConfig(), wfa.WgmmaFlashConfig(dtype="bf16", causal=True),
     wfa.WgmmaFlashConfig(head_dim=64), wfa.WgmmaFlashConfig(warpgroups=1, bn=64, overlap=False),
-    wfa.WgmmaFlashConfig(warpgroups=1, bn=192)])
+    wfa.WgmmaFlashConfig(warpgroups=1, bn=192), wfa.WgmmaFlashConfig(head_dim=256, bn=64),
+    wfa.WgmmaFlashConfig(head_dim=256, bn=64, dtype="bf16", causal=True)])
 def test_wgmma_flash_plan_proves_everything(cfg):
     p = wfa.plan_wgmma_flash(cfg)
     for name in ("Q descriptors", "K descriptors", "V descriptors", "P fragment",
@@ -300,7 +301,7 @@ def test_wgmma_flash_p_fragment_mismatch_is_caught(monkeypatch):
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(head_dim=256), "head_dim=256"), (dict(bn=96), "bn=96"), (dict(warpgroups=4), "1, 2 or 3"),
+    (dict(head_dim=96), "head_dim=96"), (dict(head_dim=256), "shared memory"), (dict(bn=96), "bn=96"), (dict(warpgroups=4), "1, 2 or 3"),
     (dict(arch="sm_90"), "sm_90a"), (dict(warpgroups=3, bn=64), "multiple of 384 threads"),
     (dict(warpgroups=3, bn=192), "shared memory"), (dict(dtype="f32"), "dtype")])
 def test_wgmma_flash_bad_configs(kw, match):
@@ -312,8 +313,103 @@ def test_wgmma_flash_bad_configs(kw, match):
 def test_wgmma_flash_compiles_without_spills(tmp_path):
     from kernels.cache import Cache
     from kernels.cuda.compile import compile_cuda
-    for cfg in (wfa.WgmmaFlashConfig(causal=True), wfa.WgmmaFlashConfig(head_dim=64, dtype="bf16")):
+    for cfg in (wfa.WgmmaFlashConfig(causal=True), wfa.WgmmaFlashConfig(head_dim=64, dtype="bf16"),
+                # head_dim 256: O alone is 128 accumulator registers per thread
+                wfa.WgmmaFlashConfig(head_dim=256, bn=64, dtype="bf16", causal=True)):
         m = compile_cuda(wfa.emit_wgmma_flash(cfg), "sm_90a", ["--ptxas-options=-v"],
+                         name=f"{cfg.name}.cu", cache=Cache(tmp_path))
+        assert m.cubin[:4] == b"\x7fELF"
+        if m.backend == "nvrtc":
+            assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+
+
+# -------------------------------------------------- the warp-specialised (FA3-style) prefill
+
+from kernels.nvidia import wgmma_attention_ws as wsa  # noqa: E402
+
+
+@pytest.mark.parametrize("cfg", [wsa.WsFlashConfig(), wsa.WsFlashConfig(causal=True, dtype="f16"),
+                                 wsa.WsFlashConfig(stages=3), wsa.WsFlashConfig(pingpong=False),
+                                 wsa.WsFlashConfig(head_dim=64)], ids=lambda c: c.name)
+def test_ws_flash_plan_and_source(cfg):
+    p = wsa.plan_ws_flash(cfg)
+    for name in ("Q copy coverage", "K copy coverage", "Q cp.async banks", "K cp.async banks",
+                 "ring"):
+        assert p.checks[name].holds, name
+    assert p.tile.checks["P fragment"].holds and p.tile.checks["V descriptors"].holds
+    src = wsa.emit_ws_flash(cfg)
+    assert kernel_names(src) == (cfg.name,)
+    assert f"setmaxnreg.dec.sync.aligned.u32 {wsa.PRODUCER_REGS}" in src
+    assert f"setmaxnreg.inc.sync.aligned.u32 {wsa.CONSUMER_REGS}" in src
+    assert src.count("lg_cp_async_mbar_arrive(") == 4        # helper + Q, K, V fills
+    # the parities the ring model proves are the ones printed
+    assert "if (use) lg_mbar_wait(bKe + 8 * s, (use - 1) & 1);" in src
+    assert f"lg_mbar_wait(bKf + 8 * ((j) % {cfg.stages}), ((j) / {cfg.stages}) & 1);" in src
+    assert ("lg_bar_sync(1 + cw, 256)" in src) == cfg.pingpong
+    assert src.count("lg_wgmma_wait<1>") == 1
+
+
+def test_ws_ring_wrong_empty_parity_is_caught(monkeypatch):
+    good = wsa.ring_schedule
+
+    def bad(nb, stages):   # waits for the phase of the block it is about to overwrite
+        return [(op, j, s, (par ^ 1) if op.startswith("wait") else par)
+                for op, j, s, par in good(nb, stages)]
+    monkeypatch.setattr(wsa, "ring_schedule", bad)
+    with pytest.raises(AttentionConfigError, match="overwrite"):
+        wsa.check_ring_protocol(2)
+
+
+def test_ws_ring_stage_reuse_without_wait_is_caught(monkeypatch):
+    good = wsa.ring_schedule
+    monkeypatch.setattr(wsa, "ring_schedule", lambda nb, stages: [
+        x for x in good(nb, stages) if not x[0].startswith("wait_empty_v")] + [
+        ("wait_empty_v", nb + stages, 0, 0)])
+    with pytest.raises(AttentionConfigError, match="ring"):
+        wsa.check_ring_protocol(2)
+
+
+def test_ws_producer_layout_mismatch_is_caught(monkeypatch):
+    real = wsa.kmajor_operand
+
+    def shifted(name, rows, cols, threads, wg_rows=0):   # the producer's K tile 64 rows short
+        return real(name, rows - 64 if name == "K" else rows, cols, threads, wg_rows)
+    monkeypatch.setattr(wsa, "kmajor_operand", shifted)
+    wsa.plan_ws_flash.cache_clear()
+    try:
+        with pytest.raises(AttentionConfigError, match="K: the producer's layout is not"):
+            wsa.plan_ws_flash(wsa.WsFlashConfig(bn=128, stages=2, dtype="f16"))
+    finally:
+        wsa.plan_ws_flash.cache_clear()
+
+
+def test_ws_producer_v_in_the_wrong_major_is_caught(monkeypatch):
+    # V K-major: its copy would write rows where the P V descriptor reads columns
+    monkeypatch.setattr(wsa, "mnmajor_operand",
+                        lambda name, rows, cols, threads: wsa.kmajor_operand(name, rows, cols,
+                                                                             threads))
+    wsa.plan_ws_flash.cache_clear()
+    try:
+        with pytest.raises(AttentionConfigError, match="V: the producer's layout is not"):
+            wsa.plan_ws_flash(wsa.WsFlashConfig(dtype="f16", causal=True))
+    finally:
+        wsa.plan_ws_flash.cache_clear()
+
+
+@pytest.mark.parametrize("kw, match", [(dict(head_dim=256), "head_dim=256"),
+                                       (dict(stages=5), "stages=5"),
+                                       (dict(stages=4), "shared memory")])
+def test_ws_flash_bad_configs(kw, match):
+    with pytest.raises(AttentionConfigError, match=match):
+        wsa.plan_ws_flash(wsa.WsFlashConfig(**kw))
+
+
+@pytest.mark.skipif(not (HAVE_NVRTC or nvcc_path()), reason="needs NVRTC (cuda-python) or nvcc")
+def test_ws_flash_compiles_without_spills(tmp_path):
+    from kernels.cache import Cache
+    from kernels.cuda.compile import compile_cuda
+    for cfg in (wsa.WsFlashConfig(causal=True), wsa.WsFlashConfig(head_dim=64, stages=3)):
+        m = compile_cuda(wsa.emit_ws_flash(cfg), "sm_90a", ["--ptxas-options=-v"],
                          name=f"{cfg.name}.cu", cache=Cache(tmp_path))
         assert m.cubin[:4] == b"\x7fELF"
         if m.backend == "nvrtc":

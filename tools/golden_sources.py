@@ -200,13 +200,19 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
-          dict(overlap=False, warpgroups=1, bn=64)]
+          dict(overlap=False, warpgroups=1, bn=64),
+          # issue 20: head_dim 256 on wgmma; the tiles prefill_select picks
+          dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64), dict(head_dim=64, warpgroups=1)]
     for kw in wf:
         for causal in (False, True):
             for dtype in (("f16", "bf16") if not kw else ("f16",)):
                 k2 = dict(kw, causal=causal, dtype=dtype)
                 yield (f"nvidia/wgmma-flash/{_kw(k2)}",
                        lambda k2=k2: emit_wgmma_flash(WgmmaFlashConfig(**k2)))
+    from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
+    for kw in (dict(), dict(causal=True), dict(pingpong=False), dict(stages=3),
+               dict(head_dim=64, dtype="f16")):
+        yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))
 
 
 def _amd_on_nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:

@@ -2,8 +2,9 @@
 side's :mod:`kernels.amd.decode_splitkv`: exact LSE merge of per-split partials.
 
 One thread block owns one (batch, KV head, head chunk) and one KV split: the ``hg`` query
-heads of the chunk (``hg`` the largest divisor of ``Hq / Hkv`` up to 8) share every K/V row
-the block loads, so K/V are read once per KV head, not once per query head.  Inside the block
+heads of the chunk (``hg`` the largest divisor of ``Hq / Hkv`` up to 4, measured) share
+every K/V row the block loads, so K/V are read from DRAM once per KV head, not once per query
+head (the head chunks of one KV head run side by side and mostly meet in L2).  Inside the block
 ``R = threads / (D / 8)`` row groups of ``D / 8`` lanes walk the split's keys ``R`` apart,
 ``chunk`` keys in flight per row group (16-byte ``ld.global.nc`` loads); each lane holds 8
 elements of every query head, dot products reduce over the row group with ``shfl.xor``, and
@@ -39,7 +40,8 @@ from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
 
 __all__ = ["SplitKVDecodeConfig", "SplitKVDecode", "emit_splitkv_decode", "choose_splits",
-           "heads_per_block", "BLOCKS_PER_SM", "MIN_KEYS_PER_SPLIT", "MAX_SPLITS"]
+           "heads_per_block", "MAX_HEADS_PER_BLOCK", "BLOCKS_PER_SM", "MIN_KEYS_PER_SPLIT",
+           "MAX_SPLITS"]
 
 BLOCKS_PER_SM = 4          # blocks per SM the split count aims for (measured on an H100, d128
                            # GQA 4: 64 splits of B1 Skv 100K 2550 GB/s, 32 splits 2181 GB/s)
@@ -242,9 +244,16 @@ def emit_splitkv_decode(cfg: SplitKVDecodeConfig) -> str:
     return "\n".join(L) + "\n"
 
 
+MAX_HEADS_PER_BLOCK = 4    # H100, B1 H64/8 Skv 128K d128 (group 8): 8 heads per block 0.47-0.58
+                           # of a device copy (the FP32 dot products and shuffles of 8 heads per
+                           # 16-byte load bind), 4 heads x 2 head chunks 0.62-0.64 (the chunks'
+                           # second K/V read of a split mostly hits L2); 2 heads 0.53
+
+
 def heads_per_block(group: int) -> int:
-    """Query heads per block: the largest divisor of ``group`` (= Hq / Hkv) up to 8."""
-    return max(d for d in range(1, min(group, 8) + 1) if group % d == 0)
+    """Query heads per block: the largest divisor of ``group`` (= Hq / Hkv) up to
+    :data:`MAX_HEADS_PER_BLOCK`."""
+    return max(d for d in range(1, min(group, MAX_HEADS_PER_BLOCK) + 1) if group % d == 0)
 
 
 def choose_splits(blocks: int, seqlen_kv: int, sms: int,

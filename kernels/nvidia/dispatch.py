@@ -15,15 +15,17 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
-from .attention import FLASH_DEFAULTS, FlashAttention, FlashConfig, decode_attention as one_pass_decode
+from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
 from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
+from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
+from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
@@ -161,36 +163,31 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
                     config: Any = None, atom: str = "auto"):
     """``softmax(q k^T * scale [+ causal mask]) v`` with the NVIDIA prefill kernels.
 
-    Without ``config``: on compute capability 9.0 (H100/H200) with head_dim 64 or 128 the
-    wgmma kernel (:mod:`kernels.cuda_wgmma_attention`), else this module's mma.sync kernel;
-    ``atom="mma"`` forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
+    Without ``config``: :func:`kernels.nvidia.prefill_select.choose_prefill` -- on compute
+    capability 9.0 (H100/H200) the wgmma kernel (:mod:`kernels.cuda_wgmma_attention`) with the
+    tile measured best for the head_dim and mask, else the mma.sync kernel; ``atom="mma"``
+    forces mma.sync, ``atom="wgmma"`` refuses what wgmma cannot run.
     ``config`` may be a :class:`FlashConfig` or a ``WgmmaFlashConfig``."""
     dt = short_dtype(q)
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
     if config is None:
         d = q.shape[-1]
-        if d not in FLASH_DEFAULTS:
-            raise LaunchError(f"head_dim {d}: the prefill kernel supports 64, 128 and 256")
         if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
-            raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64 or 128")
-        if pick_atom(capability_of(q), 8, atom) == "wgmma" and d in WGMMA_FLASH_DEFAULTS:
-            config = WgmmaFlashConfig(dtype=dt, head_dim=d, causal=causal,
-                                      **WGMMA_FLASH_DEFAULTS[d])
-        else:
-            config = FlashConfig(dtype=dt, head_dim=d, causal=causal, **FLASH_DEFAULTS[d])
+            raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 or 256")
+        config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom)).config
     elif config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
     return compiled_flash(config)(q, k, v, out=out, scale=scale)
 
 
 def compiled_flash(cfg: Any) -> FlashAttention:
-    """The kernel of a :class:`FlashConfig` or a ``WgmmaFlashConfig``, built once per
+    """The kernel of a :class:`FlashConfig`, ``WgmmaFlashConfig`` or ``WsFlashConfig``, built once per
     configuration (its module compiles on first launch)."""
     fa = _FLASH.get(cfg)
     if fa is None:
-        fa = _FLASH[cfg] = (WgmmaFlashAttention(cfg) if isinstance(cfg, WgmmaFlashConfig)
-                            else FlashAttention(cfg))
+        kind = {WgmmaFlashConfig: WgmmaFlashAttention, WsFlashConfig: WsFlashAttention}
+        fa = _FLASH[cfg] = kind.get(type(cfg), FlashAttention)(cfg)
     return fa
 
 
@@ -234,7 +231,7 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                             "per (batch, head) row, no split")
     hg = heads_per_block(group)
     cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
-                              chunk=4 if hg <= 4 else 2)
+                              chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
     return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: {hg} of the {group} "
                         "query heads per KV head share each K/V read; KV split to fill the SMs")
 

@@ -49,7 +49,7 @@ __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma
 @dataclass(frozen=True)
 class WgmmaFlashConfig:
     dtype: str = "f16"        # "f16" or "bf16" (q, k, v and out)
-    head_dim: int = 128       # 64 or 128
+    head_dim: int = 128       # 64, 128 or 256 (256: warpgroups=2, bn=64 fits)
     warpgroups: int = 2       # 64 query rows each
     bn: int = 128             # key rows per iteration (a multiple of 16, at most 256)
     causal: bool = False
@@ -82,7 +82,8 @@ class WgmmaFlashConfig:
                 + ("" if self.overlap else "_serial") + ("_causal" if self.causal else ""))
 
 
-WGMMA_FLASH_DEFAULTS = {64: dict(warpgroups=2, bn=128), 128: dict(warpgroups=2, bn=128)}
+WGMMA_FLASH_DEFAULTS = {64: dict(warpgroups=2, bn=128), 128: dict(warpgroups=2, bn=128),
+                        256: dict(warpgroups=2, bn=64)}   # per-shape choice: prefill_select
 
 
 def _need(cond: bool, msg: str) -> None:
@@ -92,8 +93,8 @@ def _need(cond: bool, msg: str) -> None:
 
 def _validate(cfg: WgmmaFlashConfig) -> None:
     _need(cfg.dtype in ("f16", "bf16"), f"dtype must be 'f16' or 'bf16', got {cfg.dtype!r}")
-    _need(cfg.head_dim in (64, 128), f"head_dim={cfg.head_dim}: the wgmma kernel takes 64 or "
-          "128 (256 would need 128 accumulator registers for O alone; use the mma.sync kernel)")
+    _need(cfg.head_dim in (64, 128, 256), f"head_dim={cfg.head_dim}: the wgmma kernel takes 64, "
+          "128 or 256")
     _need(cfg.warpgroups in (1, 2, 3), f"warpgroups={cfg.warpgroups}: 1, 2 or 3")
     _need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: a multiple of 64 in 64..256 "
           "(the S = Q K^T wgmma N)")

@@ -1,0 +1,456 @@
+"""Warp-specialised flash-attention forward for Hopper (``sm_90a``): the published
+FlashAttention-3 design (read, not copied), on the layouts :mod:`.wgmma_attention` proves.
+
+One block of ``1 + consumers`` warpgroups owns ``64 * consumers`` query rows of one (batch,
+head):
+
+* warpgroup 0, the producer (``setmaxnreg.dec`` to :data:`PRODUCER_REGS`), loads Q once and
+  then K and V blocks of ``bn`` keys into a ``stages``-deep shared-memory ring with 16-byte
+  ``cp.async`` (zero-filled past the sequence); each of its 128 threads signals a stage's
+  ``full`` mbarrier with ``cp.async.mbarrier.arrive.noinc`` (the barrier counts 128 arrivals,
+  one per thread, each when that thread's copies landed) and waits on the stage's ``empty``
+  mbarrier before refilling it;
+* warpgroups 1.. are consumers (``setmaxnreg.inc`` to :data:`CONSUMER_REGS`), 64 query rows
+  each: they wait on ``full`` (then ``fence.proxy.async``: the copies wrote through the
+  generic proxy, wgmma reads through the async one), issue ``S = Q K^T`` of block j and
+  ``O += P V`` of block j - 1 together and run block j's softmax while ``P V`` is still on the
+  tensor cores (intra-warpgroup overlap), and release each stage with an ``mbarrier.arrive``
+  on ``empty`` (256 arrivals: every consumer thread) once the wgmma reading it has completed;
+* ``pingpong``: the consumers take turns to issue their GEMMs (named barriers 1 and 2,
+  ``bar.sync`` my turn / ``bar.arrive`` the other's), so one warpgroup's softmax runs while the
+  other's GEMMs do (inter-warpgroup overlap).
+
+Proved before the source is printed: the shared layouts, descriptors and the P register
+fragment are :func:`.wgmma_attention.plan_wgmma_flash`'s for the same tile (its proofs run);
+the producer's own 128-thread copies of Q, K and V are proved to cover their tiles once with
+bank-conflict-free 16-byte writes into those same layouts; the barrier protocol (phases,
+arrival counts, the stage each block uses) is checked by :func:`check_ring_protocol` on a
+model of the producer and consumers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from layoutalg.verify import CheckResult, bank_conflicts, coverage
+from layoutalg.verify._access import eval_at
+from mfma_specs.nvidia import smem_model
+
+from . import layout_c as lc
+from .attention import FLASH_PARAMS, AttentionConfigError, FlashAttention, emit_flash_block
+from .gemm import c_layout, swz_fn
+from .prelude import PACK, source_head
+from .wgmma import (HELPERS, STAGE_ALIGN, Operand, accumulator_rows_cols, emit_copy_base,
+                    kmajor_operand, mnmajor_operand, proved, wgmma_wrapper)
+from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, p_item, plan_wgmma_flash
+
+__all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "WsFlashAttention",
+           "check_ring_protocol", "PRODUCER_REGS", "CONSUMER_REGS"]
+
+PRODUCER_REGS = 56      # the producer's copy loop needs ~40; 128 x 56 + 256 x 224 <= 65536
+CONSUMER_REGS = 224
+BARRIER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class WsFlashConfig:
+    dtype: str = "bf16"
+    head_dim: int = 128       # 64 or 128
+    bn: int = 128             # keys per block
+    stages: int = 2           # K (and V) blocks in flight
+    causal: bool = False
+    pingpong: bool = True     # consumers alternate their GEMM issue (named barriers)
+    arch: str = "sm_90a"
+
+    consumers = 2             # 64 query rows each
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    @property
+    def q_bytes(self) -> int:
+        return self.bm * self.head_dim * 2
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.bn * self.head_dim * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        return (self.q_bytes + 2 * self.stages * self.kv_bytes + STAGE_ALIGN
+                + BARRIER_BYTES * (1 + 4 * self.stages))
+
+    @property
+    def name(self) -> str:
+        return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
+                + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else ""))
+
+    def tile(self) -> WgmmaFlashConfig:
+        """The :mod:`.wgmma_attention` configuration of the same tile: its layout proofs."""
+        return WgmmaFlashConfig(dtype=self.dtype, head_dim=self.head_dim,
+                                warpgroups=self.consumers, bn=self.bn, causal=self.causal)
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise AttentionConfigError(msg)
+
+
+def _validate(cfg: WsFlashConfig) -> None:
+    _need(cfg.head_dim in (64, 128), f"head_dim={cfg.head_dim}: the warp-specialised kernel "
+          "takes 64 or 128 (256: WgmmaFlashConfig(head_dim=256, bn=64))")
+    _need(cfg.stages in (2, 3, 4), f"stages={cfg.stages}: 2, 3 or 4")
+    _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
+          "allows 227 KiB per block: fewer stages or a smaller bn")
+    _need(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * cfg.consumers <= 65536,
+          "register split exceeds the 64K-register file")
+
+
+@dataclass
+class WsFlashPlan:
+    cfg: WsFlashConfig
+    tile: WgmmaFlashPlan          # layouts, descriptors, P fragment (proved there)
+    q: Operand                    # the producer's 128-thread copies into the same layouts
+    k: Operand
+    v: Operand
+    checks: Dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> Dict[str, str]:
+        out = dict(self.tile.describe())
+        out.update({f"producer {k}": v.summary() for k, v in self.checks.items()})
+        return out
+
+
+def ring_schedule(nb: int, stages: int) -> List[Tuple[str, int, int, int]]:
+    """The producer's barrier operations for ``nb`` key blocks: ``(op, barrier, stage,
+    parity)`` -- op "wait_empty" (parity to wait for) or "fill" -- K then V of each block."""
+    ops = []
+    for j in range(nb):
+        s, use = j % stages, j // stages
+        for kv in ("k", "v"):
+            if use:
+                ops.append(("wait_empty_" + kv, j, s, (use - 1) & 1))
+            ops.append(("fill_" + kv, j, s, use & 1))
+    return ops
+
+
+def check_ring_protocol(stages: int, max_blocks: int = 12) -> CheckResult:
+    """Model the mbarrier ring: for every block count up to ``max_blocks``, every order the
+    consumers' release and the producer's refills can take, a consumer reading block j finds
+    block j in its stage (the full barrier's phase parity it waits for is the one the
+    producer's fill of block j completes), and the producer never refills a stage before
+    both consumers released the block it held (the empty parity it waits for is the release
+    of block j - stages)."""
+    n = 0
+    for nb in range(1, max_blocks + 1):
+        fills: Dict[Tuple[str, int], int] = {}       # (kv, stage) -> fills so far
+        held: Dict[Tuple[str, int], int] = {}        # (kv, stage) -> block it holds
+        for op, j, s, par in ring_schedule(nb, stages):
+            kv = op[-1]
+            if op.startswith("wait_empty"):
+                prev = j - stages
+                # the empty barrier's phase (use - 1) completes when block j - stages is released
+                if held.get((kv, s)) != prev or par != (prev // stages) & 1:
+                    raise AttentionConfigError(f"ring: block {j} {kv} would overwrite stage {s} "
+                                               f"holding block {held.get((kv, s))}")
+            else:
+                c = fills.get((kv, s), 0)
+                if c != j // stages or par != c & 1:
+                    raise AttentionConfigError(f"ring: fill {c} of stage {s} is block {j}")
+                fills[(kv, s)] = c + 1
+                held[(kv, s)] = j
+            n += 1
+        for j in range(nb):       # the consumer side: block j is in stage j % S, phase j // S
+            s = j % stages
+            if fills.get(("k", s), 0) <= j // stages:
+                raise AttentionConfigError(f"ring: block {j} never filled")
+    return proved(f"mbarrier ring of {stages} stages: fill/wait parities for 1..{max_blocks} "
+                  f"blocks ({n} operations)", "every block count, stage and use")
+
+
+@lru_cache(maxsize=16)
+def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
+    _validate(cfg)
+    tile = plan_wgmma_flash(cfg.tile())
+    d = cfg.head_dim
+    q = kmajor_operand("Q", cfg.bm, d, 128, wg_rows=64)
+    k = kmajor_operand("K", cfg.bn, d, 128)
+    v = mnmajor_operand("V", cfg.bn, d, 128)
+    plan = WsFlashPlan(cfg, tile, q, k, v)
+    ch = plan.checks
+    wmodel = smem_model("cp.async.16")
+    for mine, theirs in ((q, tile.q), (k, tile.k), (v, tile.v)):
+        idx = np.arange(mine.rows * mine.cols)
+        _need(np.array_equal(eval_at(mine.smem, idx), eval_at(theirs.smem, idx))
+              and mine.desc == theirs.desc and mine.k_starts == theirs.k_starts,
+              f"{mine.name}: the producer's layout is not the proved tile's")
+    for op in (q, k):
+        ch[f"{op.name} copy coverage"] = coverage(op.copy.off, op.rows * op.cols)
+        ch[f"{op.name} cp.async banks"] = bank_conflicts(op.copy.off, lds=op.smem, model=wmodel,
+                                                         elem_bytes=2)
+    _need(v.copy_consts == k.copy_consts, "K and V must share one copy routine")
+    ch["ring"] = check_ring_protocol(cfg.stages)
+    for name, r in ch.items():
+        if not r.holds:
+            raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
+    return plan
+
+
+MBAR = r"""
+LG_DEV void lg_mbar_init(lg_u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+LG_DEV bool lg_mbar_try(lg_u32 bar, int parity) {
+  lg_u32 ok;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+               "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+  return ok != 0;
+}
+LG_DEV void lg_mbar_wait(lg_u32 bar, int parity) { while (!lg_mbar_try(bar, parity)) {} }
+LG_DEV void lg_mbar_arrive(lg_u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// arrives on bar when every cp.async this thread issued before has landed (no pending-count
+// increment: the barrier's expected count includes this arrival)
+LG_DEV void lg_cp_async_mbar_arrive(lg_u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+}
+LG_DEV void lg_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(n) : "memory"); }
+LG_DEV void lg_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(n) : "memory"); }
+"""
+
+
+def emit_ws_flash(cfg: WsFlashConfig) -> str:
+    p = plan_ws_flash(cfg)
+    d, bm, bn, S = cfg.head_dim, cfg.bm, cfg.bn, cfg.stages
+    kvb = cfg.kv_bytes
+    pack = PACK[cfg.dtype]
+    L = source_head("kernels/nvidia/wgmma_attention_ws.py", cfg.name,
+                    (f"{k}: {v}" for k, v in p.describe().items()))
+    o = L.append
+    o(HELPERS)
+    o(MBAR)
+    o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
+    o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
+    o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
+    o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
+    o(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
+    o(f"{cfg.name}({FLASH_PARAMS}) {{")
+    o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
+    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
+    o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {S * kvb};")
+    o(f"  // mbarriers: Q full; K full[{S}], V full[{S}], K empty[{S}], V empty[{S}]")
+    o(f"  const lg_u32 bQ = sV + {S * kvb}, bKf = bQ + 8, bVf = bKf + {8 * S}, "
+      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};")
+    o("  const int tid = threadIdx.x, wg = tid >> 7;")
+    emit_flash_block(o, cfg)
+    o("  if (tid == 0) {")
+    o("    lg_mbar_init(bQ, 128);")
+    o(f"    for (int s = 0; s < {S}; ++s) {{")
+    o("      lg_mbar_init(bKf + 8 * s, 128); lg_mbar_init(bVf + 8 * s, 128);")
+    o(f"      lg_mbar_init(bKe + 8 * s, {128 * cfg.consumers}); "
+      f"lg_mbar_init(bVe + 8 * s, {128 * cfg.consumers});")
+    o("    }\n  }")
+    o("  __syncthreads();")
+    # ------------------------------------------------------------------ producer
+    o("  if (wg == 0) {")
+    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\\n");')
+    for op, nm in ((p.q, "q"), (p.k, "kv")):
+        emit_copy_base(o, op, nm, 128)
+    for dr, dc, ds in p.q.copy_consts:
+        o(f"    {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
+        o(f"      lg_cp_async16(sQ + qs + {2 * ds}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
+          ": (const void*)Q, ok ? 16 : 0); }")
+    o("    lg_cp_async_mbar_arrive(bQ);")
+    for nm, base, ss in (("k", "Kb", "k_ss"), ("v", "Vb", "v_ss")):
+        o(f"    auto load_{nm} = [&](int buf, int n0) {{")
+        o(f"      const lg_u32 dst = s{nm.upper()} + buf * {kvb} + kvs;")
+        o(f"      if (n0 + {bn} <= Skv) {{")
+        o(f"        const lg_u16* src = {base} + (long long)(n0 + kvr) * {ss} + kvc;")
+        for dr, dc, ds in p.k.copy_consts:
+            o(f"        lg_cp_async16_i<{2 * ds}>(dst, src + {dr} * {ss} + {dc});")
+        o("        return;\n      }")
+        for dr, dc, ds in p.k.copy_consts:
+            o(f"      {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")
+            o(f"        lg_cp_async16(dst + {2 * ds}, ok ? (const void*)({base} + r * {ss} + kvc + "
+              f"{dc}) : (const void*){base[0]}, ok ? 16 : 0); }}")
+        o("    };")
+    o("    for (int j = 0; j < NB; ++j) {")
+    o(f"      const int s = j % {S}, use = j / {S};")
+    o(f"      if (use) lg_mbar_wait(bKe + 8 * s, (use - 1) & 1);   // block j - {S} released")
+    o(f"      load_k(s, j * {bn});")
+    o("      lg_cp_async_mbar_arrive(bKf + 8 * s);")
+    o("      if (use) lg_mbar_wait(bVe + 8 * s, (use - 1) & 1);")
+    o(f"      load_v(s, j * {bn});")
+    o("      lg_cp_async_mbar_arrive(bVf + 8 * s);")
+    o("    }")
+    o("    lg_cp_async_wait<0>();")
+    o("    return;\n  }")
+    # ------------------------------------------------------------------ consumers
+    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS};\\n");')
+    o("  const int cw = wg - 1, t = tid & 127;")
+    o(f"  const lg_u64 qdesc = 0x{p.q.desc.constant_bits():016x}ull | "
+      f"(lg_u64)(((sQ + cw * {p.q.wg_step}) & 0x3FFFF) >> 4);   // {p.q.desc}")
+    for op, nm, base in ((p.k, "k", "sK"), (p.v, "v", "sV")):
+        o(f"  const lg_u64 {nm}desc = 0x{op.desc.constant_bits():016x}ull | "
+          f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
+    crow, ccol = accumulator_rows_cols(d)
+    tt = lc.sym("t")
+    o(f"  const int row0 = m0 + cw * 64 + {c_layout(crow, (tt, 0), {tt: 128}, 'C row')};")
+    o(f"  const int col0 = {c_layout(ccol, (tt, 0), {tt: 128}, 'C col')};")
+    accumulator_rows_cols(bn)
+    inf = "__int_as_float(0x7f800000)"
+    o(f"  float acc[{d // 2}], m_i[2] = {{-{inf}, -{inf}}}, l_i[2] = {{0.f, 0.f}};")
+    o(f"  #pragma unroll\n  for (int i = 0; i < {d // 2}; ++i) acc[i] = 0.f;")
+    o(f"  float s[{bn // 2}], alpha[2];")
+    o(f"  lg_u32 pa[{bn // 16}][4];")
+    pp = cfg.pingpong
+    if pp:
+        o("  // ping-pong: consumer cw issues its GEMMs after bar.sync(1 + cw); consumer 1 opens")
+        o("  // consumer 0's first turn; each hands the turn over after issuing (bar.arrive)")
+        o("  if (cw == 1) lg_bar_arrive(1, 256);")
+
+    def turn_begin() -> None:
+        if pp:
+            o("    lg_bar_sync(1 + cw, 256);")
+
+    def turn_end(last: str = "false") -> None:
+        if pp:
+            o(f"    if (cw == 0 || !({last})) lg_bar_arrive(2 - cw, 256);")
+
+    def wait_full(bar: str, j: str) -> None:
+        o(f"    lg_mbar_wait({bar} + 8 * (({j}) % {S}), (({j}) / {S}) & 1);")
+
+    def issue_qk(buf: str) -> None:
+        for st, (qs, ks) in enumerate(zip(p.q.k_starts, p.k.k_starts)):
+            o(f"    lg_wgmma_qk(s, qdesc + {qs >> 4}, kdesc + ((({buf}) * {kvb} + {ks}) >> 4), "
+              f"{0 if st == 0 else 1});")
+
+    def issue_pv(buf: str) -> None:
+        for st, vs in enumerate(p.v.k_starts):
+            o(f"    lg_wgmma_pv(acc, pa[{st}], vdesc + ((({buf}) * {kvb} + {vs}) >> 4));")
+
+    def softmax(n0: str) -> None:
+        o(f"    const bool need_mask = {n0} + {bn} > Skv" +
+          (f" || {n0} + {bn - 1} > m0 + cw * 64" if cfg.causal else "") + ";")
+        o("    if (need_mask) {")
+        o(f"      #pragma unroll\n      for (int i = 0; i < {bn // 2}; ++i) {{")
+        o(f"        const int r = row0 + 8 * ((i >> 1) & 1), c = {n0} + col0 + 8 * (i >> 2) + (i & 1);")
+        cond = "c >= Skv" + (" || c > r" if cfg.causal else "")
+        o(f"        if ({cond}) s[i] = -{inf};")
+        o("      }\n    }")
+        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh) {")
+        o("      float mx = m_i[hh];")
+        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj)")
+        o("        mx = fmaxf(mx, fmaxf(s[4 * jj + 2 * hh], s[4 * jj + 2 * hh + 1]));")
+        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));")
+        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));")
+        o(f"      const float base = mx == -{inf} ? 0.f : mx * scale_log2;")
+        o("      alpha[hh] = lg_exp2(m_i[hh] * scale_log2 - base);")
+        o("      m_i[hh] = mx;")
+        o("      float rs = 0.f;")
+        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj) {{")
+        o("        const float p0 = lg_exp2(fmaf(s[4 * jj + 2 * hh], scale_log2, -base));")
+        o("        const float p1 = lg_exp2(fmaf(s[4 * jj + 2 * hh + 1], scale_log2, -base));")
+        o("        s[4 * jj + 2 * hh] = p0; s[4 * jj + 2 * hh + 1] = p1; rs += p0 + p1;\n      }")
+        o("      l_i[hh] = l_i[hh] * alpha[hh] + rs;")
+        o("    }")
+
+    def rescale() -> None:
+        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh)")
+        o(f"    #pragma unroll\n    for (int jj = 0; jj < {d // 8}; ++jj) {{ acc[4 * jj + 2 * hh] *= "
+          "alpha[hh]; acc[4 * jj + 2 * hh + 1] *= alpha[hh]; }")
+
+    def pack_p() -> None:
+        o(f"    #pragma unroll\n    for (int st = 0; st < {bn // 16}; ++st) {{")
+        for r in range(4):
+            lo, hi = p_item(0, 2 * r), p_item(0, 2 * r + 1)
+            o(f"      pa[st][{r}] = {pack}(s[8 * st + {lo}], s[8 * st + {hi}]);")
+        o("    }")
+
+    _need(all(p_item(st, e) == 8 * st + p_item(0, e) for st in range(bn // 16) for e in range(8)),
+          "P packing: the printed item offsets do not follow p_item")
+    # a consumer's causal rows end at m0 + cw*64 + 63: its own key range is shorter than the
+    # block's NB for cw = 0, but both consumers run NB blocks (the ring and the ping-pong turns
+    # are per block); the mask covers keys past each row
+    o("  {")
+    o("    lg_mbar_wait(bQ, 0);")
+    wait_full("bKf", "0")
+    o("    lg_fence_proxy_async();")
+    turn_begin()
+    o("    lg_wgmma_fence();")
+    issue_qk("0")
+    o("    lg_wgmma_commit();")
+    turn_end()
+    o("    lg_wgmma_wait<0>();")
+    o("    lg_pin(s);")
+    o("    lg_mbar_arrive(bKe);")
+    softmax("0")
+    o("  }")
+    o("  for (int j = 1; j < NB; ++j) {")
+    o(f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
+    wait_full("bKf", "j")
+    wait_full("bVf", "j - 1")
+    o("    lg_fence_proxy_async();")
+    pack_p()
+    o("    lg_pin(acc); lg_pin(pa); lg_pin(s);")
+    turn_begin()
+    o("    lg_wgmma_fence();")
+    issue_qk("buf")
+    o("    lg_wgmma_commit();")
+    issue_pv("pbuf")
+    o("    lg_wgmma_commit();")
+    turn_end()
+    o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
+    o("    lg_pin(s);")
+    o("    lg_mbar_arrive(bKe + 8 * buf);")
+    softmax("n0")
+    o("    lg_wgmma_wait<0>();")
+    o("    lg_pin(acc); lg_pin(pa);")
+    o("    lg_mbar_arrive(bVe + 8 * pbuf);")
+    rescale()
+    o("  }")
+    o("  {")
+    wait_full("bVf", "NB - 1")
+    o("    lg_fence_proxy_async();")
+    pack_p()
+    o("    lg_pin(acc); lg_pin(pa);")
+    turn_begin()
+    o("    lg_wgmma_fence();")
+    issue_pv(f"(NB - 1) % {S}")
+    o("    lg_wgmma_commit();")
+    turn_end("true")
+    o("    lg_wgmma_wait<0>();")
+    o("    lg_pin(acc); lg_pin(pa);")
+    o("  }")
+    o("  #pragma unroll\n  for (int hh = 0; hh < 2; ++hh) {")
+    o("    float l = l_i[hh];")
+    o("    l += __shfl_xor_sync(0xffffffffu, l, 1);")
+    o("    l += __shfl_xor_sync(0xffffffffu, l, 2);")
+    o("    const float inv = l > 0.f ? 1.f / l : 0.f;")
+    o("    const int r = row0 + 8 * hh;")
+    o("    if (r < Sq) {")
+    o("      lg_u16* dst = Ob + r * o_ss + col0;")
+    o(f"      #pragma unroll\n      for (int jj = 0; jj < {d // 8}; ++jj)")
+    o(f"        *reinterpret_cast<lg_u32*>(dst + 8 * jj) = {pack}(acc[4 * jj + 2 * hh] * inv, "
+      "acc[4 * jj + 2 * hh + 1] * inv);")
+    o("    }\n  }\n}")
+    return "\n".join(L) + "\n"
+
+
+class WsFlashAttention(FlashAttention):
+    """A compiled configuration: ``fa(q, k, v, out=None, scale=None) -> out`` (sm_90a);
+    arguments, checks and launch as :class:`kernels.cuda_attention.FlashAttention`."""
+
+    def __init__(self, cfg: WsFlashConfig = WsFlashConfig(), *, backend: str = "auto"):
+        self.plan = plan_ws_flash(cfg)
+        super(FlashAttention, self).__init__(cfg, emit_ws_flash(cfg), backend)
