@@ -28,7 +28,7 @@ def measure(c, dtype: str, m: int, n: int, k: int) -> str:
     extra = {"scales": "none", "out_dtype": "f16"} if dtype in ("fp8", "bf8") else {}
     cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                      block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages,
-                     mfma=c.mfma, schedule="pipelined", **extra)
+                     mfma=c.mfma, schedule="pipelined", waves_per_eu=c.waves_per_eu, **extra)
     try:
         bk = build_gemm(cfg)
         co = bk.compile("gfx942", use_cache=False)

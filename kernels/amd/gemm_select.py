@@ -38,6 +38,7 @@ from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, norm_dtype, plan_ge
 __all__ = ["Candidate", "CANDIDATES", "FP8_CANDIDATES", "TileChoice", "select_gemm", "score",
            "CUS"]
 
+MEASURED_SHAPE = (4096, 4096, 4096)   # where a candidate's first figures were measured
 CUS = 304            # MI300X compute units (mfma_specs.arch gfx942; the model's GFX942.cus)
 
 
@@ -59,6 +60,8 @@ class Candidate:
     busy_ragged: Optional[float] = None       # the same at 4000x3000x1000 (every edge
     waves_per_simd_ragged: Optional[int] = None  # predicated: more VALU, more registers)
     elem_bytes: int = 2                       # 1: an fp8/bf8 candidate (twice the MFMA peak)
+    waves_per_eu: int = 0                     # GemmConfig.waves_per_eu (2: a 256-register
+    #                                           budget that keeps two waves per SIMD)
 
     @property
     def waves(self) -> int:
@@ -72,16 +75,23 @@ class Candidate:
     def on(self, m: int, n: int, k: int) -> "Candidate":
         """The figures that apply to an M x N x K problem: the ragged ones when an edge tile is
         partial (the kernel then predicates its loads and stores)."""
-        if self.busy_ragged is None or not (m % self.block_m or n % self.block_n
-                                            or k % self.block_k):
+        if self.busy_ragged is None or self._partial_edges(m, n, k) <= self._partial_edges(
+                *MEASURED_SHAPE):
             return self
         return replace(self, busy=self.busy_ragged,
                        waves_per_simd=self.waves_per_simd_ragged or self.waves_per_simd)
 
+    def _partial_edges(self, m: int, n: int, k: int) -> frozenset:
+        """The dimensions whose last tile is partial (predicated loads / stores) at M x N x K:
+        the 4096^3 figures already include those of a tile that does not divide 4096 (224)."""
+        return frozenset(d for d, v, b in (("m", m, self.block_m), ("n", n, self.block_n),
+                                           ("k", k, self.block_k)) if v % b)
+
     def label(self) -> str:
         m = f", {self.mfma}" if self.mfma else ""
+        w = f", waves_per_eu {self.waves_per_eu}" if self.waves_per_eu else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} ({self.waves_m}x{self.waves_n} "
-                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, pipelined{m})")
+                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, pipelined{m}{w})")
 
 
 # measured with benchmarks/gfx942_static.py's model on 4096x4096x4096 f16 NN code objects of
@@ -94,6 +104,11 @@ CANDIDATES: Tuple[Candidate, ...] = (
     Candidate(128, 128, 64, 2, 2, 1, 0.927, 2, busy_ragged=0.527, waves_per_simd_ragged=2),
     Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.767, waves_per_simd_ragged=2),
     Candidate(128, 64, 32, 2, 2, 1, 0.878, 5, busy_ragged=0.886, waves_per_simd_ragged=4),
+    # against CU quantisation: 224 = 7 x 32 rows give 19 x 32 = 608 tiles at 4096^2, one full
+    # round of 2 work-groups on each of the 304 CUs; the 256-register hint keeps 2 waves/SIMD
+    # (its 4096^3 figures already predicate the partial last row of tiles: 4096 = 18 x 224 + 64)
+    Candidate(224, 128, 32, 1, 4, 1, 0.819, 2, busy_ragged=0.790, waves_per_simd_ragged=2,
+              waves_per_eu=2),
     Candidate(64, 64, 64, 2, 2, 1, 0.655, 4, busy_ragged=0.664, waves_per_simd_ragged=4),
     Candidate(64, 64, 32, 2, 2, 2, 0.486, 4, busy_ragged=0.475, waves_per_simd_ragged=4),
     # small M (the decode-time linear layer): 16x16x16 MFMAs, few rows per work-group
@@ -120,7 +135,8 @@ _FP8_MFMA = {_F16: "16x16x32"}
 FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(
     replace(c, block_k=2 * c.block_k, busy=b, waves_per_simd=w, busy_ragged=br,
             waves_per_simd_ragged=wr, mfma=_FP8_MFMA.get(c.mfma, c.mfma), elem_bytes=1)
-    for c, (b, w, br, wr) in zip(CANDIDATES, _FP8_FIGURES))
+    # the 224-row tile has no fp8 figures (not measured as fp8): the fp8 table keeps the others
+    for c, (b, w, br, wr) in zip((c for c in CANDIDATES if not c.waves_per_eu), _FP8_FIGURES))
 
 # the model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks) and
 # ~400 instructions outside the loop at one per 4 clocks (kernels.perf.estimate.whole_kernel;
@@ -208,7 +224,8 @@ def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileCh
         c = s.candidate
         cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                          block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n,
-                         stages=c.stages, mfma=c.mfma, schedule="pipelined", **options)
+                         stages=c.stages, mfma=c.mfma, schedule="pipelined",
+                         waves_per_eu=c.waves_per_eu, **options)
         try:
             plan_gemm(cfg)
         except ConfigError as e:
