@@ -12,9 +12,11 @@ estimates the whole kernel as::
 
 where ``busy`` is the MFMA-busy fraction of the compiled hot loop with ``wg_per_cu``
 work-groups resident per CU, ``slots = 304 * wg_per_cu`` and ``waves = ceil(tiles / slots)``
-(:func:`kernels.perf.estimate.whole_kernel` computes exactly this, plus a small prologue /
-epilogue term).  The loop's busy fraction and residency depend on the compiled code, not on
-M, N, K (beyond predication at ragged edges), so they are a property of the candidate: they are
+(:func:`kernels.perf.estimate.whole_kernel` computes exactly this, plus a prologue / epilogue
+term from the candidate's instructions outside the loop, also measured: the 224-row tile's
+predicated epilogue is 5x a 128-row one's).  The loop's busy fraction, residency and
+outside-loop count depend on the compiled code, not on M, N, K (beyond predication at ragged
+edges), so they are a property of the candidate: they are
 recorded in :data:`CANDIDATES`, measured by the model on the compiled code objects (command in
 docs/PERFORMANCE.md), and the choice is this closed form, which needs neither clang nor the
 model at run time (``check gemm --emulate`` works without a toolchain).  Work-group order: the
