@@ -2,8 +2,10 @@
 
 For every candidate (``--dtype fp8``: ``FP8_CANDIDATES``, block_k already doubled), build the
 NN kernel at 4096^3 and at 4000x3000x1000 (every edge predicated), compile it with clang-19 and
-print the model's hot-loop MFMA busy and waves/SIMD: the four figures a table row carries.  A
-model, not a measurement (no AMD GPU).  ~1 minute on a 2-core box.
+print the model's hot-loop MFMA busy, waves/SIMD and instructions outside the hot loop (the
+model's prologue / epilogue, less its two memory latencies, at one instruction per 4 clocks):
+the six figures a table row carries.  A model, not a measurement (no AMD GPU).  ~3 minutes on
+a 2-core box.
 
     PYTHONPATH=. python tools/measure_gemm_candidates.py [--dtype f16|fp8]
 """
@@ -20,7 +22,7 @@ SHAPES = ((4096, 4096, 4096), (4000, 3000, 1000))
 
 
 def measure(c, dtype: str, m: int, n: int, k: int) -> str:
-    """``busy/waves-per-SIMD`` of candidate ``c`` on an M x N x K NN kernel, or why not."""
+    """``busy/waves-per-SIMD/instructions outside the loop`` of candidate ``c`` on an M x N x K NN kernel, or why not."""
     from kernels.errors import KernelError
     from kernels.gemm import build_gemm
     from kernels.gemm_plan import GemmConfig
@@ -28,14 +30,17 @@ def measure(c, dtype: str, m: int, n: int, k: int) -> str:
     extra = {"scales": "none", "out_dtype": "f16"} if dtype in ("fp8", "bf8") else {}
     cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                      block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages,
-                     mfma=c.mfma, schedule="pipelined", **extra)
+                     mfma=c.mfma, schedule="pipelined", waves_per_eu=c.waves_per_eu, **extra)
     try:
         bk = build_gemm(cfg)
         co = bk.compile("gfx942", use_cache=False)
-        r = analyze(co.binary, block_threads=bk.block)
+        r = analyze(co.binary, block_threads=bk.block, gemm=f"{m},{n},{k}",
+                    tile=f"{c.block_m}x{c.block_n}x{c.block_k}")
     except (KernelError, PerfError) as e:
         return f"- ({str(e)[:70]})"
-    return f"{r.mfma_busy:.3f}/{r.occupancy['waves_per_simd']}"
+    outside = (r.whole_kernel or {}).get("prologue_epilogue_cycles")
+    outside = "" if outside is None else f"/{(outside - 2 * 700) // 4}"
+    return f"{r.mfma_busy:.3f}/{r.occupancy['waves_per_simd']}{outside}"
 
 
 def main(argv=None) -> int:
@@ -44,12 +49,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from kernels.amd.gemm_select import CANDIDATES, FP8_CANDIDATES
     table = FP8_CANDIDATES if args.dtype in ("fp8", "bf8") else CANDIDATES
-    print("| candidate | table busy/wps | model 4096^3 | table ragged | model 4000x3000x1000 |")
+    print("| candidate | table busy/wps/outside | model 4096^3 | table ragged | "
+          "model 4000x3000x1000 |")
     print("|---|---|---|---|---|")
     for c in table:
         got = [measure(c, args.dtype, *s) for s in SHAPES]
-        print(f"| {c.label()} | {c.busy:.3f}/{c.waves_per_simd} | {got[0]} | "
-              f"{c.busy_ragged}/{c.waves_per_simd_ragged} | {got[1]} |", flush=True)
+        print(f"| {c.label()} | {c.busy:.3f}/{c.waves_per_simd}/{c.outside} | {got[0]} | "
+              f"{c.busy_ragged}/{c.waves_per_simd_ragged}/{c.outside_ragged} | {got[1]} |",
+              flush=True)
     return 0
 
 

@@ -629,7 +629,8 @@ class GemmBuilder:
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,
                       header=header, meta={"plan": p},
-                      spec=gemm_spec(self.name, c, p.grid, KT * c.block_k))
+                      spec=gemm_spec(self.name, c, p.grid, KT * c.block_k),
+                      waves_per_eu=c.waves_per_eu)
 
 
 def build_gemm_ir(cfg_or_plan: Any, choose_lds: bool = True) -> Kernel:

@@ -110,6 +110,9 @@ class GemmConfig:
                                    # or "pipelined" (kernels.amd.gemm_schedule: every read of
                                    # the k-tile first, partial lgkmcnt waits, s_setprio, pinned
                                    # interleave)
+    waves_per_eu: int = 0          # > 0: amdgpu_waves_per_eu(n) on the kernel, a register
+                                   # budget of 512 / n per lane (2: 256, two waves per SIMD);
+                                   # 0: no hint (the compiler's own choice)
     selection: Optional[str] = field(default=None, compare=False)  # why select_gemm chose
                                    # this config (None: the user's own); not in the source
 
@@ -147,6 +150,8 @@ class GemmConfig:
                               "issues every operand read of the k-tile before its MFMAs")
         if c.stages not in (1, 2):
             raise ConfigError(f"stages must be 1 or 2, got {c.stages!r}")
+        if type(c.waves_per_eu) is not int or c.waves_per_eu not in range(0, 9):
+            raise ConfigError(f"waves_per_eu must be 0 (no hint) .. 8, got {c.waves_per_eu!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):
             v = getattr(c, name)
             if type(v) is not int or v < 1:
@@ -297,6 +302,21 @@ def _vector_width(cfg: GemmConfig, name: str, contig_extent: int, ld: int, elem_
     return v
 
 
+def _rows_tiling_vector(vec: int, rows: int, bk: int, threads: int, min_vk: int) -> int:
+    """The widest vector, at most ``vec``, whose copy rows tile a k-contiguous ``rows x bk``
+    tile: ``threads / (bk / vk)`` threads per k-row set must divide ``rows``.  A tile whose
+    rows are not a power of two (224 = 7 x 32, chosen against CU quantisation) needs narrower
+    vectors (more threads along k) than a 128-row one; unchanged where ``vec`` already tiles."""
+    v = vec
+    while v > 1:
+        vk = max(v, min_vk)
+        tk = bk // vk if bk % vk == 0 else 0
+        if tk and threads % tk == 0 and rows % (threads // tk) == 0:
+            return v
+        v //= 2
+    return vec     # nothing narrower tiles either: keep the widest, _operand says why
+
+
 def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> OperandPlan:
     """Operand plan; ``lanes_mn`` (mn-contiguous operands only) is how many threads run along
     the contiguous mn dimension before the next k rows (default: the whole tile width)."""
@@ -320,6 +340,8 @@ def _operand(cfg: GemmConfig, name: str, lanes_mn: Optional[int] = None) -> Oper
     _need(E % T == 0, f"{name} tile {BMN}x{BK} ({E} elements) does not split over {T} threads")
     per_thread = E // T
     if k_contig:
+        if cfg.vec is None:
+            vec = _rows_tiling_vector(vec, BMN, BK, T, min(min_k, per_thread))
         # a thread owns vk consecutive k: one LDS write of at least 32 bits (2 or 4 elements)
         # even when the global loads are narrower (odd leading dimension: scalar loads)
         vk, vmn = max(vec, min(min_k, per_thread)), 1

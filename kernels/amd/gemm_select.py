@@ -12,9 +12,11 @@ estimates the whole kernel as::
 
 where ``busy`` is the MFMA-busy fraction of the compiled hot loop with ``wg_per_cu``
 work-groups resident per CU, ``slots = 304 * wg_per_cu`` and ``waves = ceil(tiles / slots)``
-(:func:`kernels.perf.estimate.whole_kernel` computes exactly this, plus a small prologue /
-epilogue term).  The loop's busy fraction and residency depend on the compiled code, not on
-M, N, K (beyond predication at ragged edges), so they are a property of the candidate: they are
+(:func:`kernels.perf.estimate.whole_kernel` computes exactly this, plus a prologue / epilogue
+term from the candidate's instructions outside the loop, also measured: the 224-row tile's
+predicated epilogue is 5x a 128-row one's).  The loop's busy fraction, residency and
+outside-loop count depend on the compiled code, not on M, N, K (beyond predication at ragged
+edges), so they are a property of the candidate: they are
 recorded in :data:`CANDIDATES`, measured by the model on the compiled code objects (command in
 docs/PERFORMANCE.md), and the choice is this closed form, which needs neither clang nor the
 model at run time (``check gemm --emulate`` works without a toolchain).  Work-group order: the
@@ -36,8 +38,9 @@ from typing import List, Optional, Tuple
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, norm_dtype, plan_gemm
 
 __all__ = ["Candidate", "CANDIDATES", "FP8_CANDIDATES", "TileChoice", "select_gemm", "score",
-           "CUS"]
+           "CUS", "overhead_cycles"]
 
+MEASURED_SHAPE = (4096, 4096, 4096)   # where a candidate's first figures were measured
 CUS = 304            # MI300X compute units (mfma_specs.arch gfx942; the model's GFX942.cus)
 
 
@@ -59,6 +62,11 @@ class Candidate:
     busy_ragged: Optional[float] = None       # the same at 4000x3000x1000 (every edge
     waves_per_simd_ragged: Optional[int] = None  # predicated: more VALU, more registers)
     elem_bytes: int = 2                       # 1: an fp8/bf8 candidate (twice the MFMA peak)
+    waves_per_eu: int = 0                     # GemmConfig.waves_per_eu (2: a 256-register
+    #                                           budget that keeps two waves per SIMD)
+    outside: int = 400                        # instructions outside the hot loop (prologue,
+    outside_ragged: Optional[int] = None      # epilogue), aligned / ragged; 400: a typical
+    #                                           figure, for rows not measured for it
 
     @property
     def waves(self) -> int:
@@ -72,36 +80,62 @@ class Candidate:
     def on(self, m: int, n: int, k: int) -> "Candidate":
         """The figures that apply to an M x N x K problem: the ragged ones when an edge tile is
         partial (the kernel then predicates its loads and stores)."""
-        if self.busy_ragged is None or not (m % self.block_m or n % self.block_n
-                                            or k % self.block_k):
+        if self.busy_ragged is None or self._partial_edges(m, n, k) <= self._partial_edges(
+                *MEASURED_SHAPE):
             return self
         return replace(self, busy=self.busy_ragged,
-                       waves_per_simd=self.waves_per_simd_ragged or self.waves_per_simd)
+                       waves_per_simd=self.waves_per_simd_ragged or self.waves_per_simd,
+                       outside=self.outside_ragged or self.outside)
+
+    def _partial_edges(self, m: int, n: int, k: int) -> frozenset:
+        """The dimensions whose last tile is partial (predicated loads / stores) at M x N x K:
+        the 4096^3 figures already include those of a tile that does not divide 4096 (224)."""
+        return frozenset(d for d, v, b in (("m", m, self.block_m), ("n", n, self.block_n),
+                                           ("k", k, self.block_k)) if v % b)
 
     def label(self) -> str:
         m = f", {self.mfma}" if self.mfma else ""
+        w = f", waves_per_eu {self.waves_per_eu}" if self.waves_per_eu else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} ({self.waves_m}x{self.waves_n} "
-                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, pipelined{m})")
+                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, pipelined{m}{w})")
 
 
 # measured with benchmarks/gfx942_static.py's model on 4096x4096x4096 f16 NN code objects of
 # the pipelined schedule (docs/PERFORMANCE.md, "Tile choice"); a change to the builder that
-# moves these figures should re-measure them (tests/test_gemm_select.py checks two of them)
+# moves these figures should re-measure them (tools/measure_gemm_candidates.py prints all six;
+# tests/test_gemm_select.py checks three rows)
 _F16 = "16x16x16"
 CANDIDATES: Tuple[Candidate, ...] = (
-    Candidate(256, 256, 32, 4, 2, 2, 0.694, 2, busy_ragged=0.694, waves_per_simd_ragged=2),
-    Candidate(128, 128, 32, 2, 2, 2, 0.900, 2, busy_ragged=0.804, waves_per_simd_ragged=2),
-    Candidate(128, 128, 64, 2, 2, 1, 0.927, 2, busy_ragged=0.527, waves_per_simd_ragged=2),
-    Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.767, waves_per_simd_ragged=2),
-    Candidate(128, 64, 32, 2, 2, 1, 0.878, 5, busy_ragged=0.886, waves_per_simd_ragged=4),
-    Candidate(64, 64, 64, 2, 2, 1, 0.655, 4, busy_ragged=0.664, waves_per_simd_ragged=4),
-    Candidate(64, 64, 32, 2, 2, 2, 0.486, 4, busy_ragged=0.475, waves_per_simd_ragged=4),
+    Candidate(256, 256, 32, 4, 2, 2, 0.694, 2, busy_ragged=0.694, waves_per_simd_ragged=2,
+              outside=914, outside_ragged=2937),
+    Candidate(128, 128, 32, 2, 2, 2, 0.900, 2, busy_ragged=0.804, waves_per_simd_ragged=2,
+              outside=717, outside_ragged=1585),
+    Candidate(128, 128, 64, 2, 2, 1, 0.927, 2, busy_ragged=0.527, waves_per_simd_ragged=2,
+              outside=773, outside_ragged=1732),
+    Candidate(128, 128, 32, 2, 2, 1, 1.000, 3, busy_ragged=0.767, waves_per_simd_ragged=2,
+              outside=652, outside_ragged=1519),
+    Candidate(128, 64, 32, 2, 2, 1, 0.878, 5, busy_ragged=0.886, waves_per_simd_ragged=4,
+              outside=453, outside_ragged=897),
+    # against CU quantisation: 224 = 7 x 32 rows give 19 x 32 = 608 tiles at 4096^2, one full
+    # round of 2 work-groups on each of the 304 CUs; the 256-register hint keeps 2 waves/SIMD
+    # (its 4096^3 figures already predicate the partial last row of tiles: 4096 = 18 x 224 + 64)
+    Candidate(224, 128, 32, 1, 4, 1, 0.819, 2, busy_ragged=0.790, waves_per_simd_ragged=2,
+              waves_per_eu=2, outside=2112, outside_ragged=2533),
+    Candidate(64, 64, 64, 2, 2, 1, 0.655, 4, busy_ragged=0.664, waves_per_simd_ragged=4,
+              outside=352, outside_ragged=638),
+    Candidate(64, 64, 32, 2, 2, 2, 0.486, 4, busy_ragged=0.475, waves_per_simd_ragged=4,
+              outside=322, outside_ragged=571),
     # small M (the decode-time linear layer): 16x16x16 MFMAs, few rows per work-group
-    Candidate(64, 64, 64, 2, 2, 2, 0.447, 2, _F16, busy_ragged=0.409, waves_per_simd_ragged=2),
-    Candidate(32, 64, 64, 1, 4, 2, 0.241, 2, _F16, busy_ragged=0.239, waves_per_simd_ragged=2),
-    Candidate(16, 64, 128, 1, 4, 2, 0.104, 1, _F16, busy_ragged=0.105, waves_per_simd_ragged=1),
-    Candidate(16, 32, 64, 1, 2, 2, 0.163, 3, _F16, busy_ragged=0.156, waves_per_simd_ragged=3),
-    Candidate(16, 16, 64, 1, 1, 2, 0.133, 2, _F16, busy_ragged=0.117, waves_per_simd_ragged=2),
+    Candidate(64, 64, 64, 2, 2, 2, 0.447, 2, _F16, busy_ragged=0.409, waves_per_simd_ragged=2,
+              outside=372, outside_ragged=682),
+    Candidate(32, 64, 64, 1, 4, 2, 0.241, 2, _F16, busy_ragged=0.239, waves_per_simd_ragged=2,
+              outside=275, outside_ragged=345),
+    Candidate(16, 64, 128, 1, 4, 2, 0.104, 1, _F16, busy_ragged=0.105, waves_per_simd_ragged=1,
+              outside=301, outside_ragged=416),
+    Candidate(16, 32, 64, 1, 2, 2, 0.163, 3, _F16, busy_ragged=0.156, waves_per_simd_ragged=3,
+              outside=219, outside_ragged=294),
+    Candidate(16, 16, 64, 1, 1, 2, 0.133, 2, _F16, busy_ragged=0.117, waves_per_simd_ragged=2,
+              outside=236, outside_ragged=316),
 )
 
 # fp8/bf8: the same tiles with 64 bytes of k per LDS row (block_k doubled, the 16x16x32 MFMA
@@ -121,13 +155,19 @@ _FP8_FIGURES: Tuple[Tuple[float, int, float, int], ...] = (
 _FP8_MFMA = {_F16: "16x16x32"}
 FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(
     replace(c, block_k=2 * c.block_k, busy=b, waves_per_simd=w, busy_ragged=br,
-            waves_per_simd_ragged=wr, mfma=_FP8_MFMA.get(c.mfma, c.mfma), elem_bytes=1)
-    for c, (b, w, br, wr) in zip(CANDIDATES, _FP8_FIGURES))
+            waves_per_simd_ragged=wr, mfma=_FP8_MFMA.get(c.mfma, c.mfma), elem_bytes=1,
+            outside=400, outside_ragged=None)   # (outside-loop counts not measured as fp8)
+    # the 224-row tile has no fp8 figures (not measured as fp8): the fp8 table keeps the others
+    for c, (b, w, br, wr) in zip((c for c in CANDIDATES if not c.waves_per_eu), _FP8_FIGURES))
 
-# the model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks) and
-# ~400 instructions outside the loop at one per 4 clocks (kernels.perf.estimate.whole_kernel;
-# the instruction count is a typical figure of our GEMM code objects, not a per-kernel one)
-OVERHEAD_CYCLES = 2 * 700 + 400 * 4
+# kernels.perf.estimate.whole_kernel's prologue / epilogue term; a candidate's instruction count
+# outside the loop is measured with its busy figure (a 224-row tile's 112-accumulator predicated
+# epilogue is ~2100 instructions, 5x the typical 400 that unmeasured rows keep)
+def overhead_cycles(outside_instructions: int) -> int:
+    """The model's per-work-group prologue / epilogue: two memory latencies (2 x 700 clocks)
+    and the instructions outside the hot loop at one per 4 clocks."""
+    return 2 * 700 + outside_instructions * 4
+
 PEAK_FLOPS_PER_CLK_CU = 4 * 512     # 4 SIMDs x a 32x32x8 f16/bf16 MFMA's 16384 flops / 32 clk
 #                                     (fp8/bf8: twice that, 32x32x16 in the same 32 clk)
 
@@ -165,7 +205,7 @@ def score(c: Candidate, m: int, n: int, k: int) -> Score:
     # clocks of one loop iteration with wg_per_cu work-groups sharing the CU's MFMA pipes
     peak = PEAK_FLOPS_PER_CLK_CU * (2 // c.elem_bytes)
     cyc = c.wg_per_cu * 2.0 * c.block_m * c.block_n * c.block_k / (peak * c.busy)
-    loop_share = iters * cyc / (iters * cyc + OVERHEAD_CYCLES)
+    loop_share = iters * cyc / (iters * cyc + overhead_cycles(c.outside))
     return Score(c, tiles, slots, waves, quant, kfill, c.busy * quant * kfill * loop_share)
 
 
@@ -210,7 +250,8 @@ def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileCh
         c = s.candidate
         cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                          block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n,
-                         stages=c.stages, mfma=c.mfma, schedule="pipelined", **options)
+                         stages=c.stages, mfma=c.mfma, schedule="pipelined",
+                         waves_per_eu=c.waves_per_eu, **options)
         try:
             plan_gemm(cfg)
         except ConfigError as e:
