@@ -200,3 +200,64 @@ def test_the_ir_survives_a_deep_copy():     # mutations above rely on fresh IR p
     k = _ir()
     k2 = copy.deepcopy(k)
     assert verify(k2, arch="sm_90").holds
+
+
+# ---------------------------------------------------------------------------- the printed CUDA
+
+def _printed_failures(src, k=None):
+    from kernels.verify.printed import verify_printed
+    k = k or _ir()
+    r = verify_printed(k, src)
+    return {n for n, c in r.items() if not c.holds}, r
+
+
+def test_printed_cuda_passes_every_printed_check():
+    k = _ir()
+    r = verify(k, arch="sm_90", source=emit_cuda(k))
+    assert {"printed_source", "declarations", "index_ranges"} <= set(r.checks)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+
+
+def _sub(src, old, new, count=1):
+    assert old in src, old
+    return src.replace(old, new, count)
+
+
+@pytest.mark.parametrize("old,new,check", [
+    # the ldmatrix address printed without its swizzle
+    ("lg_ldmatrix_x4(af[0], af[1], af[2], af[3], lg_smem_u32(sA + (((sa_13) ^ (8*(((((sa_13) "
+     "/ 64)) % 4))))))", "lg_ldmatrix_x4(af[0], af[1], af[2], af[3], lg_smem_u32(sA + (sa_13))",
+     "printed_source"),
+    ("lg_cp_async_wait<1>();", "lg_cp_async_wait<2>();", "printed_source"),
+    ("lg_ldmatrix_x4_trans(bf[0]", "lg_ldmatrix_x4(bf[0]", "printed_source"),
+    ("lg_mma_f16(&acc[0], &af[0], &bf[0]);", "lg_mma_f16(&acc[0], &af[0], &bf[2]);",
+     "printed_source"),
+    ("lg_mma_f16(&acc[0]", "lg_mma_bf16(&acc[0]", "printed_source"),
+    ("lg_pack_f16x2(acc[0], acc[1])", "lg_pack_bf16x2(acc[0], acc[1])", "printed_source"),
+    ("lg_pack_f16x2(acc[0], acc[1])", "lg_pack_f16x2(acc[1], acc[0])", "printed_source"),
+    ("lg_u32 af[16];", "lg_u32 af[8];", "declarations"),
+    ("lg_smem + 12288", "lg_smem + 4096", "declarations"),          # sB overlaps sA
+    ("__launch_bounds__(128)", "__launch_bounds__(256)", "declarations"),
+    ("for (int i = 0; i < 32; ++i) acc[i] = 0.f;", "for (int i = 0; i < 16; ++i) acc[i] = 0.f;",
+     "declarations"),
+    ("const int block_n = blockIdx.y;", "const int block_n = blockIdx.x;", "declarations"),
+])
+def test_printed_cuda_mutations_are_refused(old, new, check):
+    src = _sub(emit_cuda(_ir()), old, new)
+    failed, r = _printed_failures(src)
+    assert check in failed, {n: c.counterexample for n, c in r.items()}
+
+
+def test_dropped_cp_async_line_is_refused():
+    src = emit_cuda(_ir())
+    line = next(ln for ln in src.split("\n") if "lg_cp_async16(" in ln and "sB" in ln and
+                "sb_11" in ln)
+    failed, _ = _printed_failures(src.replace(line + "\n", ""))
+    assert "printed_source" in failed
+
+
+def test_an_int_overflowing_problem_is_refused_by_index_ranges():
+    k = build_mma_gemm_ir(CudaGemmConfig(bm=128, bn=256, bk=32, warps_m=2, warps_n=4), 65536,
+                          65536, 32)
+    failed, r = _printed_failures(emit_cuda(k), k)
+    assert failed == {"index_ranges"}, {n: c.counterexample for n, c in r.items()}

@@ -27,7 +27,8 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Tuple
+from types import SimpleNamespace
+from typing import Any, List, Optional, Tuple
 
 import sympy
 
@@ -36,11 +37,15 @@ from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mfma, Param, Shared,
                        ZeroFrag, swizzle_expr, sym)
+from ..errors import LaunchError
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
+from ..printer.cuda import emit_cuda, smem_bytes
+from ..runtime.rocm import TensorSpec
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
+from .builder import TORCH_DT, CompiledKernel, dtype_name
 from .gemm import CopyPlan, CudaGemmConfig, GemmConfigError, GemmPlan, plan_gemm, split_rows
 
-__all__ = ["build_mma_gemm_ir", "IrGemm", "mma_gemm_spec"]
+__all__ = ["build_mma_gemm_ir", "IrGemm", "IrMmaGemm", "mma_gemm_spec"]
 
 
 def mma_gemm_spec(name: str, dtype: str, m: int, n: int, k: int,
@@ -248,3 +253,43 @@ def build_mma_gemm_ir(cfg: CudaGemmConfig, m: int, n: int, k: int) -> Kernel:
     """The IR of ``cfg`` for an ``m x n x k`` problem (multiples of the tile); raises
     :class:`~kernels.nvidia.gemm.GemmConfigError` otherwise or when the plan's proofs fail."""
     return _Builder(cfg, m, n, k).build()
+
+
+class IrMmaGemm(CompiledKernel):
+    """The IR-built kernel of ``cfg`` for one ``m x n x k`` problem, verified (the IR and its
+    printed CUDA) on ``cfg.arch`` before anything is compiled: ``g(a, b, out=None) -> c`` on
+    contiguous torch CUDA tensors of exactly that shape.  ``report`` is the verifier's."""
+
+    def __init__(self, cfg: CudaGemmConfig, m: int, n: int, k: int, *,
+                 backend: str = "auto") -> None:
+        from ..verify.verifier import verify
+        self.ir = build_mma_gemm_ir(cfg, m, n, k)
+        source = emit_cuda(self.ir)
+        self.report = verify(self.ir, arch=cfg.arch, source=source).raise_if_failed()
+        self.shape = (m, n, k)
+        self.gemm_cfg = cfg
+        super().__init__(SimpleNamespace(arch=cfg.arch, name=self.ir.name), source, backend)
+
+    def __call__(self, a: Any, b: Any, out: Optional[Any] = None) -> Any:
+        import torch
+        from ..runtime.cuda import launch
+        m, n, k = self.shape
+        c = self.gemm_cfg
+        want_b = (k, n) if c.b_major == "n" else (n, k)
+        dt = TORCH_DT[c.dtype]
+        for t, nm, shp in ((a, "a", (m, k)), (b, "b", want_b)):
+            if tuple(getattr(t, "shape", ())) != shp or dtype_name(t) != dt or \
+                    not t.is_contiguous():
+                raise LaunchError(f"{nm} must be a contiguous {shp} {dt} tensor for "
+                                  f"{self.ir.name}, got {tuple(getattr(t, 'shape', ()))} "
+                                  f"{getattr(t, 'dtype', type(t).__name__)}")
+        if out is None:
+            out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+        elif tuple(out.shape) != (m, n) or not out.is_contiguous() or dtype_name(out) != dt:
+            raise LaunchError(f"out must be a contiguous ({m}, {n}) {dt} tensor")
+        spec16 = TensorSpec(strides=(), align=16)
+        launch(self.module, self.ir.name, self.ir.grid, self.ir.block, [a, b, out],
+               signature=("ptr", "ptr", "ptr"), specs=[spec16, spec16,
+                                                       TensorSpec(strides=(), align=4)],
+               smem_bytes=smem_bytes(self.ir))
+        return out
