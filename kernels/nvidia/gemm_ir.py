@@ -40,7 +40,7 @@ from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Mf
 from ..errors import LaunchError
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..printer.cuda import emit_cuda, smem_bytes
-from ..runtime.rocm import TensorSpec
+from ..runtime.rocm import TensorSpec as LaunchSpec
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import TORCH_DT, CompiledKernel, dtype_name
 from .gemm import CopyPlan, CudaGemmConfig, GemmConfigError, GemmPlan, plan_gemm, split_rows
@@ -287,9 +287,9 @@ class IrMmaGemm(CompiledKernel):
             out = torch.empty((m, n), dtype=a.dtype, device=a.device)
         elif tuple(out.shape) != (m, n) or not out.is_contiguous() or dtype_name(out) != dt:
             raise LaunchError(f"out must be a contiguous ({m}, {n}) {dt} tensor")
-        spec16 = TensorSpec(strides=(), align=16)
+        spec16 = LaunchSpec(strides=(), align=16)
         launch(self.module, self.ir.name, self.ir.grid, self.ir.block, [a, b, out],
                signature=("ptr", "ptr", "ptr"), specs=[spec16, spec16,
-                                                       TensorSpec(strides=(), align=4)],
+                                                       LaunchSpec(strides=(), align=4)],
                smem_bytes=smem_bytes(self.ir))
         return out
