@@ -188,7 +188,7 @@ def test_shared_memory_capacity_of_the_target():
         verify(_ir(), arch="sm_75")
 
 
-def test_staging_frag_is_not_printed_and_amd_statements_are_refused():
+def test_amd_scheduling_statements_are_refused_by_the_cuda_printer():
     from kernels.ir import SchedBarrier
     k = _ir()
     k.body.insert(0, SchedBarrier())

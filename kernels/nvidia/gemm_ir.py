@@ -26,7 +26,6 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, List, Optional, Tuple
 
@@ -43,9 +42,9 @@ from ..printer.cuda import emit_cuda, smem_bytes
 from ..runtime.rocm import TensorSpec as LaunchSpec
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import TORCH_DT, CompiledKernel, dtype_name
-from .gemm import CopyPlan, CudaGemmConfig, GemmConfigError, GemmPlan, plan_gemm, split_rows
+from .gemm import CopyPlan, CudaGemmConfig, GemmConfigError, plan_gemm, split_rows
 
-__all__ = ["build_mma_gemm_ir", "IrGemm", "IrMmaGemm", "mma_gemm_spec"]
+__all__ = ["build_mma_gemm_ir", "IrMmaGemm", "mma_gemm_spec"]
 
 
 def mma_gemm_spec(name: str, dtype: str, m: int, n: int, k: int,
@@ -60,18 +59,6 @@ def mma_gemm_spec(name: str, dtype: str, m: int, n: int, k: int,
         contractions=(Contraction("C", "A", "B", ("k",), k),),
         symbols=(Symbol("block_m", 0, grid[0] - 1), Symbol("block_n", 0, grid[1] - 1)),
         domain=Domain.every_block())
-
-
-@dataclass(frozen=True)
-class IrGemm:
-    """A built kernel: its config, problem size, IR and the plan its layouts come from."""
-
-    cfg: CudaGemmConfig
-    m: int
-    n: int
-    k: int
-    ir: Kernel
-    plan: GemmPlan
 
 
 class _Builder:
@@ -113,12 +100,13 @@ class _Builder:
         name = f"{stem}{self.n_lets}"
         return Let(name, sympy.expand(sympy.sympify(expr))), sym(name)
 
-    def lds(self, op: str, tile_off: Any, stage: Any) -> Tuple[Let, Any, Any, Tuple[Any, ...]]:
-        """(let, printed offset, origin, coords of 8-or-vec elements) for one shared vector."""
+    def lds(self, op: str, tile_off: Any, stage: Any) -> Tuple[Let, Any, Any]:
+        """(let of the linear offset, printed swizzled offset, origin layout) of one shared
+        vector at ``tile_off`` of stage ``stage``."""
         sw = self.p.sw_a if op == "A" else self.p.sw_b
         elems = self.a_elems if op == "A" else self.b_elems
         let, s = self.let(f"s{op.lower()}_", tile_off + stage * elems)
-        return let, swizzle_expr(sw, s) if sw is not None else s, self.smem[op], elems
+        return let, swizzle_expr(sw, s) if sw is not None else s, self.smem[op]
 
     # ---- global -> shared ---------------------------------------------------------------
     def copy_tile(self, op: str, cpl: CopyPlan, kt: Any, stage: Any) -> List[Any]:
@@ -140,7 +128,7 @@ class _Builder:
             regs = self.stage_frag.regs(range(vec))
             load = Access("load", "global", op, sympy.expand(glob(coords[0])), vec, regs,
                           tag=f"{op}.cp.async.load", origin=glob, coords=tuple(coords))
-            let, soff, origin, _ = self.lds(op, tile_off, stage)
+            let, soff, origin = self.lds(op, tile_off, stage)
             store = Access("store", "lds", f"s{op}", soff, vec, regs, tag=f"{op}.cp.async.store",
                            origin=origin, coords=tuple((tile_off + j, stage) for j in range(vec)))
             out += [let, CpAsync(load, store, tag=f"{op}.cp.async")]
@@ -159,7 +147,7 @@ class _Builder:
         for k in range(self.kk):
             for i in range(self.mt):
                 off = p.a_read((self.lane, 0, (k, i, self.wm)))
-                let, soff, origin, _ = self.lds("A", off, stage)
+                let, soff, origin = self.lds("A", off, stage)
                 out += [let, LdMatrixLoad(
                     "load", "lds", "sA", soff, 8, self.af.regs(range((k * self.mt + i) * 8,
                                                                      (k * self.mt + i + 1) * 8)),
@@ -167,7 +155,7 @@ class _Builder:
                     coords=tuple((off + j, stage) for j in range(8)), atom=ldm_a)]
             for j2 in range(self.nt // 2):
                 off = p.b_read((self.lane, 0, (k, j2, self.wn)))
-                let, soff, origin, _ = self.lds("B", off, stage)
+                let, soff, origin = self.lds("B", off, stage)
                 b0 = (k * self.nt + 2 * j2) * 4
                 out += [let, LdMatrixLoad(
                     "load", "lds", "sB", soff, 8, self.bf.regs(range(b0, b0 + 8)),
