@@ -168,6 +168,16 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
             dict(bm=128, bn=128, warps_m=2, warps_n=2, vec=4, b_major="k"), dict(dtype="bf16")]
     for kw in gemm:
         yield (f"nvidia/mma-gemm/{_kw(kw)}", lambda kw=kw: emit_gemm(CudaGemmConfig(**kw)))
+    # issue 20 item 1: the same GEMM built as kernel IR, printed by kernels.printer.cuda
+    from kernels.nvidia.gemm_ir import build_mma_gemm_ir
+    from kernels.printer.cuda import emit_cuda
+    small = dict(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=3)
+    ir = [(small, (128, 128, 128)), (dict(small, dtype="bf16", b_major="k"), (64, 128, 96)),
+          (dict(), (512, 1024, 512))]
+    for kw, shape in ir:
+        yield (f"nvidia/mma-gemm-ir/{_kw(kw)}-{'x'.join(map(str, shape))}",
+               lambda kw=kw, shape=shape: emit_cuda(build_mma_gemm_ir(CudaGemmConfig(**kw),
+                                                                      *shape)))
     flash = [dict(), dict(causal=True, dtype="bf16"), dict(head_dim=64),
              dict(head_dim=256, bm=64, bn=32), dict(bm=128, warps=8, q_in_regs=True),
              dict(causal=True)]

@@ -334,11 +334,14 @@ class Kernel:
 
 
 def walk(stmts: Sequence[Any]):
-    """Every statement, depth first (loop and if bodies included)."""
+    """Every statement, depth first (loop and if bodies included; a compound statement's
+    accesses, e.g. the load and store of a ``cp.async``, right after it)."""
     for s in stmts:
         yield s
         if isinstance(s, (Loop, If)):
             yield from walk(s.body)
+        elif hasattr(s, "accesses"):
+            yield from s.accesses()
 
 
 # ---- evaluation with the printed C's semantics -------------------------------------------------

@@ -46,12 +46,42 @@ class Fail:
         return out
 
 
+# shared memory one block may allocate (opt-in maximum), CUDA C programming guide table 21
+NVIDIA_SMEM_BYTES = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024,
+                     "sm_90": 227 * 1024, "sm_90a": 227 * 1024}
+
+
+def is_nvidia(arch: str) -> bool:
+    """``sm_*`` targets: 32-lane warps and the 32-bank shared-memory model of
+    :func:`mfma_specs.nvidia.smem_model`."""
+    return str(arch).startswith("sm_")
+
+
+def lds_instruction(arch: str, a: Any, eb: int) -> str:
+    """The instruction name an LDS access is checked as: ``ds_read_b128`` / ``ds_write_b64``
+    on AMD; on NVIDIA ``ldmatrix`` for an :class:`~kernels.ir.nvidia.LdMatrixLoad`, else
+    ``ld.shared.b<bits>`` / ``st.shared.b<bits>`` (a ``cp.async`` shared write has the phases
+    of a store of its width)."""
+    bits = a.width * eb * 8
+    if is_nvidia(arch):
+        if getattr(a, "atom", None) is not None:
+            return "ldmatrix"
+        return f"{'ld' if a.kind == 'load' else 'st'}.shared.b{bits}"
+    return f"ds_{'read' if a.kind == 'load' else 'write'}_b{bits}"
+
+
 def check_lds_capacity(k: Any, arch: str, fails: Fail) -> Tuple[int, int]:
     """``lds_capacity``: the kernel's LDS arrays fit ``arch``; returns (their bytes, the
     target's)."""
-    from mfma_specs.arch import target
     lds_total = sum(s.count * BYTES[s.dtype] for s in k.shared)
-    cap = target(arch).lds_bytes
+    if is_nvidia(arch):
+        if arch not in NVIDIA_SMEM_BYTES:
+            raise KernelError(f"no shared-memory capacity known for {arch!r}; known: "
+                              f"{', '.join(NVIDIA_SMEM_BYTES)}")
+        cap = NVIDIA_SMEM_BYTES[arch]
+    else:
+        from mfma_specs.arch import target
+        cap = target(arch).lds_bytes
     if lds_total > cap:
         fails.add("lds_capacity", f"{lds_total} bytes of LDS > {cap} on {arch}")
     return lds_total, cap
@@ -127,8 +157,13 @@ def bank_result(cache: Dict[Any, Any], full: np.ndarray, arch: str, instr: str,
     ck = (instr, full.tobytes())
     if ck not in cache:
         try:
-            cache[ck] = bank_conflicts(full, arch=arch, instruction=instr, elem_bytes=eb,
-                                       method="exhaustive")
+            if is_nvidia(arch):
+                from mfma_specs.nvidia import smem_model
+                cache[ck] = bank_conflicts(full, model=smem_model(instr), elem_bytes=eb,
+                                           method="exhaustive")
+            else:
+                cache[ck] = bank_conflicts(full, arch=arch, instruction=instr, elem_bytes=eb,
+                                           method="exhaustive")
         except Exception as e:  # noqa: BLE001 - reported as the check's counterexample
             cache[ck] = e
     return cache[ck]
@@ -169,6 +204,7 @@ class MfmaTables:
         v = lc.values().reshape((lanes, -1), order="F")
         self.c_i, self.c_j = v % M, v // M          # [lane, item]
         self.M, self.N, self.K = M, N, K
+        self.lanes = int(lanes)                     # 64 (an AMD wave) or 32 (an NVIDIA warp)
 
 
 # ---------------------------------------------------------------------------- bit sets

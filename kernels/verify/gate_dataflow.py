@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import KernelError
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
+from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
 from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves,
                           mode_coords, mode_extents)
 from .spec import KernelSpec, SpecError
@@ -98,6 +99,12 @@ class GemmDataflow:
         self.regs = {fr.name: np.full((T, fr.count), _UNSET) for fr in k.frags}
         self.lds = {s.name: np.full(s.count, _UNSET) for s in k.shared}
         self.races = LdsRaces(k.shared)
+        # cp.async: shared elements whose asynchronous write has not landed, the copies of
+        # the open group and the committed groups not yet waited for (oldest first)
+        self.inflight = {s.name: np.zeros(s.count, bool) for s in k.shared}
+        self.open_group: List[Any] = []
+        self.async_groups: List[List[Any]] = []
+        self.ldm_tables: Dict[Any, Any] = {}
         accs = {m.acc.frag.name for m in _mfmas(k.body)}
         self.acc_frags = accs
         nw = max(1, -(-k_span // 64))
@@ -166,6 +173,13 @@ class GemmDataflow:
                 self.access(s, env)
             elif isinstance(s, Mfma):
                 self.mfma(s, env)
+            elif isinstance(s, CpAsync):
+                self.cp_async(s, env)
+            elif isinstance(s, CpAsyncCommit):
+                self.async_groups.append(self.open_group)
+                self.open_group = []
+            elif isinstance(s, CpAsyncWait):
+                self.cp_async_wait(s.pending, env)
 
     # ---- memory --------------------------------------------------------------------------
     def access(self, a: Access, env) -> None:
@@ -174,6 +188,9 @@ class GemmDataflow:
         pred = np.broadcast_to(np.asarray(True if a.pred is None else c_eval(a.pred, env)), (T,))
         fr = a.regs.frag.name
         th = np.arange(T)
+        if getattr(a, "atom", None) is not None:
+            self.ldmatrix(a, off, env)
+            return
         if a.space == "lds":
             # the whole vector at once: element j of thread t is (t, j); a race between two
             # elements is reported as between their threads, exactly as element by element
@@ -184,11 +201,13 @@ class GemmDataflow:
             if a.kind == "store":
                 self.lds_touch(a, addr, thr, write=True, env=env)
                 if addr.min() >= 0 and addr.max() < self.lds[a.buf].shape[0]:
+                    self.in_flight(a, addr, thr, "writes", env)
                     self.lds[a.buf][addr] = self.regs[fr][:, idx].reshape(-1)
             else:
                 self.lds_touch(a, addr, thr, write=False, env=env)
                 if addr.min() < 0 or addr.max() >= self.lds[a.buf].shape[0]:
                     return   # reported by the static pass (in_bounds)
+                self.in_flight(a, addr, thr, "reads", env)
                 vals = self.lds[a.buf][addr]
                 if (vals == _UNSET).any():
                     t = int(np.argmax(vals == _UNSET))
@@ -229,6 +248,68 @@ class GemmDataflow:
                 self.regs[fr][:, i] = vals
             elif a.space == "global" and a.kind == "store":
                 self.store_out(a, j, i, pred, env)
+
+    # ---- NVIDIA: ldmatrix and cp.async (rules: kernels.ir.nvidia) ---------------------------
+    def ldmatrix(self, a: Access, off: np.ndarray, env) -> None:
+        """Lane ``l`` receives item ``e`` = element ``col`` of the row that lane
+        ``8*matrix + row`` of its warp addresses (``atom.element(l, e)``)."""
+        T, atom = self.T, a.atom
+        tab = self.ldm_tables.get(atom)
+        if tab is None:
+            items = 2 * atom.num
+            el = np.array([[atom.element(l, e) for e in range(items)] for l in range(32)])
+            tab = self.ldm_tables[atom] = (8 * el[..., 2] + el[..., 0], el[..., 1])
+        src_lane, col = tab                                        # [32, items]
+        th = np.arange(T)
+        src = (th // 32 * 32)[:, None] + src_lane[th % 32]         # [T, items]
+        addr = off[src] + col[th % 32]                             # [T, items]
+        thr = np.broadcast_to(th[:, None], addr.shape).reshape(-1)
+        flat = addr.reshape(-1)
+        self.lds_touch(a, flat, thr, write=False, env=env)
+        if flat.min() < 0 or flat.max() >= self.lds[a.buf].shape[0]:
+            return   # reported by the static pass (in_bounds)
+        self.in_flight(a, flat, thr, "reads", env)
+        vals = self.lds[a.buf][addr]
+        if (vals == _UNSET).any():
+            t, e = (int(x) for x in np.argwhere(vals == _UNSET)[0])
+            self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {t} receives "
+                                    f"{a.buf}[{int(addr[t, e])}] (ldmatrix item {e}) before "
+                                    "anything was written")
+        self.regs[a.regs.frag.name][:, np.array(a.regs.idx)] = vals
+
+    def cp_async(self, s: Any, env) -> None:
+        """The load fills the staging registers; the shared write joins the open group and is
+        in flight until a wait retires its group (checked against this epoch's accesses now
+        and again where it lands)."""
+        self.access(s.load, env)
+        st, T = s.store, self.T
+        off = np.broadcast_to(np.asarray(c_eval(st.offset, env), dtype=np.int64), (T,))
+        addr = (off[:, None] + np.arange(st.width)[None, :]).reshape(-1)
+        thr = np.repeat(np.arange(T), st.width)
+        self.lds_touch(st, addr, thr, write=True, env=env)
+        if addr.min() < 0 or addr.max() >= self.lds[st.buf].shape[0]:
+            return   # reported by the static pass (in_bounds)
+        self.in_flight(st, addr, thr, "writes", env)
+        vals = self.regs[st.regs.frag.name][:, np.array(st.regs.idx)].reshape(-1)
+        self.inflight[st.buf][addr] = True
+        self.open_group.append((st, addr, thr, vals))
+
+    def cp_async_wait(self, pending: int, env) -> None:
+        """Every committed group but the ``pending`` newest lands here."""
+        while len(self.async_groups) > pending:
+            for st, addr, thr, vals in self.async_groups.pop(0):
+                self.inflight[st.buf][addr] = False
+                self.lds_touch(st, addr, thr, write=True, env=env)
+                self.lds[st.buf][addr] = vals
+
+    def in_flight(self, a: Access, addr: np.ndarray, thr: np.ndarray, what: str, env) -> None:
+        """No access may touch a shared element whose cp.async write has not landed."""
+        hit = self.inflight[a.buf][addr]
+        if hit.any():
+            i = int(np.argmax(hit))
+            self.f.add("lds_races", f"{self.where(a.tag, env)}: thread {int(thr[i])} {what} "
+                                    f"{a.buf}[{int(addr[i])}] while a cp.async write to it is "
+                                    "in flight (no cp.async.wait_group retired its group)")
 
     def _reduced_extent(self, a: Access) -> int:
         """The extent of the loaded tensor's reduced (second tracked) mode, from its layout."""
@@ -329,14 +410,15 @@ class GemmDataflow:
         pl = self.mplans.get(key)
         if pl is not None:
             return pl
-        W = self.T // 64
-        base = (np.arange(W) * 64)[:, None, None]
+        L = sp.lanes
+        W = self.T // L
+        base = (np.arange(W) * L)[:, None, None]
         na, nb = self._frag(m.a.frag.name).count, self._frag(m.b.frag.name).count
         nacc = self._frag(m.acc.frag.name).count
         a_idx, b_idx, acc_idx = np.array(m.a.idx), np.array(m.b.idx), np.array(m.acc.idx)
         a_fi = (base + sp.a_lane[None]) * na + a_idx[sp.a_item][None]            # [W, M, K]
         b_fi = (base + sp.b_lane[None]) * nb + b_idx[sp.b_item][None]            # [W, K, N]
-        th = (np.arange(W) * 64)[:, None, None] + np.arange(64)[None, :, None]  # [W, 64, 1]
+        th = (np.arange(W) * L)[:, None, None] + np.arange(L)[None, :, None]    # [W, L, 1]
         acc_fi = th * nacc + acc_idx[None, None, :]                               # [W, 64, C]
         wv = np.arange(W)[:, None, None]
         rowsel = wv * sp.M + sp.c_i[None]                                         # [W, 64, C]
@@ -354,7 +436,7 @@ class GemmDataflow:
         if pl is not None:
             return pl
         parts = [self._mfma_plan(m, sp) for m in ms]
-        W = self.T // 64
+        W = self.T // sp.lanes
         a_fi = np.stack([q[0] for q in parts])
         b_fi = np.stack([q[1] for q in parts])
         acc_fi = np.stack([q[2] for q in parts])
@@ -424,7 +506,7 @@ class GemmDataflow:
             for m in ms:
                 self.mfma_checked(m, env)
             return
-        self.mfma_issues += (self.T // 64) * len(ms)
+        self.mfma_issues += (self.T // sp.lanes) * len(ms)
         np.put(self.acc_id[fr], acc_fi, want)
         np.put(kb_sl, kfi, cur | new)
 
@@ -464,9 +546,10 @@ class GemmDataflow:
         sp = self.specs.get(id(m.spec))
         if sp is None:
             sp = self.specs[id(m.spec)] = MfmaTables(m.spec)
-        W = self.T // 64
+        L = sp.lanes
+        W = self.T // L
         self.mfma_issues += W
-        base = (np.arange(W) * 64)[:, None, None]
+        base = (np.arange(W) * L)[:, None, None]
         a_regs, b_regs = self.regs[m.a.frag.name], self.regs[m.b.frag.name]
         a_idx, b_idx = np.array(m.a.idx), np.array(m.b.idx)
         A = a_regs[base + sp.a_lane[None], a_idx[sp.a_item][None]]      # [W, M, K]
@@ -517,8 +600,8 @@ class GemmDataflow:
         # accumulator element (lane, item) <- D[i][j] = (row_m[i], col_n[j])
         fr = m.acc.frag.name
         acc_idx = np.array(m.acc.idx)
-        lanes = np.arange(64)
-        th = (np.arange(W) * 64)[:, None, None] + lanes[None, :, None]          # [W, 64, 1]
+        lanes = np.arange(L)
+        th = (np.arange(W) * L)[:, None, None] + lanes[None, :, None]           # [W, L, 1]
         items = acc_idx[None, None, :]                                           # [1, 1, C]
         ci, cj = sp.c_i[None], sp.c_j[None]                                      # [1, 64, C]
         wv = np.arange(W)[:, None, None]

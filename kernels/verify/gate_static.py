@@ -12,7 +12,7 @@ from layoutalg import ComposedLayout, Layout
 
 from ..errors import KernelError
 from ..ir.core import Access, If, Kernel, Let, Loop, c_eval, sym
-from .gate_common import BYTES, Fail, bank_result, compose_offset, leaves
+from .gate_common import BYTES, Fail, bank_result, compose_offset, lds_instruction, leaves
 
 __all__ = ["eval_origin", "StaticChecks", "NeedFullEnumeration", "affine_slopes", "affine_plan",
            "AffineStaticChecks", "is_compact"]
@@ -109,6 +109,9 @@ class StaticChecks:
                 self.stmts(s.body, dict(env), active & np.asarray(c_eval(s.cond, env)), in_loop)
             elif isinstance(s, Access):
                 self.access(s, env, active)
+            elif hasattr(s, "accesses"):      # a compound statement (cp.async): its halves
+                for a in s.accesses():
+                    self.access(a, env, active)
 
     def access(self, a: Access, env, active) -> None:
         f = self.f
@@ -230,7 +233,7 @@ class StaticChecks:
 
     def banks(self, a: Access, off: np.ndarray, eb: int, where: str) -> None:
         kind = "read" if a.kind == "load" else "write"
-        instr = f"ds_{kind}_b{a.width * eb * 8}"
+        instr = lds_instruction(self.arch, a, eb)
         T = self.k.block
         arr = np.broadcast_to(off, np.broadcast_shapes(np.shape(off), (1, 1, 1, T)))
         # LDS offsets must not depend on the block index

@@ -48,8 +48,8 @@ from .gate_common import BYTES, Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
-from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_source,
-                          register_operand)
+from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
+                          read_source, register_operand)
 
 __all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks", "index_ranges_at"]
 
@@ -72,6 +72,19 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
                                   body=_ir_stmts(s.body)))
         elif isinstance(s, If):
             out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body)))
+        elif kind == "CpAsync":         # NVIDIA: the global read, then the shared write
+            out += [SourceStmt("mem", name=a.buf, exprs=(a.offset,), store=a.kind == "store",
+                               vtype=(None, a.width), pred=a.pred, text=s.tag)
+                    for a in (s.load, s.store)]
+        elif kind == "CpAsyncCommit":
+            out.append(SourceStmt("commit"))
+        elif kind == "CpAsyncWait":
+            out.append(SourceStmt("wait", exprs=(s.pending,)))
+        elif isinstance(s, Access) and getattr(s, "atom", None) is not None:    # ldmatrix
+            out.append(SourceStmt("mem", name=s.buf, exprs=(s.offset,), store=False,
+                                  vtype=(None, s.width), text=s.tag,
+                                  regs=((s.regs.frag.name, s.regs.idx),
+                                        "trans" if s.atom.trans else "")))
         elif isinstance(s, Access):
             offs = (s.offset,) if s.soffset is None else (s.offset, s.soffset)
             out.append(SourceStmt("mem", name=s.buf, exprs=offs, store=s.kind == "store",
@@ -80,8 +93,10 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
         elif isinstance(s, Barrier):
             out.append(SourceStmt("barrier"))
         elif isinstance(s, Mfma):
+            # an NVIDIA atom has no builtin: the CUDA prelude's helper of its input type
+            fn = s.spec.builtin or f"lg_mma_{s.spec.a_type}"
             out.append(SourceStmt("mfma", text=s.tag, regs=(
-                s.spec.builtin, *((r.frag.name, r.idx) for r in (s.acc, s.a, s.b, s.acc)))))
+                fn, *((r.frag.name, r.idx) for r in (s.acc, s.a, s.b, s.acc)))))
         elif kind == "MaskScores":
             out.extend(SourceStmt("mask", exprs=(c,)) for c in s.conds)
         elif kind == "LaneXor":
@@ -118,6 +133,7 @@ class _Ctx:
     tenv: Dict[str, Any]
     ienv: Dict[str, Any]
     points: int = 0
+    cuda: bool = False
 
 
 def _first_diff(a: Any, b: Any, env: Dict[str, Any]) -> str:
@@ -156,8 +172,13 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             continue
         if t.kind == "mem":
             _compare_mem(c, t, s)
-            _compare_regs(c, t, [s.regs], [t.regs[0] if t.regs else ""])
-        if t.kind == "mfma":
+            if c.cuda:
+                _compare_cuda_regs(c, t, s)
+            else:
+                _compare_regs(c, t, [s.regs], [t.regs[0] if t.regs else ""])
+        if t.kind == "mfma" and c.cuda:
+            _compare_cuda_mma(c, t, s)
+        elif t.kind == "mfma":
             if t.regs[0] != s.regs[0]:
                 c.fails.add("printed_source", f"line {t.line}: calls {t.regs[0]}, the IR "
                                               f"{s.regs[0]} ({s.text})")
@@ -168,6 +189,11 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             _compare_regs(c, t, list(s.regs[1:]), [t.regs[1]] + tail[:3])
         pairs = list(zip(t.exprs, s.exprs))
         for te, se in pairs[: (2 if t.kind in ("loop", "mem") else 1)]:
+            if t.kind == "wait":
+                if _txt_value(te, {}) != int(se):
+                    c.fails.add("printed_source", f"line {t.line}: cp.async.wait_group "
+                                                  f"{int(_txt_value(te, {}))}, the IR {se}")
+                continue
             tv, iv = _txt_value(te, c.tenv), _ir_value(se, c.ienv)
             if t.kind in ("if", "mask"):
                 tv, iv = tv != 0, iv != 0
@@ -197,6 +223,47 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             c.tenv.update(outer_t)
             c.ienv.clear()
             c.ienv.update(outer_i)
+
+
+# the CUDA printer's conversions of f32 accumulators to the output type (pair, single)
+_CUDA_CONVERT = {"f16": ("lg_pack_f16x2", "lg_f32_to_f16"),
+                 "bf16": ("lg_pack_bf16x2", "lg_f32_to_bf16")}
+
+
+def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
+    """CUDA memory statements: the registers an ldmatrix fills (and .trans), the accumulators a
+    store converts (and the conversion to the output type); a cp.async moves none."""
+    if not s.regs:
+        return
+    got, want = (t.regs[0] if t.regs else None), s.regs
+    if isinstance(want[0], tuple):                     # ldmatrix: ((frag, idx), trans)
+        if got != (want[0][0], tuple(want[0][1])) or t.regs[1] != want[1]:
+            c.fails.add("printed_source", f"line {t.line}: ldmatrix{t.regs[1] and '.trans'} "
+                                          f"into {got}, the IR ldmatrix{want[1] and '.trans'} "
+                                          f"into {want[0][0]}{list(want[0][1])} ({s.text})")
+        return
+    if got != (want[0], tuple(want[1])):
+        c.fails.add("printed_source", f"line {t.line}: stores {got}, the IR "
+                                      f"{want[0]}{list(want[1])} ({s.text})")
+    dt = {p.name: p.dtype for p in c.k.params}.get(s.name)
+    fn = _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) == 2 else 1]
+    if t.regs[1] != fn:
+        c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "
+                                      f"{s.name} is {dt} ({fn})")
+
+
+def _compare_cuda_mma(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
+    """``lg_mma_<type>(&acc[i], &a[w], &b[w])``: the helper of the atom's input type (the
+    prelude's mma.sync m16n8k16 .row.col .f32) on the IR's accumulator, A and B registers."""
+    want_fn = s.regs[0]
+    if t.regs[0] != want_fn:
+        c.fails.add("printed_source", f"line {t.line}: calls {t.regs[0]}, the IR's atom "
+                                      f"needs {want_fn} ({s.text})")
+    for got, want, what in zip(t.regs[1:], s.regs[1:4], ("accumulator", "A", "B")):
+        if got != (want[0], tuple(want[1])):
+            c.fails.add("printed_source", f"line {t.line}: {what} operand {got[0]}"
+                                          f"{list(got[1])}, the IR {want[0]}{list(want[1])} "
+                                          f"({s.text})")
 
 
 def _compare_regs(c: _Ctx, t: SourceStmt, want: List[Any], got: List[str]) -> None:
@@ -311,6 +378,80 @@ def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
             fails.add("declarations", f"line {ln}: typedef {name} is {n} x {scalar}")
 
 
+def is_cuda_text(source: str) -> bool:
+    """Printed by :mod:`kernels.printer.cuda` (an ``extern "C" __global__`` kernel with no
+    ``LAGEN_KERNEL``)?"""
+    return 'extern "C" __global__' in source and "LAGEN_KERNEL" not in source
+
+
+def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
+    """The CUDA text's launch bounds, signature, ids, the shared arrays carved from the dynamic
+    buffer (type, 16-byte aligned, disjoint, inside the bytes a launch passes), the register
+    arrays (16-bit frags as two elements per 32-bit word) and the zero fills."""
+    from ..ir.nvidia import CpAsync
+    from ..printer.cuda import smem_bytes
+    ctype = {"f16": "lg_u16", "bf16": "lg_u16", "f32": "float"}
+    if src.block != k.block:
+        fails.add("declarations", f"__launch_bounds__({src.block}), the IR launches {k.block} "
+                                  "threads per block")
+    want = [f"{'const ' if p.const else ''}{ctype.get(p.dtype, '?')}* __restrict__ {p.name}"
+            for p in k.params]
+    if src.params != want:
+        bad = next((i for i, (a, b) in enumerate(itertools.zip_longest(src.params, want))
+                    if a != b), 0)
+        fails.add("declarations", f"parameter {bad}: printed "
+                                  f"{src.params[bad] if bad < len(src.params) else 'nothing'!r}, "
+                                  f"the IR {want[bad] if bad < len(want) else 'nothing'!r}")
+    if src.ids.get("tid", ("",))[0] != "threadIdx.x":
+        fails.add("declarations", "tid is not bound to threadIdx.x")
+    for name, axis in zip(k.grid_symbols, "xyz"):
+        if src.ids.get(name, ("",))[0] != f"blockIdx.{axis}":
+            fails.add("declarations", f"grid symbol {name} is bound to "
+                                      f"{src.ids.get(name, ('nothing',))[0]}, the IR "
+                                      f"blockIdx.{axis}")
+    launch = smem_bytes(k)
+    spans = []
+    for sh in k.shared:
+        d = src.shared.get(sh.name)
+        ct = ctype.get(sh.dtype, "?")
+        if d is None:
+            fails.add("declarations", f"shared array {sh.name} ({sh.count} x {sh.dtype}) is not "
+                                      "carved from the dynamic buffer")
+            continue
+        if d[0] != f"{ct}|{ct}":
+            fails.add("declarations", f"line {d[2]}: {sh.name} is a {d[0].split('|')[0]}*, the "
+                                      f"IR {sh.count} x {sh.dtype}")
+        end = d[1] + sh.count * BYTES[sh.dtype]
+        spans.append((d[1], end, sh.name, d[2]))
+        if d[1] % 16 or end > launch:
+            fails.add("declarations", f"line {d[2]}: {sh.name} occupies bytes [{d[1]}, {end}) "
+                                      f"of the {launch} the launch passes (16-byte aligned and "
+                                      "inside: the gate's in_bounds and lds_capacity assume it)")
+    spans.sort()
+    for (a0, a1, an, _), (b0, _, bn, ln) in zip(spans, spans[1:]):
+        if b0 < a1:
+            fails.add("declarations", f"line {ln}: {bn} starts at byte {b0}, inside {an} "
+                                      f"[{a0}, {a1})")
+    staging = {s.load.regs.frag.name for s in walk(k.body) if isinstance(s, CpAsync)}
+    for f in k.frags:
+        d = src.frags.get(f.name)
+        if f.name in staging:
+            if d is not None:
+                fails.add("declarations", f"line {d[2]}: {f.name} is the cp.async staging frag "
+                                          "(no registers), yet declared")
+            continue
+        want_d = ("float", f.count) if f.dtype == "f32" else ("lg_u32", f.count // 2)
+        if d is None or (d[0], d[1]) != want_d:
+            fails.add("declarations", f"register array {f.name}: printed "
+                                      f"{d[:2] if d else 'nothing'}, the IR {f.count} x {f.dtype} "
+                                      f"({want_d[0]} {f.name}[{want_d[1]}])")
+    for _, n, name, ln in src.typedefs:           # the zero fills
+        d = src.frags.get(name)
+        if d is None or d[1] != n:
+            fails.add("declarations", f"line {ln}: zeroes {n} elements of {name}, declared "
+                                      f"{d[1] if d else 'nowhere'}")
+
+
 # ---------------------------------------------------------------------------- index ranges
 
 def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
@@ -408,13 +549,21 @@ def verify_printed(k: Kernel, source: str, *,
     """
     fails = Fail()
     memory = [p.name for p in k.params] + [s.name for s in k.shared]
+    cuda = is_cuda_text(source)
     try:
-        src = read_source(source, k.name, memory)
+        if cuda:
+            src = read_cuda_source(source, k.name, {**{p.name: p.dtype for p in k.params},
+                                                    **{s.name: s.dtype for s in k.shared}})
+        else:
+            src = read_source(source, k.name, memory)
     except CExprError as e:
         for name in PRINTED_CHECKS:
             fails.add(name, f"the printed source cannot be read back: {e}")
         return fails.results(PRINTED_CHECKS, {n: "the printed source" for n in PRINTED_CHECKS})
-    _declarations(k, src, fails)
+    if cuda:
+        _cuda_declarations(k, src, fails)
+    else:
+        _declarations(k, src, fails)
     _p_rounding(k, source, fails)
     ir_body = _ir_stmts(k.body)
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
@@ -436,7 +585,7 @@ def verify_printed(k: Kernel, source: str, *,
             env[n] = combos[:, j:j + 1]
         env.update({n: np.int64(v) for n, v in values.items()})
         ienv = {n: v for n, v in env.items() if not n.startswith("_")}
-        ctx = _Ctx(k, fails, where, env, ienv)
+        ctx = _Ctx(k, fails, where, env, ienv, cuda=cuda)
         try:
             _compare(ctx, src.body, ir_body)
         except CExprError as e:

@@ -20,7 +20,7 @@ from ..ir.core import THREAD_ID_AGAIN
 from ..ir.dtypes import ELEM_TYPES
 from .cexpr import CExprError, parse
 
-__all__ = ["SourceStmt", "ParsedSource", "read_source", "ctype_of", "split_args",
+__all__ = ["SourceStmt", "ParsedSource", "read_source", "read_cuda_source", "ctype_of", "split_args",
            "register_operand", "SCALAR_DTYPE"]
 
 SCALAR_DTYPE = {t.c_scalar: name for name, t in ELEM_TYPES.items()}
@@ -319,3 +319,188 @@ def register_operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tu
         if all(p is not None and p[0] == parts[0][0] and len(p[1]) == 1 for p in parts):
             return parts[0][0], tuple(p[1][0] for p in parts)
     return None
+
+
+# ---------------------------------------------------------------------------- CUDA text
+# What kernels.printer.cuda prints, read back into the same statement trees (``regs`` hold
+# resolved (frag, element indices) pairs: the text's 32-bit words are two 16-bit elements).
+
+_CU_HEAD = re.compile(r'^extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\((.*)\) \{$')
+_CU_SMEM = re.compile(r"^(\w+)\* const (\w+) = reinterpret_cast<(\w+)\*>\(lg_smem \+ (\d+)\);$")
+_CU_ZERO = re.compile(r"^for \(int i = 0; i < (\d+); \+\+i\) (\w+)\[i\] = (0\.f|0u);$")
+_CU_CP = re.compile(r"^lg_cp_async(4|8|16)\((.*)\);$")
+_CU_SADDR = re.compile(r"^lg_smem_u32\((\w+) \+ (.*)\)$")
+_CU_GADDR = re.compile(r"^(\w+) \+ (.*)$")
+_CU_LDM = re.compile(r"^lg_ldmatrix_x(\d)(_trans)?\((.*)\);$")
+_CU_MMA = re.compile(r"^(lg_mma_\w+)\(&(\w+)\[(\d+)\], &(\w+)\[(\d+)\], &(\w+)\[(\d+)\]\);$")
+_CU_PAIR = re.compile(r"^\*reinterpret_cast<lg_u32\*>\((\w+) \+ (.*)\) = (lg_pack_\w+)\((.*)\);$")
+_CU_ONE = re.compile(r"^(\w+)\[(.*)\] = (lg_f32_to_\w+)\((.*)\);$")
+_CU_WAIT = re.compile(r"^lg_cp_async_wait<(\d+)>\(\);$")
+_CU_CTYPE = {"lg_u16": 2, "float": 4}
+
+
+def _words(regs: List[str]) -> Tuple[str, Tuple[int, ...]]:
+    """``af[3], af[4]`` (32-bit words) -> ("af", (6, 7, 8, 9)); raises on anything else."""
+    names, idx = set(), []
+    for r in regs:
+        m = re.match(r"^(\w+)\[(\d+)\]$", r.strip())
+        if not m:
+            raise CExprError(f"not a register word: {r!r}")
+        names.add(m.group(1))
+        idx += [2 * int(m.group(2)), 2 * int(m.group(2)) + 1]
+    if len(names) != 1:
+        raise CExprError(f"register words of several arrays: {regs}")
+    return names.pop(), tuple(idx)
+
+
+def _flat(reg: str) -> Tuple[str, Tuple[int, ...]]:
+    m = re.match(r"^(\w+)\[(\d+)\]$", reg.strip())
+    if not m:
+        raise CExprError(f"not a register: {reg!r}")
+    return m.group(1), (int(m.group(2)),)
+
+
+def _paren(e: str) -> str:
+    """The text of a printed ``(expr)`` operand without its outer parentheses."""
+    e = e.strip()
+    if e.startswith("(") and _balanced(e, 0) == len(e):
+        return e[1:-1]
+    return e
+
+
+def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSource:
+    """The CUDA text of ``kernel`` (:mod:`kernels.printer.cuda`) as a :class:`ParsedSource`:
+    ``shared`` maps each carved array to (its C type, byte offset in the dynamic buffer, line),
+    ``frags`` each register array to (C type, length, line); memory statements carry the
+    buffer's (dtype, width in elements) as ``vtype``.  ``dtypes``: the element type of every
+    memory name (parameters and shared arrays)."""
+    lines = src.split("\n")
+    out = ParsedSource()
+    start = None
+    for i, raw in enumerate(lines):
+        m = _CU_HEAD.match(raw)
+        if m and m.group(2) == kernel:
+            out.block = int(m.group(1))
+            out.params = [p.strip() for p in m.group(3).split(",")] if m.group(3) else []
+            start = i + 1
+            break
+    if start is None:
+        raise CExprError(f"the printed source has no kernel {kernel!r} (no 'extern \"C\" "
+                         f"__global__ void __launch_bounds__(N) {kernel}(...)' line)")
+    stack: List[List[SourceStmt]] = [out.body]
+    for i in range(start, len(lines)):
+        ln = i + 1
+        s = lines[i].strip()
+        if "//" in s:
+            s = s[:s.index("//")].rstrip()
+        if lines[i] == "}":
+            break
+        if not s or s == "extern __shared__ __align__(128) unsigned char lg_smem[];":
+            continue
+        m = _CU_SMEM.match(s)
+        if m:
+            out.shared[m.group(2)] = (m.group(1) + "|" + m.group(3), int(m.group(4)), ln)
+            continue
+        m = _CU_ZERO.match(s)
+        if m:
+            out.typedefs.append(("zero", int(m.group(1)), m.group(2), ln))
+            continue
+        m = _FRAG.match(s)
+        if m and m.group(1) in ("lg_u32", "float"):
+            out.frags[m.group(2)] = (m.group(1), int(m.group(3)), ln)
+            continue
+        m = _LET.match(s)
+        if m and m.group(2) in ("threadIdx.x", "blockIdx.x", "blockIdx.y", "blockIdx.z"):
+            out.ids[m.group(1)] = (m.group(2), ln)
+            continue
+        if m:
+            stack[-1].append(SourceStmt("let", ln, m.group(1), (parse(m.group(2)),), text=s))
+            continue
+        m = _LOOP.match(s)
+        if m:
+            if not m.group(1) == m.group(3) == m.group(5):
+                raise CExprError(f"line {ln}: loop over mixed variables: {s}")
+            st = SourceStmt("loop", ln, m.group(1), (parse(m.group(2)), parse(m.group(4))),
+                            text=s)
+            stack[-1].append(st)
+            stack.append(st.body)
+            continue
+        if s.startswith("if (") and s.endswith("{"):
+            e = _balanced(s, 3)
+            st = SourceStmt("if", ln, exprs=(parse(s[4:e - 1]),), text=s)
+            stack[-1].append(st)
+            stack.append(st.body)
+            continue
+        if s == "}":
+            if len(stack) == 1:
+                raise CExprError(f"line {ln}: '}}' closes nothing")
+            stack.pop()
+            continue
+        stack[-1].extend(_cuda_statement(s, ln, dtypes))
+    return out
+
+
+def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
+    def vt(buf: str, nbytes: int) -> Tuple[Optional[str], int]:
+        if buf not in dt:
+            raise CExprError(f"line {ln}: {buf} is no parameter or shared array: {s}")
+        return dt[buf], nbytes // ELEM_TYPES[dt[buf]].bytes
+
+    if s == "__syncthreads();":
+        return [SourceStmt("barrier", ln, text=s)]
+    if s == "lg_cp_async_commit();":
+        return [SourceStmt("commit", ln, text=s)]
+    m = _CU_WAIT.match(s)
+    if m:
+        return [SourceStmt("wait", ln, exprs=(parse(m.group(1)),), text=s)]
+    m = _CU_CP.match(s)
+    if m:
+        args = split_args(m.group(2))
+        sm = _CU_SADDR.match(args[0]) if len(args) == 3 else None
+        gm = _CU_GADDR.match(args[1]) if sm else None
+        if gm is None:
+            raise CExprError(f"line {ln}: unreadable cp.async: {s}")
+        nbytes, sbuf, gbuf = int(m.group(1)), sm.group(1), gm.group(1)
+        n = args[2]
+        pm = re.match(r"^\((.*)\) \? (\d+) : 0$", n)
+        if pm and int(pm.group(2)) != nbytes or not pm and n != str(nbytes):
+            raise CExprError(f"line {ln}: cp.async of {nbytes} bytes copies {n}: {s}")
+        pred = parse(pm.group(1)) if pm else None
+        return [SourceStmt("mem", ln, gbuf, (parse(_paren(gm.group(2))),), store=False,
+                           vtype=vt(gbuf, nbytes), pred=pred, text=s),
+                SourceStmt("mem", ln, sbuf, (parse(_paren(sm.group(2))),), store=True,
+                           vtype=vt(sbuf, nbytes), text=s)]
+    m = _CU_LDM.match(s)
+    if m:
+        args = split_args(m.group(3))
+        am = re.match(r"^lg_smem_u32\((\w+) \+ (.*)\)$", args[-1])
+        if not am or len(args) != int(m.group(1)) + 1:
+            raise CExprError(f"line {ln}: unreadable ldmatrix: {s}")
+        return [SourceStmt("mem", ln, am.group(1), (parse(_paren(am.group(2))),), store=False,
+                           vtype=vt(am.group(1), 16), text=s,
+                           regs=(_words(args[:-1]), "trans" if m.group(2) else ""))]
+    m = _CU_MMA.match(s)
+    if m:
+        acc, a, b = (m.group(2), int(m.group(3))), (m.group(4), int(m.group(5))), \
+            (m.group(6), int(m.group(7)))
+        return [SourceStmt("mfma", ln, text=s, regs=(
+            m.group(1), (acc[0], tuple(range(acc[1], acc[1] + 4))),
+            (a[0], tuple(range(2 * a[1], 2 * a[1] + 8))),
+            (b[0], tuple(range(2 * b[1], 2 * b[1] + 4)))))]
+    pred = None
+    if s.startswith("if ("):
+        e = _balanced(s, 3)
+        pred = parse(s[4:e - 1])
+        s = s[e:].strip()
+    m = _CU_PAIR.match(s)
+    if m:
+        regs = [_flat(r) for r in split_args(m.group(4))]
+        return [SourceStmt("mem", ln, m.group(1), (parse(_paren(m.group(2))),), store=True,
+                           vtype=vt(m.group(1), 4), pred=pred, text=s,
+                           regs=((regs[0][0], tuple(r[1][0] for r in regs)), m.group(3)))]
+    m = _CU_ONE.match(s)
+    if m:
+        return [SourceStmt("mem", ln, m.group(1), (parse(m.group(2)),), store=True,
+                           vtype=(vt(m.group(1), 0)[0], 1), pred=pred, text=s,
+                           regs=(_flat(m.group(4)), m.group(3)))]
+    raise CExprError(f"line {ln}: a statement the CUDA printer does not print: {s}")
