@@ -228,6 +228,9 @@ class Printer:
         for f in k.frags:
             self.out(1, f"{self.vt(f.dtype, f.width)} {f.name}[{f.count // f.width}];")
         self.out(1, "const int tid = threadIdx.x;")
+        if getattr(k.spec, "wave_roles", ()):
+            # wave groups offset by barriers only some waves pass (ir.core.group_barrier)
+            self.out(1, "LAGEN_STAGGERED_BARRIERS();")
         for name, axis in zip(k.grid_symbols, "xyz"):
             self.out(1, f"const int {name} = blockIdx.{axis};")
         for p in k.params:
@@ -239,6 +242,13 @@ class Printer:
         notes = [f"// {h}".rstrip() for h in k.header]
         head: List[str] = ([self.BANNER, *notes, '#include "lagen_hip.h"', "", *self.PRELUDE]
                            if prelude else ["", *notes])
+        if prelude and getattr(k.spec, "wave_roles", ()):
+            # wave groups offset by barriers only some waves pass: the emulator (hip_emu.h)
+            # defines this to match barriers by count; on the devices s_barrier / bar.sync
+            # already do, so it is nothing (defined here, not in the shared headers, so that
+            # no other kernel's translation unit changes)
+            head += ["#ifndef LAGEN_STAGGERED_BARRIERS",
+                     "#define LAGEN_STAGGERED_BARRIERS() ((void)0)", "#endif", ""]
         for s in k.shared:       # the LDS arrays' 16-byte vector types (declared below)
             if 16 // _BYTES[s.dtype] > 1:
                 self.vt(s.dtype, 16 // _BYTES[s.dtype])
