@@ -705,3 +705,92 @@ PS_OTHER = ["ps-wrong-shuffle", "ps-wrong-lane-offset", "ps-missing-soffset",
 def test_ps_catalogue_names_are_unique():
     names = [c[0] for c in PS_PRINTED] + PS_OTHER
     assert len(names) == len(set(names)) == 12
+
+
+# ---------------------------------------------------------------------------- ping-pong waves
+# the wave-role rules (kernels.verify.wave_phases) on the real ping-pong prefill IR; the
+# skeleton-level planted bugs of every rule are in tests/test_wave_roles.py
+
+from kernels.amd.flash_attention_pingpong import build_attention_pingpong, build_pingpong_ir  # noqa: E402
+from kernels.ir import is_group_barrier  # noqa: E402
+from kernels.verify.attention_static import default_instances as _pp_instances  # noqa: E402
+from kernels.verify.verifier import verify as _verify  # noqa: E402
+
+_PP_CFG = AttnConfig(head_dim=128, dtype="bf16", causal=True, pingpong=True)
+
+
+@pytest.fixture(scope="module")
+def pp_ir():
+    return build_pingpong_ir(_PP_CFG)
+
+
+def _pp_phase_loops(k):
+    return [s for s in k.body if isinstance(s, Loop)
+            and sum(isinstance(x, Barrier) for x in s.body) == 2]
+
+
+def _pp_mutated(k, what):
+    k = copy.deepcopy(k)
+    if what == "drop_pong_lead_barrier":
+        i = next(i for i, s in enumerate(k.body) if is_group_barrier(s))
+        del k.body[i]
+    elif what == "drop_phase_barrier":
+        # the barrier ending the softmax phase, in both phase loops (full and masked tiles)
+        for loop in _pp_phase_loops(k):
+            i = max(i for i, s in enumerate(loop.body) if isinstance(s, Barrier))
+            del loop.body[i]
+    elif what == "v_store_after_mfma_phase":
+        # V tile kt stored in the softmax phase: pong's store meets ping's reads of it
+        for loop in _pp_phase_loops(k):
+            st = [s for s in loop.body if isinstance(s, Access) and s.tag == "V.copy.store"]
+            for s in st:
+                loop.body.remove(s)
+            j = max(i for i, s in enumerate(loop.body) if isinstance(s, Barrier))
+            loop.body[j:j] = st
+    elif what == "swap_groups_rows":
+        # group pong stores the O rows of group ping (the wave's rows shifted by 128)
+        ep = [s for s in k.body if isinstance(s, Access) and s.tag.startswith("O")]
+        for s in ep:
+            s.coords = tuple((c[0] + 128,) + tuple(c[1:]) for c in s.coords)
+    return k
+
+
+@pytest.mark.parametrize("what, check", [
+    ("drop_pong_lead_barrier", "barrier_balance"),
+    ("drop_pong_lead_barrier", "wave_role_schedule"),
+    ("drop_phase_barrier", "wave_role_schedule"),
+    ("v_store_after_mfma_phase", "lds_phase_races"),
+    ("swap_groups_rows", "wave_row_ownership"),
+])
+def test_pp_planted_bug_is_refused_by_its_wave_rule(pp_ir, what, check):
+    k = _pp_mutated(pp_ir, what)
+    rep = _verify(k, instances=_pp_instances(k)[:1])
+    assert not rep.checks[check].holds, (what, check)
+
+
+
+
+def test_pp_emulator_refuses_staggered_barriers_without_the_marker():
+    """Printed without LAGEN_STAGGERED_BARRIERS(), the emulator's barrier check (one site for
+    every thread) stops at the first staggered barrier and names both lines."""
+    import torch
+    bk = build_attention_pingpong(_PP_CFG)
+    bad = _mutate(bk.source, "LAGEN_STAGGERED_BARRIERS();", "")
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, 40, 128, generator=g).bfloat16().view(torch.int16).numpy()
+    kv = torch.randn(1, 1, 70, 128, generator=g).bfloat16().view(torch.int16).numpy()
+    o = np.zeros((1, 1, 40, 128), np.int16)
+    lse = np.zeros((1, 1, 40), np.float32)
+    from kernels.amd.flash_attention import PrefillShape
+    sh = PrefillShape.bhsd(1, 1, 1, 40, 70, 128)
+    with pytest.raises(EmulatorError, match="divergent barriers"):
+        run(bad, bk.name, sh.grid(256, True), bk.block,
+            [q, kv, kv.copy(), o, lse] + sh.scalar_args(1.0 / 128 ** 0.5))
+
+
+PP_OTHER = ["pp-drop-pong-lead-barrier", "pp-drop-phase-barrier", "pp-v-store-after-mfma-phase",
+            "pp-swap-groups-rows", "pp-emu-no-staggered-marker"]
+
+
+def test_pp_catalogue_names_are_unique():
+    assert len(PP_OTHER) == len(set(PP_OTHER)) == 5

@@ -143,6 +143,12 @@ def _amd_attention() -> Iterator[Tuple[str, Callable[[], str]]]:
     for name, kw in explicit.items():
         yield (f"amd/prefill/{name}",
                lambda kw=kw: build_attention(AttnConfig(**kw), verify=False).source)
+    # the ping-pong form (kernels/amd/flash_attention_pingpong.py, head_dim 128)
+    from kernels.amd.flash_attention_pingpong import build_attention_pingpong
+    for causal in (False, True):
+        cfg = AttnConfig(head_dim=128, dtype="bf16", causal=causal, pingpong=True)
+        yield (f"amd/prefill/d128-bf16-pingpong{'-causal' if causal else ''}",
+               lambda cfg=cfg: build_attention_pingpong(cfg, verify=False).source)
     for d in (64, 128, 256):
         for dtype, out in (("bf16", "f16"), ("f16", "f16"), ("bf16", "bf16")):
             cfg = DecodeConfig(head_dim=d, dtype=dtype, out_dtype=out)

@@ -48,7 +48,7 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
                   waves: int = 4, arch: str = "gfx942",
                   shape: Optional[PrefillShape] = None,
                   p_rounding: str = "rtne",
-                  lds_stages: Optional[int] = None) -> KernelChoice:
+                  lds_stages: Optional[int] = None, pingpong: bool = False) -> KernelChoice:
     """Prefill, decode or split-KV decode for a problem.
 
     ``decode`` None: the decode kernel when ``seqlen_q == 1`` and the mask (if any) is
@@ -59,7 +59,9 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
     (the torch API passes the tensors' strides).  ``p_rounding``: how the prefill kernel rounds
     P to bf16 (:mod:`kernels.ir.p_rounding`; decode keeps P in fp32, so only rtne is accepted
     there).  ``lds_stages``: the prefill kernel's K/V^T LDS stages (None: its default, see
-    :class:`AttnConfig`).  Raises :class:`ConfigError` with the reason.
+    :class:`AttnConfig`).  ``pingpong``: the prefill kernel's ping-pong form
+    (:mod:`kernels.amd.flash_attention_pingpong`, head_dim 128).  Raises :class:`ConfigError`
+    with the reason.
     """
     use_decode = decode if decode is not None else (
         seqlen_q == 1 and (not causal or causal_align == "bottom_right"))
@@ -69,7 +71,10 @@ def select_kernel(*, batch: int, heads: int, seqlen_q: int, seqlen_kv: int, head
         return KernelChoice(AttnConfig(head_dim=head_dim, dtype=dtype, out_dtype=out_dtype,
                                        causal=bool(causal), block_n=block_n, waves=waves,
                                        arch=arch, p_rounding=p_rounding,
-                                       lds_stages=lds_stages))
+                                       lds_stages=lds_stages, pingpong=pingpong))
+    if pingpong:
+        raise ConfigError("pingpong applies to the prefill kernel only (decode has no MFMA "
+                          "phase to alternate with the softmax)")
     if lds_stages is not None:
         raise ConfigError(f"lds_stages {lds_stages} applies to the prefill kernel only (decode "
                           "keeps no K/V tiles in LDS): leave it unset")
@@ -101,6 +106,9 @@ def get_kernel(cfg: Any) -> BuiltAttention:
             bk = build_splitkv(cfg)
         elif type(cfg).__name__ == "DecodeConfig":
             bk = build_decode(cfg)
+        elif getattr(cfg, "pingpong", False):
+            from .flash_attention_pingpong import build_attention_pingpong
+            bk = build_attention_pingpong(cfg)
         else:
             bk = build_attention(cfg)
         _BUILT[key] = bk
@@ -120,7 +128,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
               causal_align: str = "top_left", out_dtype: Any = None, return_lse: bool = False,
               layout: str = "bhsd", backend: Optional[str] = None, decode: Optional[bool] = None,
               out: Any = None, kv_splits: Optional[int] = None,
-              p_rounding: str = "rtne", lds_stages: Optional[int] = None) -> Any:
+              p_rounding: str = "rtne", lds_stages: Optional[int] = None,
+              pingpong: bool = False) -> Any:
     """``softmax(scale q k^T [+ causal mask]) v`` on MFMA kernels built and verified here.
 
     ``q`` is ``[B, H, Sq, D]`` and ``k``, ``v`` are ``[B, HK, Skv, D]`` (``layout="bshd"``:
@@ -141,7 +150,9 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     kernel rounds P to bf16 before P V, ``"rtne"`` (default), ``"rtna"`` or ``"rtz"``
     (:mod:`kernels.ir.p_rounding`; bf16 inputs only).  ``lds_stages``: the prefill kernel's
     LDS stages of the K and V^T tiles, 1 or 2 (default: :class:`AttnConfig`'s, 1 for head_dim
-    <= 128: 32 KiB of LDS, two work-groups per CU).
+    <= 128: 32 KiB of LDS, two work-groups per CU).  ``pingpong``: the prefill kernel's
+    ping-pong form (256-row work-groups of two 4-wave groups taking turns on the MFMA pipe;
+    head_dim 128).
     """
     import torch
     from ..errors import NoDeviceError
@@ -190,7 +201,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     choice = select_kernel(batch=B, heads=H, seqlen_q=SQ, seqlen_kv=SKV, head_dim=D, dtype=dt,
                            out_dtype=ot, causal=bool(causal), causal_align=causal_align,
                            decode=decode, kv_splits=kv_splits, shape=shape, p_rounding=p_rounding,
-                           lds_stages=lds_stages)
+                           lds_stages=lds_stages, pingpong=pingpong)
     cfg, n_splits, kv_chunk = choice.config, choice.n_splits, choice.kv_chunk
     if choice.kind != "prefill":
         bk = get_kernel(cfg)

@@ -73,6 +73,12 @@ class AttnConfig:
     # model 0.51 of MFMA peak at bf16 d128 vs 0.32 double-buffered, docs/PERFORMANCE.md);
     # 2 for head_dim 256, whose registers allow one wave per SIMD whatever the LDS.
     lds_stages: Optional[int] = None
+    # ping-pong waves (kernels.amd.flash_attention_pingpong): 256-row work-groups of 8 waves
+    # in two groups one barrier apart, so that one group's MFMA phase (S = K Q^T, O += V^T P^T)
+    # runs while the other group does its softmax; K and V^T double-buffered (64 KiB at
+    # head_dim 128: one work-group of 8 waves per CU, two waves per SIMD).  head_dim 128 only
+    # (at 64 the 512-thread V copy would move one key per thread: no 32-bit transposed write).
+    pingpong: bool = False
 
     def normalized(self) -> "AttnConfig":
         c = replace(self, dtype=norm_dtype(self.dtype),
@@ -88,8 +94,17 @@ class AttnConfig:
             c = replace(c, block_n=32 if c.head_dim == 256 else 64)
         if c.block_n not in (32, 64):
             raise ConfigError(f"block_n {c.block_n}: use 32 or 64")
-        if c.waves not in (1, 2, 4):
-            raise ConfigError(f"waves {c.waves}: use 1, 2 or 4")
+        if c.pingpong:
+            if c.head_dim != 128:
+                raise ConfigError(f"pingpong: head_dim {c.head_dim}: the ping-pong form is built "
+                                  "for head_dim 128 (use the default form for 64 and 256)")
+            if c.waves not in (4, 8) or c.block_n != 64 or c.lds_stages not in (None, 2):
+                raise ConfigError(f"pingpong: waves {c.waves}, block_n {c.block_n}, lds_stages "
+                                  f"{c.lds_stages}: the ping-pong form is 8 waves (two groups of "
+                                  "4), block_n 64 and two LDS stages (leave them unset)")
+            c = replace(c, waves=8, lds_stages=2)
+        elif c.waves not in (1, 2, 4):
+            raise ConfigError(f"waves {c.waves}: use 1, 2 or 4 (8: pingpong=True)")
         if c.waves_per_eu is None:
             c = replace(c, waves_per_eu=2 if c.head_dim <= 128 else 0)
         if c.waves_per_eu not in range(0, 9):

@@ -142,6 +142,9 @@ class AttentionEntry:
         g.add_argument("--p-rounding", default="rtne",
                        help="prefill, bf16: how P is rounded to bf16 before P V: rtne (round to "
                             "nearest even, default) | rtna (ties away) | rtz (truncate)")
+        g.add_argument("--pingpong", action="store_true",
+                       help="prefill, head_dim 128: ping-pong waves (256-row work-groups, two "
+                            "groups of 4 waves taking turns on the MFMA pipe)")
 
     def config(self, args: argparse.Namespace) -> AttnCase:
         sq = 77 if args.seqlen_q is None else args.seqlen_q
@@ -153,7 +156,8 @@ class AttentionEntry:
                               block_n=args.block_n, waves=args.waves,
                               arch=getattr(args, "arch", "gfx942"),
                               p_rounding=getattr(args, "p_rounding", "rtne"),
-                              lds_stages=getattr(args, "lds_stages", None))
+                              lds_stages=getattr(args, "lds_stages", None),
+                              pingpong=bool(getattr(args, "pingpong", False)))
 
     def ignored_options(self, args: argparse.Namespace, cfg: AttnCase, command: str,
                         given: Any) -> List[str]:
@@ -168,7 +172,8 @@ class AttentionEntry:
             out.append("--causal-align is ignored without --causal")
         if decode:
             out += [f"--{o.replace('_', '-')} is ignored: it applies to the prefill kernel, "
-                    "not decode (--seqlen-q 1)" for o in ("block_n", "waves", "lds_stages")
+                    "not decode (--seqlen-q 1)" for o in ("block_n", "waves", "lds_stages",
+                                                          "pingpong")
                     if given(o)]
         elif command == "compile":
             shape = [o for o in ("seqlen_kv", "batch", "heads", "kv_heads", "layout") if given(o)]
@@ -238,7 +243,7 @@ def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q:
                    causal: bool = False, causal_align: str = "top_left", layout: str = "bhsd",
                    kv_splits: Optional[int] = None, block_n: Optional[int] = None,
                    waves: int = 4, arch: str = "gfx942", p_rounding: str = "rtne",
-                   lds_stages: Optional[int] = None) -> AttnCase:
+                   lds_stages: Optional[int] = None, pingpong: bool = False) -> AttnCase:
     """The problem ``layoutalg check attention`` runs, with the kernel
     :func:`kernels.amd.attention_api.select_kernel` picks for it (also the AMD-on-NVIDIA
     harness's entry: :func:`kernels.nvidia.amd_flavour.attention_case`)."""
@@ -259,7 +264,8 @@ def attention_case(*, batch: int, heads: int, kv_heads: Optional[int], seqlen_q:
                            head_dim=head_dim, dtype=dtype, out_dtype=out_dtype, causal=causal,
                            causal_align=causal_align, decode=decode, kv_splits=kv_splits,
                            block_n=block_n, waves=waves, arch=arch, p_rounding=p_rounding,
-                           lds_stages=None if decode else lds_stages)
+                           lds_stages=None if decode else lds_stages,
+                           pingpong=pingpong and not decode)
     return AttnCase(choice.config.normalized(), batch, heads, hk, seqlen_q, seqlen_kv, causal,
                     causal_align, layout, choice.n_splits, choice.kv_chunk)
 

@@ -153,20 +153,23 @@ class AttnBuilder:
     def load_kv(self, kt: Any, guarded: bool = True) -> List[Any]:
         """Global -> registers copy of KV tile ``kt``; ``guarded=False`` (a tile whose keys are
         all below seqlen_kv) without the per-vector predicate."""
-        c = self.c
-        BN = c.block_n
+        return self.load_tile("K", kt, guarded) + self.load_tile("V", kt, guarded)
+
+    def load_tile(self, t: str, kt: Any, guarded: bool = True) -> List[Any]:
+        """Global -> registers copy of the K (``t="K"``) or V tile ``kt`` (see :meth:`load_kv`)."""
+        BN = self.c.block_n
         hk, bb = sym("hk"), sym("bat")
+        frag, kname, dname = (self.k_ld, "kcp_key", "kcp_d") if t == "K" else \
+            (self.v_ld, "vcp_key", "vcp_d")
+        G = self.glob[t]
         out: List[Any] = []
-        for t, frag, kname, dname in (("K", self.k_ld, "kcp_key", "kcp_d"),
-                                      ("V", self.v_ld, "vcp_key", "vcp_d")):
-            G = self.glob[t]
-            for g in range(frag.count // 8):
-                regs = list(range(8 * g, 8 * g + 8))
-                key = kt * BN + self.b(kname) + self.val(kname, regs[0])
-                coords = tuple((key, self.b(dname) + self.val(dname, v), hk, bb) for v in regs)
-                out.append(Access("load", "global", t, sympy.expand(G(coords[0])), 8,
-                                  frag.regs(regs), key < R("seqlen_kv") if guarded else None,
-                                  tag=f"{t}.copy.load", origin=G, coords=coords))
+        for g in range(frag.count // 8):
+            regs = list(range(8 * g, 8 * g + 8))
+            key = kt * BN + self.b(kname) + self.val(kname, regs[0])
+            coords = tuple((key, self.b(dname) + self.val(dname, v), hk, bb) for v in regs)
+            out.append(Access("load", "global", t, sympy.expand(G(coords[0])), 8,
+                              frag.regs(regs), key < R("seqlen_kv") if guarded else None,
+                              tag=f"{t}.copy.load", origin=G, coords=coords))
         return out
 
     # ---- registers <-> LDS -------------------------------------------------------------
@@ -248,11 +251,17 @@ class AttnBuilder:
                        tag=tag, origin=origin, coords=tuple(coords))]
 
     def store_kv(self, stage: Any) -> List[Any]:
+        return self.store_tile("K", stage) + self.store_tile("V", stage)
+
+    def store_tile(self, t: str, stage: Any) -> List[Any]:
+        """Registers -> LDS ``stage`` of the K (``t="K"``) or V^T tile."""
         out: List[Any] = []
-        for g in k_write_groups(self.p):
-            coords = [((self.b("kcp_key") + self.val("kcp_key", v),
-                        self.b("kcp_d") + self.val("kcp_d", v)), stage) for v in g]
-            out += self.lds("store", "K", coords, self.k_ld.regs(g), "K.copy.store")
+        if t == "K":
+            for g in k_write_groups(self.p):
+                coords = [((self.b("kcp_key") + self.val("kcp_key", v),
+                            self.b("kcp_d") + self.val("kcp_d", v)), stage) for v in g]
+                out += self.lds("store", "K", coords, self.k_ld.regs(g), "K.copy.store")
+            return out
         for g in v_write_groups(self.p):
             coords = [((self.b("vcp_d") + self.val("vcp_d", v),
                         self.b("vcp_key") + self.val("vcp_key", v)), stage) for v in g]

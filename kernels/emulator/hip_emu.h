@@ -41,6 +41,7 @@
 #define LAGEN_KERNEL extern "C" __global__
 #define LAGEN_LAUNCH_BOUNDS(n)
 #define LAGEN_WAVES_PER_EU(n)
+#define LAGEN_STAGGERED_BARRIERS() (::lagen_emu::g_rt.staggered = true)
 #define __shared__ lagen_error_use_LAGEN_SHARED_instead_of___shared__
 
 namespace lagen_emu {
@@ -104,6 +105,10 @@ struct Runtime {
   unsigned char* stacks;
   unsigned long long stack_stride;
   bool failed;
+  // the kernel called LAGEN_STAGGERED_BARRIERS(): its wave groups are offset by barriers only
+  // some waves pass (ping-pong), so a barrier completes when every thread waits at A barrier,
+  // whichever (s_barrier semantics: the k-th barrier of every wave), not at the same one
+  bool staggered;
   void (*call)(void**);
   void** args;
 };
@@ -438,7 +443,7 @@ inline bool release_barrier() {
   if (at_barrier && at_barrier + done == rt.nthreads) {
     for (unsigned i = 0; i < rt.nthreads; ++i) {
       Thread& t = rt.threads[i];
-      if (t.state == AT_BARRIER && !same_site(t, *first)) {
+      if (t.state == AT_BARRIER && !rt.staggered && !same_site(t, *first)) {
         report("divergent barriers: threads wait at different barriers (%s:%d and %s:%d); "
                "every thread of the block must reach the same __syncthreads%s", first->file,
                first->line, t.file, t.line, buf);
@@ -487,6 +492,7 @@ inline int run_block() {
     t.what = "";
   }
   rt.gen++;
+  rt.staggered = false;
   memset(rt.lds, 0xFF, p.lds_limit);
   rt.lds_used = (p.dyn_lds + 15) / 16 * 16;
   for (;;) {

@@ -139,6 +139,9 @@ struct lagen_dim3 { unsigned x, y, z; };
 #define LAGEN_KERNEL extern "C" __global__
 #define LAGEN_LAUNCH_BOUNDS(n) __launch_bounds__(n)
 #define LAGEN_WAVES_PER_EU(n)   // an AMD register-budget hint: nothing on NVIDIA
+// ping-pong wave groups offset by warp-uniform barriers: bar.sync 0 counts arriving warps,
+// whichever bar.sync instruction they stand at
+#define LAGEN_STAGGERED_BARRIERS() ((void)0)
 
 #ifndef LAGEN_LDS_STATIC_BYTES
 #define LAGEN_LDS_STATIC_BYTES 0

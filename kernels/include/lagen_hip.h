@@ -88,6 +88,10 @@ struct lagen_dim3 { unsigned x, y, z; };
 #define LAGEN_KERNEL extern "C" __global__
 #define LAGEN_LAUNCH_BOUNDS(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
 #define LAGEN_WAVES_PER_EU(n) __attribute__((amdgpu_waves_per_eu(n)))
+// the kernel's wave groups are offset by barriers only some waves pass (ping-pong): s_barrier
+// matches the k-th barrier of every wave, so nothing to do here (the emulator's barrier check
+// stops requiring one barrier site)
+#define LAGEN_STAGGERED_BARRIERS() ((void)0)
 #define LAGEN_SHARED(type, name, count) __attribute__((shared)) type name[count]
 #define LAGEN_DYNAMIC_SHARED(type, name) extern __attribute__((shared)) type name[]
 #define __shared__ lagen_error_use_LAGEN_SHARED_instead_of___shared__

@@ -10,9 +10,10 @@
 
 from .core import (Access, Barrier, Comment, Frag, If, Kernel, Let, LetThreadId, Loop, Mfma,
                    NonIntegerExpr, Param, THREAD_ID_AGAIN, Regs, SCHED_MASKS, Scale, SchedBarrier, SchedGroupBarrier, SetPrio,
-                   Shared, WaitCnt, ZeroFrag, c_compile, c_eval, swizzle_expr, sym, walk)
+                   Shared, WaitCnt, ZeroFrag, c_compile, c_eval, group_barrier, is_group_barrier,
+                   swizzle_expr, sym, walk)
 
 __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "LetThreadId", "THREAD_ID_AGAIN", "Comment", "Loop", "If", "Barrier",
            "SchedBarrier", "SchedGroupBarrier", "SetPrio", "SCHED_MASKS", "WaitCnt", "Access",
            "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval", "c_compile", "NonIntegerExpr",
-           "walk", "swizzle_expr"]
+           "walk", "swizzle_expr", "group_barrier", "is_group_barrier"]

@@ -29,7 +29,7 @@ __all__ = ["Frag", "Regs", "Param", "Shared", "Let", "LetThreadId", "THREAD_ID_A
            "Loop", "If", "Barrier",
            "SchedBarrier", "SchedGroupBarrier", "SetPrio", "WaitCnt", "SCHED_MASKS",
            "Access", "Mfma", "Scale", "ZeroFrag", "Kernel", "sym", "c_eval", "NonIntegerExpr",
-           "walk", "swizzle_expr"]
+           "walk", "swizzle_expr", "group_barrier", "is_group_barrier"]
 
 
 def sym(name: str) -> sympy.Symbol:
@@ -173,6 +173,21 @@ class If:
 @dataclass
 class Barrier:
     pass
+
+
+def group_barrier(cond: Any) -> If:
+    """``if (cond) __syncthreads();`` with a wave-uniform, block-varying ``cond`` (a function of
+    ``tid // 64``): a barrier only some waves pass, which offsets them by one phase from the
+    others (the ping-pong kernels' stagger; ``s_barrier`` matches the k-th barrier of every
+    wave, wherever it stands).  The lockstep engines take it for no barrier at all (no element
+    moves; fewer barriers only make their race check stricter); the per-wave phase model
+    (:mod:`kernels.verify.wave_phases`, for specs naming ``wave_roles``) counts it per wave."""
+    return If(cond, [Barrier()])
+
+
+def is_group_barrier(s: Any) -> bool:
+    """Is ``s`` an ``if`` whose whole body is one barrier (see :func:`group_barrier`)?"""
+    return isinstance(s, If) and len(s.body) == 1 and isinstance(s.body[0], Barrier)
 
 
 @dataclass

@@ -52,17 +52,19 @@ def run_gemm(built: Any, a: Any, b: Any, c: Any, *scales: Any, sm: str = "sm_90"
 def attention_case(batch: int, heads: int, seqlen: int, head_dim: int = 128, causal: bool = False,
                    dtype: str = "f16", seqlen_kv: Optional[int] = None,
                    kv_heads: Optional[int] = None, causal_align: str = "top_left",
-                   out_dtype: Optional[str] = None, kv_splits: Optional[int] = None):
+                   out_dtype: Optional[str] = None, kv_splits: Optional[int] = None,
+                   pingpong: bool = False):
     """(entry, AttnCase, shaped kernel) of the registry's attention: prefill, or (``seqlen`` 1)
     decode / split-KV decode exactly as ``layoutalg check attention`` picks them (both call
-    :func:`kernels.amd.attention_api.select_kernel`)."""
+    :func:`kernels.amd.attention_api.select_kernel`).  ``pingpong``: the prefill kernel's
+    ping-pong form (head_dim 128)."""
     from ..amd.attention_registry import attention_case as make_case
     from ..amd.registry import get
     e = get("attention")
     cfg = make_case(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen,
                     seqlen_kv=seqlen_kv or seqlen, head_dim=head_dim, dtype=dtype,
                     out_dtype=out_dtype, causal=causal, causal_align=causal_align,
-                    kv_splits=kv_splits, arch="gfx942")
+                    kv_splits=kv_splits, arch="gfx942", pingpong=pingpong)
     return e, cfg, e.build(cfg)
 
 
@@ -416,6 +418,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "64/256, GQA, Sq != Skv) at mid-size ragged shapes")
     p.add_argument("--only", default="gemm,attention,decode",
                    help="comma-separated kinds to run: gemm, attention, decode (default all)")
+    p.add_argument("--pingpong", action="store_true",
+                   help="attention: the head_dim 128 prefill rows use the ping-pong form "
+                        "(AttnConfig(pingpong=True)); other head dims keep the default form")
     a = p.parse_args(argv)
     kinds = {x.strip() for x in a.only.split(",") if x.strip()}
     if not kinds <= {"gemm", "attention", "decode"}:
@@ -480,7 +485,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            b_major="row" if lay[1] == "N" else "col", **kw)
                for (m, n, k, dt, od, lay, kw) in gemms]
     built_a = [attention_case(b, h, s, d, causal, dt, seqlen_kv=skv, kv_heads=hk,
-                              causal_align=al)
+                              causal_align=al, pingpong=a.pingpong and d == 128 and s > 1)
                for (b, h, s, d, causal, dt, hk, skv, al) in atts]
     built_d = [decode_case(b, h, skv, d, dt, od, kv_heads=hk, kv_splits=ks)
                for (b, h, hk, skv, d, dt, od, ks) in decs]
@@ -512,7 +517,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out["attention"].append(r)
         kv = f" Hkv{hk} Skv{skv}" if (hk or skv) else ""
         mask = ("causal-br" if al == "bottom_right" else "causal") if causal else "full"
-        rows.append(("attn", f"B{b} H{h} S{s}{kv} D{d} {mask} {dt}", r))
+        pp = " pingpong" if getattr(case[1].kernel, "pingpong", False) else ""
+        rows.append(("attn", f"B{b} H{h} S{s}{kv} D{d} {mask} {dt}{pp}", r))
         print(json.dumps(r), flush=True)
     for (b, h, hk, skv, d, dt, od, ks), case in zip(decs, built_d):
         try:

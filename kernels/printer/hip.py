@@ -212,6 +212,9 @@ class Printer:
         for f in k.frags:
             self.out(1, f"{self.vt(f.dtype, f.width)} {f.name}[{f.count // f.width}];")
         self.out(1, "const int tid = threadIdx.x;")
+        if getattr(k.spec, "wave_roles", ()):
+            # wave groups offset by barriers only some waves pass (ir.core.group_barrier)
+            self.out(1, "LAGEN_STAGGERED_BARRIERS();")
         for name, axis in zip(k.grid_symbols, "xyz"):
             self.out(1, f"const int {name} = blockIdx.{axis};")
         for p in k.params:

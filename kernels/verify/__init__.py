@@ -12,6 +12,9 @@
   :mod:`~kernels.verify.attention_softmax` (the softmax / masking / merge rules),
   :mod:`~kernels.verify.attention_ids` (element identities), :mod:`~kernels.verify.attention_roles`
   (the tensors the rules talk about, read from the spec);
+* role-specialised (ping-pong) waves, for a spec naming ``wave_roles``: the per-wave phase model
+  :mod:`~kernels.verify.wave_phases` (barrier balance, role schedule, row ownership, LDS races
+  between waves at different phases), run by the instance engine;
 * what both share: :mod:`~kernels.verify.gate_common`;
 * the checks of the printed source against the IR (what is compiled is what is verified):
   :mod:`~kernels.verify.printed` (``printed_source``, ``declarations``, ``index_ranges``),

@@ -15,7 +15,8 @@ from ..errors import KernelError
 from ..ir.attention import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
                             MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
                             VecAxpy, VecDot)
-from ..ir.core import Access, Barrier, Comment, If, Let, Loop, Mfma, ZeroFrag, sym
+from ..ir.core import (Access, Barrier, Comment, If, Let, Loop, Mfma, SetPrio, ZeroFrag,
+                       is_group_barrier, sym)
 from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
                             key_bits, result_text, rowid)
 from .attention_softmax import SoftmaxRules
@@ -29,7 +30,8 @@ class AttentionDataflow(SoftmaxRules):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
-        self.roles = Roles.from_spec(spec if spec is not None else k.spec)
+        self.spec = spec if spec is not None else k.spec
+        self.roles = Roles.from_spec(self.spec)
         T = k.block
         self.T = T
         self.D = self.roles.head_dim
@@ -83,6 +85,9 @@ class AttentionDataflow(SoftmaxRules):
                     self.where = saved
             elif isinstance(s, If):
                 c = np.asarray(eval_expr(s.cond, env))
+                if c.ndim and not (c == c.flat[0]).all() and is_group_barrier(s) and \
+                        self.spec.wave_roles:
+                    continue    # a wave group's barrier: the per-wave phases (wave_phases)
                 if c.ndim and not (c == c.flat[0]).all():
                     self.fail("lds_races", f"if ({s.cond}) is not uniform across the block")
                 if c.flat[0]:
@@ -121,7 +126,7 @@ class AttentionDataflow(SoftmaxRules):
                 self.merge_step(s)
             elif isinstance(s, MergeFinal):
                 self.merge_final(s)
-            elif isinstance(s, Comment):
+            elif isinstance(s, (Comment, SetPrio)):   # s_setprio: scheduling only
                 pass
             else:
                 raise KernelError(f"attention gate: unknown statement {type(s).__name__}")

@@ -70,6 +70,7 @@ from .gate import GateReport
 from .gate_common import Fail, bits_to_list, check_lds_capacity, leaves
 from .rules import checks_for
 from .spec import KernelSpec, SpecError
+from .wave_phases import check_wave_roles
 
 __all__ = ["verify_attention", "verify_on_instances", "CHECKS", "Instance",
            "default_instances"]
@@ -189,6 +190,7 @@ def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
     cov = []
     issues = stores = exchanges = 0
     sim = []
+    launches = []
     indep, why = block_independence(k, spec)
     if not indep:
         f.add("block_independence", why)
@@ -218,6 +220,9 @@ def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
         if roles.partitioned:
             _check_partition(inst, part, kw, f)
         sim.append(f"{inst.name}: blocks {blocks}")
+        launches.append((inst.name, inst.symbols(), blocks))
+    wave_doms = check_wave_roles(k, spec, launches, f, roles.query, roles.out) \
+        if spec.wave_roles else {}
     lds_total, cap = check_lds_capacity(k, arch, f)
     t1 = time.perf_counter()
     inst_txt = "; ".join(i.describe() for i in insts) + "; " + _instance_spread(insts)
@@ -249,6 +254,7 @@ def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
                                         "partials (Op, Mp, Lp) of its own (batch, head) and "
                                         "split, each of the n_splits splits exactly once, O at "
                                         "its own head dim")
+    doms.update(wave_doms)
     checks = f.results(checks_for(spec), doms)
     details = {"instances": [i.describe() for i in insts], "bank_worst_ways": worst,
                "access_bits": widths, "lds_bytes": lds_total, "simulated": sim}

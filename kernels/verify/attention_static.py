@@ -15,7 +15,7 @@ from .attention_roles import Roles
 from .spec import KernelSpec
 from ..errors import KernelError
 from ..ir.attention import LetMinMax
-from ..ir.core import Access, If, Let, Loop, c_eval, sym
+from ..ir.core import Access, If, Let, Loop, c_eval, is_group_barrier, sym
 from .attention_ids import POS_MASK
 from .gate_common import BYTES, Fail, bank_result, compose_offset, leaves
 
@@ -197,6 +197,9 @@ class AttentionStatic:
                         self.stmts(s.body, inner, act, f"{s.var}={it}")
             elif isinstance(s, If):
                 cond = np.asarray(eval_expr(s.cond, env))
+                if cond.ndim == 2 and cond.shape[1] > 1 and is_group_barrier(s) and \
+                        self.spec.wave_roles:
+                    continue    # a wave group's barrier: the per-wave phases (wave_phases)
                 if cond.ndim == 2 and cond.shape[1] > 1:
                     self.f.add("lds_races", f"if ({s.cond}): condition depends on the thread")
                     cond = cond[:, :1]

@@ -69,6 +69,18 @@ RULES: Dict[str, Rule] = {
                                      "summed over the whole reduction once"),
     "lds_races": _r(_ANY, "no LDS element is read and written by different threads without a "
                           "barrier between; nothing reads unwritten LDS"),
+    "barrier_balance": _r(("wave_roles",), "every wave passes the same number of barriers on "
+                                           "every path; no barrier under a lane-divergent "
+                                           "branch"),
+    "wave_role_schedule": _r(("wave_roles",), "each wave phase is MFMA or softmax, never both; "
+                                              "a group's waves play one role per phase; no two "
+                                              "groups run MFMAs in one phase; MFMAs under "
+                                              "s_setprio >= 1, softmax under 0"),
+    "wave_row_ownership": _r(("wave_roles",), "each wave stores exactly the output rows whose "
+                                              "queries it loaded; no query row on two waves"),
+    "lds_phase_races": _r(("wave_roles",), "LDS accesses of different waves to one element, one "
+                                           "a write, are in different per-wave phases, ordered "
+                                           "as the program orders them"),
     "split_partition": _r(("split_partition",), "the partials' key sets partition the keys of "
                                                 "each (batch, head)"),
     "reduction_reads_partials": _r(("split_merge",), "every output merges each split's partials "

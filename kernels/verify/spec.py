@@ -31,8 +31,10 @@ wrong and what would be valid):
 
 Room for kernels being added in parallel: a tensor's ``dtype`` is checked against the known
 element types (any name starting ``fp8`` / ``f8`` / ``bf8`` is an 8-bit float variant),
-``via_lds=False`` says a tensor goes global -> registers without LDS (preshuffled B), and ``wave_roles`` names the waves' roles of a
-ping-pong kernel (documentation for the rules; no rule reads it yet).
+``via_lds=False`` says a tensor goes global -> registers without LDS (preshuffled B), and
+``wave_roles`` names the wave groups of a ping-pong kernel, in wave order (equal runs of
+consecutive waves): it calls for the ``wave_roles`` rules (:mod:`kernels.verify.wave_phases`:
+barrier balance, role schedule, row ownership, per-wave-phase LDS races).
 """
 
 from __future__ import annotations
@@ -275,6 +277,8 @@ class KernelSpec:
             out.add("split_merge")
         if self.head_anchor is not None:
             out.add("heads")
+        if self.wave_roles:
+            out.add("wave_roles")
         out.add(self.domain.kind)
         return frozenset(out)
 
@@ -362,6 +366,10 @@ def _validate(s: KernelSpec) -> None:
     if s.head_anchor is not None and not s.head_symbols:
         raise SpecError(f"{where}: a head anchor needs the head_symbols that carry the block's "
                         "(batch, head)")
+    if s.wave_roles and (len(set(s.wave_roles)) != len(s.wave_roles) or len(s.wave_roles) < 2
+                         or not all(isinstance(r, str) and r for r in s.wave_roles)):
+        raise SpecError(f"{where}: wave_roles {s.wave_roles!r}: name two or more distinct wave "
+                        "groups, in wave order (e.g. ('ping', 'pong'))")
     if s.domain.kind not in ("every_block", "instances"):
         raise SpecError(f"{where}: unknown domain {s.domain.kind!r} (valid: every_block, "
                         "instances)")

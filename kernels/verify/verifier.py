@@ -45,6 +45,10 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
     if not isinstance(spec, KernelSpec):
         raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
     if spec.domain.kind == "every_block":
+        if spec.wave_roles:
+            raise SpecError(f"spec {spec.name}: wave_roles are checked per wave on instances "
+                            "(Domain.on_instances); the every-block engine has no wave-phase "
+                            "model")
         if instances is not None:
             raise SpecError(f"spec {spec.name}: instances given, but its domain is every block")
         report = verify_every_block(kernel_ir, spec, arch=arch, blocks=blocks,
