@@ -13,7 +13,8 @@ Pipeline of one block (``W`` waves, ``32 W`` query rows; layouts in :mod:`.atten
     KV tile 0 -> registers -> LDS stage 0; barrier
     for kt in [0, n_full):            tiles whose keys are all visible to every row: no mask
     for kt in [n_full, n_end):        the ragged / causal-diagonal tiles: masked
-        prefetch KV tile kt+1 -> registers            (if kt+1 < n_end)
+        prefetch KV tile kt+1 -> registers            (if kt+1 < n_end; in the full-tile
+                                                       loop pinned first: sched_barrier)
         S^T = K Q^T (LDS stage kt%2)  -> [mask] -> row max (lane max, exchange with lane^32)
         online softmax update; P = exp2(S c - m c) (stays in registers); O *= alpha
         O^T += V^T P^T (LDS stage kt%2)
@@ -50,7 +51,7 @@ from .kernel_specs import prefill_spec
 from .attention_plan import (AttnConfig, AttnPlan, ConfigError, k_read_groups, k_write_groups,
                              plan_attention, v_read_groups, v_write_groups)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, LetThreadId, Loop, Mfma, Param,
-                       Shared, ZeroFrag, swizzle_expr, sym)
+                       SchedBarrier, Shared, ZeroFrag, swizzle_expr, sym)
 from layoutalg.symbolic import Xor
 
 __all__ = ["AttnConfig", "build_attention", "build_attention_ir", "BuiltAttention",
@@ -362,8 +363,13 @@ class AttnBuilder:
         two = self.c.lds_stages == 2
         st = sym("st") if two else 0
         if next_full:
-            nxt: List[Any] = [Comment("prefetch KV tile kt+1 (a full tile) into registers")] \
-                + self.load_kv(kt + 1, guarded=False)
+            # the sched_barrier pins the prefetch at the top of the iteration: without it
+            # clang-19's scheduler sinks the loads to just before their LDS stores (about 70
+            # instructions, far below the ~700-cycle memory latency), and the wait before the
+            # stores stalls every wave (docs/PERFORMANCE.md, "The full-tile KV loop")
+            nxt: List[Any] = [Comment("prefetch KV tile kt+1 (a full tile) into registers, "
+                                      "issued before anything else of the iteration")] \
+                + self.load_kv(kt + 1, guarded=False) + [SchedBarrier()]
         else:
             nxt = [If(kt + 1 < sym("n_end"), [Comment("prefetch KV tile kt+1 into registers")]
                       + self.load_kv(kt + 1))]

@@ -15,8 +15,8 @@ from ..errors import KernelError
 from ..ir.attention import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax, MaskScores,
                             MergeFinal, MergeStep, PartialStats, Rescale, RowMax, SoftmaxUpdate,
                             VecAxpy, VecDot)
-from ..ir.core import (Access, Barrier, Comment, If, Let, Loop, Mfma, SetPrio, ZeroFrag,
-                       is_group_barrier, sym)
+from ..ir.core import (Access, Barrier, Comment, If, Let, Loop, Mfma, SchedBarrier, SetPrio,
+                       ZeroFrag, is_group_barrier, sym)
 from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
                             key_bits, result_text, rowid)
 from .attention_softmax import SoftmaxRules
@@ -126,7 +126,7 @@ class AttentionDataflow(SoftmaxRules):
                 self.merge_step(s)
             elif isinstance(s, MergeFinal):
                 self.merge_final(s)
-            elif isinstance(s, (Comment, SetPrio)):   # s_setprio: scheduling only
+            elif isinstance(s, (Comment, SetPrio, SchedBarrier)):   # scheduling only: no data
                 pass
             else:
                 raise KernelError(f"attention gate: unknown statement {type(s).__name__}")
