@@ -140,25 +140,30 @@ CANDIDATES: Tuple[Candidate, ...] = (
 
 # fp8/bf8: the same tiles with 64 bytes of k per LDS row (block_k doubled, the 16x16x32 MFMA
 # for the small-M rows), measured as fp8 NN kernels (scales off, f16 C) by the same model:
-# (busy, waves/SIMD) at 4096^3 and (busy, waves/SIMD) at 4000x3000x1000.  They differ from
-# the f16 figures (e.g. 128x128x128 one stage: 61 % busy against f16 128x128x64's 93 %), so
-# the fp8 choice and its estimate use these (docs/PERFORMANCE.md, "fp8 through the tile choice";
-# re-measure: tools/measure_gemm_candidates.py --dtype fp8; re-measured 2026-11-24 after the
-# NN B tile's byte transpose became v_perm_b32, kernels.printer.hip.Printer.byte_column).
-# 16x64x256 and 16x32x128: at K = 1000 clang unrolls the short k loop completely and the model
-# finds no loop; their 4096^3 figures stand in.
-_FP8_FIGURES: Tuple[Tuple[float, int, float, int], ...] = (
-    (0.679, 2, 0.682, 2), (0.862, 2, 0.716, 2), (0.613, 2, 0.542, 2), (1.000, 3, 0.703, 2),
-    (0.882, 5, 0.769, 4), (0.623, 4, 0.640, 4), (0.468, 4, 0.420, 4), (0.425, 2, 0.359, 2),
-    (0.227, 2, 0.203, 2), (0.096, 1, 0.096, 1), (0.153, 3, 0.153, 3), (0.124, 2, 0.102, 2),
+# (busy, waves/SIMD, instructions outside the loop) at 4096^3 and the same at 4000x3000x1000.
+# They differ from the f16 figures (e.g. 128x128x128 one stage: 61 % busy against f16
+# 128x128x64's 93 %), so the fp8 choice and its estimate use these (docs/PERFORMANCE.md, "fp8
+# through the tile choice" and "fp8 against CU quantisation"; re-measure:
+# tools/measure_gemm_candidates.py --dtype fp8; re-measured 2026-11-24 with the 224-row tile
+# and the outside-loop counts).  16x64x256 and 16x32x128: at K = 1000 clang unrolls the short
+# k loop completely and the model finds no loop; their 4096^3 figures stand in.
+_FP8_FIGURES: Tuple[Tuple[float, int, int, float, int, Optional[int]], ...] = (
+    (0.679, 2, 896, 0.682, 2, 3003), (0.862, 2, 706, 0.716, 2, 1658),
+    (0.613, 2, 784, 0.542, 2, 2041), (1.000, 3, 659, 0.703, 2, 1605),
+    (0.882, 5, 462, 0.769, 4, 1010), (0.800, 2, 2097, 0.751, 2, 2545),
+    (0.623, 4, 359, 0.640, 4, 735), (0.468, 4, 322, 0.420, 4, 643),
+    (0.425, 2, 366, 0.359, 2, 770), (0.227, 2, 278, 0.203, 2, 393),
+    (0.096, 1, 316, 0.096, 1, None), (0.153, 3, 226, 0.153, 3, None),
+    (0.124, 2, 233, 0.102, 2, 372),
 )
 _FP8_MFMA = {_F16: "16x16x32"}
+# every f16 row has an fp8 twin, the 224-row quantisation tile (608 work-groups at 4096^2, one
+# full round of 2 per CU) included: fp8 224x128x64 keeps 2 waves/SIMD under the same hint
 FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(
     replace(c, block_k=2 * c.block_k, busy=b, waves_per_simd=w, busy_ragged=br,
             waves_per_simd_ragged=wr, mfma=_FP8_MFMA.get(c.mfma, c.mfma), elem_bytes=1,
-            outside=400, outside_ragged=None)   # (outside-loop counts not measured as fp8)
-    # the 224-row tile has no fp8 figures (not measured as fp8): the fp8 table keeps the others
-    for c, (b, w, br, wr) in zip((c for c in CANDIDATES if not c.waves_per_eu), _FP8_FIGURES))
+            outside=o, outside_ragged=orr)
+    for c, (b, w, o, br, wr, orr) in zip(CANDIDATES, _FP8_FIGURES))
 
 # kernels.perf.estimate.whole_kernel's prologue / epilogue term; a candidate's instruction count
 # outside the loop is measured with its busy figure (a 224-row tile's 112-accumulator predicated
