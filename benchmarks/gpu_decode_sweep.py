@@ -17,8 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SHAPES = [(1, 64, 8, 131_072, 128), (4, 32, 8, 4096, 256), (8, 32, 8, 32768, 128),
-          (1, 32, 8, 100_000, 128)]
+SHAPES = [(64, 32, 8, 8192, 128), (1, 64, 8, 131_072, 128), (4, 32, 8, 4096, 256)]
 
 
 def variants(B, Hq, Hkv, Skv, D):
@@ -26,10 +25,11 @@ def variants(B, Hq, Hkv, Skv, D):
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, heads_per_block
     g = Hq // Hkv
     if D in (64, 128):
-        for c, w in ((1, 4), (2, 4), (4, 4), (2, 8), (1, 8)):
+        for c, w in ((1, 4), (1, 8), (1, 2)):
             yield MmaDecodeConfig(head_dim=D, hg=heads_per_mma_block(g), chunk=c, warps=w)
-    fma = (((heads_per_block(g), 4, 4), (heads_per_block(g), 2, 8), (heads_per_block(g), 2, 4),
-            (2, 4, 4), (1, 4, 4), (4, 8, 4)) if D == 256 else ((heads_per_block(g), 4, 4),))
+    fma = (((heads_per_block(g), 4, 4), (heads_per_block(g), 2, 8), (heads_per_block(g), 4, 8),
+            (heads_per_block(g), 1, 8), (heads_per_block(g), 2, 2)) if D == 256
+           else ((heads_per_block(g), 4, 4),))
     for hg, c, w in fma:
         try:
             cfg = SplitKVDecodeConfig(head_dim=D, hg=hg, chunk=c, warps=w)

@@ -38,9 +38,12 @@ from .decode_splitkv import SplitKVDecode, emit_combine, emit_decode_helpers, em
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
-           "MMA_MAX_HEADS", "heads_per_mma_block"]
+           "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM",
+           "heads_per_mma_block"]
 
 MMA_MAX_HEADS = 8          # the mma's n = 8 heads of one KV head per block
+MMA_BLOCKS_PER_SM = 2      # H100 sweep (benchmarks/gpu_decode_sweep.py), chunk 1, warps 4: B1
+                           # H64/8 Skv 128K 33 splits 0.92 of a copy, 66 splits (4 per SM) 0.83
 
 
 def _need(cond: bool, msg: str) -> None:
@@ -54,7 +57,8 @@ class MmaDecodeConfig:
     out_dtype: str = "f16"
     head_dim: int = 128
     hg: int = 8                 # query heads per block (rows of the score mma; <= 8)
-    chunk: int = 2              # 16-key tiles in flight per warp
+    chunk: int = 1              # 16-key tiles in flight per warp (H100: 1 beat 2 and 4 at
+                                # every swept shape, e.g. B8 H32/8 Skv 32K 0.97 vs 0.88, 0.89)
     warps: int = 4
     arch: str = "sm_90"
 
@@ -218,6 +222,8 @@ class MmaSplitKVDecode(SplitKVDecode):
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
+
+    blocks_per_sm = MMA_BLOCKS_PER_SM
 
 
 def heads_per_mma_block(group: int) -> int:

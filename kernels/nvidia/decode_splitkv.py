@@ -274,18 +274,18 @@ def heads_per_block(group: int) -> int:
     return max(d for d in range(1, min(group, MAX_HEADS_PER_BLOCK) + 1) if group % d == 0)
 
 
-def choose_splits(blocks: int, seqlen_kv: int, sms: int,
-                  kv_splits: Optional[int] = None) -> Tuple[int, int, str]:
+def choose_splits(blocks: int, seqlen_kv: int, sms: int, kv_splits: Optional[int] = None,
+                  blocks_per_sm: int = BLOCKS_PER_SM) -> Tuple[int, int, str]:
     """``(n_splits, kv_chunk, reason)`` for ``blocks`` (batch x KV heads x head chunks) over
     ``seqlen_kv`` keys on ``sms`` SMs.
 
-    Automatic: enough splits for ``sms * BLOCKS_PER_SM`` blocks (and, when the blocks alone
+    Automatic: enough splits for ``sms * blocks_per_sm`` blocks (and, when the blocks alone
     fill at most half of them, at most :data:`MAX_KEYS_PER_SPLIT` keys per split), at least
     :data:`MIN_KEYS_PER_SPLIT` keys per split, at most :data:`MAX_SPLITS`.  ``kv_chunk`` is
     the keys per split; the count is recomputed from it, so no split is empty."""
     if seqlen_kv < 1:
         raise LaunchError("seqlen_kv must be at least 1")
-    slots = sms * BLOCKS_PER_SM
+    slots = sms * blocks_per_sm
     if kv_splits is not None:
         if not isinstance(kv_splits, int) or kv_splits < 1:
             raise LaunchError(f"kv_splits {kv_splits!r} must be a positive int")
@@ -295,7 +295,7 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int,
         if 2 * blocks <= slots:
             want = max(want, -(-seqlen_kv // MAX_KEYS_PER_SPLIT))
         n = max(1, min(want, seqlen_kv // MIN_KEYS_PER_SPLIT, MAX_SPLITS))
-        why = (f"{blocks} blocks of (batch, KV head, head chunk), {sms} SMs x {BLOCKS_PER_SM} "
+        why = (f"{blocks} blocks of (batch, KV head, head chunk), {sms} SMs x {blocks_per_sm} "
                f"blocks wanted: {n} split(s)")
     chunk = -(-seqlen_kv // n)
     n = -(-seqlen_kv // chunk)
@@ -305,6 +305,8 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int,
 class SplitKVDecode(DecodeAttention):
     """``dec(q, k, v, out=None, scale=None, kv_splits=None, sms=None)``: q (B, Hq, 1, D) or
     (B, Hq, D), k/v (B, Hkv, Skv, D); ``Hq / Hkv`` a multiple of ``cfg.hg``."""
+
+    blocks_per_sm = BLOCKS_PER_SM     # what the automatic split count aims for
 
     def __init__(self, cfg: SplitKVDecodeConfig = SplitKVDecodeConfig(), *,
                  backend: str = "auto"):
@@ -324,7 +326,7 @@ class SplitKVDecode(DecodeAttention):
             from ..runtime.cuda import device_info
             idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
             sms = device_info(idx)["sms"]
-        n, chunk, why = choose_splits(blocks, Skv, sms, kv_splits)
+        n, chunk, why = choose_splits(blocks, Skv, sms, kv_splits, self.blocks_per_sm)
         if blocks >= 2 ** 31:
             raise LaunchError(f"{blocks} blocks: batch x KV heads x head chunks must fit in 31 bits")
         if n >= 65536:
