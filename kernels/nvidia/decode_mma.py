@@ -59,7 +59,9 @@ class MmaDecodeConfig:
     hg: int = 8                 # query heads per block (rows of the score mma; <= 8)
     chunk: int = 1              # 16-key tiles in flight per warp (H100: 1 beat 2 and 4 at
                                 # every swept shape, e.g. B8 H32/8 Skv 32K 0.97 vs 0.88, 0.89)
-    warps: int = 4
+    warps: int = 8              # H100 sweep, chunk 1, 2 blocks per SM: 8 warps 0.98 / 0.91 /
+                                # 0.97 / 0.88 of a copy at B64 H32/8 8K, B1 H64/8 128K, B8
+                                # H32/8 32K, B1 H32/8 100K; 4 warps 0.90 / 0.93 / 0.97 / 0.89
     arch: str = "sm_90"
 
     @property
