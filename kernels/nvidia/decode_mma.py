@@ -39,7 +39,7 @@ from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
            "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM",
-           "heads_per_mma_block"]
+           "heads_per_mma_block", "mma_warps"]
 
 MMA_MAX_HEADS = 8          # the mma's n = 8 heads of one KV head per block
 MMA_BLOCKS_PER_SM = 2      # H100 sweep (benchmarks/gpu_decode_sweep.py), chunk 1, warps 4: B1
@@ -59,9 +59,7 @@ class MmaDecodeConfig:
     hg: int = 8                 # query heads per block (rows of the score mma; <= 8)
     chunk: int = 1              # 16-key tiles in flight per warp (H100: 1 beat 2 and 4 at
                                 # every swept shape, e.g. B8 H32/8 Skv 32K 0.97 vs 0.88, 0.89)
-    warps: int = 8              # H100 sweep, chunk 1, 2 blocks per SM: 8 warps 0.98 / 0.91 /
-                                # 0.97 / 0.88 of a copy at B64 H32/8 8K, B1 H64/8 128K, B8
-                                # H32/8 32K, B1 H32/8 100K; 4 warps 0.90 / 0.93 / 0.97 / 0.89
+    warps: int = 4              # 8 when the batch alone fills the GPU: :func:`mma_warps`
     arch: str = "sm_90"
 
     @property
@@ -226,6 +224,15 @@ class MmaSplitKVDecode(SplitKVDecode):
         CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
 
     blocks_per_sm = MMA_BLOCKS_PER_SM
+
+
+def mma_warps(blocks: int, sms: int) -> int:
+    """Warps per block: 8 when ``blocks`` (batch x KV heads x head chunks) alone give
+    :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4.  H100 (suite, device time, chunk 1):
+    B64 H32/8 Skv 8K (512 blocks) 0.98 of a copy at 8 warps, 0.90-0.92 at 4; B1 H32/8 Skv 100K
+    (8 blocks, 33 splits) 0.88 at 4 warps, 0.78 at 8 (the 8 warps' 128-key steps leave a ragged
+    tail in each 3031-key split)."""
+    return 8 if blocks >= MMA_BLOCKS_PER_SM * sms else 4
 
 
 def heads_per_mma_block(group: int) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
 from .attention import FlashAttention, decode_attention as one_pass_decode
-from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode, heads_per_mma_block
+from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode, heads_per_mma_block, mma_warps
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
 from ..select import select_gemm
@@ -214,6 +214,16 @@ class DecodeChoice:
         return f"{self.kind} {name}: {self.reason}"
 
 
+def _sms(q) -> int:
+    """The SM count of q's GPU; an H100's 132 for a tensor not on a GPU (offline planning)."""
+    if not getattr(q, "is_cuda", False):
+        return 132
+    import torch
+    from ..runtime.cuda import device_info
+    idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    return device_info(idx)["sms"]
+
+
 def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     """Which decode kernel :func:`decode_attention` runs for q (B, Hq, [1,] D) and
     k (B, Hkv, Skv, D), and why."""
@@ -232,7 +242,9 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                             "per (batch, head) row, no split")
     if q.shape[-1] in (64, 128):
         hg = heads_per_mma_block(group)
-        cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg)
+        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q))
+        cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
+                              warps=warps)
         return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
                             f"{group} query heads per KV head share each K/V read, dot products "
                             "on tensor cores; KV split to fill the SMs")
