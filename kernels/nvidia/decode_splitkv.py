@@ -101,23 +101,11 @@ def validate(cfg: SplitKVDecodeConfig) -> None:
           "at most 48 KiB: fewer warps or heads per block")
 
 
-def emit_splitkv_decode(cfg: SplitKVDecodeConfig) -> str:
-    """The CUDA source of one configuration: the split kernel and its combine kernel."""
-    validate(cfg)
-    G, R, HG, D, C, T = (cfg.lanes_per_row, cfg.row_groups, cfg.hg, cfg.head_dim, cfg.chunk,
-                         cfg.threads)
-    lane_row = Layout((G, R), (0, 1))
-    lane_col = Layout((G, R), (8, 0))
-    _need(coverage(Layout(((G, R), 8), ((8, D), 1)), R * D).holds, "lane partition coverage")
-    tid = lc.sym("tid")
-    rr = c_layout(lane_row, tid, {tid: T}, "row group")
-    cc = c_layout(lane_col, tid, {tid: T}, "element")
+def emit_decode_helpers(o, cfg: SplitKVDecodeConfig) -> None:
+    """The device helpers both split kernels use: -inf, the 16-byte non-caching load, 8
+    elements unpacked to fp32 and 8 floats scaled and packed to the output type."""
     lo, hi = ("lg_bf16_lo", "lg_bf16_hi") if cfg.in_dtype == "bf16" else ("lg_f16_lo", "lg_f16_hi")
     pack = PACK[cfg.out_dtype]
-    L = source_head("kernels/nvidia/decode_splitkv.py", cfg.name,
-                    [f"lane -> row group {lane_row}, lane -> element {lane_col} (+0..7); {HG} "
-                     f"query heads share each K/V row; {C} keys in flight per row group"])
-    o = L.append
     o("#define LG_NEG_INF (-__int_as_float(0x7f800000))")
     o("LG_DEV lg_u32x4 lg_ld_nc(const lg_u16* p) {")
     o("  lg_u32x4 r;")
@@ -132,6 +120,80 @@ def emit_splitkv_decode(cfg: SplitKVDecodeConfig) -> str:
     o(f"  r.x = {pack}(f[0] * s, f[1] * s); r.y = {pack}(f[2] * s, f[3] * s);")
     o(f"  r.z = {pack}(f[4] * s, f[5] * s); r.w = {pack}(f[6] * s, f[7] * s);")
     o("  *reinterpret_cast<lg_u32x4*>(dst) = r;\n}")
+
+
+def emit_row_merge(o, HG: int, R: int, D: int, T: int) -> None:
+    """The end of a split kernel: ``R`` partials (``s_m``, ``s_l``, ``s_acc[R][HG][D]``
+    already in shared memory, before a barrier) merged exactly, then the output (one split)
+    or the normalised fp32 partial and its LSE (several splits) written."""
+    o("  __syncthreads();")
+    o(f"  if (tid < {HG}) {{")
+    o("    float M = LG_NEG_INF;")
+    o(f"    for (int r = 0; r < {R}; ++r) M = fmaxf(M, s_m[r][tid]);")
+    o("    float Ls = 0.f;")
+    o(f"    for (int r = 0; r < {R}; ++r) {{")
+    o("      const float w = s_m[r][tid] == LG_NEG_INF ? 0.f : lg_exp2(s_m[r][tid] - M);")
+    o("      s_w[r][tid] = w; Ls += w * s_l[r][tid];\n    }")
+    o("    s_inv[tid] = 1.f / Ls; s_lse[tid] = M + log2f(Ls);\n  }")
+    o("  __syncthreads();")
+    o(f"  for (int i = tid; i < {HG * D // 8}; i += {T}) {{")
+    o(f"    const int j = i / {D // 8}, c = (i % {D // 8}) * 8;")
+    o("    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};")
+    o(f"    for (int r = 0; r < {R}; ++r) {{")
+    o("      const float w = s_w[r][j];")
+    o("      #pragma unroll\n      for (int e = 0; e < 8; ++e) f[e] = fmaf(w, s_acc[r][j][c + e], f[e]);\n    }")
+    o("    if (gridDim.y == 1) {")
+    o("      lg_store8(O + b * o_sb + (h0 + j) * o_sh + c, f, s_inv[j]);")
+    o("    } else {")
+    o("      const size_t row = (size_t)blockIdx.y * rows + (size_t)b * Hq + h0 + j;")
+    o(f"      float4* dst = reinterpret_cast<float4*>(OP + row * {D} + c);")
+    o("      const float s = s_inv[j];")
+    o("      dst[0] = make_float4(f[0] * s, f[1] * s, f[2] * s, f[3] * s);")
+    o("      dst[1] = make_float4(f[4] * s, f[5] * s, f[6] * s, f[7] * s);")
+    o("      if (c == 0) LSE[row] = s_lse[j];\n    }\n  }\n}")
+
+
+def emit_combine(o, cfg) -> None:
+    """The combine kernel: one thread per (row, 8 elements) merges the splits exactly."""
+    D = cfg.head_dim
+    o(f'extern "C" __global__ void __launch_bounds__({COMBINE_THREADS})')
+    o(f"{cfg.combine_name}(const float* __restrict__ OP, const float* __restrict__ LSE, "
+      "lg_u16* __restrict__ O, int rows, int Hq, int nsplit, long long o_sb, long long o_sh) {")
+    o(f"  const long long i = (long long)blockIdx.x * {COMBINE_THREADS} + threadIdx.x;")
+    o(f"  if (i >= (long long)rows * {D // 8}) return;")
+    o(f"  const int row = (int)(i / {D // 8}), c = (int)(i % {D // 8}) * 8;")
+    o("  float M = LG_NEG_INF;")
+    o("  for (int s = 0; s < nsplit; ++s) M = fmaxf(M, LSE[(size_t)s * rows + row]);")
+    o("  float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, Ls = 0.f;")
+    o("  for (int s = 0; s < nsplit; ++s) {")
+    o("    const float w = lg_exp2(LSE[(size_t)s * rows + row] - M);")
+    o("    Ls += w;")
+    o(f"    const float4* src = reinterpret_cast<const float4*>(OP + ((size_t)s * rows + row) * {D} + c);")
+    o("    const float4 a = src[0], z = src[1];")
+    o("    f[0] = fmaf(w, a.x, f[0]); f[1] = fmaf(w, a.y, f[1]); f[2] = fmaf(w, a.z, f[2]);")
+    o("    f[3] = fmaf(w, a.w, f[3]); f[4] = fmaf(w, z.x, f[4]); f[5] = fmaf(w, z.y, f[5]);")
+    o("    f[6] = fmaf(w, z.z, f[6]); f[7] = fmaf(w, z.w, f[7]);\n  }")
+    o("  const int b = row / Hq, h = row - b * Hq;")
+    o("  lg_store8(O + b * o_sb + h * o_sh + c, f, 1.f / Ls);")
+    o("}")
+
+
+def emit_splitkv_decode(cfg: SplitKVDecodeConfig) -> str:
+    """The CUDA source of one configuration: the split kernel and its combine kernel."""
+    validate(cfg)
+    G, R, HG, D, C, T = (cfg.lanes_per_row, cfg.row_groups, cfg.hg, cfg.head_dim, cfg.chunk,
+                         cfg.threads)
+    lane_row = Layout((G, R), (0, 1))
+    lane_col = Layout((G, R), (8, 0))
+    _need(coverage(Layout(((G, R), 8), ((8, D), 1)), R * D).holds, "lane partition coverage")
+    tid = lc.sym("tid")
+    rr = c_layout(lane_row, tid, {tid: T}, "row group")
+    cc = c_layout(lane_col, tid, {tid: T}, "element")
+    L = source_head("kernels/nvidia/decode_splitkv.py", cfg.name,
+                    [f"lane -> row group {lane_row}, lane -> element {lane_col} (+0..7); {HG} "
+                     f"query heads share each K/V row; {C} keys in flight per row group"])
+    o = L.append
+    emit_decode_helpers(o, cfg)
     o(f'extern "C" __global__ void __launch_bounds__({T})')
     o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
       "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, float* __restrict__ OP, "
@@ -195,52 +257,8 @@ def emit_splitkv_decode(cfg: SplitKVDecodeConfig) -> str:
     o("    float4* dst = reinterpret_cast<float4*>(&s_acc[rg][j][col]);")
     o("    dst[0] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);")
     o("    dst[1] = make_float4(acc[j][4], acc[j][5], acc[j][6], acc[j][7]);\n  }")
-    o("  __syncthreads();")
-    o(f"  if (tid < {HG}) {{")
-    o("    float M = LG_NEG_INF;")
-    o(f"    for (int r = 0; r < {R}; ++r) M = fmaxf(M, s_m[r][tid]);")
-    o("    float Ls = 0.f;")
-    o(f"    for (int r = 0; r < {R}; ++r) {{")
-    o("      const float w = s_m[r][tid] == LG_NEG_INF ? 0.f : lg_exp2(s_m[r][tid] - M);")
-    o("      s_w[r][tid] = w; Ls += w * s_l[r][tid];\n    }")
-    o("    s_inv[tid] = 1.f / Ls; s_lse[tid] = M + log2f(Ls);\n  }")
-    o("  __syncthreads();")
-    o(f"  for (int i = tid; i < {HG * D // 8}; i += {T}) {{")
-    o(f"    const int j = i / {D // 8}, c = (i % {D // 8}) * 8;")
-    o("    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};")
-    o(f"    for (int r = 0; r < {R}; ++r) {{")
-    o("      const float w = s_w[r][j];")
-    o("      #pragma unroll\n      for (int e = 0; e < 8; ++e) f[e] = fmaf(w, s_acc[r][j][c + e], f[e]);\n    }")
-    o("    if (gridDim.y == 1) {")
-    o("      lg_store8(O + b * o_sb + (h0 + j) * o_sh + c, f, s_inv[j]);")
-    o("    } else {")
-    o("      const size_t row = (size_t)blockIdx.y * rows + (size_t)b * Hq + h0 + j;")
-    o(f"      float4* dst = reinterpret_cast<float4*>(OP + row * {D} + c);")
-    o("      const float s = s_inv[j];")
-    o("      dst[0] = make_float4(f[0] * s, f[1] * s, f[2] * s, f[3] * s);")
-    o("      dst[1] = make_float4(f[4] * s, f[5] * s, f[6] * s, f[7] * s);")
-    o("      if (c == 0) LSE[row] = s_lse[j];\n    }\n  }\n}")
-    # ---- the combine kernel: one thread per (row, 8 elements)
-    o(f'extern "C" __global__ void __launch_bounds__({COMBINE_THREADS})')
-    o(f"{cfg.combine_name}(const float* __restrict__ OP, const float* __restrict__ LSE, "
-      "lg_u16* __restrict__ O, int rows, int Hq, int nsplit, long long o_sb, long long o_sh) {")
-    o(f"  const long long i = (long long)blockIdx.x * {COMBINE_THREADS} + threadIdx.x;")
-    o(f"  if (i >= (long long)rows * {D // 8}) return;")
-    o(f"  const int row = (int)(i / {D // 8}), c = (int)(i % {D // 8}) * 8;")
-    o("  float M = LG_NEG_INF;")
-    o("  for (int s = 0; s < nsplit; ++s) M = fmaxf(M, LSE[(size_t)s * rows + row]);")
-    o("  float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, Ls = 0.f;")
-    o("  for (int s = 0; s < nsplit; ++s) {")
-    o("    const float w = lg_exp2(LSE[(size_t)s * rows + row] - M);")
-    o("    Ls += w;")
-    o(f"    const float4* src = reinterpret_cast<const float4*>(OP + ((size_t)s * rows + row) * {D} + c);")
-    o("    const float4 a = src[0], z = src[1];")
-    o("    f[0] = fmaf(w, a.x, f[0]); f[1] = fmaf(w, a.y, f[1]); f[2] = fmaf(w, a.z, f[2]);")
-    o("    f[3] = fmaf(w, a.w, f[3]); f[4] = fmaf(w, z.x, f[4]); f[5] = fmaf(w, z.y, f[5]);")
-    o("    f[6] = fmaf(w, z.z, f[6]); f[7] = fmaf(w, z.w, f[7]);\n  }")
-    o("  const int b = row / Hq, h = row - b * Hq;")
-    o("  lg_store8(O + b * o_sb + h * o_sh + c, f, 1.f / Ls);")
-    o("}")
+    emit_row_merge(o, HG, R, D, T)
+    emit_combine(o, cfg)
     return "\n".join(L) + "\n"
 
 
@@ -256,18 +274,18 @@ def heads_per_block(group: int) -> int:
     return max(d for d in range(1, min(group, MAX_HEADS_PER_BLOCK) + 1) if group % d == 0)
 
 
-def choose_splits(blocks: int, seqlen_kv: int, sms: int,
-                  kv_splits: Optional[int] = None) -> Tuple[int, int, str]:
+def choose_splits(blocks: int, seqlen_kv: int, sms: int, kv_splits: Optional[int] = None,
+                  blocks_per_sm: int = BLOCKS_PER_SM) -> Tuple[int, int, str]:
     """``(n_splits, kv_chunk, reason)`` for ``blocks`` (batch x KV heads x head chunks) over
     ``seqlen_kv`` keys on ``sms`` SMs.
 
-    Automatic: enough splits for ``sms * BLOCKS_PER_SM`` blocks (and, when the blocks alone
+    Automatic: enough splits for ``sms * blocks_per_sm`` blocks (and, when the blocks alone
     fill at most half of them, at most :data:`MAX_KEYS_PER_SPLIT` keys per split), at least
     :data:`MIN_KEYS_PER_SPLIT` keys per split, at most :data:`MAX_SPLITS`.  ``kv_chunk`` is
     the keys per split; the count is recomputed from it, so no split is empty."""
     if seqlen_kv < 1:
         raise LaunchError("seqlen_kv must be at least 1")
-    slots = sms * BLOCKS_PER_SM
+    slots = sms * blocks_per_sm
     if kv_splits is not None:
         if not isinstance(kv_splits, int) or kv_splits < 1:
             raise LaunchError(f"kv_splits {kv_splits!r} must be a positive int")
@@ -277,7 +295,7 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int,
         if 2 * blocks <= slots:
             want = max(want, -(-seqlen_kv // MAX_KEYS_PER_SPLIT))
         n = max(1, min(want, seqlen_kv // MIN_KEYS_PER_SPLIT, MAX_SPLITS))
-        why = (f"{blocks} blocks of (batch, KV head, head chunk), {sms} SMs x {BLOCKS_PER_SM} "
+        why = (f"{blocks} blocks of (batch, KV head, head chunk), {sms} SMs x {blocks_per_sm} "
                f"blocks wanted: {n} split(s)")
     chunk = -(-seqlen_kv // n)
     n = -(-seqlen_kv // chunk)
@@ -287,6 +305,8 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int,
 class SplitKVDecode(DecodeAttention):
     """``dec(q, k, v, out=None, scale=None, kv_splits=None, sms=None)``: q (B, Hq, 1, D) or
     (B, Hq, D), k/v (B, Hkv, Skv, D); ``Hq / Hkv`` a multiple of ``cfg.hg``."""
+
+    blocks_per_sm = BLOCKS_PER_SM     # what the automatic split count aims for
 
     def __init__(self, cfg: SplitKVDecodeConfig = SplitKVDecodeConfig(), *,
                  backend: str = "auto"):
@@ -306,7 +326,7 @@ class SplitKVDecode(DecodeAttention):
             from ..runtime.cuda import device_info
             idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
             sms = device_info(idx)["sms"]
-        n, chunk, why = choose_splits(blocks, Skv, sms, kv_splits)
+        n, chunk, why = choose_splits(blocks, Skv, sms, kv_splits, self.blocks_per_sm)
         if blocks >= 2 ** 31:
             raise LaunchError(f"{blocks} blocks: batch x KV heads x head chunks must fit in 31 bits")
         if n >= 65536:

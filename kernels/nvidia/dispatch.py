@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
 from .attention import FlashAttention, decode_attention as one_pass_decode
+from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode, heads_per_mma_block, mma_warps
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
 from ..select import select_gemm
@@ -213,6 +214,16 @@ class DecodeChoice:
         return f"{self.kind} {name}: {self.reason}"
 
 
+def _sms(q) -> int:
+    """The SM count of q's GPU; an H100's 132 for a tensor not on a GPU (offline planning)."""
+    if not getattr(q, "is_cuda", False):
+        return 132
+    import torch
+    from ..runtime.cuda import device_info
+    idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    return device_info(idx)["sms"]
+
+
 def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     """Which decode kernel :func:`decode_attention` runs for q (B, Hq, [1,] D) and
     k (B, Hkv, Skv, D), and why."""
@@ -229,6 +240,14 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     if skv <= SHORT_KV:
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split")
+    if q.shape[-1] in (64, 128):
+        hg = heads_per_mma_block(group)
+        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q))
+        cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
+                              warps=warps)
+        return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
+                            f"{group} query heads per KV head share each K/V read, dot products "
+                            "on tensor cores; KV split to fill the SMs")
     hg = heads_per_block(group)
     cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
@@ -256,5 +275,6 @@ def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optiona
         hg=heads_per_block(q.shape[1] // k.shape[1]))
     dec = _SPLIT_DECODE.get(cfg)
     if dec is None:
-        dec = _SPLIT_DECODE[cfg] = SplitKVDecode(cfg)
+        kind = MmaSplitKVDecode if isinstance(cfg, MmaDecodeConfig) else SplitKVDecode
+        dec = _SPLIT_DECODE[cfg] = kind(cfg)
     return dec(q, k, v, out=out, scale=scale, kv_splits=kv_splits)

@@ -1,0 +1,173 @@
+"""The tensor-core split-KV decode (kernels/nvidia/decode_mma.py): its fragment index maps
+against the PTX m16n8k16 fragment rules by emulation, the P hi + lo split, the config errors,
+the kernel choice, and NVRTC compiles (offline; the GPU tests are in test_nvidia_gpu_shapes)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kernels.nvidia.attention import AttentionConfigError
+from kernels.nvidia.decode_mma import (MMA_BLOCKS_PER_SM, MmaDecodeConfig, emit_mma_decode,
+                                       fragment_maps, heads_per_mma_block, mma_warps)
+
+
+# ---- the PTX ISA's m16n8k16 fragments (16-bit A/B, f32 C): lane = 4 g + t
+def a_rc(lane, i):
+    g, t = divmod(lane, 4)
+    return g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4)
+
+
+def b_kn(lane, i):
+    g, t = divmod(lane, 4)
+    return 2 * t + i % 2 + 8 * (i // 2), g
+
+
+def c_rc(lane, i):
+    g, t = divmod(lane, 4)
+    return g + 8 * (i // 2), 2 * t + i % 2
+
+
+def mma(afr, bfr, cfr):
+    """Emulated mma.sync: per-lane fragments in, per-lane fragments out."""
+    A, B = np.zeros((16, 16)), np.zeros((16, 8))
+    for lane in range(32):
+        for i in range(8):
+            A[a_rc(lane, i)] = afr[lane][i]
+        for i in range(4):
+            B[b_kn(lane, i)] = bfr[lane][i]
+    C = A @ B
+    return [[cfr[lane][i] + C[c_rc(lane, i)] for i in range(4)] for lane in range(32)]
+
+
+def emulate_tile(q, k, v, D):
+    """One 16-key tile as the kernel computes it, from :func:`fragment_maps`: returns the
+    scores (head, key) and O (head, D) = P V that the kernel writes to shared memory."""
+    mp = fragment_maps(D)
+    qk_d, v_key, o_d = mp["qk_d"], mp["v_key"], mp["o_d"]
+    hg = q.shape[0]
+    S = np.zeros((8, 16))
+    cs = []
+    for r in range(2):                                  # keys 0-7, 8-15
+        c = [[0.0] * 4 for _ in range(32)]
+        for s in range(D // 16):
+            afr = [[0.0] * 8 for _ in range(32)]
+            bfr = [[0.0] * 4 for _ in range(32)]
+            for lane in range(32):
+                g, t = divmod(lane, 4)
+                for i, idx in ((0, 0), (1, 1), (4, 2), (5, 3)):   # a0 a1 a4 a5: head g
+                    afr[lane][i] = q[g, qk_d(t, s, idx)] if g < hg else 0.0
+                for i in range(4):
+                    bfr[lane][i] = k[g + 8 * r, qk_d(t, s, i)]
+            c = mma(afr, bfr, c)
+        cs.append(c)
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            S[g, 8 * r + 2 * t] = c[lane][0]
+            S[g, 8 * r + 2 * t + 1] = c[lane][1]
+    P = S                                              # the test checks P V with P = S
+    O = np.zeros((8, D))
+    for j in range(D // 16):
+        afr = [[0.0] * 8 for _ in range(32)]
+        bfr = []
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            for i in range(8):   # a_i: D row o_d(g, j, h), key v_key(t, i % 2 + 2 (i // 4))
+                afr[lane][i] = v[v_key(t, i % 2 + 2 * (i // 4)), o_d(g, j, (i // 2) % 2)]
+            bfr.append([cs[0][lane][0], cs[0][lane][1], cs[1][lane][0], cs[1][lane][1]])
+        c = mma(afr, bfr, [[0.0] * 4 for _ in range(32)])
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            d = o_d(g, j, 0)
+            O[2 * t, d], O[2 * t, d + 1] = c[lane][0], c[lane][2]
+            O[2 * t + 1, d], O[2 * t + 1, d + 1] = c[lane][1], c[lane][3]
+    return S[:hg], P[:hg] @ v, O[:hg]
+
+
+@pytest.mark.parametrize("D,hg", [(64, 8), (128, 8), (128, 3)])
+def test_fragment_maps_compute_scores_and_pv(D, hg):
+    rng = np.random.default_rng(D + hg)
+    q, k, v = rng.standard_normal((hg, D)), rng.standard_normal((16, D)), rng.standard_normal((16, D))
+    S, ref_o, O = emulate_tile(q, k, v, D)
+    assert np.allclose(S, q @ k.T)
+    assert np.allclose(O, ref_o)
+
+
+def test_a_wrong_fragment_map_is_caught(monkeypatch):
+    """Planted bug: V's keys paired the wrong way (2t+1 first) must fail the emulation."""
+    good = fragment_maps
+
+    def bad(D):
+        m = dict(good(D))
+        m["v_key"] = lambda t, i: (2 * t + 1, 2 * t, 2 * t + 8, 2 * t + 9)[i]
+        return m
+    monkeypatch.setitem(globals(), "fragment_maps", bad)
+    rng = np.random.default_rng(1)
+    q, k, v = rng.standard_normal((8, 64)), rng.standard_normal((16, 64)), rng.standard_normal((16, 64))
+    _, ref_o, O = emulate_tile(q, k, v, 64)
+    assert not np.allclose(O, ref_o)
+
+
+def test_source_prints_the_maps():
+    """The printed source uses the maps the emulation checks: lane (g, t) loads K at element
+    t D/4, V at g D/8 for keys 2t + (r & 1) + 8 (r >> 1), and writes O rows 2t, 2t+1."""
+    for D in (64, 128):
+        src = emit_mma_decode(MmaDecodeConfig(head_dim=D))
+        assert f"hk * k_sh + t * {D // 4};" in src and f"hk * v_sh + g * {D // 8};" in src
+        assert "kb + 2 * t + (r & 1) + 8 * (r >> 1)" in src
+        assert "s_acc[rg][2 * t][d]) = make_float2(acc[j][0], acc[j][2])" in src
+        assert src.count("lg_mma_bf16(acc[") == 2 * (D // 16)      # hi and lo per m-tile
+
+
+def bf16(x):
+    b = np.asarray(x, np.float32).view(np.uint32)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000                   # round to nearest even
+    return b.view(np.float32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-30, 1.0, allow_nan=False))
+def test_p_hi_lo_split_keeps_16_bits(p):
+    """P = P_hi + P_lo (both bf16) is within 2^-16 of P (one bf16 P: 2^-9)."""
+    hi = bf16(np.float32(p))
+    lo = bf16(np.float32(p) - hi)
+    assert abs(float(hi) + float(lo) - float(np.float32(p))) <= 2 ** -16 * p
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(head_dim=256), "head_dim 256"), (dict(hg=9), "hg=9"),
+                                    (dict(hg=0), "hg=0"), (dict(chunk=3), "chunk=3"),
+                                    (dict(warps=3), "warps=3"), (dict(in_dtype="f32"), "dtypes")])
+def test_config_errors(kw, msg):
+    with pytest.raises(AttentionConfigError, match=msg):
+        emit_mma_decode(MmaDecodeConfig(**kw))
+
+
+def test_warps_and_heads_choice():
+    assert heads_per_mma_block(8) == 8 and heads_per_mma_block(4) == 4
+    assert heads_per_mma_block(12) == 6 and heads_per_mma_block(7) == 7
+    assert mma_warps(512, 132) == 8 and mma_warps(8, 132) == 4
+    assert mma_warps(MMA_BLOCKS_PER_SM * 132 - 1, 132) == 4
+
+
+def test_dispatch_picks_the_tensor_core_kernel_for_d64_d128_only():
+    torch = pytest.importorskip("torch")
+    from kernels.nvidia.dispatch import choose_decode
+    for (B, H, Hk, S, D), name in (((64, 32, 8, 8192, 128), "lg_decode_mma_bf16_f16_d128_g4_c1_w8"),
+                                   ((1, 64, 8, 131072, 128), "lg_decode_mma_bf16_f16_d128_g8_c1_w4"),
+                                   ((4, 32, 8, 4096, 256), "lg_decode_splitkv_")):
+        q = torch.empty(B, H, 1, D, dtype=torch.bfloat16)
+        k = torch.empty(B, Hk, 1, D, dtype=torch.bfloat16).expand(B, Hk, S, D)
+        assert choose_decode(q, k).config.name.startswith(name)
+
+
+def test_nvrtc_compiles_without_spills_at_4_warps(tmp_path):
+    from kernels.toolchain.nvrtc import nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("needs NVRTC (cuda-python)")
+    from kernels.cache import Cache
+    from kernels.toolchain.nvrtc import compile_cuda
+    for kw in (dict(), dict(head_dim=64), dict(hg=4, in_dtype="f16", out_dtype="bf16")):
+        c = MmaDecodeConfig(**kw)
+        m = compile_cuda(emit_mma_decode(c), c.arch, ["--ptxas-options=-v"], name=f"{c.name}.cu",
+                         cache=Cache(tmp_path))
+        assert " 0 bytes spill stores" in m.log and "serialized" not in m.log, (c.name, m.log)
