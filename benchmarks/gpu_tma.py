@@ -34,15 +34,11 @@ PERF_SHAPES = [(8192, 8192, 8192, "bf16"), (4096, 14336, 4096, "bf16"),
                (2048, 2048, 2048, "bf16"), (4097, 4097, 4097, "f16")]
 
 
-def rel(out, ref) -> float:
-    out, ref = out.float(), ref.float()
-    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-
-
 def check_one(rows, row, cfg, M, N, K, dt, bmaj, pad=0, splits=1) -> bool:
     """Run ``cfg`` on random operands (padded for TMA where needed) into a NaN-poisoned C
     (rows ``pad`` elements wider than N) and compare with float32 torch; appends ``row``."""
     import torch
+    from benchmarks.gpu_suite import rel
     from kernels.nvidia.dispatch import compiled_gemm
     from kernels.nvidia.wgmma_tma import tma_padded, tma_ready
     try:

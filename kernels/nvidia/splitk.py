@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["REDUCE_THREADS", "reduce_kernel", "emit_partial_store", "k_range_lines"]
+__all__ = ["REDUCE_THREADS", "reduce_kernel", "emit_partial_store", "k_range_lines",
+           "launch_reduce"]
 
 REDUCE_THREADS = 256
 
@@ -54,3 +55,15 @@ def reduce_kernel(name: str, dtype: str) -> str:
         "  const int r = (int)(i / N), c = (int)(i - (long long)r * N);\n"
         f"  C[(size_t)r * ldc + c] = {cvt}(s);\n"
         "}\n")
+
+
+def launch_reduce(module, name: str, partials, out, M: int, N: int, splits: int) -> None:
+    """Launch :func:`reduce_kernel` ``name`` of ``module``: the ``splits`` fp32 partial tiles
+    in ``partials`` (``splits x M x N``) summed into the 16-bit ``out`` (row stride
+    ``out.stride(0)``), one thread an element."""
+    from ..runtime.cuda import launch
+    from ..runtime.rocm import TensorSpec
+    launch(module, name, -(-(M * N) // REDUCE_THREADS), REDUCE_THREADS,
+           [partials, out, M, N, out.stride(0), splits], signature=("ptr", "ptr") + ("i32",) * 4,
+           specs=[TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)]
+           + [None] * 4)

@@ -43,20 +43,45 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 from . import layout_c as lc
 from .edge_copy import EDGE_COPY, edge_copy_call, fast_condition
 from .prelude import source_head
-from .splitk import REDUCE_THREADS, emit_partial_store, k_range_lines, reduce_kernel
+from .splitk import emit_partial_store, k_range_lines, launch_reduce, reduce_kernel
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
 from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan, copy_steps,
                         need, split_rows, swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
-           "WGMMA_DEFAULT_CONFIGS", "split_ranges"]
+           "WGMMA_DEFAULT_CONFIGS", "split_ranges", "GemmTileBytes"]
 
 STAGE_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
 
 
+class GemmTileBytes:
+    """What the wgmma GEMM configurations (this one and :class:`.wgmma_tma.TmaGemmConfig`)
+    derive the same way from their ``bm``, ``bn``, ``bk`` and ``name``."""
+
+    bm: int
+    bn: int
+    bk: int
+    name: str
+
+    @property
+    def a_stage(self) -> int:
+        """Bytes of one stage's A tile (bm x bk, 16-bit)."""
+        return self.bm * self.bk * 2
+
+    @property
+    def b_stage(self) -> int:
+        """Bytes of one stage's B tile (bk x bn, 16-bit)."""
+        return self.bk * self.bn * 2
+
+    @property
+    def reduce_name(self) -> str:
+        """The split-K reduce kernel's name (in the same module)."""
+        return self.name + "_reduce"
+
+
 @dataclass(frozen=True)
-class WgmmaGemmConfig:
+class WgmmaGemmConfig(GemmTileBytes):
     dtype: str = "f16"          # "f16" or "bf16" (A, B and C)
     b_major: str = "n"          # "n": B is (K, N) row-major; "k": B is (N, K) row-major
     bm: int = 128               # 64 rows per warpgroup
@@ -78,14 +103,6 @@ class WgmmaGemmConfig:
         return 128 * self.warpgroups
 
     @property
-    def a_stage(self) -> int:
-        return self.bm * self.bk * 2
-
-    @property
-    def b_stage(self) -> int:
-        return self.bk * self.bn * 2
-
-    @property
     def smem_bytes(self) -> int:
         return self.stages * (self.a_stage + self.b_stage) + STAGE_ALIGN
 
@@ -94,11 +111,6 @@ class WgmmaGemmConfig:
         return (f"lg_wgmma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
                 f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
                 + ("_sk" if self.split_k else ""))
-
-    @property
-    def reduce_name(self) -> str:
-        """The split-K reduce kernel's name (in the same module)."""
-        return self.name + "_reduce"
 
 
 WGMMA_DEFAULT_CONFIGS = {"f16": WgmmaGemmConfig(dtype="f16"),
@@ -502,10 +514,7 @@ class WgmmaGemm(CudaGemm):
                specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
                       TensorSpec(strides=(), align=8)] + [None] * 7,
                smem_bytes=cfg.smem_bytes)
-        launch(self.module, cfg.reduce_name, -(-(M * N) // REDUCE_THREADS), REDUCE_THREADS,
-               [ws, out, M, N, out.stride(0), n], signature=("ptr", "ptr") + ("i32",) * 4,
-               specs=[TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)]
-               + [None] * 4)
+        launch_reduce(self.module, cfg.reduce_name, ws, out, M, N, n)
         return out
 
 

@@ -34,13 +34,13 @@ from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
 from mfma_specs.nvidia_wgmma import wgmma
 
-from . import layout_c as lc
-from .prelude import PACK, source_head
+from .prelude import source_head
 from .attention import (FLASH_PARAMS, AttentionConfigError, FlashAttention,
                              emit_flash_block)
-from .gemm import c_layout, swz_fn
-from .wgmma import (STAGE_ALIGN, HELPERS, Operand, accumulator_rows_cols, check_descriptor,
+from .gemm import swz_fn
+from .wgmma import (STAGE_ALIGN, HELPERS, Operand, check_descriptor,
                          emit_copy_base, kmajor_operand, mnmajor_operand, proved, wgmma_wrapper)
+from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy, p_item
 
 __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma_flash",
            "WgmmaFlashAttention", "WGMMA_FLASH_DEFAULTS"]
@@ -126,12 +126,6 @@ class WgmmaFlashPlan:
         return out
 
 
-def p_item(s: int, e: int) -> int:
-    """The S accumulator register (of ``wgmma m64n{bn}``) packed into A item ``e`` of k step
-    ``s`` of the ``P V`` product: items ``4j .. 4j+3`` are columns ``8j ..`` of rows g, g+8."""
-    return 4 * (2 * s + (e >> 2)) + (e & 3)
-
-
 def _check_p_fragment(cfg: WgmmaFlashConfig) -> CheckResult:
     """For every thread, k step and A item: the S register packed there holds the (row, key)
     the register-A layout expects."""
@@ -187,7 +181,6 @@ def plan_wgmma_flash(cfg: WgmmaFlashConfig) -> WgmmaFlashPlan:
 def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     p = plan_wgmma_flash(cfg)
     d, bm, bn, T = cfg.head_dim, cfg.bm, cfg.bn, cfg.threads
-    pack = PACK[cfg.dtype]
     L = source_head("kernels/cuda_wgmma_attention.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     o = L.append
@@ -205,95 +198,23 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
     emit_flash_block(o, cfg)
     for op, nm in ((p.q, "q"), (p.k, "kv")):
         emit_copy_base(o, op, nm, T)
-    for dr, dc, ds in p.q.copy_consts:
-        o(f"  {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
-        o(f"    lg_cp_async16(sQ + qs + {2 * ds}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
-          ": (const void*)Q, ok ? 16 : 0); }")
-    for nm, base, ss in (("k", "Kb", "k_ss"), ("v", "Vb", "v_ss")):
-        o(f"  auto load_{nm} = [&](int buf, int n0) {{")
-        o(f"    const lg_u32 dst = s{nm.upper()} + buf * {cfg.kv_bytes} + kvs;")
-        o(f"    if (n0 + {bn} <= Skv) {{   // the whole block inside the sequence: no predicates")
-        o(f"      const lg_u16* src = {base} + (long long)(n0 + kvr) * {ss} + kvc;")
-        for dr, dc, ds in p.k.copy_consts:
-            o(f"      lg_cp_async16_i<{2 * ds}>(dst, src + {dr} * {ss} + {dc});")
-        o("      return;\n    }")
-        for dr, dc, ds in p.k.copy_consts:
-            o(f"    {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")
-            o(f"      lg_cp_async16(dst + {2 * ds}, ok ? (const void*)({base} + r * {ss} + kvc + "
-              f"{dc}) : (const void*){base[0]}, ok ? 16 : 0); }}")
-        o("  };")
+    emit_q_copy(o, p.q, "  ")
+    emit_kv_loaders(o, p.k, bn, cfg.kv_bytes, "  ",
+                    "   // the whole block inside the sequence: no predicates")
     for op, nm, base in ((p.q, "q", "sQ + wg * %d" % p.q.wg_step), (p.k, "k", "sK"),
                          (p.v, "v", "sV")):
         o(f"  const lg_u64 {nm}desc = 0x{op.desc.constant_bits():016x}ull | "
           f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
-    crow, ccol = accumulator_rows_cols(d)
-    tt = lc.sym("t")
-    o(f"  const int row0 = m0 + wg * 64 + {c_layout(crow, (tt, 0), {tt: 128}, 'C row')};")
-    o(f"  const int col0 = {c_layout(ccol, (tt, 0), {tt: 128}, 'C col')};")
-    accumulator_rows_cols(bn)   # S is read with the same (row, col) pattern over bn columns
-    inf = "__int_as_float(0x7f800000)"
-    o(f"  float acc[{d // 2}], m_i[2] = {{-{inf}, -{inf}}}, l_i[2] = {{0.f, 0.f}};")
-    o(f"  #pragma unroll\n  for (int i = 0; i < {d // 2}; ++i) acc[i] = 0.f;")
-    o(f"  float s[{bn // 2}], alpha[2];")
-    o(f"  lg_u32 pa[{bn // 16}][4];")
+    em = WgmmaFlashEmitter(o, cfg.dtype, d, bn, cfg.kv_bytes, p.q, p.k, p.v, wg="wg",
+                           causal_rows="m0" if cfg.causal else None,
+                           max_note="   // raw scores: scale > 0 commutes with max")
+    em.registers()
 
     def sync_loads(wait: int, what: str) -> None:
         o(f"    lg_cp_async_wait<{wait}>();            // {what} landed")
         o("    lg_fence_proxy_async();")
         o("    __syncthreads();")
 
-    def issue_qk(buf: str) -> None:          # S = Q K_buf^T (s overwritten); buf: a C expression
-        for st, (qs, ks) in enumerate(zip(p.q.k_starts, p.k.k_starts)):
-            o(f"    lg_wgmma_qk(s, qdesc + {qs >> 4}, kdesc + ((({buf}) * {cfg.kv_bytes} + {ks}) "
-              f">> 4), {0 if st == 0 else 1});")
-
-    def issue_pv(buf: str) -> None:          # acc += P V_buf
-        for st, vs in enumerate(p.v.k_starts):
-            o(f"    lg_wgmma_pv(acc, pa[{st}], vdesc + ((({buf}) * {cfg.kv_bytes} + {vs}) >> 4));")
-
-    def softmax(n0: str) -> None:
-        """Mask S (key block at n0), new row max, P = exp2 in place, l update; the
-        accumulator's rescale factor is left in alpha[hh] (applied by rescale())."""
-        o(f"    const bool need_mask = {n0} + {bn} > Skv" +
-          (f" || {n0} + {bn - 1} > m0" if cfg.causal else "") + ";")
-        o("    if (need_mask) {")
-        o(f"      #pragma unroll\n      for (int i = 0; i < {bn // 2}; ++i) {{")
-        o(f"        const int r = row0 + 8 * ((i >> 1) & 1), c = {n0} + col0 + 8 * (i >> 2) + (i & 1);")
-        cond = "c >= Skv" + (" || c > r" if cfg.causal else "")
-        o(f"        if ({cond}) s[i] = -{inf};")
-        o("      }\n    }")
-        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh) {")
-        o("      float mx = m_i[hh];   // raw scores: scale > 0 commutes with max")
-        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj)")
-        o("        mx = fmaxf(mx, fmaxf(s[4 * jj + 2 * hh], s[4 * jj + 2 * hh + 1]));")
-        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));")
-        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));")
-        o(f"      const float base = mx == -{inf} ? 0.f : mx * scale_log2;")
-        o("      alpha[hh] = lg_exp2(m_i[hh] * scale_log2 - base);")
-        o("      m_i[hh] = mx;")
-        o("      float rs = 0.f;")
-        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj) {{")
-        o("        const float p0 = lg_exp2(fmaf(s[4 * jj + 2 * hh], scale_log2, -base));")
-        o("        const float p1 = lg_exp2(fmaf(s[4 * jj + 2 * hh + 1], scale_log2, -base));")
-        o("        s[4 * jj + 2 * hh] = p0; s[4 * jj + 2 * hh + 1] = p1; rs += p0 + p1;\n      }")
-        o("      l_i[hh] = l_i[hh] * alpha[hh] + rs;")
-        o("    }")
-
-    def rescale() -> None:
-        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh)")
-        o(f"    #pragma unroll\n    for (int jj = 0; jj < {d // 8}; ++jj) {{ acc[4 * jj + 2 * hh] *= "
-          "alpha[hh]; acc[4 * jj + 2 * hh + 1] *= alpha[hh]; }")
-
-    def pack_p() -> None:
-        # register r of k step st holds A items 2r, 2r+1 = S items p_item(st, 2r), p_item(st, 2r+1)
-        o(f"    #pragma unroll\n    for (int st = 0; st < {bn // 16}; ++st) {{")
-        for r in range(4):
-            lo, hi = p_item(0, 2 * r), p_item(0, 2 * r + 1)
-            o(f"      pa[st][{r}] = {pack}(s[8 * st + {lo}], s[8 * st + {hi}]);")
-        o("    }")
-
-    _need(all(p_item(st, e) == 8 * st + p_item(0, e) for st in range(bn // 16) for e in range(8)),
-          "P packing: the printed item offsets do not follow p_item")
     if not cfg.overlap:
         # one key block at a time: S, softmax, P V, each waited for
         o("  load_k(0, 0);")
@@ -306,18 +227,18 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
         o(f"    if (j + 1 < NB) load_k(buf ^ 1, n0 + {bn});")
         o("    lg_cp_async_commit();")
         o("    lg_wgmma_fence();")
-        issue_qk("buf")
+        em.issue_qk("buf")
         o("    lg_wgmma_commit();")
         o("    lg_wgmma_wait<0>();")
         o("    lg_pin(s);")
-        softmax("n0")
-        rescale()
-        pack_p()
+        em.softmax("n0")
+        em.rescale()
+        em.pack_p()
         sync_loads(1, "V block j")
         o(f"    if (j + 1 < NB) load_v(buf ^ 1, n0 + {bn});")
         o("    lg_cp_async_commit();")
         o("    lg_wgmma_fence();")
-        issue_pv("buf")
+        em.issue_pv("buf")
         o("    lg_wgmma_commit();")
         o("    lg_wgmma_wait<0>();")
         o("    lg_pin(acc); lg_pin(pa);")
@@ -333,11 +254,11 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
         o("    load_v(0, 0);")
         o("    lg_cp_async_commit();            // group: K block 1 + V block 0")
         o("    lg_wgmma_fence();")
-        issue_qk("0")
+        em.issue_qk("0")
         o("    lg_wgmma_commit();")
         o("    lg_wgmma_wait<0>();")
         o("    lg_pin(s);")
-        softmax("0")
+        em.softmax("0")
         o("  }")
         o("  for (int j = 1; j < NB; ++j) {")
         o(f"    const int n0 = j * {bn}, buf = j & 1;")
@@ -347,43 +268,32 @@ def emit_wgmma_flash(cfg: WgmmaFlashConfig) -> str:
         o(f"    if (j + 1 < NB) load_k(buf ^ 1, n0 + {bn});")
         o("    load_v(buf, n0);")
         o("    lg_cp_async_commit();")
-        pack_p()
+        em.pack_p()
         o("    lg_pin(acc); lg_pin(pa); lg_pin(s);   // every register write before the fence")
         o("    lg_wgmma_fence();")
-        issue_qk("buf")
+        em.issue_qk("buf")
         o("    lg_wgmma_commit();")
-        issue_pv("buf ^ 1")
+        em.issue_pv("buf ^ 1")
         o("    lg_wgmma_commit();")
         o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
         o("    lg_pin(s);")
-        softmax("n0")
+        em.softmax("n0")
         o("    lg_wgmma_wait<0>();              // P V (j - 1) done: acc may be rescaled")
         o("    lg_pin(acc); lg_pin(pa);")
-        rescale()
+        em.rescale()
         o("  }")
         o("  {")
         sync_loads(0, "V block NB - 1")
-        pack_p()
+        em.pack_p()
         o("    lg_pin(acc); lg_pin(pa);")
         o("    lg_wgmma_fence();")
-        issue_pv("(NB - 1) & 1")
+        em.issue_pv("(NB - 1) & 1")
         o("    lg_wgmma_commit();")
         o("    lg_wgmma_wait<0>();")
         o("    lg_pin(acc); lg_pin(pa);")
         o("  }")
     o("  lg_cp_async_wait<0>();")
-    o("  #pragma unroll\n  for (int hh = 0; hh < 2; ++hh) {")
-    o("    float l = l_i[hh];")
-    o("    l += __shfl_xor_sync(0xffffffffu, l, 1);")
-    o("    l += __shfl_xor_sync(0xffffffffu, l, 2);")
-    o("    const float inv = l > 0.f ? 1.f / l : 0.f;")
-    o("    const int r = row0 + 8 * hh;")
-    o("    if (r < Sq) {")
-    o("      lg_u16* dst = Ob + r * o_ss + col0;")
-    o(f"      #pragma unroll\n      for (int jj = 0; jj < {d // 8}; ++jj)")
-    o(f"        *reinterpret_cast<lg_u32*>(dst + 8 * jj) = {pack}(acc[4 * jj + 2 * hh] * inv, "
-      "acc[4 * jj + 2 * hh + 1] * inv);")
-    o("    }\n  }\n}")
+    em.store_output()
     return "\n".join(L) + "\n"
 
 

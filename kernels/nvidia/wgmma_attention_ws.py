@@ -40,13 +40,13 @@ from layoutalg.verify import CheckResult, bank_conflicts, coverage
 from layoutalg.verify._access import eval_at
 from mfma_specs.nvidia import smem_model
 
-from . import layout_c as lc
 from .attention import FLASH_PARAMS, AttentionConfigError, FlashAttention, emit_flash_block
-from .gemm import c_layout, swz_fn
-from .prelude import PACK, source_head
-from .wgmma import (HELPERS, STAGE_ALIGN, Operand, accumulator_rows_cols, emit_copy_base,
-                    kmajor_operand, mnmajor_operand, proved, wgmma_wrapper)
-from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, p_item, plan_wgmma_flash
+from .gemm import swz_fn
+from .prelude import source_head
+from .wgmma import (HELPERS, STAGE_ALIGN, Operand, emit_copy_base, kmajor_operand,
+                    mnmajor_operand, proved, wgmma_wrapper)
+from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
+from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
 
 __all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "WsFlashAttention",
            "check_ring_protocol", "PRODUCER_REGS", "CONSUMER_REGS"]
@@ -233,7 +233,6 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     p = plan_ws_flash(cfg)
     d, bm, bn, S = cfg.head_dim, cfg.bm, cfg.bn, cfg.stages
     kvb = cfg.kv_bytes
-    pack = PACK[cfg.dtype]
     L = source_head("kernels/nvidia/wgmma_attention_ws.py", cfg.name,
                     (f"{k}: {v}" for k, v in p.describe().items()))
     o = L.append
@@ -266,24 +265,9 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\\n");')
     for op, nm in ((p.q, "q"), (p.k, "kv")):
         emit_copy_base(o, op, nm, 128)
-    for dr, dc, ds in p.q.copy_consts:
-        o(f"    {{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
-        o(f"      lg_cp_async16(sQ + qs + {2 * ds}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
-          ": (const void*)Q, ok ? 16 : 0); }")
+    emit_q_copy(o, p.q, "    ")
     o("    lg_cp_async_mbar_arrive(bQ);")
-    for nm, base, ss in (("k", "Kb", "k_ss"), ("v", "Vb", "v_ss")):
-        o(f"    auto load_{nm} = [&](int buf, int n0) {{")
-        o(f"      const lg_u32 dst = s{nm.upper()} + buf * {kvb} + kvs;")
-        o(f"      if (n0 + {bn} <= Skv) {{")
-        o(f"        const lg_u16* src = {base} + (long long)(n0 + kvr) * {ss} + kvc;")
-        for dr, dc, ds in p.k.copy_consts:
-            o(f"        lg_cp_async16_i<{2 * ds}>(dst, src + {dr} * {ss} + {dc});")
-        o("        return;\n      }")
-        for dr, dc, ds in p.k.copy_consts:
-            o(f"      {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")
-            o(f"        lg_cp_async16(dst + {2 * ds}, ok ? (const void*)({base} + r * {ss} + kvc + "
-              f"{dc}) : (const void*){base[0]}, ok ? 16 : 0); }}")
-        o("    };")
+    emit_kv_loaders(o, p.k, bn, kvb, "    ")
     o("    for (int j = 0; j < NB; ++j) {")
     o(f"      const int s = j % {S}, use = j / {S};")
     o(f"      if (use) lg_mbar_wait(bKe + 8 * s, (use - 1) & 1);   // block j - {S} released")
@@ -303,16 +287,9 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     for op, nm, base in ((p.k, "k", "sK"), (p.v, "v", "sV")):
         o(f"  const lg_u64 {nm}desc = 0x{op.desc.constant_bits():016x}ull | "
           f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
-    crow, ccol = accumulator_rows_cols(d)
-    tt = lc.sym("t")
-    o(f"  const int row0 = m0 + cw * 64 + {c_layout(crow, (tt, 0), {tt: 128}, 'C row')};")
-    o(f"  const int col0 = {c_layout(ccol, (tt, 0), {tt: 128}, 'C col')};")
-    accumulator_rows_cols(bn)
-    inf = "__int_as_float(0x7f800000)"
-    o(f"  float acc[{d // 2}], m_i[2] = {{-{inf}, -{inf}}}, l_i[2] = {{0.f, 0.f}};")
-    o(f"  #pragma unroll\n  for (int i = 0; i < {d // 2}; ++i) acc[i] = 0.f;")
-    o(f"  float s[{bn // 2}], alpha[2];")
-    o(f"  lg_u32 pa[{bn // 16}][4];")
+    em = WgmmaFlashEmitter(o, cfg.dtype, d, bn, kvb, p.q, p.k, p.v, wg="cw",
+                           causal_rows="m0 + cw * 64" if cfg.causal else None)
+    em.registers()
     pp = cfg.pingpong
     if pp:
         o("  // ping-pong: consumer cw issues its GEMMs after bar.sync(1 + cw); consumer 1 opens")
@@ -330,55 +307,6 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     def wait_full(bar: str, j: str) -> None:
         o(f"    lg_mbar_wait({bar} + 8 * (({j}) % {S}), (({j}) / {S}) & 1);")
 
-    def issue_qk(buf: str) -> None:
-        for st, (qs, ks) in enumerate(zip(p.q.k_starts, p.k.k_starts)):
-            o(f"    lg_wgmma_qk(s, qdesc + {qs >> 4}, kdesc + ((({buf}) * {kvb} + {ks}) >> 4), "
-              f"{0 if st == 0 else 1});")
-
-    def issue_pv(buf: str) -> None:
-        for st, vs in enumerate(p.v.k_starts):
-            o(f"    lg_wgmma_pv(acc, pa[{st}], vdesc + ((({buf}) * {kvb} + {vs}) >> 4));")
-
-    def softmax(n0: str) -> None:
-        o(f"    const bool need_mask = {n0} + {bn} > Skv" +
-          (f" || {n0} + {bn - 1} > m0 + cw * 64" if cfg.causal else "") + ";")
-        o("    if (need_mask) {")
-        o(f"      #pragma unroll\n      for (int i = 0; i < {bn // 2}; ++i) {{")
-        o(f"        const int r = row0 + 8 * ((i >> 1) & 1), c = {n0} + col0 + 8 * (i >> 2) + (i & 1);")
-        cond = "c >= Skv" + (" || c > r" if cfg.causal else "")
-        o(f"        if ({cond}) s[i] = -{inf};")
-        o("      }\n    }")
-        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh) {")
-        o("      float mx = m_i[hh];")
-        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj)")
-        o("        mx = fmaxf(mx, fmaxf(s[4 * jj + 2 * hh], s[4 * jj + 2 * hh + 1]));")
-        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));")
-        o("      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));")
-        o(f"      const float base = mx == -{inf} ? 0.f : mx * scale_log2;")
-        o("      alpha[hh] = lg_exp2(m_i[hh] * scale_log2 - base);")
-        o("      m_i[hh] = mx;")
-        o("      float rs = 0.f;")
-        o(f"      #pragma unroll\n      for (int jj = 0; jj < {bn // 8}; ++jj) {{")
-        o("        const float p0 = lg_exp2(fmaf(s[4 * jj + 2 * hh], scale_log2, -base));")
-        o("        const float p1 = lg_exp2(fmaf(s[4 * jj + 2 * hh + 1], scale_log2, -base));")
-        o("        s[4 * jj + 2 * hh] = p0; s[4 * jj + 2 * hh + 1] = p1; rs += p0 + p1;\n      }")
-        o("      l_i[hh] = l_i[hh] * alpha[hh] + rs;")
-        o("    }")
-
-    def rescale() -> None:
-        o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh)")
-        o(f"    #pragma unroll\n    for (int jj = 0; jj < {d // 8}; ++jj) {{ acc[4 * jj + 2 * hh] *= "
-          "alpha[hh]; acc[4 * jj + 2 * hh + 1] *= alpha[hh]; }")
-
-    def pack_p() -> None:
-        o(f"    #pragma unroll\n    for (int st = 0; st < {bn // 16}; ++st) {{")
-        for r in range(4):
-            lo, hi = p_item(0, 2 * r), p_item(0, 2 * r + 1)
-            o(f"      pa[st][{r}] = {pack}(s[8 * st + {lo}], s[8 * st + {hi}]);")
-        o("    }")
-
-    _need(all(p_item(st, e) == 8 * st + p_item(0, e) for st in range(bn // 16) for e in range(8)),
-          "P packing: the printed item offsets do not follow p_item")
     # a consumer's causal rows end at m0 + cw*64 + 63: its own key range is shorter than the
     # block's NB for cw = 0, but both consumers run NB blocks (the ring and the ping-pong turns
     # are per block); the mask covers keys past each row
@@ -388,62 +316,51 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("    lg_fence_proxy_async();")
     turn_begin()
     o("    lg_wgmma_fence();")
-    issue_qk("0")
+    em.issue_qk("0")
     o("    lg_wgmma_commit();")
     turn_end()
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(s);")
     o("    lg_mbar_arrive(bKe);")
-    softmax("0")
+    em.softmax("0")
     o("  }")
     o("  for (int j = 1; j < NB; ++j) {")
     o(f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
     wait_full("bKf", "j")
     wait_full("bVf", "j - 1")
     o("    lg_fence_proxy_async();")
-    pack_p()
+    em.pack_p()
     o("    lg_pin(acc); lg_pin(pa); lg_pin(s);")
     turn_begin()
     o("    lg_wgmma_fence();")
-    issue_qk("buf")
+    em.issue_qk("buf")
     o("    lg_wgmma_commit();")
-    issue_pv("pbuf")
+    em.issue_pv("pbuf")
     o("    lg_wgmma_commit();")
     turn_end()
     o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
     o("    lg_pin(s);")
     o("    lg_mbar_arrive(bKe + 8 * buf);")
-    softmax("n0")
+    em.softmax("n0")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
     o("    lg_mbar_arrive(bVe + 8 * pbuf);")
-    rescale()
+    em.rescale()
     o("  }")
     o("  {")
     wait_full("bVf", "NB - 1")
     o("    lg_fence_proxy_async();")
-    pack_p()
+    em.pack_p()
     o("    lg_pin(acc); lg_pin(pa);")
     turn_begin()
     o("    lg_wgmma_fence();")
-    issue_pv(f"(NB - 1) % {S}")
+    em.issue_pv(f"(NB - 1) % {S}")
     o("    lg_wgmma_commit();")
     turn_end("true")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
     o("  }")
-    o("  #pragma unroll\n  for (int hh = 0; hh < 2; ++hh) {")
-    o("    float l = l_i[hh];")
-    o("    l += __shfl_xor_sync(0xffffffffu, l, 1);")
-    o("    l += __shfl_xor_sync(0xffffffffu, l, 2);")
-    o("    const float inv = l > 0.f ? 1.f / l : 0.f;")
-    o("    const int r = row0 + 8 * hh;")
-    o("    if (r < Sq) {")
-    o("      lg_u16* dst = Ob + r * o_ss + col0;")
-    o(f"      #pragma unroll\n      for (int jj = 0; jj < {d // 8}; ++jj)")
-    o(f"        *reinterpret_cast<lg_u32*>(dst + 8 * jj) = {pack}(acc[4 * jj + 2 * hh] * inv, "
-      "acc[4 * jj + 2 * hh + 1] * inv);")
-    o("    }\n  }\n}")
+    em.store_output()
     return "\n".join(L) + "\n"
 
 

@@ -39,11 +39,11 @@ from . import layout_c as lc
 from .builder import CompiledKernel
 from .gemm import CudaGemm, GemmConfigError, c_layout, need
 from .prelude import PACK, source_head
-from .splitk import REDUCE_THREADS, reduce_kernel
+from .splitk import launch_reduce, reduce_kernel
 from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, box_offset_expr,
                   check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
                   tma_tile_addresses)
-from .wgmma import HELPERS, accumulator_rows_cols, proved, split_ranges, wgmma_wrapper
+from .wgmma import HELPERS, GemmTileBytes, accumulator_rows_cols, proved, split_ranges, wgmma_wrapper
 import numpy as np
 
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, wgmma
@@ -57,7 +57,7 @@ CONSUMER_REGS = 232         # ... and of each consumer (128 * 40 + 256 * 232 <= 
 
 
 @dataclass(frozen=True)
-class TmaGemmConfig:
+class TmaGemmConfig(GemmTileBytes):
     dtype: str = "f16"
     b_major: str = "n"
     bm: int = 128               # 64 rows per consumer warpgroup
@@ -78,14 +78,6 @@ class TmaGemmConfig:
         return 128 * (1 + self.consumers)
 
     @property
-    def a_stage(self) -> int:
-        return self.bm * self.bk * 2
-
-    @property
-    def b_stage(self) -> int:
-        return self.bk * self.bn * 2
-
-    @property
     def c_stage(self) -> int:
         """Bytes of one consumer's C buffer (64 x bn), 0 with direct stores."""
         return 64 * self.bn * 2 if self.store == "tma" else 0
@@ -101,11 +93,6 @@ class TmaGemmConfig:
         return (f"lg_wgmma_tma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
                 f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
                 + ("" if self.store == "tma" else "_ds") + ("_sk" if self.split_k else ""))
-
-    @property
-    def reduce_name(self) -> str:
-        """The split-K reduce kernel's name (in the same module)."""
-        return self.name + "_reduce"
 
 
 def _validate(cfg: TmaGemmConfig) -> None:
@@ -491,10 +478,7 @@ class TmaGemm(CudaGemm):
                + [None] * 6,
                smem_bytes=cfg.smem_bytes)
         if cfg.split_k:
-            launch(self.module, cfg.reduce_name, -(-(M * N) // REDUCE_THREADS), REDUCE_THREADS,
-                   [dst, out, M, N, out.stride(0), n], signature=("ptr", "ptr") + ("i32",) * 4,
-                   specs=[TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)]
-                   + [None] * 4)
+            launch_reduce(self.module, cfg.reduce_name, dst, out, M, N, n)
         return out
 
 

@@ -309,6 +309,28 @@ def _compare_mem(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
             c.fails.add("printed_source", f"line {t.line}: predicate of `{t.text}`: {d}{c.where}")
 
 
+def _check_params(src: ParsedSource, want: List[str], fails: Fail) -> None:
+    """The printed kernel parameters against the IR's (HIP and CUDA text alike): the first
+    that differs is named."""
+    if src.params != want:
+        bad = next((i for i, (a, b) in enumerate(itertools.zip_longest(src.params, want))
+                    if a != b), 0)
+        fails.add("declarations", f"parameter {bad}: printed "
+                                  f"{src.params[bad] if bad < len(src.params) else 'nothing'!r}, "
+                                  f"the IR {want[bad] if bad < len(want) else 'nothing'!r}")
+
+
+def _check_ids(k: Kernel, src: ParsedSource, fails: Fail) -> None:
+    """``tid`` bound to ``threadIdx.x`` and the grid symbols to ``blockIdx.x/y/z`` in order."""
+    if src.ids.get("tid", ("",))[0] != "threadIdx.x":
+        fails.add("declarations", "tid is not bound to threadIdx.x")
+    for name, axis in zip(k.grid_symbols, "xyz"):
+        if src.ids.get(name, ("",))[0] != f"blockIdx.{axis}":
+            fails.add("declarations", f"grid symbol {name} is bound to "
+                                      f"{src.ids.get(name, ('nothing',))[0]}, the IR "
+                                      f"blockIdx.{axis}")
+
+
 def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     from ..printer.hip import SCALAR
     if src.block != k.block:
@@ -320,12 +342,7 @@ def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     want = [f"{'const ' if p.const else ''}{SCALAR[p.dtype]}* __restrict__ {p.name}"
             for p in k.params]
     want += [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
-    if src.params != want:
-        bad = next((i for i, (a, b) in enumerate(itertools.zip_longest(src.params, want))
-                    if a != b), 0)
-        fails.add("declarations", f"parameter {bad}: printed "
-                                  f"{src.params[bad] if bad < len(src.params) else 'nothing'!r}, "
-                                  f"the IR {want[bad] if bad < len(want) else 'nothing'!r}")
+    _check_params(src, want, fails)
     want_buf = {p.name: p.buffer_elems * BYTES[p.dtype] for p in k.params
                 if getattr(p, "buffer", False)}
     got_buf = {n: (of, b) for n, (of, b, _) in src.buffers.items()}
@@ -337,13 +354,7 @@ def _declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
                                       "bounds every buffer load the gate proved in range)")
     for name in set(got_buf) - set(want_buf):
         fails.add("declarations", f"buffer resource {name}_rsrc is not in the IR")
-    if src.ids.get("tid", ("",))[0] != "threadIdx.x":
-        fails.add("declarations", "tid is not bound to threadIdx.x")
-    for name, axis in zip(k.grid_symbols, "xyz"):
-        if src.ids.get(name, ("",))[0] != f"blockIdx.{axis}":
-            fails.add("declarations", f"grid symbol {name} is bound to "
-                                      f"{src.ids.get(name, ('nothing',))[0]}, the IR "
-                                      f"blockIdx.{axis}")
+    _check_ids(k, src, fails)
     if len(src.shared) != len(k.shared):
         fails.add("declarations", f"{len(src.shared)} LAGEN_SHARED arrays printed, the IR has "
                                   f"{len(k.shared)}")
@@ -396,19 +407,8 @@ def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
                                   "threads per block")
     want = [f"{'const ' if p.const else ''}{ctype.get(p.dtype, '?')}* __restrict__ {p.name}"
             for p in k.params]
-    if src.params != want:
-        bad = next((i for i, (a, b) in enumerate(itertools.zip_longest(src.params, want))
-                    if a != b), 0)
-        fails.add("declarations", f"parameter {bad}: printed "
-                                  f"{src.params[bad] if bad < len(src.params) else 'nothing'!r}, "
-                                  f"the IR {want[bad] if bad < len(want) else 'nothing'!r}")
-    if src.ids.get("tid", ("",))[0] != "threadIdx.x":
-        fails.add("declarations", "tid is not bound to threadIdx.x")
-    for name, axis in zip(k.grid_symbols, "xyz"):
-        if src.ids.get(name, ("",))[0] != f"blockIdx.{axis}":
-            fails.add("declarations", f"grid symbol {name} is bound to "
-                                      f"{src.ids.get(name, ('nothing',))[0]}, the IR "
-                                      f"blockIdx.{axis}")
+    _check_params(src, want, fails)
+    _check_ids(k, src, fails)
     launch = smem_bytes(k)
     spans = []
     for sh in k.shared:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..ir.core import THREAD_ID_AGAIN
 from ..ir.dtypes import ELEM_TYPES
@@ -113,6 +113,42 @@ class ParsedSource:
     body: List[SourceStmt] = field(default_factory=list)
 
 
+def _body_lines(lines: List[str], start: int) -> Iterator[Tuple[int, str]]:
+    """(1-based line number, statement text without its comment) of each non-empty line of a
+    kernel body that starts at index ``start``, up to the kernel's closing ``}`` line."""
+    for i in range(start, len(lines)):
+        s = lines[i].strip()
+        if "//" in s:
+            s = s[:s.index("//")].rstrip()
+        if lines[i] == "}":
+            return
+        if s:
+            yield i + 1, s
+
+
+def _scope_opener(s: str, ln: int) -> Optional[SourceStmt]:
+    """The ``loop`` or ``if`` statement a line ``for (...) {`` / ``if (...) {`` opens (its body
+    still empty), or None when the line opens neither."""
+    m = _LOOP.match(s)
+    if m:
+        if not m.group(1) == m.group(3) == m.group(5):
+            raise CExprError(f"line {ln}: loop over mixed variables: {s}")
+        return SourceStmt("loop", ln, m.group(1), (parse(m.group(2)), parse(m.group(4))),
+                          text=s)
+    if s.startswith("if (") and s.endswith("{"):
+        e = _balanced(s, 3)
+        return SourceStmt("if", ln, exprs=(parse(s[4:e - 1]),), text=s)
+    return None
+
+
+def _leading_predicate(s: str) -> Tuple[Any, str]:
+    """A statement ``if (cond) rest``: (parsed cond, rest); any other: (None, s)."""
+    if not s.startswith("if ("):
+        return None, s
+    e = _balanced(s, 3)
+    return parse(s[4:e - 1]), s[e:].strip()
+
+
 def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
     lines = src.split("\n")
     out = ParsedSource()
@@ -136,15 +172,7 @@ def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
     stack: List[List[SourceStmt]] = [out.body]
     opened: List[str] = []
     pending: List[str] = []          # `elem = v[j];` lines after a non-vector load
-    for i in range(start, len(lines)):
-        ln = i + 1
-        s = lines[i].strip()
-        if "//" in s:
-            s = s[:s.index("//")].rstrip()
-        if lines[i] == "}":
-            break
-        if not s:
-            continue
+    for ln, s in _body_lines(lines, start):
         m = _SHARED.match(s)
         if m:
             out.shared[m.group(2)] = (m.group(1), int(m.group(3)), ln)
@@ -172,22 +200,11 @@ def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
         if m and ctype_of(m.group(1)):
             out.frags[m.group(2)] = (m.group(1), int(m.group(3)), ln)
             continue
-        m = _LOOP.match(s)
-        if m:
-            if not m.group(1) == m.group(3) == m.group(5):
-                raise CExprError(f"line {ln}: loop over mixed variables: {s}")
-            st = SourceStmt("loop", ln, m.group(1), (parse(m.group(2)), parse(m.group(4))),
-                            text=s)
+        st = _scope_opener(s, ln)
+        if st is not None:
             stack[-1].append(st)
             stack.append(st.body)
-            opened.append("loop")
-            continue
-        if s.startswith("if (") and s.endswith("{"):
-            e = _balanced(s, 3)
-            st = SourceStmt("if", ln, exprs=(parse(s[4:e - 1]),), text=s)
-            stack[-1].append(st)
-            stack.append(st.body)
-            opened.append("if")
+            opened.append(st.kind)
             continue
         if s.startswith("{"):
             opened.append("block")
@@ -224,11 +241,7 @@ def read_source(src: str, kernel: str, memory: Sequence[str]) -> ParsedSource:
 def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
                mem_re: Any) -> None:
     """Memory references, mask conditions and lane exchanges of one printed statement."""
-    pred = None
-    if s.startswith("if ("):
-        e = _balanced(s, 3)
-        pred = parse(s[4:e - 1])
-        s = s[e:].strip()
+    pred, s = _leading_predicate(s)
     m = _MASK.match(s)
     if m and s.endswith(f") ? {m.group(1)} : -__builtin_inff();"):
         e = _balanced(s, m.end() - 1)
@@ -388,14 +401,8 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSou
         raise CExprError(f"the printed source has no kernel {kernel!r} (no 'extern \"C\" "
                          f"__global__ void __launch_bounds__(N) {kernel}(...)' line)")
     stack: List[List[SourceStmt]] = [out.body]
-    for i in range(start, len(lines)):
-        ln = i + 1
-        s = lines[i].strip()
-        if "//" in s:
-            s = s[:s.index("//")].rstrip()
-        if lines[i] == "}":
-            break
-        if not s or s == "extern __shared__ __align__(128) unsigned char lg_smem[];":
+    for ln, s in _body_lines(lines, start):
+        if s == "extern __shared__ __align__(128) unsigned char lg_smem[];":
             continue
         m = _CU_SMEM.match(s)
         if m:
@@ -416,18 +423,8 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSou
         if m:
             stack[-1].append(SourceStmt("let", ln, m.group(1), (parse(m.group(2)),), text=s))
             continue
-        m = _LOOP.match(s)
-        if m:
-            if not m.group(1) == m.group(3) == m.group(5):
-                raise CExprError(f"line {ln}: loop over mixed variables: {s}")
-            st = SourceStmt("loop", ln, m.group(1), (parse(m.group(2)), parse(m.group(4))),
-                            text=s)
-            stack[-1].append(st)
-            stack.append(st.body)
-            continue
-        if s.startswith("if (") and s.endswith("{"):
-            e = _balanced(s, 3)
-            st = SourceStmt("if", ln, exprs=(parse(s[4:e - 1]),), text=s)
+        st = _scope_opener(s, ln)
+        if st is not None:
             stack[-1].append(st)
             stack.append(st.body)
             continue
@@ -487,11 +484,7 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
             m.group(1), (acc[0], tuple(range(acc[1], acc[1] + 4))),
             (a[0], tuple(range(2 * a[1], 2 * a[1] + 8))),
             (b[0], tuple(range(2 * b[1], 2 * b[1] + 4)))))]
-    pred = None
-    if s.startswith("if ("):
-        e = _balanced(s, 3)
-        pred = parse(s[4:e - 1])
-        s = s[e:].strip()
+    pred, s = _leading_predicate(s)
     m = _CU_PAIR.match(s)
     if m:
         regs = [_flat(r) for r in split_args(m.group(4))]
