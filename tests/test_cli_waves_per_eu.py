@@ -66,3 +66,12 @@ def test_out_of_range_waves_per_eu_is_refused_with_the_range(bad, capsys):
                "--block", "64x64x32", "--waves-per-eu", bad])
     assert rc == 2
     assert "waves_per_eu must be 0 (no hint) .. 8" in capsys.readouterr().err
+
+
+def test_preshuffled_b_takes_the_hint_too():
+    """The preshuffled-B builder shares GemmBuilder's kernel assembly: the flag is not dropped."""
+    entry = get("gemm")
+    cfg = _config(["--m", "256", "--n", "256", "--k", "128", "--b-layout", "preshuffled",
+                   "--block", "128x128x32", "--waves-per-eu", "2"])
+    assert cfg.waves_per_eu == 2
+    assert "LAGEN_WAVES_PER_EU(2) void" in entry.build(cfg).source
