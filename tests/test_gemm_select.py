@@ -41,20 +41,24 @@ def test_ragged_figures_apply_only_to_edges_the_table_did_not_measure():
 
 def test_ragged_shape_weighs_waves_against_loop_busy():
     ch = select_gemm(4000, 3000, 1000)
-    best = ch.ranking[0]
-    assert (best.candidate.block_m, best.candidate.block_n) == (128, 64)
+    small = next(s for s in ch.ranking if (s.candidate.block_m, s.candidate.block_n) ==
+                 (128, 64))
     # the 2-per-CU 128x128 tile would need 2 waves with the second 26% full
     two = next(s for s in ch.ranking if (s.candidate.block_m, s.candidate.block_n,
                                          s.candidate.stages) == (128, 128, 2))
-    assert two.waves == 2 and best.value > two.value
+    assert two.waves == 2 and small.value > two.value
     # a partial edge tile: the candidates' ragged figures apply (more registers, less busy)
     assert two.candidate.busy == two.candidate.busy_ragged < 0.899
-    assert best.candidate.busy == best.candidate.busy_ragged
+    assert small.candidate.busy == small.candidate.busy_ragged
     # regression: with the typical 400 instructions outside the loop for every row the closed
-    # form put the 224-row tile first here (51.0 %), where the model puts it at 45.8 % against
-    # 128x64's 45.9 %: its predicated 112-accumulator epilogue is ~2500 instructions
+    # form put the 224-row tile at 51.0 % here, where the model puts it at 46.08 % (its
+    # predicated 112-accumulator epilogue is ~2400 instructions).  Since the epilogue binds
+    # the thread's C offset once (2026-11-24) the model has it level with 128x64 (46.06 %):
+    # the two lead, within 0.001 of each other and of the model's own figures.
     c224 = next(s for s in ch.ranking if s.candidate.block_m == 224)
-    assert c224.value < best.value and c224.candidate.outside == 2533
+    assert c224.candidate.outside == 2423
+    assert abs(c224.value - 0.4608) < 0.001 and abs(small.value - 0.4606) < 0.001
+    assert {id(ch.ranking[0]), id(ch.ranking[1])} == {id(c224), id(small)}
 
 
 def test_llm_projection_uses_three_per_cu():

@@ -113,6 +113,12 @@ class GemmEntry(KernelEntry):
                        help="k-tile schedule (with --block): basic (default: reads, wait, "
                        "MFMAs per k-group) or pipelined (every read of the k-tile first, "
                        "partial lgkmcnt waits, s_setprio, pinned interleave)")
+        g.add_argument("--waves-per-eu", type=int, default=None, metavar="N",
+                       help="with --block: amdgpu_waves_per_eu(N) on the kernel, a register "
+                       "budget of 512 / N per lane (2: 256 registers, two waves per SIMD; "
+                       "0: no hint, the default). The tile choice sets 2 for its 224x128x32 "
+                       "tile; --block 224x128x32 --waves 1x4 --stages 1 --schedule pipelined "
+                       "--waves-per-eu 2 reproduces it")
         g.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"),
                        help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
                        "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "
@@ -133,14 +139,17 @@ class GemmEntry(KernelEntry):
         waves = getattr(args, "waves", None)
         stages = getattr(args, "stages", None)
         schedule = getattr(args, "schedule", None)
+        waves_per_eu = getattr(args, "waves_per_eu", None)
         block = args.block
         if block is None and common["b_layout"] == "plain":
             given = [f"--{n}" for n, v in (("waves", waves), ("stages", stages),
-                                           ("schedule", schedule), ("mfma", args.mfma))
+                                           ("schedule", schedule), ("mfma", args.mfma),
+                                           ("waves-per-eu", waves_per_eu))
                      if v is not None]
             if given:
                 raise ConfigError(f"{', '.join(given)} without --block: the tile choice picks "
-                                  "waves, stages, MFMA and schedule together; give --block "
+                                  "waves, stages, MFMA, schedule and waves per EU together; "
+                                  "give --block "
                                   "too (e.g. --block 128x128x32) to set them yourself")
             from .gemm_select import select_gemm
             return select_gemm(args.m, args.n, args.k, **common).config
@@ -154,7 +163,8 @@ class GemmEntry(KernelEntry):
         return GemmConfig(args.m, args.n, args.k, block_m=bm, block_n=bn, block_k=bk,
                           waves_m=wm, waves_n=wn, mfma=args.mfma,
                           stages=2 if stages is None else stages,
-                          schedule=schedule or "basic", **common)
+                          schedule=schedule or "basic",
+                          waves_per_eu=0 if waves_per_eu is None else waves_per_eu, **common)
 
     def build(self, cfg: Any) -> Any:
         if cfg.b_layout == "preshuffled":
