@@ -70,7 +70,8 @@ class AttnConfig:
     # after a barrier that ends every wave's reads, then a second barrier).  Default: 1 for
     # head_dim <= 128 (BN 64: 32 KiB per work-group, so two work-groups of 4 waves share a
     # CU, two waves per SIMD, and one's barriers hide behind the other's MFMAs: by the static
-    # model 0.51 of MFMA peak at bf16 d128 vs 0.32 double-buffered, docs/PERFORMANCE.md);
+    # model, B16 H16 S8K bf16 d128 with the full-tile prefetch pinned: 0.75 of MFMA peak, 0.56
+    # double-buffered, docs/PERFORMANCE.md);
     # 2 for head_dim 256, whose registers allow one wave per SIMD whatever the LDS.
     lds_stages: Optional[int] = None
     # ping-pong waves (kernels.amd.flash_attention_pingpong): 256-row work-groups of 8 waves
