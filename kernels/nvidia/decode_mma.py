@@ -30,11 +30,12 @@ is printed from; the tests check them against the PTX fragment rules by emulatio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import ClassVar, Dict, List, Tuple
 
 from .attention import AttentionConfigError
 from .builder import CompiledKernel
-from .decode_splitkv import SplitKVDecode, emit_combine, emit_decode_helpers, emit_row_merge
+from .decode_splitkv import (SplitDecodeShape, SplitKVDecode, check_decode_dtypes, emit_combine,
+                             emit_decode_helpers, emit_row_merge)
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
@@ -52,37 +53,20 @@ def _need(cond: bool, msg: str) -> None:
 
 
 @dataclass(frozen=True)
-class MmaDecodeConfig:
-    in_dtype: str = "bf16"
-    out_dtype: str = "f16"
-    head_dim: int = 128
+class MmaDecodeConfig(SplitDecodeShape):
+    KERNEL: ClassVar[str] = "lg_decode_mma"
     hg: int = 8                 # query heads per block (rows of the score mma; <= 8)
     chunk: int = 1              # 16-key tiles in flight per warp (H100: 1 beat 2 and 4 at
                                 # every swept shape, e.g. B8 H32/8 Skv 32K 0.97 vs 0.88, 0.89)
     warps: int = 4              # 8 when the batch alone fills the GPU: :func:`mma_warps`
-    arch: str = "sm_90"
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
 
     @property
     def row_groups(self) -> int:
         return self.warps
 
-    @property
-    def name(self) -> str:
-        return (f"lg_decode_mma_{self.in_dtype}_{self.out_dtype}_d{self.head_dim}_g{self.hg}"
-                f"_c{self.chunk}_w{self.warps}")
-
-    @property
-    def combine_name(self) -> str:
-        return self.name + "_combine"
-
 
 def validate(cfg: MmaDecodeConfig) -> None:
-    _need(cfg.in_dtype in ("f16", "bf16") and cfg.out_dtype in ("f16", "bf16"),
-          "decode dtypes must be f16 or bf16")
+    check_decode_dtypes(cfg)
     _need(cfg.head_dim in (64, 128), f"head_dim {cfg.head_dim}: the tensor-core decode takes "
           "64 or 128 (256 needs more registers than a lane has; use the FMA split kernel)")
     _need(1 <= cfg.hg <= MMA_MAX_HEADS, f"hg={cfg.hg}: 1 to {MMA_MAX_HEADS} query heads per block")

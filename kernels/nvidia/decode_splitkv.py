@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import ClassVar, Dict, Optional, Tuple
 
 from layoutalg import Layout
 from layoutalg.verify import coverage
@@ -39,7 +39,7 @@ from .prelude import PACK, source_head
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
 
-__all__ = ["SplitKVDecodeConfig", "SplitKVDecode", "emit_splitkv_decode", "choose_splits",
+__all__ = ["SplitDecodeShape", "check_decode_dtypes", "SplitKVDecodeConfig", "SplitKVDecode", "emit_splitkv_decode", "choose_splits",
            "heads_per_block", "MAX_HEADS_PER_BLOCK", "BLOCKS_PER_SM", "MIN_KEYS_PER_SPLIT",
            "MAX_SPLITS"]
 
@@ -58,7 +58,13 @@ def _need(cond: bool, msg: str) -> None:
 
 
 @dataclass(frozen=True)
-class SplitKVDecodeConfig:
+class SplitDecodeShape:
+    """What the configurations of both split-KV decode kernels (this FMA one and the
+    tensor-core one of :mod:`kernels.nvidia.decode_mma`) share: dtypes, head_dim, query heads
+    per block, keys in flight, warps, and the kernel names derived from them (``KERNEL`` is
+    the name's prefix)."""
+
+    KERNEL: ClassVar[str] = "lg_decode_splitkv"
     in_dtype: str = "bf16"
     out_dtype: str = "f16"
     head_dim: int = 128
@@ -72,16 +78,8 @@ class SplitKVDecodeConfig:
         return 32 * self.warps
 
     @property
-    def lanes_per_row(self) -> int:
-        return self.head_dim // 8
-
-    @property
-    def row_groups(self) -> int:
-        return self.threads // self.lanes_per_row
-
-    @property
     def name(self) -> str:
-        return (f"lg_decode_splitkv_{self.in_dtype}_{self.out_dtype}_d{self.head_dim}_g{self.hg}"
+        return (f"{self.KERNEL}_{self.in_dtype}_{self.out_dtype}_d{self.head_dim}_g{self.hg}"
                 f"_c{self.chunk}_w{self.warps}")
 
     @property
@@ -89,9 +87,25 @@ class SplitKVDecodeConfig:
         return self.name + "_combine"
 
 
-def validate(cfg: SplitKVDecodeConfig) -> None:
+def check_decode_dtypes(cfg: SplitDecodeShape) -> None:
+    """Refuse input or output types other than f16 / bf16 (both split decode kernels)."""
     _need(cfg.in_dtype in ("f16", "bf16") and cfg.out_dtype in ("f16", "bf16"),
           "decode dtypes must be f16 or bf16")
+
+
+@dataclass(frozen=True)
+class SplitKVDecodeConfig(SplitDecodeShape):
+    @property
+    def lanes_per_row(self) -> int:
+        return self.head_dim // 8
+
+    @property
+    def row_groups(self) -> int:
+        return self.threads // self.lanes_per_row
+
+
+def validate(cfg: SplitKVDecodeConfig) -> None:
+    check_decode_dtypes(cfg)
     _need(cfg.head_dim in (64, 128, 256), f"head_dim must be 64, 128 or 256, got {cfg.head_dim}")
     _need(cfg.hg in (1, 2, 3, 4, 5, 6, 7, 8), f"hg={cfg.hg}: 1 to 8 query heads per block")
     _need(cfg.chunk in (1, 2, 4, 8), f"chunk={cfg.chunk}: 1, 2, 4 or 8 keys in flight")
