@@ -50,7 +50,7 @@ from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan, cop
                         need, split_rows, swz_fn, emit_block_origin, emit_pair_store)
 
 __all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
-           "WGMMA_DEFAULT_CONFIGS", "split_ranges", "GemmTileBytes"]
+           "WGMMA_DEFAULT_CONFIGS", "split_ranges", "GemmTileBytes", "emit_wgmma_k_steps"]
 
 STAGE_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
 
@@ -348,6 +348,17 @@ def emit_copy_base(w, op: Operand, nm: str, threads: int) -> None:
     w(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
 
 
+def emit_wgmma_k_steps(w, cfg: GemmTileBytes, plan: Any, stage: str, indent: str) -> None:
+    """One ``lg_wgmma`` per 16-deep k step of shared-memory stage ``stage`` (a C expression):
+    each descriptor advanced by the stage's bytes plus the plan's proved start of that k step
+    (``>> 4``: descriptors count 16-byte units).  Both wgmma GEMMs (cp.async and TMA) print
+    their k loop with it, so their descriptor arithmetic is the one the plans prove."""
+    for s in range(cfg.bk // 16):
+        da = f"adesc + (({stage} * {cfg.a_stage} + {plan.a.k_starts[s]}) >> 4)"
+        db = f"bdesc + (({stage} * {cfg.b_stage} + {plan.b.k_starts[s]}) >> 4)"
+        w(f"{indent}lg_wgmma(acc, {da}, {db});")
+
+
 def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     """The CUDA source of one configuration (plan proofs run first)."""
     p = plan_wgmma_gemm(cfg)
@@ -427,10 +438,7 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w("    lg_fence_proxy_async();")
     w("    __syncthreads();")
     w("    lg_wgmma_fence();")
-    for s in range(cfg.bk // 16):
-        da = f"adesc + ((rs * {cfg.a_stage} + {p.a.k_starts[s]}) >> 4)"
-        db = f"bdesc + ((rs * {cfg.b_stage} + {p.b.k_starts[s]}) >> 4)"
-        w(f"    lg_wgmma(acc, {da}, {db});")
+    emit_wgmma_k_steps(w, cfg, p, "rs", "    ")
     w("    lg_wgmma_commit();")
     w(f"    if (kt + {S - 2} < {nkt}) load_stage(ws, kt + {S - 2});")
     w("    lg_cp_async_commit();")

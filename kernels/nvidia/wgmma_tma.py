@@ -43,7 +43,8 @@ from .splitk import launch_reduce, reduce_kernel
 from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, box_offset_expr,
                   check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
                   tma_tile_addresses)
-from .wgmma import HELPERS, GemmTileBytes, accumulator_rows_cols, proved, split_ranges, wgmma_wrapper
+from .wgmma import (HELPERS, GemmTileBytes, accumulator_rows_cols, emit_wgmma_k_steps, proved,
+                    split_ranges, wgmma_wrapper)
 import numpy as np
 
 from mfma_specs.nvidia_wgmma import GmmaDescriptor, wgmma
@@ -301,10 +302,7 @@ def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w("      for (int kk = 0; kk < kn; ++kk) {")
     w("        lg_mbar_wait(full0 + 8 * stage, phase);")
     w("        lg_wgmma_fence();")
-    for s in range(cfg.bk // 16):
-        da = f"adesc + ((stage * {cfg.a_stage} + {p.a.k_starts[s]}) >> 4)"
-        db = f"bdesc + ((stage * {cfg.b_stage} + {p.b.k_starts[s]}) >> 4)"
-        w(f"        lg_wgmma(acc, {da}, {db});")
+    emit_wgmma_k_steps(w, cfg, p, "stage", "        ")
     w("        lg_wgmma_commit();")
     w("        lg_wgmma_wait<1>();")
     w("        lg_pin(acc);")
