@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kernels.nvidia.attention import AttentionConfigError
-from kernels.nvidia.decode_mma import (MMA_BLOCKS_PER_SM, MmaDecodeConfig, emit_mma_decode,
-                                       fragment_maps, heads_per_mma_block, mma_warps)
+from kernels.nvidia.decode_mma import (MAX_STATIC_SMEM, MMA_BLOCKS_PER_SM, MmaDecodeConfig,
+                                       emit_mma_decode, fragment_maps, heads_per_mma_block,
+                                       merge_smem_bytes, mma_warps)
 
 
 # ---- the PTX ISA's m16n8k16 fragments (16-bit A/B, f32 C): lane = 4 g + t
@@ -84,7 +85,7 @@ def emulate_tile(q, k, v, D):
     return S[:hg], P[:hg] @ v, O[:hg]
 
 
-@pytest.mark.parametrize("D,hg", [(64, 8), (128, 8), (128, 3)])
+@pytest.mark.parametrize("D,hg", [(64, 8), (128, 8), (128, 3), (256, 8), (256, 4)])
 def test_fragment_maps_compute_scores_and_pv(D, hg):
     rng = np.random.default_rng(D + hg)
     q, k, v = rng.standard_normal((hg, D)), rng.standard_normal((16, D)), rng.standard_normal((16, D))
@@ -111,7 +112,7 @@ def test_a_wrong_fragment_map_is_caught(monkeypatch):
 def test_source_prints_the_maps():
     """The printed source uses the maps the emulation checks: lane (g, t) loads K at element
     t D/4, V at g D/8 for keys 2t + (r & 1) + 8 (r >> 1), and writes O rows 2t, 2t+1."""
-    for D in (64, 128):
+    for D in (64, 128, 256):
         src = emit_mma_decode(MmaDecodeConfig(head_dim=D))
         assert f"hk * k_sh + t * {D // 4};" in src and f"hk * v_sh + g * {D // 8};" in src
         assert "kb + 2 * t + (r & 1) + 8 * (r >> 1)" in src
@@ -134,7 +135,9 @@ def test_p_hi_lo_split_keeps_16_bits(p):
     assert abs(float(hi) + float(lo) - float(np.float32(p))) <= 2 ** -16 * p
 
 
-@pytest.mark.parametrize("kw,msg", [(dict(head_dim=256), "head_dim 256"), (dict(hg=9), "hg=9"),
+@pytest.mark.parametrize("kw,msg", [(dict(head_dim=512), "head_dim 512"), (dict(hg=9), "hg=9"),
+                                    (dict(head_dim=256, hg=8, warps=8), "66368 bytes of static"),
+                                    (dict(head_dim=256, chunk=2), "chunk=2 at head_dim 256"),
                                     (dict(hg=0), "hg=0"), (dict(chunk=3), "chunk=3"),
                                     (dict(warps=3), "warps=3"), (dict(in_dtype="f32"), "dtypes")])
 def test_config_errors(kw, msg):
@@ -147,14 +150,34 @@ def test_warps_and_heads_choice():
     assert heads_per_mma_block(12) == 6 and heads_per_mma_block(7) == 7
     assert mma_warps(512, 132) == 8 and mma_warps(8, 132) == 4
     assert mma_warps(MMA_BLOCKS_PER_SM * 132 - 1, 132) == 4
+    assert mma_warps(512, 132, head_dim=256) == 4 and mma_warps(8, 132, head_dim=256) == 4
 
 
-def test_dispatch_picks_the_tensor_core_kernel_for_d64_d128_only():
+def test_every_accepted_config_fits_static_shared_memory():
+    """validate() refuses exactly the configurations whose merge buffers pass 48 KiB: the
+    printed s_acc/s_m/s_l/s_w/s_inv/s_lse declarations, summed, against the limit."""
+    import re
+    for D in (64, 128, 256):
+        for hg in range(1, 9):
+            for w in (1, 2, 4, 8):
+                cfg = MmaDecodeConfig(head_dim=D, hg=hg, warps=w)
+                printed = (4 * w * hg * D + 4 * 3 * w * hg + 4 * 2 * hg)
+                if printed > MAX_STATIC_SMEM:
+                    with pytest.raises(AttentionConfigError, match="static shared memory"):
+                        emit_mma_decode(cfg)
+                    continue
+                src = emit_mma_decode(cfg)
+                assert re.search(rf"float s_acc\[{w}\]\[{hg}\]\[{D}\];", src)
+                assert merge_smem_bytes(cfg) >= printed
+
+
+def test_dispatch_picks_the_tensor_core_kernel():
     torch = pytest.importorskip("torch")
     from kernels.nvidia.dispatch import choose_decode
     for (B, H, Hk, S, D), name in (((64, 32, 8, 8192, 128), "lg_decode_mma_bf16_f16_d128_g4_c1_w8"),
                                    ((1, 64, 8, 131072, 128), "lg_decode_mma_bf16_f16_d128_g8_c1_w4"),
-                                   ((4, 32, 8, 4096, 256), "lg_decode_splitkv_")):
+                                   ((4, 32, 8, 4096, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w4"),
+                                   ((64, 32, 8, 8192, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w4")):
         q = torch.empty(B, H, 1, D, dtype=torch.bfloat16)
         k = torch.empty(B, Hk, 1, D, dtype=torch.bfloat16).expand(B, Hk, S, D)
         assert choose_decode(q, k).config.name.startswith(name)
@@ -166,7 +189,8 @@ def test_nvrtc_compiles_without_spills_at_4_warps(tmp_path):
         pytest.skip("needs NVRTC (cuda-python)")
     from kernels.cache import Cache
     from kernels.toolchain.nvrtc import compile_cuda
-    for kw in (dict(), dict(head_dim=64), dict(hg=4, in_dtype="f16", out_dtype="bf16")):
+    for kw in (dict(), dict(head_dim=64), dict(hg=4, in_dtype="f16", out_dtype="bf16"),
+               dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16")):
         c = MmaDecodeConfig(**kw)
         m = compile_cuda(emit_mma_decode(c), c.arch, ["--ptxas-options=-v"], name=f"{c.name}.cu",
                          cache=Cache(tmp_path))

@@ -39,10 +39,11 @@ from .decode_splitkv import (SplitDecodeShape, SplitKVDecode, check_decode_dtype
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
-           "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM",
+           "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM", "MAX_STATIC_SMEM", "merge_smem_bytes", "validate",
            "heads_per_mma_block", "mma_warps"]
 
 MMA_MAX_HEADS = 8          # the mma's n = 8 heads of one KV head per block
+MAX_STATIC_SMEM = 48 * 1024   # a kernel's static __shared__ arrays
 MMA_BLOCKS_PER_SM = 2      # H100 sweep (benchmarks/gpu_decode_sweep.py), chunk 1, warps 4: B1
                            # H64/8 Skv 128K 33 splits 0.92 of a copy, 66 splits (4 per SM) 0.83
 
@@ -67,11 +68,25 @@ class MmaDecodeConfig(SplitDecodeShape):
 
 def validate(cfg: MmaDecodeConfig) -> None:
     check_decode_dtypes(cfg)
-    _need(cfg.head_dim in (64, 128), f"head_dim {cfg.head_dim}: the tensor-core decode takes "
-          "64 or 128 (256 needs more registers than a lane has; use the FMA split kernel)")
+    _need(cfg.head_dim in (64, 128, 256), f"head_dim {cfg.head_dim}: the tensor-core decode "
+          "takes 64, 128 or 256")
     _need(1 <= cfg.hg <= MMA_MAX_HEADS, f"hg={cfg.hg}: 1 to {MMA_MAX_HEADS} query heads per block")
     _need(cfg.chunk in (1, 2, 4), f"chunk={cfg.chunk}: 1, 2 or 4 tiles of 16 keys in flight")
     _need(cfg.warps in (1, 2, 4, 8), f"warps={cfg.warps}: 1, 2, 4 or 8")
+    smem = merge_smem_bytes(cfg)
+    _need(smem <= MAX_STATIC_SMEM, f"hg={cfg.hg} x warps={cfg.warps} x head_dim={cfg.head_dim}: "
+          f"{smem} bytes of static shared memory for the warps' merge, at most {MAX_STATIC_SMEM}: "
+          "fewer warps or heads per block")
+    # 16 K/V rows of D/4 resp. D/8 elements per lane and tile in flight: chunk 1 at d256 is
+    # 214 registers (NVRTC, no spills); more tiles in flight would spill
+    _need(cfg.head_dim < 256 or cfg.chunk == 1, f"chunk={cfg.chunk} at head_dim 256: 1 (the "
+          "K/V registers of more tiles in flight do not fit a lane's 255)")
+
+
+def merge_smem_bytes(cfg: MmaDecodeConfig) -> int:
+    """Static shared memory of the split kernel: the warps' partial O (fp32) and their
+    max / sum / weight per head."""
+    return 4 * cfg.warps * cfg.hg * (cfg.head_dim + 3) + 8 * cfg.hg
 
 
 def fragment_maps(D: int) -> Dict[str, object]:
@@ -210,12 +225,15 @@ class MmaSplitKVDecode(SplitKVDecode):
     blocks_per_sm = MMA_BLOCKS_PER_SM
 
 
-def mma_warps(blocks: int, sms: int) -> int:
+def mma_warps(blocks: int, sms: int, head_dim: int = 128) -> int:
     """Warps per block: 8 when ``blocks`` (batch x KV heads x head chunks) alone give
-    :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4.  H100 (suite, device time, chunk 1):
+    :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4; always 4 at head_dim 256, whose
+    214 registers per lane let only one 8-warp block on an SM.  H100 (suite, device time, chunk 1):
     B64 H32/8 Skv 8K (512 blocks) 0.98 of a copy at 8 warps, 0.90-0.92 at 4; B1 H32/8 Skv 100K
     (8 blocks, 33 splits) 0.88 at 4 warps, 0.78 at 8 (the 8 warps' 128-key steps leave a ragged
     tail in each 3031-key split)."""
+    if head_dim == 256:
+        return 4
     return 8 if blocks >= MMA_BLOCKS_PER_SM * sms else 4
 
 
