@@ -114,10 +114,45 @@ def test_source_prints_the_maps():
     t D/4, V at g D/8 for keys 2t + (r & 1) + 8 (r >> 1), and writes O rows 2t, 2t+1."""
     for D in (64, 128, 256):
         src = emit_mma_decode(MmaDecodeConfig(head_dim=D))
-        assert f"hk * k_sh + t * {D // 4};" in src and f"hk * v_sh + g * {D // 8};" in src
+        mp = fragment_maps(D)
+        # the printed vector addresses, evaluated, are the maps: Q/K vector i of lane t at
+        # 8 t + 32 i (words 2s, 2s+1 of vector s // 2), V vector i of lane g at 8 g + 64 i
+        assert "hk * k_sh + t * 8;" in src and "Kp + key * k_ss + 32 * i" in src
+        assert "(h0 + g) * q_sh + t * 8 + 32 * i" in src
+        assert "hk * v_sh + g * 8;" in src and "Vp + key * v_ss + 64 * i" in src
+        assert "const int d = g * 8 + 64 * (j / 4) + 2 * (j % 4);" in src
+        for t in range(4):
+            for s_ in range(D // 16):
+                assert mp["qk_d"](t, s_, 0) == 8 * t + 32 * (s_ // 2) + 4 * (s_ % 2)
+        for g in range(8):
+            for j in range(D // 16):
+                assert mp["o_d"](g, j, 0) == g * 8 + 64 * (j // 4) + 2 * (j % 4)
         assert "kb + 2 * t + (r & 1) + 8 * (r >> 1)" in src
         assert "s_acc[rg][2 * t][d]) = make_float2(acc[j][0], acc[j][2])" in src
         assert src.count("lg_mma_bf16(acc[") == 2 * (D // 16)      # hi and lo per m-tile
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_each_load_instruction_reads_whole_sectors(D):
+    """Per 16-byte load instruction, the lanes that share a K row (4) read 64 contiguous
+    bytes and those sharing a V key (8) 128: whole 32-byte sectors, none fetched twice."""
+    mp = fragment_maps(D)
+    for s_ in range(0, D // 16, 2):           # vector s // 2 holds k-steps s, s + 1
+        elems = sorted(mp["qk_d"](t, s_, 0) for t in range(4))
+        assert elems[0] % 32 == 0 and elems == list(range(elems[0], elems[0] + 32, 8))
+    for j in range(0, D // 16, 4):            # vector j // 4 holds m-tiles j .. j + 3
+        elems = sorted(mp["o_d"](g, j, 0) for g in range(8))
+        assert elems[0] % 64 == 0 and elems == list(range(elems[0], elems[0] + 64, 8))
+
+
+@pytest.mark.parametrize("const,value", [("QK_VEC", 16), ("V_VEC", 32), ("QK_LANE", 4)])
+def test_a_lane_map_that_is_no_permutation_is_refused(monkeypatch, const, value):
+    """Planted bug: vectors that overlap (a stride too small) repeat some D elements and drop
+    others; the emitter's permutation check refuses the configuration."""
+    import kernels.nvidia.decode_mma as dm
+    monkeypatch.setattr(dm, const, value)
+    with pytest.raises(AttentionConfigError, match="not a permutation"):
+        emit_mma_decode(MmaDecodeConfig(head_dim=128))
 
 
 def bf16(x):

@@ -7,14 +7,15 @@ Each warp walks its own 16-key tiles of the split (``W`` warps, ``chunk`` tiles 
 * scores ``S = Q K^T``: A = Q (16 rows = the ``hg`` heads, zero rows after them), B = K^T
   (16 of D x 8 keys), two mmas per k-step for the tile's keys 0-7 and 8-15.  The D axis is
   permuted the same way for Q and K (a dot product does not care): lane ``(g, t)`` (``g =
-  lane / 4``, ``t = lane % 4``) owns elements ``[t D/4, (t+1) D/4)`` of a row, so it loads them
-  with 16-byte loads; k-step ``s`` uses its words ``2s, 2s+1``.
+  lane / 4``, ``t = lane % 4``) owns the 16-byte vectors ``t, t + 4, t + 8, ...`` of a row
+  (the 4 lanes of a row read 64 contiguous bytes per load); k-step ``s`` uses its words
+  ``2s, 2s+1``.
 * the C fragment of those two mmas (head ``g``, keys ``2t, 2t+1, 8+2t, 9+2t``) is exactly the
   B fragment of ``O^T = V^T P^T`` (k = keys, n = heads), so P never leaves registers; the A
   fragment (V^T, m = D rows) needs lane ``(g, t)`` to hold keys ``2t, 2t+1, 8+2t, 9+2t`` at
-  the D rows ``g D/8 + 2j (+1)`` of m-tile ``j``: 16-byte loads of its ``D/8`` elements and
-  ``prmt`` to pair two keys per register.  The output O^T lands as (head ``2t``/``2t+1``,
-  ``D/8`` contiguous elements from ``g D/8``).
+  the D rows of word ``j`` of its V vectors ``g, g + 8, ...`` (the 8 lanes of a key read 128
+  contiguous bytes per load) and ``prmt`` to pair two keys per register.  The output O^T
+  lands as (head ``2t``/``2t+1``, element pairs of those vectors).
 * P is split ``P = P_hi + P_lo`` (both 16-bit, ``P_lo = P - P_hi`` rounded), two mmas, so the
   P V product keeps ~16 mantissa bits (the FMA kernel's fp32 P; a single 16-bit P would lose
   to 8 bits with bf16).  Q and K are the inputs' own 16-bit values, products exact in fp32.
@@ -89,18 +90,41 @@ def merge_smem_bytes(cfg: MmaDecodeConfig) -> int:
     return 4 * cfg.warps * cfg.hg * (cfg.head_dim + 3) + 8 * cfg.hg
 
 
+# Where a lane's 16-byte vectors sit in a row (elements): Q/K vector i of lane (g, t) at
+# QK_LANE t + QK_VEC i, V vector i at V_LANE g + V_VEC i.  Interleaved, so the 4 t-lanes of a
+# K row (the 8 g-lanes of a V row) read 64 (128) contiguous bytes per load instruction: whole
+# 32-byte sectors.  (Each lane owning a contiguous D/4 resp. D/8 range made every instruction
+# read half sectors, the other half fetched again by the next one past L1::no_allocate.)
+QK_LANE, QK_VEC = 8, 32
+V_LANE, V_VEC = 8, 64
+
+
 def fragment_maps(D: int) -> Dict[str, object]:
-    """The index maps the kernel is printed from (lane = 4 g + t):
+    """The index maps the kernel is printed from (lane = 4 g + t), derived from the vector
+    placement the loads print (:data:`QK_LANE`, :data:`QK_VEC`, :data:`V_LANE`, :data:`V_VEC`):
 
     * ``qk_d(t, s, i)``: the D element of logical k index ``2t + (i & 1) + 8 (i >> 1)`` of
-      k-step ``s`` (i = 0..3): Q and K use the same map;
+      k-step ``s`` (i = 0..3; words ``2s, 2s+1`` of the lane's vectors): Q and K use the same
+      map;
     * ``v_key(t, i)``: the tile key of the i-th key a lane loads (i = 0..3);
-    * ``o_d(g, j, h)``: the D element of O^T row ``g + 8 h`` of m-tile ``j``."""
+    * ``o_d(g, j, h)``: the D element of O^T row ``g + 8 h`` of m-tile ``j`` (word ``j`` of
+      the lane's V vectors, element ``h`` of the pair)."""
     return {
-        "qk_d": lambda t, s, i: t * (D // 4) + 4 * s + i,
+        "qk_d": lambda t, s, i: QK_LANE * t + QK_VEC * (s // 2) + 4 * (s % 2) + i,
         "v_key": lambda t, i: (2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9)[i],
-        "o_d": lambda g, j, h: g * (D // 8) + 2 * j + h,
+        "o_d": lambda g, j, h: V_LANE * g + V_VEC * (j // 4) + 2 * (j % 4) + h,
     }
+
+
+def check_lane_maps(D: int) -> None:
+    """The Q/K map is a permutation of the D axis (every element in exactly one (lane t,
+    k-step, index)), and so is the O map over (g, m-tile, pair): a dot product over a
+    permuted axis is the dot product; a map that dropped or repeated an element is refused."""
+    mp = fragment_maps(D)
+    qk = sorted(mp["qk_d"](t, s, i) for t in range(4) for s in range(D // 16) for i in range(4))
+    od = sorted(mp["o_d"](g, j, h) for g in range(8) for j in range(D // 16) for h in range(2))
+    _need(qk == list(range(D)), f"head_dim {D}: the Q/K lane map is not a permutation of D")
+    _need(od == list(range(D)), f"head_dim {D}: the V/O lane map is not a permutation of D")
 
 
 def _word(arr: str, w: int) -> str:
@@ -111,6 +135,7 @@ def _word(arr: str, w: int) -> str:
 def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     """The CUDA source of one configuration: the split kernel and its combine kernel."""
     validate(cfg)
+    check_lane_maps(cfg.head_dim)
     HG, D, C, W, T = cfg.hg, cfg.head_dim, cfg.chunk, cfg.warps, cfg.threads
     KS, MT = D // 16, D // 16          # k-steps of S = Q K^T, m-tiles of O^T = V^T P^T
     KV, VV = D // 32, D // 64          # 16-byte loads per K row (D/4 elems), per V row (D/8)
@@ -139,16 +164,17 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     o("  const int hk = bid % Hkv, b = bid / Hkv;")
     o(f"  const int h0 = hk * group + hc * {HG};")
     o("  const int s0 = blockIdx.y * kv_chunk, s1 = min(Skv, s0 + kv_chunk);")
-    o(f"  // Q as the A fragment: head g (zero rows from {HG}), elements [t D/4, (t+1) D/4)")
+    o(f"  // Q as the A fragment: head g (zero rows from {HG}), vector i at element "
+      f"{QK_LANE} t + {QK_VEC} i")
     o(f"  lg_u32x4 qv[{KV}];")
     o(f"  #pragma unroll\n  for (int i = 0; i < {KV}; ++i)")
-    o(f"    if (g < {HG}) qv[i] = lg_ld_nc(Q + b * q_sb + (h0 + g) * q_sh + t * {D // 4} + 8 * i);"
+    o(f"    if (g < {HG}) qv[i] = lg_ld_nc(Q + b * q_sb + (h0 + g) * q_sh + t * {QK_LANE} + {QK_VEC} * i);"
       "\n    else qv[i].x = qv[i].y = qv[i].z = qv[i].w = 0u;")
     o(f"  float acc[{MT}][4], m = LG_NEG_INF, l = 0.f;")
     o(f"  #pragma unroll\n  for (int j = 0; j < {MT}; ++j) "
       "acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;")
-    o("  const lg_u16* Kp = K + b * k_sb + hk * k_sh + t * " + str(D // 4) + ";")
-    o("  const lg_u16* Vp = V + b * v_sb + hk * v_sh + g * " + str(D // 8) + ";")
+    o(f"  const lg_u16* Kp = K + b * k_sb + hk * k_sh + t * {QK_LANE};")
+    o(f"  const lg_u16* Vp = V + b * v_sb + hk * v_sh + g * {V_LANE};")
     o("  // a warp's tiles: [base, base + 16 C); keys past the split are masked, their loads")
     o("  // clamped to the split's last key")
     o(f"  for (int base = s0 + rg * {16 * C}; base < s1; base += {16 * C * W}) {{")
@@ -158,11 +184,11 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     o("      #pragma unroll\n      for (int r = 0; r < 2; ++r) {")
     o("        const int key = min(kb + g + 8 * r, s1 - 1);")
     o(f"        #pragma unroll\n        for (int i = 0; i < {KV}; ++i) "
-      "kr[c][r][i] = lg_ld_nc(Kp + key * k_ss + 8 * i);\n      }")
+      f"kr[c][r][i] = lg_ld_nc(Kp + key * k_ss + {QK_VEC} * i);\n      }}")
     o("      #pragma unroll\n      for (int r = 0; r < 4; ++r) {")
     o("        const int key = min(kb + 2 * t + (r & 1) + 8 * (r >> 1), s1 - 1);")
     o(f"        #pragma unroll\n        for (int i = 0; i < {VV}; ++i) "
-      "vr[c][r][i] = lg_ld_nc(Vp + key * v_ss + 8 * i);\n      }\n    }")
+      f"vr[c][r][i] = lg_ld_nc(Vp + key * v_ss + {V_VEC} * i);\n      }}\n    }}")
     o(f"    #pragma unroll\n    for (int c = 0; c < {C}; ++c) {{")
     o("      const int kb = base + 16 * c;")
     o("      float s0f[4] = {0.f, 0.f, 0.f, 0.f}, s1f[4] = {0.f, 0.f, 0.f, 0.f};")
@@ -205,7 +231,7 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     o("  l += __shfl_xor_sync(0xffffffffu, l, 2);")
     o(f"  if (t == 0 && g < {HG}) {{ s_m[rg][g] = m; s_l[rg][g] = l; }}")
     o(f"  #pragma unroll\n  for (int j = 0; j < {MT}; ++j) {{")
-    o(f"    const int d = g * {D // 8} + 2 * j;")
+    o(f"    const int d = g * {V_LANE} + {V_VEC} * (j / 4) + 2 * (j % 4);")
     o(f"    if (2 * t < {HG}) *reinterpret_cast<float2*>(&s_acc[rg][2 * t][d]) = "
       "make_float2(acc[j][0], acc[j][2]);")
     o(f"    if (2 * t + 1 < {HG}) *reinterpret_cast<float2*>(&s_acc[rg][2 * t + 1][d]) = "
