@@ -247,6 +247,11 @@ class MmaSplitKVDecode(SplitKVDecode):
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
+        # head_dim 256: 236 registers a lane (NVRTC), so exactly MMA_BLOCKS_PER_SM blocks of
+        # 4 warps fit an SM and a split count a few blocks past a wave pays a whole tail wave
+        # (H100, B4 H32/8 Skv 4096: 8 splits, 256 blocks, 0.82 of a copy; 9 splits 0.62).
+        # At 64/128 (<= 144 registers) a third block fits and absorbs the overshoot.
+        self.whole_waves = cfg.head_dim == 256
 
     blocks_per_sm = MMA_BLOCKS_PER_SM
 
