@@ -79,7 +79,7 @@ def validate(cfg: MmaDecodeConfig) -> None:
           f"{smem} bytes of static shared memory for the warps' merge, at most {MAX_STATIC_SMEM}: "
           "fewer warps or heads per block")
     # 16 K/V rows of D/4 resp. D/8 elements per lane and tile in flight: chunk 1 at d256 is
-    # 214 registers (NVRTC, no spills); more tiles in flight would spill
+    # 236 registers (NVRTC 13, no spills); more tiles in flight would spill
     _need(cfg.head_dim < 256 or cfg.chunk == 1, f"chunk={cfg.chunk} at head_dim 256: 1 (the "
           "K/V registers of more tiles in flight do not fit a lane's 255)")
 
@@ -146,7 +146,8 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
                      f"mma.sync m16n8k16; {C} tiles of 16 keys in flight per warp"])
     o = L.append
     emit_decode_helpers(o, cfg)
-    o(f'extern "C" __global__ void __launch_bounds__({T})')
+    # minBlocksPerSM 1: without it ptxas spilled 4 bytes at 72 registers (d64, hg 8)
+    o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
       "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, float* __restrict__ OP, "
       "float* __restrict__ LSE, int rows, int Hq, int Hkv, int group, int Skv, int kv_chunk, "
@@ -247,10 +248,10 @@ class MmaSplitKVDecode(SplitKVDecode):
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
-        # head_dim 256: 236 registers a lane (NVRTC), so exactly MMA_BLOCKS_PER_SM blocks of
-        # 4 warps fit an SM and a split count a few blocks past a wave pays a whole tail wave
+        # head_dim 256: 236 registers a lane (NVRTC 13), so exactly MMA_BLOCKS_PER_SM blocks
+        # of 4 warps fit an SM and a split count a few blocks past a wave pays a whole tail wave
         # (H100, B4 H32/8 Skv 4096: 8 splits, 256 blocks, 0.82 of a copy; 9 splits 0.62).
-        # At 64/128 (<= 144 registers) a third block fits and absorbs the overshoot.
+        # At 64/128 (<= 148 registers) a third block fits and absorbs the overshoot.
         self.whole_waves = cfg.head_dim == 256
 
     blocks_per_sm = MMA_BLOCKS_PER_SM
@@ -259,7 +260,8 @@ class MmaSplitKVDecode(SplitKVDecode):
 def mma_warps(blocks: int, sms: int, head_dim: int = 128) -> int:
     """Warps per block: 8 when ``blocks`` (batch x KV heads x head chunks) alone give
     :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4; always 4 at head_dim 256, whose
-    214 registers per lane let only one 8-warp block on an SM.  H100 (suite, device time, chunk 1):
+    236 registers per lane let only one 8-warp block on an SM (H100 sweep, B4 H32/8 Skv 4096:
+    8 warps at best 0.82 of a copy, like 4 warps).  H100 (suite, device time, chunk 1):
     B64 H32/8 Skv 8K (512 blocks) 0.98 of a copy at 8 warps, 0.90-0.92 at 4; B1 H32/8 Skv 100K
     (8 blocks, 33 splits) 0.88 at 4 warps, 0.78 at 8 (the 8 warps' 128-key steps leave a ragged
     tail in each 3031-key split)."""
