@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kernels.nvidia.attention import AttentionConfigError
-from kernels.nvidia.decode_mma import (MMA_BLOCKS_PER_SM, MmaDecodeConfig, emit_mma_decode,
-                                       fragment_maps, heads_per_mma_block, mma_warps)
+from kernels.nvidia.decode_mma import (MAX_STATIC_SMEM, MMA_BLOCKS_PER_SM, MmaDecodeConfig,
+                                       emit_mma_decode, fragment_maps, heads_per_mma_block,
+                                       merge_smem_bytes, mma_warps)
 
 
 # ---- the PTX ISA's m16n8k16 fragments (16-bit A/B, f32 C): lane = 4 g + t
@@ -84,7 +85,7 @@ def emulate_tile(q, k, v, D):
     return S[:hg], P[:hg] @ v, O[:hg]
 
 
-@pytest.mark.parametrize("D,hg", [(64, 8), (128, 8), (128, 3)])
+@pytest.mark.parametrize("D,hg", [(64, 8), (128, 8), (128, 3), (256, 8), (256, 4)])
 def test_fragment_maps_compute_scores_and_pv(D, hg):
     rng = np.random.default_rng(D + hg)
     q, k, v = rng.standard_normal((hg, D)), rng.standard_normal((16, D)), rng.standard_normal((16, D))
@@ -111,12 +112,47 @@ def test_a_wrong_fragment_map_is_caught(monkeypatch):
 def test_source_prints_the_maps():
     """The printed source uses the maps the emulation checks: lane (g, t) loads K at element
     t D/4, V at g D/8 for keys 2t + (r & 1) + 8 (r >> 1), and writes O rows 2t, 2t+1."""
-    for D in (64, 128):
+    for D in (64, 128, 256):
         src = emit_mma_decode(MmaDecodeConfig(head_dim=D))
-        assert f"hk * k_sh + t * {D // 4};" in src and f"hk * v_sh + g * {D // 8};" in src
+        mp = fragment_maps(D)
+        # the printed vector addresses, evaluated, are the maps: Q/K vector i of lane t at
+        # 8 t + 32 i (words 2s, 2s+1 of vector s // 2), V vector i of lane g at 8 g + 64 i
+        assert "hk * k_sh + t * 8;" in src and "Kp + key * k_ss + 32 * i" in src
+        assert "(h0 + g) * q_sh + t * 8 + 32 * i" in src
+        assert "hk * v_sh + g * 8;" in src and "Vp + key * v_ss + 64 * i" in src
+        assert "const int d = g * 8 + 64 * (j / 4) + 2 * (j % 4);" in src
+        for t in range(4):
+            for s_ in range(D // 16):
+                assert mp["qk_d"](t, s_, 0) == 8 * t + 32 * (s_ // 2) + 4 * (s_ % 2)
+        for g in range(8):
+            for j in range(D // 16):
+                assert mp["o_d"](g, j, 0) == g * 8 + 64 * (j // 4) + 2 * (j % 4)
         assert "kb + 2 * t + (r & 1) + 8 * (r >> 1)" in src
         assert "s_acc[rg][2 * t][d]) = make_float2(acc[j][0], acc[j][2])" in src
         assert src.count("lg_mma_bf16(acc[") == 2 * (D // 16)      # hi and lo per m-tile
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_each_load_instruction_reads_whole_sectors(D):
+    """Per 16-byte load instruction, the lanes that share a K row (4) read 64 contiguous
+    bytes and those sharing a V key (8) 128: whole 32-byte sectors, none fetched twice."""
+    mp = fragment_maps(D)
+    for s_ in range(0, D // 16, 2):           # vector s // 2 holds k-steps s, s + 1
+        elems = sorted(mp["qk_d"](t, s_, 0) for t in range(4))
+        assert elems[0] % 32 == 0 and elems == list(range(elems[0], elems[0] + 32, 8))
+    for j in range(0, D // 16, 4):            # vector j // 4 holds m-tiles j .. j + 3
+        elems = sorted(mp["o_d"](g, j, 0) for g in range(8))
+        assert elems[0] % 64 == 0 and elems == list(range(elems[0], elems[0] + 64, 8))
+
+
+@pytest.mark.parametrize("const,value", [("QK_VEC", 16), ("V_VEC", 32), ("QK_LANE", 4)])
+def test_a_lane_map_that_is_no_permutation_is_refused(monkeypatch, const, value):
+    """Planted bug: vectors that overlap (a stride too small) repeat some D elements and drop
+    others; the emitter's permutation check refuses the configuration."""
+    import kernels.nvidia.decode_mma as dm
+    monkeypatch.setattr(dm, const, value)
+    with pytest.raises(AttentionConfigError, match="not a permutation"):
+        emit_mma_decode(MmaDecodeConfig(head_dim=128))
 
 
 def bf16(x):
@@ -134,7 +170,9 @@ def test_p_hi_lo_split_keeps_16_bits(p):
     assert abs(float(hi) + float(lo) - float(np.float32(p))) <= 2 ** -16 * p
 
 
-@pytest.mark.parametrize("kw,msg", [(dict(head_dim=256), "head_dim 256"), (dict(hg=9), "hg=9"),
+@pytest.mark.parametrize("kw,msg", [(dict(head_dim=512), "head_dim 512"), (dict(hg=9), "hg=9"),
+                                    (dict(head_dim=256, hg=8, warps=8), "66368 bytes of static"),
+                                    (dict(head_dim=256, chunk=2), "chunk=2 at head_dim 256"),
                                     (dict(hg=0), "hg=0"), (dict(chunk=3), "chunk=3"),
                                     (dict(warps=3), "warps=3"), (dict(in_dtype="f32"), "dtypes")])
 def test_config_errors(kw, msg):
@@ -147,14 +185,34 @@ def test_warps_and_heads_choice():
     assert heads_per_mma_block(12) == 6 and heads_per_mma_block(7) == 7
     assert mma_warps(512, 132) == 8 and mma_warps(8, 132) == 4
     assert mma_warps(MMA_BLOCKS_PER_SM * 132 - 1, 132) == 4
+    assert mma_warps(512, 132, head_dim=256) == 4 and mma_warps(8, 132, head_dim=256) == 4
 
 
-def test_dispatch_picks_the_tensor_core_kernel_for_d64_d128_only():
+def test_every_accepted_config_fits_static_shared_memory():
+    """validate() refuses exactly the configurations whose merge buffers pass 48 KiB: the
+    printed s_acc/s_m/s_l/s_w/s_inv/s_lse declarations, summed, against the limit."""
+    import re
+    for D in (64, 128, 256):
+        for hg in range(1, 9):
+            for w in (1, 2, 4, 8):
+                cfg = MmaDecodeConfig(head_dim=D, hg=hg, warps=w)
+                printed = (4 * w * hg * D + 4 * 3 * w * hg + 4 * 2 * hg)
+                if printed > MAX_STATIC_SMEM:
+                    with pytest.raises(AttentionConfigError, match="static shared memory"):
+                        emit_mma_decode(cfg)
+                    continue
+                src = emit_mma_decode(cfg)
+                assert re.search(rf"float s_acc\[{w}\]\[{hg}\]\[{D}\];", src)
+                assert merge_smem_bytes(cfg) >= printed
+
+
+def test_dispatch_picks_the_tensor_core_kernel():
     torch = pytest.importorskip("torch")
     from kernels.nvidia.dispatch import choose_decode
     for (B, H, Hk, S, D), name in (((64, 32, 8, 8192, 128), "lg_decode_mma_bf16_f16_d128_g4_c1_w8"),
                                    ((1, 64, 8, 131072, 128), "lg_decode_mma_bf16_f16_d128_g8_c1_w4"),
-                                   ((4, 32, 8, 4096, 256), "lg_decode_splitkv_")):
+                                   ((4, 32, 8, 4096, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w4"),
+                                   ((64, 32, 8, 8192, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w4")):
         q = torch.empty(B, H, 1, D, dtype=torch.bfloat16)
         k = torch.empty(B, Hk, 1, D, dtype=torch.bfloat16).expand(B, Hk, S, D)
         assert choose_decode(q, k).config.name.startswith(name)
@@ -166,8 +224,15 @@ def test_nvrtc_compiles_without_spills_at_4_warps(tmp_path):
         pytest.skip("needs NVRTC (cuda-python)")
     from kernels.cache import Cache
     from kernels.toolchain.nvrtc import compile_cuda
-    for kw in (dict(), dict(head_dim=64), dict(hg=4, in_dtype="f16", out_dtype="bf16")):
+    for kw in (dict(), dict(head_dim=64), dict(head_dim=64, hg=4, warps=8),
+               dict(hg=4, in_dtype="f16", out_dtype="bf16"),
+               dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16")):
         c = MmaDecodeConfig(**kw)
         m = compile_cuda(emit_mma_decode(c), c.arch, ["--ptxas-options=-v"], name=f"{c.name}.cu",
                          cache=Cache(tmp_path))
-        assert " 0 bytes spill stores" in m.log and "serialized" not in m.log, (c.name, m.log)
+        # every kernel's line (split and combine): one " 0 bytes spill stores" anywhere in
+        # the log passed while the split kernel of d64 spilled 4 bytes
+        spills = [ln for ln in m.log.splitlines() if "spill stores" in ln]
+        assert len(spills) == 2 and all(" 0 bytes spill stores" in ln for ln in spills), \
+            (c.name, m.log)
+        assert "serialized" not in m.log, (c.name, m.log)

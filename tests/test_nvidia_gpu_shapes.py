@@ -137,7 +137,8 @@ def decode_case(B, Hq, Hkv, Skv, D, dtype=torch.bfloat16, cache=None):
 
 DECODE_SHAPES = [(1, 32, 8, 100_000, 128), (64, 32, 8, 8192, 128), (2, 8, 1, 4097, 64),
                  (3, 12, 4, 1000, 256), (1, 6, 2, 513, 128), (2, 4, 4, 300, 128),
-                 (1, 32, 2, 65, 64), (1, 32, 1, 131_072, 128), (4, 16, 16, 2049, 256)]
+                 (1, 32, 2, 65, 64), (1, 32, 1, 131_072, 128), (4, 16, 16, 2049, 256),
+                 (4, 32, 8, 4096, 256), (1, 64, 8, 5003, 256), (2, 10, 2, 777, 256)]
 
 
 @pytest.mark.parametrize("shape", DECODE_SHAPES, ids=lambda s: "B{}H{}/{}S{}d{}".format(*s))
@@ -159,6 +160,20 @@ def test_decode_forced_split_counts(splits):
     q, k, v, ref = decode_case(2, 8, 2, 3001, 128, cache=4096)
     out = decode_attention(q, k, v, kv_splits=splits, out_dtype="bf16")
     assert out.dtype == torch.bfloat16 and rel(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("hg,warps,splits", [(4, 4, None), (8, 2, 3), (3, 1, 1), (4, 8, 5000),
+                                             (8, 4, 2)])
+def test_decode_mma_d256_configs(hg, warps, splits):
+    """The tensor-core decode at head_dim 256, every warp count it accepts, GQA groups of
+    8 (hg 8 or two chunks of 4) and 3, ragged split tails, a strided cache view, bf16 out."""
+    from kernels.nvidia.decode_mma import MmaDecodeConfig, MmaSplitKVDecode
+    group = 3 if hg == 3 else 8
+    q, k, v, ref = decode_case(2, 2 * group, 2, 1999, 256, cache=2048)
+    cfg = MmaDecodeConfig(out_dtype="bf16", head_dim=256, hg=hg, warps=warps)
+    out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    MmaSplitKVDecode(cfg)(q, k, v, out=out, kv_splits=splits)
+    assert rel(out, ref) < 1e-2, cfg.name
 
 
 def test_decode_f16_inputs_and_scale():

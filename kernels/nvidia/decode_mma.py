@@ -7,14 +7,15 @@ Each warp walks its own 16-key tiles of the split (``W`` warps, ``chunk`` tiles 
 * scores ``S = Q K^T``: A = Q (16 rows = the ``hg`` heads, zero rows after them), B = K^T
   (16 of D x 8 keys), two mmas per k-step for the tile's keys 0-7 and 8-15.  The D axis is
   permuted the same way for Q and K (a dot product does not care): lane ``(g, t)`` (``g =
-  lane / 4``, ``t = lane % 4``) owns elements ``[t D/4, (t+1) D/4)`` of a row, so it loads them
-  with 16-byte loads; k-step ``s`` uses its words ``2s, 2s+1``.
+  lane / 4``, ``t = lane % 4``) owns the 16-byte vectors ``t, t + 4, t + 8, ...`` of a row
+  (the 4 lanes of a row read 64 contiguous bytes per load); k-step ``s`` uses its words
+  ``2s, 2s+1``.
 * the C fragment of those two mmas (head ``g``, keys ``2t, 2t+1, 8+2t, 9+2t``) is exactly the
   B fragment of ``O^T = V^T P^T`` (k = keys, n = heads), so P never leaves registers; the A
   fragment (V^T, m = D rows) needs lane ``(g, t)`` to hold keys ``2t, 2t+1, 8+2t, 9+2t`` at
-  the D rows ``g D/8 + 2j (+1)`` of m-tile ``j``: 16-byte loads of its ``D/8`` elements and
-  ``prmt`` to pair two keys per register.  The output O^T lands as (head ``2t``/``2t+1``,
-  ``D/8`` contiguous elements from ``g D/8``).
+  the D rows of word ``j`` of its V vectors ``g, g + 8, ...`` (the 8 lanes of a key read 128
+  contiguous bytes per load) and ``prmt`` to pair two keys per register.  The output O^T
+  lands as (head ``2t``/``2t+1``, element pairs of those vectors).
 * P is split ``P = P_hi + P_lo`` (both 16-bit, ``P_lo = P - P_hi`` rounded), two mmas, so the
   P V product keeps ~16 mantissa bits (the FMA kernel's fp32 P; a single 16-bit P would lose
   to 8 bits with bf16).  Q and K are the inputs' own 16-bit values, products exact in fp32.
@@ -39,10 +40,11 @@ from .decode_splitkv import (SplitDecodeShape, SplitKVDecode, check_decode_dtype
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
-           "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM",
+           "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM", "MAX_STATIC_SMEM", "merge_smem_bytes", "validate",
            "heads_per_mma_block", "mma_warps"]
 
 MMA_MAX_HEADS = 8          # the mma's n = 8 heads of one KV head per block
+MAX_STATIC_SMEM = 48 * 1024   # a kernel's static __shared__ arrays
 MMA_BLOCKS_PER_SM = 2      # H100 sweep (benchmarks/gpu_decode_sweep.py), chunk 1, warps 4: B1
                            # H64/8 Skv 128K 33 splits 0.92 of a copy, 66 splits (4 per SM) 0.83
 
@@ -67,25 +69,62 @@ class MmaDecodeConfig(SplitDecodeShape):
 
 def validate(cfg: MmaDecodeConfig) -> None:
     check_decode_dtypes(cfg)
-    _need(cfg.head_dim in (64, 128), f"head_dim {cfg.head_dim}: the tensor-core decode takes "
-          "64 or 128 (256 needs more registers than a lane has; use the FMA split kernel)")
+    _need(cfg.head_dim in (64, 128, 256), f"head_dim {cfg.head_dim}: the tensor-core decode "
+          "takes 64, 128 or 256")
     _need(1 <= cfg.hg <= MMA_MAX_HEADS, f"hg={cfg.hg}: 1 to {MMA_MAX_HEADS} query heads per block")
     _need(cfg.chunk in (1, 2, 4), f"chunk={cfg.chunk}: 1, 2 or 4 tiles of 16 keys in flight")
     _need(cfg.warps in (1, 2, 4, 8), f"warps={cfg.warps}: 1, 2, 4 or 8")
+    smem = merge_smem_bytes(cfg)
+    _need(smem <= MAX_STATIC_SMEM, f"hg={cfg.hg} x warps={cfg.warps} x head_dim={cfg.head_dim}: "
+          f"{smem} bytes of static shared memory for the warps' merge, at most {MAX_STATIC_SMEM}: "
+          "fewer warps or heads per block")
+    # 16 K/V rows of D/4 resp. D/8 elements per lane and tile in flight: chunk 1 at d256 is
+    # 236 registers (NVRTC 13, no spills); more tiles in flight would spill
+    _need(cfg.head_dim < 256 or cfg.chunk == 1, f"chunk={cfg.chunk} at head_dim 256: 1 (the "
+          "K/V registers of more tiles in flight do not fit a lane's 255)")
+
+
+def merge_smem_bytes(cfg: MmaDecodeConfig) -> int:
+    """Static shared memory of the split kernel: the warps' partial O (fp32) and their
+    max / sum / weight per head."""
+    return 4 * cfg.warps * cfg.hg * (cfg.head_dim + 3) + 8 * cfg.hg
+
+
+# Where a lane's 16-byte vectors sit in a row (elements): Q/K vector i of lane (g, t) at
+# QK_LANE t + QK_VEC i, V vector i at V_LANE g + V_VEC i.  Interleaved, so the 4 t-lanes of a
+# K row (the 8 g-lanes of a V row) read 64 (128) contiguous bytes per load instruction: whole
+# 32-byte sectors.  (Each lane owning a contiguous D/4 resp. D/8 range made every instruction
+# read half sectors, the other half fetched again by the next one past L1::no_allocate.)
+QK_LANE, QK_VEC = 8, 32
+V_LANE, V_VEC = 8, 64
 
 
 def fragment_maps(D: int) -> Dict[str, object]:
-    """The index maps the kernel is printed from (lane = 4 g + t):
+    """The index maps the kernel is printed from (lane = 4 g + t), derived from the vector
+    placement the loads print (:data:`QK_LANE`, :data:`QK_VEC`, :data:`V_LANE`, :data:`V_VEC`):
 
     * ``qk_d(t, s, i)``: the D element of logical k index ``2t + (i & 1) + 8 (i >> 1)`` of
-      k-step ``s`` (i = 0..3): Q and K use the same map;
+      k-step ``s`` (i = 0..3; words ``2s, 2s+1`` of the lane's vectors): Q and K use the same
+      map;
     * ``v_key(t, i)``: the tile key of the i-th key a lane loads (i = 0..3);
-    * ``o_d(g, j, h)``: the D element of O^T row ``g + 8 h`` of m-tile ``j``."""
+    * ``o_d(g, j, h)``: the D element of O^T row ``g + 8 h`` of m-tile ``j`` (word ``j`` of
+      the lane's V vectors, element ``h`` of the pair)."""
     return {
-        "qk_d": lambda t, s, i: t * (D // 4) + 4 * s + i,
+        "qk_d": lambda t, s, i: QK_LANE * t + QK_VEC * (s // 2) + 4 * (s % 2) + i,
         "v_key": lambda t, i: (2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9)[i],
-        "o_d": lambda g, j, h: g * (D // 8) + 2 * j + h,
+        "o_d": lambda g, j, h: V_LANE * g + V_VEC * (j // 4) + 2 * (j % 4) + h,
     }
+
+
+def check_lane_maps(D: int) -> None:
+    """The Q/K map is a permutation of the D axis (every element in exactly one (lane t,
+    k-step, index)), and so is the O map over (g, m-tile, pair): a dot product over a
+    permuted axis is the dot product; a map that dropped or repeated an element is refused."""
+    mp = fragment_maps(D)
+    qk = sorted(mp["qk_d"](t, s, i) for t in range(4) for s in range(D // 16) for i in range(4))
+    od = sorted(mp["o_d"](g, j, h) for g in range(8) for j in range(D // 16) for h in range(2))
+    _need(qk == list(range(D)), f"head_dim {D}: the Q/K lane map is not a permutation of D")
+    _need(od == list(range(D)), f"head_dim {D}: the V/O lane map is not a permutation of D")
 
 
 def _word(arr: str, w: int) -> str:
@@ -96,6 +135,7 @@ def _word(arr: str, w: int) -> str:
 def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     """The CUDA source of one configuration: the split kernel and its combine kernel."""
     validate(cfg)
+    check_lane_maps(cfg.head_dim)
     HG, D, C, W, T = cfg.hg, cfg.head_dim, cfg.chunk, cfg.warps, cfg.threads
     KS, MT = D // 16, D // 16          # k-steps of S = Q K^T, m-tiles of O^T = V^T P^T
     KV, VV = D // 32, D // 64          # 16-byte loads per K row (D/4 elems), per V row (D/8)
@@ -106,7 +146,8 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
                      f"mma.sync m16n8k16; {C} tiles of 16 keys in flight per warp"])
     o = L.append
     emit_decode_helpers(o, cfg)
-    o(f'extern "C" __global__ void __launch_bounds__({T})')
+    # minBlocksPerSM 1: without it ptxas spilled 4 bytes at 72 registers (d64, hg 8)
+    o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
     o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
       "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, float* __restrict__ OP, "
       "float* __restrict__ LSE, int rows, int Hq, int Hkv, int group, int Skv, int kv_chunk, "
@@ -124,16 +165,17 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     o("  const int hk = bid % Hkv, b = bid / Hkv;")
     o(f"  const int h0 = hk * group + hc * {HG};")
     o("  const int s0 = blockIdx.y * kv_chunk, s1 = min(Skv, s0 + kv_chunk);")
-    o(f"  // Q as the A fragment: head g (zero rows from {HG}), elements [t D/4, (t+1) D/4)")
+    o(f"  // Q as the A fragment: head g (zero rows from {HG}), vector i at element "
+      f"{QK_LANE} t + {QK_VEC} i")
     o(f"  lg_u32x4 qv[{KV}];")
     o(f"  #pragma unroll\n  for (int i = 0; i < {KV}; ++i)")
-    o(f"    if (g < {HG}) qv[i] = lg_ld_nc(Q + b * q_sb + (h0 + g) * q_sh + t * {D // 4} + 8 * i);"
+    o(f"    if (g < {HG}) qv[i] = lg_ld_nc(Q + b * q_sb + (h0 + g) * q_sh + t * {QK_LANE} + {QK_VEC} * i);"
       "\n    else qv[i].x = qv[i].y = qv[i].z = qv[i].w = 0u;")
     o(f"  float acc[{MT}][4], m = LG_NEG_INF, l = 0.f;")
     o(f"  #pragma unroll\n  for (int j = 0; j < {MT}; ++j) "
       "acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;")
-    o("  const lg_u16* Kp = K + b * k_sb + hk * k_sh + t * " + str(D // 4) + ";")
-    o("  const lg_u16* Vp = V + b * v_sb + hk * v_sh + g * " + str(D // 8) + ";")
+    o(f"  const lg_u16* Kp = K + b * k_sb + hk * k_sh + t * {QK_LANE};")
+    o(f"  const lg_u16* Vp = V + b * v_sb + hk * v_sh + g * {V_LANE};")
     o("  // a warp's tiles: [base, base + 16 C); keys past the split are masked, their loads")
     o("  // clamped to the split's last key")
     o(f"  for (int base = s0 + rg * {16 * C}; base < s1; base += {16 * C * W}) {{")
@@ -143,11 +185,11 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     o("      #pragma unroll\n      for (int r = 0; r < 2; ++r) {")
     o("        const int key = min(kb + g + 8 * r, s1 - 1);")
     o(f"        #pragma unroll\n        for (int i = 0; i < {KV}; ++i) "
-      "kr[c][r][i] = lg_ld_nc(Kp + key * k_ss + 8 * i);\n      }")
+      f"kr[c][r][i] = lg_ld_nc(Kp + key * k_ss + {QK_VEC} * i);\n      }}")
     o("      #pragma unroll\n      for (int r = 0; r < 4; ++r) {")
     o("        const int key = min(kb + 2 * t + (r & 1) + 8 * (r >> 1), s1 - 1);")
     o(f"        #pragma unroll\n        for (int i = 0; i < {VV}; ++i) "
-      "vr[c][r][i] = lg_ld_nc(Vp + key * v_ss + 8 * i);\n      }\n    }")
+      f"vr[c][r][i] = lg_ld_nc(Vp + key * v_ss + {V_VEC} * i);\n      }}\n    }}")
     o(f"    #pragma unroll\n    for (int c = 0; c < {C}; ++c) {{")
     o("      const int kb = base + 16 * c;")
     o("      float s0f[4] = {0.f, 0.f, 0.f, 0.f}, s1f[4] = {0.f, 0.f, 0.f, 0.f};")
@@ -190,7 +232,7 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     o("  l += __shfl_xor_sync(0xffffffffu, l, 2);")
     o(f"  if (t == 0 && g < {HG}) {{ s_m[rg][g] = m; s_l[rg][g] = l; }}")
     o(f"  #pragma unroll\n  for (int j = 0; j < {MT}; ++j) {{")
-    o(f"    const int d = g * {D // 8} + 2 * j;")
+    o(f"    const int d = g * {V_LANE} + {V_VEC} * (j / 4) + 2 * (j % 4);")
     o(f"    if (2 * t < {HG}) *reinterpret_cast<float2*>(&s_acc[rg][2 * t][d]) = "
       "make_float2(acc[j][0], acc[j][2]);")
     o(f"    if (2 * t + 1 < {HG}) *reinterpret_cast<float2*>(&s_acc[rg][2 * t + 1][d]) = "
@@ -206,16 +248,25 @@ class MmaSplitKVDecode(SplitKVDecode):
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
+        # head_dim 256: 236 registers a lane (NVRTC 13), so exactly MMA_BLOCKS_PER_SM blocks
+        # of 4 warps fit an SM and a split count a few blocks past a wave pays a whole tail wave
+        # (H100, B4 H32/8 Skv 4096: 8 splits, 256 blocks, 0.82 of a copy; 9 splits 0.62).
+        # At 64/128 (<= 148 registers) a third block fits and absorbs the overshoot.
+        self.whole_waves = cfg.head_dim == 256
 
     blocks_per_sm = MMA_BLOCKS_PER_SM
 
 
-def mma_warps(blocks: int, sms: int) -> int:
+def mma_warps(blocks: int, sms: int, head_dim: int = 128) -> int:
     """Warps per block: 8 when ``blocks`` (batch x KV heads x head chunks) alone give
-    :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4.  H100 (suite, device time, chunk 1):
+    :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4; always 4 at head_dim 256, whose
+    236 registers per lane let only one 8-warp block on an SM (H100 sweep, B4 H32/8 Skv 4096:
+    8 warps at best 0.82 of a copy, like 4 warps).  H100 (suite, device time, chunk 1):
     B64 H32/8 Skv 8K (512 blocks) 0.98 of a copy at 8 warps, 0.90-0.92 at 4; B1 H32/8 Skv 100K
     (8 blocks, 33 splits) 0.88 at 4 warps, 0.78 at 8 (the 8 warps' 128-key steps leave a ragged
     tail in each 3031-key split)."""
+    if head_dim == 256:
+        return 4
     return 8 if blocks >= MMA_BLOCKS_PER_SM * sms else 4
 
 

@@ -289,14 +289,19 @@ def heads_per_block(group: int) -> int:
 
 
 def choose_splits(blocks: int, seqlen_kv: int, sms: int, kv_splits: Optional[int] = None,
-                  blocks_per_sm: int = BLOCKS_PER_SM) -> Tuple[int, int, str]:
+                  blocks_per_sm: int = BLOCKS_PER_SM,
+                  whole_waves: bool = False) -> Tuple[int, int, str]:
     """``(n_splits, kv_chunk, reason)`` for ``blocks`` (batch x KV heads x head chunks) over
     ``seqlen_kv`` keys on ``sms`` SMs.
 
     Automatic: enough splits for ``sms * blocks_per_sm`` blocks (and, when the blocks alone
     fill at most half of them, at most :data:`MAX_KEYS_PER_SPLIT` keys per split), at least
-    :data:`MIN_KEYS_PER_SPLIT` keys per split, at most :data:`MAX_SPLITS`.  ``kv_chunk`` is
-    the keys per split; the count is recomputed from it, so no split is empty."""
+    :data:`MIN_KEYS_PER_SPLIT` keys per split, at most :data:`MAX_SPLITS`.  ``whole_waves``
+    (a kernel of which exactly ``blocks_per_sm`` blocks fit an SM) rounds the count to the
+    nearest number of whole waves of ``sms * blocks_per_sm`` blocks, at least one, never
+    past one wave by a few blocks (whose tail wave costs a whole block's time).
+    ``kv_chunk`` is the keys per split; the count is recomputed from it, so no split is
+    empty."""
     if seqlen_kv < 1:
         raise LaunchError("seqlen_kv must be at least 1")
     slots = sms * blocks_per_sm
@@ -308,9 +313,15 @@ def choose_splits(blocks: int, seqlen_kv: int, sms: int, kv_splits: Optional[int
         want = -(-slots // blocks)
         if 2 * blocks <= slots:
             want = max(want, -(-seqlen_kv // MAX_KEYS_PER_SPLIT))
-        n = max(1, min(want, seqlen_kv // MIN_KEYS_PER_SPLIT, MAX_SPLITS))
+        cap = min(seqlen_kv // MIN_KEYS_PER_SPLIT, MAX_SPLITS)
+        n = max(1, min(want, cap))
+        waves = ""
+        if whole_waves:
+            k = max(1, round(blocks * n / slots))
+            n = max(1, min(k * slots // blocks, cap))
+            waves = f" ({k} whole wave(s))"
         why = (f"{blocks} blocks of (batch, KV head, head chunk), {sms} SMs x {blocks_per_sm} "
-               f"blocks wanted: {n} split(s)")
+               f"blocks wanted: {n} split(s){waves}")
     chunk = -(-seqlen_kv // n)
     n = -(-seqlen_kv // chunk)
     return n, chunk, f"{why}; {chunk} keys per split"
@@ -321,6 +332,7 @@ class SplitKVDecode(DecodeAttention):
     (B, Hq, D), k/v (B, Hkv, Skv, D); ``Hq / Hkv`` a multiple of ``cfg.hg``."""
 
     blocks_per_sm = BLOCKS_PER_SM     # what the automatic split count aims for
+    whole_waves = False               # round the split count to whole waves (choose_splits)
 
     def __init__(self, cfg: SplitKVDecodeConfig = SplitKVDecodeConfig(), *,
                  backend: str = "auto"):
@@ -340,7 +352,8 @@ class SplitKVDecode(DecodeAttention):
             from ..runtime.cuda import device_info
             idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
             sms = device_info(idx)["sms"]
-        n, chunk, why = choose_splits(blocks, Skv, sms, kv_splits, self.blocks_per_sm)
+        n, chunk, why = choose_splits(blocks, Skv, sms, kv_splits, self.blocks_per_sm,
+                                      self.whole_waves)
         if blocks >= 2 ** 31:
             raise LaunchError(f"{blocks} blocks: batch x KV heads x head chunks must fit in 31 bits")
         if n >= 65536:

@@ -240,9 +240,9 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     if skv <= SHORT_KV:
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split")
-    if q.shape[-1] in (64, 128):
+    if q.shape[-1] in (64, 128, 256):
         hg = heads_per_mma_block(group)
-        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q))
+        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), q.shape[-1])
         cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               warps=warps)
         return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
