@@ -371,6 +371,9 @@ def test_flash_attention_dispatch_on_a_hopper_device(monkeypatch):
     import torch
     from kernels.nvidia import dispatch
     built = []
+    # the choices are cached per key: start clean, and leave none made with the fakes
+    dispatch.clear_plans()
+    monkeypatch.setattr(dispatch, "_FLASH_PLANS", type(dispatch._FLASH_PLANS)())
     monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
     monkeypatch.setattr(dispatch, "compiled_flash",
                         lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))

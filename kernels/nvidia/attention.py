@@ -470,24 +470,32 @@ class FlashAttention(CompiledKernel):
         return B, Hq, Sq, Hkv, Skv
 
     def __call__(self, q, k, v, out=None, scale: Optional[float] = None):
+        return self.bound(q, k, v, out, scale)(q, k, v, out)
+
+    def bind(self, q, k, v, out=None, scale: Optional[float] = None):
+        """Check the arguments; ``run(q, k, v, out)`` for every call with their ``call_key``
+        (``scale`` is part of it)."""
         import torch
-        from ..runtime.cuda import launch
+        from ..runtime.cuda import LaunchSite
         B, Hq, Sq, Hkv, Skv = self.check_args(q, k, v, out)
-        if out is None:
-            out = torch.empty_like(q, memory_format=torch.contiguous_format)
         cfg = self.cfg
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         if not scale > 0 or not math.isfinite(scale):
             raise LaunchError(f"scale must be a positive finite number, got {scale}")
-        grid = (-(-Sq // cfg.bm), Hq, B)
-        args = [q, k, v, out, Sq, Skv, Hq // Hkv]
-        for t in (q, k, v, out):
-            args += [t.stride(0), t.stride(1), t.stride(2)]
-        args.append(scale * math.log2(math.e))
-        sig = ("ptr",) * 4 + ("i32",) * 3 + ("i64",) * 12 + ("f32",)
-        launch(self.module, cfg.name, grid, cfg.threads, args, signature=sig,
-               specs=[TensorSpec(strides=())] * 4 + [None] * 16, smem_bytes=cfg.smem_bytes)
-        return out
+        site = LaunchSite(self.module, cfg.name, (-(-Sq // cfg.bm), Hq, B), cfg.threads,
+                          signature=("ptr",) * 4 + ("i32",) * 3 + ("i64",) * 12 + ("f32",),
+                          specs=[TensorSpec(strides=())] * 4 + [None] * 16,
+                          smem_bytes=cfg.smem_bytes)
+        head = [Sq, Skv, Hq // Hkv] + [t.stride(d) for t in (q, k, v) for d in range(3)]
+        log2_scale = scale * math.log2(math.e)
+
+        def run(q, k, v, out):
+            if out is None:
+                out = torch.empty_like(q, memory_format=torch.contiguous_format)
+            site([q, k, v, out, *head, out.stride(0), out.stride(1), out.stride(2),
+                  log2_scale])
+            return out
+        return run
 
 
 FLASH_DEFAULTS = {64: dict(bm=128, bn=64, warps=4), 128: dict(bm=128, bn=64, warps=4),

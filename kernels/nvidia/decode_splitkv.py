@@ -363,30 +363,41 @@ class SplitKVDecode(DecodeAttention):
 
     def __call__(self, q, k, v, out=None, scale: Optional[float] = None,
                  kv_splits: Optional[int] = None, sms: Optional[int] = None):
+        return self.bound(q, k, v, out, scale, kv_splits, sms)(q, k, v, out)
+
+    def bind(self, q, k, v, out=None, scale: Optional[float] = None,
+             kv_splits: Optional[int] = None, sms: Optional[int] = None):
+        """Check the arguments and choose the split; ``run(q, k, v, out)`` for every call
+        with their ``call_key``."""
         import torch
-        from ..runtime.cuda import launch
+        from ..runtime.cuda import LaunchSite
         p = self.plan(q, k, v, out, kv_splits, sms)
         cfg = self.cfg
-        if out is None:
-            out = torch.empty(q.shape, dtype=torch.float16 if cfg.out_dtype == "f16" else
-                              torch.bfloat16, device=q.device)
+        out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         rows, n = p["B"] * p["Hq"], p["splits"]
-        if n > 1:
-            op = torch.empty((n, rows, cfg.head_dim), dtype=torch.float32, device=q.device)
-            lse = torch.empty((n, rows), dtype=torch.float32, device=q.device)
-        else:
-            op = lse = None
-        args = [q, k, v, out, op, lse, rows, p["Hq"], p["Hkv"], p["group"], p["Skv"],
-                p["kv_chunk"], q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2),
-                v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),
-                scale * math.log2(math.e)]
-        sig = ("ptr",) * 6 + ("i32",) * 6 + ("i64",) * 10 + ("f32",)
-        launch(self.module, cfg.name, (p["blocks"], n), cfg.threads, args, signature=sig,
-               specs=[TensorSpec(strides=())] * 6 + [None] * 17)
-        if n > 1:
-            launch(self.module, cfg.combine_name, -(-(rows * cfg.head_dim // 8) // COMBINE_THREADS),
-                   COMBINE_THREADS, [op, lse, out, rows, p["Hq"], n, out.stride(0), out.stride(1)],
-                   signature=("ptr",) * 3 + ("i32",) * 3 + ("i64",) * 2,
-                   specs=[TensorSpec(strides=())] * 3 + [None] * 5)
-        return out
+        main = LaunchSite(self.module, cfg.name, (p["blocks"], n), cfg.threads,
+                          signature=("ptr",) * 6 + ("i32",) * 6 + ("i64",) * 10 + ("f32",),
+                          specs=[TensorSpec(strides=())] * 6 + [None] * 17)
+        combine = LaunchSite(self.module, cfg.combine_name,
+                             -(-(rows * cfg.head_dim // 8) // COMBINE_THREADS), COMBINE_THREADS,
+                             signature=("ptr",) * 3 + ("i32",) * 3 + ("i64",) * 2,
+                             specs=[TensorSpec(strides=())] * 3 + [None] * 5) if n > 1 else None
+        sizes = [rows, p["Hq"], p["Hkv"], p["group"], p["Skv"], p["kv_chunk"], q.stride(0),
+                 q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
+                 v.stride(2)]
+        log2_scale = scale * math.log2(math.e)
+
+        def run(q, k, v, out):
+            if out is None:
+                out = torch.empty(q.shape, dtype=out_dt, device=q.device)
+            if n > 1:
+                op = torch.empty((n, rows, cfg.head_dim), dtype=torch.float32, device=q.device)
+                lse = torch.empty((n, rows), dtype=torch.float32, device=q.device)
+            else:
+                op = lse = None
+            main([q, k, v, out, op, lse, *sizes, out.stride(0), out.stride(1), log2_scale])
+            if combine is not None:
+                combine([op, lse, out, rows, p["Hq"], n, out.stride(0), out.stride(1)])
+            return out
+        return run

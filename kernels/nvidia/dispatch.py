@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
+from ..runtime.launch_cache import BoundedCache, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode, heads_per_mma_block, mma_warps
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
@@ -30,7 +31,8 @@ from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
-           "decode_attention", "choose_decode", "DecodeChoice"]
+           "decode_attention", "choose_decode", "DecodeChoice", "GemmPlan", "gemm_plan_key",
+           "run_gemm_plan", "clear_plans"]
 
 
 _GEMMS: Dict[Any, CudaGemm] = {}
@@ -115,26 +117,61 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     Without ``config``: :func:`choose_gemm` picks the kernel (wgmma on H100/H200, mma.sync
     elsewhere), the tile against the device's SM count and the split-K count; any M, N, K and
     any leading dimensions run (vectors cut by an edge or misaligned take the kernels' edge
-    copy).  ``config`` may be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits``
-    then applies to a ``split_k`` one)."""
-    pad_rows = 0
+    copy).  The choice is made once per :func:`gemm_plan_key` (the operands' dtype, shape,
+    strides, device and pointer alignment; ``b_major``, ``atom``) and re-used.  ``config`` may
+    be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits`` then applies to a
+    ``split_k`` one)."""
     if config is None:
-        choice = choose_gemm(a, b, b_major=b_major, atom=atom)
-        config, splits, pad_rows = choice.config, choice.splits, choice.pad_rows
-    g = compiled_gemm(config)
+        key = gemm_plan_key(a, b, b_major, atom)
+        plan = _GEMM_PLANS.get(key)
+        if plan is None:
+            choice = choose_gemm(a, b, b_major=b_major, atom=atom)
+            plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config), choice.splits,
+                                                 choice.pad_rows))
+        return run_gemm_plan(plan, a, b, out)
+    if splits != 1 and not isinstance(config, (TmaGemmConfig, WgmmaGemmConfig)):
+        raise LaunchError(f"splits={splits}: split-K is a wgmma configuration "
+                          "(WgmmaGemmConfig(split_k=True))")
+    return run_gemm_plan(GemmPlan(compiled_gemm(config), splits, 0), a, b, out)
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """What :func:`gemm` decided for one :func:`gemm_plan_key`: the built kernel, its split
+    count and the row padding the selection asked for (``GemmChoice.pad_rows``)."""
+
+    kernel: Any
+    splits: int
+    pad_rows: int
+
+
+_GEMM_PLANS: BoundedCache = BoundedCache(256)
+
+
+def gemm_plan_key(a, b, b_major: str, atom: str):
+    """The hashable key of everything :func:`choose_gemm` reads (each operand's
+    :func:`~kernels.runtime.launch_cache.tensor_key`, ``b_major``, ``atom``), or None for
+    operands that are not tensors (they take the checking path, and its error)."""
+    try:
+        return (tensor_key(a), tensor_key(b), b_major, atom)
+    except (AttributeError, TypeError):
+        return None
+
+
+def run_gemm_plan(plan: GemmPlan, a, b, out=None):
+    """Run ``plan``'s kernel on ``a``, ``b`` (its own argument checks apply)."""
+    g = plan.kernel
+    config = g.cfg
     if isinstance(config, TmaGemmConfig):
         # the selection chose to copy the operands into buffers whose rows start on
         # pad_rows-byte lines (at least 16 bytes: what TMA can address)
-        a = a if tma_ready(a, pad_rows) else tma_padded(a, pad_rows)
-        b = b if tma_ready(b, pad_rows) else tma_padded(b, pad_rows)
+        a = a if tma_ready(a, plan.pad_rows) else tma_padded(a, plan.pad_rows)
+        b = b if tma_ready(b, plan.pad_rows) else tma_padded(b, plan.pad_rows)
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
-        return g(a, b, out, splits=splits)
+        return g(a, b, out, splits=plan.splits)
     if isinstance(config, WgmmaGemmConfig):
-        return g(a, b, out, splits=splits)
-    if splits != 1:
-        raise LaunchError(f"splits={splits}: split-K is a wgmma configuration "
-                          "(WgmmaGemmConfig(split_k=True))")
+        return g(a, b, out, splits=plan.splits)
     return g(a, b, out)
 
 
@@ -150,11 +187,10 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
 
 def capability_of(t) -> Tuple[int, int]:
     """Compute capability of the CUDA device holding ``t`` ((0, 0) for a CPU tensor: the
-    launch then refuses it with its own message)."""
-    import torch
+    launch then refuses it with its own message); read once per device (``device_info``)."""
     if not getattr(t, "is_cuda", False):
         return (0, 0)
-    return tuple(torch.cuda.get_device_capability(t.device))
+    return tuple(device_info(device_index(t))["cc"])
 
 
 _FLASH: Dict[Any, FlashAttention] = {}
@@ -173,13 +209,24 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
     if config is None:
-        d = q.shape[-1]
-        if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
-            raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 or 256")
-        config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom)).config
-    elif config.causal != causal:
+        # the choice reads q's dtype, head_dim and device (its compute capability): made once
+        # per key, like gemm()'s
+        key = (q.dtype, q.shape[-1], q.device, bool(causal), atom)
+        fa = _FLASH_PLANS.get(key)
+        if fa is None:
+            d = q.shape[-1]
+            if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
+                raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 "
+                                  "or 256")
+            config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom)).config
+            fa = _FLASH_PLANS.put(key, compiled_flash(config))
+        return fa(q, k, v, out=out, scale=scale)
+    if config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
     return compiled_flash(config)(q, k, v, out=out, scale=scale)
+
+
+_FLASH_PLANS: BoundedCache = BoundedCache(256)
 
 
 def compiled_flash(cfg: Any) -> FlashAttention:
@@ -219,7 +266,6 @@ def _sms(q) -> int:
     if not getattr(q, "is_cuda", False):
         return 132
     import torch
-    from ..runtime.cuda import device_info
     idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
     return device_info(idx)["sms"]
 
@@ -267,9 +313,28 @@ def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optiona
           "bfloat16": "bf16"}.get(out_dtype)
     if od is None:
         raise LaunchError(f"out_dtype must be 'f16' or 'bf16', got {out_dtype!r}")
+    # choose_decode reads q's dtype, heads, head_dim and device (its SM count) and k's shape
+    try:
+        key = (q.dtype, q.shape, q.device, k.shape, od, kv_splits is None)
+        hash(key)
+    except (AttributeError, TypeError):
+        key = None
+    dec = _DECODE_PLANS.get(key)
+    if dec is None:
+        dec = _DECODE_PLANS.put(key, _decode_kernel(q, k, od, kv_splits))
+    return dec(q, k, v, out=out, scale=scale, kv_splits=kv_splits)
+
+
+_DECODE_PLANS: BoundedCache = BoundedCache(256)
+
+
+def _decode_kernel(q, k, od: str, kv_splits: Optional[int]):
+    """The callable :func:`decode_attention` runs: the one-pass kernel or a built split-KV
+    kernel, per :func:`choose_decode` (``kv_splits`` forces split-KV)."""
     choice = choose_decode(q, k, out_dtype=od)
     if choice.kind == "one_pass" and kv_splits is None:
-        return one_pass_decode(q, k, v, out_dtype=od, scale=scale, out=out)
+        return lambda q, k, v, out=None, scale=None, kv_splits=None: one_pass_decode(
+            q, k, v, out_dtype=od, scale=scale, out=out)
     cfg = choice.config or SplitKVDecodeConfig(
         in_dtype=short_dtype(q), out_dtype=od, head_dim=q.shape[-1],
         hg=heads_per_block(q.shape[1] // k.shape[1]))
@@ -277,4 +342,16 @@ def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optiona
     if dec is None:
         kind = MmaSplitKVDecode if isinstance(cfg, MmaDecodeConfig) else SplitKVDecode
         dec = _SPLIT_DECODE[cfg] = kind(cfg)
-    return dec(q, k, v, out=out, scale=scale, kv_splits=kv_splits)
+    return dec
+
+
+def clear_plans() -> None:
+    """Forget every cached gemm / flash_attention / decode_attention choice, the bound calls
+    of the kernels built here and the runtime's prepared launches (tests; a device whose
+    properties changed): the next call of each key is chosen and checked again."""
+    from ..runtime.cuda import clear_prepared
+    for c in (_GEMM_PLANS, _FLASH_PLANS, _DECODE_PLANS):
+        c.clear()
+    for g in (*_GEMMS.values(), *_FLASH.values(), *_SPLIT_DECODE.values()):
+        g.forget_calls()
+    clear_prepared()

@@ -713,20 +713,25 @@ class CudaGemm(CompiledKernel):
         return M, N, K
 
     def __call__(self, a, b, out=None):
+        return self.bound(a, b, out)(a, b, out)
+
+    def bind(self, a, b, out=None):
+        """Check the arguments; ``run(a, b, out)`` for every call with their ``call_key``."""
         import torch
-        from ..runtime.cuda import launch
+        from ..runtime.cuda import LaunchSite
         M, N, K = self.check_args(a, b, out)
-        if out is None:
-            out = torch.empty((M, N), dtype=a.dtype, device=a.device)
         cfg = self.cfg
-        grid = -(-M // cfg.bm) * -(-N // cfg.bn)
-        launch(self.module, cfg.name, grid, cfg.threads,
-               [a, b, out, M, N, K, a.stride(0), b.stride(0), out.stride(0)],
-               signature=("ptr", "ptr", "ptr", "i32", "i32", "i32", "i32", "i32", "i32"),
-               # any alignment: misaligned or edge vectors take the kernel's edge copy
-               specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
-                      TensorSpec(strides=(), align=4), None, None, None, None, None, None],
-               smem_bytes=cfg.smem_bytes)
-        return out
+        site = LaunchSite(self.module, cfg.name, -(-M // cfg.bm) * -(-N // cfg.bn), cfg.threads,
+                          signature=("ptr", "ptr", "ptr") + ("i32",) * 6,
+                          # any alignment: misaligned or edge vectors take the kernel's edge copy
+                          specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
+                                 TensorSpec(strides=(), align=4)] + [None] * 6,
+                          smem_bytes=cfg.smem_bytes)
+        lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
 
-
+        def run(a, b, out):
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            site([a, b, out, M, N, K, lda, ldb, ldc])
+            return out
+        return run

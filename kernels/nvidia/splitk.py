@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 __all__ = ["REDUCE_THREADS", "reduce_kernel", "emit_partial_store", "k_range_lines",
-           "launch_reduce"]
+           "reduce_launch", "reduce_site"]
 
 REDUCE_THREADS = 256
 
@@ -57,13 +57,19 @@ def reduce_kernel(name: str, dtype: str) -> str:
         "}\n")
 
 
-def launch_reduce(module, name: str, partials, out, M: int, N: int, splits: int) -> None:
-    """Launch :func:`reduce_kernel` ``name`` of ``module``: the ``splits`` fp32 partial tiles
-    in ``partials`` (``splits x M x N``) summed into the 16-bit ``out`` (row stride
-    ``out.stride(0)``), one thread an element."""
-    from ..runtime.cuda import launch
+def reduce_launch(M: int, N: int):
+    """``(grid, block, signature, specs)`` of a :func:`reduce_kernel` launch on an ``M x N``
+    output: one thread an element; partials 4-byte aligned, the 16-bit output 2-byte."""
     from ..runtime.rocm import TensorSpec
-    launch(module, name, -(-(M * N) // REDUCE_THREADS), REDUCE_THREADS,
-           [partials, out, M, N, out.stride(0), splits], signature=("ptr", "ptr") + ("i32",) * 4,
-           specs=[TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)]
-           + [None] * 4)
+    return (-(-(M * N) // REDUCE_THREADS), REDUCE_THREADS, ("ptr", "ptr") + ("i32",) * 4,
+            [TensorSpec(strides=(), align=4), TensorSpec(strides=(), align=2)] + [None] * 4)
+
+
+def reduce_site(module, name: str, M: int, N: int):
+    """The :class:`~kernels.runtime.cuda.LaunchSite` of :func:`reduce_kernel` ``name`` of
+    ``module`` for one ``M x N`` output, called with ``[partials, out, M, N, out.stride(0),
+    splits]``: the ``splits`` fp32 partial tiles (``splits x M x N``) summed into the 16-bit
+    ``out``.  Both wgmma GEMMs (cp.async and TMA) launch their reduce through it."""
+    from ..runtime.cuda import LaunchSite
+    grid, block, sig, specs = reduce_launch(M, N)
+    return LaunchSite(module, name, grid, block, signature=sig, specs=specs)

@@ -43,7 +43,7 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 from . import layout_c as lc
 from .edge_copy import EDGE_COPY, edge_copy_call, fast_condition
 from .prelude import source_head
-from .splitk import emit_partial_store, k_range_lines, launch_reduce, reduce_kernel
+from .splitk import emit_partial_store, k_range_lines, reduce_kernel, reduce_site
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
 from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan, copy_steps,
@@ -502,28 +502,37 @@ class WgmmaGemm(CudaGemm):
     def __call__(self, a, b, out=None, splits: int = 1):
         """``a @ b`` (or ``a @ b.T``); a ``split_k`` configuration takes ``splits`` (the k
         tiles are divided into that many nearly equal ranges, none empty)."""
+        return self.bound(a, b, out, splits)(a, b, out)
+
+    def bind(self, a, b, out=None, splits: int = 1):
+        """Check the arguments; ``run(a, b, out)`` for every call with their ``call_key``."""
         if not self.cfg.split_k:
             if splits != 1:
                 raise LaunchError(f"{self.cfg.name} is not a split-K configuration; splits="
                                   f"{splits} needs WgmmaGemmConfig(split_k=True)")
-            return super().__call__(a, b, out)
+            return super().bind(a, b, out)
         import torch
-        from ..runtime.cuda import launch
+        from ..runtime.cuda import LaunchSite
         M, N, K = self.check_args(a, b, out)
         cfg = self.cfg
-        if out is None:
-            out = torch.empty((M, N), dtype=a.dtype, device=a.device)
         kt_per, n = split_ranges(K, cfg.bk, splits)
-        ws = torch.empty((n, M, N), dtype=torch.float32, device=a.device)
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
-        launch(self.module, cfg.name, (tiles, n), cfg.threads,
-               [a, b, ws, M, N, K, a.stride(0), b.stride(0), N, kt_per],
-               signature=("ptr", "ptr", "ptr") + ("i32",) * 7,
-               specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
-                      TensorSpec(strides=(), align=8)] + [None] * 7,
-               smem_bytes=cfg.smem_bytes)
-        launch_reduce(self.module, cfg.reduce_name, ws, out, M, N, n)
-        return out
+        main = LaunchSite(self.module, cfg.name, (tiles, n), cfg.threads,
+                          signature=("ptr", "ptr", "ptr") + ("i32",) * 7,
+                          specs=[TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=2),
+                                 TensorSpec(strides=(), align=8)] + [None] * 7,
+                          smem_bytes=cfg.smem_bytes)
+        reduce = reduce_site(self.module, cfg.reduce_name, M, N)
+        lda, ldb = a.stride(0), b.stride(0)
+
+        def run(a, b, out):
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            ws = torch.empty((n, M, N), dtype=torch.float32, device=a.device)
+            main([a, b, ws, M, N, K, lda, ldb, N, kt_per])
+            reduce([ws, out, M, N, out.stride(0), n])
+            return out
+        return run
 
 
 def split_ranges(K: int, bk: int, splits: int) -> Tuple[int, int]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
@@ -39,7 +39,7 @@ from . import layout_c as lc
 from .builder import CompiledKernel
 from .gemm import CudaGemm, GemmConfigError, c_layout, need
 from .prelude import PACK, source_head
-from .splitk import launch_reduce, reduce_kernel
+from .splitk import reduce_kernel, reduce_site
 from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, box_offset_expr,
                   check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
                   tma_tile_addresses)
@@ -440,9 +440,16 @@ class TmaGemm(CudaGemm):
 
     def __call__(self, a, b, out=None, splits: int = 1):
         """``a @ b`` (or ``a @ b.T``); a ``split_k`` configuration takes ``splits`` (k tiles
-        divided into that many nearly equal, non-empty ranges)."""
+        divided into that many nearly equal, non-empty ranges).  The checks run once per
+        :func:`~kernels.runtime.launch_cache.call_key` of the arguments (:meth:`bound`)."""
+        return self.bound(a, b, out, splits)(a, b, out)
+
+    def bind(self, a, b, out=None, splits: int = 1) -> Callable[..., Any]:
+        """Check the arguments and return ``run(a, b, out) -> c`` for every call whose
+        arguments have the same :func:`~kernels.runtime.launch_cache.call_key`: it allocates
+        the output and the split-K partials, looks up the tensor maps and launches."""
         import torch
-        from ..runtime.cuda import device_info, launch
+        from ..runtime.cuda import LaunchSite, device_info
         M, N, K = self.check_args(a, b, out)
         for t, nm in ((a, "a"), (b, "b"), (out, "out")):
             if t is not None and not getattr(t, "is_cuda", False):
@@ -457,27 +464,32 @@ class TmaGemm(CudaGemm):
         if self.cfg.store == "tma" and out is not None:
             check_aligned(out, "out")
         cfg = self.cfg
-        if out is None:
-            out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-        ta = self.tensor_map(a, cfg.bk, cfg.bm)
-        tb = self.tensor_map(b, 64, cfg.bk) if cfg.b_major == "n" else \
-            self.tensor_map(b, cfg.bk, cfg.bn)
-        tc = self.tensor_map(out, 64, 64) if cfg.store == "tma" else None
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
         grid = min(tiles * n, device_info(index)["sms"])
-        dst, ldc = (torch.empty((n, M, N), dtype=torch.float32, device=a.device), N) \
-            if cfg.split_k else (out, out.stride(0))
-        launch(self.module, cfg.name, grid, cfg.threads,
-               [ta, tb, tc, dst, M, N, K, ldc, n, kt_per],
-               signature=("ptr", "ptr", "ptr", "ptr") + ("i32",) * 6,
-               specs=[TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=64),
-                      TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=4)]
-               + [None] * 6,
-               smem_bytes=cfg.smem_bytes)
-        if cfg.split_k:
-            launch_reduce(self.module, cfg.reduce_name, dst, out, M, N, n)
-        return out
+        ldc = N if cfg.split_k or out is None else out.stride(0)
+        main = LaunchSite(self.module, cfg.name, grid, cfg.threads,
+                          signature=("ptr", "ptr", "ptr", "ptr") + ("i32",) * 6,
+                          specs=[TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=64),
+                                 TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=4)]
+                          + [None] * 6,
+                          smem_bytes=cfg.smem_bytes)
+        reduce = reduce_site(self.module, cfg.reduce_name, M, N) if cfg.split_k else None
+        b_box = (64, cfg.bk) if cfg.b_major == "n" else (cfg.bk, cfg.bn)
+
+        def run(a, b, out):
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            ta = self.tensor_map(a, cfg.bk, cfg.bm)
+            tb = self.tensor_map(b, *b_box)
+            tc = self.tensor_map(out, 64, 64) if cfg.store == "tma" else None
+            dst = torch.empty((n, M, N), dtype=torch.float32, device=a.device) \
+                if cfg.split_k else out
+            main([ta, tb, tc, dst, M, N, K, ldc, n, kt_per])
+            if reduce is not None:
+                reduce([dst, out, M, N, out.stride(0), n])
+            return out
+        return run
 
 
 def tma_ready(t, line: int = 0) -> bool:

@@ -1,0 +1,229 @@
+"""Issue 20, host time of a call: the per-key plan caches of ``kernels.nvidia.dispatch`` and
+the kernel classes (``CompiledKernel.bound``) and the runtime's prepared launches, on the CPU
+with a pretend H100 (``_fake_cuda``): a cached call launches the same kernel with the same
+arguments as an uncached one, a new pointer is re-packed, a changed stride / dtype /
+alignment / scalar misses, and bad input raises its own error every time."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import _fake_cuda as fc  # noqa: E402
+import kernels.runtime.cuda as rc  # noqa: E402
+from kernels.errors import LaunchError  # noqa: E402
+from kernels.nvidia import dispatch, wgmma_tma  # noqa: E402
+from kernels.nvidia.gemm import CudaGemmConfig  # noqa: E402
+from kernels.nvidia.wgmma import WgmmaGemmConfig  # noqa: E402
+from kernels.runtime.launch_cache import BoundedCache, call_key, tensor_key  # noqa: E402
+
+F16, BF16 = torch.float16, torch.bfloat16
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    f = fc.install(monkeypatch)
+    yield f
+    fc.clear_caches()
+
+
+def T(shape, dtype=F16, stride=None, ptr=None):
+    return fc.FakeCudaTensor(shape, dtype, stride, ptr)
+
+
+def roles(launches, **named):
+    """Launches with each pointer argument named by the tensor it is ('a', 'b', ...) or
+    'other' (workspaces, tensor maps): comparable across calls that allocate anew."""
+    by_ptr = {t.data_ptr(): n for n, t in named.items()}
+    return [(L.kernel, L.grid, L.block, L.smem, L.stream,
+             tuple(by_ptr.get(x, "other") if isinstance(x, int) and x > 1 << 19 else x
+                   for x in L.args)) for L in launches]
+
+
+def calls(fake, fn, n=1):
+    start = len(fake.launches)
+    for _ in range(n):
+        fn()
+    return fake.launches[start:]
+
+
+GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
+    (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x128x64_s8_ds_sk"),      # TMA split-K
+    (2048, 2048, 2048, BF16, {}, "lg_wgmma_tma_bf16_n_128x256x64_s3"),         # TMA persistent
+    (777, 333, 130, F16, {}, "lg_wgmma_f16_n_64x64x64_s6"),                    # cp.async wgmma
+    (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync
+    (64, 256, 2048, F16, {"config": WgmmaGemmConfig(bm=64, bn=128, split_k=True), "splits": 4},
+     "lg_wgmma_f16_n_64x128x64"),                                              # wgmma split-K
+]
+
+
+@pytest.mark.parametrize("M,N,K,dt,kw,name", GEMMS)
+def test_cached_gemm_launches_what_the_uncached_call_launches(fake, M, N, K, dt, kw, name):
+    a, b, out = T((M, K), dt), T((K, N), dt), T((M, N), dt)
+    first = calls(fake, lambda: dispatch.gemm(a, b, out, **kw))
+    prepared = fake.prepared
+    cached = calls(fake, lambda: dispatch.gemm(a, b, out, **kw), 3)
+    assert fake.prepared == prepared, "a cached call ran the launch checks again"
+    assert first[0].kernel.startswith(name)
+    want = roles(first, a=a, b=b, out=out)
+    assert roles(cached, a=a, b=b, out=out) == want * 3
+    fc.clear_caches()                   # the uncached path again, from scratch
+    assert roles(calls(fake, lambda: dispatch.gemm(a, b, out, **kw)), a=a, b=b, out=out) == want
+
+
+def test_a_new_pointer_hits_and_is_the_one_launched(fake):
+    a, b, out = T((777, 130)), T((130, 333)), T((777, 333))
+    dispatch.gemm(a, b, out)
+    prepared = fake.prepared
+    a2, out2 = T((777, 130)), T((777, 333))
+    L = calls(fake, lambda: dispatch.gemm(a2, b, out2))
+    assert fake.prepared == prepared
+    assert L[0].args[:3] == (a2.data_ptr(), b.data_ptr(), out2.data_ptr())
+
+
+def test_a_new_pointer_gets_its_own_tensor_map(fake, monkeypatch):
+    encoded = []
+    monkeypatch.setattr(wgmma_tma, "encode_tensor_map",
+                        lambda t, bi, bo: (encoded.append(t.data_ptr()), bytes(128))[1])
+    a, b, out = T((2048, 2048), BF16), T((2048, 2048), BF16), T((2048, 2048), BF16)
+    L1 = calls(fake, lambda: dispatch.gemm(a, b, out))
+    a2 = T((2048, 2048), BF16)
+    L2 = calls(fake, lambda: dispatch.gemm(a2, b, out))
+    assert encoded == [a.data_ptr(), b.data_ptr(), out.data_ptr(), a2.data_ptr()]
+    assert L2[0].args[0] != L1[0].args[0] and L2[0].args[1:] == L1[0].args[1:]
+
+
+@pytest.mark.parametrize("change", ["stride", "dtype", "alignment", "b_major"])
+def test_a_changed_key_misses(fake, change):
+    a, b = T((256, 512)), T((512, 256))
+    L1 = calls(fake, lambda: dispatch.gemm(a, b))
+    misses = dispatch._GEMM_PLANS.misses
+    kw = {}
+    if change == "stride":
+        a = T((256, 512), stride=(520, 1))
+    elif change == "dtype":
+        a, b = T((256, 512), BF16), T((512, 256), BF16)
+    elif change == "alignment":
+        a = T((256, 512), ptr=a.data_ptr() + (1 << 24) + 2)      # 2-byte aligned only
+    else:
+        b, kw = T((256, 512)), {"b_major": "k"}
+    prepared = fake.prepared
+    L2 = calls(fake, lambda: dispatch.gemm(a, b, **kw))
+    assert dispatch._GEMM_PLANS.misses == misses + 1 and fake.prepared > prepared
+    if change == "stride":             # the same kernel; the stride is in a's new tensor map
+        assert L2[0].kernel == L1[0].kernel and L2[0].args[0] != L1[0].args[0]
+    elif change == "dtype":
+        assert "bf16" in L2[0].kernel
+    elif change == "alignment":        # no TMA, no 16-byte copies: the cp.async kernel
+        assert L2[0].kernel.startswith("lg_wgmma_f16") and "tma" not in L2[0].kernel
+    else:
+        assert "_k_" in L2[0].kernel
+
+
+def test_errors_are_raised_every_time_and_never_cached(fake):
+    a, b = T((64, 128)), T((128, 64))
+    dispatch.gemm(a, b)
+    sizes = len(dispatch._GEMM_PLANS), fake.prepared
+    for _ in range(2):
+        with pytest.raises(LaunchError, match="must be"):
+            dispatch.gemm(a, T((96, 64)))
+        with pytest.raises(LaunchError, match="float16 or bfloat16"):
+            dispatch.gemm(T((64, 128), torch.float32), T((128, 64), torch.float32))
+        with pytest.raises(LaunchError, match="NVIDIA GPU"):        # same shape, on the CPU
+            dispatch.gemm(torch.zeros(64, 128, dtype=F16), torch.zeros(128, 64, dtype=F16))
+    assert fake.prepared == sizes[1]
+    g = dispatch.compiled_gemm(dispatch.choose_gemm(T((2048, 2048)), T((2048, 2048))).config)
+    for _ in range(2):                  # a direct call of the TMA kernel on a misaligned base
+        with pytest.raises(LaunchError, match="TMA needs a 16-byte aligned base"):
+            g(T((2048, 2048), ptr=(1 << 30) + 2), T((2048, 2048)))
+
+
+def test_flash_attention_cached_and_scale_in_the_key(fake):
+    q, k, o = T((4, 8, 513, 256), BF16), T((4, 1, 513, 256), BF16), T((4, 8, 513, 256), BF16)
+    first = calls(fake, lambda: dispatch.flash_attention(q, k, k, causal=True, out=o))
+    prepared = fake.prepared
+    again = calls(fake, lambda: dispatch.flash_attention(q, k, k, causal=True, out=o), 2)
+    assert fake.prepared == prepared and [L.args for L in again] == [first[0].args] * 2
+    halved = calls(fake, lambda: dispatch.flash_attention(q, k, k, causal=True, out=o,
+                                                          scale=0.5 / 16))
+    assert fake.prepared == prepared + 1
+    assert halved[0].args[-1] == pytest.approx(first[0].args[-1] / 2, rel=1e-6)
+    for _ in range(2):
+        with pytest.raises(LaunchError, match="scale"):
+            dispatch.flash_attention(q, k, k, causal=True, out=o, scale=-1.0)
+
+
+def test_decode_cached_launches_both_kernels_again(fake):
+    q, k, o = T((4, 32, 1, 256), BF16), T((4, 8, 4096, 256), BF16), T((4, 32, 1, 256))
+    first = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
+    assert len(first) == 2                      # split-KV and the combine
+    prepared = fake.prepared
+    again = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
+    assert fake.prepared == prepared
+    assert roles(again, q=q, k=k, o=o) == roles(first, q=q, k=k, o=o)
+    with pytest.raises(LaunchError, match="GQA"):
+        dispatch.decode_attention(T((4, 30, 1, 256), BF16), k, k)
+
+
+def test_launch_site_rechecks_when_a_scalar_changes(fake):
+    a, b = T((64, 128)), T((128, 64))
+    g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"))
+    run = g.bind(a, b, None)
+    run(a, b, None)
+    run(a, b, None)
+    assert fake.prepared == 1
+    site = rc.LaunchSite(g.module, g.cfg.name, 1, g.cfg.threads,
+                         signature=("ptr", "ptr", "ptr") + ("i32",) * 6,
+                         smem_bytes=g.cfg.smem_bytes)
+    args = [a, b, T((64, 64)), 64, 64, 128, 128, 64, 64]
+    site(args)
+    site(args)
+    site(args[:3] + [32] + args[4:])
+    assert fake.prepared == 3 and fake.launches[-1].args[3] == 32
+
+
+def test_prepared_launch_makes_its_context_current_when_another_is(fake, monkeypatch):
+    entered = []
+    monkeypatch.setattr(torch.cuda, "device", lambda i: entered.append(i) or fc.contextlib
+                        .nullcontext())
+    a, b = T((64, 128)), T((128, 64))
+    dispatch.gemm(a, b, atom="mma")
+    n = len(entered)
+    dispatch.gemm(a, b, atom="mma")
+    assert len(entered) == n                   # steady state: no device guard
+    fake.ctx = 0xD0                            # another context current on this thread
+    dispatch.gemm(a, b, atom="mma")
+    assert len(entered) > n and fake.launches[-1].kernel.startswith("lg_gemm_f16")
+
+
+def test_runtime_launch_caches_per_key(fake):
+    g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"))
+    a, b, c = T((64, 128)), T((128, 64)), T((64, 64))
+    kw = dict(signature=("ptr", "ptr", "ptr") + ("i32",) * 6, smem_bytes=g.cfg.smem_bytes)
+    args = [a, b, c, 64, 64, 128, 128, 64, 64]
+    for _ in range(3):
+        rc.launch(g.module, g.cfg.name, 1, g.cfg.threads, args, **kw)
+    assert fake.prepared == 1
+    rc.launch(g.module, g.cfg.name, 1, g.cfg.threads, [T((64, 128)), b, c] + args[3:], **kw)
+    assert fake.prepared == 1                  # a new pointer: packed, not re-checked
+    rc.launch(g.module, g.cfg.name, 2, g.cfg.threads, args, **kw)
+    assert fake.prepared == 2                  # another grid
+    with pytest.raises(LaunchError, match="threads"):
+        rc.launch(g.module, g.cfg.name, 1, 2048, args, **kw)
+    with pytest.raises(LaunchError, match="does not fit"):
+        rc.launch(g.module, g.cfg.name, 1, g.cfg.threads, args[:3] + [2 ** 40] + args[4:], **kw)
+
+
+def test_keys_and_bounded_cache():
+    a = torch.zeros(4, 6, dtype=F16)
+    assert tensor_key(a) == (F16, torch.Size([4, 6]), (6, 1), a.device, a.data_ptr() % 128)
+    assert call_key(a, None, 3) == (tensor_key(a), None, (int, 3))
+    assert call_key(a, [1, 2]) is None and call_key(object(), a) is not None
+    assert call_key(a, 1) != call_key(a, 1.5) and call_key(a, True) != call_key(a, 1)
+    c: BoundedCache = BoundedCache(limit=2)
+    c.put(1, "x")
+    c.put(2, "y")
+    assert c.get(1) == "x" and c.get(None) is None and (c.hits, c.misses) == (1, 1)
+    c.put(3, "z")                              # full: forgets everything, keeps working
+    assert c.get(1) is None and c.get(3) == "z" and len(c) == 1
