@@ -10,8 +10,10 @@ import numpy as np
 from ..errors import KernelError
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
+from ..ir.nvidia_wgmma import WGMMA_STATEMENTS, WgmmaMma
 from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves,
                           mode_coords, mode_extents)
+from .gate_wgmma import WgmmaRules
 from .spec import KernelSpec, SpecError
 
 __all__ = ["sympy_coeff_add", "GemmDataflow"]
@@ -106,6 +108,7 @@ class GemmDataflow:
         self.async_groups: List[List[Any]] = []
         self.ldm_tables: Dict[Any, Any] = {}
         accs = {m.acc.frag.name for m in _mfmas(k.body)}
+        self.wg = WgmmaRules(self)      # wgmma groups and proxy fences (kernels.ir.nvidia_wgmma)
         self.acc_frags = accs
         nw = max(1, -(-k_span // 64))
         # accumulator element identity: (m << 31) | n of the C element it sums, -1 = none yet
@@ -166,6 +169,7 @@ class GemmDataflow:
                 n = s.frag.name
                 self.regs[n][:] = _UNSET
                 if n in self.acc_frags:
+                    self.wg.zeroed(n, env)
                     self.acc_id[n][:] = -1
                     self.kbits[n][:] = 0
                     self.acc_zero[n][:] = True
@@ -180,6 +184,8 @@ class GemmDataflow:
                 self.open_group = []
             elif isinstance(s, CpAsyncWait):
                 self.cp_async_wait(s.pending, env)
+            elif isinstance(s, WGMMA_STATEMENTS):
+                self.wg.stmt(s, env)
 
     # ---- memory --------------------------------------------------------------------------
     def access(self, a: Access, env) -> None:
@@ -202,6 +208,7 @@ class GemmDataflow:
                 self.lds_touch(a, addr, thr, write=True, env=env)
                 if addr.min() >= 0 and addr.max() < self.lds[a.buf].shape[0]:
                     self.in_flight(a, addr, thr, "writes", env)
+                    self.wg.shared_write(a.buf, addr, a.tag, env)
                     self.lds[a.buf][addr] = self.regs[fr][:, idx].reshape(-1)
             else:
                 self.lds_touch(a, addr, thr, write=False, env=env)
@@ -237,6 +244,7 @@ class GemmDataflow:
                 self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[p0], c[p1], ~pred)
             elif a.space == "lds" and a.kind == "store":
                 self.lds_touch(a, addr, th, write=True, env=env)
+                self.wg.shared_write(a.buf, addr, a.tag, env)
                 self.lds[a.buf][addr] = self.regs[fr][:, i]
             elif a.space == "lds" and a.kind == "load":
                 self.lds_touch(a, addr, th, write=False, env=env)
@@ -290,6 +298,7 @@ class GemmDataflow:
         if addr.min() < 0 or addr.max() >= self.lds[st.buf].shape[0]:
             return   # reported by the static pass (in_bounds)
         self.in_flight(st, addr, thr, "writes", env)
+        self.wg.shared_write(st.buf, addr, st.tag, env, landed=False)
         vals = self.regs[st.regs.frag.name][:, np.array(st.regs.idx)].reshape(-1)
         self.inflight[st.buf][addr] = True
         self.open_group.append((st, addr, thr, vals))
@@ -299,6 +308,7 @@ class GemmDataflow:
         while len(self.async_groups) > pending:
             for st, addr, thr, vals in self.async_groups.pop(0):
                 self.inflight[st.buf][addr] = False
+                self.wg.landed(st.buf, addr)
                 self.lds_touch(st, addr, thr, write=True, env=env)
                 self.lds[st.buf][addr] = vals
 
@@ -377,6 +387,7 @@ class GemmDataflow:
             self.f.add("lane_accumulator_writeback", f"{self.where(a.tag, env)}: stores "
                                                      f"{fr}, which no MFMA accumulates into")
             return
+        self.wg.acc_read(fr, (i,), env, "stores")
         on = pred
         t_on = np.nonzero(on)[0]
         self.stores_checked += len(t_on)
@@ -669,4 +680,4 @@ class _Lazy:
 
 def _mfmas(body):
     from ..ir.core import walk
-    return [s for s in walk(body) if isinstance(s, Mfma)]
+    return [s for s in walk(body) if isinstance(s, (Mfma, WgmmaMma))]
