@@ -163,8 +163,37 @@ WGMMA_CATALOGUE = ["no-wgmma-wait-in-loop", "lax-wgmma-wait", "no-final-wgmma-wa
                    "no-warpgroup-step", "start-not-uniform", "start-past-the-array",
                    "wgmma-desc-constant", "wgmma-start", "wgmma-wait-count", "pin-dropped",
                    "proxy-fence-dropped", "wrapper-tnspB", "wrapper-shape",
-                   "base-not-rounded-up"]
+                   "base-not-rounded-up", "retired-stage-rewritten-without-barrier"]
 
 
 def test_wgmma_catalogue_names_are_unique():
-    assert len(WGMMA_CATALOGUE) == len(set(WGMMA_CATALOGUE)) == 21
+    assert len(WGMMA_CATALOGUE) == len(set(WGMMA_CATALOGUE)) == 22
+
+
+def _rewrite_after_last_wait(k, barrier):
+    """A barrier between the last wgmmas and the final wgmma.wait_group, then every thread
+    overwrites one element of the stage the last wgmma group read, right after the wait (with
+    or without a barrier between)."""
+    from layoutalg import Layout
+    from kernels.ir import Access
+    k = copy.deepcopy(k)
+    i = next(i for i, s in enumerate(k.body) if isinstance(s, WgmmaWait))
+    last = (128 // SMALL.bk - 1) % SMALL.stages          # the stage of the last k tile
+    sh = next(s for s in k.shared if s.name == "sA")
+    off = last * (SMALL.a_stage // 2) + sym("tid")
+    acc = next(f for f in k.frags if f.name == "acc")
+    st = Access("store", "lds", "sA", off, 1, acc.regs([0]), tag="sA.rewrite",
+                origin=Layout(sh.count, 1), coords=((off,),))
+    k.body[i + 1:i + 1] = ([Barrier()] if barrier else []) + [st]
+    k.body.insert(i, Barrier())
+    return k
+
+
+def test_retired_stage_rewritten_by_another_warpgroup_needs_a_barrier(base):
+    """The simulation retires every warpgroup's wgmmas at one wait; the hardware retires each
+    warpgroup's own, so another warpgroup's write after the wait needs a barrier."""
+    r = verify(_rewrite_after_last_wait(base[0], barrier=False), arch="sm_90a")
+    assert not r.checks["lds_races"].holds
+    assert "several threads read since the last barrier" in r.checks["lds_races"].counterexample
+    r = verify(_rewrite_after_last_wait(base[0], barrier=True), arch="sm_90a")
+    assert r.checks["lds_races"].holds, r.checks["lds_races"].counterexample

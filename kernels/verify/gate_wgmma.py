@@ -56,7 +56,12 @@ class WgmmaRules:
 
     def wait(self, s: WgmmaWait, env) -> None:
         while len(self.groups) > s.pending:
-            for _, _, frag, _ in self.groups.pop(0):
+            for buf, read, frag, _ in self.groups.pop(0):
+                # each warpgroup retires its own wgmmas: the simulation runs them in lockstep,
+                # the hardware does not, so the retired reads count as reads by every thread
+                # until the next barrier (another warpgroup's write needs one in between)
+                self.df.lds_touch(SimpleNamespace(buf=buf, tag="wgmma.wait_group"), read,
+                                  np.full(read.shape, -1), write=False, env=env)
                 if frag not in s.pins:
                     self.df.f.add("lane_accumulator_writeback",
                                   f"{self.df.where('wgmma.wait_group', env)}: retires a wgmma "
