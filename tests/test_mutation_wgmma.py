@@ -70,6 +70,10 @@ def _mutate(k, what):
         i = next(i for i, s in enumerate(body) if isinstance(s, CpAsyncWait))
         j = next(i for i, s in enumerate(body) if isinstance(s, FenceProxyAsync))
         body[i], body[j] = body[j], body[i]
+    elif what == "proxy-fence-after-barrier":
+        i = next(i for i, s in enumerate(body) if isinstance(s, Barrier))
+        j = next(i for i, s in enumerate(body) if isinstance(s, FenceProxyAsync))
+        body[i], body[j] = body[j], body[i]
     elif what == "no-barrier":
         body[:] = [s for s in body if not isinstance(s, Barrier)]
     elif what == "a-k-step-swapped":        # A of k step 1 with B of k step 0
@@ -99,6 +103,7 @@ def _mutate(k, what):
     ("no-wgmma-fence", "lane_mfma_operands", "wgmma.fence"),
     ("no-proxy-fence", "lds_races", "fence.proxy.async"),
     ("proxy-fence-before-cp-wait", "lds_races", "fence.proxy.async"),
+    ("proxy-fence-after-barrier", "lds_races", "no barrier since the fence"),
     ("no-barrier", "lds_races", "without a barrier"),
     ("a-k-step-swapped", "lane_mfma_operands", "reduction slot"),
     ("b-wrong-sbo", "lane_mfma_operands", ""),
@@ -163,11 +168,12 @@ WGMMA_CATALOGUE = ["no-wgmma-wait-in-loop", "lax-wgmma-wait", "no-final-wgmma-wa
                    "no-warpgroup-step", "start-not-uniform", "start-past-the-array",
                    "wgmma-desc-constant", "wgmma-start", "wgmma-wait-count", "pin-dropped",
                    "proxy-fence-dropped", "wrapper-tnspB", "wrapper-shape",
-                   "base-not-rounded-up", "retired-stage-rewritten-without-barrier"]
+                   "base-not-rounded-up", "retired-stage-rewritten-without-barrier",
+                   "proxy-fence-after-barrier"]
 
 
 def test_wgmma_catalogue_names_are_unique():
-    assert len(WGMMA_CATALOGUE) == len(set(WGMMA_CATALOGUE)) == 22
+    assert len(WGMMA_CATALOGUE) == len(set(WGMMA_CATALOGUE)) == 23
 
 
 def _rewrite_after_last_wait(k, barrier):

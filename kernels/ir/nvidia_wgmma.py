@@ -24,8 +24,9 @@ checks as every GEMM):
   that retires a wgmma without pinning its accumulator is refused.
 * :class:`FenceProxyAsync` - ``cp.async`` and ``st.shared`` write through the generic proxy,
   wgmma reads through the async proxy: a shared element written by the generic proxy since the
-  last ``fence.proxy.async`` executed after the write landed is not visible to a wgmma
-  (``lds_races``).
+  last ``fence.proxy.async`` executed after the write landed, and a barrier after that fence
+  (each thread fences its own writes; another warpgroup sees them after the barrier), is not
+  visible to a wgmma (``lds_races``).
 
 The shared arrays a wgmma reads are 1024-byte aligned in the printed kernel (the swizzle acts on
 the absolute address; :mod:`kernels.printer.cuda` rounds the dynamic base up and the

@@ -165,6 +165,7 @@ class GemmDataflow:
                     self.stmts(s.body, dict(env))
             elif isinstance(s, Barrier):
                 self.races.epoch += 1
+                self.wg.barrier()
             elif isinstance(s, ZeroFrag):
                 n = s.frag.name
                 self.regs[n][:] = _UNSET

@@ -35,7 +35,9 @@ class WgmmaRules:
         self.open: List[Tuple[str, np.ndarray, str, Set[int]]] = []
         self.groups: List[List[Tuple[str, np.ndarray, str, Set[int]]]] = []
         self.unfenced: Set[str] = set()
-        self.generic = {s.name: np.zeros(s.count, bool) for s in df.k.shared}
+        # 0: visible to the async proxy; 1: written through the generic proxy, not fenced;
+        # 2: fenced by its writer, not yet published to the other threads by a barrier
+        self.generic = {s.name: np.zeros(s.count, np.int8) for s in df.k.shared}
         self.tables: Dict[Any, Tuple[np.ndarray, np.ndarray]] = {}
         self.issues = 0
 
@@ -52,7 +54,12 @@ class WgmmaRules:
             self.wait(s, env)
         elif isinstance(s, FenceProxyAsync):
             for v in self.generic.values():
-                v[:] = False
+                v[v == 1] = 2
+
+    def barrier(self) -> None:
+        """A block barrier publishes every thread's fenced writes to the other warpgroups."""
+        for v in self.generic.values():
+            v[v == 2] = 0
 
     def wait(self, s: WgmmaWait, env) -> None:
         while len(self.groups) > s.pending:
@@ -107,7 +114,7 @@ class WgmmaRules:
     def landed(self, buf: str, addr: np.ndarray) -> None:
         """A generic-proxy write of ``buf[addr]`` lands."""
         ok = (addr >= 0) & (addr < self.generic[buf].shape[0])
-        self.generic[buf][addr[ok]] = True
+        self.generic[buf][addr[ok]] = 1
 
     # ---- one wgmma -------------------------------------------------------------------------
     def _acc_table(self, atom: Any) -> Tuple[np.ndarray, np.ndarray]:
@@ -143,11 +150,13 @@ class WgmmaRules:
         acc = SimpleNamespace(buf=op.buf, tag=s.tag)
         df.lds_touch(acc, flat, np.full(flat.shape, -1), write=False, env=env)
         df.in_flight(acc, flat, np.full(flat.shape, g * _WG), "reads (wgmma)", env)
-        if self.generic[op.buf][flat].any():
-            i = int(flat[np.argmax(self.generic[op.buf][flat])])
+        gen = self.generic[op.buf][flat]
+        if gen.any():
+            i = int(flat[np.argmax(gen > 0)])
+            why = ("with no fence.proxy.async after the write landed" if gen.max() == 1 else
+                   "fenced by its writer but with no barrier since the fence")
             df.f.add("lds_races", f"{where}: warpgroup {g}'s wgmma (async proxy) reads "
-                                  f"{op.buf}[{i}], written through the generic proxy with no "
-                                  "fence.proxy.async after the write landed")
+                                  f"{op.buf}[{i}], written through the generic proxy {why}")
         ids = df.lds[op.buf][el]
         if (ids < 0).any():
             i = int(el.reshape(-1)[np.argmax(ids.reshape(-1) < 0)])
