@@ -11,8 +11,9 @@ from ..errors import KernelError
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
 from ..ir.nvidia_wgmma import WGMMA_STATEMENTS, WgmmaMma
-from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves,
-                          mode_coords, mode_extents)
+from .gate_common import (ACC_SH, ID_MASK, ID_MASK0, ID_SH_BUF, ID_SH_C0, ID_ZERO, Fail,
+                          LdsRaces, MfmaTables, bits_below, bits_to_list, leaves, mode_coords,
+                          mode_extents)
 from .gate_wgmma import WgmmaRules
 from .spec import KernelSpec, SpecError
 
@@ -22,8 +23,8 @@ __all__ = ["sympy_coeff_add", "GemmDataflow"]
 # ---------------------------------------------------------------------------- pass 2 (dataflow)
 
 _UNSET = np.int64(-2)
-_SH_C0, _SH_BUF, _ZERO = 30, 60, np.int64(1) << 59    # buf | zero | c0 (29 bits) | c1 (30 bits)
-_MASK0, _MASK = (1 << 29) - 1, (1 << 30) - 1
+_SH_C0, _SH_BUF, _ZERO = ID_SH_C0, ID_SH_BUF, ID_ZERO   # buf | zero | c0 (29 bits) | c1 (30 bits)
+_MASK0, _MASK = ID_MASK0, ID_MASK
 
 
 def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarray:
@@ -37,7 +38,7 @@ def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarr
     return ((np.int64(buf) << _SH_BUF) | (c0 << _SH_C0) | c1 | np.where(zero, _ZERO, 0))
 
 
-_ACC_SH = 31
+_ACC_SH = ACC_SH
 _ACC_LO = (1 << _ACC_SH) - 1
 
 

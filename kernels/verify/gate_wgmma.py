@@ -12,15 +12,15 @@ from typing import Any, Dict, List, Set, Tuple
 import numpy as np
 
 from ..ir.core import c_eval
+from .gate_common import ACC_SH, ID_MASK, ID_MASK0, ID_SH_BUF, ID_SH_C0, ID_ZERO
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait,
                                operand_elements)
 
 __all__ = ["WgmmaRules"]
 
 _WG = 128
-_SH_C0, _SH_BUF, _ZERO = 30, 60, np.int64(1) << 59       # the dataflow's element identities
-_MASK0, _MASK = (1 << 29) - 1, (1 << 30) - 1
-_ACC_SH = 31
+_SH_C0, _SH_BUF, _ZERO = ID_SH_C0, ID_SH_BUF, ID_ZERO   # the dataflow's element identities
+_MASK0, _MASK, _ACC_SH = ID_MASK0, ID_MASK, ACC_SH
 
 
 class WgmmaRules:
