@@ -1,7 +1,10 @@
 """The IR-built mma.sync GEMM (kernels.nvidia.gemm_ir, verified) against the string-template
-one (kernels.nvidia.gemm.CudaGemm) and torch (cuBLAS) on the same inputs, one run.
+one (kernels.nvidia.gemm.CudaGemm) and torch (cuBLAS) on the same inputs, one run; with
+``--wgmma`` the IR-built cp.async + wgmma GEMM (kernels.nvidia.wgmma_ir) against the template
+of kernels.nvidia.wgmma instead.
 
     python3 benchmarks/nvidia_ir_gemm.py --out results.json
+    python3 benchmarks/nvidia_ir_gemm.py --wgmma --out results.json
 
 Median of 20 timed launches after 3 warm-ups (CUDA events); also reports whether the IR
 kernel's output is bitwise equal to the template's.
@@ -16,6 +19,14 @@ import torch
 
 from kernels.nvidia.gemm import CudaGemm, CudaGemmConfig
 from kernels.nvidia.gemm_ir import IrMmaGemm
+from kernels.nvidia.wgmma import WgmmaGemm, WgmmaGemmConfig
+from kernels.nvidia.wgmma_ir import IrWgmmaGemm
+
+# (dtype, m, n, k) per kernel family (the wgmma sizes keep the verification of every k tile on
+# the device's CPU short)
+SHAPES = {"mma": (("f16", 2048, 2048, 2048), ("f16", 4096, 4096, 4096),
+                  ("bf16", 4096, 4096, 4096)),
+          "wgmma": (("f16", 4096, 4096, 1024), ("bf16", 4096, 4096, 1024))}
 
 
 def _time(fn, reps: int = 20) -> float:
@@ -35,20 +46,26 @@ def _time(fn, reps: int = 20) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--wgmma", action="store_true", help="the IR-built wgmma GEMM")
     args = ap.parse_args()
     rows = []
-    for dtype, n in (("f16", 2048), ("f16", 4096), ("bf16", 4096)):
-        cfg = CudaGemmConfig(dtype=dtype)
+    for dtype, m, n, k in SHAPES["wgmma" if args.wgmma else "mma"]:
         dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-        a = torch.randn((n, n), device="cuda").to(dt)
-        b = torch.randn((n, n), device="cuda").to(dt)
-        ir, tpl = IrMmaGemm(cfg, n, n, n), CudaGemm(cfg)
-        o1, o2 = torch.empty((n, n), dtype=dt, device="cuda"), torch.empty_like(a)
+        a = torch.randn((m, k), device="cuda").to(dt)
+        b = torch.randn((k, n), device="cuda").to(dt)
+        if args.wgmma:
+            cfg = WgmmaGemmConfig(dtype=dtype)
+            ir, tpl = IrWgmmaGemm(cfg, m, n, k), WgmmaGemm(cfg)
+        else:
+            cfg = CudaGemmConfig(dtype=dtype)
+            ir, tpl = IrMmaGemm(cfg, m, n, k), CudaGemm(cfg)
+        o1 = torch.empty((m, n), dtype=dt, device="cuda")
+        o2 = torch.empty_like(o1)
         t_ir = _time(lambda: ir(a, b, o1))
         t_tpl = _time(lambda: tpl(a, b, o2))
         t_cublas = _time(lambda: a @ b)
-        fl = 2 * n ** 3
-        rows.append({"dtype": dtype, "m=n=k": n, "config": cfg.name,
+        fl = 2 * m * n * k
+        rows.append({"dtype": dtype, "m,n,k": [m, n, k], "config": cfg.name, "ir": ir.ir.name,
                      "ir_ms": t_ir, "template_ms": t_tpl, "cublas_ms": t_cublas,
                      "ir_tflops": fl / t_ir / 1e9, "template_tflops": fl / t_tpl / 1e9,
                      "cublas_tflops": fl / t_cublas / 1e9,

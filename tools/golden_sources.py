@@ -200,6 +200,15 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
           dict(bm=64, bn=64, stages=6, b_major="k"), dict(split_k=True)]
     for kw in wg:
         yield (f"nvidia/wgmma-gemm/{_kw(kw)}", lambda kw=kw: emit_wgmma_gemm(WgmmaGemmConfig(**kw)))
+    # issue 20 item 1: the cp.async + wgmma GEMM built as kernel IR (kernels.nvidia.wgmma_ir)
+    from kernels.nvidia.wgmma_ir import build_wgmma_gemm_ir
+    wir = [(dict(bm=128, bn=64, bk=32, stages=3), (256, 128, 128)),
+           (dict(bm=64, bn=128, bk=64, stages=3, dtype="bf16", b_major="k"), (128, 256, 192)),
+           (dict(), (512, 1024, 512))]
+    for kw, shape in wir:
+        yield (f"nvidia/wgmma-gemm-ir/{_kw(kw)}-{'x'.join(map(str, shape))}",
+               lambda kw=kw, shape=shape: emit_cuda(build_wgmma_gemm_ir(WgmmaGemmConfig(**kw),
+                                                                        *shape)))
     from kernels.nvidia.wgmma_tma import TmaGemmConfig, emit_tma_gemm
     # issue 20 item 4: the TMA GEMM the selection runs (persistent, TMA store; split-K units)
     tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),

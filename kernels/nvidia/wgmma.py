@@ -42,6 +42,7 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses, wgmma
 
 from . import layout_c as lc
 from .edge_copy import EDGE_COPY, edge_copy_call, fast_condition
+from .wgmma_prelude import HELPERS, wgmma_wrapper
 from .prelude import source_head
 from .splitk import emit_partial_store, k_range_lines, reduce_kernel, reduce_site
 from ..errors import LaunchError
@@ -290,51 +291,6 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
 
 
 # --------------------------------------------------------------------------- emission
-
-def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
-    """The inline-PTX wrapper ``fn`` of one ``wgmma.mma_async.m64n{n}k16`` accumulating into
-    ``d`` (``n/2`` floats): ``fn(d, da, db)`` with A from shared memory (descriptor ``da``), or
-    ``fn(d, a, db)`` with A from 4 registers (``a_regs``); ``scale_d`` 0 overwrites ``d``."""
-    m = n // 2
-    regs = ", ".join(f"%{i}" for i in range(m))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(m))
-    name = wgmma(dtype, n).name
-    if a_regs:
-        a_ops, a_in, trans = (f"{{%{m}, %{m + 1}, %{m + 2}, %{m + 3}}}",
-                              '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), ', f"{trans_b}")
-        nb, sd, sig = m + 4, m + 5, "const lg_u32* a"
-    else:
-        a_ops, a_in, trans = f"%{m}", '"l"(da), ', f"0, {trans_b}"
-        nb, sd, sig = m + 1, m + 2, "lg_u64 da"
-    return (
-        f"LG_DEV void {fn}(float* d, {sig}, lg_u64 db, int scale_d = 1) {{\n"
-        f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"\n'
-        f'    "{name} {{{regs}}}, {a_ops}, %{nb}, p, 1, 1, {trans};\\n}}\\n"\n'
-        f'    : {outs}\n'
-        f'    : {a_in}"l"(db), "r"(scale_d));\n}}\n')
-
-
-HELPERS = r"""
-LG_DEV void lg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-LG_DEV void lg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> LG_DEV void lg_wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
-}
-// The compiler sees a wgmma's registers written at issue time, not at wait_group: without a
-// use pinned after the wait it may move reads of the accumulators (or reuse the registers of
-// a register-A operand) to before the wait.  An empty asm that "modifies" each register, placed
-// after the wait, pins them (what CUTLASS's warpgroup_fence_operand does).
-template <int N> LG_DEV void lg_pin(float (&r)[N]) {
-  _Pragma("unroll") for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
-}
-template <int N, int M> LG_DEV void lg_pin(lg_u32 (&r)[N][M]) {
-  _Pragma("unroll") for (int i = 0; i < N; ++i)
-  _Pragma("unroll") for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j]) :: "memory");
-}
-// cp.async writes through the generic proxy; wgmma reads through the async proxy
-LG_DEV void lg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-"""
-
 
 def emit_copy_base(w, op: Operand, nm: str, threads: int) -> None:
     """Print thread ``tid``'s copy base: ``{nm}r``/``{nm}c`` (tile row/col of its first

@@ -12,7 +12,15 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
 * :class:`~kernels.ir.core.Mfma` with an ``mma.sync`` spec -> ``lg_mma_f16 / lg_mma_bf16``;
 * :class:`~kernels.ir.core.Barrier` -> ``__syncthreads()``;
 * a global store of f32 accumulators to f16/bf16 -> ``lg_pack_*x2`` (2 elements) or
-  ``lg_f32_to_*`` (1 element).
+  ``lg_f32_to_*`` (1 element);
+* :class:`~kernels.ir.nvidia_wgmma.WgmmaMma` -> ``lg_wgmma_m64n{N}_{dtype}_t{tnspB}(&acc[0],
+  lg_gmma_desc(bits, sA + (start)), lg_gmma_desc(bits, sB + (start)))`` (``bits``: the
+  descriptor's constant fields); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
+  ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
+  ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
+  A kernel with wgmmas rounds the dynamic shared base up to 1024 bytes (``lg_smem``, carved
+  from ``lg_smem_raw``) and aligns every array to 1024 bytes: the descriptors' swizzle acts on
+  the absolute address.
 
 16-bit operand frags are declared as ``lg_u32`` arrays holding two elements per word (element
 ``i`` in word ``i / 2``, low half first: the PTX operand registers); a staging frag that only
@@ -31,20 +39,33 @@ from ..ir.core import (Access, Kernel, Mfma, Regs, SchedBarrier, SchedGroupBarri
                        WaitCnt, ZeroFrag, walk)
 from ..ir.dtypes import ELEM_TYPES
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
+from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
+from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
 from .hip import Printer
 
-__all__ = ["CudaPrinter", "emit_cuda", "smem_bytes"]
+__all__ = ["CudaPrinter", "emit_cuda", "smem_bytes", "smem_align", "SMEM_ALIGN_LINE"]
+
+#: the line a kernel with wgmmas rounds the dynamic shared base up with (1024 bytes)
+SMEM_ALIGN_LINE = ("  unsigned char* const lg_smem = lg_smem_raw + ((1024u - "
+                   "(lg_smem_u32(lg_smem_raw) & 1023u)) & 1023u);")
 
 _BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 _C_TYPE = {"f16": "lg_u16", "bf16": "lg_u16", "f32": "float"}
 _TO_16 = {"f16": "lg_f32_to_f16", "bf16": "lg_f32_to_bf16"}
 
 
+def smem_align(k: Kernel) -> int:
+    """Alignment of the printed kernel's shared arrays: 1024 bytes where a wgmma reads them
+    through descriptors (the swizzle acts on absolute addresses), else 128."""
+    return 1024 if any(isinstance(s, WgmmaMma) for s in walk(k.body)) else 128
+
+
 def smem_bytes(k: Kernel) -> int:
-    """Dynamic shared memory the printed kernel carves its arrays from (each 128-byte
-    aligned)."""
-    return sum(_align(s.count * _BYTES[s.dtype]) for s in k.shared)
+    """Dynamic shared memory the printed kernel carves its arrays from (each aligned to
+    :func:`smem_align`; plus the slack the base is rounded up with where that is 1024)."""
+    a = smem_align(k)
+    return sum(_align(s.count * _BYTES[s.dtype], a) for s in k.shared) + (a if a > 128 else 0)
 
 
 def _align(n: int, a: int = 128) -> int:
@@ -105,6 +126,18 @@ class CudaPrinter(Printer):
             self.out(d, f"{fn}({regs}, {self.saddr(s)});")
         elif isinstance(s, Mfma):
             self.mma(s, d)
+        elif isinstance(s, WgmmaMma):
+            self.wgmma(s, d)
+        elif isinstance(s, WgmmaFence):
+            self.out(d, "lg_wgmma_fence();")
+        elif isinstance(s, WgmmaCommit):
+            self.out(d, "lg_wgmma_commit();")
+        elif isinstance(s, WgmmaWait):
+            self.out(d, f"lg_wgmma_wait<{s.pending}>();")
+            for f in s.pins:
+                self.out(d, f"lg_pin({f});")
+        elif isinstance(s, FenceProxyAsync):
+            self.out(d, "lg_fence_proxy_async();")
         elif isinstance(s, ZeroFrag):
             f = s.frag
             zero = "0.f" if f.dtype == "f32" else "0u"
@@ -126,6 +159,23 @@ class CudaPrinter(Printer):
         b = self.words(m.b, f"mma {m.tag} B")
         self.out(d, f"{MMA[sp.a_type]}(&{m.acc.frag.name}[{acc}], &{m.a.frag.name}[{a}], "
                     f"&{m.b.frag.name}[{b}]);")
+
+    def wgmma(self, m: WgmmaMma, d: int) -> None:
+        acc = self.first(m.acc, f"wgmma {m.tag} accumulator")
+        descs = ", ".join(f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf} + "
+                          f"({to_c(op.start)}))" for op in (m.a, m.b))
+        fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b)
+        self.out(d, f"{fn}(&{m.acc.frag.name}[{acc}], {descs});")
+
+    def helpers(self) -> str:
+        """The wgmma helpers this kernel calls (none without wgmmas)."""
+        ms = [s for s in walk(self.k.body) if isinstance(s, WgmmaMma)]
+        if not ms:
+            return ""
+        out = [HELPERS, GMMA_DESC]
+        for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
+            out.append(wgmma_wrapper(wgmma_fn(*key), *key))
+        return "".join(out)
 
     def store(self, a: Access, d: int) -> None:
         """The one plain access the NVIDIA builders print: f32 accumulators -> 16-bit C."""
@@ -167,16 +217,22 @@ class CudaPrinter(Printer):
         self.stmts(k.body, 1)
         body = self.lines[body_start:]
         notes = [f"// {h}".rstrip() for h in k.header]
-        head: List[str] = [self.BANNER, *notes, PRELUDE] if prelude else ["", *notes]
+        head: List[str] = [self.BANNER, *notes, PRELUDE + self.helpers()] if prelude else \
+            ["", *notes]
         head += [f'extern "C" __global__ void __launch_bounds__({k.block}) '
-                 f"{k.name}({', '.join(self.params())}) {{",
-                 "  extern __shared__ __align__(128) unsigned char lg_smem[];"]
+                 f"{k.name}({', '.join(self.params())}) {{"]
+        align = smem_align(k)
+        if align == 128:
+            head.append("  extern __shared__ __align__(128) unsigned char lg_smem[];")
+        else:
+            head += ["  extern __shared__ __align__(1024) unsigned char lg_smem_raw[];",
+                     SMEM_ALIGN_LINE]
         at = 0
         for s in k.shared:
             ct = _C_TYPE[s.dtype]
             head.append(f"  {ct}* const {s.name} = reinterpret_cast<{ct}*>(lg_smem + {at});"
                         f"  // {s.count} x {s.dtype}")
-            at += _align(s.count * _BYTES[s.dtype])
+            at += _align(s.count * _BYTES[s.dtype], align)
         return "\n".join(head + body + ["}", ""])
 
 

@@ -19,6 +19,13 @@ from .spec import MFMA_OPERANDS
 
 BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
+# The GEMM dataflow's element identities (kernels.verify.gate_dataflow, gate_wgmma): an int64
+# ``buf << ID_SH_BUF | zero-filled flag ID_ZERO | c0 << ID_SH_C0 | c1`` (c0 below ID_MASK0,
+# c1 below ID_MASK), and an accumulator's C element ``m << ACC_SH | n``.
+ID_SH_C0, ID_SH_BUF, ID_ZERO = 30, 60, np.int64(1) << 59
+ID_MASK0, ID_MASK = (1 << 29) - 1, (1 << 30) - 1
+ACC_SH = 31
+
 
 class Fail:
     """First counterexample per check (later ones are counted, not kept)."""

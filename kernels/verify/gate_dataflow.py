@@ -10,8 +10,11 @@ import numpy as np
 from ..errors import KernelError
 from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_eval, sym
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
-from .gate_common import (Fail, LdsRaces, MfmaTables, bits_below, bits_to_list, leaves,
-                          mode_coords, mode_extents)
+from ..ir.nvidia_wgmma import WGMMA_STATEMENTS, WgmmaMma
+from .gate_common import (ACC_SH, ID_MASK, ID_MASK0, ID_SH_BUF, ID_SH_C0, ID_ZERO, Fail,
+                          LdsRaces, MfmaTables, bits_below, bits_to_list, leaves, mode_coords,
+                          mode_extents)
+from .gate_wgmma import WgmmaRules
 from .spec import KernelSpec, SpecError
 
 __all__ = ["sympy_coeff_add", "GemmDataflow"]
@@ -20,8 +23,8 @@ __all__ = ["sympy_coeff_add", "GemmDataflow"]
 # ---------------------------------------------------------------------------- pass 2 (dataflow)
 
 _UNSET = np.int64(-2)
-_SH_C0, _SH_BUF, _ZERO = 30, 60, np.int64(1) << 59    # buf | zero | c0 (29 bits) | c1 (30 bits)
-_MASK0, _MASK = (1 << 29) - 1, (1 << 30) - 1
+_SH_C0, _SH_BUF, _ZERO = ID_SH_C0, ID_SH_BUF, ID_ZERO   # buf | zero | c0 (29 bits) | c1 (30 bits)
+_MASK0, _MASK = ID_MASK0, ID_MASK
 
 
 def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarray:
@@ -35,7 +38,7 @@ def _enc(buf: int, c0: np.ndarray, c1: np.ndarray, zero: np.ndarray) -> np.ndarr
     return ((np.int64(buf) << _SH_BUF) | (c0 << _SH_C0) | c1 | np.where(zero, _ZERO, 0))
 
 
-_ACC_SH = 31
+_ACC_SH = ACC_SH
 _ACC_LO = (1 << _ACC_SH) - 1
 
 
@@ -106,6 +109,7 @@ class GemmDataflow:
         self.async_groups: List[List[Any]] = []
         self.ldm_tables: Dict[Any, Any] = {}
         accs = {m.acc.frag.name for m in _mfmas(k.body)}
+        self.wg = WgmmaRules(self)      # wgmma groups and proxy fences (kernels.ir.nvidia_wgmma)
         self.acc_frags = accs
         nw = max(1, -(-k_span // 64))
         # accumulator element identity: (m << 31) | n of the C element it sums, -1 = none yet
@@ -162,10 +166,12 @@ class GemmDataflow:
                     self.stmts(s.body, dict(env))
             elif isinstance(s, Barrier):
                 self.races.epoch += 1
+                self.wg.barrier()
             elif isinstance(s, ZeroFrag):
                 n = s.frag.name
                 self.regs[n][:] = _UNSET
                 if n in self.acc_frags:
+                    self.wg.zeroed(n, env)
                     self.acc_id[n][:] = -1
                     self.kbits[n][:] = 0
                     self.acc_zero[n][:] = True
@@ -180,6 +186,8 @@ class GemmDataflow:
                 self.open_group = []
             elif isinstance(s, CpAsyncWait):
                 self.cp_async_wait(s.pending, env)
+            elif isinstance(s, WGMMA_STATEMENTS):
+                self.wg.stmt(s, env)
 
     # ---- memory --------------------------------------------------------------------------
     def access(self, a: Access, env) -> None:
@@ -202,6 +210,7 @@ class GemmDataflow:
                 self.lds_touch(a, addr, thr, write=True, env=env)
                 if addr.min() >= 0 and addr.max() < self.lds[a.buf].shape[0]:
                     self.in_flight(a, addr, thr, "writes", env)
+                    self.wg.shared_write(a.buf, addr, a.tag, env)
                     self.lds[a.buf][addr] = self.regs[fr][:, idx].reshape(-1)
             else:
                 self.lds_touch(a, addr, thr, write=False, env=env)
@@ -237,6 +246,7 @@ class GemmDataflow:
                 self.regs[fr][:, i] = _enc(self.buf_id[a.buf], c[p0], c[p1], ~pred)
             elif a.space == "lds" and a.kind == "store":
                 self.lds_touch(a, addr, th, write=True, env=env)
+                self.wg.shared_write(a.buf, addr, a.tag, env)
                 self.lds[a.buf][addr] = self.regs[fr][:, i]
             elif a.space == "lds" and a.kind == "load":
                 self.lds_touch(a, addr, th, write=False, env=env)
@@ -290,6 +300,7 @@ class GemmDataflow:
         if addr.min() < 0 or addr.max() >= self.lds[st.buf].shape[0]:
             return   # reported by the static pass (in_bounds)
         self.in_flight(st, addr, thr, "writes", env)
+        self.wg.shared_write(st.buf, addr, st.tag, env, landed=False)
         vals = self.regs[st.regs.frag.name][:, np.array(st.regs.idx)].reshape(-1)
         self.inflight[st.buf][addr] = True
         self.open_group.append((st, addr, thr, vals))
@@ -299,6 +310,7 @@ class GemmDataflow:
         while len(self.async_groups) > pending:
             for st, addr, thr, vals in self.async_groups.pop(0):
                 self.inflight[st.buf][addr] = False
+                self.wg.landed(st.buf, addr)
                 self.lds_touch(st, addr, thr, write=True, env=env)
                 self.lds[st.buf][addr] = vals
 
@@ -377,6 +389,7 @@ class GemmDataflow:
             self.f.add("lane_accumulator_writeback", f"{self.where(a.tag, env)}: stores "
                                                      f"{fr}, which no MFMA accumulates into")
             return
+        self.wg.acc_read(fr, (i,), env, "stores")
         on = pred
         t_on = np.nonzero(on)[0]
         self.stores_checked += len(t_on)
@@ -669,4 +682,4 @@ class _Lazy:
 
 def _mfmas(body):
     from ..ir.core import walk
-    return [s for s in walk(body) if isinstance(s, Mfma)]
+    return [s for s in walk(body) if isinstance(s, (Mfma, WgmmaMma))]

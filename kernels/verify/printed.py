@@ -92,6 +92,8 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
                                   regs=(s.regs.frag.name, s.regs.idx)))
         elif isinstance(s, Barrier):
             out.append(SourceStmt("barrier"))
+        elif kind in _WGMMA_KINDS:      # NVIDIA Hopper: kernels.ir.nvidia_wgmma
+            out += _wgmma_stmts(s, kind)
         elif isinstance(s, Mfma):
             # an NVIDIA atom has no builtin: the CUDA prelude's helper of its input type
             fn = s.spec.builtin or f"lg_mma_{s.spec.a_type}"
@@ -105,6 +107,25 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
             elif s.method == "swizzle":
                 out.append(SourceStmt("swz", exprs=(int(s.pattern),)))
     return out
+
+
+_WGMMA_KINDS = {"WgmmaMma": "wgmma", "WgmmaFence": "wg_fence", "WgmmaCommit": "wg_commit",
+                "WgmmaWait": "wg_wait", "FenceProxyAsync": "proxy_fence"}
+
+
+def _wgmma_stmts(s: Any, kind: str) -> List[SourceStmt]:
+    """What the CUDA printer prints for one wgmma statement: the wrapper of the atom, the
+    accumulator's first register, each operand's array and descriptor constant with its start
+    expression; a wait's count and the frags it pins."""
+    from ..nvidia.wgmma_prelude import wgmma_fn
+    if kind == "WgmmaMma":
+        return [SourceStmt("wgmma", text=s.tag, exprs=(s.a.start, s.b.start), regs=(
+            wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b), (s.acc.frag.name, s.acc.idx[0]),
+            *((op.buf, op.desc.constant_bits()) for op in (s.a, s.b))))]
+    if kind == "WgmmaWait":
+        return [SourceStmt("wg_wait", exprs=(s.pending,))] + \
+            [SourceStmt("pin", name=f) for f in s.pins]
+    return [SourceStmt(_WGMMA_KINDS[kind])]
 
 
 def _ir_value(e: Any, env: Dict[str, Any]) -> Any:
@@ -161,7 +182,7 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             c.fails.add("printed_source", f"statement {n} of a block: the source has {tl}, "
                                           f"the IR prints {sl}{c.where}")
             return
-        if t.kind in ("let", "loop") and t.name != s.name:
+        if t.kind in ("let", "loop", "pin") and t.name != s.name:
             c.fails.add("printed_source", f"line {t.line}: binds {t.name!r}, the IR "
                                           f"{s.name!r}{c.where}")
             return
@@ -176,6 +197,10 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
                 _compare_cuda_regs(c, t, s)
             else:
                 _compare_regs(c, t, [s.regs], [t.regs[0] if t.regs else ""])
+        if t.kind == "wgmma" and tuple(t.regs) != tuple(s.regs):
+            c.fails.add("printed_source", f"line {t.line}: wgmma {t.regs}, the IR {s.regs} "
+                                          f"({s.text}): wrapper, accumulator, operand arrays "
+                                          "and descriptor constants must be the IR's")
         if t.kind == "mfma" and c.cuda:
             _compare_cuda_mma(c, t, s)
         elif t.kind == "mfma":
@@ -188,10 +213,11 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
                                               f"IR 0, 0, 0")
             _compare_regs(c, t, list(s.regs[1:]), [t.regs[1]] + tail[:3])
         pairs = list(zip(t.exprs, s.exprs))
-        for te, se in pairs[: (2 if t.kind in ("loop", "mem") else 1)]:
-            if t.kind == "wait":
+        for te, se in pairs[: (2 if t.kind in ("loop", "mem", "wgmma") else 1)]:
+            if t.kind in ("wait", "wg_wait"):
                 if _txt_value(te, {}) != int(se):
-                    c.fails.add("printed_source", f"line {t.line}: cp.async.wait_group "
+                    what = "cp.async" if t.kind == "wait" else "wgmma"
+                    c.fails.add("printed_source", f"line {t.line}: {what}.wait_group "
                                                   f"{int(_txt_value(te, {}))}, the IR {se}")
                 continue
             tv, iv = _txt_value(te, c.tenv), _ir_value(se, c.ienv)
@@ -395,13 +421,34 @@ def is_cuda_text(source: str) -> bool:
     return 'extern "C" __global__' in source and "LAGEN_KERNEL" not in source
 
 
+def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
+    """Each wgmma wrapper the text calls is defined once, with exactly the text of the IR
+    atom's instruction (shape, dtype, tnspB), and the fence / wait / pin / descriptor helpers
+    once each (a wrapper printing another instruction would pass every other check)."""
+    from ..ir.nvidia_wgmma import WgmmaMma
+    from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
+    ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
+    if not ms:
+        return
+    want = {(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}
+    for text, what in ([(HELPERS, "the wgmma fence / wait / pin helpers"),
+                        (GMMA_DESC, "lg_gmma_desc")] +
+                       [(wgmma_wrapper(wgmma_fn(*w), *w), f"{wgmma_fn(*w)} ({w[0]} "
+                         f"m64n{w[1]}k16, tnspB {w[2]})") for w in sorted(want)]):
+        if source.count(text) != 1:
+            fails.add("declarations", f"{what}: the text must define it once, exactly as "
+                                      f"kernels.nvidia.wgmma_prelude prints it; found "
+                                      f"{source.count(text)} exact copies")
+
+
 def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     """The CUDA text's launch bounds, signature, ids, the shared arrays carved from the dynamic
     buffer (type, 16-byte aligned, disjoint, inside the bytes a launch passes), the register
     arrays (16-bit frags as two elements per 32-bit word) and the zero fills."""
     from ..ir.nvidia import CpAsync
-    from ..printer.cuda import smem_bytes
+    from ..printer.cuda import smem_align, smem_bytes
     ctype = {"f16": "lg_u16", "bf16": "lg_u16", "f32": "float"}
+    align = smem_align(k)
     if src.block != k.block:
         fails.add("declarations", f"__launch_bounds__({src.block}), the IR launches {k.block} "
                                   "threads per block")
@@ -410,6 +457,13 @@ def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     _check_params(src, want, fails)
     _check_ids(k, src, fails)
     launch = smem_bytes(k)
+    if src.smem_align != align:
+        fails.add("declarations", f"the shared arrays are carved from a base aligned to "
+                                  f"{max(src.smem_align, 0)} bytes, the IR needs {align} (its "
+                                  "wgmma descriptors swizzle absolute addresses)" if align > 128
+                  else "the dynamic shared buffer is not declared as the printer declares it")
+    if align > 128:
+        launch -= align                 # the slack the base is rounded up with
     spans = []
     for sh in k.shared:
         d = src.shared.get(sh.name)
@@ -423,10 +477,12 @@ def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
                                       f"IR {sh.count} x {sh.dtype}")
         end = d[1] + sh.count * BYTES[sh.dtype]
         spans.append((d[1], end, sh.name, d[2]))
-        if d[1] % 16 or end > launch:
+        if d[1] % (16 if align == 128 else align) or end > launch:
             fails.add("declarations", f"line {d[2]}: {sh.name} occupies bytes [{d[1]}, {end}) "
-                                      f"of the {launch} the launch passes (16-byte aligned and "
-                                      "inside: the gate's in_bounds and lds_capacity assume it)")
+                                      f"of the {launch} the launch passes ("
+                                      f"{16 if align == 128 else align}-byte aligned and inside: "
+                                      "the gate's in_bounds and lds_capacity and the wgmma "
+                                      "descriptor model assume it)")
     spans.sort()
     for (a0, a1, an, _), (b0, _, bn, ln) in zip(spans, spans[1:]):
         if b0 < a1:
@@ -562,6 +618,7 @@ def verify_printed(k: Kernel, source: str, *,
         return fails.results(PRINTED_CHECKS, {n: "the printed source" for n in PRINTED_CHECKS})
     if cuda:
         _cuda_declarations(k, src, fails)
+        _wgmma_helpers(k, source, fails)
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails)

@@ -111,6 +111,7 @@ class ParsedSource:
     ids: Dict[str, Tuple[str, int]] = field(default_factory=dict)           # tid / grid symbols
     buffers: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)  # rsrc: of, bytes, line
     body: List[SourceStmt] = field(default_factory=list)
+    smem_align: int = 0            # CUDA: alignment of the dynamic shared base the arrays use
 
 
 def _body_lines(lines: List[str], start: int) -> Iterator[Tuple[int, str]]:
@@ -349,6 +350,15 @@ _CU_MMA = re.compile(r"^(lg_mma_\w+)\(&(\w+)\[(\d+)\], &(\w+)\[(\d+)\], &(\w+)\[
 _CU_PAIR = re.compile(r"^\*reinterpret_cast<lg_u32\*>\((\w+) \+ (.*)\) = (lg_pack_\w+)\((.*)\);$")
 _CU_ONE = re.compile(r"^(\w+)\[(.*)\] = (lg_f32_to_\w+)\((.*)\);$")
 _CU_WAIT = re.compile(r"^lg_cp_async_wait<(\d+)>\(\);$")
+_CU_WG_WAIT = re.compile(r"^lg_wgmma_wait<(\d+)>\(\);$")
+_CU_PIN = re.compile(r"^lg_pin\((\w+)\);$")
+_CU_WGMMA = re.compile(r"^(lg_wgmma_m64n\d+_\w+)\(&(\w+)\[(\d+)\], (.*)\);$")
+_CU_DESC = re.compile(r"^lg_gmma_desc\(0x([0-9a-f]{16})ull, (\w+) \+ (.*)\)$")
+_CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit",
+              "lg_fence_proxy_async();": "proxy_fence"}
+_CU_RAW = "extern __shared__ __align__(1024) unsigned char lg_smem_raw[];"
+_CU_ALIGN = ("unsigned char* const lg_smem = lg_smem_raw + ((1024u - (lg_smem_u32(lg_smem_raw) & "
+             "1023u)) & 1023u);")
 _CU_CTYPE = {"lg_u16": 2, "float": 4}
 
 
@@ -403,6 +413,13 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSou
     stack: List[List[SourceStmt]] = [out.body]
     for ln, s in _body_lines(lines, start):
         if s == "extern __shared__ __align__(128) unsigned char lg_smem[];":
+            out.smem_align = 128
+            continue
+        if s == _CU_RAW:            # a wgmma kernel: the base rounded up to 1024 bytes
+            out.smem_align = -1
+            continue
+        if s == _CU_ALIGN and out.smem_align == -1:
+            out.smem_align = 1024
             continue
         m = _CU_SMEM.match(s)
         if m:
@@ -447,6 +464,23 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
         return [SourceStmt("barrier", ln, text=s)]
     if s == "lg_cp_async_commit();":
         return [SourceStmt("commit", ln, text=s)]
+    if s in _CU_SIMPLE:
+        return [SourceStmt(_CU_SIMPLE[s], ln, text=s)]
+    m = _CU_WG_WAIT.match(s)
+    if m:
+        return [SourceStmt("wg_wait", ln, exprs=(parse(m.group(1)),), text=s)]
+    m = _CU_PIN.match(s)
+    if m:
+        return [SourceStmt("pin", ln, m.group(1), text=s)]
+    m = _CU_WGMMA.match(s)
+    if m:
+        descs = [_CU_DESC.match(a) for a in split_args(m.group(4))]
+        if len(descs) != 2 or not all(descs):
+            raise CExprError(f"line {ln}: unreadable wgmma (two lg_gmma_desc operands): {s}")
+        return [SourceStmt("wgmma", ln, text=s,
+                           exprs=tuple(parse(_paren(d.group(3))) for d in descs),
+                           regs=(m.group(1), (m.group(2), int(m.group(3))),
+                                 *((d.group(2), int(d.group(1), 16)) for d in descs)))]
     m = _CU_WAIT.match(s)
     if m:
         return [SourceStmt("wait", ln, exprs=(parse(m.group(1)),), text=s)]

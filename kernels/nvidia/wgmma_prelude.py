@@ -1,0 +1,69 @@
+"""The inline-PTX helpers of the wgmma kernels (moved verbatim from :mod:`kernels.nvidia.wgmma`
+so that the CUDA printer, :mod:`kernels.printer.cuda`, can print them for IR-built kernels
+without importing a builder): ``wgmma`` fence / commit / wait, the register pins, the
+generic-to-async proxy fence, the descriptor helper of the IR-built kernels, and the
+``wgmma.mma_async`` wrapper of one shape."""
+
+from mfma_specs.nvidia_wgmma import wgmma
+
+__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "wgmma_fn"]
+
+
+def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
+    """The inline-PTX wrapper ``fn`` of one ``wgmma.mma_async.m64n{n}k16`` accumulating into
+    ``d`` (``n/2`` floats): ``fn(d, da, db)`` with A from shared memory (descriptor ``da``), or
+    ``fn(d, a, db)`` with A from 4 registers (``a_regs``); ``scale_d`` 0 overwrites ``d``."""
+    m = n // 2
+    regs = ", ".join(f"%{i}" for i in range(m))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(m))
+    name = wgmma(dtype, n).name
+    if a_regs:
+        a_ops, a_in, trans = (f"{{%{m}, %{m + 1}, %{m + 2}, %{m + 3}}}",
+                              '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), ', f"{trans_b}")
+        nb, sd, sig = m + 4, m + 5, "const lg_u32* a"
+    else:
+        a_ops, a_in, trans = f"%{m}", '"l"(da), ', f"0, {trans_b}"
+        nb, sd, sig = m + 1, m + 2, "lg_u64 da"
+    return (
+        f"LG_DEV void {fn}(float* d, {sig}, lg_u64 db, int scale_d = 1) {{\n"
+        f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"\n'
+        f'    "{name} {{{regs}}}, {a_ops}, %{nb}, p, 1, 1, {trans};\\n}}\\n"\n'
+        f'    : {outs}\n'
+        f'    : {a_in}"l"(db), "r"(scale_d));\n}}\n')
+
+
+HELPERS = r"""
+LG_DEV void lg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+LG_DEV void lg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> LG_DEV void lg_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+// The compiler sees a wgmma's registers written at issue time, not at wait_group: without a
+// use pinned after the wait it may move reads of the accumulators (or reuse the registers of
+// a register-A operand) to before the wait.  An empty asm that "modifies" each register, placed
+// after the wait, pins them (what CUTLASS's warpgroup_fence_operand does).
+template <int N> LG_DEV void lg_pin(float (&r)[N]) {
+  _Pragma("unroll") for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N, int M> LG_DEV void lg_pin(lg_u32 (&r)[N][M]) {
+  _Pragma("unroll") for (int i = 0; i < N; ++i)
+  _Pragma("unroll") for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j]) :: "memory");
+}
+// cp.async writes through the generic proxy; wgmma reads through the async proxy
+LG_DEV void lg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+"""
+
+
+# IR-built kernels (kernels.printer.cuda): the descriptor of a shared operand, from its printed
+# constant fields and the address of its first element
+GMMA_DESC = r"""
+LG_DEV lg_u64 lg_gmma_desc(lg_u64 bits, const void* p) {
+  return bits | (lg_u64)((lg_smem_u32(p) & 0x3FFFF) >> 4);
+}
+"""
+
+
+def wgmma_fn(dtype: str, n: int, trans_b: int) -> str:
+    """The wrapper name the CUDA printer gives ``m64n{n}k16`` of ``dtype`` (``tnspB``
+    ``trans_b``), A and B from shared memory."""
+    return f"lg_wgmma_m64n{n}_{dtype}_t{trans_b}"
