@@ -52,7 +52,7 @@ def test_pipelined_ir_order():
     body = _k_tiles(bk.ir.body)
     ups = [i for i, s in enumerate(body) if isinstance(s, SetPrio) and s.prio == 1]
     downs = [i for i, s in enumerate(body) if isinstance(s, SetPrio) and s.prio == 0]
-    assert len(ups) == len(downs) == 2                    # unrolled by two
+    assert len(ups) == len(downs) == 1        # one LDS stage: one k-tile per iteration
     for up, down in zip(ups, downs):
         run = body[up + 1:down]
         assert not any(isinstance(s, Access) and s.space == "lds" for s in run)
@@ -157,3 +157,23 @@ def test_compiled_hot_loop_has_the_intended_order():
     partial = [int(m.group(1)) for s in ins[first - 3:last]
                for m in [re.search(r"lgkmcnt\((\d+)\)", s)] if m]
     assert partial and max(partial) > 0 and partial == sorted(partial, reverse=True)
+
+
+@pytest.mark.parametrize("k, stages, loop_trips, peeled", [
+    (256, 1, 3, 0),        # KT = 4: 3 loop iterations of one k-tile, then the last k-tile
+    (320, 2, 2, 0),        # KT = 5 (two stages): 2 pairs of k-tiles, nothing peeled
+    (256, 2, 1, 1),        # KT = 4 (two stages): 1 pair and a peeled k-tile
+])
+def test_k_loop_shape(k, stages, loop_trips, peeled):
+    """Two LDS stages: the loop is unrolled by two (constant stage per half) and an odd k-tile
+    is peeled; one stage: one k-tile per iteration and nothing peeled (regression: the unrolled
+    one-stage loop carried a peeled copy of the k-tile, ~120 instructions outside the loop that
+    the model's whole-kernel estimate pays for)."""
+    bk = build_gemm(GemmConfig(128, 128, k, block_k=64, stages=stages, schedule="pipelined"))
+    body = bk.ir.body
+    loop = next(s for s in body if isinstance(s, Loop))
+    assert sum(isinstance(s, Mfma) for s in loop.body) == 32 * stages    # k-tiles per trip
+    assert loop.stop - loop.start == loop_trips
+    after = body[body.index(loop) + 1:]
+    n_mfma = sum(isinstance(s, Mfma) for s in after)
+    assert n_mfma == 32 * (1 + peeled)     # the last k-tile (+ a peeled one)
