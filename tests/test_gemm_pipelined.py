@@ -173,6 +173,9 @@ def test_k_loop_shape(k, stages, loop_trips, peeled):
     body = bk.ir.body
     loop = next(s for s in body if isinstance(s, Loop))
     assert sum(isinstance(s, Mfma) for s in loop.body) == 32 * stages    # k-tiles per trip
+    # the one-stage loop stays a loop (clang unrolled 15 k-tiles completely at K = 1000)
+    assert loop.unroll == (1 if stages == 1 else None)
+    assert ("#pragma unroll 1" in bk.source) == (stages == 1)
     assert loop.stop - loop.start == loop_trips
     after = body[body.index(loop) + 1:]
     n_mfma = sum(isinstance(s, Mfma) for s in after)

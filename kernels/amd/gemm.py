@@ -613,11 +613,12 @@ class GemmBuilder:
         # the k loop, unrolled by two so that each half uses constant LDS stages (all LDS
         # addresses become loop-invariant); an odd leftover iteration is peeled.  One LDS
         # stage has constant addresses anyway: one k-tile per iteration and no peeled copy
-        # (~120 instructions less outside the loop, which the whole-kernel estimate pays for)
+        # (~120 instructions less outside the loop, which the whole-kernel estimate pays for);
+        # kept a loop (clang unrolls a short one completely: 15 k-tiles at K = 1000)
         pairs, rem = divmod(KT - 1, 2)
         kp = sym("kp")
         if c.stages == 1 and KT > 1:
-            loop = Loop("kt", 0, KT - 1)
+            loop = Loop("kt", 0, KT - 1, unroll=1)
             loop.body += self.iteration(self.kt, 0)
             body.append(loop)
         elif pairs:
