@@ -73,7 +73,7 @@ def test_one_stage_pipeline_shape():
     bk = build_gemm(GemmConfig(256, 256, 256, block_k=64, stages=1))
     assert sum(s.count for s in bk.ir.shared) == 128 * 64 * 2
     loop = next(s for s in bk.ir.body if isinstance(s, Loop))
-    assert sum(isinstance(s, Barrier) for s in loop.body) == 4      # 2 per k-tile, unrolled by 2
+    assert sum(isinstance(s, Barrier) for s in loop.body) == 2      # 2 per k-tile, one k-tile
     assert {a.width for a in walk(loop.body) if getattr(a, "tag", "") == "B.copy.store"} == {4}
     waits = [s for s in walk(loop.body) if isinstance(s, WaitCnt)]
     assert any(w.vm == 0 for w in waits) and any(w.lgkm == 0 for w in waits)
@@ -97,3 +97,22 @@ def test_one_stage_without_the_first_barrier_is_a_race():
     r = verify_kernel(k)
     assert not r.checks["lds_races"].holds
     assert "since the last barrier" in str(r.checks["lds_races"].counterexample)
+
+
+def test_one_stage_without_the_last_barrier_is_a_loop_carried_race():
+    """The one-stage loop runs one k-tile per iteration: the race between its LDS stores and
+    the next iteration's operand reads crosses the back edge, and must still be caught."""
+    import copy
+    from kernels.gate import verify_kernel
+    from kernels.gemm import GemmBuilder, choose_lds_layouts
+    from kernels.gemm_plan import plan_gemm
+    p = plan_gemm(GemmConfig(200, 136, 200, block_k=64, stages=1))
+    choose_lds_layouts(p)
+    k = GemmBuilder(copy.deepcopy(p)).build()
+    loop = next(s for s in k.body if isinstance(s, Loop))
+    last = max(i for i, s in enumerate(loop.body) if isinstance(s, Barrier))
+    assert last == len(loop.body) - 1          # the barrier that ends the iteration
+    del loop.body[last]
+    r = verify_kernel(k)
+    assert not r.checks["lds_races"].holds
+    assert "without a barrier between" in str(r.checks["lds_races"].counterexample)

@@ -46,18 +46,19 @@ def _k_tiles(body):
 
 
 def test_pipelined_ir_order():
-    """In each k-tile: all LDS operand reads, then s_setprio 1, the MFMA run with no LDS access
-    inside it, s_setprio 0."""
+    """In each k-tile: all LDS operand reads, the first MFMA, then s_setprio 1, the rest of the
+    MFMA run with no LDS access inside it, s_setprio 0."""
     bk = build_gemm(GemmConfig(256, 256, 256, block_k=64, stages=1, schedule="pipelined"))
     body = _k_tiles(bk.ir.body)
     ups = [i for i, s in enumerate(body) if isinstance(s, SetPrio) and s.prio == 1]
     downs = [i for i, s in enumerate(body) if isinstance(s, SetPrio) and s.prio == 0]
-    assert len(ups) == len(downs) == 2                    # unrolled by two
+    assert len(ups) == len(downs) == 1        # one LDS stage: one k-tile per iteration
     for up, down in zip(ups, downs):
         run = body[up + 1:down]
         assert not any(isinstance(s, Access) and s.space == "lds" for s in run)
-        assert sum(isinstance(s, Mfma) for s in run) == 32    # 2x2 reps x 8 k-steps
-        before = body[:up]
+        assert sum(isinstance(s, Mfma) for s in run) == 31    # 2x2 reps x 8 k-steps, less one
+        assert isinstance(body[up - 1], Mfma)                 # the first MFMA, at priority 0
+        before = body[:up - 1]
         last_barrier = max(i for i, s in enumerate(before) if isinstance(s, Barrier)) \
             if any(isinstance(s, Barrier) for s in before) else -1
         reads = [s for s in before[last_barrier + 1:]
@@ -137,7 +138,8 @@ def _hot_loop_text(bk) -> list:
 
 def test_compiled_hot_loop_has_the_intended_order():
     """gfx942 disassembly: in the compiled loop, each k-tile's ds_reads all come before its
-    first MFMA, the MFMAs wait with partial lgkmcnt(N > 0), and s_setprio brackets them."""
+    first MFMA, the MFMAs wait with partial lgkmcnt(N > 0), s_setprio 1 comes right after the
+    first MFMA (not before it) and s_setprio 0 after the last."""
     from kernels.errors import KernelError
     bk = build_gemm(GemmConfig(4096, 4096, 4096, block_k=64, stages=1, schedule="pipelined"))
     try:
@@ -146,10 +148,35 @@ def test_compiled_hot_loop_has_the_intended_order():
         pytest.skip(f"no gfx942 toolchain: {e}")
     last = max(i for i, s in enumerate(ins) if s.startswith("s_setprio 0"))
     first = max(i for i, s in enumerate(ins[:last]) if s.startswith("s_setprio 1"))
-    run = ins[first:last]
+    assert ins[first - 1].startswith("v_mfma")     # the first MFMA runs at priority 0
+    run = ins[first - 1:last]
     assert sum(s.startswith("v_mfma") for s in run) == 32
     assert not any(s.startswith("ds_") for s in run)
     reads_before = [s for s in ins[:first][-40:] if s.startswith("ds_read")]
     assert len(reads_before) == 16
-    partial = [int(m.group(1)) for s in run for m in [re.search(r"lgkmcnt\((\d+)\)", s)] if m]
+    partial = [int(m.group(1)) for s in ins[first - 3:last]
+               for m in [re.search(r"lgkmcnt\((\d+)\)", s)] if m]
     assert partial and max(partial) > 0 and partial == sorted(partial, reverse=True)
+
+
+@pytest.mark.parametrize("k, stages, loop_trips, peeled", [
+    (256, 1, 3, 0),        # KT = 4: 3 loop iterations of one k-tile, then the last k-tile
+    (320, 2, 2, 0),        # KT = 5 (two stages): 2 pairs of k-tiles, nothing peeled
+    (256, 2, 1, 1),        # KT = 4 (two stages): 1 pair and a peeled k-tile
+])
+def test_k_loop_shape(k, stages, loop_trips, peeled):
+    """Two LDS stages: the loop is unrolled by two (constant stage per half) and an odd k-tile
+    is peeled; one stage: one k-tile per iteration and nothing peeled (regression: the unrolled
+    one-stage loop carried a peeled copy of the k-tile, ~120 instructions outside the loop that
+    the model's whole-kernel estimate pays for)."""
+    bk = build_gemm(GemmConfig(128, 128, k, block_k=64, stages=stages, schedule="pipelined"))
+    body = bk.ir.body
+    loop = next(s for s in body if isinstance(s, Loop))
+    assert sum(isinstance(s, Mfma) for s in loop.body) == 32 * stages    # k-tiles per trip
+    # the one-stage loop stays a loop (clang unrolled 15 k-tiles completely at K = 1000)
+    assert loop.unroll == (1 if stages == 1 else None)
+    assert ("#pragma unroll 1" in bk.source) == (stages == 1)
+    assert loop.stop - loop.start == loop_trips
+    after = body[body.index(loop) + 1:]
+    n_mfma = sum(isinstance(s, Mfma) for s in after)
+    assert n_mfma == 32 * (1 + peeled)     # the last k-tile (+ a peeled one)

@@ -52,8 +52,9 @@ def test_emulated_224_tile_matches_torch(dtype, shape):
 
 def test_compiled_224_tile_keeps_two_waves_per_simd_and_the_pipelined_order():
     """gfx942 code object at 4096^3: no spills, 2 waves/SIMD (<= 256 registers), and in each
-    k-tile of the hot loop: 16 ds_reads (7 A + 1 B fragments x 2 k-groups) before s_setprio 1,
-    then 28 MFMAs (7 x 4 k-steps) with no LDS access, waiting on partial lgkmcnt."""
+    k-tile of the hot loop: 16 ds_reads (7 A + 1 B fragments x 2 k-groups) before the first
+    MFMA, s_setprio 1 right after it, then the other 27 MFMAs (7 x 4 k-steps in all) with no
+    LDS access, waiting on partial lgkmcnt."""
     from kernels.errors import KernelError
     from test_gemm_pipelined import _hot_loop_text
     bk = build_gemm(GemmConfig(4096, 4096, 4096, dtype="bf16", **TILE))
@@ -67,11 +68,12 @@ def test_compiled_224_tile_keeps_two_waves_per_simd_and_the_pipelined_order():
     downs = [i for i, s in enumerate(ins) if s.startswith("s_setprio 0")]
     assert len(ups) == len(downs) >= 1
     for up, down in zip(ups, downs):
-        run = ins[up:down]
+        assert ins[up - 1].startswith("v_mfma")      # the first MFMA runs at priority 0
+        run = ins[up - 1:down]
         assert sum(s.startswith("v_mfma") for s in run) == 28
         assert not any(s.startswith("ds_") for s in run)
         prev = max([d for d in downs if d < up], default=0)
         assert sum(s.startswith("ds_read") for s in ins[prev:up]) == 16
-        partial = [int(m.group(1)) for s in run for m in [re.search(r"lgkmcnt\((\d+)\)", s)]
-                   if m]
+        partial = [int(m.group(1)) for s in ins[up - 3:down]
+                   for m in [re.search(r"lgkmcnt\((\d+)\)", s)] if m]
         assert partial and max(partial) > 0 and partial == sorted(partial, reverse=True)

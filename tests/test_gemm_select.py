@@ -7,22 +7,22 @@ from kernels.gemm_plan import ConfigError
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_square_4096_picks_the_quantisation_friendly_224_tile(dtype):
-    """19 x 32 = 608 tiles of 224x128 fill 304 CUs x 2 work-groups in one round; the
-    128x128x64 runner-up needs 1.68 rounds (its last one 68% full)."""
+def test_square_4096_picks_the_full_busy_128_tile(dtype):
+    """Since the loop runs 100 % busy by the model (s_setprio after the first MFMA, one k-tile
+    per iteration) 128x128x64 wins at 4096^3 although its 1024 tiles need 1.68 rounds of 608
+    slots; the 224x128 quantisation tile (608 tiles, one full round, 84 % busy) is the
+    runner-up.  Until 2026-11-24 it was the other way round (93 % against 82 % busy)."""
     ch = select_gemm(4096, 4096, 4096, dtype=dtype)
     c = ch.config
     assert (c.block_m, c.block_n, c.block_k, c.waves_m, c.waves_n, c.stages, c.schedule,
-            c.waves_per_eu) == (224, 128, 32, 1, 4, 1, "pipelined", 2)
+            c.waves_per_eu) == (128, 128, 64, 2, 2, 1, "pipelined", 0)
     assert c.dtype == dtype
-    assert "608 work-groups" in ch.reason and "1.00 waves" in ch.reason
-    assert "runner-up 128x128x64" in ch.reason and "1.68 waves" in ch.reason
+    assert "1024 work-groups" in ch.reason and "1.68 waves" in ch.reason
+    assert "runner-up 224x128x32" in ch.reason and "1.00 waves" in ch.reason
     assert c.selection == ch.reason
     # the winner's estimate is the best of all candidates that plan
     assert ch.ranking[0].value == max(s.value for s in ch.ranking)
-    # its 4096^3 figures already include the predicated last row of tiles (4096 % 224 != 0)
-    assert ch.ranking[0].candidate.busy == next(
-        x for x in CANDIDATES if x.block_m == 224).busy
+    assert 0.815 < ch.ranking[0].value < 0.82 and ch.ranking[0].candidate.busy == 1.0
 
 
 def test_ragged_figures_apply_only_to_edges_the_table_did_not_measure():
@@ -41,24 +41,22 @@ def test_ragged_figures_apply_only_to_edges_the_table_did_not_measure():
 
 def test_ragged_shape_weighs_waves_against_loop_busy():
     ch = select_gemm(4000, 3000, 1000)
-    small = next(s for s in ch.ranking if (s.candidate.block_m, s.candidate.block_n) ==
-                 (128, 64))
+    best = ch.ranking[0].candidate
+    assert (best.block_m, best.block_n, best.block_k, best.stages) == (64, 128, 64, 1)
     # the 2-per-CU 128x128 tile would need 2 waves with the second 26% full
     two = next(s for s in ch.ranking if (s.candidate.block_m, s.candidate.block_n,
                                          s.candidate.stages) == (128, 128, 2))
-    assert two.waves == 2 and small.value > two.value
+    assert two.waves == 2 and ch.ranking[0].value > two.value
     # a partial edge tile: the candidates' ragged figures apply (more registers, less busy)
     assert two.candidate.busy == two.candidate.busy_ragged < 0.899
-    assert small.candidate.busy == small.candidate.busy_ragged
+    assert best.busy == best.busy_ragged
     # regression: with the typical 400 instructions outside the loop for every row the closed
-    # form put the 224-row tile at 51.0 % here, where the model puts it at 46.08 % (its
-    # predicated 112-accumulator epilogue is ~2400 instructions).  Since the epilogue binds
-    # the thread's C offset once (2026-11-24) the model has it level with 128x64 (46.06 %):
-    # the two lead, within 0.001 of each other and of the model's own figures.
+    # form put the 224-row tile at 51.0 % here, where the model put it at 46.08 % (its
+    # predicated 112-accumulator epilogue is ~2200 instructions): its measured count applies
     c224 = next(s for s in ch.ranking if s.candidate.block_m == 224)
-    assert c224.candidate.outside == 2423
-    assert abs(c224.value - 0.4608) < 0.001 and abs(small.value - 0.4606) < 0.001
-    assert {id(ch.ranking[0]), id(ch.ranking[1])} == {id(c224), id(small)}
+    assert c224.candidate.outside == 2231
+    assert c224.value < ch.ranking[0].value
+    assert abs(ch.ranking[0].value - 0.4642) < 0.001
 
 
 def test_llm_projection_uses_three_per_cu():
@@ -144,11 +142,12 @@ def _assert_model_matches(cfg, cand):
 
 
 def test_candidate_table_matches_the_model():
-    """Two rows of CANDIDATES re-measured by the static model on the compiled code objects
-    (skipped without clang-19)."""
+    """Four rows of CANDIDATES re-measured by the static model on the compiled code objects
+    (skipped without clang-19): 128x128x64 one stage (the 4096^3 choice, 100 % busy since
+    s_setprio moved after the first MFMA) among them."""
     from dataclasses import replace
     c224 = next(x for x in CANDIDATES if x.block_m == 224)
-    for c in (CANDIDATES[1], CANDIDATES[3], c224):
+    for c in (CANDIDATES[1], CANDIDATES[2], CANDIDATES[3], c224):
         cfg = replace(select_gemm(4096, 4096, 4096).config, block_m=c.block_m,
                       block_n=c.block_n, block_k=c.block_k, waves_m=c.waves_m,
                       waves_n=c.waves_n, stages=c.stages, mfma=c.mfma,
@@ -172,19 +171,19 @@ def test_python_api_exposes_the_choice():
 @pytest.mark.parametrize("dtype", ["fp8", "bf8"])
 def test_fp8_square_uses_fp8_figures_and_labels_the_built_block_k(dtype):
     """Regression: fp8 was scored with the f16 table (it claimed 93 % loop busy and 76 % of
-    peak for a kernel the model puts at 76 % / 60 %) and labelled block_k 64 while building
-    128.  With the 224-row quantisation tile measured as fp8 (224x128x64, 80 % busy, 608
-    work-groups = one full round of 2 per CU) it wins at 4096^3 (72.1 %) over 128x128x64 with
-    two LDS stages (86 % busy but 1.68 rounds: 69.8 %), which is the runner-up."""
+    peak for a kernel the model put at 76 % / 60 %) and labelled block_k 64 while building
+    128.  Measured as fp8 since the loop changes of 2026-11-24, 128x128x128 one stage is 100 %
+    busy and wins at 4096^3 (79.4 %) over the 224x128x64 quantisation tile (82 % busy, 608
+    work-groups = one full round of 2 per CU: 74.4 %), now the runner-up."""
     from kernels.amd.gemm_select import FP8_CANDIDATES
     ch = select_gemm(4096, 4096, 4096, dtype=dtype)
     c, best = ch.config, ch.ranking[0]
-    assert (c.block_m, c.block_n, c.block_k, c.stages, c.waves_per_eu) == (224, 128, 64, 1, 2)
+    assert (c.block_m, c.block_n, c.block_k, c.stages, c.waves_per_eu) == (128, 128, 128, 1, 0)
     assert best.candidate in FP8_CANDIDATES and best.candidate.block_k == c.block_k
-    assert ch.reason.startswith("chosen 224x128x64 (1x4 waves, 1 LDS stage")
-    assert "loop busy 80%" in ch.reason and "of the fp8 MFMA peak" in ch.reason
-    assert "runner-up 128x128x64 (2x2 waves, 2 LDS stages" in ch.reason
-    assert 0.70 < best.value < 0.75 and best.waves == 1 and best.tiles == 608
+    assert ch.reason.startswith("chosen 128x128x128 (2x2 waves, 1 LDS stage")
+    assert "loop busy 100%" in ch.reason and "of the fp8 MFMA peak" in ch.reason
+    assert "runner-up 224x128x64 (1x4 waves, 1 LDS stage" in ch.reason
+    assert 0.79 < best.value < 0.80 and best.tiles == 1024
     assert ch.ranking[1].value < best.value
 
 
@@ -218,15 +217,16 @@ def test_fp8_small_m_uses_the_fp8_16x16_mfma(m):
 
 
 def test_fp8_candidate_table_matches_the_model():
-    """The fp8 4096^3 choice (224x128x64) and the runner-up (128x128x64, 2 stages) re-measured
-    by the static model: loop busy, outside-loop instructions, waves/SIMD (skipped without
-    clang-19)."""
+    """The fp8 4096^3 choice (128x128x128 one stage) and the runner-up (224x128x64)
+    re-measured by the static model: loop busy, outside-loop instructions, waves/SIMD (skipped
+    without clang-19)."""
     from dataclasses import replace
     from kernels.amd.gemm_select import FP8_CANDIDATES
     cfg = select_gemm(4096, 4096, 4096, dtype="fp8", out_dtype="f16", scales="none").config
-    f = next(x for x in FP8_CANDIDATES if x.block_m == 224)
-    assert (cfg.block_m, cfg.block_n, cfg.block_k) == (f.block_m, f.block_n, f.block_k)
+    f = FP8_CANDIDATES[2]
+    assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages) == \
+        (f.block_m, f.block_n, f.block_k, f.stages)
     _assert_model_matches(cfg, f)
-    g = FP8_CANDIDATES[1]
-    _assert_model_matches(replace(cfg, block_m=128, waves_m=2, waves_n=2, stages=2,
-                                  waves_per_eu=0, selection=None), g)
+    g = next(x for x in FP8_CANDIDATES if x.block_m == 224)
+    _assert_model_matches(replace(cfg, block_m=224, waves_m=1, waves_n=4, block_k=64,
+                                  waves_per_eu=2, selection=None), g)

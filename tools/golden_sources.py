@@ -89,6 +89,12 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
         # the fp8 default (NN, per-tensor scales, bf16 C; B transposed with v_perm_b32)
         "default-4096-fp8": select_gemm(4096, 4096, 4096, dtype="fp8").config,
         "pipelined-128x128x32-2stage": GemmConfig(4096, 4096, 4096, schedule="pipelined"),
+        # 64x128x64, the choice at 2048^3 (Triton's tile there); the 224-row quantisation tile
+        # (the 4096^3 default until the 128x128 loop reached 100 % busy by the model)
+        "default-2048": select_gemm(2048, 2048, 2048).config,
+        "tile-224x128x32-4096": GemmConfig(4096, 4096, 4096, block_m=224, block_n=128,
+                                           block_k=32, waves_m=1, waves_n=4, stages=1,
+                                           schedule="pipelined", waves_per_eu=2),
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source

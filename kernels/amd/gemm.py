@@ -15,6 +15,8 @@ Pipeline (two LDS stages, one barrier per k-tile)::
 
 With ``stages=1`` (half the LDS: a block_k=64 tile fits the occupancy of a 32-wide double
 buffer) the store waits for every wave's reads: ``MFMAs; barrier; registers -> LDS; barrier``.
+The two-stage loop is unrolled by two (each half on a constant stage) with an odd k-tile
+peeled; the one-stage loop runs one k-tile per iteration and peels nothing.
 """
 
 from __future__ import annotations
@@ -609,15 +611,22 @@ class GemmBuilder:
             body += self.store_tile(op, 0)
         body.append(Barrier())
         # the k loop, unrolled by two so that each half uses constant LDS stages (all LDS
-        # addresses become loop-invariant); an odd leftover iteration is peeled
+        # addresses become loop-invariant); an odd leftover iteration is peeled.  One LDS
+        # stage has constant addresses anyway: one k-tile per iteration and no peeled copy
+        # (~120 instructions less outside the loop, which the whole-kernel estimate pays for);
+        # kept a loop (clang unrolls a short one completely: 15 k-tiles at K = 1000)
         pairs, rem = divmod(KT - 1, 2)
         kp = sym("kp")
-        if pairs:
+        if c.stages == 1 and KT > 1:
+            loop = Loop("kt", 0, KT - 1, unroll=1)
+            loop.body += self.iteration(self.kt, 0)
+            body.append(loop)
+        elif pairs:
             loop = Loop("kp", 0, pairs)
             S = c.stages
             loop.body += self.iteration(2 * kp, 0) + self.iteration(2 * kp + 1, 1 % S)
             body.append(loop)
-        if rem:
+        if rem and c.stages != 1:
             body += self.iteration(KT - 2, (KT - 2) % c.stages)
         body.append(Comment(f"last k-tile ({KT - 1}) on LDS stage {(KT - 1) % c.stages}"))
         body += self.compute((KT - 1) % c.stages)

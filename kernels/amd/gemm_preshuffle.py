@@ -105,7 +105,7 @@ class PreshuffleGemmBuilder(GemmBuilder):
             q = b["b_ps_g"] + (dk // g.vec) % g.lane_groups
             coords = tuple(((b["b_ps_n"], nt), (b["b_ps_e"] + j, q, kb)) for j in range(g.vec))
             total = sympy.expand(self.blay(coords[0]))
-            voff, soff = _split_uniform(total, {self.bm, self.bn, sym("kp")})
+            voff, soff = _split_uniform(total, {self.bm, self.bn, sym("kp"), self.kt})
             terms = []
             if g.n_padded % c.block_n:
                 terms.append(nt < NT)

@@ -18,7 +18,7 @@ vector of ``width`` consecutive elements at ``offset``, optionally predicated); 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import sympy
@@ -160,6 +160,8 @@ class Loop:
     start: Any
     stop: Any
     body: List[Any] = field(default_factory=list)
+    unroll: Optional[int] = None     # 1: ``#pragma unroll 1`` (kept a loop); None: the compiler's
+    #                                  choice.  Scheduling only: no effect on what is computed
 
 
 @dataclass

@@ -105,6 +105,8 @@ class Printer:
         elif isinstance(s, Let):
             self.out(d, f"const int {s.name} = {to_c(s.expr)};")
         elif isinstance(s, Loop):
+            if s.unroll is not None:
+                self.out(d, f"#pragma unroll {int(s.unroll)}")
             self.out(d, f"for (int {s.var} = {to_c(s.start)}; {s.var} < {to_c(s.stop)}; "
                         f"++{s.var}) {{")
             self.stmts(s.body, d + 1)
