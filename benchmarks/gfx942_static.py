@@ -171,15 +171,17 @@ def ours_compile(m: int, n: int, k: int, cfg, dtype: str = "f16") -> Dict[str, A
             "checks": f"{sum(rep['verification'].values())}/{len(rep['verification'])}"}
 
 
-def ours_default(m: int, n: int, k: int, dtype: str = "f16") -> Dict[str, Any]:
+def ours_default(m: int, n: int, k: int, dtype: str = "f16",
+                 b_layout: str = "plain") -> Dict[str, Any]:
     """The library's default for the problem (kernels.amd.gemm_select), built, verified,
-    compiled and modelled."""
+    compiled and modelled; ``b_layout="preshuffled"``: the choice for a B stored preshuffled
+    (fp8/bf8)."""
     from kernels.amd.gemm_select import select_gemm
-    from kernels.gemm import build_gemm
-    ch = select_gemm(m, n, k, dtype=dtype)
+    from kernels.registry import get
+    ch = select_gemm(m, n, k, dtype=dtype, b_layout=b_layout)
     c = ch.config
     t0 = time.perf_counter()
-    built = build_gemm(c)
+    built = get("gemm").build(c)     # build_gemm, or build_gemm_preshuffled
     co = built.compile("gfx942", use_cache=False)
     seconds = time.perf_counter() - t0
     assert built.verification.holds
@@ -369,14 +371,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                        tile=f"{cfg[0]}x{cfg[1]}x{cfg[2]}"))
         rows.append({"who": f"Triton {t['version']}", "config": f"{cfg[0]}x{cfg[1]}x{cfg[2]}"
                      f", {cfg[3]} warps, {cfg[4]} stages, bf16", "seconds": t["seconds"], **a})
-    for dtype in (("fp8",) if fp8 else ("f16", "bf16")):   # the library's default choice
-        d = ours_default(args.m, args.n, args.k, dtype)
+    # the library's default choice (fp8: also the choice for a B stored preshuffled)
+    defaults = (("fp8", "plain"), ("fp8", "preshuffled")) if fp8 else \
+        (("f16", "plain"), ("bf16", "plain"))
+    for dtype, b_layout in defaults:
+        d = ours_default(args.m, args.n, args.k, dtype, b_layout)
         a = analyse(d.pop("_binary"), d.pop("_threads"), 0)
         a.update({k_: v for k_, v in d.items() if k_.startswith("model_")})
-        rows.append({"who": "layoutalg", "config": f"default {d['config']}, {dtype}",
+        ps = ", B preshuffled" if b_layout == "preshuffled" else ""
+        rows.append({"who": "layoutalg", "config": f"default {d['config']}, {dtype}{ps}",
                      "seconds": d["seconds"], "stages": {}, "checks": "all",
                      "hot_loop_match": d["hot_loop_match"], **a})
-        print(f"layoutalg default ({dtype}): {d['reason']}")
+        print(f"layoutalg default ({dtype}{ps}): {d['reason']}")
     hdr = ("| compiler | config | VGPR/AGPR | LDS | waves/SIMD | spills | hot-loop MFMA | "
            "MFMA share | ds_read | ds_write | global loads | v_perm | s_waitcnt | "
            "Python -> code object |")

@@ -47,9 +47,11 @@ def register(subparsers) -> None:
     sp.set_defaults(func=_cmd_show)
     pp = sub.add_parser("preshuffle", help="an operand stored in MFMA fragment order (the "
                         "preshuffled B layout): print it, draw which lane loads each element")
-    pp.add_argument("name", help="16x16x16 | 32x32x8 (with --dtype) or a full f16/bf16 MFMA name")
+    pp.add_argument("name", help="16x16x16 | 32x32x8 (f16/bf16) | 16x16x32 | 32x32x16 "
+                    "(fp8/bf8), with --dtype, or a full MFMA name")
     pp.add_argument("--arch", default="gfx942", help="gfx target (default gfx942)")
-    pp.add_argument("--dtype", default="f16", help="f16 | bf16 (default f16)")
+    pp.add_argument("--dtype", default="f16", help="f16 | bf16 | fp8 (E4M3 FNUZ) | bf8 (E5M2 "
+                    "FNUZ) (default f16)")
     pp.add_argument("--k", type=int, default=64, help="rows K of B[K, N] (default 64)")
     pp.add_argument("--n", type=int, default=32, help="columns N of B[K, N] (default 32)")
     g = pp.add_argument_group("diagram output (rows k, columns n, colour = lane of the load)")

@@ -12,7 +12,8 @@ bytes`` elements per lane (one 16-byte load)::
 so lane ``l = n_in + IN * g`` of a wave finds its V consecutive k (the k values it feeds to
 ``V / items`` consecutive MFMAs when a kernel permutes the reduction order that way) as 16
 contiguous bytes at ``V * l`` of one (n tile, k block) chunk, and a wave's load is 1024
-contiguous bytes.  The order is FlyDSL's / aiter's ``shuffle_weight`` for 16-bit types.  K and
+contiguous bytes.  The order is FlyDSL's / aiter's ``shuffle_weight`` (16-bit types: V = 8;
+the 8-bit FNUZ floats of gfx942's fp8/bf8 MFMAs: V = 16, two MFMAs per load).  K and
 N are padded to ``Kp`` (a multiple of ``V*G``) and ``Np`` (of ``IN``).  The host-side shuffle
 and the GEMM that reads it are in :mod:`kernels.amd.preshuffle` / ``kernels.amd.gemm_preshuffle``.
 """
@@ -30,9 +31,13 @@ from .errors import OperandError
 
 __all__ = ["PreshuffleGeometry", "preshuffle_geometry", "preshuffle_layout", "SHAPES"]
 
-# short instruction names accepted with a dtype (the dense CDNA3 16-bit MFMAs a GEMM uses)
-SHAPES = ("16x16x16", "32x32x8")
-_BYTES = {"f16": 2, "bf16": 2}
+# short instruction names accepted with a dtype (the dense CDNA3 MFMAs a GEMM uses: 16-bit
+# and, with twice the k, the 8-bit float ones)
+SHAPES = ("16x16x16", "32x32x8", "16x16x32", "32x32x16")
+_BYTES = {"f16": 2, "bf16": 2, "fp8e4m3fnuz": 1, "fp8e5m2fnuz": 1}
+# the 8-bit formats' instruction-name suffix (A and B of one format)
+_F8_SUFFIX = {"fp8e4m3fnuz": "fp8_fp8", "fp8e5m2fnuz": "bf8_bf8"}
+_SUPPORTED = "f16, bf16, fp8 (fp8e4m3fnuz) or bf8 (fp8e5m2fnuz)"
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,21 @@ def _spec(instr: str, dtype: str, arch: str) -> Any:
     if not name.startswith("v_"):
         if name not in SHAPES:
             raise OperandError(f"preshuffle: instruction {instr!r} is not supported; use one of "
-                               f"{', '.join(SHAPES)} or a full v_mfma_f32_* f16/bf16 name")
-        name = f"v_mfma_f32_{name}_{dtype}"
+                               f"{', '.join(SHAPES)} or a full v_mfma_f32_* name")
+        name = f"v_mfma_f32_{name}_{_F8_SUFFIX.get(dtype, dtype)}"
     return lookup(arch, name)
+
+
+def _canonical(dtype: str) -> str:
+    """The canonical element type; the target-relative ``fp8`` / ``bf8`` name the FNUZ formats
+    (the only 8-bit floats of the CDNA3 MFMAs this order is defined for: a gfx950 spec's OCP
+    operands are then refused by the ``b_type`` check, never silently reinterpreted)."""
+    from .dtypes import canonical_dtype
+    try:
+        return canonical_dtype(dtype, native_fp8="fnuz")
+    except Exception:  # noqa: BLE001 - the dtype module's own error: say what is supported
+        raise OperandError(f"preshuffle: dtype {dtype!r} is not supported ({_SUPPORTED})") \
+            from None
 
 
 def preshuffle_geometry(k: int, n: int, instr: str = "16x16x16", dtype: str = "f16",
@@ -75,14 +92,9 @@ def preshuffle_geometry(k: int, n: int, instr: str = "16x16x16", dtype: str = "f
     The assumption (checked on ``spec.tv_layout("B")``): lane ``l``, item ``e`` holds
     ``B[items * (l // IN) + e][l % IN]``.
     """
-    from .dtypes import canonical_dtype
-    try:
-        dtype = canonical_dtype(dtype)
-    except Exception:  # noqa: BLE001 - the dtype module's own error: say what is supported
-        raise OperandError(f"preshuffle: dtype {dtype!r} is not supported (f16 or bf16)") \
-            from None
+    dtype = _canonical(dtype)
     if dtype not in _BYTES:
-        raise OperandError(f"preshuffle: dtype {dtype} is not supported (f16 or bf16)")
+        raise OperandError(f"preshuffle: dtype {dtype} is not supported ({_SUPPORTED})")
     for name, v in (("K", k), ("N", n)):
         if type(v) is not int or v < 1:
             raise OperandError(f"preshuffle: {name} must be a positive integer, got {v!r}")

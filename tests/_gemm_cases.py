@@ -39,11 +39,10 @@ def emulate_against_reference(cfg, seed=0):
     """Build ``cfg`` (a GemmConfig), assert the verifier holds, run it on the CPU emulator on the
     registry's inputs and assert every element within the registry's tolerance of its torch
     reference; returns (built kernel, inputs, output, reference).  One copy for the GEMM tests
-    (emulate, pipelined, fp8)."""
-    from kernels.gemm import build_gemm
+    (emulate, pipelined, fp8, preshuffled B)."""
     from kernels.registry import get
     entry = get("gemm")
-    bk = build_gemm(cfg)
+    bk = entry.build(cfg)          # build_gemm, or build_gemm_preshuffled for preshuffled B
     assert bk.verification.holds, bk.verification.as_bools()
     args = entry.inputs(cfg, seed=seed)
     res = bk.emulate(*args)

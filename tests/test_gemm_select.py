@@ -126,9 +126,9 @@ def _assert_model_matches(cfg, cand):
     """Build and compile ``cfg``; the static model's loop busy and the code object's waves/SIMD
     must be the candidate's recorded figures (skipped without a gfx942 toolchain)."""
     from kernels.errors import KernelError
-    from kernels.gemm import build_gemm
     from kernels.perf import analyze
-    bk = build_gemm(cfg)
+    from kernels.registry import get
+    bk = get("gemm").build(cfg)       # build_gemm, or build_gemm_preshuffled for preshuffled B
     try:
         co = bk.compile("gfx942")
     except KernelError as e:
@@ -230,3 +230,65 @@ def test_fp8_candidate_table_matches_the_model():
     g = next(x for x in FP8_CANDIDATES if x.block_m == 224)
     _assert_model_matches(replace(cfg, block_m=224, waves_m=1, waves_n=4, block_k=64,
                                   waves_per_eu=2, selection=None), g)
+
+
+# ---- fp8/bf8 with preshuffled B: its own measured table, only when the caller says so ---------
+
+def test_fp8_preshuffled_b_gets_the_preshuffled_table():
+    """At 4096^3 the preshuffled choice is the 224-row tile with two LDS stages for A only (B in
+    registers): 86 % loop busy, 77.0 % of the fp8 peak by the closed form, above the plain-B
+    choice (72.5 %)."""
+    from kernels.amd.gemm_select import PRESHUFFLED_FP8_CANDIDATES
+    ch = select_gemm(4096, 4096, 4096, dtype="fp8", b_layout="preshuffled")
+    c, best = ch.config, ch.ranking[0]
+    assert c.b_layout == "preshuffled" and best.candidate in PRESHUFFLED_FP8_CANDIDATES
+    assert (c.block_m, c.block_n, c.block_k, c.waves_m, c.waves_n, c.stages,
+            c.waves_per_eu) == (224, 128, 64, 1, 4, 2, 2)
+    assert "loop busy 86%" in ch.reason and "2 LDS stages" in ch.reason
+    plain = select_gemm(4096, 4096, 4096, dtype="fp8")
+    assert plain.config.b_layout == "plain" and plain.config.stages == 1
+    assert best.value > plain.ranking[0].value
+    # every candidate it ranks builds with preshuffled B (two stages, 16 bytes of k per lane)
+    assert all(s.candidate.stages == 2 and s.candidate.elem_bytes == 1 for s in ch.ranking)
+
+
+def test_plain_b_never_gets_the_preshuffled_table():
+    """The B layout is explicit: without b_layout the choice is a plain-B kernel, whatever the
+    preshuffled table's figures (a plain B fed to a preshuffled kernel is a silent wrong
+    answer)."""
+    from kernels.amd.gemm_select import FP8_CANDIDATES, PRESHUFFLED_FP8_CANDIDATES
+    for shape in ((4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 1000), (16, 4096, 4096)):
+        ch = select_gemm(*shape, dtype="fp8")
+        assert ch.config.b_layout == "plain"
+        plain = [f.on(*shape) for f in FP8_CANDIDATES]
+        shuffled = [f.on(*shape) for f in PRESHUFFLED_FP8_CANDIDATES]
+        assert all(s.candidate in plain and s.candidate not in shuffled for s in ch.ranking)
+
+
+def test_preshuffled_16_bit_has_no_table():
+    with pytest.raises(ConfigError, match="no measured tile table for f16 with preshuffled B"):
+        select_gemm(4096, 4096, 4096, dtype="f16", b_layout="preshuffled")
+
+
+def test_cli_fp8_preshuffled_without_block_uses_the_choice():
+    import argparse
+    from kernels.registry import get
+    e = get("gemm")
+    p = argparse.ArgumentParser()
+    e.add_arguments(p)
+    cfg = e.config(p.parse_args(["--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "fp8",
+                                 "--b-layout", "preshuffled"]))
+    assert (cfg.block_m, cfg.stages, cfg.b_layout) == (224, 2, "preshuffled")
+    assert cfg.selection and "224x128x64" in cfg.selection
+    # f16 with preshuffled B keeps its fixed default tile (no table was measured for it)
+    cfg16 = e.config(p.parse_args(["--m", "256", "--n", "256", "--k", "256", "--b-layout",
+                                   "preshuffled"]))
+    assert (cfg16.block_m, cfg16.block_n, cfg16.block_k, cfg16.selection) == (128, 128, 32, None)
+
+
+def test_fp8_preshuffled_table_matches_the_model():
+    """The preshuffled 4096^3 choice re-measured by the static model (skipped without clang)."""
+    from kernels.amd.gemm_select import PRESHUFFLED_FP8_CANDIDATES
+    cfg = select_gemm(4096, 4096, 4096, dtype="fp8", b_layout="preshuffled",
+                      out_dtype="f16", scales="none").config
+    _assert_model_matches(cfg, PRESHUFFLED_FP8_CANDIDATES[0])

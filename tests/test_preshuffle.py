@@ -12,7 +12,10 @@ from kernels.amd.gemm_plan import ConfigError
 from kernels.amd.preshuffle import (SUPPORTED, kernel_view, preshuffle, preshuffle_geometry,
                                     preshuffle_layout, preshuffled_size, unshuffle)
 
-INSTRS = [(i, d) for i in SUPPORTED for d in ("f16", "bf16")]
+# the 16-bit shapes with f16/bf16, the 8-bit float shapes (twice the k) with gfx942's fp8/bf8
+_EIGHT_BIT = ("16x16x32", "32x32x16")
+INSTRS = ([(i, d) for i in SUPPORTED if i not in _EIGHT_BIT for d in ("f16", "bf16")]
+          + [(i, d) for i in _EIGHT_BIT for d in ("fp8", "bf8")])
 dims = st.integers(min_value=1, max_value=200)
 
 
@@ -69,6 +72,8 @@ def test_numpy_round_trip_and_padding(k, n, which):
     instr, dtype = which
     rng = np.random.default_rng(k * 1000 + n)
     b = rng.standard_normal((k, n)).astype(np.float16 if dtype == "f16" else np.int16)
+    if dtype in ("fp8", "bf8"):             # 8-bit floats travel as their bytes
+        b = (rng.integers(0, 256, (k, n)) * (rng.random((k, n)) < 0.9)).astype(np.uint8)
     s = preshuffle(b, instr, dtype)
     assert s.shape == (preshuffled_size(k, n, instr, dtype),) and s.dtype == b.dtype
     assert np.array_equal(unshuffle(s, k, n, instr, dtype), b)
@@ -81,6 +86,29 @@ def test_torch_round_trip_keeps_dtype_and_values():
     s = kernels.preshuffle(b, "16x16x16")
     assert s.dtype == torch.bfloat16 and s.dim() == 1
     assert torch.equal(kernels.unshuffle(s, 70, 33, "16x16x16"), b)
+
+
+def test_torch_fp8_round_trip_keeps_the_bytes():
+    """torch's 8-bit floats are gathered as their bytes (torch indexes no float8 tensor): the
+    buffer keeps the dtype, and unshuffle gives back every byte (NaN's 0x80 included)."""
+    g = torch.Generator().manual_seed(1)
+    for tdt, instr in ((torch.float8_e4m3fnuz, "32x32x16"), (torch.float8_e5m2fnuz, "16x16x32")):
+        raw = torch.randint(0, 256, (70, 33), generator=g, dtype=torch.uint8)
+        b = raw.view(tdt)
+        s = kernels.preshuffle(b, instr)
+        assert s.dtype == tdt and s.dim() == 1
+        assert torch.equal(kernels.unshuffle(s, 70, 33, instr).view(torch.uint8), raw)
+
+
+def test_fp8_storage_order_is_fragment_order():
+    """Independent of the layout code: in 32x32x16 fp8 (8 k per lane, 2 lane groups, V = 16),
+    lane 0's 16 bytes are B[0:16, 0], lane 1's B[0:16, 1], lane 32's B[16:32, 0], and the next
+    k block of column 0 starts at 64 lanes x 16 bytes."""
+    b = (np.arange(64 * 32) % 251).astype(np.uint8).reshape(64, 32)
+    s = preshuffle(b, "32x32x16", "fp8")
+    assert np.array_equal(s[:16], b[0:16, 0]) and np.array_equal(s[16:32], b[0:16, 1])
+    assert np.array_equal(s[32 * 16:32 * 16 + 16], b[16:32, 0])
+    assert np.array_equal(s[1024:1040], b[32:48, 0])
 
 
 def test_storage_order_is_fragment_order():
@@ -100,7 +128,9 @@ def test_kernel_view_swaps_modes():
 
 
 @pytest.mark.parametrize("bad,match", [
-    (dict(instr="4x4x4"), "not supported"), (dict(dtype="f32"), "f16 or bf16"),
+    (dict(instr="4x4x4"), "not supported"), (dict(dtype="f32"), "f16, bf16, fp8"),
+    (dict(dtype="fp8e4m3fn"), "OCP FP8"),      # not the FNUZ operand of gfx942's MFMAs
+    (dict(instr="16x16x16", dtype="fp8"), "not found|unknown|no instruction|not supported"),
     (dict(k=0), "positive"), (dict(instr="v_mfma_f32_32x32x2_f32"), "takes f32 B operands"),
 ])
 def test_bad_input_is_refused_with_its_reason(bad, match):

@@ -113,6 +113,16 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
                                          mfma="16x16x16"),
         "4096-f16": GemmConfig(4096, 4096, 4096),
         "4096-bf16": GemmConfig(4096, 4096, 4096, dtype="bf16"),
+        # fp8 with preshuffled B: the tile choice's 4096^3 kernel and its form on a ragged
+        # problem (tests/test_gemm_preshuffle.py's FP8_CASES)
+        "default-4096-fp8": select_gemm(4096, 4096, 4096, dtype="fp8",
+                                        b_layout="preshuffled").config,
+        "fp8-224-ragged": GemmConfig(300, 136, 264, dtype="fp8", block_m=224, block_n=128,
+                                     block_k=64, waves_m=1, waves_n=4, schedule="pipelined",
+                                     waves_per_eu=2),
+        "bf8-16x16x32-rowcol": GemmConfig(48, 80, 200, dtype="bf8", block_m=32, block_n=64,
+                                          block_k=128, waves_m=1, waves_n=4, mfma="16x16x32",
+                                          scales="rowcol", out_dtype="f32"),
     }
     for name, cfg in ps.items():
         yield (f"amd/gemm-preshuffled/{name}",

@@ -31,10 +31,11 @@ from ..printer.hip import emit
 from .driver import KernelFamily, Stages, build_program
 from .gemm import BuiltKernel, GemmBuilder, choose_lds_layouts
 from .gemm_plan import ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
-from .preshuffle import kernel_view, preshuffle_geometry, preshuffle_layout
+from .preshuffle import (PreshuffleGeometry, kernel_view, preshuffle_geometry,
+                         preshuffle_layout)
 
 __all__ = ["PreshuffleGemmBuilder", "build_gemm_preshuffled", "build_gemm_preshuffled_ir",
-           "plan_preshuffled", "gemm_preshuffle_family", "B_LAYOUTS"]
+           "plan_preshuffled", "check_preshuffled", "gemm_preshuffle_family", "B_LAYOUTS"]
 
 B_LAYOUTS = ("plain", "preshuffled")
 
@@ -45,18 +46,9 @@ class PreshuffleGemmBuilder(GemmBuilder):
     def __init__(self, plan: GemmPlan, name: Optional[str] = None,
                  read_ahead: Optional[int] = None) -> None:
         c = plan.cfg
-        if c.stages != 2:
-            raise ConfigError("preshuffled B needs stages=2 (B's register sets alternate with "
-                              "the LDS stages of A)")
+        g = check_preshuffled(plan)
         super().__init__(plan, name or (f"la_gemm_ps_{c.a_major[0]}_{c.dtype}_{c.out_dtype}_"
                                         f"{c.m}x{c.n}x{c.k}"), read_ahead)
-        g = preshuffle_geometry(c.k, c.n, plan.spec.name, c.dtype, c.arch)
-        if plan.items * plan.kpack != g.vec:
-            raise ConfigError(f"preshuffled B: block_k={c.block_k} must be a multiple of "
-                              f"{g.k_block} (one 16-byte B vector per lane feeds "
-                              f"{g.kpack} {plan.spec.name})")
-        if g.k_padded * g.n_padded * g.elem_bytes >= 2 ** 31:
-            raise ConfigError("preshuffled B: the buffer exceeds 2 GiB (32-bit buffer offsets)")
         self.geo = g
         self.layout = preshuffle_layout(c.k, c.n, plan.spec.name, c.dtype, c.arch)
         self.blay = kernel_view(self.layout)           # (n, k) -> offset, the operand view
@@ -140,10 +132,11 @@ class PreshuffleGemmBuilder(GemmBuilder):
         c = self.c
         # the tensor's declared storage is the public contract (what preshuffle() writes),
         # evaluated afresh: the gate checks every B access against it, not against self.blay
+        # (the parameters after C, fp8's scale vectors, stay as the LDS GEMM declares them)
         k.params = [k.params[0], Param("B", c.dtype, layout=kernel_view(self.layout),
-                                       buffer=True), k.params[2]]
+                                       buffer=True), *k.params[2:]]
         k.shared = [s for s in k.shared if s.name != "sB"]
-        k.frags = [self.ld["A"], self.fr["A"], *self.bfr, self.acc]
+        k.frags = [self.ld["A"], self.fr["A"], *self.bfr, self.acc, *self.scale_frags]
         k.header = [h for h in k.header if not h.startswith("  B.")]
         k.header.insert(2, f"B preshuffled (kernels.amd.preshuffle, {self.geo.instruction}): "
                            f"{self.layout} as (k, n); loaded with buffer_load_dwordx4 straight "
@@ -180,6 +173,24 @@ def _split_uniform(expr: Any, uniform: set) -> Tuple[Any, Any]:
         syms = t.free_symbols
         (scalar if syms and syms <= uniform else per_thread).append(t)
     return sympy.Add(*per_thread), sympy.Add(*scalar)
+
+
+def check_preshuffled(plan: GemmPlan) -> PreshuffleGeometry:
+    """The preshuffled buffer's geometry for a plan, or ``ConfigError`` saying why this plan
+    cannot read B preshuffled (the builder's conditions, callable without building: the tile
+    choice asks it of each candidate)."""
+    c = plan.cfg
+    if c.stages != 2:
+        raise ConfigError("preshuffled B needs stages=2 (B's register sets alternate with "
+                          "the LDS stages of A)")
+    g = preshuffle_geometry(c.k, c.n, plan.spec.name, c.dtype, c.arch)
+    if plan.items * plan.kpack != g.vec:
+        raise ConfigError(f"preshuffled B: block_k={c.block_k} must be a multiple of "
+                          f"{g.k_block} (one 16-byte B vector per lane feeds "
+                          f"{g.kpack} {plan.spec.name})")
+    if g.k_padded * g.n_padded * g.elem_bytes >= 2 ** 31:
+        raise ConfigError("preshuffled B: the buffer exceeds 2 GiB (32-bit buffer offsets)")
+    return g
 
 
 def plan_preshuffled(cfg: GemmConfig) -> GemmPlan:

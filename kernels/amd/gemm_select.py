@@ -37,8 +37,8 @@ from typing import List, Optional, Tuple
 
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, norm_dtype, plan_gemm
 
-__all__ = ["Candidate", "CANDIDATES", "FP8_CANDIDATES", "TileChoice", "select_gemm", "score",
-           "CUS", "overhead_cycles"]
+__all__ = ["Candidate", "CANDIDATES", "FP8_CANDIDATES", "PRESHUFFLED_FP8_CANDIDATES",
+           "TileChoice", "candidate_table", "select_gemm", "score", "CUS", "overhead_cycles"]
 
 MEASURED_SHAPE = (4096, 4096, 4096)   # where a candidate's first figures were measured
 CUS = 304            # MI300X compute units (mfma_specs.arch gfx942; the model's GFX942.cus)
@@ -175,6 +175,51 @@ FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(
             outside=o, outside_ragged=orr)
     for c, (b, w, o, br, wr, orr) in zip(CANDIDATES, _FP8_FIGURES))
 
+# fp8/bf8 with B preshuffled (kernels.amd.gemm_preshuffle: B from global memory straight into
+# registers, no LDS for B, so LDS holds and serves A only): two LDS stages (the builder's B
+# register sets alternate with them), measured as fp8 NN kernels with preshuffled B (scales
+# off, f16 C) by the same model: tools/measure_gemm_candidates.py --dtype fp8 --b-layout
+# preshuffled (docs/PERFORMANCE.md, "fp8 with preshuffled B").  Only a caller who says B is
+# preshuffled (b_layout="preshuffled") gets these: a plain B never meets a kernel that expects
+# the shuffled order.  (tile, waves, MFMA, waves_per_eu; busy, waves/SIMD, outside) at 4096^3
+# and at 4000x3000x1000.
+_F8_16 = "16x16x32"
+# (block_m, block_n, block_k, waves_m, waves_n, mfma, waves_per_eu;
+#  4096^3: busy, waves/SIMD, outside; 4000x3000x1000: the same, None where clang unrolls the
+#  short k loop completely and the model finds no loop: the 4096^3 figures stand in)
+_PS_FP8 = (
+    (224, 128, 64, 1, 4, None, 2, 0.860, 2, 2155, 0.881, 2, 2346),
+    (128, 128, 64, 2, 2, None, 0, 0.988, 3, 547, 0.802, 2, 1459),
+    (256, 256, 64, 4, 2, None, 0, 0.641, 2, 731, 0.572, 2, 2859),
+    (128, 64, 64, 2, 2, None, 0, 0.850, 4, 391, 0.803, 4, 827),
+    (64, 64, 128, 2, 2, None, 0, 0.509, 4, 271, 0.594, 4, 562),
+    (64, 64, 128, 2, 2, _F8_16, 0, 0.513, 4, 259, 0.548, 4, 570),
+    (32, 64, 128, 1, 4, _F8_16, 0, 0.657, 7, 186, 0.496, 7, 204),
+    (16, 64, 256, 1, 4, _F8_16, 0, 0.299, 5, 160, None, None, None),
+    (16, 32, 128, 1, 2, _F8_16, 0, 0.323, 8, 130, None, None, None),
+    (16, 16, 128, 1, 1, _F8_16, 0, 0.250, 4, 135, 0.250, 4, 184),
+)
+PRESHUFFLED_FP8_CANDIDATES: Tuple[Candidate, ...] = tuple(
+    Candidate(bm, bn, bk, wm, wn, 2, b, w, mf, busy_ragged=br, waves_per_simd_ragged=wr,
+              elem_bytes=1, waves_per_eu=wpe, outside=o, outside_ragged=orr)
+    for bm, bn, bk, wm, wn, mf, wpe, b, w, o, br, wr, orr in _PS_FP8)
+
+
+def candidate_table(dtype: str, b_layout: str = "plain") -> Tuple[Candidate, ...]:
+    """The measured candidates for an element type and B storage: 16-bit and fp8/bf8 tables
+    for plain B, the fp8/bf8 preshuffled table for preshuffled B.  Raises ``ConfigError`` for a
+    combination no table was measured for (16-bit preshuffled B: give the tile yourself)."""
+    one_byte = DTYPE_BYTES.get(norm_dtype(dtype), 2) == 1
+    if b_layout == "plain":
+        return FP8_CANDIDATES if one_byte else CANDIDATES
+    if b_layout == "preshuffled" and one_byte:
+        return PRESHUFFLED_FP8_CANDIDATES
+    if b_layout == "preshuffled":
+        raise ConfigError(f"no measured tile table for {dtype} with preshuffled B (only fp8/bf8 "
+                          "have one): give the tile yourself (--block, e.g. 128x128x32)")
+    raise ConfigError(f"b_layout must be 'plain' or 'preshuffled', got {b_layout!r}")
+
+
 # kernels.perf.estimate.whole_kernel's prologue / epilogue term; a candidate's instruction count
 # outside the loop is measured with its busy figure (a 224-row tile's 112-accumulator predicated
 # epilogue is ~1900 instructions, 5x the typical 400 that unmeasured rows keep)
@@ -254,9 +299,9 @@ def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileCh
         if type(v) is not int or v < 1:
             raise ConfigError(f"{name} must be a positive integer, got {v!r}")
     # 1-byte fp8/bf8: the fp8 table (an LDS row keeps its 64 bytes of k, twice the elements,
-    # and the figures were measured on fp8 code objects: the f16 ones overstate fp8's loop)
-    one_byte = DTYPE_BYTES.get(norm_dtype(dtype), 2) == 1
-    table = FP8_CANDIDATES if one_byte else CANDIDATES
+    # and the figures were measured on fp8 code objects: the f16 ones overstate fp8's loop);
+    # preshuffled B: the table of the kernels that read B from registers (what runs)
+    table = candidate_table(dtype, options.get("b_layout", "plain"))
     ranked = sorted((score(c, m, n, k) for c in table),
                     key=lambda s: (-s.value, -s.candidate.block_m * s.candidate.block_n))
     usable: List[Tuple[Score, GemmConfig]] = []
@@ -268,7 +313,11 @@ def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileCh
                          stages=c.stages, mfma=c.mfma, schedule="pipelined",
                          waves_per_eu=c.waves_per_eu, **options)
         try:
-            plan_gemm(cfg)
+            if cfg.b_layout == "preshuffled":    # B's order is the shuffle, not b_major; and
+                from .gemm_preshuffle import check_preshuffled    # the builder's conditions
+                check_preshuffled(plan_gemm(replace(cfg, b_major="row")))
+            else:
+                plan_gemm(cfg)
         except ConfigError as e:
             refused.append(f"{c.label()}: {e}")
             continue

@@ -96,6 +96,8 @@ def preshuffle(b: Any, instr: str = "16x16x16", dtype: str = None, arch: str = "
     gather = _gather_index(lay)                     # offset -> k + Kp * n
     if _is_torch(b):
         import torch
+        if b.element_size() == 1 and b.dtype != torch.uint8:   # torch's 8-bit floats: gather
+            return preshuffle(b.view(torch.uint8), instr, dt, arch).view(b.dtype)  # their bytes
         pad = torch.zeros((Np, Kp), dtype=b.dtype, device=b.device)
         pad[:N, :K] = b.t()
         return pad.reshape(-1)[torch.as_tensor(gather, device=b.device)]
@@ -117,6 +119,8 @@ def unshuffle(buf: Any, k: int, n: int, instr: str = "16x16x16", dtype: str = No
     offs = np.asarray(lay.values()).reshape(-1)     # logical index k + Kp * n -> offset
     if _is_torch(buf):
         import torch
+        if buf.element_size() == 1 and buf.dtype != torch.uint8:    # as in preshuffle
+            return unshuffle(buf.view(torch.uint8), k, n, instr, dt, arch).view(buf.dtype)
         full = buf[torch.as_tensor(offs, device=buf.device)]
         return full.reshape(-1, Kp)[:n, :k].t().contiguous()
     full = np.asarray(buf)[offs]
@@ -138,5 +142,8 @@ def _dtype_name(x: Any) -> str:
         return "bf16"
     if name in ("int16", "uint16"):      # bf16 bits carried as 16-bit integers (numpy)
         return "bf16"
-    raise ConfigError(f"preshuffle: element type {name} is not f16/bf16; pass dtype= to say "
-                      "how to read it")
+    if name in ("float8_e4m3fnuz", "float8_e5m2fnuz"):   # gfx942's fp8 / bf8
+        return "fp8" if "e4m3" in name else "bf8"
+    raise ConfigError(f"preshuffle: element type {name} is not f16/bf16/float8_e4m3fnuz/"
+                      "float8_e5m2fnuz; pass dtype= to say how to read it (e.g. dtype='fp8' "
+                      "for uint8 bytes of E4M3 FNUZ)")

@@ -66,6 +66,15 @@ def _as_values(t: Any, dtype: str) -> Any:
         t.dtype == torch.uint8 else t
 
 
+def _one_byte(dtype: str) -> bool:
+    """fp8/bf8 (a bad dtype is refused later, by the config it builds)."""
+    from .gemm_plan import DTYPE_BYTES, ConfigError, norm_dtype
+    try:
+        return DTYPE_BYTES[norm_dtype(dtype)] == 1
+    except (ConfigError, KeyError):
+        return False
+
+
 def _default_block(dtype: str) -> str:
     """128x128 with 64 bytes of k per LDS row (32 f16/bf16, 64 fp8/bf8)."""
     from .gemm_plan import DTYPE_BYTES, norm_dtype
@@ -98,8 +107,9 @@ class GemmEntry(KernelEntry):
         g.add_argument("--block", default=None, help="block tile MxNxK, e.g. 128x128x32 "
                        "(default: chosen for the problem size by kernels.amd.gemm_select, "
                        "with its waves, LDS stages and the pipelined schedule; the reason is "
-                       "printed and written to report.json; preshuffled B: 128x128 with 64 "
-                       "bytes of k per row)")
+                       "printed and written to report.json; preshuffled B: fp8/bf8 chosen "
+                       "from the preshuffled table, f16/bf16 128x128 with 64 bytes of k per "
+                       "row)")
         g.add_argument("--waves", default=None, help="waves per block along MxN (with "
                        "--block; default 2x2)")
         g.add_argument("--mfma", default=None, help="32x32x8 | 16x16x16 | instruction name "
@@ -123,7 +133,8 @@ class GemmEntry(KernelEntry):
                        help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
                        "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "
                        "straight into registers with buffer_load_dwordx4; --layout's B letter "
-                       "is ignored)")
+                       "is ignored; the kernel's B argument is then the buffer "
+                       "kernels.preshuffle(B, instr) writes, never a plain B)")
 
     def config(self, args: argparse.Namespace) -> Any:
         from .gemm_plan import ConfigError, GemmConfig
@@ -141,7 +152,9 @@ class GemmEntry(KernelEntry):
         schedule = getattr(args, "schedule", None)
         waves_per_eu = getattr(args, "waves_per_eu", None)
         block = args.block
-        if block is None and common["b_layout"] == "plain":
+        # the tile choice has measured tables for plain B and for fp8/bf8 with preshuffled B;
+        # 16-bit preshuffled B without --block keeps the fixed 128x128 default
+        if block is None and (common["b_layout"] == "plain" or _one_byte(args.dtype)):
             given = [f"--{n}" for n, v in (("waves", waves), ("stages", stages),
                                            ("schedule", schedule), ("mfma", args.mfma),
                                            ("waves-per-eu", waves_per_eu))
@@ -193,6 +206,8 @@ class GemmEntry(KernelEntry):
             from .gemm_plan import plan_gemm
             from .preshuffle import preshuffle
             b_store = preshuffle(b, plan_gemm(c).spec.name, c.dtype, c.arch)
+            if ELEM_TYPES[c.dtype].bytes == 1:      # the emulator's raw bytes, as for plain B
+                b_store = b_store.view(torch.uint8)
         shape = (c.m, c.n) if c.c_major == "row" else (c.n, c.m)
         args = [a_store, b_store, torch.zeros(shape, dtype=out_dt)]
         if c.scales != "none":   # not powers of two (a missing factor cannot hide)

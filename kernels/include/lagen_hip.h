@@ -138,7 +138,11 @@ template <typename V>
 __device__ __forceinline__ V lagen_buffer_load_b128(lagen_buffer b, int voff, int soff) {
   static_assert(sizeof(V) == 16, "lagen_buffer_load_b128 loads 16-byte vectors");
   constexpr int eb = (int)sizeof(V{}[0]);
-  return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(b, voff * eb, soff * eb, 0));
+  // soff is wave-uniform (the gate proves it), but where clang cannot see that (a soffset
+  // computed under a lane predicate, e.g. an N-edge tile) it wraps every load in a
+  // readfirstlane "waterfall" loop; the explicit readfirstlane says it once, for free
+  return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(
+      b, voff * eb, __builtin_amdgcn_readfirstlane(soff * eb), 0));
 }
 #endif
 

@@ -219,7 +219,9 @@ def check_gemm(m: int, n: int, k: int, dtype: str = "f16", out_dtype: Optional[s
             if cfg.scales == "tensor" else []
     if cfg.b_layout == "preshuffled":     # B in MFMA fragment order (1-D buffer)
         from ..amd.preshuffle import preshuffle
-        b_st = preshuffle(b, built.plan.spec.name, cfg.dtype)
+        # 8-bit floats: the raw bytes, shuffled as bytes (the kernel reads uint8 buffers)
+        b_src = b8 if ELEM_TYPES[cfg.dtype].bytes == 1 else b
+        b_st = preshuffle(b_src, built.plan.spec.name, cfg.dtype)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
     t0 = time.perf_counter()
     mod = compile_amd(built.source)
@@ -458,7 +460,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  (4096, 4096, 4096, "fp8", None, "NT", {"block_k": 64}),
                  (4000, 3000, 1000, "bf8", None, "NN", {"block_k": 64}),
                  (4096, 4096, 4096, "bf16", None, "NN", {"b_layout": "preshuffled"}),
-                 (4000, 3000, 1000, "f16", None, "NN", {"b_layout": "preshuffled"})]
+                 (4000, 3000, 1000, "f16", None, "NN", {"b_layout": "preshuffled"}),
+                 # fp8 with preshuffled B at the form the tile choice picks for 4096^3
+                 (4096, 4096, 4096, "fp8", None, "NN",
+                  {"b_layout": "preshuffled", "block_m": 224, "block_n": 128, "block_k": 64,
+                   "waves_m": 1, "waves_n": 4, "schedule": "pipelined", "waves_per_eu": 2})]
         atts = [(2, 8, 2048, 128, False, "f16"), (2, 8, 2048, 128, True, "f16"),
                 (2, 8, 2048, 128, True, "bf16"),
                 (2, 8, 1000, 128, True, "f16", 4, 3000, "bottom_right"),
