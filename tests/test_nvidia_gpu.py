@@ -190,7 +190,9 @@ def test_flash_attention(case, causal, dtype, atom):
                                     dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
                                     # the tiles prefill_select picks (issue 20)
                                     dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64),
-                                    dict(head_dim=64, warpgroups=1)])
+                                    dict(head_dim=64, warpgroups=1),
+                                    # d256 on one warpgroup: two per-thread copy bases
+                                    dict(head_dim=256, warpgroups=1, bn=64)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_configs(cfg_kw, causal):
     """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query
@@ -211,7 +213,10 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
-                                    dict(head_dim=64)])
+                                    dict(head_dim=64),
+                                    # d256: 128-thread producer copies with two bases, 24/240
+                                    dict(head_dim=256, bn=64), dict(head_dim=256, bn=64,
+                                                                    pingpong=False)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_ws_flash_configs(cfg_kw, causal):
     """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged
