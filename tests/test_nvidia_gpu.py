@@ -248,8 +248,8 @@ def test_flash_attention_auto_picks_wgmma_on_hopper():
     assert [type(c) for c in _FLASH] == [WgmmaFlashConfig]
     _FLASH.clear()
     q256 = torch.randn(1, 2, 200, 256, dtype=torch.float16, device="cuda")
-    flash_attention(q256, q256, q256)                 # head_dim 256: wgmma too (issue 20)
-    assert [(type(c).__name__, c.bn) for c in _FLASH] == [("WgmmaFlashConfig", 64)]
+    flash_attention(q256, q256, q256)                 # head_dim 256: warp-specialised, 64 keys
+    assert [(type(c).__name__, c.bn) for c in _FLASH] == [("WsFlashConfig", 64)]
     _FLASH.clear()
     flash_attention(q256, q256, q256, atom="mma")
     assert [type(c).__name__ for c in _FLASH] == ["FlashConfig"]
