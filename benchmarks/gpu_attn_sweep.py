@@ -29,7 +29,7 @@ def prefill_candidates(D: int, causal: bool):
     out = []
     tiles = {64: [(2, 128), (2, 64), (1, 128), (3, 192), (2, 192), (1, 64)],
              128: [(2, 128), (2, 64), (1, 128), (1, 64), (2, 192)],
-             256: [(2, 64)]}[D]
+             256: [(2, 64), (1, 64)]}[D]
     for wg, bn in tiles:
         for ov in (True,):
             cfg = WgmmaFlashConfig(dtype="bf16", head_dim=D, warpgroups=wg, bn=bn, causal=causal,
@@ -42,11 +42,12 @@ def prefill_candidates(D: int, causal: bool):
             out.append((cfg.name, cfg))
     cfg = FlashConfig(dtype="bf16", head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
     out.append((cfg.name, cfg))
-    if D in (64, 128):          # the warp-specialised (FA3-style) kernel
-        from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
-        for kw in (dict(), dict(pingpong=False), dict(stages=3)):
-            c = WsFlashConfig(dtype="bf16", head_dim=D, causal=causal, **kw)
-            out.append((c.name, c))
+    from kernels.nvidia.wgmma_attention_ws import WsFlashConfig   # warp-specialised (FA3-style)
+    ws = {256: (dict(bn=64), dict(bn=64, pingpong=False))}.get(
+        D, (dict(), dict(pingpong=False), dict(stages=3)))
+    for kw in ws:
+        c = WsFlashConfig(dtype="bf16", head_dim=D, causal=causal, **kw)
+        out.append((c.name, c))
     return out
 
 
@@ -63,25 +64,31 @@ def sweep_prefill(rows, reps, shapes):
         pairs = Sq * Skv if not causal else sum(min(Skv, r + 1) for r in range(Sq))
         flops = 4 * B * Hq * pairs * D
         shape = dict(B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Skv=Skv, D=D, causal=causal)
-        try:
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                f = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
-                    q, k, v, is_causal=causal, enable_gqa=Hq != Hkv)
-                cud = device_time(f, reps)
-        except Exception as e:                          # noqa: BLE001
-            print("cudnn unavailable", e)
-            cud = float("nan")
+        sdpa = {}                                        # every SDPA backend that runs
+        for nm, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+                       ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            try:
+                with sdpa_kernel([be]):
+                    f = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+                        q, k, v, is_causal=causal, enable_gqa=Hq != Hkv)
+                    sdpa[nm] = device_time(f, reps)
+            except Exception as e:                      # noqa: BLE001
+                print(f"sdpa {nm} unavailable", e)
+        cud = sdpa.get("cudnn", float("nan"))
+        best = min(sdpa.values()) if sdpa else float("nan")
         for label, cfg in prefill_candidates(D, causal):
             if _MATCH and not any(m in label for m in _MATCH):
                 continue
-            row = {"part": "prefill", **shape, "config": label, "cudnn_s": cud}
+            row = {"part": "prefill", **shape, "config": label, "cudnn_s": cud,
+                   "sdpa_best_s": best, "sdpa_best": min(sdpa, key=sdpa.get) if sdpa else None}
             try:
                 fa = compiled_flash(cfg)
                 out = torch.full_like(q, float("nan"))
                 fa(q, k, v, out=out)
                 row["rel_err"] = rel(out[:bs], ref)
                 t = device_time(lambda: fa(q, k, v, out=out), reps)
-                row.update(device_s=t, tflops=flops / t / 1e12, vs_cudnn=cud / t)
+                row.update(device_s=t, tflops=flops / t / 1e12, vs_cudnn=cud / t,
+                           vs_sdpa_best=best / t)
             except Exception as e:                      # noqa: BLE001
                 _failed(row, e)
             _keep(rows, row)

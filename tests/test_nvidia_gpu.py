@@ -190,7 +190,9 @@ def test_flash_attention(case, causal, dtype, atom):
                                     dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
                                     # the tiles prefill_select picks (issue 20)
                                     dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64),
-                                    dict(head_dim=64, warpgroups=1)])
+                                    dict(head_dim=64, warpgroups=1),
+                                    # d256 on one warpgroup: two per-thread copy bases
+                                    dict(head_dim=256, warpgroups=1, bn=64)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_configs(cfg_kw, causal):
     """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query
@@ -211,7 +213,10 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
-                                    dict(head_dim=64)])
+                                    dict(head_dim=64),
+                                    # d256: 128-thread producer copies with two bases, 24/240
+                                    dict(head_dim=256, bn=64), dict(head_dim=256, bn=64,
+                                                                    pingpong=False)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_ws_flash_configs(cfg_kw, causal):
     """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged
@@ -243,8 +248,8 @@ def test_flash_attention_auto_picks_wgmma_on_hopper():
     assert [type(c) for c in _FLASH] == [WgmmaFlashConfig]
     _FLASH.clear()
     q256 = torch.randn(1, 2, 200, 256, dtype=torch.float16, device="cuda")
-    flash_attention(q256, q256, q256)                 # head_dim 256: wgmma too (issue 20)
-    assert [(type(c).__name__, c.bn) for c in _FLASH] == [("WgmmaFlashConfig", 64)]
+    flash_attention(q256, q256, q256)                 # head_dim 256: warp-specialised, 64 keys
+    assert [(type(c).__name__, c.bn) for c in _FLASH] == [("WsFlashConfig", 64)]
     _FLASH.clear()
     flash_attention(q256, q256, q256, atom="mma")
     assert [type(c).__name__ for c in _FLASH] == ["FlashConfig"]

@@ -348,7 +348,7 @@ def test_every_prefill_tile_is_a_proved_configuration(key):
 
 
 @pytest.mark.parametrize("d, causal, kind, tile", [
-    (256, False, WgmmaFlashConfig, (128, 64)), (256, True, WgmmaFlashConfig, (128, 64)),
+    (256, False, WsFlashConfig, (128, 64)), (256, True, WsFlashConfig, (128, 64)),
     (64, False, WgmmaFlashConfig, (64, 128)), (64, True, WgmmaFlashConfig, (64, 128)),
     (128, True, WsFlashConfig, (128, 128)), (128, False, WsFlashConfig, (128, 128))])
 def test_prefill_tiles_follow_the_measurements(d, causal, kind, tile):
@@ -377,7 +377,7 @@ def test_flash_attention_dispatch_on_a_hopper_device(monkeypatch):
     monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
     monkeypatch.setattr(dispatch, "compiled_flash",
                         lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
-    for d, kind in ((128, "WsFlashConfig"), (64, "WgmmaFlashConfig"), (256, "WgmmaFlashConfig")):
+    for d, kind in ((128, "WsFlashConfig"), (64, "WgmmaFlashConfig"), (256, "WsFlashConfig")):
         q = torch.zeros(1, 2, 8, d, dtype=torch.bfloat16)
         dispatch.flash_attention(q, q, q, causal=True)
         assert type(built[-1]).__name__ == kind and built[-1].causal and built[-1].dtype == "bf16"

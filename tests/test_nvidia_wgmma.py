@@ -325,12 +325,15 @@ def test_wgmma_flash_compiles_without_spills(tmp_path):
 
 # -------------------------------------------------- the warp-specialised (FA3-style) prefill
 
+from kernels.nvidia import wgmma as cgw  # noqa: E402
 from kernels.nvidia import wgmma_attention_ws as wsa  # noqa: E402
 
 
 @pytest.mark.parametrize("cfg", [wsa.WsFlashConfig(), wsa.WsFlashConfig(causal=True, dtype="f16"),
                                  wsa.WsFlashConfig(stages=3), wsa.WsFlashConfig(pingpong=False),
-                                 wsa.WsFlashConfig(head_dim=64)], ids=lambda c: c.name)
+                                 wsa.WsFlashConfig(head_dim=64),
+                                 wsa.WsFlashConfig(head_dim=256, bn=64, causal=True)],
+                         ids=lambda c: c.name)
 def test_ws_flash_plan_and_source(cfg):
     p = wsa.plan_ws_flash(cfg)
     for name in ("Q copy coverage", "K copy coverage", "Q cp.async banks", "K cp.async banks",
@@ -339,8 +342,11 @@ def test_ws_flash_plan_and_source(cfg):
     assert p.tile.checks["P fragment"].holds and p.tile.checks["V descriptors"].holds
     src = wsa.emit_ws_flash(cfg)
     assert kernel_names(src) == (cfg.name,)
-    assert f"setmaxnreg.dec.sync.aligned.u32 {wsa.PRODUCER_REGS}" in src
-    assert f"setmaxnreg.inc.sync.aligned.u32 {wsa.CONSUMER_REGS}" in src
+    prod, cons = cfg.regs
+    assert (prod, cons) == (wsa.WIDE_REGS if cfg.head_dim == 256 else
+                            (wsa.PRODUCER_REGS, wsa.CONSUMER_REGS))
+    assert f"setmaxnreg.dec.sync.aligned.u32 {prod}" in src
+    assert f"setmaxnreg.inc.sync.aligned.u32 {cons}" in src
     assert src.count("lg_cp_async_mbar_arrive(") == 4        # helper + Q, K, V fills
     # the parities the ring model proves are the ones printed
     assert "if (use) lg_mbar_wait(bKe + 8 * s, (use - 1) & 1);" in src
@@ -396,7 +402,8 @@ def test_ws_producer_v_in_the_wrong_major_is_caught(monkeypatch):
         wsa.plan_ws_flash.cache_clear()
 
 
-@pytest.mark.parametrize("kw, match", [(dict(head_dim=256), "head_dim=256"),
+@pytest.mark.parametrize("kw, match", [(dict(head_dim=96), "head_dim=96"),
+                                       (dict(head_dim=256), "shared memory"),
                                        (dict(stages=5), "stages=5"),
                                        (dict(stages=4), "shared memory")])
 def test_ws_flash_bad_configs(kw, match):
@@ -408,9 +415,63 @@ def test_ws_flash_bad_configs(kw, match):
 def test_ws_flash_compiles_without_spills(tmp_path):
     from kernels.cache import Cache
     from kernels.cuda.compile import compile_cuda
-    for cfg in (wsa.WsFlashConfig(causal=True), wsa.WsFlashConfig(head_dim=64, stages=3)):
+    for cfg in (wsa.WsFlashConfig(causal=True), wsa.WsFlashConfig(head_dim=64, stages=3),
+                # head_dim 256: O is 128 registers; the consumers' 240 must hold it all
+                wsa.WsFlashConfig(head_dim=256, bn=64, causal=True)):
         m = compile_cuda(wsa.emit_ws_flash(cfg), "sm_90a", ["--ptxas-options=-v"],
                          name=f"{cfg.name}.cu", cache=Cache(tmp_path))
         assert m.cubin[:4] == b"\x7fELF"
         if m.backend == "nvrtc":
             assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+
+
+# ------------------------------------- copies that cover half a swizzle period per iteration
+
+def test_d256_one_warpgroup_copies_use_two_proved_bases():
+    """128 threads x 256-wide rows: one iteration copies 4 rows, half the 8-row swizzle
+    period, so odd iterations are base 1 (its own per-thread offset) + a constant."""
+    cfg = wfa.WgmmaFlashConfig(head_dim=256, warpgroups=1, bn=64, dtype="bf16")
+    p = wfa.plan_wgmma_flash(cfg)
+    for op in (p.q, p.k, p.v):
+        assert op.copy_bases == (0, 1), op.name
+        assert [b for *_, b in op.copy_consts] == [i % 2 for i in range(op.copy.iters)]
+        assert cgw.check_copy_offsets(op).holds
+    src = wfa.emit_wgmma_flash(cfg)
+    assert "const lg_u32 qs1 = 2u * lg_swz_q(" in src and "const lg_u32 kvs1 =" in src
+    assert src.count("const lg_u32 dst1 = ") == 2                    # load_k and load_v
+    assert "lg_cp_async16_i<0>(dst1, src + 4 * k_ss + 0);" in src
+    # one base still serves the 2-warpgroup tile (256 threads: 8 rows per iteration)
+    two = wfa.plan_wgmma_flash(wfa.WgmmaFlashConfig(head_dim=256, bn=64))
+    assert two.q.copy_bases == (0,) and "qs1" not in wfa.emit_wgmma_flash(two.cfg)
+
+
+def _d256_q():
+    return cgw.kmajor_operand("Q", 64, 256, 128, wg_rows=64)
+
+
+@pytest.mark.parametrize("mutate, match", [
+    # constant off by one vector
+    (lambda c: c[:1] + ((c[1][0], c[1][1], c[1][2] + 8, c[1][3]),) + c[2:], "iteration 1"),
+    # iteration 1 printed on base 0 (what a single-base copy would do)
+    (lambda c: c[:1] + ((c[1][0], c[1][1], 256, 0),) + c[2:], "iteration 1, thread"),
+    # a row step that is not the partition's
+    (lambda c: c[:2] + ((c[2][0] + 1, c[2][1], c[2][2], c[2][3]),) + c[3:], "row/col step"),
+    (lambda c: c[:-1], "constants for"), (lambda c: c[:1] + ((4, 0, 0, 2),) + c[2:], "base 2")])
+def test_copy_offset_check_catches_planted_bugs(mutate, match):
+    q = _d256_q()
+    bad = replace(q, copy_consts=mutate(q.copy_consts))
+    with pytest.raises(cgw.GemmConfigError, match=match):
+        cgw.check_copy_offsets(bad)
+
+
+def test_copy_offset_check_catches_a_wrong_base_iteration():
+    q = _d256_q()
+    with pytest.raises(cgw.GemmConfigError, match="iteration 1, thread"):
+        cgw.check_copy_offsets(replace(q, copy_bases=(0, 2)))
+
+
+def test_gemm_refuses_a_two_base_copy():
+    """The GEMM's loader prints one base per thread: a B tile of 64 x 256 on 128 threads
+    (4 rows per iteration) is refused by name, not printed wrong."""
+    with pytest.raises(cgw.GemmConfigError, match="per-thread shared bases"):
+        cgw.plan_wgmma_gemm(cgw.WgmmaGemmConfig(bm=64, bn=256, b_major="n"))

@@ -248,7 +248,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),
           dict(overlap=False, warpgroups=1, bn=64),
           # issue 20: head_dim 256 on wgmma; the tiles prefill_select picks
-          dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64), dict(head_dim=64, warpgroups=1)]
+          dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64), dict(head_dim=64, warpgroups=1),
+          # one warpgroup at head_dim 256: two per-thread copy bases
+          dict(head_dim=256, warpgroups=1, bn=64)]
     for kw in wf:
         for causal in (False, True):
             for dtype in (("f16", "bf16") if not kw else ("f16",)):
@@ -257,7 +259,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                        lambda k2=k2: emit_wgmma_flash(WgmmaFlashConfig(**k2)))
     from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
     for kw in (dict(), dict(causal=True), dict(pingpong=False), dict(stages=3),
-               dict(head_dim=64, dtype="f16")):
+               dict(head_dim=64, dtype="f16"),
+               # head_dim 256 (prefill_select's choice): 24/240 registers, two copy bases
+               dict(head_dim=256, bn=64), dict(head_dim=256, bn=64, causal=True)):
         yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))
 
 

@@ -4,9 +4,12 @@ why (issue 20 item 2): :func:`choose_prefill`.
 The rules are H100 measurements (``benchmarks/gpu_attn_sweep.py``, every candidate tile on the
 suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
 
-* head_dim 256: the wgmma kernel, 2 warpgroups x 64 rows, 64-key blocks (proved and compiled
-  without spills at 244-247 registers): 2.0x the mma.sync kernel at B2 H16 S4K, 1.3x at
-  B4 H8/1 S513 causal.
+* head_dim 256: the warp-specialised kernel, 128 rows x 64-key blocks, 2 stages, ping-pong
+  (consumers at 240 registers: ``WsFlashConfig.regs``; its 128-thread producer copies
+  256-wide rows with two per-thread shared bases): 0.86x cuDNN at B2 H16 S4K (0.72x for the
+  2-warpgroup wgmma tile it replaces), 0.91x at B4 H8/1 S513 causal (0.83x; the one-warpgroup
+  64 x 64 tile measured 0.92x, within noise: one rule kept). cuDNN was SDPA's fastest backend
+  at both shapes.
 * head_dim 64: one warpgroup (64 query rows), 128-key blocks: 72 KiB of shared memory lets
   three blocks share an SM, whose warpgroups then overlap each other's softmax and MMAs
   (0.98x cuDNN at Sq 1000 / Skv 4097 against 0.73x for 128 rows; 0.93x against 0.64x at
@@ -33,14 +36,13 @@ from .wgmma_attention_ws import WsFlashConfig
 __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES"]
 
 # head_dim -> warp-specialised kernel settings (every mask)
-WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True)}
+WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True),
+                                                256: dict(bn=64, stages=2, pingpong=True)}
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
     (64, False): (dict(warpgroups=1, bn=128), "64 rows x 128 keys: three blocks per SM overlap"),
     (64, True): (dict(warpgroups=1, bn=128), "64 rows x 128 keys: three blocks per SM overlap"),
-    (256, False): (dict(warpgroups=2, bn=64), "128 rows x 64 keys (O: 128 registers/thread)"),
-    (256, True): (dict(warpgroups=2, bn=64), "128 rows x 64 keys (O: 128 registers/thread)"),
 }
 
 
@@ -62,11 +64,11 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str) -> Prefil
     if head_dim not in FLASH_DEFAULTS:
         raise LaunchError(f"head_dim {head_dim}: the prefill kernels support 64, 128 and 256")
     if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
-        kw = WS_PREFILL_TILES[head_dim]
-        return PrefillChoice("wgmma", WsFlashConfig(dtype=dtype, head_dim=head_dim,
-                                                    causal=causal, **kw),
+        cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal,
+                            **WS_PREFILL_TILES[head_dim])
+        return PrefillChoice("wgmma", cfg,
                              "sm_90a warp-specialised (producer + mbarrier ring, 2 consumer "
-                             "warpgroups, ping-pong), 128 rows x 128 keys (H100 sweep)")
+                             f"warpgroups, ping-pong), {cfg.bm} rows x {cfg.bn} keys (H100 sweep)")
     if atom == "wgmma":
         kw, why = WGMMA_PREFILL_TILES[(head_dim, bool(causal))]
         return PrefillChoice("wgmma", WgmmaFlashConfig(dtype=dtype, head_dim=head_dim,

@@ -47,10 +47,10 @@ from .prelude import source_head
 from .splitk import emit_partial_store, k_range_lines, reduce_kernel, reduce_site
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
-from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan, copy_steps,
+from .gemm import (CopyPlan, CudaGemm, GemmConfigError, c_layout, copy_plan,
                         need, split_rows, swz_fn, emit_block_origin, emit_pair_store)
 
-__all__ = ["WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
+__all__ = ["check_copy_offsets", "copy_base_name", "WgmmaGemmConfig", "WgmmaPlan", "plan_wgmma_gemm", "emit_wgmma_gemm", "WgmmaGemm",
            "WGMMA_DEFAULT_CONFIGS", "split_ranges", "GemmTileBytes", "emit_wgmma_k_steps"]
 
 STAGE_ALIGN = 1024          # stage alignment: the 128-byte swizzle pattern repeats every 1024 bytes
@@ -151,7 +151,12 @@ class Operand:
     desc: GmmaDescriptor        # start = 0 (added at run time: stage base + offsets below)
     wg_step: int                # bytes between warpgroups' operands (0: shared by all)
     k_starts: Tuple[int, ...]   # start byte (in the stage) of each k16 step's operand
-    copy_consts: Tuple[Tuple[int, int, int], ...]   # per iteration (drow, dcol, dsmem)
+    copy_consts: Tuple[Tuple[int, int, int, int], ...]  # per iteration (drow, dcol, dsmem, base)
+    copy_bases: Tuple[int, ...] = (0,)  # iterations whose shared offsets are per-thread bases
+
+    def base_index(self, b: int) -> int:
+        """The copy iteration whose per-thread shared offset is base ``b`` (0: iteration 0)."""
+        return self.copy_bases[b]
 
 
 @dataclass
@@ -202,8 +207,8 @@ def kmajor_operand(name: str, rows: int, cols: int, threads: int, wg_rows: int =
     block = rows * width                                    # bytes per column block
     starts = tuple((16 * s // 64) * block + 2 * (16 * s % 64) for s in range(cols // 16))
     cpl = copy_plan(rows, cols, threads, 8)
-    return Operand(name, rows, cols, smem, cpl, "K", desc, wg_rows * width, starts,
-                   _copy_consts(cpl, smem, name))
+    return _checked(Operand(name, rows, cols, smem, cpl, "K", desc, wg_rows * width, starts,
+                            *_copy_consts(cpl, smem, name)))
 
 
 def mnmajor_operand(name: str, rows: int, cols: int, threads: int) -> Operand:
@@ -213,18 +218,75 @@ def mnmajor_operand(name: str, rows: int, cols: int, threads: int) -> Operand:
     desc = GmmaDescriptor(0, 64 * rows * 2, 1024, 128)
     smem = blocked_tile(rows, cols)
     cpl = copy_plan(rows, cols, threads, 8)
-    return Operand(name, rows, cols, smem, cpl, "MN", desc, 0,
-                   tuple(16 * 128 * s for s in range(rows // 16)), _copy_consts(cpl, smem, name))
+    return _checked(Operand(name, rows, cols, smem, cpl, "MN", desc, 0,
+                            tuple(16 * 128 * s for s in range(rows // 16)),
+                            *_copy_consts(cpl, smem, name)))
 
 
-def _copy_consts(cpl: CopyPlan, smem: Any, name: str) -> Tuple[Tuple[int, int, int], ...]:
-    """:func:`kernels.cuda_gemm._copy_steps`, required constant at every iteration (the
-    kernel computes one shared address per thread and adds constants)."""
-    steps = copy_steps(cpl, smem)
-    for i, (_, _, ds) in enumerate(steps):
-        need(ds is not None, f"{name} copy iteration {i}: the shared offset is not base + "
-              "constant for every thread; choose another tile shape")
-    return tuple(steps)
+def _checked(op: Operand) -> Operand:
+    check_copy_offsets(op)      # raises on a mismatch: the constants printed are proved
+    return op
+
+
+MAX_COPY_BASES = 2          # per-thread shared-offset registers a copy may use
+
+
+def _copy_consts(cpl: CopyPlan, smem: Any, name: str
+                 ) -> Tuple[Tuple[Tuple[int, int, int, int], ...], Tuple[int, ...]]:
+    """Per copy iteration ``(drow, dcol, dsmem, b)`` and the base iterations: the kernel keeps
+    one shared offset per thread for each base (the swizzled offset of that base iteration's
+    vector) and adds the constant ``dsmem`` to base ``b``'s.  Iteration ``i`` uses the first
+    base whose difference is the same at every thread (checked at every thread), else becomes
+    a base itself.  One base serves when an iteration covers whole swizzle periods (8 rows);
+    a 128-thread copy of 256-wide rows covers 4 rows, so odd iterations need a second base
+    (their rows sit half a period on).  Refused past :data:`MAX_COPY_BASES`."""
+    T = cpl.off[0].size()
+    offs = [eval_at(smem, np.array([cpl.off((t, 0, i)) for t in range(T)]))
+            for i in range(cpl.iters)]
+    bases: list = []
+    out = []
+    for i in range(cpl.iters):
+        for b, j in enumerate(bases):
+            d = offs[i] - offs[j]
+            if (d == d[0]).all():
+                out.append((cpl.row((0, i)), cpl.col((0, i)), int(d[0]), b))
+                break
+        else:
+            need(len(bases) < MAX_COPY_BASES,
+                 f"{name} copy iteration {i}: the shared offset is not base + constant for "
+                 f"every thread with {MAX_COPY_BASES} per-thread bases; choose another tile shape")
+            bases.append(i)
+            out.append((cpl.row((0, i)), cpl.col((0, i)), 0, len(bases) - 1))
+    return tuple(out), tuple(bases)
+
+
+def check_copy_offsets(op: Operand) -> CheckResult:
+    """Every thread and copy iteration: base ``b``'s shared offset (the swizzled offset of
+    iteration ``copy_bases[b]``'s vector) plus the printed constant is the stage layout's
+    offset of the vector that iteration copies.  Raises on a mismatch."""
+    T = op.copy.off[0].size()
+    at = lambda i: eval_at(op.smem, np.array([op.copy.off((t, 0, i)) for t in range(T)]))  # noqa: E731
+    need(len(op.copy_consts) == op.copy.iters, f"{op.name}: {len(op.copy_consts)} copy "
+         f"constants for {op.copy.iters} iterations")
+    for i, (dr, dc, ds, b) in enumerate(op.copy_consts):
+        need(0 <= b < len(op.copy_bases), f"{op.name} copy iteration {i}: base {b} of "
+             f"{len(op.copy_bases)}")
+        got, want = at(op.copy_bases[b]) + ds, at(i)
+        if not np.array_equal(got, want):
+            t = int(np.argwhere(got != want)[0][0])
+            raise GemmConfigError(f"{op.name} copy iteration {i}, thread {t}: base {b} + {ds} is "
+                                  f"element {int(got[t])}, the layout puts the vector at "
+                                  f"{int(want[t])}")
+        need((dr, dc) == (op.copy.row((0, i)), op.copy.col((0, i))),
+             f"{op.name} copy iteration {i}: row/col step ({dr}, {dc}) is not the partition's")
+    return proved(f"{op.name}: copy base + constant == stage layout at all {T * op.copy.iters} "
+                  f"(thread, iteration) points, {len(op.copy_bases)} base(s)",
+                  "every thread and copy iteration")
+
+
+def copy_base_name(prefix: str, b: int) -> str:
+    """The C name of per-thread shared base ``b`` (base 0 keeps the plain name)."""
+    return prefix if b == 0 else f"{prefix}{b}"
 
 
 def check_descriptor(op: Operand, cfg: Any, wgs: int, mn: int) -> CheckResult:
@@ -266,6 +328,10 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
     a = kmajor_operand("A", cfg.bm, cfg.bk, cfg.threads, 64)
     b = mnmajor_operand("B", cfg.bk, cfg.bn, cfg.threads) if cfg.b_major == "n" else \
         kmajor_operand("B", cfg.bn, cfg.bk, cfg.threads)
+    for op in (a, b):
+        need(len(op.copy_bases) == 1, f"{cfg.name}: the {op.name} copy needs "
+             f"{len(op.copy_bases)} per-thread shared bases; the GEMM prints one: choose another "
+             "bm / bn / bk")
     plan = WgmmaPlan(cfg, a, b)
     ch = plan.checks
     wmodel = smem_model("cp.async.16")
@@ -295,13 +361,16 @@ def plan_wgmma_gemm(cfg: WgmmaGemmConfig) -> WgmmaPlan:
 def emit_copy_base(w, op: Operand, nm: str, threads: int) -> None:
     """Print thread ``tid``'s copy base: ``{nm}r``/``{nm}c`` (tile row/col of its first
     vector) and ``{nm}s`` (its byte offset in a stage, through ``lg_swz_{nm}``), from the copy
-    partition composed with the stage layout; each printed text checked at every thread."""
+    partition composed with the stage layout; each printed text checked at every thread.
+    Further bases (``{nm}s1``, ...: :func:`_copy_consts`) are the offsets of their base
+    iteration's vector, printed the same way."""
     tid = lc.sym("tid")
     w(f"  const int {nm}r = {c_layout(op.copy.row, (tid, 0), {tid: threads}, nm + ' copy row')};")
     w(f"  const int {nm}c = {c_layout(op.copy.col, (tid, 0), {tid: threads}, nm + ' copy col')};")
-    so = c_layout(composition(op.smem.inner, op.copy.off), (tid, 0, 0), {tid: threads},
-                   f"{nm} copy smem")
-    w(f"  const lg_u32 {nm}s = 2u * lg_swz_{nm}({so});")
+    pre = composition(op.smem.inner, op.copy.off)
+    for b, it in enumerate(op.copy_bases):
+        so = c_layout(pre, (tid, 0, it), {tid: threads}, f"{nm} copy smem, base {b}")
+        w(f"  const lg_u32 {copy_base_name(nm + 's', b)} = 2u * lg_swz_{nm}({so});")
 
 
 def emit_wgmma_k_steps(w, cfg: GemmTileBytes, plan: Any, stage: str, indent: str) -> None:
@@ -358,12 +427,12 @@ def emit_wgmma_gemm(cfg: WgmmaGemmConfig) -> str:
     w(f"    if (full && k0 + {cfg.bk} <= K) {{")
     for op, src, ld in ((p.a, "ak", "lda"), (p.b, "bk", "ldb")):
         nm = op.name.lower()
-        for dr, dc, ds in op.copy_consts:
+        for dr, dc, ds, _ in op.copy_consts:
             w(f"      lg_cp_async16_i<{2 * ds}>(d{nm}, {src} + (size_t){dr} * {ld} + {dc});")
     w("    } else {")
     for op, src, ld in ((p.a, "ak", "lda"), (p.b, "bk", "ldb")):
         nm = op.name.lower()
-        for dr, dc, ds in op.copy_consts:
+        for dr, dc, ds, _ in op.copy_consts:
             if op is p.a:
                 ok, valid = f"m0 + ar + {dr} < M", f"K - (k0 + ac + {dc})"
             elif cfg.b_major == "n":   # rows are k, cols are n

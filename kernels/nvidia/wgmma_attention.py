@@ -49,7 +49,7 @@ __all__ = ["WgmmaFlashConfig", "WgmmaFlashPlan", "plan_wgmma_flash", "emit_wgmma
 @dataclass(frozen=True)
 class WgmmaFlashConfig:
     dtype: str = "f16"        # "f16" or "bf16" (q, k, v and out)
-    head_dim: int = 128       # 64, 128 or 256 (256: warpgroups=2, bn=64 fits)
+    head_dim: int = 128       # 64, 128 or 256 (256: bn=64, 1 or 2 warpgroups fit)
     warpgroups: int = 2       # 64 query rows each
     bn: int = 128             # key rows per iteration (a multiple of 16, at most 256)
     causal: bool = False

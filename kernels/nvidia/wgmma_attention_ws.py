@@ -53,13 +53,16 @@ __all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "Ws
 
 PRODUCER_REGS = 56      # the producer's copy loop needs ~40; 128 x 56 + 256 x 224 <= 65536
 CONSUMER_REGS = 224
+# head_dim 256: O alone is 128 f32 registers per consumer thread (the 2-warpgroup kernel
+# compiles to 244-247), so the split moves to the most a consumer may hold: 128 x 24 + 256 x 240
+WIDE_REGS = (24, 240)
 BARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)
 class WsFlashConfig:
     dtype: str = "bf16"
-    head_dim: int = 128       # 64 or 128
+    head_dim: int = 128       # 64, 128 or 256 (256: bn=64, stages=2 fit the shared memory)
     bn: int = 128             # keys per block
     stages: int = 2           # K (and V) blocks in flight
     causal: bool = False
@@ -94,6 +97,11 @@ class WsFlashConfig:
         return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
                 + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else ""))
 
+    @property
+    def regs(self) -> Tuple[int, int]:
+        """``setmaxnreg`` targets (producer, consumer) per thread."""
+        return WIDE_REGS if self.head_dim == 256 else (PRODUCER_REGS, CONSUMER_REGS)
+
     def tile(self) -> WgmmaFlashConfig:
         """The :mod:`.wgmma_attention` configuration of the same tile: its layout proofs."""
         return WgmmaFlashConfig(dtype=self.dtype, head_dim=self.head_dim,
@@ -106,12 +114,13 @@ def _need(cond: bool, msg: str) -> None:
 
 
 def _validate(cfg: WsFlashConfig) -> None:
-    _need(cfg.head_dim in (64, 128), f"head_dim={cfg.head_dim}: the warp-specialised kernel "
-          "takes 64 or 128 (256: WgmmaFlashConfig(head_dim=256, bn=64))")
+    _need(cfg.head_dim in (64, 128, 256), f"head_dim={cfg.head_dim}: the warp-specialised "
+          "kernel takes 64, 128 or 256")
     _need(cfg.stages in (2, 3, 4), f"stages={cfg.stages}: 2, 3 or 4")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block: fewer stages or a smaller bn")
-    _need(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * cfg.consumers <= 65536,
+    prod, cons = cfg.regs
+    _need(prod * 128 + cons * 128 * cfg.consumers <= 65536,
           "register split exceeds the 64K-register file")
 
 
@@ -262,7 +271,7 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("  __syncthreads();")
     # ------------------------------------------------------------------ producer
     o("  if (wg == 0) {")
-    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\\n");')
+    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {cfg.regs[0]};\\n");')
     for op, nm in ((p.q, "q"), (p.k, "kv")):
         emit_copy_base(o, op, nm, 128)
     emit_q_copy(o, p.q, "    ")
@@ -280,7 +289,7 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("    lg_cp_async_wait<0>();")
     o("    return;\n  }")
     # ------------------------------------------------------------------ consumers
-    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS};\\n");')
+    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {cfg.regs[1]};\\n");')
     o("  const int cw = wg - 1, t = tid & 127;")
     o(f"  const lg_u64 qdesc = 0x{p.q.desc.constant_bits():016x}ull | "
       f"(lg_u64)(((sQ + cw * {p.q.wg_step}) & 0x3FFFF) >> 4);   // {p.q.desc}")

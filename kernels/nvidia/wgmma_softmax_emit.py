@@ -20,7 +20,7 @@ from . import layout_c as lc
 from .attention import AttentionConfigError
 from .gemm import c_layout
 from .prelude import PACK
-from .wgmma import Operand, accumulator_rows_cols
+from .wgmma import Operand, accumulator_rows_cols, copy_base_name
 
 __all__ = ["p_item", "emit_q_copy", "emit_kv_loaders", "WgmmaFlashEmitter", "INF"]
 
@@ -34,11 +34,12 @@ def p_item(s: int, e: int) -> int:
 
 
 def emit_q_copy(o: Callable[[str], None], q: Operand, ind: str) -> None:
-    """The Q tile's predicated ``cp.async`` copies (rows past ``Sq`` zero-filled)."""
-    for dr, dc, ds in q.copy_consts:
+    """The Q tile's predicated ``cp.async`` copies (rows past ``Sq`` zero-filled); each
+    iteration adds its proved constant to its per-thread base (``qs``, ``qs1``, ...)."""
+    for dr, dc, ds, b in q.copy_consts:
         o(f"{ind}{{ const int r = m0 + qr + {dr}; const bool ok = r < Sq;")
-        o(f"{ind}  lg_cp_async16(sQ + qs + {2 * ds}, ok ? (const void*)(Qb + r * q_ss + qc + {dc}) "
-          ": (const void*)Q, ok ? 16 : 0); }")
+        o(f"{ind}  lg_cp_async16(sQ + {copy_base_name('qs', b)} + {2 * ds}, ok ? (const void*)"
+          f"(Qb + r * q_ss + qc + {dc}) : (const void*)Q, ok ? 16 : 0); }}")
 
 
 def emit_kv_loaders(o: Callable[[str], None], k: Operand, bn: int, kv_bytes: int, ind: str,
@@ -49,15 +50,19 @@ def emit_kv_loaders(o: Callable[[str], None], k: Operand, bn: int, kv_bytes: int
     for nm, base, ss in (("k", "Kb", "k_ss"), ("v", "Vb", "v_ss")):
         o(f"{ind}auto load_{nm} = [&](int buf, int n0) {{")
         o(f"{ind}  const lg_u32 dst = s{nm.upper()} + buf * {kv_bytes} + kvs;")
+        for b in range(1, len(k.copy_bases)):
+            o(f"{ind}  const lg_u32 {copy_base_name('dst', b)} = s{nm.upper()} + buf * "
+              f"{kv_bytes} + {copy_base_name('kvs', b)};")
         o(f"{ind}  if (n0 + {bn} <= Skv) {{{whole_note}")
         o(f"{ind}    const lg_u16* src = {base} + (long long)(n0 + kvr) * {ss} + kvc;")
-        for dr, dc, ds in k.copy_consts:
-            o(f"{ind}    lg_cp_async16_i<{2 * ds}>(dst, src + {dr} * {ss} + {dc});")
+        for dr, dc, ds, b in k.copy_consts:
+            o(f"{ind}    lg_cp_async16_i<{2 * ds}>({copy_base_name('dst', b)}, src + {dr} * {ss} "
+              f"+ {dc});")
         o(f"{ind}    return;\n{ind}  }}")
-        for dr, dc, ds in k.copy_consts:
+        for dr, dc, ds, b in k.copy_consts:
             o(f"{ind}  {{ const int r = n0 + kvr + {dr}; const bool ok = r < Skv;")
-            o(f"{ind}    lg_cp_async16(dst + {2 * ds}, ok ? (const void*)({base} + r * {ss} + kvc + "
-              f"{dc}) : (const void*){base[0]}, ok ? 16 : 0); }}")
+            o(f"{ind}    lg_cp_async16({copy_base_name('dst', b)} + {2 * ds}, ok ? (const void*)"
+              f"({base} + r * {ss} + kvc + {dc}) : (const void*){base[0]}, ok ? 16 : 0); }}")
         o(f"{ind}}};")
 
 
