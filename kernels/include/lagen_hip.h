@@ -40,6 +40,10 @@
 //                                        (wave-uniform, an SGPR); offsets are scaled to bytes
 //                                        here. The emulator stops the kernel on an out-of-range
 //                                        load instead of modelling the hardware's zero fill.
+//   lagen_buffer_load_if<V>(buf, p, voff, soff)   a 4-, 8- or 16-byte V at voff + soff where p,
+//                                        zeros where not, with no branch: an off lane's voffset
+//                                        becomes LAGEN_BUFFER_OOB bytes, past num_records (the
+//                                        hardware returns zeros; buffers stay below that size)
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -131,6 +135,7 @@ __device__ __forceinline__ unsigned lagen_atomic_add(unsigned* p, unsigned v) {
 // DST_SEL_XYZW | NUM_FORMAT float | DATA_FORMAT 32 (0x00027000, the value Triton's AMD
 // backend uses for CDNA3 buffer ops). Never validated on hardware here (no AMD GPU).
 typedef __amdgpu_buffer_rsrc_t lagen_buffer;
+#define LAGEN_BUFFER_OOB 0x7ffffff0  // bytes: past every buffer a kernel makes
 __device__ __forceinline__ lagen_buffer lagen_make_buffer(const void* base, unsigned bytes) {
   return __builtin_amdgcn_make_buffer_rsrc((void*)base, (short)0, (int)bytes, 0x00027000);
 }
@@ -139,6 +144,19 @@ __device__ __forceinline__ V lagen_buffer_load_b128(lagen_buffer b, int voff, in
   static_assert(sizeof(V) == 16, "lagen_buffer_load_b128 loads 16-byte vectors");
   constexpr int eb = (int)sizeof(V{}[0]);
   return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(b, voff * eb, soff * eb, 0));
+}
+template <typename V>
+__device__ __forceinline__ V lagen_buffer_load_if(lagen_buffer b, bool p, int voff, int soff) {
+  constexpr int eb = (int)sizeof(V{}[0]);
+  const int vb = p ? voff * eb : LAGEN_BUFFER_OOB;
+  if constexpr (sizeof(V) == 16)
+    return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(b, vb, soff * eb, 0));
+  else if constexpr (sizeof(V) == 8)
+    return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b64(b, vb, soff * eb, 0));
+  else {
+    static_assert(sizeof(V) == 4, "lagen_buffer_load_if loads 4-, 8- or 16-byte vectors");
+    return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b32(b, vb, soff * eb, 0));
+  }
 }
 #endif
 
