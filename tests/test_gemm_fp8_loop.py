@@ -80,16 +80,18 @@ def test_every_code_crosses_the_transpose_exactly(fmt):
         assert torch.equal(out[row][~nan], want[~nan]), row
 
 
+# the 224-row fp8 form (the 4096^3 default until the interleaved 224x256x64 tile took its
+# place, tests/test_gemm_interleaved.py; still a candidate of the tile choice)
+FORM_224x128 = dict(block_m=224, block_n=128, block_k=64, waves_m=1, waves_n=4, stages=1,
+                    schedule="pipelined", waves_per_eu=2)
+
+
 def test_default_fp8_form_emulated_against_torch():
-    """The 4096^3 default's form (224x128x64, 1x4 waves, one LDS stage, pipelined, the
-    256-register hint, NN, per-tensor scales, bf16 C) on a ragged problem (a full and a
-    predicated tile along M and N, a partial last k-tile), emulated against torch from the same
-    fp8 values."""
-    from dataclasses import replace
-    from kernels.amd.gemm_select import select_gemm
+    """The 224x128x64 form (1x4 waves, one LDS stage, pipelined, the 256-register hint, NN,
+    per-tensor scales, bf16 C) on a ragged problem (a full and a predicated tile along M and
+    N, a partial last k-tile), emulated against torch from the same fp8 values."""
     from _gemm_cases import emulate_against_reference
-    d = select_gemm(4096, 4096, 4096, dtype="fp8").config
-    cfg = replace(d, m=300, n=136, k=264, selection=None)
+    cfg = GemmConfig(300, 136, 264, dtype="fp8", **FORM_224x128)
     assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.waves_m, cfg.waves_n, cfg.stages,
             cfg.schedule, cfg.waves_per_eu) == (224, 128, 64, 1, 4, 1, "pipelined", 2)
     bk, *_ = emulate_against_reference(cfg)
@@ -129,8 +131,9 @@ def test_device_gather_is_the_emulated_one():
 
 
 def test_default_fp8_loop_instruction_mix():
-    """The library's fp8 default at 4096^3 (NN, per-tensor scales, bf16 C: what ``compile gemm
-    --dtype fp8`` builds; 224x128x64 since 2026-11-24) compiled by clang-19: its hot loop (two
+    """The 224x128x64 fp8 form at 4096^3 (NN, per-tensor scales, bf16 C: what ``compile gemm
+    --dtype fp8`` built from 2026-11-24 until the interleaved tile) compiled by clang-19: its
+    hot loop (two
     k-tiles, 56 MFMAs per wave) issues at most 5 non-MFMA instructions per MFMA (265 per 56:
     the A loads of the 224-row tile are predicated on M, 4096 % 224 != 0, 3 scalar branch
     instructions and 2 v_mov per A load; 122 per 32 at 128x128x64; 5.8 per MFMA before the
@@ -163,8 +166,7 @@ def test_mix_test_sees_the_byte_wise_lowering(monkeypatch):
 def _default_loop():
     if not shutil.which("clang-19"):
         pytest.skip("clang-19 missing")
-    from kernels.amd.gemm_select import select_gemm
-    cfg = select_gemm(4096, 4096, 4096, dtype="fp8").config.normalized()
+    cfg = GemmConfig(4096, 4096, 4096, dtype="fp8", **FORM_224x128).normalized()
     assert (cfg.b_major, cfg.scales, cfg.out_dtype) == ("row", "tensor", "bf16")
     bk = build_gemm(cfg)
     rep = bk.compile("gfx942").report(block_threads=bk.block)

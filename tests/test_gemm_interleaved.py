@@ -36,6 +36,13 @@ def test_interleaved_gemm_emulates_against_torch(m, n, k, dtype):
     emulate_against_reference(GemmConfig(m, n, k, dtype=dtype, **TILE))
 
 
+@pytest.mark.parametrize("dtype,scales", [("fp8", "tensor"), ("bf8", "rowcol")])
+def test_interleaved_fp8_emulates_against_torch(dtype, scales):
+    """The fp8 twin (224x256x64, 16x16x32): M and K ragged, bf16 C, scales in the epilogue."""
+    emulate_against_reference(GemmConfig(300, 256, 200, dtype=dtype, scales=scales,
+                                         **{**TILE, "block_k": 64, "mfma": "16x16x32"}))
+
+
 def test_ragged_loads_are_branch_free_buffer_loads(ragged):
     """Every predicated global load prints as lagen_buffer_load_if over a buffer resource of
     the whole tensor; the k loop runs one k-tile an iteration and has no if."""
