@@ -1,6 +1,6 @@
 """``--waves-per-eu`` on ``compile gemm`` / ``check gemm`` (issue 15): with ``--block`` it sets
-GemmConfig.waves_per_eu, so the tile choice's 224x128x32 configuration (which carries a
-256-register hint) can be reproduced by hand; without ``--block`` it is refused like the other
+GemmConfig.waves_per_eu, so the tile choice's configurations (224x256x32 with a 512-register
+hint at 4096^3, 224x128x32 with a 256-register one) can be reproduced by hand; without ``--block`` it is refused like the other
 tile options; a bad value is refused with the valid range."""
 
 import argparse
@@ -12,6 +12,8 @@ from kernels.amd.registry import get
 
 CHOICE_FLAGS = ["--block", "224x128x32", "--waves", "1x4", "--stages", "1",
                 "--schedule", "pipelined", "--waves-per-eu", "2"]
+CHOICE_4096 = ["--block", "224x256x32", "--waves", "2x2", "--stages", "1", "--mfma", "16x16x16",
+               "--schedule", "interleaved", "--waves-per-eu", "1"]
 
 
 def _config(argv):
@@ -19,6 +21,19 @@ def _config(argv):
     p = argparse.ArgumentParser()
     entry.add_arguments(p)
     return entry.config(p.parse_args(argv))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_block_flags_reproduce_the_tile_choice_at_4096_cubed(dtype):
+    chosen = select_gemm(4096, 4096, 4096, dtype=dtype).config
+    assert chosen.waves_per_eu == 1     # the choice this flag exists to reproduce
+    by_hand = _config(["--m", "4096", "--n", "4096", "--k", "4096", "--dtype", dtype]
+                      + CHOICE_4096)
+    assert by_hand == chosen
+    # without the flag the same block is another kernel (no register hint)
+    plain = _config(["--m", "4096", "--n", "4096", "--k", "4096", "--dtype", dtype]
+                    + CHOICE_4096[:-2])
+    assert plain.waves_per_eu == 0 and plain != chosen
 
 
 FP8_CHOICE_FLAGS = ["--block", "224x128x64"] + CHOICE_FLAGS[2:]

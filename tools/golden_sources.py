@@ -39,6 +39,10 @@ def _load(path: Path, name: str = ""):
 _gemm_cases = _load(ROOT / "tests" / "_gemm_cases.py")
 
 
+_INTERLEAVED = dict(block_m=224, block_n=256, block_k=32, waves_m=2, waves_n=2, stages=1,
+                   mfma="16x16x16", schedule="interleaved", waves_per_eu=1)
+
+
 def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
     import argparse as ap
 
@@ -95,6 +99,12 @@ def _amd_gemm() -> Iterator[Tuple[str, Callable[[], str]]]:
         "tile-224x128x32-4096": GemmConfig(4096, 4096, 4096, block_m=224, block_n=128,
                                            block_k=32, waves_m=1, waves_n=4, stages=1,
                                            schedule="pipelined", waves_per_eu=2),
+        # the interleaved schedule (one wave per SIMD; tests/test_gemm_interleaved.py): every
+        # edge ragged (branch-free buffer loads), and the fp8 twin
+        "interleaved-ragged-300x280x136": GemmConfig(300, 280, 136, **_INTERLEAVED),
+        "interleaved-fp8-300x256x200": GemmConfig(300, 256, 200, dtype="fp8",
+                                                  **{**_INTERLEAVED, "block_k": 64,
+                                                     "mfma": "16x16x32"}),
     }
     for name, cfg in cfgs.items():
         yield f"amd/gemm/{name}", lambda cfg=cfg: build_gemm(cfg, verify=False).source

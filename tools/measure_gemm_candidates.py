@@ -33,7 +33,7 @@ def measure(c, dtype: str, m: int, n: int, k: int, b_layout: str = "plain") -> s
     extra = {"scales": "none", "out_dtype": "f16"} if dtype in ("fp8", "bf8") else {}
     cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                      block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages,
-                     mfma=c.mfma, schedule="pipelined", waves_per_eu=c.waves_per_eu,
+                     mfma=c.mfma, schedule=c.schedule, waves_per_eu=c.waves_per_eu,
                      b_layout=b_layout, **extra)
     try:
         bk = (build_gemm_preshuffled if b_layout == "preshuffled" else build_gemm)(cfg)
@@ -51,6 +51,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="f16", choices=("f16", "bf16", "fp8", "bf8"))
     ap.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"))
+    ap.add_argument("--only", default=None, metavar="BMxBNxBK",
+                    help="measure only the candidates whose tile is this (e.g. 224x256x32)")
     args = ap.parse_args(argv)
     from kernels.amd.gemm_select import candidate_table
     table = candidate_table(args.dtype, args.b_layout)
@@ -58,6 +60,8 @@ def main(argv=None) -> int:
           "model 4000x3000x1000 |")
     print("|---|---|---|---|---|")
     for c in table:
+        if args.only and f"{c.block_m}x{c.block_n}x{c.block_k}" != args.only:
+            continue
         got = [measure(c, args.dtype, *s, b_layout=args.b_layout) for s in SHAPES]
         print(f"| {c.label()} | {c.busy:.3f}/{c.waves_per_simd}/{c.outside} | {got[0]} | "
               f"{c.busy_ragged}/{c.waves_per_simd_ragged}/{c.outside_ragged} | {got[1]} |",

@@ -36,6 +36,7 @@ from .driver import KernelFamily, Stages, build_program
 from .kernel_specs import gemm_spec
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, GemmPlan, OperandPlan, plan_gemm
 from .gemm_scales import scale_epilogue, scale_frags
+from .gemm_interleave import interleaved_k_loop, operand_params
 from .gemm_schedule import pipelined_k_tile
 from ..ir.core import (Access, Barrier, Comment, Frag, Kernel, Let, Loop, Mfma, Param,
                  SchedBarrier, Shared, WaitCnt, ZeroFrag, swizzle_expr, sym)
@@ -430,10 +431,16 @@ class GemmBuilder:
             off = sympy.expand(op.glob(coords[0]))
             last = coords[-1]
             pred = self._pred([(coords[0][0], last[0], MN, BMN), (coords[0][1], last[1], K, BK)])
+            soff = sympy.Integer(0) if pred is not None and self.edge_buffer_loads else None
             out.append(Access("load", "global", op.name, off, len(g), self.ld[op.name].regs(g),
                               pred, tag=f"{op.name}.copy.load", origin=op.glob,
-                              coords=tuple(coords)))
+                              coords=tuple(coords), soffset=soff))
         return out
+
+    @property
+    def edge_buffer_loads(self) -> bool:
+        """Predicated global loads as branch-free buffer loads (:mod:`.gemm_interleave`)."""
+        return self.c.schedule == "interleaved"
 
     def _pred(self, dims) -> Any:
         """In-bounds predicate over (first, last, extent, block) per dimension; a dimension whose
@@ -473,6 +480,24 @@ class GemmBuilder:
     # ---- LDS -> registers -> MFMA ----------------------------------------------------------
     def compute(self, stage: Any) -> List[Any]:
         """Operand reads from LDS stage ``stage`` and the MFMAs, k-group by k-group."""
+        reads_of, mfmas_of = self.k_groups(stage)
+        if self.c.schedule == "pipelined":
+            return pipelined_k_tile(reads_of, mfmas_of, sync_id=stage)
+        # issue order: the reads of `read_ahead` k-groups before the first MFMAs, then each
+        # group's MFMAs followed by the reads of the group `read_ahead` further on (the LDS
+        # latency hides behind MFMAs; the gate checks the dataflow in this order)
+        ahead = min(max(int(self.read_ahead), 0), self.p.kgroups - 1)
+        out: List[Any] = []
+        for g in range(ahead + 1):
+            out += reads_of[g]
+        for g in range(self.p.kgroups):
+            out += mfmas_of[g]
+            if g + ahead + 1 < self.p.kgroups:
+                out += reads_of[g + ahead + 1]
+        return out
+
+    def k_groups(self, stage: Any) -> Tuple[List[List[Any]], List[List[Any]]]:
+        """Per k-group of LDS stage ``stage``: its operand reads and its MFMAs (unscheduled)."""
         p = self.p
         out: List[Any] = []
         per_read = p.items * p.kpack
@@ -512,20 +537,7 @@ class GemmBuilder:
                                         self.fr["A"].regs(a_idx), self.fr["B"].regs(b_idx),
                                         tag=f"mfma(m{rm},n{rn},g{g},s{s})"))
             mfmas_of.append(out)
-        if self.c.schedule == "pipelined":
-            return pipelined_k_tile(reads_of, mfmas_of, sync_id=stage)
-        # issue order: the reads of `read_ahead` k-groups before the first MFMAs, then each
-        # group's MFMAs followed by the reads of the group `read_ahead` further on (the LDS
-        # latency hides behind MFMAs; the gate checks the dataflow in this order)
-        ahead = min(max(int(self.read_ahead), 0), p.kgroups - 1)
-        out = []
-        for g in range(ahead + 1):
-            out += reads_of[g]
-        for g in range(p.kgroups):
-            out += mfmas_of[g]
-            if g + ahead + 1 < p.kgroups:
-                out += reads_of[g + ahead + 1]
-        return out
+        return reads_of, mfmas_of
 
     # ---- epilogue --------------------------------------------------------------------------
     def epilogue(self) -> List[Any]:
@@ -598,23 +610,17 @@ class GemmBuilder:
         out.append(Barrier())
         return out
 
-    # ---- whole kernel ----------------------------------------------------------------------
-    def build(self) -> Kernel:
+    def k_loop(self) -> List[Any]:
+        """After the prologue: the k loop (two k-tiles per iteration with two LDS stages, one
+        with one stage) and the last k-tile."""
         p, c = self.p, self.c
         KT = p.k_tiles
-        body: List[Any] = self.bases()
-        body.append(ZeroFrag(self.acc))
-        body.append(Comment("prologue: k-tile 0 -> LDS stage 0"))
-        for op in (p.a, p.b):
-            body += self.load_tile(op, 0)
-        for op in (p.a, p.b):
-            body += self.store_tile(op, 0)
-        body.append(Barrier())
-        # the k loop, unrolled by two so that each half uses constant LDS stages (all LDS
-        # addresses become loop-invariant); an odd leftover iteration is peeled.  One LDS
-        # stage has constant addresses anyway: one k-tile per iteration and no peeled copy
-        # (~120 instructions less outside the loop, which the whole-kernel estimate pays for);
-        # kept a loop (clang unrolls a short one completely: 15 k-tiles at K = 1000)
+        body: List[Any] = []
+        # unrolled by two so that each half uses constant LDS stages (all LDS addresses become
+        # loop-invariant); an odd leftover iteration is peeled.  One LDS stage has constant
+        # addresses anyway: one k-tile per iteration and no peeled copy (~120 instructions less
+        # outside the loop, which the whole-kernel estimate pays for); kept a loop (clang
+        # unrolls a short one completely: 15 k-tiles at K = 1000)
         pairs, rem = divmod(KT - 1, 2)
         kp = sym("kp")
         if c.stages == 1 and KT > 1:
@@ -630,8 +636,25 @@ class GemmBuilder:
             body += self.iteration(KT - 2, (KT - 2) % c.stages)
         body.append(Comment(f"last k-tile ({KT - 1}) on LDS stage {(KT - 1) % c.stages}"))
         body += self.compute((KT - 1) % c.stages)
+        return body
+
+    # ---- whole kernel ----------------------------------------------------------------------
+    def build(self) -> Kernel:
+        p, c = self.p, self.c
+        body: List[Any] = self.bases()
+        body.append(ZeroFrag(self.acc))
+        body.append(Comment("prologue: k-tile 0 -> LDS stage 0"))
+        for op in (p.a, p.b):
+            body += self.load_tile(op, 0)
+        for op in (p.a, p.b):
+            body += self.store_tile(op, 0)
+        body.append(Barrier())
+        if c.schedule == "interleaved":
+            body += interleaved_k_loop(self)
+        else:
+            body += self.k_loop()
         body += self.epilogue()
-        params = [Param("A", c.dtype), Param("B", c.dtype), Param("C", c.out_dtype, const=False)]
+        params = [*operand_params(p, self.edge_buffer_loads), Param("C", c.out_dtype, const=False)]
         if c.scales != "none":
             params += [Param("scale_a", "f32"), Param("scale_b", "f32")]
         shared = [Shared("sA", c.dtype, c.stages * p.a.stage_elems),
@@ -647,7 +670,7 @@ class GemmBuilder:
         header += [f"  {k}: {v}" for k, v in p.describe().items()]
         return Kernel(self.name, params, shared, frags, body, c.threads, p.grid,
                       header=header, meta={"plan": p},
-                      spec=gemm_spec(self.name, c, p.grid, KT * c.block_k),
+                      spec=gemm_spec(self.name, c, p.grid, p.k_tiles * c.block_k),
                       waves_per_eu=c.waves_per_eu)
 
 

@@ -33,7 +33,7 @@ from ..ir.dtypes import ELEM_TYPES, FP8_ARCH_NOTE, is_ocp_fp8, lookup_dtype
 __all__ = ["GemmConfig", "OperandPlan", "GemmPlan", "plan_gemm", "split_tv", "ConfigError",
            "DTYPE_BYTES", "operand_plan", "SCHEDULES"]
 
-SCHEDULES = ("basic", "pipelined")
+SCHEDULES = ("basic", "pipelined", "interleaved")
 DTYPE_BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
 
@@ -109,7 +109,10 @@ class GemmConfig:
     schedule: str = "basic"        # k-tile schedule: "basic" (reads, wait, MFMAs per k-group)
                                    # or "pipelined" (kernels.amd.gemm_schedule: every read of
                                    # the k-tile first, partial lgkmcnt waits, s_setprio, pinned
-                                   # interleave)
+                                   # interleave) or "interleaved" (kernels.amd.gemm_interleave:
+                                   # one LDS stage, one MFMA k-step per operand read, the next
+                                   # step's reads, the LDS stores and the global prefetch issued
+                                   # between the MFMAs; predicated loads as buffer loads)
     waves_per_eu: int = 0          # > 0: amdgpu_waves_per_eu(n) on the kernel, a register
                                    # budget of 512 / n per lane (2: 256, two waves per SIMD);
                                    # 0: no hint (the compiler's own choice)
@@ -150,6 +153,9 @@ class GemmConfig:
                               "issues every operand read of the k-tile before its MFMAs")
         if c.stages not in (1, 2):
             raise ConfigError(f"stages must be 1 or 2, got {c.stages!r}")
+        if c.schedule == "interleaved" and c.stages != 1:
+            raise ConfigError(f"the interleaved schedule uses one LDS stage (its stores wait "
+                              f"for a barrier inside the MFMA run), got stages={c.stages}")
         if type(c.waves_per_eu) is not int or c.waves_per_eu not in range(0, 9):
             raise ConfigError(f"waves_per_eu must be 0 (no hint) .. 8, got {c.waves_per_eu!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):
@@ -497,11 +503,17 @@ def plan_gemm(cfg: GemmConfig, spec: Any = None) -> GemmPlan:
     items = spec.tv_layout("A")[1].size()
     eb = DTYPE_BYTES[cfg.dtype]
     kpack = 1
-    while kpack * 2 * items * eb <= 16 and cfg.block_k % (IK * kpack * 2) == 0:
+    # interleaved: one LDS read per MFMA k-step, so the next step's reads can be issued
+    # between this step's MFMAs into registers of their own (kernels.amd.gemm_interleave)
+    while (cfg.schedule != "interleaved" and kpack * 2 * items * eb <= 16
+           and cfg.block_k % (IK * kpack * 2) == 0):
         kpack *= 2
     _need(cfg.block_k % (IK * kpack) == 0,
           f"block_k={cfg.block_k} must be a multiple of the MFMA K={IK}")
     kgroups = cfg.block_k // (IK * kpack)
+    _need(cfg.schedule != "interleaved" or kgroups >= 2,
+          f"the interleaved schedule needs block_k >= 2 x the MFMA K ({2 * IK}): the reads of "
+          f"one k-step are issued behind the MFMAs of another, got block_k={cfg.block_k}")
     reps_m, reps_n = wtm // IM, wtn // IN
     a = _operand(cfg, "A")
     b = _operand(cfg, "B")

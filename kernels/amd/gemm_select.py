@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
+from .gemm import choose_lds_layouts
 from .gemm_plan import DTYPE_BYTES, ConfigError, GemmConfig, norm_dtype, plan_gemm
 
 __all__ = ["Candidate", "CANDIDATES", "FP8_CANDIDATES", "PRESHUFFLED_FP8_CANDIDATES",
@@ -67,6 +68,8 @@ class Candidate:
     outside: int = 400                        # instructions outside the hot loop (prologue,
     outside_ragged: Optional[int] = None      # epilogue), aligned / ragged; 400: a typical
     #                                           figure, for rows not measured for it
+    schedule: str = "pipelined"               # GemmConfig.schedule ("interleaved": one wave
+    #                                           per SIMD hiding its own latencies)
 
     @property
     def waves(self) -> int:
@@ -97,7 +100,8 @@ class Candidate:
         m = f", {self.mfma}" if self.mfma else ""
         w = f", waves_per_eu {self.waves_per_eu}" if self.waves_per_eu else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} ({self.waves_m}x{self.waves_n} "
-                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, pipelined{m}{w})")
+                f"waves, {self.stages} LDS stage{'s' if self.stages > 1 else ''}, "
+                f"{self.schedule}{m}{w})")
 
 
 # measured with benchmarks/gfx942_static.py's model on 4096x4096x4096 f16 NN code objects of
@@ -123,6 +127,12 @@ CANDIDATES: Tuple[Candidate, ...] = (
     # (its 4096^3 figures already predicate the partial last row of tiles: 4096 = 18 x 224 + 64)
     Candidate(224, 128, 32, 1, 4, 1, 0.835, 2, busy_ragged=0.752, waves_per_simd_ragged=2,
               waves_per_eu=2, outside=1737, outside_ragged=2231),
+    # one wave per SIMD (512 registers: 224 accumulators in AGPRs), 2x2 waves of 112x128: A and
+    # B each read twice from LDS, 19 x 16 = 304 tiles at 4096^2 = one work-group on every CU;
+    # the wave hides its own latencies (kernels.amd.gemm_interleave)
+    Candidate(224, 256, 32, 2, 2, 1, 0.951, 1, _F16, busy_ragged=0.945,
+              waves_per_simd_ragged=1, waves_per_eu=1, outside=1965, outside_ragged=4921,
+              schedule="interleaved"),
     Candidate(64, 64, 64, 2, 2, 1, 0.637, 4, busy_ragged=0.661, waves_per_simd_ragged=4,
               outside=288, outside_ragged=526),
     Candidate(64, 64, 32, 2, 2, 2, 0.487, 4, busy_ragged=0.474, waves_per_simd_ragged=4,
@@ -161,6 +171,7 @@ _FP8_FIGURES: Tuple[Tuple[float, int, int, float, int, Optional[int]], ...] = (
     (0.687, 2, 896, 0.682, 2, 2877), (0.864, 2, 706, 0.694, 2, 1595),
     (1.000, 2, 634, 0.269, 1, 1640), (0.997, 3, 568, 0.670, 2, 1389),
     (0.837, 5, 396, 0.719, 4, 842), (0.818, 2, 1706, 0.713, 2, 2221),
+    (0.926, 1, 1971, 0.030, 1, 5320),     # 224x256x64 interleaved: 746 spills when ragged
     (0.615, 4, 280, 0.569, 4, 573), (0.468, 4, 323, 0.420, 4, 628),
     (0.425, 2, 366, 0.359, 2, 755), (0.227, 2, 280, 0.203, 2, 394),
     (0.096, 1, 316, 0.096, 1, None), (0.153, 3, 226, 0.153, 3, None),
@@ -285,6 +296,18 @@ class TileChoice:
                                for s in self.ranking]}
 
 
+def _conflict_free(plan) -> None:
+    """The interleaved schedule reads one MFMA k-step (8 bytes a lane) per LDS read; for some
+    operand arrangements (k-contiguous B, narrow B loads) no swizzle in the search makes those
+    reads and the copy's writes conflict-free, and the gate would refuse the kernel: refuse the
+    candidate here instead (ConfigError with the search's verdict)."""
+    choose_lds_layouts(plan)
+    for op in (plan.a, plan.b):
+        s = op.swizzle_search
+        if s is not None and not s.holds:
+            raise ConfigError(f"{op.name}: {s.summary()} (one-k-step LDS reads)")
+
+
 def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileChoice:
     """Pick tile, waves, block_k, LDS stages and the pipelined schedule for ``C[m,n] =
     A[m,k] @ B[k,n]``: the candidate with the highest closed-form whole-kernel estimate among
@@ -310,14 +333,16 @@ def select_gemm(m: int, n: int, k: int, dtype: str = "f16", **options) -> TileCh
         c = s.candidate
         cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                          block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n,
-                         stages=c.stages, mfma=c.mfma, schedule="pipelined",
+                         stages=c.stages, mfma=c.mfma, schedule=c.schedule,
                          waves_per_eu=c.waves_per_eu, **options)
         try:
             if cfg.b_layout == "preshuffled":    # B's order is the shuffle, not b_major; and
                 from .gemm_preshuffle import check_preshuffled    # the builder's conditions
                 check_preshuffled(plan_gemm(replace(cfg, b_major="row")))
             else:
-                plan_gemm(cfg)
+                plan = plan_gemm(cfg)
+                if c.schedule == "interleaved":
+                    _conflict_free(plan)
         except ConfigError as e:
             refused.append(f"{c.label()}: {e}")
             continue

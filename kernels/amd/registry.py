@@ -106,7 +106,7 @@ class GemmEntry(KernelEntry):
         g.add_argument("--c-major", default="row", choices=("row", "col"))
         g.add_argument("--block", default=None, help="block tile MxNxK, e.g. 128x128x32 "
                        "(default: chosen for the problem size by kernels.amd.gemm_select, "
-                       "with its waves, LDS stages and the pipelined schedule; the reason is "
+                       "with its waves, LDS stages and schedule; the reason is "
                        "printed and written to report.json; preshuffled B: fp8/bf8 chosen "
                        "from the preshuffled table, f16/bf16 128x128 with 64 bytes of k per "
                        "row)")
@@ -119,16 +119,20 @@ class GemmEntry(KernelEntry):
         g.add_argument("--stages", type=int, default=None, choices=(1, 2),
                        help="LDS buffers (with --block): 2 = double buffer (default), 1 = "
                        "single buffer with two barriers per k-tile")
-        g.add_argument("--schedule", default=None, choices=("basic", "pipelined"),
+        from .gemm_plan import SCHEDULES
+        g.add_argument("--schedule", default=None, choices=SCHEDULES,
                        help="k-tile schedule (with --block): basic (default: reads, wait, "
-                       "MFMAs per k-group) or pipelined (every read of the k-tile first, "
-                       "partial lgkmcnt waits, s_setprio, pinned interleave)")
+                       "MFMAs per k-group), pipelined (every read of the k-tile first, "
+                       "partial lgkmcnt waits, s_setprio, pinned interleave) or interleaved "
+                       "(one LDS stage, one wave per SIMD: the next k-step's reads, the LDS "
+                       "stores and the prefetch between the MFMAs; predicated loads as "
+                       "buffer loads)")
         g.add_argument("--waves-per-eu", type=int, default=None, metavar="N",
                        help="with --block: amdgpu_waves_per_eu(N) on the kernel, a register "
                        "budget of 512 / N per lane (2: 256 registers, two waves per SIMD; "
-                       "0: no hint, the default). The tile choice sets 2 for its 224x128x32 "
-                       "tile; --block 224x128x32 --waves 1x4 --stages 1 --schedule pipelined "
-                       "--waves-per-eu 2 reproduces it")
+                       "0: no hint, the default). The tile choice's 4096^3 f16/bf16 kernel is "
+                       "--block 224x256x32 --waves 2x2 --stages 1 --mfma 16x16x16 "
+                       "--schedule interleaved --waves-per-eu 1")
         g.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"),
                        help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
                        "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "

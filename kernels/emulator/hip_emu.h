@@ -694,6 +694,21 @@ template <typename V> inline V lagen_buffer_load_b128(lagen_buffer b, int voff, 
   __builtin_memcpy(&v, b.base + at, 16);
   return v;
 }
+// a predicated buffer load: zeros where p is off (the hardware's out-of-range result, which
+// the device helper relies on); where on, in range or the kernel stops, as above
+template <typename V> inline V lagen_buffer_load_if(lagen_buffer b, bool p, int voff, int soff) {
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16,
+                "lagen_buffer_load_if loads 4-, 8- or 16-byte vectors");
+  V v{};
+  if (!p) return v;
+  const long long eb = (long long)sizeof(V{}[0]);
+  const long long at = (long long)voff * eb + (long long)soff * eb;
+  if (voff < 0 || soff < 0 || at + (long long)sizeof(V) > (long long)b.bytes)
+    ::lagen_emu::fail("predicated buffer load out of range: voffset %lld + soffset %lld bytes, "
+                      "num_records %llu", (long long)voff * eb, (long long)soff * eb, b.bytes);
+  __builtin_memcpy(&v, b.base + at, sizeof(V));
+  return v;
+}
 inline int lagen_atomic_add(int* p, int v) { return ::lagen_emu::atomic_add(p, v); }
 inline unsigned lagen_atomic_add(unsigned* p, unsigned v) { return ::lagen_emu::atomic_add(p, v); }
 

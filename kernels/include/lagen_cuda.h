@@ -212,6 +212,19 @@ __device__ __forceinline__ V lagen_buffer_load_b128(lagen_buffer b, int voff, in
   if (voff < 0 || soff < 0 || at + 16 > (long long)b.bytes) __trap();
   return *(const V*)(b.base + at);
 }
+// lagen_hip.h's lagen_buffer_load_if: zeros where p is off (the hardware's out-of-range
+// result); where on, in range or a trap, as above
+template <class V>
+__device__ __forceinline__ V lagen_buffer_load_if(lagen_buffer b, bool p, int voff, int soff) {
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16,
+                "lagen_buffer_load_if loads 4-, 8- or 16-byte vectors");
+  V v{};
+  if (!p) return v;
+  const long long eb = lagen_cuda_elem_bytes<V>::value;
+  const long long at = (long long)voff * eb + (long long)soff * eb;
+  if (voff < 0 || soff < 0 || at + (long long)sizeof(V) > (long long)b.bytes) __trap();
+  return *(const V*)(b.base + at);
+}
 
 __device__ __forceinline__ float lagen_bf16_to_f32(unsigned short b) {
   return __int_as_float((int)((unsigned)b << 16));

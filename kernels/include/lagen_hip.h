@@ -40,6 +40,10 @@
 //                                        (wave-uniform, an SGPR); offsets are scaled to bytes
 //                                        here. The emulator stops the kernel on an out-of-range
 //                                        load instead of modelling the hardware's zero fill.
+//   lagen_buffer_load_if<V>(buf, p, voff, soff)   a 4-, 8- or 16-byte V at voff + soff where p,
+//                                        zeros where not, with no branch: an off lane's voffset
+//                                        becomes LAGEN_BUFFER_OOB bytes, past num_records (the
+//                                        hardware returns zeros; buffers stay below that size)
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -131,6 +135,7 @@ __device__ __forceinline__ unsigned lagen_atomic_add(unsigned* p, unsigned v) {
 // DST_SEL_XYZW | NUM_FORMAT float | DATA_FORMAT 32 (0x00027000, the value Triton's AMD
 // backend uses for CDNA3 buffer ops). Never validated on hardware here (no AMD GPU).
 typedef __amdgpu_buffer_rsrc_t lagen_buffer;
+#define LAGEN_BUFFER_OOB 0x7ffffff0  // bytes: past every buffer a kernel makes
 __device__ __forceinline__ lagen_buffer lagen_make_buffer(const void* base, unsigned bytes) {
   return __builtin_amdgcn_make_buffer_rsrc((void*)base, (short)0, (int)bytes, 0x00027000);
 }
@@ -143,6 +148,19 @@ __device__ __forceinline__ V lagen_buffer_load_b128(lagen_buffer b, int voff, in
   // readfirstlane "waterfall" loop; the explicit readfirstlane says it once, for free
   return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(
       b, voff * eb, __builtin_amdgcn_readfirstlane(soff * eb), 0));
+}
+template <typename V>
+__device__ __forceinline__ V lagen_buffer_load_if(lagen_buffer b, bool p, int voff, int soff) {
+  constexpr int eb = (int)sizeof(V{}[0]);
+  const int vb = p ? voff * eb : LAGEN_BUFFER_OOB;
+  if constexpr (sizeof(V) == 16)
+    return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b128(b, vb, soff * eb, 0));
+  else if constexpr (sizeof(V) == 8)
+    return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b64(b, vb, soff * eb, 0));
+  else {
+    static_assert(sizeof(V) == 4, "lagen_buffer_load_if loads 4-, 8- or 16-byte vectors");
+    return __builtin_bit_cast(V, __builtin_amdgcn_raw_buffer_load_b32(b, vb, soff * eb, 0));
+  }
 }
 #endif
 
@@ -194,8 +212,11 @@ __device__ __forceinline__ float lagen_bf16_to_f32(unsigned short b) {
 __device__ __forceinline__ unsigned short lagen_f32_to_bf16(float f) {
   unsigned u;
   __builtin_memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return (unsigned short)(u >> 16);
+  // both results, then a select (an early return for NaN compiled to a branch around every
+  // element of a bf16 epilogue: exec-mask save/restore, ~8 more instructions per element)
+  const unsigned nan = (u >> 16) | 0x40u;                       // quiet NaN
+  const unsigned rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // round to nearest, ties to even
+  // (an integer NaN test: __builtin_isnan would fold to false under -ffinite-math-only)
+  return (unsigned short)(((u & 0x7fffffffu) > 0x7f800000u) ? nan : rne);
 }
 #endif  // not CUDA

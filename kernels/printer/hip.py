@@ -158,13 +158,22 @@ class Printer:
         ptr = f"({a.buf} + {to_c(a.offset)})"
         mem = f"*({'const ' if a.kind == 'load' and a.space == 'global' else ''}{vt}*){ptr}" \
             if a.width > 1 else f"{a.buf}[{to_c(a.offset)}]"
+        pred = to_c(a.pred) if a.pred is not None else None
+        if a.soffset is not None and pred and a.soffset == 0:
+            # no branch: an off lane's voffset leaves the buffer, the hardware reads zeros (with
+            # all of the offset per lane, soffset 0, nothing can bring it back in range)
+            if a.width * _BYTES[bt] not in (4, 8, 16) or not self.is_lvalue_vector(a.regs):
+                raise ValueError(f"emit: predicated buffer load {a.tag} must move one whole "
+                                 "4-, 8- or 16-byte register vector")
+            self.out(d, f"{self.whole(a.regs)} = lagen_buffer_load_if<{vt}>({a.buf}_rsrc, "
+                        f"{pred}, {to_c(a.offset)}, {to_c(a.soffset)});")
+            return
         if a.soffset is not None:
             if a.width * _BYTES[bt] != 16 or not self.is_lvalue_vector(a.regs):
                 raise ValueError(f"emit: buffer load {a.tag} must move one whole 16-byte "
                                  "register vector")
             mem = (f"lagen_buffer_load_b128<{vt}>({a.buf}_rsrc, {to_c(a.offset)}, "
                    f"{to_c(a.soffset)})")
-        pred = to_c(a.pred) if a.pred is not None else None
         if a.kind == "load":
             if bt != rt:
                 raise TypeError(f"emit: load {a.tag} converts {bt} -> {rt}; not supported")

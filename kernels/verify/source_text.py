@@ -75,7 +75,7 @@ _LET = re.compile(r"^const int (\w+) = (.*);$")
 _LOOP = re.compile(r"^for \(int (\w+) = (.*); (\w+) < (.*); \+\+(\w+)\) \{$")
 _TYPEDEF = re.compile(r"^LAGEN_VEC_TYPEDEF\((\w+), (\d+), (\w+)\);$")
 _PTR = re.compile(r"\*\((const )?(\w+)\*\)\((\w+) \+ ")
-_BUFLOAD = re.compile(r"lagen_buffer_load_b128<(\w+)>\((\w+)_rsrc, ")
+_BUFLOAD = re.compile(r"lagen_buffer_load_(?:b128|(if))<(\w+)>\((\w+)_rsrc, ")
 _RSRC = re.compile(r"^const lagen_buffer (\w+)_rsrc = lagen_make_buffer\((\w+), (\d+)u\);$")
 _MASK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = \(")
 _MFMA = re.compile(r"^(\w+\[\d+\]) = (__builtin_amdgcn_mfma_\w+)\((.*)\);$")
@@ -261,16 +261,22 @@ def _statement(s: str, ln: int, into: List[SourceStmt], memory: Sequence[str],
         into.append(SourceStmt("swz", ln, exprs=(int(m.group(1), 0),), text=s))
     refs: List[Tuple[int, SourceStmt]] = []
     for m in _BUFLOAD.finditer(s):
-        if m.group(2) not in memory:
+        if m.group(3) not in memory:
             continue
         paren = s.index("(", m.start())
         e = _balanced(s, paren)
         args = split_args(s[paren + 1:e - 1])
+        # lagen_buffer_load_if(rsrc, pred, voffset, soffset): the predicate is an argument
+        if m.group(1):
+            if len(args) != 4 or pred is not None:
+                raise CExprError(f"line {ln}: a predicated buffer load needs (rsrc, predicate, "
+                                 f"voffset, soffset) and no enclosing if: {s}")
+            pred, args = parse(args[1]), [args[0], *args[2:]]
         if len(args) != 3:
             raise CExprError(f"line {ln}: a buffer load needs (rsrc, voffset, soffset): {s}")
-        refs.append((m.start(), SourceStmt("mem", ln, m.group(2),
+        refs.append((m.start(), SourceStmt("mem", ln, m.group(3),
                                            (parse(args[1]), parse(args[2])), store=False,
-                                           vtype=ctype_of(m.group(1)), pred=pred, text=s)))
+                                           vtype=ctype_of(m.group(2)), pred=pred, text=s)))
     for m in _PTR.finditer(s):
         if m.group(3) not in memory:
             continue
