@@ -616,11 +616,9 @@ class GemmBuilder:
         p, c = self.p, self.c
         KT = p.k_tiles
         body: List[Any] = []
-        # unrolled by two so that each half uses constant LDS stages (all LDS addresses become
-        # loop-invariant); an odd leftover iteration is peeled.  One LDS stage has constant
-        # addresses anyway: one k-tile per iteration and no peeled copy (~120 instructions less
-        # outside the loop, which the whole-kernel estimate pays for); kept a loop (clang
-        # unrolls a short one completely: 15 k-tiles at K = 1000)
+        # two stages: unrolled by two, so each half has constant LDS addresses (an odd leftover
+        # k-tile is peeled); one stage: one k-tile per iteration, nothing peeled, kept a loop
+        # (clang unrolls a short one completely: 15 k-tiles at K = 1000)
         pairs, rem = divmod(KT - 1, 2)
         kp = sym("kp")
         if c.stages == 1 and KT > 1:
