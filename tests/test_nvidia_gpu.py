@@ -211,7 +211,9 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
-                                    dict(head_dim=64)])
+                                    dict(head_dim=64), dict(loader="tma"),
+                                    dict(loader="tma", stages=3),
+                                    dict(loader="tma", head_dim=64)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_ws_flash_configs(cfg_kw, causal):
     """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged
@@ -227,6 +229,29 @@ def test_ws_flash_configs(cfg_kw, causal):
             fa(q, k, v, out=out)
             err = rel(out, ref_attention(q, k, v, causal))
             assert err < TOL_ATT[dtype], (cfg.name, B, Hq, Hkv, Sq, Skv, err)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+@pytest.mark.parametrize("loader", ["cp.async", "tma"])
+def test_ws_flash_strided_views_with_poisoned_neighbours(loader):
+    """Q/K/V as views: (B, S, H, D) storage (head stride D) and K/V heads padded with NaN rows
+    past Skv. The partial last key block must read zeros, never the padding or the next head's
+    rows (the TMA maps are 4-D per (batch, head), the cp.async copies are predicated)."""
+    from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+    B, Hq, Hkv, Sq, Skv, D = 2, 4, 2, 333, 257, 128
+    for causal in (False, True):
+        fa = WsFlashAttention(WsFlashConfig(causal=causal, loader=loader))
+        q = torch.randn(B, Sq, Hq, D, dtype=torch.bfloat16, device="cuda").transpose(1, 2)
+        kpad = torch.full((B, Hkv, Skv + 64, D), float("nan"), dtype=torch.bfloat16,
+                          device="cuda")
+        vpad = torch.full_like(kpad, float("nan"))
+        kpad[:, :, :Skv].normal_()
+        vpad[:, :, :Skv].normal_()
+        k, v = kpad[:, :, :Skv], vpad[:, :, :Skv]
+        out = fa(q, k, v)
+        ref = ref_attention(q, k, v, causal)
+        assert torch.isfinite(out).all(), (loader, causal)
+        assert rel(out, ref) < TOL_ATT[torch.bfloat16], (loader, causal, rel(out, ref))
 
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -485,9 +485,17 @@ class FlashAttention(CompiledKernel):
             args += [t.stride(0), t.stride(1), t.stride(2)]
         args.append(scale * math.log2(math.e))
         sig = ("ptr",) * 4 + ("i32",) * 3 + ("i64",) * 12 + ("f32",)
-        launch(self.module, cfg.name, grid, cfg.threads, args, signature=sig,
-               specs=[TensorSpec(strides=())] * 4 + [None] * 16, smem_bytes=cfg.smem_bytes)
+        specs = [TensorSpec(strides=())] * 4 + [None] * 16
+        more = self.launch_extras(q, k, v)
+        launch(self.module, cfg.name, grid, cfg.threads, args + [a for a, _, _ in more],
+               signature=sig + tuple(s for _, s, _ in more),
+               specs=specs + [sp for _, _, sp in more], smem_bytes=cfg.smem_bytes)
         return out
+
+    def launch_extras(self, q, k, v) -> List[Tuple[Any, str, Any]]:
+        """Arguments a kernel takes after the common prefill parameters, as (value, signature
+        kind, TensorSpec or None); none here (the TMA prefill adds its tensor maps)."""
+        return []
 
 
 FLASH_DEFAULTS = {64: dict(bm=128, bn=64, warps=4), 128: dict(bm=128, bn=64, warps=4),

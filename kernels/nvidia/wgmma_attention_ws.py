@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -47,6 +47,8 @@ from .wgmma import (HELPERS, STAGE_ALIGN, Operand, emit_copy_base, kmajor_operan
                     mnmajor_operand, proved, wgmma_wrapper)
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
+from .ws_tma_loads import (TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS, TMA_WS_HELPERS,
+                           AttentionTensorMaps, WsTmaLoads, emit_tma_producer, plan_tma_loads)
 
 __all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "WsFlashAttention",
            "check_ring_protocol", "PRODUCER_REGS", "CONSUMER_REGS"]
@@ -65,6 +67,7 @@ class WsFlashConfig:
     causal: bool = False
     pingpong: bool = True     # consumers alternate their GEMM issue (named barriers)
     arch: str = "sm_90a"
+    loader: str = "cp.async"  # "tma": one producer thread issues 4-D TMA boxes (ws_tma_loads)
 
     consumers = 2             # 64 query rows each
 
@@ -92,7 +95,15 @@ class WsFlashConfig:
     @property
     def name(self) -> str:
         return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
-                + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else ""))
+                + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else "")
+                + ("_tma" if self.loader == "tma" else ""))
+
+    @property
+    def regs(self) -> Tuple[int, int]:
+        """(producer, consumer) registers per thread after ``setmaxnreg``."""
+        if self.loader == "tma":
+            return TMA_PRODUCER_REGS, TMA_CONSUMER_REGS
+        return PRODUCER_REGS, CONSUMER_REGS
 
     def tile(self) -> WgmmaFlashConfig:
         """The :mod:`.wgmma_attention` configuration of the same tile: its layout proofs."""
@@ -109,9 +120,10 @@ def _validate(cfg: WsFlashConfig) -> None:
     _need(cfg.head_dim in (64, 128), f"head_dim={cfg.head_dim}: the warp-specialised kernel "
           "takes 64 or 128 (256: WgmmaFlashConfig(head_dim=256, bn=64))")
     _need(cfg.stages in (2, 3, 4), f"stages={cfg.stages}: 2, 3 or 4")
+    _need(cfg.loader in ("cp.async", "tma"), f"loader={cfg.loader!r}: 'cp.async' or 'tma'")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block: fewer stages or a smaller bn")
-    _need(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * cfg.consumers <= 65536,
+    _need(cfg.regs[0] * 128 + cfg.regs[1] * 128 * cfg.consumers <= 65536,
           "register split exceeds the 64K-register file")
 
 
@@ -123,6 +135,7 @@ class WsFlashPlan:
     k: Operand
     v: Operand
     checks: Dict[str, Any] = field(default_factory=dict)
+    tma: Optional[WsTmaLoads] = None   # the TMA boxes (loader "tma")
 
     def describe(self) -> Dict[str, str]:
         out = dict(self.tile.describe())
@@ -199,6 +212,9 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
                                                          elem_bytes=2)
     _need(v.copy_consts == k.copy_consts, "K and V must share one copy routine")
     ch["ring"] = check_ring_protocol(cfg.stages)
+    if cfg.loader == "tma":
+        plan.tma = plan_tma_loads(cfg, tile)
+        ch.update(plan.tma.checks)
     for name, r in ch.items():
         if not r.holds:
             raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
@@ -229,45 +245,16 @@ LG_DEV void lg_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" :
 """
 
 
-def emit_ws_flash(cfg: WsFlashConfig) -> str:
-    p = plan_ws_flash(cfg)
-    d, bm, bn, S = cfg.head_dim, cfg.bm, cfg.bn, cfg.stages
-    kvb = cfg.kv_bytes
-    L = source_head("kernels/nvidia/wgmma_attention_ws.py", cfg.name,
-                    (f"{k}: {v}" for k, v in p.describe().items()))
-    o = L.append
-    o(HELPERS)
-    o(MBAR)
-    o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
-    o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
-    o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
-    o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
-    o(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
-    o(f"{cfg.name}({FLASH_PARAMS}) {{")
-    o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
-    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
-    o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {S * kvb};")
-    o(f"  // mbarriers: Q full; K full[{S}], V full[{S}], K empty[{S}], V empty[{S}]")
-    o(f"  const lg_u32 bQ = sV + {S * kvb}, bKf = bQ + 8, bVf = bKf + {8 * S}, "
-      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};")
-    o("  const int tid = threadIdx.x, wg = tid >> 7;")
-    emit_flash_block(o, cfg)
-    o("  if (tid == 0) {")
-    o("    lg_mbar_init(bQ, 128);")
-    o(f"    for (int s = 0; s < {S}; ++s) {{")
-    o("      lg_mbar_init(bKf + 8 * s, 128); lg_mbar_init(bVf + 8 * s, 128);")
-    o(f"      lg_mbar_init(bKe + 8 * s, {128 * cfg.consumers}); "
-      f"lg_mbar_init(bVe + 8 * s, {128 * cfg.consumers});")
-    o("    }\n  }")
-    o("  __syncthreads();")
-    # ------------------------------------------------------------------ producer
-    o("  if (wg == 0) {")
-    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\\n");')
+def _cp_async_producer(o, p: WsFlashPlan) -> None:
+    """The producer's cp.async body: its 128 threads copy Q, then K and V block by block, each
+    signalling the stage's full barrier when its own copies landed."""
+    cfg = p.cfg
+    S, bn = cfg.stages, cfg.bn
     for op, nm in ((p.q, "q"), (p.k, "kv")):
         emit_copy_base(o, op, nm, 128)
     emit_q_copy(o, p.q, "    ")
     o("    lg_cp_async_mbar_arrive(bQ);")
-    emit_kv_loaders(o, p.k, bn, kvb, "    ")
+    emit_kv_loaders(o, p.k, bn, cfg.kv_bytes, "    ")
     o("    for (int j = 0; j < NB; ++j) {")
     o(f"      const int s = j % {S}, use = j / {S};")
     o(f"      if (use) lg_mbar_wait(bKe + 8 * s, (use - 1) & 1);   // block j - {S} released")
@@ -278,9 +265,58 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("      lg_cp_async_mbar_arrive(bVf + 8 * s);")
     o("    }")
     o("    lg_cp_async_wait<0>();")
+
+
+def emit_ws_flash(cfg: WsFlashConfig) -> str:
+    p = plan_ws_flash(cfg)
+    d, bm, bn, S = cfg.head_dim, cfg.bm, cfg.bn, cfg.stages
+    kvb = cfg.kv_bytes
+    L = source_head("kernels/nvidia/wgmma_attention_ws.py", cfg.name,
+                    (f"{k}: {v}" for k, v in p.describe().items()))
+    o = L.append
+    tma = cfg.loader == "tma"
+    preg, creg = cfg.regs
+    # cp.async: every thread of the producer arrives on full (128), every consumer thread on
+    # empty; TMA: one expect_tx arrival on full (the bytes complete it), one lane per
+    # consumer warp on empty (after the warp's wgmma wait)
+    full_n, empty_n = (1, 4 * cfg.consumers) if tma else (128, 128 * cfg.consumers)
+    o(HELPERS)
+    o(MBAR)
+    if tma:
+        o(TMA_WS_HELPERS)
+    o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
+    o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
+    o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
+    o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
+    o(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
+    o(f"{cfg.name}({FLASH_PARAMS}{TMA_PARAMS if tma else ''}) {{")
+    o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
+    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
+    o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {S * kvb};")
+    o(f"  // mbarriers: Q full; K full[{S}], V full[{S}], K empty[{S}], V empty[{S}]")
+    o(f"  const lg_u32 bQ = sV + {S * kvb}, bKf = bQ + 8, bVf = bKf + {8 * S}, "
+      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};")
+    o("  const int tid = threadIdx.x, wg = tid >> 7;")
+    emit_flash_block(o, cfg)
+    o("  if (tid == 0) {")
+    o(f"    lg_mbar_init(bQ, {full_n});")
+    o(f"    for (int s = 0; s < {S}; ++s) {{")
+    o(f"      lg_mbar_init(bKf + 8 * s, {full_n}); lg_mbar_init(bVf + 8 * s, {full_n});")
+    o(f"      lg_mbar_init(bKe + 8 * s, {empty_n}); "
+      f"lg_mbar_init(bVe + 8 * s, {empty_n});")
+    o("    }" + ("\n    lg_mbar_init_fence();   // the inits, visible to the TMA unit" if tma
+                  else "") + "\n  }")
+    o("  __syncthreads();")
+    # ------------------------------------------------------------------ producer
+    o("  if (wg == 0) {")
+    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {preg};\\n");')
+    if tma:
+        emit_tma_producer(o, cfg, p.tma)
+    else:
+        _cp_async_producer(o, p)
     o("    return;\n  }")
     # ------------------------------------------------------------------ consumers
-    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS};\\n");')
+    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {creg};\\n");')
     o("  const int cw = wg - 1, t = tid & 127;")
     o(f"  const lg_u64 qdesc = 0x{p.q.desc.constant_bits():016x}ull | "
       f"(lg_u64)(((sQ + cw * {p.q.wg_step}) & 0x3FFFF) >> 4);   // {p.q.desc}")
@@ -304,6 +340,14 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
         if pp:
             o(f"    if (cw == 0 || !({last})) lg_bar_arrive(2 - cw, 256);")
 
+    def fence_proxy() -> None:
+        if not tma:   # cp.async wrote through the generic proxy, wgmma reads the async one
+            o("    lg_fence_proxy_async();")
+
+    def release(bar: str) -> None:
+        o(f"    if ((t & 31) == 0) lg_mbar_arrive({bar});" if tma else
+          f"    lg_mbar_arrive({bar});")
+
     def wait_full(bar: str, j: str) -> None:
         o(f"    lg_mbar_wait({bar} + 8 * (({j}) % {S}), (({j}) / {S}) & 1);")
 
@@ -313,7 +357,7 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("  {")
     o("    lg_mbar_wait(bQ, 0);")
     wait_full("bKf", "0")
-    o("    lg_fence_proxy_async();")
+    fence_proxy()
     turn_begin()
     o("    lg_wgmma_fence();")
     em.issue_qk("0")
@@ -321,14 +365,14 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     turn_end()
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(s);")
-    o("    lg_mbar_arrive(bKe);")
+    release("bKe")
     em.softmax("0")
     o("  }")
     o("  for (int j = 1; j < NB; ++j) {")
     o(f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
     wait_full("bKf", "j")
     wait_full("bVf", "j - 1")
-    o("    lg_fence_proxy_async();")
+    fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa); lg_pin(s);")
     turn_begin()
@@ -340,16 +384,16 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     turn_end()
     o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
     o("    lg_pin(s);")
-    o("    lg_mbar_arrive(bKe + 8 * buf);")
+    release("bKe + 8 * buf")
     em.softmax("n0")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
-    o("    lg_mbar_arrive(bVe + 8 * pbuf);")
+    release("bVe + 8 * pbuf")
     em.rescale()
     o("  }")
     o("  {")
     wait_full("bVf", "NB - 1")
-    o("    lg_fence_proxy_async();")
+    fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa);")
     turn_begin()
@@ -371,3 +415,14 @@ class WsFlashAttention(FlashAttention):
     def __init__(self, cfg: WsFlashConfig = WsFlashConfig(), *, backend: str = "auto"):
         self.plan = plan_ws_flash(cfg)
         super(FlashAttention, self).__init__(cfg, emit_ws_flash(cfg), backend)
+        self._maps = AttentionTensorMaps()
+
+    def launch_extras(self, q, k, v) -> List[Tuple[Any, str, Any]]:
+        """The TMA configuration's Q, K, V tensor maps (boxes of bm, bn, bn rows)."""
+        if self.cfg.loader != "tma":
+            return []
+        from ..runtime.cuda import TensorSpec
+        spec = TensorSpec(strides=(), align=64)
+        return [(self._maps.get(q, self.cfg.bm), "ptr", spec),
+                (self._maps.get(k, self.cfg.bn), "ptr", spec),
+                (self._maps.get(v, self.cfg.bn), "ptr", spec)]
