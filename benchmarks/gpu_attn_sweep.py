@@ -45,7 +45,10 @@ def prefill_candidates(D: int, causal: bool):
     if D in (64, 128):          # the warp-specialised (FA3-style) kernel
         from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
         for kw in (dict(), dict(pingpong=False), dict(stages=3), dict(loader="tma"),
-                   dict(loader="tma", stages=3), dict(loader="tma", pingpong=False)):
+                   dict(loader="tma", stages=3), dict(loader="tma", pingpong=False),
+                   dict(loader="tma", persistent=True),
+                   dict(loader="tma", persistent=True, stages=3),
+                   dict(loader="tma", persistent=True, pingpong=False)):
             c = WsFlashConfig(dtype="bf16", head_dim=D, causal=causal, **kw)
             out.append((c.name, c))
     return out

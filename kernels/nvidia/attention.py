@@ -479,7 +479,7 @@ class FlashAttention(CompiledKernel):
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         if not scale > 0 or not math.isfinite(scale):
             raise LaunchError(f"scale must be a positive finite number, got {scale}")
-        grid = (-(-Sq // cfg.bm), Hq, B)
+        grid = self.launch_grid(B, Hq, Sq, q.device)
         args = [q, k, v, out, Sq, Skv, Hq // Hkv]
         for t in (q, k, v, out):
             args += [t.stride(0), t.stride(1), t.stride(2)]
@@ -491,6 +491,10 @@ class FlashAttention(CompiledKernel):
                signature=sig + tuple(s for _, s, _ in more),
                specs=specs + [sp for _, _, sp in more], smem_bytes=cfg.smem_bytes)
         return out
+
+    def launch_grid(self, B: int, Hq: int, Sq: int, device: Any) -> Tuple[int, int, int]:
+        """One block per (query block, head, batch); a persistent kernel overrides it."""
+        return (-(-Sq // self.cfg.bm), Hq, B)
 
     def launch_extras(self, q, k, v) -> List[Tuple[Any, str, Any]]:
         """Arguments a kernel takes after the common prefill parameters, as (value, signature

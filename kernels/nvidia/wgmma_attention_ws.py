@@ -47,8 +47,9 @@ from .wgmma import (HELPERS, STAGE_ALIGN, Operand, emit_copy_base, kmajor_operan
                     mnmajor_operand, proved, wgmma_wrapper)
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
-from .ws_tma_loads import (TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS, TMA_WS_HELPERS,
-                           AttentionTensorMaps, WsTmaLoads, emit_tma_producer, plan_tma_loads)
+from .ws_tma_loads import (PERSISTENT_PARAMS, TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS,
+                           TMA_WS_HELPERS, AttentionTensorMaps, WsTmaLoads, emit_tile_decode,
+                           emit_tma_producer, plan_tma_loads)
 
 __all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "WsFlashAttention",
            "check_ring_protocol", "PRODUCER_REGS", "CONSUMER_REGS"]
@@ -68,6 +69,7 @@ class WsFlashConfig:
     pingpong: bool = True     # consumers alternate their GEMM issue (named barriers)
     arch: str = "sm_90a"
     loader: str = "cp.async"  # "tma": one producer thread issues 4-D TMA boxes (ws_tma_loads)
+    persistent: bool = False  # (tma) one block per SM walks the work units, longest first
 
     consumers = 2             # 64 query rows each
 
@@ -90,13 +92,13 @@ class WsFlashConfig:
     @property
     def smem_bytes(self) -> int:
         return (self.q_bytes + 2 * self.stages * self.kv_bytes + STAGE_ALIGN
-                + BARRIER_BYTES * (1 + 4 * self.stages))
+                + BARRIER_BYTES * (1 + 4 * self.stages + (1 if self.persistent else 0)))
 
     @property
     def name(self) -> str:
         return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
                 + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else "")
-                + ("_tma" if self.loader == "tma" else ""))
+                + ("_tma" if self.loader == "tma" else "") + ("_pt" if self.persistent else ""))
 
     @property
     def regs(self) -> Tuple[int, int]:
@@ -121,6 +123,8 @@ def _validate(cfg: WsFlashConfig) -> None:
           "takes 64 or 128 (256: WgmmaFlashConfig(head_dim=256, bn=64))")
     _need(cfg.stages in (2, 3, 4), f"stages={cfg.stages}: 2, 3 or 4")
     _need(cfg.loader in ("cp.async", "tma"), f"loader={cfg.loader!r}: 'cp.async' or 'tma'")
+    _need(not cfg.persistent or cfg.loader == "tma", "persistent=True needs loader='tma' (the "
+          "one producer thread walks the work units)")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block: fewer stages or a smaller bn")
     _need(cfg.regs[0] * 128 + cfg.regs[1] * 128 * cfg.consumers <= 65536,
@@ -215,6 +219,8 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
     if cfg.loader == "tma":
         plan.tma = plan_tma_loads(cfg, tile)
         ch.update(plan.tma.checks)
+    if cfg.persistent:     # the one Q buffer is a ring of one stage over the work units
+        ch["Q ring"] = check_ring_protocol(1)
     for name, r in ch.items():
         if not r.holds:
             raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
@@ -289,22 +295,30 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
     o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
     o(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
-    o(f"{cfg.name}({FLASH_PARAMS}{TMA_PARAMS if tma else ''}) {{")
+    pt = cfg.persistent
+    o(f"{cfg.name}({FLASH_PARAMS}{TMA_PARAMS if tma else ''}"
+      f"{PERSISTENT_PARAMS if pt else ''}) {{")
     o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
     o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
     o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {S * kvb};")
     o(f"  // mbarriers: Q full; K full[{S}], V full[{S}], K empty[{S}], V empty[{S}]")
     o(f"  const lg_u32 bQ = sV + {S * kvb}, bKf = bQ + 8, bVf = bKf + {8 * S}, "
-      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};")
+      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};" + (f"  // Q empty: bQe = bVe + {8 * S}"
+                                                      if pt else ""))
     o("  const int tid = threadIdx.x, wg = tid >> 7;")
-    emit_flash_block(o, cfg)
+    if pt:
+        o(f"  const lg_u32 bQe = bVe + {8 * S};")
+        o(f"  const int nqb = (Sq + {bm - 1}) / {bm}, tiles = nqb * n_heads * n_batch;")
+    else:
+        emit_flash_block(o, cfg)
     o("  if (tid == 0) {")
     o(f"    lg_mbar_init(bQ, {full_n});")
     o(f"    for (int s = 0; s < {S}; ++s) {{")
     o(f"      lg_mbar_init(bKf + 8 * s, {full_n}); lg_mbar_init(bVf + 8 * s, {full_n});")
     o(f"      lg_mbar_init(bKe + 8 * s, {empty_n}); "
       f"lg_mbar_init(bVe + 8 * s, {empty_n});")
-    o("    }" + ("\n    lg_mbar_init_fence();   // the inits, visible to the TMA unit" if tma
+    o("    }" + (f"\n    lg_mbar_init(bQe, {empty_n});" if pt else "")
+      + ("\n    lg_mbar_init_fence();   // the inits, visible to the TMA unit" if tma
                   else "") + "\n  }")
     o("  __syncthreads();")
     # ------------------------------------------------------------------ producer
@@ -325,12 +339,22 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
           f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
     em = WgmmaFlashEmitter(o, cfg.dtype, d, bn, kvb, p.q, p.k, p.v, wg="cw",
                            causal_rows="m0 + cw * 64" if cfg.causal else None)
-    em.registers()
+    if not pt:
+        em.registers()
     pp = cfg.pingpong
     if pp:
         o("  // ping-pong: consumer cw issues its GEMMs after bar.sync(1 + cw); consumer 1 opens")
         o("  // consumer 0's first turn; each hands the turn over after issuing (bar.arrive)")
         o("  if (cw == 1) lg_bar_arrive(1, 256);")
+    # g: the ring's block count (persistent: it runs on over the work units from g0)
+    G = "g0 + " if pt else ""
+    if pt:
+        o("  int g0 = 0, it = 0;")
+        o("  for (int u = blockIdx.x; u < tiles; u += gridDim.x, ++it) {")
+        emit_tile_decode(o, cfg, "  ")
+        o("  lg_u16* Ob = O + b * o_sb + h * o_sh;")
+        o("  const bool last_unit = u + (int)gridDim.x >= tiles;")
+        em.registers()
 
     def turn_begin() -> None:
         if pp:
@@ -355,23 +379,26 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     # block's NB for cw = 0, but both consumers run NB blocks (the ring and the ping-pong turns
     # are per block); the mask covers keys past each row
     o("  {")
-    o("    lg_mbar_wait(bQ, 0);")
-    wait_full("bKf", "0")
+    o("    lg_mbar_wait(bQ, it & 1);" if pt else "    lg_mbar_wait(bQ, 0);")
+    wait_full("bKf", G + "0" if pt else "0")
     fence_proxy()
     turn_begin()
     o("    lg_wgmma_fence();")
-    em.issue_qk("0")
+    em.issue_qk(f"g0 % {S}" if pt else "0")
     o("    lg_wgmma_commit();")
     turn_end()
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(s);")
-    release("bKe")
+    release(f"bKe + 8 * (g0 % {S})" if pt else "bKe")
+    if pt:    # the last S = Q K^T of the unit is done: Q may be refilled
+        o("    if (NB == 1 && (t & 31) == 0) lg_mbar_arrive(bQe);")
     em.softmax("0")
     o("  }")
     o("  for (int j = 1; j < NB; ++j) {")
-    o(f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
-    wait_full("bKf", "j")
-    wait_full("bVf", "j - 1")
+    o(f"    const int n0 = j * {bn}, buf = ({G}j) % {S}, pbuf = ({G}j - 1) % {S};" if pt else
+      f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
+    wait_full("bKf", G + "j")
+    wait_full("bVf", G + "j - 1")
     fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa); lg_pin(s);")
@@ -385,6 +412,8 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
     o("    lg_pin(s);")
     release("bKe + 8 * buf")
+    if pt:
+        o("    if (j == NB - 1 && (t & 31) == 0) lg_mbar_arrive(bQe);")
     em.softmax("n0")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
@@ -392,19 +421,23 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     em.rescale()
     o("  }")
     o("  {")
-    wait_full("bVf", "NB - 1")
+    wait_full("bVf", G + "NB - 1")
     fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa);")
     turn_begin()
     o("    lg_wgmma_fence();")
-    em.issue_pv(f"(NB - 1) % {S}")
+    em.issue_pv(f"({G}NB - 1) % {S}")
     o("    lg_wgmma_commit();")
-    turn_end("true")
+    turn_end("last_unit" if pt else "true")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
     o("  }")
-    em.store_output()
+    if pt:
+        em.store_output(close=False)
+        o("  g0 += NB;\n  }\n}")
+    else:
+        em.store_output()
     return "\n".join(L) + "\n"
 
 
@@ -417,12 +450,25 @@ class WsFlashAttention(FlashAttention):
         super(FlashAttention, self).__init__(cfg, emit_ws_flash(cfg), backend)
         self._maps = AttentionTensorMaps()
 
+    def launch_grid(self, B: int, Hq: int, Sq: int, device: Any) -> Tuple[int, int, int]:
+        """Persistent: one block per SM (fewer when there are fewer work units)."""
+        if not self.cfg.persistent:
+            return super().launch_grid(B, Hq, Sq, device)
+        import torch
+        from ..runtime.cuda import device_info
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return (min(-(-Sq // self.cfg.bm) * Hq * B, device_info(index)["sms"]), 1, 1)
+
     def launch_extras(self, q, k, v) -> List[Tuple[Any, str, Any]]:
-        """The TMA configuration's Q, K, V tensor maps (boxes of bm, bn, bn rows)."""
+        """The TMA configuration's Q, K, V tensor maps (boxes of bm, bn, bn rows); persistent:
+        the head and batch counts the work units are decoded with."""
         if self.cfg.loader != "tma":
             return []
         from ..runtime.cuda import TensorSpec
         spec = TensorSpec(strides=(), align=64)
-        return [(self._maps.get(q, self.cfg.bm), "ptr", spec),
-                (self._maps.get(k, self.cfg.bn), "ptr", spec),
-                (self._maps.get(v, self.cfg.bn), "ptr", spec)]
+        out = [(self._maps.get(q, self.cfg.bm), "ptr", spec),
+               (self._maps.get(k, self.cfg.bn), "ptr", spec),
+               (self._maps.get(v, self.cfg.bn), "ptr", spec)]
+        if self.cfg.persistent:
+            out += [(int(q.shape[1]), "i32", None), (int(q.shape[0]), "i32", None)]
+        return out

@@ -36,14 +36,16 @@ from .tma import (SWIZZLE_REPEAT, TmaOperandLoad, check_tma_against_descriptors,
 from .wgmma import proved
 
 __all__ = ["TMA_PRODUCER_REGS", "TMA_CONSUMER_REGS", "TMA_WS_HELPERS", "TMA_PARAMS",
-           "WsTmaLoads", "plan_tma_loads", "emit_tma_producer", "attention_map_args",
-           "tma_attention_ready", "AttentionTensorMaps"]
+           "PERSISTENT_PARAMS", "WsTmaLoads", "plan_tma_loads", "emit_tma_producer",
+           "emit_tile_decode", "attention_map_args", "tma_attention_ready",
+           "AttentionTensorMaps"]
 
 TMA_PRODUCER_REGS = 24     # one thread issues boxes: FA3's producer count
 TMA_CONSUMER_REGS = 240    # 128 x 24 + 256 x 240 = 64512 <= 65536
 
 TMA_PARAMS = (", const void* __restrict__ tmQ, const void* __restrict__ tmK, "
               "const void* __restrict__ tmV")
+PERSISTENT_PARAMS = ", int n_heads, int n_batch"
 
 TMA_WS_HELPERS = r"""
 LG_DEV void lg_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
@@ -105,11 +107,28 @@ def plan_tma_loads(cfg: Any, tile: Any) -> WsTmaLoads:
     return WsTmaLoads(q, k, v, checks)
 
 
+def emit_tile_decode(o: Callable[[str], None], cfg: Any, ind: str) -> None:
+    """A persistent kernel's work unit ``u`` -> query block ``qb`` (longest first when causal:
+    every head and batch of the last query block, then the one before), head ``h``, batch
+    ``b``, KV head ``hk``, first row ``m0`` and ``NB`` key blocks (stopping at the diagonal
+    when causal), as :func:`.attention.emit_flash_block` prints them for a block's grid
+    position."""
+    o(f"{ind}const int rank = u / (n_heads * n_batch), hb = u % (n_heads * n_batch);")
+    o(f"{ind}const int qb = {'nqb - 1 - rank' if cfg.causal else 'rank'};")
+    o(f"{ind}const int h = hb % n_heads, b = hb / n_heads, hk = h / group;")
+    o(f"{ind}const int m0 = qb * {cfg.bm};")
+    o(f"{ind}const int n_end = " + (f"min(Skv, m0 + {cfg.bm});" if cfg.causal else "Skv;"))
+    o(f"{ind}const int NB = (n_end + {cfg.bn - 1}) / {cfg.bn};")
+
+
 def emit_tma_producer(o: Callable[[str], None], cfg: Any, loads: WsTmaLoads) -> None:
     """The producer warpgroup's body (after its ``setmaxnreg.dec``): thread 0 loads Q, then
     K and V block by block into the ring, waiting on ``empty`` before reusing a stage (the
-    parities of :func:`.wgmma_attention_ws.ring_schedule`)."""
+    parities of :func:`.wgmma_attention_ws.ring_schedule`).  Persistent: the same for each
+    work unit of the block, the ring's block count ``g`` running on over the units, and Q
+    refilled once the consumers released the previous unit's (parity of unit ``it - 1``)."""
     S, bn = cfg.stages, cfg.bn
+    pt = cfg.persistent
 
     def boxes(ind: str, ld: TmaOperandLoad, dst: str, tmap: str, bar: str, row: str,
               head: str) -> None:
@@ -120,10 +139,18 @@ def emit_tma_producer(o: Callable[[str], None], cfg: Any, loads: WsTmaLoads) -> 
 
     o("    if (tid == 0) {")
     o("      lg_tma_prefetch(tmQ); lg_tma_prefetch(tmK); lg_tma_prefetch(tmV);")
+    if pt:
+        o("      int g0 = 0, it = 0;")
+        o("      for (int u = blockIdx.x; u < tiles; u += gridDim.x, ++it) {")
+        emit_tile_decode(o, cfg, "      ")
+        o("      if (it) lg_mbar_wait(bQe, (it - 1) & 1);   // the previous unit's Q released")
     o(f"      lg_mbar_expect_tx(bQ, {loads.q.stage_bytes}u);")
     boxes("      ", loads.q, "sQ", "tmQ", "bQ", "m0", "h")
     o("      for (int j = 0; j < NB; ++j) {")
-    o(f"        const int s = j % {S}, use = j / {S};")
+    if pt:
+        o(f"        const int s = (g0 + j) % {S}, use = (g0 + j) / {S};")
+    else:
+        o(f"        const int s = j % {S}, use = j / {S};")
     for kv, ld in (("K", loads.k), ("V", loads.v)):
         o(f"        if (use) lg_mbar_wait(b{kv}e + 8 * s, (use - 1) & 1);   // block j - {S} "
           "released")
@@ -131,6 +158,8 @@ def emit_tma_producer(o: Callable[[str], None], cfg: Any, loads: WsTmaLoads) -> 
         boxes("        ", ld, f"s{kv} + s * {cfg.kv_bytes}", f"tm{kv}", f"b{kv}f + 8 * s",
               f"j * {bn}", "hk")
     o("      }")
+    if pt:
+        o("      g0 += NB;\n      }")
     o("    }")
 
 
