@@ -504,3 +504,43 @@ def test_attention_map_args_and_refusals():
     odd = torch.empty(1, 2, 10, 136, dtype=torch.bfloat16)[..., 4:132]
     with pytest.raises(LaunchError, match="16-byte aligned base"):
         attention_map_args(odd, 128)
+
+
+def test_persistent_protocol_runs_to_the_end_and_the_printed_kernel_releases_the_last_v():
+    from kernels.nvidia.ws_protocol import check_persistent_protocol
+    assert check_persistent_protocol(2).holds and check_persistent_protocol(3).holds
+    src = wsa.emit_ws_flash(wsa.WsFlashConfig(loader="tma", persistent=True, stages=3))
+    assert "if ((t & 31) == 0) lg_mbar_arrive(bVe + 8 * ((g0 + NB - 1) % 3));" in src
+
+
+def test_persistent_unit_end_without_the_last_v_release_hangs(monkeypatch):
+    # the first persistent build's bug: each unit's last V stage never released
+    import kernels.nvidia.ws_protocol as wp
+    real = wp.consumer_ops
+
+    def bad(nbs, stages):
+        ops = real(nbs, stages)
+        return [op for i, op in enumerate(ops)
+                if not (op[0] == "arrive" and op[1].startswith("Ve") and ops[i - 1][0] == "wait"
+                        and ops[i - 1][1].startswith("Vf"))]
+    monkeypatch.setattr(wp, "consumer_ops", bad)
+    with pytest.raises(AttentionConfigError, match="a hang"):
+        wp.check_persistent_protocol(2)
+
+
+def test_persistent_q_released_too_late_hangs(monkeypatch):
+    # Q released only after the next unit's Q wait: the producer never refills it
+    import kernels.nvidia.ws_protocol as wp
+    real = wp.consumer_ops
+
+    def bad(nbs, stages):
+        ops = [op for op in real(nbs, stages) if op[1] != "Qe"]
+        out = []
+        for op in ops:
+            out.append(op)
+            if op[1] == "Qf" and op[2] >= 1:
+                out.append(("arrive", "Qe"))
+        return out
+    monkeypatch.setattr(wp, "consumer_ops", bad)
+    with pytest.raises(AttentionConfigError, match="a hang"):
+        wp.check_persistent_protocol(2)

@@ -27,6 +27,7 @@ from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+from .ws_tma_loads import tma_attention_ready
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
@@ -176,7 +177,9 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
         d = q.shape[-1]
         if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
             raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 or 256")
-        config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom)).config
+        tma_ok = all(tma_attention_ready(t) for t in (q, k, v))
+        config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom),
+                                tma_ok=tma_ok).config
     elif config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
     return compiled_flash(config)(q, k, v, out=out, scale=scale)

@@ -12,10 +12,12 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   (0.98x cuDNN at Sq 1000 / Skv 4097 against 0.73x for 128 rows; 0.93x against 0.64x at
   B4 H16 S2K; the warp-specialised kernel: 1.06x and 0.84x, a split decision kept simple).
 * head_dim 128: the warp-specialised FA3-style kernel (:mod:`.wgmma_attention_ws`: producer
-  warpgroup + mbarrier ring, two consumer warpgroups with ping-pong), 2 stages: 0.94x cuDNN at
-  B8 H32 S8K (610 TFLOP/s, against 0.77x for the non-specialised kernel), 0.97x causal,
-  0.96x at B2 H32/8 S4K causal; 0.67x at B16 H32/8 S512 causal, where the one-warpgroup
-  64 x 64 tile measured 0.69x (within run-to-run noise; one rule kept).
+  + mbarrier ring, two consumer warpgroups with ping-pong) with TMA loads and 3 stages when
+  Q, K and V are TMA-addressable (:func:`.ws_tma_loads.tma_attention_ready`): 1.01-1.02x
+  cuDNN at B8 H32 S8K (672-690 TFLOP/s in two runs, against 0.92-0.93x for the cp.async
+  producer with 2 stages), 0.975x causal, 0.99x at B2 H32/8 S4K causal, 0.70x at B16 H32/8
+  S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``); otherwise
+  (a broadcast or unaligned stride) the cp.async producer with 2 stages (0.93x at S8K).
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
 """
@@ -30,10 +32,13 @@ from .attention import FLASH_DEFAULTS, FlashConfig
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
-__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES"]
+__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
+           "WS_PREFILL_FALLBACK"]
 
-# head_dim -> warp-specialised kernel settings (every mask)
-WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True)}
+# head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
+# TMA cannot address)
+WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=3, pingpong=True, loader="tma")}
+WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True)}
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -56,17 +61,21 @@ class PrefillChoice:
         return f"{self.atom} {self.config.name}: {self.reason}"
 
 
-def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str) -> PrefillChoice:
+def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
+                   tma_ok: bool = True) -> PrefillChoice:
     """The configuration for ``head_dim`` / ``causal`` on an ``atom`` device ("wgmma": compute
-    capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides)."""
+    capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides);
+    ``tma_ok``: TMA can address q, k and v (else the cp.async producer runs)."""
     if head_dim not in FLASH_DEFAULTS:
         raise LaunchError(f"head_dim {head_dim}: the prefill kernels support 64, 128 and 256")
     if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
-        kw = WS_PREFILL_TILES[head_dim]
-        return PrefillChoice("wgmma", WsFlashConfig(dtype=dtype, head_dim=head_dim,
-                                                    causal=causal, **kw),
-                             "sm_90a warp-specialised (producer + mbarrier ring, 2 consumer "
-                             "warpgroups, ping-pong), 128 rows x 128 keys (H100 sweep)")
+        kw = (WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim]
+        cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
+        return PrefillChoice("wgmma", cfg,
+                             f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "
+                             f"of {cfg.stages}, 2 consumer warpgroups, ping-pong), 128 rows x "
+                             "128 keys (H100 sweep)" + ("" if tma_ok else
+                                                        "; TMA cannot address these tensors"))
     if atom == "wgmma":
         kw, why = WGMMA_PREFILL_TILES[(head_dim, bool(causal))]
         return PrefillChoice("wgmma", WgmmaFlashConfig(dtype=dtype, head_dim=head_dim,

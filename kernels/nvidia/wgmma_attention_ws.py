@@ -47,6 +47,7 @@ from .wgmma import (HELPERS, STAGE_ALIGN, Operand, emit_copy_base, kmajor_operan
                     mnmajor_operand, proved, wgmma_wrapper)
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
+from .ws_protocol import check_persistent_protocol
 from .ws_tma_loads import (PERSISTENT_PARAMS, TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS,
                            TMA_WS_HELPERS, AttentionTensorMaps, WsTmaLoads, emit_tile_decode,
                            emit_tma_producer, plan_tma_loads)
@@ -221,6 +222,7 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
         ch.update(plan.tma.checks)
     if cfg.persistent:     # the one Q buffer is a ring of one stage over the work units
         ch["Q ring"] = check_ring_protocol(1)
+        ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers)
     for name, r in ch.items():
         if not r.holds:
             raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
@@ -433,7 +435,8 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
     o("  }")
-    if pt:
+    if pt:    # the unit's last V stage: released, the next unit's blocks reuse it
+        release(f"bVe + 8 * ((g0 + NB - 1) % {S})")
         em.store_output(close=False)
         o("  g0 += NB;\n  }\n}")
     else:
