@@ -376,6 +376,12 @@ def test_d128_prefill_takes_tma_unless_the_tensors_forbid_it(monkeypatch):
     q = torch.zeros(1, 4, 8, 128, dtype=torch.bfloat16)
     dispatch.flash_attention(q, q, q)
     assert (built[-1].loader, built[-1].stages) == ("tma", 3)
+    assert not built[-1].persistent                  # not causal
     kv = torch.zeros(1, 1, 8, 128, dtype=torch.bfloat16).expand(1, 4, 8, 128)
     dispatch.flash_attention(q, kv, kv)
     assert (built[-1].loader, built[-1].stages) == ("cp.async", 2)
+    dispatch.flash_attention(q, q, q, causal=True)    # short causal: persistent (S512 0.84x)
+    assert built[-1].persistent and built[-1].loader == "tma"
+    long_q = torch.zeros(1, 1, 2048, 128, dtype=torch.bfloat16)
+    dispatch.flash_attention(long_q, long_q, long_q, causal=True)
+    assert not built[-1].persistent                  # S8K causal measured 0.61x persistent

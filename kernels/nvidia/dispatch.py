@@ -179,7 +179,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
             raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 or 256")
         tma_ok = all(tma_attention_ready(t) for t in (q, k, v))
         config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom),
-                                tma_ok=tma_ok).config
+                                tma_ok=tma_ok, seq=max(q.shape[2], k.shape[2])).config
     elif config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
     return compiled_flash(config)(q, k, v, out=out, scale=scale)

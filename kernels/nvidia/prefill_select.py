@@ -18,6 +18,10 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   producer with 2 stages), 0.975x causal, 0.99x at B2 H32/8 S4K causal, 0.70x at B16 H32/8
   S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``); otherwise
   (a broadcast or unaligned stride) the cp.async producer with 2 stages (0.93x at S8K).
+  Causal with at most :data:`PERSISTENT_MAX_SEQ` query and key rows: the persistent TMA
+  kernel (one block per SM over (query block, head, batch) units, the next unit's loads
+  behind the current one's GEMMs): 0.84x cuDNN at B16 H32/8 S512 causal against 0.71x; at
+  S8K causal it measured 0.61x (against 1.02x), so long sequences keep one block per unit.
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
 """
@@ -33,12 +37,15 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
-           "WS_PREFILL_FALLBACK"]
+           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ"]
 
 # head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
 # TMA cannot address)
 WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=3, pingpong=True, loader="tma")}
 WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True)}
+# causal problems up to this many query/key rows take the persistent TMA kernel (measured at
+# 512, not between 512 and 8192: the bound is the measured side)
+PERSISTENT_MAX_SEQ = 1024
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -62,18 +69,22 @@ class PrefillChoice:
 
 
 def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
-                   tma_ok: bool = True) -> PrefillChoice:
+                   tma_ok: bool = True, seq: int = 0) -> PrefillChoice:
     """The configuration for ``head_dim`` / ``causal`` on an ``atom`` device ("wgmma": compute
     capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides);
-    ``tma_ok``: TMA can address q, k and v (else the cp.async producer runs)."""
+    ``tma_ok``: TMA can address q, k and v (else the cp.async producer runs); ``seq``: the
+    longer of the query and key lengths (0: unknown, treated as long)."""
     if head_dim not in FLASH_DEFAULTS:
         raise LaunchError(f"head_dim {head_dim}: the prefill kernels support 64, 128 and 256")
     if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
-        kw = (WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim]
+        kw = dict((WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim])
+        if tma_ok and causal and 0 < seq <= PERSISTENT_MAX_SEQ:
+            kw["persistent"] = True
         cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
         return PrefillChoice("wgmma", cfg,
                              f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "
-                             f"of {cfg.stages}, 2 consumer warpgroups, ping-pong), 128 rows x "
+                             f"of {cfg.stages}, 2 consumer warpgroups, ping-pong"
+                             + (", persistent" if cfg.persistent else "") + "), 128 rows x "
                              "128 keys (H100 sweep)" + ("" if tma_ok else
                                                         "; TMA cannot address these tensors"))
     if atom == "wgmma":
