@@ -44,7 +44,10 @@ def prefill_candidates(D: int, causal: bool):
     out.append((cfg.name, cfg))
     from kernels.nvidia.wgmma_attention_ws import WsFlashConfig   # warp-specialised (FA3-style)
     ws = {256: (dict(bn=64), dict(bn=64, pingpong=False))}.get(
-        D, (dict(), dict(pingpong=False), dict(stages=3)))
+        D, (dict(), dict(pingpong=False), dict(stages=3), dict(loader="tma"),
+            dict(loader="tma", stages=3), dict(loader="tma", pingpong=False),
+            dict(loader="tma", persistent=True), dict(loader="tma", persistent=True, stages=3),
+            dict(loader="tma", persistent=True, pingpong=False)))
     for kw in ws:
         c = WsFlashConfig(dtype="bf16", head_dim=D, causal=causal, **kw)
         out.append((c.name, c))

@@ -213,7 +213,13 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
 @pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
-                                    dict(head_dim=64),
+                                    dict(head_dim=64), dict(loader="tma"),
+                                    dict(loader="tma", stages=3),
+                                    dict(loader="tma", head_dim=64),
+                                    dict(loader="tma", persistent=True),
+                                    dict(loader="tma", persistent=True, stages=3),
+                                    dict(loader="tma", persistent=True, head_dim=64,
+                                         pingpong=False),
                                     # d256: 128-thread producer copies with two bases, 24/240
                                     dict(head_dim=256, bn=64), dict(head_dim=256, bn=64,
                                                                     pingpong=False)])
@@ -226,12 +232,38 @@ def test_ws_flash_configs(cfg_kw, causal):
         cfg = WsFlashConfig(dtype="f16" if dtype == torch.float16 else "bf16", causal=causal,
                             **cfg_kw)
         fa = WsFlashAttention(cfg)
+        # the last shape has 320 work units: a persistent block runs 2-3 of them
         for B, Hq, Hkv, Sq, Skv in ((1, 4, 2, 300, 300), (2, 2, 2, 77, 1000), (1, 2, 1, 1, 1),
-                                    (1, 2, 2, 1000, 257), (1, 2, 2, 2048, 2048)):
+                                    (1, 2, 2, 1000, 257), (1, 2, 2, 2048, 2048),
+                                    (2, 8, 2, 2500, 2500)):
             q, k, v, out = attention_case(B, Hq, Hkv, Sq, Skv, cfg.head_dim, dtype)
             fa(q, k, v, out=out)
             err = rel(out, ref_attention(q, k, v, causal))
             assert err < TOL_ATT[dtype], (cfg.name, B, Hq, Hkv, Sq, Skv, err)
+
+
+@pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
+@pytest.mark.parametrize("loader", ["cp.async", "tma", "tma+persistent"])
+def test_ws_flash_strided_views_with_poisoned_neighbours(loader):
+    """Q/K/V as views: (B, S, H, D) storage (head stride D) and K/V heads padded with NaN rows
+    past Skv. The partial last key block must read zeros, never the padding or the next head's
+    rows (the TMA maps are 4-D per (batch, head), the cp.async copies are predicated)."""
+    from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+    B, Hq, Hkv, Sq, Skv, D = 2, 4, 2, 333, 257, 128
+    for causal in (False, True):
+        fa = WsFlashAttention(WsFlashConfig(causal=causal, loader=loader.split("+")[0],
+                                            persistent=loader.endswith("persistent")))
+        q = torch.randn(B, Sq, Hq, D, dtype=torch.bfloat16, device="cuda").transpose(1, 2)
+        kpad = torch.full((B, Hkv, Skv + 64, D), float("nan"), dtype=torch.bfloat16,
+                          device="cuda")
+        vpad = torch.full_like(kpad, float("nan"))
+        kpad[:, :, :Skv].normal_()
+        vpad[:, :, :Skv].normal_()
+        k, v = kpad[:, :, :Skv], vpad[:, :, :Skv]
+        out = fa(q, k, v)
+        ref = ref_attention(q, k, v, causal)
+        assert torch.isfinite(out).all(), (loader, causal)
+        assert rel(out, ref) < TOL_ATT[torch.bfloat16], (loader, causal, rel(out, ref))
 
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")

@@ -385,3 +385,29 @@ def test_flash_attention_dispatch_on_a_hopper_device(monkeypatch):
     assert type(built[-1]).__name__ == "FlashConfig"
     with pytest.raises(LaunchError, match="head_dim 96"):
         dispatch.flash_attention(q[..., :96], q[..., :96], q[..., :96], atom="wgmma")
+
+
+def test_d128_prefill_takes_tma_unless_the_tensors_forbid_it(monkeypatch):
+    """d128: the TMA producer with 3 stages (H100 sweep); a tensor TMA cannot address (here a
+    broadcast head stride of 0) gets the cp.async producer, chosen by flash_attention."""
+    import torch
+    from kernels.nvidia import dispatch
+    assert choose_prefill("bf16", 128, False, "wgmma").config.loader == "tma"
+    fb = choose_prefill("bf16", 128, True, "wgmma", tma_ok=False)
+    assert fb.config.loader == "cp.async" and "TMA cannot address" in str(fb)
+    built = []
+    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
+    monkeypatch.setattr(dispatch, "compiled_flash",
+                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    q = torch.zeros(1, 4, 8, 128, dtype=torch.bfloat16)
+    dispatch.flash_attention(q, q, q)
+    assert (built[-1].loader, built[-1].stages) == ("tma", 3)
+    assert not built[-1].persistent                  # not causal
+    kv = torch.zeros(1, 1, 8, 128, dtype=torch.bfloat16).expand(1, 4, 8, 128)
+    dispatch.flash_attention(q, kv, kv)
+    assert (built[-1].loader, built[-1].stages) == ("cp.async", 2)
+    dispatch.flash_attention(q, q, q, causal=True)    # short causal: persistent (S512 0.84x)
+    assert built[-1].persistent and built[-1].loader == "tma"
+    long_q = torch.zeros(1, 1, 2048, 128, dtype=torch.bfloat16)
+    dispatch.flash_attention(long_q, long_q, long_q, causal=True)
+    assert not built[-1].persistent                  # S8K causal measured 0.61x persistent

@@ -416,6 +416,8 @@ def test_ws_flash_compiles_without_spills(tmp_path):
     from kernels.cache import Cache
     from kernels.cuda.compile import compile_cuda
     for cfg in (wsa.WsFlashConfig(causal=True), wsa.WsFlashConfig(head_dim=64, stages=3),
+                wsa.WsFlashConfig(loader="tma", stages=3),
+                wsa.WsFlashConfig(loader="tma", causal=True, persistent=True),
                 # head_dim 256: O is 128 registers; the consumers' 240 must hold it all
                 wsa.WsFlashConfig(head_dim=256, bn=64, causal=True)):
         m = compile_cuda(wsa.emit_ws_flash(cfg), "sm_90a", ["--ptxas-options=-v"],
@@ -475,3 +477,131 @@ def test_gemm_refuses_a_two_base_copy():
     (4 rows per iteration) is refused by name, not printed wrong."""
     with pytest.raises(cgw.GemmConfigError, match="per-thread shared bases"):
         cgw.plan_wgmma_gemm(cgw.WgmmaGemmConfig(bm=64, bn=256, b_major="n"))
+
+
+# ------------------------------------------------------------ the TMA loader and persistence
+
+@pytest.mark.parametrize("cfg", [wsa.WsFlashConfig(loader="tma"),
+                                 wsa.WsFlashConfig(loader="tma", causal=True, stages=3),
+                                 wsa.WsFlashConfig(loader="tma", head_dim=64, dtype="f16"),
+                                 wsa.WsFlashConfig(loader="tma", persistent=True, causal=True)],
+                         ids=lambda c: c.name)
+def test_ws_flash_tma_plan_and_source(cfg):
+    p = wsa.plan_ws_flash(cfg)
+    for nm in ("Q", "K", "V"):
+        assert p.checks[f"{nm} TMA boxes vs descriptors"].holds
+        assert p.checks[f"{nm} transaction bytes"].holds
+    src = wsa.emit_ws_flash(cfg)
+    assert kernel_names(src) == (cfg.name,)
+    assert "setmaxnreg.dec.sync.aligned.u32 24" in src
+    assert "setmaxnreg.inc.sync.aligned.u32 240" in src
+    boxes = cfg.head_dim // 64
+    # Q once, K and V per block: one box per 64 head_dim columns, on the stage's full barrier
+    assert src.count("lg_tma_load_4d(") == 1 + 3 * boxes
+    assert src.count(f"lg_mbar_expect_tx(bQ, {cfg.q_bytes}u)") == 1
+    assert src.count(f"lg_mbar_expect_tx(bKf + 8 * s, {cfg.kv_bytes}u)") == 1
+    assert "lg_cp_async" not in src.split("extern \"C\"")[1]     # no cp.async in the kernel
+    assert "lg_fence_proxy_async();" not in src.split("extern \"C\"")[1]
+    # full barriers: one expect_tx arrival; empty: one lane per consumer warp
+    assert "lg_mbar_init(bKf + 8 * s, 1);" in src and "lg_mbar_init(bKe + 8 * s, 8);" in src
+    assert ("lg_mbar_wait(bQe, (it - 1) & 1)" in src) == cfg.persistent
+    assert ("lg_mbar_wait(bQ, it & 1);" in src) == cfg.persistent
+    if cfg.persistent:
+        assert p.checks["Q ring"].holds
+        assert "if (cw == 0 || !(last_unit)) lg_bar_arrive(2 - cw, 256);" in src
+        assert src.count("lg_mbar_arrive(bQe)") == 2   # NB == 1, and after the last S GEMM
+
+
+def test_ws_tma_box_stride_mismatch_is_caught(monkeypatch):
+    import kernels.nvidia.ws_tma_loads as wtl
+    real = wtl.TmaOperandLoad
+
+    def spread(rows, cols):      # boxes 2 KiB further apart than the descriptors' LBO says
+        return real(rows, cols, box_stride=rows * 128 + 2048) if cols > 64 else real(rows, cols)
+    monkeypatch.setattr(wtl, "TmaOperandLoad", spread)
+    wsa.plan_ws_flash.cache_clear()
+    try:
+        with pytest.raises(AttentionConfigError, match="TMA wrote it at"):
+            wsa.plan_ws_flash(wsa.WsFlashConfig(loader="tma", dtype="f16"))
+    finally:
+        wsa.plan_ws_flash.cache_clear()
+
+
+def test_ws_tma_short_transaction_count_is_caught(monkeypatch):
+    import kernels.nvidia.ws_tma_loads as wtl
+
+    class OneBoxCounted(wtl.TmaOperandLoad):     # expect_tx of one box where two are issued
+        @property
+        def stage_bytes(self) -> int:
+            return self.box_bytes
+    monkeypatch.setattr(wtl, "TmaOperandLoad", OneBoxCounted)
+    wsa.plan_ws_flash.cache_clear()
+    try:
+        with pytest.raises(AttentionConfigError, match="complete early or never"):
+            wsa.plan_ws_flash(wsa.WsFlashConfig(loader="tma", causal=True))
+    finally:
+        wsa.plan_ws_flash.cache_clear()
+
+
+@pytest.mark.parametrize("kw, match", [(dict(loader="ldg"), "loader='ldg'"),
+                                       (dict(persistent=True), "persistent=True needs")])
+def test_ws_flash_bad_loader_configs(kw, match):
+    with pytest.raises(AttentionConfigError, match=match):
+        wsa.plan_ws_flash(wsa.WsFlashConfig(**kw))
+
+
+def test_attention_map_args_and_refusals():
+    torch = pytest.importorskip("torch")
+    from kernels.errors import LaunchError
+    from kernels.nvidia.ws_tma_loads import attention_map_args, tma_attention_ready
+    t = torch.empty(2, 300, 4, 128, dtype=torch.bfloat16).transpose(1, 2)   # (B, H, S, D) view
+    assert attention_map_args(t, 128) == {"dims": (128, 300, 4, 2),
+                                          "strides": (4 * 128 * 2, 128 * 2, 300 * 4 * 128 * 2),
+                                          "box": (64, 128, 1, 1)}
+    bcast = torch.empty(2, 1, 300, 128, dtype=torch.bfloat16).expand(2, 4, 300, 128)
+    assert not tma_attention_ready(bcast)          # head stride 0: not a tensor map stride
+    with pytest.raises(LaunchError, match="positive strides"):
+        attention_map_args(bcast, 128)
+    odd = torch.empty(1, 2, 10, 136, dtype=torch.bfloat16)[..., 4:132]
+    with pytest.raises(LaunchError, match="16-byte aligned base"):
+        attention_map_args(odd, 128)
+
+
+def test_persistent_protocol_runs_to_the_end_and_the_printed_kernel_releases_the_last_v():
+    from kernels.nvidia.ws_protocol import check_persistent_protocol
+    assert check_persistent_protocol(2).holds and check_persistent_protocol(3).holds
+    src = wsa.emit_ws_flash(wsa.WsFlashConfig(loader="tma", persistent=True, stages=3))
+    assert "if ((t & 31) == 0) lg_mbar_arrive(bVe + 8 * ((g0 + NB - 1) % 3));" in src
+
+
+def test_persistent_unit_end_without_the_last_v_release_hangs(monkeypatch):
+    # the first persistent build's bug: each unit's last V stage never released
+    import kernels.nvidia.ws_protocol as wp
+    real = wp.consumer_ops
+
+    def bad(nbs, stages):
+        ops = real(nbs, stages)
+        return [op for i, op in enumerate(ops)
+                if not (op[0] == "arrive" and op[1].startswith("Ve") and ops[i - 1][0] == "wait"
+                        and ops[i - 1][1].startswith("Vf"))]
+    monkeypatch.setattr(wp, "consumer_ops", bad)
+    with pytest.raises(AttentionConfigError, match="a hang"):
+        wp.check_persistent_protocol(2)
+
+
+def test_persistent_q_released_too_late_hangs(monkeypatch):
+    # Q released only after the next unit's Q wait: the producer never refills it
+    import kernels.nvidia.ws_protocol as wp
+    real = wp.consumer_ops
+
+    def bad(nbs, stages):
+        ops = [op for op in real(nbs, stages) if op[1] != "Qe"]
+        out = []
+        for op in ops:
+            out.append(op)
+            if op[1] == "Qf" and op[2] >= 1:
+                out.append(("arrive", "Qe"))
+        return out
+    monkeypatch.setattr(wp, "consumer_ops", bad)
+    with pytest.raises(AttentionConfigError, match="a hang"):
+        wp.check_persistent_protocol(2)

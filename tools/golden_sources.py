@@ -269,7 +269,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                        lambda k2=k2: emit_wgmma_flash(WgmmaFlashConfig(**k2)))
     from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
     for kw in (dict(), dict(causal=True), dict(pingpong=False), dict(stages=3),
-               dict(head_dim=64, dtype="f16"),
+               dict(head_dim=64, dtype="f16"), dict(loader="tma", stages=3),
+               dict(loader="tma", stages=3, causal=True),
+               dict(loader="tma", stages=3, causal=True, persistent=True),
                # head_dim 256 (prefill_select's choice): 24/240 registers, two copy bases
                dict(head_dim=256, bn=64), dict(head_dim=256, bn=64, causal=True)):
         yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))

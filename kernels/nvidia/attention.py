@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -482,20 +482,34 @@ class FlashAttention(CompiledKernel):
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         if not scale > 0 or not math.isfinite(scale):
             raise LaunchError(f"scale must be a positive finite number, got {scale}")
-        site = LaunchSite(self.module, cfg.name, (-(-Sq // cfg.bm), Hq, B), cfg.threads,
-                          signature=("ptr",) * 4 + ("i32",) * 3 + ("i64",) * 12 + ("f32",),
-                          specs=[TensorSpec(strides=())] * 4 + [None] * 16,
+        grid = self.launch_grid(B, Hq, Sq, q.device)
+        more = self.launch_extras(q, k, v)      # per call: the TMA maps follow the pointers
+        site = LaunchSite(self.module, cfg.name, grid, cfg.threads,
+                          signature=("ptr",) * 4 + ("i32",) * 3 + ("i64",) * 12 + ("f32",)
+                          + tuple(s for _, s, _ in more),
+                          specs=[TensorSpec(strides=())] * 4 + [None] * 16
+                          + [sp for _, _, sp in more],
                           smem_bytes=cfg.smem_bytes)
         head = [Sq, Skv, Hq // Hkv] + [t.stride(d) for t in (q, k, v) for d in range(3)]
         log2_scale = scale * math.log2(math.e)
+        extras = self.launch_extras if more else (lambda q, k, v: ())
 
         def run(q, k, v, out):
             if out is None:
                 out = torch.empty_like(q, memory_format=torch.contiguous_format)
             site([q, k, v, out, *head, out.stride(0), out.stride(1), out.stride(2),
-                  log2_scale])
+                  log2_scale, *(a for a, _, _ in extras(q, k, v))])
             return out
         return run
+
+    def launch_grid(self, B: int, Hq: int, Sq: int, device: Any) -> Tuple[int, int, int]:
+        """One block per (query block, head, batch); a persistent kernel overrides it."""
+        return (-(-Sq // self.cfg.bm), Hq, B)
+
+    def launch_extras(self, q, k, v) -> List[Tuple[Any, str, Any]]:
+        """Arguments a kernel takes after the common prefill parameters, as (value, signature
+        kind, TensorSpec or None); none here (the TMA prefill adds its tensor maps)."""
+        return []
 
 
 FLASH_DEFAULTS = {64: dict(bm=128, bn=64, warps=4), 128: dict(bm=128, bn=64, warps=4),

@@ -28,6 +28,7 @@ from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+from .ws_tma_loads import tma_attention_ready
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
@@ -209,16 +210,19 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
     if dt is None:
         raise LaunchError(f"q: dtype {q.dtype}; the NVIDIA attention takes float16 or bfloat16")
     if config is None:
-        # the choice reads q's dtype, head_dim and device (its compute capability): made once
-        # per key, like gemm()'s
-        key = (q.dtype, q.shape[-1], q.device, bool(causal), atom)
+        # the choice reads q's dtype, head_dim, device (its compute capability), whether TMA
+        # can address the tensors and the sequence length: made once per key, like gemm()'s
+        tma_ok = all(tma_attention_ready(t) for t in (q, k, v))
+        seq = max(q.shape[2], k.shape[2])
+        key = (q.dtype, q.shape[-1], q.device, bool(causal), atom, tma_ok, seq)
         fa = _FLASH_PLANS.get(key)
         if fa is None:
             d = q.shape[-1]
             if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
                 raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 "
                                   "or 256")
-            config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom)).config
+            config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom),
+                                    tma_ok=tma_ok, seq=seq).config
             fa = _FLASH_PLANS.put(key, compiled_flash(config))
         return fa(q, k, v, out=out, scale=scale)
     if config.causal != causal:

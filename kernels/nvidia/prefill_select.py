@@ -15,10 +15,16 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   (0.98x cuDNN at Sq 1000 / Skv 4097 against 0.73x for 128 rows; 0.93x against 0.64x at
   B4 H16 S2K; the warp-specialised kernel: 1.06x and 0.84x, a split decision kept simple).
 * head_dim 128: the warp-specialised FA3-style kernel (:mod:`.wgmma_attention_ws`: producer
-  warpgroup + mbarrier ring, two consumer warpgroups with ping-pong), 2 stages: 0.94x cuDNN at
-  B8 H32 S8K (610 TFLOP/s, against 0.77x for the non-specialised kernel), 0.97x causal,
-  0.96x at B2 H32/8 S4K causal; 0.67x at B16 H32/8 S512 causal, where the one-warpgroup
-  64 x 64 tile measured 0.69x (within run-to-run noise; one rule kept).
+  + mbarrier ring, two consumer warpgroups with ping-pong) with TMA loads and 3 stages when
+  Q, K and V are TMA-addressable (:func:`.ws_tma_loads.tma_attention_ready`): 1.01-1.02x
+  cuDNN at B8 H32 S8K (672-690 TFLOP/s in two runs, against 0.92-0.93x for the cp.async
+  producer with 2 stages), 0.975x causal, 0.99x at B2 H32/8 S4K causal, 0.70x at B16 H32/8
+  S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``); otherwise
+  (a broadcast or unaligned stride) the cp.async producer with 2 stages (0.93x at S8K).
+  Causal with at most :data:`PERSISTENT_MAX_SEQ` query and key rows: the persistent TMA
+  kernel (one block per SM over (query block, head, batch) units, the next unit's loads
+  behind the current one's GEMMs): 0.84x cuDNN at B16 H32/8 S512 causal against 0.71x; at
+  S8K causal it measured 0.61x (against 1.02x), so long sequences keep one block per unit.
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
 """
@@ -33,11 +39,19 @@ from .attention import FLASH_DEFAULTS, FlashConfig
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
-__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES"]
+__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
+           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ"]
 
-# head_dim -> warp-specialised kernel settings (every mask)
-WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True),
+# head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
+# TMA cannot address).  d256 runs the cp.async producer either way (measured so; the TMA
+# producer was swept at d128)
+WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=3, pingpong=True, loader="tma"),
                                                 256: dict(bn=64, stages=2, pingpong=True)}
+WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True),
+                                                  256: dict(bn=64, stages=2, pingpong=True)}
+# causal problems up to this many query/key rows take the persistent TMA kernel (measured at
+# 512, not between 512 and 8192: the bound is the measured side)
+PERSISTENT_MAX_SEQ = 1024
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -58,17 +72,26 @@ class PrefillChoice:
         return f"{self.atom} {self.config.name}: {self.reason}"
 
 
-def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str) -> PrefillChoice:
+def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
+                   tma_ok: bool = True, seq: int = 0) -> PrefillChoice:
     """The configuration for ``head_dim`` / ``causal`` on an ``atom`` device ("wgmma": compute
-    capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides)."""
+    capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides);
+    ``tma_ok``: TMA can address q, k and v (else the cp.async producer runs); ``seq``: the
+    longer of the query and key lengths (0: unknown, treated as long)."""
     if head_dim not in FLASH_DEFAULTS:
         raise LaunchError(f"head_dim {head_dim}: the prefill kernels support 64, 128 and 256")
     if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
-        cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal,
-                            **WS_PREFILL_TILES[head_dim])
+        kw = dict((WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim])
+        if kw.get("loader") == "tma" and causal and 0 < seq <= PERSISTENT_MAX_SEQ:
+            kw["persistent"] = True
+        cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
         return PrefillChoice("wgmma", cfg,
-                             "sm_90a warp-specialised (producer + mbarrier ring, 2 consumer "
-                             f"warpgroups, ping-pong), {cfg.bm} rows x {cfg.bn} keys (H100 sweep)")
+                             f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "
+                             f"of {cfg.stages}, 2 consumer warpgroups, ping-pong"
+                             + (", persistent" if cfg.persistent else "") + f"), {cfg.bm} rows "
+                             f"x {cfg.bn} keys (H100 sweep)" + ("" if tma_ok else
+                                                               "; TMA cannot address these "
+                                                               "tensors"))
     if atom == "wgmma":
         kw, why = WGMMA_PREFILL_TILES[(head_dim, bool(causal))]
         return PrefillChoice("wgmma", WgmmaFlashConfig(dtype=dtype, head_dim=head_dim,

@@ -42,7 +42,7 @@ from ..errors import LaunchError
 from .gemm import GemmConfigError, need
 
 __all__ = ["TmaOperandLoad", "tma_swizzle", "tma_tile_addresses", "check_tma_against_descriptors",
-           "TMA_HELPERS", "encode_tensor_map", "SWIZZLE_REPEAT", "box_offset_expr",
+           "TMA_HELPERS", "encode_tensor_map", "encode_tiled_map", "SWIZZLE_REPEAT", "box_offset_expr",
            "check_printed_offsets"]
 
 #: bytes after which each swizzle pattern repeats (8 rows of the swizzle width)
@@ -238,22 +238,34 @@ def encode_tensor_map(t, box_inner: int, box_outer: int) -> bytes:
     """The 128-byte ``CUtensorMap`` of :func:`tensor_map_args` (128-byte swizzle, zero fill
     out of bounds, 256-byte L2 promotion), encoded by the driver (needs cuda-python and a
     GPU)."""
+    return encode_tiled_map(t, tensor_map_args(t, box_inner, box_outer))
+
+
+def encode_tiled_map(t, args: Dict[str, Any]) -> bytes:
+    """The 128-byte ``CUtensorMap`` of a 16-bit tensor ``t`` described by ``args`` (``dims``
+    innermost first, byte ``strides`` of every dimension but the first, ``box`` per
+    dimension; its rank is ``len(dims)``, 1 to 5): 128-byte swizzle, zero fill out of bounds,
+    256-byte L2 promotion.  Encoded by the driver (needs cuda-python and a GPU)."""
     try:
         from cuda.bindings import driver as drv
     except ImportError:
         from ..errors import NoDeviceError
         raise NoDeviceError("cuda-python (cuda.bindings.driver) is needed to encode a TMA "
                             "tensor map") from None
-    a = tensor_map_args(t, box_inner, box_outer)
+    a = args
+    rank = len(a["dims"])
+    if not (1 <= rank <= 5 and len(a["strides"]) == rank - 1 and len(a["box"]) == rank):
+        raise LaunchError(f"TMA tensor map: {a} is not a rank 1-5 description (dims, strides "
+                          "of all but the first dimension, box)")
     dtype = {"torch.float16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
              "torch.bfloat16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}
     dt = dtype.get(str(t.dtype))
     if dt is None:
         raise LaunchError(f"TMA tensor map: dtype {t.dtype}; float16 or bfloat16")
     err, tmap = drv.cuTensorMapEncodeTiled(
-        dt, 2, t.data_ptr(), [drv.cuuint64_t(x) for x in a["dims"]],
+        dt, rank, t.data_ptr(), [drv.cuuint64_t(x) for x in a["dims"]],
         [drv.cuuint64_t(x) for x in a["strides"]], [drv.cuuint32_t(x) for x in a["box"]],
-        [drv.cuuint32_t(1), drv.cuuint32_t(1)],
+        [drv.cuuint32_t(1)] * rank,
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -47,6 +47,10 @@ from .wgmma import (HELPERS, STAGE_ALIGN, Operand, emit_copy_base, kmajor_operan
                     mnmajor_operand, proved, wgmma_wrapper)
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
+from .ws_protocol import check_persistent_protocol
+from .ws_tma_loads import (PERSISTENT_PARAMS, TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS,
+                           TMA_WS_HELPERS, AttentionTensorMaps, WsTmaLoads, emit_tile_decode,
+                           emit_tma_producer, plan_tma_loads)
 
 __all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "WsFlashAttention",
            "check_ring_protocol", "PRODUCER_REGS", "CONSUMER_REGS"]
@@ -68,6 +72,8 @@ class WsFlashConfig:
     causal: bool = False
     pingpong: bool = True     # consumers alternate their GEMM issue (named barriers)
     arch: str = "sm_90a"
+    loader: str = "cp.async"  # "tma": one producer thread issues 4-D TMA boxes (ws_tma_loads)
+    persistent: bool = False  # (tma) one block per SM walks the work units, longest first
 
     consumers = 2             # 64 query rows each
 
@@ -90,16 +96,20 @@ class WsFlashConfig:
     @property
     def smem_bytes(self) -> int:
         return (self.q_bytes + 2 * self.stages * self.kv_bytes + STAGE_ALIGN
-                + BARRIER_BYTES * (1 + 4 * self.stages))
+                + BARRIER_BYTES * (1 + 4 * self.stages + (1 if self.persistent else 0)))
 
     @property
     def name(self) -> str:
         return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
-                + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else ""))
+                + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else "")
+                + ("_tma" if self.loader == "tma" else "") + ("_pt" if self.persistent else ""))
 
     @property
     def regs(self) -> Tuple[int, int]:
-        """``setmaxnreg`` targets (producer, consumer) per thread."""
+        """(producer, consumer) registers per thread after ``setmaxnreg``: the TMA producer
+        needs few (one thread issues the boxes); at d256 the consumers hold O's 128 registers."""
+        if self.loader == "tma":
+            return TMA_PRODUCER_REGS, TMA_CONSUMER_REGS
         return WIDE_REGS if self.head_dim == 256 else (PRODUCER_REGS, CONSUMER_REGS)
 
     def tile(self) -> WgmmaFlashConfig:
@@ -117,10 +127,12 @@ def _validate(cfg: WsFlashConfig) -> None:
     _need(cfg.head_dim in (64, 128, 256), f"head_dim={cfg.head_dim}: the warp-specialised "
           "kernel takes 64, 128 or 256")
     _need(cfg.stages in (2, 3, 4), f"stages={cfg.stages}: 2, 3 or 4")
+    _need(cfg.loader in ("cp.async", "tma"), f"loader={cfg.loader!r}: 'cp.async' or 'tma'")
+    _need(not cfg.persistent or cfg.loader == "tma", "persistent=True needs loader='tma' (the "
+          "one producer thread walks the work units)")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block: fewer stages or a smaller bn")
-    prod, cons = cfg.regs
-    _need(prod * 128 + cons * 128 * cfg.consumers <= 65536,
+    _need(cfg.regs[0] * 128 + cfg.regs[1] * 128 * cfg.consumers <= 65536,
           "register split exceeds the 64K-register file")
 
 
@@ -132,6 +144,7 @@ class WsFlashPlan:
     k: Operand
     v: Operand
     checks: Dict[str, Any] = field(default_factory=dict)
+    tma: Optional[WsTmaLoads] = None   # the TMA boxes (loader "tma")
 
     def describe(self) -> Dict[str, str]:
         out = dict(self.tile.describe())
@@ -208,6 +221,12 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
                                                          elem_bytes=2)
     _need(v.copy_consts == k.copy_consts, "K and V must share one copy routine")
     ch["ring"] = check_ring_protocol(cfg.stages)
+    if cfg.loader == "tma":
+        plan.tma = plan_tma_loads(cfg, tile)
+        ch.update(plan.tma.checks)
+    if cfg.persistent:     # the one Q buffer is a ring of one stage over the work units
+        ch["Q ring"] = check_ring_protocol(1)
+        ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers)
     for name, r in ch.items():
         if not r.holds:
             raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")
@@ -238,45 +257,16 @@ LG_DEV void lg_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" :
 """
 
 
-def emit_ws_flash(cfg: WsFlashConfig) -> str:
-    p = plan_ws_flash(cfg)
-    d, bm, bn, S = cfg.head_dim, cfg.bm, cfg.bn, cfg.stages
-    kvb = cfg.kv_bytes
-    L = source_head("kernels/nvidia/wgmma_attention_ws.py", cfg.name,
-                    (f"{k}: {v}" for k, v in p.describe().items()))
-    o = L.append
-    o(HELPERS)
-    o(MBAR)
-    o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
-    o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
-    o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
-    o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
-    o(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
-    o(f"{cfg.name}({FLASH_PARAMS}) {{")
-    o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
-    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
-    o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {S * kvb};")
-    o(f"  // mbarriers: Q full; K full[{S}], V full[{S}], K empty[{S}], V empty[{S}]")
-    o(f"  const lg_u32 bQ = sV + {S * kvb}, bKf = bQ + 8, bVf = bKf + {8 * S}, "
-      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};")
-    o("  const int tid = threadIdx.x, wg = tid >> 7;")
-    emit_flash_block(o, cfg)
-    o("  if (tid == 0) {")
-    o("    lg_mbar_init(bQ, 128);")
-    o(f"    for (int s = 0; s < {S}; ++s) {{")
-    o("      lg_mbar_init(bKf + 8 * s, 128); lg_mbar_init(bVf + 8 * s, 128);")
-    o(f"      lg_mbar_init(bKe + 8 * s, {128 * cfg.consumers}); "
-      f"lg_mbar_init(bVe + 8 * s, {128 * cfg.consumers});")
-    o("    }\n  }")
-    o("  __syncthreads();")
-    # ------------------------------------------------------------------ producer
-    o("  if (wg == 0) {")
-    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {cfg.regs[0]};\\n");')
+def _cp_async_producer(o, p: WsFlashPlan) -> None:
+    """The producer's cp.async body: its 128 threads copy Q, then K and V block by block, each
+    signalling the stage's full barrier when its own copies landed."""
+    cfg = p.cfg
+    S, bn = cfg.stages, cfg.bn
     for op, nm in ((p.q, "q"), (p.k, "kv")):
         emit_copy_base(o, op, nm, 128)
     emit_q_copy(o, p.q, "    ")
     o("    lg_cp_async_mbar_arrive(bQ);")
-    emit_kv_loaders(o, p.k, bn, kvb, "    ")
+    emit_kv_loaders(o, p.k, bn, cfg.kv_bytes, "    ")
     o("    for (int j = 0; j < NB; ++j) {")
     o(f"      const int s = j % {S}, use = j / {S};")
     o(f"      if (use) lg_mbar_wait(bKe + 8 * s, (use - 1) & 1);   // block j - {S} released")
@@ -287,9 +277,66 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     o("      lg_cp_async_mbar_arrive(bVf + 8 * s);")
     o("    }")
     o("    lg_cp_async_wait<0>();")
+
+
+def emit_ws_flash(cfg: WsFlashConfig) -> str:
+    p = plan_ws_flash(cfg)
+    d, bm, bn, S = cfg.head_dim, cfg.bm, cfg.bn, cfg.stages
+    kvb = cfg.kv_bytes
+    L = source_head("kernels/nvidia/wgmma_attention_ws.py", cfg.name,
+                    (f"{k}: {v}" for k, v in p.describe().items()))
+    o = L.append
+    tma = cfg.loader == "tma"
+    preg, creg = cfg.regs
+    # cp.async: every thread of the producer arrives on full (128), every consumer thread on
+    # empty; TMA: one expect_tx arrival on full (the bytes complete it), one lane per
+    # consumer warp on empty (after the warp's wgmma wait)
+    full_n, empty_n = (1, 4 * cfg.consumers) if tma else (128, 128 * cfg.consumers)
+    o(HELPERS)
+    o(MBAR)
+    if tma:
+        o(TMA_WS_HELPERS)
+    o(wgmma_wrapper("lg_wgmma_qk", cfg.dtype, bn, 0))
+    o(wgmma_wrapper("lg_wgmma_pv", cfg.dtype, d, 1, a_regs=True))
+    o(swz_fn("lg_swz_q", p.q.smem.outer, bm * d))
+    o(swz_fn("lg_swz_kv", p.k.smem.outer, bn * d))
+    o(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
+    pt = cfg.persistent
+    o(f"{cfg.name}({FLASH_PARAMS}{TMA_PARAMS if tma else ''}"
+      f"{PERSISTENT_PARAMS if pt else ''}) {{")
+    o("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
+    o(f"  const lg_u32 sQ = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
+    o(f"  const lg_u32 sK = sQ + {cfg.q_bytes}, sV = sK + {S * kvb};")
+    o(f"  // mbarriers: Q full; K full[{S}], V full[{S}], K empty[{S}], V empty[{S}]")
+    o(f"  const lg_u32 bQ = sV + {S * kvb}, bKf = bQ + 8, bVf = bKf + {8 * S}, "
+      f"bKe = bVf + {8 * S}, bVe = bKe + {8 * S};" + (f"  // Q empty: bQe = bVe + {8 * S}"
+                                                      if pt else ""))
+    o("  const int tid = threadIdx.x, wg = tid >> 7;")
+    if pt:
+        o(f"  const lg_u32 bQe = bVe + {8 * S};")
+        o(f"  const int nqb = (Sq + {bm - 1}) / {bm}, tiles = nqb * n_heads * n_batch;")
+    else:
+        emit_flash_block(o, cfg)
+    o("  if (tid == 0) {")
+    o(f"    lg_mbar_init(bQ, {full_n});")
+    o(f"    for (int s = 0; s < {S}; ++s) {{")
+    o(f"      lg_mbar_init(bKf + 8 * s, {full_n}); lg_mbar_init(bVf + 8 * s, {full_n});")
+    o(f"      lg_mbar_init(bKe + 8 * s, {empty_n}); "
+      f"lg_mbar_init(bVe + 8 * s, {empty_n});")
+    o("    }" + (f"\n    lg_mbar_init(bQe, {empty_n});" if pt else "")
+      + ("\n    lg_mbar_init_fence();   // the inits, visible to the TMA unit" if tma
+                  else "") + "\n  }")
+    o("  __syncthreads();")
+    # ------------------------------------------------------------------ producer
+    o("  if (wg == 0) {")
+    o(f'    asm volatile("setmaxnreg.dec.sync.aligned.u32 {preg};\\n");')
+    if tma:
+        emit_tma_producer(o, cfg, p.tma)
+    else:
+        _cp_async_producer(o, p)
     o("    return;\n  }")
     # ------------------------------------------------------------------ consumers
-    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {cfg.regs[1]};\\n");')
+    o(f'  asm volatile("setmaxnreg.inc.sync.aligned.u32 {creg};\\n");')
     o("  const int cw = wg - 1, t = tid & 127;")
     o(f"  const lg_u64 qdesc = 0x{p.q.desc.constant_bits():016x}ull | "
       f"(lg_u64)(((sQ + cw * {p.q.wg_step}) & 0x3FFFF) >> 4);   // {p.q.desc}")
@@ -298,12 +345,22 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
           f"(lg_u64)((({base}) & 0x3FFFF) >> 4);   // {op.desc}")
     em = WgmmaFlashEmitter(o, cfg.dtype, d, bn, kvb, p.q, p.k, p.v, wg="cw",
                            causal_rows="m0 + cw * 64" if cfg.causal else None)
-    em.registers()
+    if not pt:
+        em.registers()
     pp = cfg.pingpong
     if pp:
         o("  // ping-pong: consumer cw issues its GEMMs after bar.sync(1 + cw); consumer 1 opens")
         o("  // consumer 0's first turn; each hands the turn over after issuing (bar.arrive)")
         o("  if (cw == 1) lg_bar_arrive(1, 256);")
+    # g: the ring's block count (persistent: it runs on over the work units from g0)
+    G = "g0 + " if pt else ""
+    if pt:
+        o("  int g0 = 0, it = 0;")
+        o("  for (int u = blockIdx.x; u < tiles; u += gridDim.x, ++it) {")
+        emit_tile_decode(o, cfg, "  ")
+        o("  lg_u16* Ob = O + b * o_sb + h * o_sh;")
+        o("  const bool last_unit = u + (int)gridDim.x >= tiles;")
+        em.registers()
 
     def turn_begin() -> None:
         if pp:
@@ -313,6 +370,14 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
         if pp:
             o(f"    if (cw == 0 || !({last})) lg_bar_arrive(2 - cw, 256);")
 
+    def fence_proxy() -> None:
+        if not tma:   # cp.async wrote through the generic proxy, wgmma reads the async one
+            o("    lg_fence_proxy_async();")
+
+    def release(bar: str) -> None:
+        o(f"    if ((t & 31) == 0) lg_mbar_arrive({bar});" if tma else
+          f"    lg_mbar_arrive({bar});")
+
     def wait_full(bar: str, j: str) -> None:
         o(f"    lg_mbar_wait({bar} + 8 * (({j}) % {S}), (({j}) / {S}) & 1);")
 
@@ -320,24 +385,27 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     # block's NB for cw = 0, but both consumers run NB blocks (the ring and the ping-pong turns
     # are per block); the mask covers keys past each row
     o("  {")
-    o("    lg_mbar_wait(bQ, 0);")
-    wait_full("bKf", "0")
-    o("    lg_fence_proxy_async();")
+    o("    lg_mbar_wait(bQ, it & 1);" if pt else "    lg_mbar_wait(bQ, 0);")
+    wait_full("bKf", G + "0" if pt else "0")
+    fence_proxy()
     turn_begin()
     o("    lg_wgmma_fence();")
-    em.issue_qk("0")
+    em.issue_qk(f"g0 % {S}" if pt else "0")
     o("    lg_wgmma_commit();")
     turn_end()
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(s);")
-    o("    lg_mbar_arrive(bKe);")
+    release(f"bKe + 8 * (g0 % {S})" if pt else "bKe")
+    if pt:    # the last S = Q K^T of the unit is done: Q may be refilled
+        o("    if (NB == 1 && (t & 31) == 0) lg_mbar_arrive(bQe);")
     em.softmax("0")
     o("  }")
     o("  for (int j = 1; j < NB; ++j) {")
-    o(f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
-    wait_full("bKf", "j")
-    wait_full("bVf", "j - 1")
-    o("    lg_fence_proxy_async();")
+    o(f"    const int n0 = j * {bn}, buf = ({G}j) % {S}, pbuf = ({G}j - 1) % {S};" if pt else
+      f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
+    wait_full("bKf", G + "j")
+    wait_full("bVf", G + "j - 1")
+    fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa); lg_pin(s);")
     turn_begin()
@@ -349,27 +417,34 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     turn_end()
     o("    lg_wgmma_wait<1>();              // S of block j done, P V (j - 1) may still run")
     o("    lg_pin(s);")
-    o("    lg_mbar_arrive(bKe + 8 * buf);")
+    release("bKe + 8 * buf")
+    if pt:
+        o("    if (j == NB - 1 && (t & 31) == 0) lg_mbar_arrive(bQe);")
     em.softmax("n0")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
-    o("    lg_mbar_arrive(bVe + 8 * pbuf);")
+    release("bVe + 8 * pbuf")
     em.rescale()
     o("  }")
     o("  {")
-    wait_full("bVf", "NB - 1")
-    o("    lg_fence_proxy_async();")
+    wait_full("bVf", G + "NB - 1")
+    fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa);")
     turn_begin()
     o("    lg_wgmma_fence();")
-    em.issue_pv(f"(NB - 1) % {S}")
+    em.issue_pv(f"({G}NB - 1) % {S}")
     o("    lg_wgmma_commit();")
-    turn_end("true")
+    turn_end("last_unit" if pt else "true")
     o("    lg_wgmma_wait<0>();")
     o("    lg_pin(acc); lg_pin(pa);")
     o("  }")
-    em.store_output()
+    if pt:    # the unit's last V stage: released, the next unit's blocks reuse it
+        release(f"bVe + 8 * ((g0 + NB - 1) % {S})")
+        em.store_output(close=False)
+        o("  g0 += NB;\n  }\n}")
+    else:
+        em.store_output()
     return "\n".join(L) + "\n"
 
 
@@ -380,3 +455,27 @@ class WsFlashAttention(FlashAttention):
     def __init__(self, cfg: WsFlashConfig = WsFlashConfig(), *, backend: str = "auto"):
         self.plan = plan_ws_flash(cfg)
         super(FlashAttention, self).__init__(cfg, emit_ws_flash(cfg), backend)
+        self._maps = AttentionTensorMaps()
+
+    def launch_grid(self, B: int, Hq: int, Sq: int, device: Any) -> Tuple[int, int, int]:
+        """Persistent: one block per SM (fewer when there are fewer work units)."""
+        if not self.cfg.persistent:
+            return super().launch_grid(B, Hq, Sq, device)
+        import torch
+        from ..runtime.cuda import device_info
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return (min(-(-Sq // self.cfg.bm) * Hq * B, device_info(index)["sms"]), 1, 1)
+
+    def launch_extras(self, q, k, v) -> List[Tuple[Any, str, Any]]:
+        """The TMA configuration's Q, K, V tensor maps (boxes of bm, bn, bn rows); persistent:
+        the head and batch counts the work units are decoded with."""
+        if self.cfg.loader != "tma":
+            return []
+        from ..runtime.cuda import TensorSpec
+        spec = TensorSpec(strides=(), align=64)
+        out = [(self._maps.get(q, self.cfg.bm), "ptr", spec),
+               (self._maps.get(k, self.cfg.bn), "ptr", spec),
+               (self._maps.get(v, self.cfg.bn), "ptr", spec)]
+        if self.cfg.persistent:
+            out += [(int(q.shape[1]), "i32", None), (int(q.shape[0]), "i32", None)]
+        return out

@@ -164,8 +164,9 @@ class WgmmaFlashEmitter:
             self.o(f"      pa[st][{r}] = {pack}(s[8 * st + {lo}], s[8 * st + {hi}]);")
         self.o("    }")
 
-    def store_output(self) -> None:
-        """O / l (row sums reduced over the quad) stored as 16 bits; rows past Sq skipped."""
+    def store_output(self, close: bool = True) -> None:
+        """O / l (row sums reduced over the quad) stored as 16 bits; rows past Sq skipped.
+        ``close``: the kernel's closing brace follows (False inside a persistent tile loop)."""
         o, pack = self.o, PACK[self.dtype]
         o("  #pragma unroll\n  for (int hh = 0; hh < 2; ++hh) {")
         o("    float l = l_i[hh];")
@@ -178,4 +179,4 @@ class WgmmaFlashEmitter:
         o(f"      #pragma unroll\n      for (int jj = 0; jj < {self.head_dim // 8}; ++jj)")
         o(f"        *reinterpret_cast<lg_u32*>(dst + 8 * jj) = {pack}(acc[4 * jj + 2 * hh] * inv, "
           "acc[4 * jj + 2 * hh + 1] * inv);")
-        o("    }\n  }\n}")
+        o("    }\n  }" + ("\n}" if close else ""))

@@ -1,0 +1,211 @@
+"""TMA loads for the warp-specialised prefill (:mod:`.wgmma_attention_ws`, ``loader="tma"``).
+
+With ``cp.async`` the producer warpgroup's 128 threads issue 16 copies each per K (or V) block
+and signal the ring with ``cp.async.mbarrier.arrive.noinc``; their instructions share the SM's
+issue slots with the consumers' softmax.  With TMA one producer thread issues each tile as
+``cp.async.bulk.tensor.4d`` boxes (the FlashAttention-3 producer; read, not copied) that
+complete bytes on the stage's ``full`` mbarrier (``arrive.expect_tx`` of the stage's bytes),
+and the producer warpgroup keeps :data:`TMA_PRODUCER_REGS` registers, leaving
+:data:`TMA_CONSUMER_REGS` to each consumer thread.
+
+The tensors are addressed as 4-D tensor maps ``(head_dim, seq, heads, batch)`` (innermost
+first) with the caller's strides, so any batch / head / row stride that is a multiple of 16
+bytes works, and rows past the sequence (dimension 1) are zero-filled per (batch, head) by
+the hardware: a partial last block of K or V reads zeros, never the next head's rows.
+
+Proved at plan time (:func:`plan_tma_loads`): for Q, K and V, every (warpgroup, k step,
+element) address the proved tile's wgmma descriptors read is where the TMA boxes (the model of
+:mod:`.tma`: 128-byte swizzle rows of 64 elements, boxes ``box_stride`` bytes apart) write that
+element; each stage's expected transaction bytes are the bytes its boxes deliver (a stage
+whose count is short completes before its data landed; one that is long never completes); and
+every box destination is on the 1024-byte swizzle repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict
+
+from layoutalg.verify import CheckResult
+
+from ..errors import LaunchError
+from .attention import AttentionConfigError
+from .gemm import GemmConfigError
+from .tma import (SWIZZLE_REPEAT, TmaOperandLoad, check_tma_against_descriptors,
+                  encode_tiled_map)
+from .wgmma import proved
+
+__all__ = ["TMA_PRODUCER_REGS", "TMA_CONSUMER_REGS", "TMA_WS_HELPERS", "TMA_PARAMS",
+           "PERSISTENT_PARAMS", "WsTmaLoads", "plan_tma_loads", "emit_tma_producer",
+           "emit_tile_decode", "attention_map_args", "tma_attention_ready",
+           "AttentionTensorMaps"]
+
+TMA_PRODUCER_REGS = 24     # one thread issues boxes: FA3's producer count
+TMA_CONSUMER_REGS = 240    # 128 x 24 + 256 x 240 = 64512 <= 65536
+
+TMA_PARAMS = (", const void* __restrict__ tmQ, const void* __restrict__ tmK, "
+              "const void* __restrict__ tmV")
+PERSISTENT_PARAMS = ", int n_heads, int n_batch"
+
+TMA_WS_HELPERS = r"""
+LG_DEV void lg_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+LG_DEV void lg_mbar_expect_tx(lg_u32 bar, lg_u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+LG_DEV void lg_tma_prefetch(const void* tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" :: "l"(tmap) : "memory");
+}
+// box at (c0 head_dim, c1 row, c2 head, c3 batch) of a 4-D tensor map -> shared dst;
+// completes its bytes on bar (rows past the sequence arrive as zeros and count too)
+LG_DEV void lg_tma_load_4d(lg_u32 dst, const void* tmap, lg_u32 bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+               :: "r"(dst), "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+"""
+
+
+@dataclass(frozen=True)
+class WsTmaLoads:
+    """The TMA boxes of one Q tile and one K / V stage (``box_inner`` = 64 elements of
+    head_dim, one 128-byte swizzle row) and the proofs' results."""
+
+    q: TmaOperandLoad
+    k: TmaOperandLoad
+    v: TmaOperandLoad
+    checks: Dict[str, CheckResult]
+
+
+def plan_tma_loads(cfg: Any, tile: Any) -> WsTmaLoads:
+    """The boxes of ``cfg`` (a ``WsFlashConfig``) proved against ``tile`` (its proved
+    ``WgmmaFlashPlan``): descriptors vs box writes for Q, K and V, transaction bytes, box
+    alignment.  Raises :class:`AttentionConfigError` naming what does not hold."""
+    d, bm, bn = cfg.head_dim, cfg.bm, cfg.bn
+    q, k, v = TmaOperandLoad(bm, d), TmaOperandLoad(bn, d), TmaOperandLoad(bn, d)
+    checks: Dict[str, CheckResult] = {}
+    try:
+        for nm, ld, op, wgs, mn in (("Q", q, tile.q, cfg.consumers, 64),
+                                    ("K", k, tile.k, 1, bn), ("V", v, tile.v, 1, d)):
+            n = check_tma_against_descriptors(f"{cfg.name}: {nm}", ld, op.major, op.desc,
+                                              op.k_starts, op.wg_step, wgs, mn)
+            checks[f"{nm} TMA boxes vs descriptors"] = proved(
+                f"{nm}: {ld.boxes} boxes of ({ld.box_inner}, {ld.rows}), {ld.stride} B apart, "
+                f"read where written ({n} points)", "every warpgroup, k step and element")
+    except GemmConfigError as e:
+        raise AttentionConfigError(str(e)) from None
+    for nm, ld, want in (("Q", q, cfg.q_bytes), ("K", k, cfg.kv_bytes), ("V", v, cfg.kv_bytes)):
+        if ld.stage_bytes != want:
+            raise AttentionConfigError(
+                f"{cfg.name}: {nm} expects {want} transaction bytes per stage but its boxes "
+                f"deliver {ld.stage_bytes}: the full barrier would complete early or never")
+        if ld.stride % SWIZZLE_REPEAT[ld.swizzle] or want % SWIZZLE_REPEAT[ld.swizzle]:
+            raise AttentionConfigError(
+                f"{cfg.name}: {nm} boxes start {ld.stride} B apart in {want}-byte stages: not "
+                f"on the {SWIZZLE_REPEAT[ld.swizzle]}-byte swizzle repeat")
+        checks[f"{nm} transaction bytes"] = proved(
+            f"{nm}: expect_tx {want} B = {ld.boxes} boxes x {ld.box_bytes} B", "every stage")
+    return WsTmaLoads(q, k, v, checks)
+
+
+def emit_tile_decode(o: Callable[[str], None], cfg: Any, ind: str) -> None:
+    """A persistent kernel's work unit ``u`` -> query block ``qb`` (longest first when causal:
+    every head and batch of the last query block, then the one before), head ``h``, batch
+    ``b``, KV head ``hk``, first row ``m0`` and ``NB`` key blocks (stopping at the diagonal
+    when causal), as :func:`.attention.emit_flash_block` prints them for a block's grid
+    position."""
+    o(f"{ind}const int rank = u / (n_heads * n_batch), hb = u % (n_heads * n_batch);")
+    o(f"{ind}const int qb = {'nqb - 1 - rank' if cfg.causal else 'rank'};")
+    o(f"{ind}const int h = hb % n_heads, b = hb / n_heads, hk = h / group;")
+    o(f"{ind}const int m0 = qb * {cfg.bm};")
+    o(f"{ind}const int n_end = " + (f"min(Skv, m0 + {cfg.bm});" if cfg.causal else "Skv;"))
+    o(f"{ind}const int NB = (n_end + {cfg.bn - 1}) / {cfg.bn};")
+
+
+def emit_tma_producer(o: Callable[[str], None], cfg: Any, loads: WsTmaLoads) -> None:
+    """The producer warpgroup's body (after its ``setmaxnreg.dec``): thread 0 loads Q, then
+    K and V block by block into the ring, waiting on ``empty`` before reusing a stage (the
+    parities of :func:`.wgmma_attention_ws.ring_schedule`).  Persistent: the same for each
+    work unit of the block, the ring's block count ``g`` running on over the units, and Q
+    refilled once the consumers released the previous unit's (parity of unit ``it - 1``)."""
+    S, bn = cfg.stages, cfg.bn
+    pt = cfg.persistent
+
+    def boxes(ind: str, ld: TmaOperandLoad, dst: str, tmap: str, bar: str, row: str,
+              head: str) -> None:
+        for j in range(ld.boxes):
+            off = f" + {j * ld.stride}" if j else ""
+            o(f"{ind}lg_tma_load_4d({dst}{off}, {tmap}, {bar}, {j * ld.box_inner}, {row}, "
+              f"{head}, b);")
+
+    o("    if (tid == 0) {")
+    o("      lg_tma_prefetch(tmQ); lg_tma_prefetch(tmK); lg_tma_prefetch(tmV);")
+    if pt:
+        o("      int g0 = 0, it = 0;")
+        o("      for (int u = blockIdx.x; u < tiles; u += gridDim.x, ++it) {")
+        emit_tile_decode(o, cfg, "      ")
+        o("      if (it) lg_mbar_wait(bQe, (it - 1) & 1);   // the previous unit's Q released")
+    o(f"      lg_mbar_expect_tx(bQ, {loads.q.stage_bytes}u);")
+    boxes("      ", loads.q, "sQ", "tmQ", "bQ", "m0", "h")
+    o("      for (int j = 0; j < NB; ++j) {")
+    if pt:
+        o(f"        const int s = (g0 + j) % {S}, use = (g0 + j) / {S};")
+    else:
+        o(f"        const int s = j % {S}, use = j / {S};")
+    for kv, ld in (("K", loads.k), ("V", loads.v)):
+        o(f"        if (use) lg_mbar_wait(b{kv}e + 8 * s, (use - 1) & 1);   // block j - {S} "
+          "released")
+        o(f"        lg_mbar_expect_tx(b{kv}f + 8 * s, {ld.stage_bytes}u);")
+        boxes("        ", ld, f"s{kv} + s * {cfg.kv_bytes}", f"tm{kv}", f"b{kv}f + 8 * s",
+              f"j * {bn}", "hk")
+    o("      }")
+    if pt:
+        o("      g0 += NB;\n      }")
+    o("    }")
+
+
+# --------------------------------------------------------------------------- host side
+
+def tma_attention_ready(t) -> bool:
+    """True when TMA can address the (batch, heads, seq, head_dim) tensor ``t`` as it is:
+    16-byte aligned base, head_dim contiguous, every other stride a positive multiple of 16
+    bytes (a broadcast stride of 0 is not a tensor map stride)."""
+    st = tuple(int(x) for x in t.stride())
+    return (t.data_ptr() % 16 == 0 and st[3] == 1
+            and all(0 < s and (2 * s) % 16 == 0 and 2 * s < 2 ** 40 for s in st[:3]))
+
+
+def attention_map_args(t, box_rows: int) -> Dict[str, Any]:
+    """The 4-D tensor map of ``t`` (batch, heads, seq, head_dim) with boxes of 64 head_dim
+    elements x ``box_rows`` rows: dims innermost first, byte strides of seq, heads, batch.
+    Raises :class:`LaunchError` for what TMA cannot address."""
+    if not tma_attention_ready(t):
+        raise LaunchError(f"TMA needs a 16-byte aligned base, head_dim contiguous and positive "
+                          f"strides that are multiples of 8 elements; got strides "
+                          f"{tuple(t.stride())} at pointer offset {t.data_ptr() % 16} B")
+    B, H, S, D = (int(x) for x in t.shape)
+    return {"dims": (D, S, H, B), "strides": tuple(2 * int(t.stride(i)) for i in (2, 1, 0)),
+            "box": (64, box_rows, 1, 1)}
+
+
+class AttentionTensorMaps:
+    """Device copies (128-byte uint8 tensors, 64-byte aligned) of the tensor maps of the
+    tensors a prefill reads, cached by (pointer, shape, strides, dtype, box)."""
+
+    def __init__(self) -> None:
+        self._maps: Dict[Any, Any] = {}
+
+    def get(self, t, box_rows: int):
+        import torch
+        key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), box_rows,
+               t.device)
+        m = self._maps.get(key)
+        if m is None:
+            raw = encode_tiled_map(t, attention_map_args(t, box_rows))
+            if len(self._maps) > 64:
+                self._maps.clear()
+            buf = torch.empty(len(raw) + 64, dtype=torch.uint8, device=t.device)
+            off = (-buf.data_ptr()) % 64
+            m = buf[off:off + len(raw)]
+            m.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+            self._maps[key] = m
+        return m
