@@ -179,4 +179,6 @@ def clear_caches() -> None:
               *dispatch._SPLIT_DECODE.values(), *attention._DECODE.values()]:
         g.forget_calls()
         g._module = None
-        getattr(g, "_maps", {}).clear()
+        maps = getattr(g, "_maps", None)
+        if maps is not None:
+            maps.clear()

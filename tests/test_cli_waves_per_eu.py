@@ -41,8 +41,9 @@ FP8_CHOICE_FLAGS = ["--block", "224x128x64"] + CHOICE_FLAGS[2:]
 
 @pytest.mark.parametrize("dtype", ["fp8", "bf8"])
 def test_block_flags_reproduce_the_tile_choice_of_a_ragged_fp8_gemm(dtype):
-    """The 224-row tile is the choice at 4000x3000x1000 fp8 (at 4096^3 it was the choice
-    until the 128x128 loop reached 100 % MFMA busy by the model; now it is the runner-up)."""
+    """The 224x128x64 tile (1x4 waves, the 256-register hint) is the choice at 4000x3000x1000
+    fp8 (at 4096^3 it was the choice until the interleaved 224x256x64 tile and the 100 %-busy
+    128x128x128 loop passed it)."""
     shape = ["--m", "4000", "--n", "3000", "--k", "1000", "--dtype", dtype]
     chosen = select_gemm(4000, 3000, 1000, dtype=dtype).config
     assert chosen.waves_per_eu == 2     # the choice this flag exists to reproduce

@@ -102,7 +102,7 @@ def test_amd_target_uses_the_amd_tile_choice():
         amd = select_amd_gemm(*shape, arch="gfx942").config
         assert (c.config.block_m, c.config.block_n, c.config.block_k, c.config.stages,
                 c.config.schedule) == (amd.block_m, amd.block_n, amd.block_k, amd.stages,
-                                       "pipelined")
+                                       amd.schedule)
         assert "chosen " in c.reason and "shape-aware" not in c.reason
         assert c.ctas == -(-shape[0] // amd.block_m) * -(-shape[1] // amd.block_n)
 

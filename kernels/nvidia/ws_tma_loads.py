@@ -194,6 +194,10 @@ class AttentionTensorMaps:
     def __init__(self) -> None:
         self._maps: Dict[Any, Any] = {}
 
+    def clear(self) -> None:
+        """Forget every map (the device copies go with their tensors)."""
+        self._maps.clear()
+
     def get(self, t, box_rows: int):
         import torch
         key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), box_rows,
