@@ -4,7 +4,7 @@ measured in several interleaved rounds (a fresh random order per round, so a dri
 machine hits every candidate alike), with the split kernel's and the combine kernel's device
 time apart, the per-round device copy and the SM clock beside each round.
 
-    python3 benchmarks/gpu_decode_spread.py [--out DIR] [--rounds 5] [--reps 20]
+    python3 benchmarks/gpu_decode_spread.py [--out DIR] [--rounds 5] [--reps 20] [--short]
 
 Writes ``decode_spread.json`` (every measurement) and ``decode_spread.txt`` (per candidate:
 median, min and max of the per-round ratios; the combine's share).  ``flush`` rows write a
@@ -32,6 +32,8 @@ SHAPES = {"B4 H32/8 4096": (4, 32, 8, 4096, 256),
 CANDIDATES = {"B4 H32/8 4096": [(w, n) for w in (2, 4, 8) for n in (4, 6, 8, 12, 16, 24, 32)],
               "B2 H64/8 16384": [(4, 8), (4, 16), (4, 32), (4, 48), (2, 16), (2, 32)],
               "B1 H32/8 32768": [(4, 16), (4, 32), (4, 64), (8, 16), (8, 32)]}
+SHORT = {"B4 H32/8 4096": [(4, 8), (8, 4), (4, 6)], "B2 H64/8 16384": [(4, 16)],
+         "B1 H32/8 32768": [(8, 16), (4, 32)]}        # --short: the choices before and after
 FLUSHED = {"B4 H32/8 4096": [(4, 8), (4, 16), (8, 4), (8, 8)]}
 
 
@@ -66,6 +68,7 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--short", action="store_true", help="only the SHORT candidates, no flush")
     args = ap.parse_args()
     import torch
     from gpu_suite import copy_device_gbps, rel
@@ -86,12 +89,12 @@ def main() -> int:
         auto = (choice.config.warps, auto_dec.plan(q, k, v)["splits"])
         data[label] = dict(q=q, k=k, v=v, ref=ref, nbytes=(2 * q.numel() + k.numel() + v.numel()) * 2,
                            auto=auto, choice=str(choice.config.name))
-        for w, n in CANDIDATES[label]:
+        for w, n in (SHORT if args.short else CANDIDATES)[label]:
             cfg = MmaDecodeConfig(head_dim=D, hg=heads_per_mma_block(g), warps=w)
             if cfg not in kernels:
                 kernels[cfg] = MmaSplitKVDecode(cfg)
             jobs += [(label, cfg, n, False)]
-            if (w, n) in FLUSHED.get(label, []):
+            if (w, n) in FLUSHED.get(label, []) and not args.short:
                 jobs += [(label, cfg, n, True)]
     errs = {}
     for label, cfg, n, _ in jobs:
