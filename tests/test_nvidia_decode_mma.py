@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kernels.nvidia.attention import AttentionConfigError
-from kernels.nvidia.decode_mma import (MAX_STATIC_SMEM, MMA_BLOCKS_PER_SM, MmaDecodeConfig,
-                                       emit_mma_decode, fragment_maps, heads_per_mma_block,
-                                       merge_smem_bytes, mma_warps)
+from kernels.nvidia.decode_mma import (MAX_STATIC_SMEM, MMA_BLOCKS_PER_SM, WAVE_FILL_SLACK,
+                                       MmaDecodeConfig, emit_mma_decode, fragment_maps,
+                                       heads_per_mma_block, merge_smem_bytes, mma_blocks_per_sm,
+                                       mma_warps, wave_fill)
+from kernels.nvidia.decode_splitkv import COMBINE_THREADS, choose_splits, combine_grid
 
 
 # ---- the PTX ISA's m16n8k16 fragments (16-bit A/B, f32 C): lane = 4 g + t
@@ -185,7 +187,66 @@ def test_warps_and_heads_choice():
     assert heads_per_mma_block(12) == 6 and heads_per_mma_block(7) == 7
     assert mma_warps(512, 132) == 8 and mma_warps(8, 132) == 4
     assert mma_warps(MMA_BLOCKS_PER_SM * 132 - 1, 132) == 4
-    assert mma_warps(512, 132, head_dim=256) == 4 and mma_warps(8, 132, head_dim=256) == 4
+    assert mma_warps(512, 132, head_dim=256) == 4
+
+
+@pytest.mark.parametrize("B,H,Hk,S,warps,splits", [
+    (4, 32, 8, 4096, 8, 4),       # the suite row: 8 x 4 median 0.86 of a copy, 4 x 8 0.85
+    (1, 32, 8, 32768, 8, 16),     # 8 x 16 0.90, 4 x 32 0.86 (H100 spread run a)
+    (2, 64, 8, 16384, 4, 16),     # hg 8: 8 warps' merge buffers pass 48 KiB
+    (6, 32, 8, 4096, 4, 5),       # 8 warps x 2 splits would leave 36 of 132 SMs idle
+    (16, 32, 8, 4096, 4, 2),      # 8 warps would take two waves (not measured): 4
+    (1, 32, 8, 100_000, 4, 33),   # 2048 keys per split at most: 49 splits, 3 waves at 8
+    (64, 32, 8, 8192, 4, 1)])     # the batch fills the GPU: no split
+def test_d256_warps_and_splits(B, H, Hk, S, warps, splits):
+    """head_dim 256: 8 warps (one block per SM) where their split count is one wave that
+    fills the SMs about as well as 4 warps' two blocks per SM; 4 warps otherwise."""
+    g = H // Hk
+    hg = heads_per_mma_block(g)
+    blocks = B * Hk * (g // hg)
+    w = mma_warps(blocks, 132, 256, hg, S)
+    cfg = MmaDecodeConfig(head_dim=256, hg=hg, warps=w)
+    n = choose_splits(blocks, S, 132, None, mma_blocks_per_sm(cfg), True)[0]
+    assert (w, n) == (warps, splits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 600), st.integers(65, 200_000), st.integers(1, 200), st.integers(1, 8))
+def test_d256_eight_warps_only_in_one_full_wave(blocks, skv, sms, hg):
+    """Whenever 8 warps are chosen at head_dim 256: their merge buffers fit, the split
+    launch is one wave of one block per SM, and it keeps within WAVE_FILL_SLACK of the SMs
+    4 warps would keep busy."""
+    w = mma_warps(blocks, sms, 256, hg, skv)
+    assert w in (4, 8)
+    if w == 8:
+        assert merge_smem_bytes(MmaDecodeConfig(head_dim=256, hg=hg, warps=8)) <= MAX_STATIC_SMEM
+        n = choose_splits(blocks, skv, sms, None, 1, True)[0]
+        assert blocks * n <= sms
+        assert wave_fill(blocks, skv, sms, 8)[1] >= wave_fill(blocks, skv, sms, 4)[1] - WAVE_FILL_SLACK
+
+
+def test_blocks_per_sm_follows_the_registers():
+    """236 registers a lane at head_dim 256: 8 // warps blocks of 4 warps fit 64K registers."""
+    for w, bps in ((1, 8), (2, 4), (4, 2), (8, 1)):
+        assert mma_blocks_per_sm(MmaDecodeConfig(head_dim=256, hg=4, warps=w)) == bps
+        assert 240 * 32 * w * bps <= 65536 < 240 * 32 * w * (bps + 1)
+    assert mma_blocks_per_sm(MmaDecodeConfig(head_dim=128, warps=8)) == MMA_BLOCKS_PER_SM
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_combine_launch_covers_what_the_kernel_indexes(D):
+    """The combine's grid (combine_grid x COMBINE_THREADS threads) reaches every (row,
+    element group) the printed kernel indexes, and no more than one block past it: a kernel
+    printing one width and a launch assuming another would leave outputs unwritten."""
+    import re
+    src = emit_mma_decode(MmaDecodeConfig(head_dim=D, hg=4))
+    per_row = int(re.search(r"if \(i >= \(long long\)rows \* (\d+)\) return;", src).group(1))
+    width = int(re.search(r"c = \(int\)\(i % \d+\) \* (\d+);", src).group(1))
+    assert per_row * width == D
+    assert re.search(rf"__launch_bounds__\({COMBINE_THREADS}\)\n\w+_combine", src)
+    for rows in (1, 3, 32, 128, 4097):
+        blocks = combine_grid(rows, D)
+        assert blocks * COMBINE_THREADS >= rows * per_row > (blocks - 1) * COMBINE_THREADS
 
 
 def test_every_accepted_config_fits_static_shared_memory():
@@ -211,7 +272,7 @@ def test_dispatch_picks_the_tensor_core_kernel():
     from kernels.nvidia.dispatch import choose_decode
     for (B, H, Hk, S, D), name in (((64, 32, 8, 8192, 128), "lg_decode_mma_bf16_f16_d128_g4_c1_w8"),
                                    ((1, 64, 8, 131072, 128), "lg_decode_mma_bf16_f16_d128_g8_c1_w4"),
-                                   ((4, 32, 8, 4096, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w4"),
+                                   ((4, 32, 8, 4096, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w8"),
                                    ((64, 32, 8, 8192, 256), "lg_decode_mma_bf16_f16_d256_g4_c1_w4")):
         q = torch.empty(B, H, 1, D, dtype=torch.bfloat16)
         k = torch.empty(B, Hk, 1, D, dtype=torch.bfloat16).expand(B, Hk, S, D)
@@ -226,7 +287,8 @@ def test_nvrtc_compiles_without_spills_at_4_warps(tmp_path):
     from kernels.toolchain.nvrtc import compile_cuda
     for kw in (dict(), dict(head_dim=64), dict(head_dim=64, hg=4, warps=8),
                dict(hg=4, in_dtype="f16", out_dtype="bf16"),
-               dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16")):
+               dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16"),
+               dict(head_dim=256, hg=4, warps=8)):
         c = MmaDecodeConfig(**kw)
         m = compile_cuda(emit_mma_decode(c), c.arch, ["--ptxas-options=-v"], name=f"{c.name}.cu",
                          cache=Cache(tmp_path))

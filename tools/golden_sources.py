@@ -251,7 +251,8 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     from kernels.nvidia.decode_mma import MmaDecodeConfig, emit_mma_decode
     for kw in (dict(), dict(hg=8), dict(head_dim=64, hg=8), dict(hg=4, warps=8),
                dict(in_dtype="f16", out_dtype="bf16", hg=3, chunk=2),
-               dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16")):
+               dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16"),
+               dict(head_dim=256, hg=4, warps=8)):     # the B4 H32/8 Skv 4096 choice
         yield (f"nvidia/decode-mma/{_kw(kw)}", lambda kw=kw: emit_mma_decode(MmaDecodeConfig(**kw)))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),

@@ -35,13 +35,13 @@ from typing import ClassVar, Dict, List, Tuple
 
 from .attention import AttentionConfigError
 from .builder import CompiledKernel
-from .decode_splitkv import (SplitDecodeShape, SplitKVDecode, check_decode_dtypes, emit_combine,
-                             emit_decode_helpers, emit_row_merge)
+from .decode_splitkv import (SplitDecodeShape, SplitKVDecode, check_decode_dtypes, choose_splits,
+                             emit_combine, emit_decode_helpers, emit_row_merge)
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
            "MMA_MAX_HEADS", "MMA_BLOCKS_PER_SM", "MAX_STATIC_SMEM", "merge_smem_bytes", "validate",
-           "heads_per_mma_block", "mma_warps"]
+           "heads_per_mma_block", "mma_warps", "mma_blocks_per_sm", "wave_fill", "WAVE_FILL_SLACK"]
 
 MMA_MAX_HEADS = 8          # the mma's n = 8 heads of one KV head per block
 MAX_STATIC_SMEM = 48 * 1024   # a kernel's static __shared__ arrays
@@ -242,32 +242,62 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     return "\n".join(L) + "\n"
 
 
+def mma_blocks_per_sm(cfg: MmaDecodeConfig) -> int:
+    """Blocks per SM the split count aims for.  At head_dim 256 a lane holds 236 registers
+    (NVRTC 13; 240 allocated), so exactly ``8 // warps`` blocks fit an SM's 64K registers and
+    the count is rounded to whole waves of them (:func:`.decode_splitkv.choose_splits`'s
+    ``whole_waves``); at 64/128 (<= 148 registers) :data:`MMA_BLOCKS_PER_SM`."""
+    return max(1, 8 // cfg.warps) if cfg.head_dim == 256 else MMA_BLOCKS_PER_SM
+
+
 class MmaSplitKVDecode(SplitKVDecode):
     """:class:`~.decode_splitkv.SplitKVDecode`'s launch (same arguments, split choice and
     combine) with the tensor-core split kernel."""
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
-        # head_dim 256: 236 registers a lane (NVRTC 13), so exactly MMA_BLOCKS_PER_SM blocks
-        # of 4 warps fit an SM and a split count a few blocks past a wave pays a whole tail wave
-        # (H100, B4 H32/8 Skv 4096: 8 splits, 256 blocks, 0.82 of a copy; 9 splits 0.62).
-        # At 64/128 (<= 148 registers) a third block fits and absorbs the overshoot.
+        # head_dim 256: a split count a few blocks past a wave pays a whole tail wave (H100,
+        # B4 H32/8 Skv 4096, 4 warps: 8 splits, 256 blocks, 0.82 of a copy; 9 splits 0.62).
+        # At 64/128 a third block fits and absorbs the overshoot.
         self.whole_waves = cfg.head_dim == 256
+        self.blocks_per_sm = mma_blocks_per_sm(cfg)
 
-    blocks_per_sm = MMA_BLOCKS_PER_SM
+
+WAVE_FILL_SLACK = 0.05     # the SM share 8 warps may leave idle beyond 4 warps' and still win
 
 
-def mma_warps(blocks: int, sms: int, head_dim: int = 128) -> int:
-    """Warps per block: 8 when ``blocks`` (batch x KV heads x head chunks) alone give
-    :data:`MMA_BLOCKS_PER_SM` per SM (one split), else 4; always 4 at head_dim 256, whose
-    236 registers per lane let only one 8-warp block on an SM (H100 sweep, B4 H32/8 Skv 4096:
-    8 warps at best 0.82 of a copy, like 4 warps).  H100 (suite, device time, chunk 1):
-    B64 H32/8 Skv 8K (512 blocks) 0.98 of a copy at 8 warps, 0.90-0.92 at 4; B1 H32/8 Skv 100K
-    (8 blocks, 33 splits) 0.88 at 4 warps, 0.78 at 8 (the 8 warps' 128-key steps leave a ragged
-    tail in each 3031-key split)."""
-    if head_dim == 256:
+def wave_fill(blocks: int, seqlen_kv: int, sms: int, warps: int) -> Tuple[int, float]:
+    """``(waves, fill)`` of a head_dim 256 launch of ``warps`` warps per block with the split
+    count it would get (whole waves of :func:`mma_blocks_per_sm` blocks per SM): how many
+    waves of SM slots it takes and the share of those slots its blocks keep busy."""
+    slots = sms * mma_blocks_per_sm(MmaDecodeConfig(head_dim=256, warps=warps))
+    n = choose_splits(blocks, seqlen_kv, sms, None, slots // sms, True)[0]
+    waves = -(-blocks * n // slots)
+    return waves, blocks * n / (waves * slots)
+
+
+def mma_warps(blocks: int, sms: int, head_dim: int = 128, hg: int = MMA_MAX_HEADS,
+              seqlen_kv: int = 1 << 20) -> int:
+    """Warps per block for ``blocks`` (batch x KV heads x head chunks) of ``hg`` heads.
+
+    head_dim 64/128: 8 when the blocks alone give :data:`MMA_BLOCKS_PER_SM` per SM (one
+    split), else 4.  H100 (suite, device time, chunk 1): B64 H32/8 Skv 8K (512 blocks) 0.98
+    of a copy at 8 warps, 0.90-0.92 at 4; B1 H32/8 Skv 100K (8 blocks, 33 splits) 0.88 at 4
+    warps, 0.78 at 8 (the 8 warps' 128-key steps leave a ragged tail in each 3031-key split).
+
+    head_dim 256 (one 8-warp block or two 4-warp blocks per SM): 8 when the 8-warp merge
+    buffers fit and the 8-warp launch, KV split, is one wave that keeps at most
+    :data:`WAVE_FILL_SLACK` fewer SMs busy than 4 warps' would (the regime measured), else 4.  H100, 5 interleaved
+    rounds (benchmarks/gpu_decode_spread.py): B4 H32/8 Skv 4096 8 warps x 4 splits 0.83-0.88
+    of a copy (median 0.86) against 4 x 8 0.81-0.86 (0.85); B1 H32/8 Skv 32K 8 x 16 0.90
+    against 4 x 32 0.86: half the splits, half the partials for the combine to merge."""
+    if head_dim != 256:
+        return 8 if blocks >= MMA_BLOCKS_PER_SM * sms else 4
+    wide = MmaDecodeConfig(head_dim=256, hg=hg, warps=8)
+    if merge_smem_bytes(wide) > MAX_STATIC_SMEM:
         return 4
-    return 8 if blocks >= MMA_BLOCKS_PER_SM * sms else 4
+    (waves8, fill8), (_, fill4) = (wave_fill(blocks, seqlen_kv, sms, w) for w in (8, 4))
+    return 8 if waves8 == 1 and fill8 >= fill4 - WAVE_FILL_SLACK else 4
 
 
 def heads_per_mma_block(group: int) -> int:

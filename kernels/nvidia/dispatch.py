@@ -292,7 +292,7 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                             "per (batch, head) row, no split")
     if q.shape[-1] in (64, 128, 256):
         hg = heads_per_mma_block(group)
-        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), q.shape[-1])
+        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), q.shape[-1], hg, skv)
         cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               warps=warps)
         return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
