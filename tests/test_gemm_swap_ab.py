@@ -109,3 +109,21 @@ def test_printed_call_with_unswapped_operands_is_refused():
     assert bad != line
     r = verify_printed(bk.ir, bk.source.replace(line, bad, 1))
     assert not r["printed_source"].holds
+
+
+def test_fp8_default_epilogue_packs_bf16_pairs_without_shifts():
+    """The 4096^3 fp8 default (224x256x64 interleaved, per-tensor scales, bf16 C): 224 values
+    a lane in 56 global_store_dwordx2; lagen_f32_to_bf16 selects whole words and shifts last,
+    so the high halves of two results pack with one v_perm_b32 (before: one v_lshrrev_b32 per
+    element, 224, then the perm)."""
+    import subprocess
+    import tempfile
+    bk = build_gemm(select_gemm(4096, 4096, 4096, dtype="fp8").config)
+    co = bk.compile("gfx942", use_cache=False)
+    with tempfile.NamedTemporaryFile(suffix=".co") as f:
+        f.write(co.binary)
+        f.flush()
+        dis = subprocess.run(["llvm-objdump-19", "-d", "--mcpu=gfx942", f.name],
+                             capture_output=True, text=True, check=True).stdout
+    assert dis.count("global_store_dwordx2") == 56 and "global_store_short" not in dis
+    assert dis.count("v_lshrrev_b32") < 64
