@@ -13,7 +13,7 @@ from kernels.amd.registry import get
 CHOICE_FLAGS = ["--block", "224x128x32", "--waves", "1x4", "--stages", "1",
                 "--schedule", "pipelined", "--waves-per-eu", "2"]
 CHOICE_4096 = ["--block", "224x256x32", "--waves", "2x2", "--stages", "1", "--mfma", "16x16x16",
-               "--schedule", "interleaved", "--waves-per-eu", "1"]
+               "--schedule", "interleaved", "--swap-ab", "--waves-per-eu", "1"]
 
 
 def _config(argv):

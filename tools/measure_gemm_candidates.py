@@ -34,7 +34,7 @@ def measure(c, dtype: str, m: int, n: int, k: int, b_layout: str = "plain") -> s
     cfg = GemmConfig(m, n, k, dtype=dtype, block_m=c.block_m, block_n=c.block_n,
                      block_k=c.block_k, waves_m=c.waves_m, waves_n=c.waves_n, stages=c.stages,
                      mfma=c.mfma, schedule=c.schedule, waves_per_eu=c.waves_per_eu,
-                     b_layout=b_layout, **extra)
+                     b_layout=b_layout, swap_ab=c.swap_ab, **extra)
     try:
         bk = (build_gemm_preshuffled if b_layout == "preshuffled" else build_gemm)(cfg)
         co = bk.compile("gfx942", use_cache=False)

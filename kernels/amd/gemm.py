@@ -535,7 +535,7 @@ class GemmBuilder:
                         a_i = rm + p.reps_m * rn
                         out.append(Mfma(p.spec, self.acc.regs(range(a_i * ci, (a_i + 1) * ci)),
                                         self.fr["A"].regs(a_idx), self.fr["B"].regs(b_idx),
-                                        tag=f"mfma(m{rm},n{rn},g{g},s{s})"))
+                                        f"mfma(m{rm},n{rn},g{g},s{s})", self.c.swap_ab))
             mfmas_of.append(out)
         return reads_of, mfmas_of
 

@@ -116,6 +116,9 @@ class GemmConfig:
     waves_per_eu: int = 0          # > 0: amdgpu_waves_per_eu(n) on the kernel, a register
                                    # budget of 512 / n per lane (2: 256, two waves per SIMD);
                                    # 0: no hint (the compiler's own choice)
+    swap_ab: bool = False          # True: the MFMAs take B as srcA and A as srcB, computing
+                                   # each C tile transposed, so a lane's accumulator values lie
+                                   # along N (wide row-major C stores); square MFMAs only
     selection: Optional[str] = field(default=None, compare=False)  # why select_gemm chose
                                    # this config (None: the user's own); not in the source
 
@@ -156,6 +159,8 @@ class GemmConfig:
         if c.schedule == "interleaved" and c.stages != 1:
             raise ConfigError(f"the interleaved schedule uses one LDS stage (its stores wait "
                               f"for a barrier inside the MFMA run), got stages={c.stages}")
+        if type(c.swap_ab) is not bool:
+            raise ConfigError(f"swap_ab must be True or False, got {c.swap_ab!r}")
         if type(c.waves_per_eu) is not int or c.waves_per_eu not in range(0, 9):
             raise ConfigError(f"waves_per_eu must be 0 (no hint) .. 8, got {c.waves_per_eu!r}")
         for name in ("m", "n", "k", "block_m", "block_n", "block_k", "waves_m", "waves_n"):
@@ -519,8 +524,11 @@ def plan_gemm(cfg: GemmConfig, spec: Any = None) -> GemmPlan:
     b = _operand(cfg, "B")
     a.frag_mn, a.frag_k = _frag(spec, a, cfg, items, kpack, kgroups, reps_m, wtm, True)
     b.frag_mn, b.frag_k = _frag(spec, b, cfg, items, kpack, kgroups, reps_n, wtn, False)
-    # accumulator: C[i][j] tile, rows M
+    # accumulator: C[i][j] tile, rows M (swap_ab: the instruction's tile is C^T, its i along N)
     cm, cn = split_tv(spec.tv_layout("C"), IM)
+    if cfg.swap_ab:
+        _need(IM == IN, f"swap_ab needs a square MFMA tile, {spec.name} is {IM}x{IN}")
+        cm, cn = cn, cm
     waves = (cfg.waves_m, cfg.waves_n)
     c_items = cm[1].shape
     acc_m = make_layout(Layout((cm[0].shape, waves), (cm[0].stride, (wtm, 0))),

@@ -132,7 +132,12 @@ class GemmEntry(KernelEntry):
                        "budget of 512 / N per lane (2: 256 registers, two waves per SIMD; "
                        "0: no hint, the default). The tile choice's 4096^3 f16/bf16 kernel is "
                        "--block 224x256x32 --waves 2x2 --stages 1 --mfma 16x16x16 "
-                       "--schedule interleaved --waves-per-eu 1")
+                       "--schedule interleaved --swap-ab --waves-per-eu 1")
+        g.add_argument("--swap-ab", action="store_true", default=None,
+                       help="with --block: the MFMAs take B as srcA and A as srcB (C tiles "
+                       "computed transposed), so each lane's accumulator values lie along N "
+                       "and a row-major C is written with wide stores (square MFMAs only; the "
+                       "tile choice sets it for its interleaved tile)")
         g.add_argument("--b-layout", default="plain", choices=("plain", "preshuffled"),
                        help="B storage: plain (B[K,N] as --layout says, through LDS; default) "
                        "or preshuffled (MFMA fragment order, kernels.amd.preshuffle: B loaded "
@@ -155,17 +160,20 @@ class GemmEntry(KernelEntry):
         stages = getattr(args, "stages", None)
         schedule = getattr(args, "schedule", None)
         waves_per_eu = getattr(args, "waves_per_eu", None)
+        swap_ab = getattr(args, "swap_ab", None)
         block = args.block
         # the tile choice has measured tables for plain B and for fp8/bf8 with preshuffled B;
         # 16-bit preshuffled B without --block keeps the fixed 128x128 default
         if block is None and (common["b_layout"] == "plain" or _one_byte(args.dtype)):
             given = [f"--{n}" for n, v in (("waves", waves), ("stages", stages),
                                            ("schedule", schedule), ("mfma", args.mfma),
-                                           ("waves-per-eu", waves_per_eu))
+                                           ("waves-per-eu", waves_per_eu),
+                                           ("swap-ab", swap_ab))
                      if v is not None]
             if given:
                 raise ConfigError(f"{', '.join(given)} without --block: the tile choice picks "
-                                  "waves, stages, MFMA, schedule and waves per EU together; "
+                                  "waves, stages, MFMA, schedule, waves per EU and operand "
+                                  "order together; "
                                   "give --block "
                                   "too (e.g. --block 128x128x32) to set them yourself")
             from .gemm_select import select_gemm
@@ -181,7 +189,8 @@ class GemmEntry(KernelEntry):
                           waves_m=wm, waves_n=wn, mfma=args.mfma,
                           stages=2 if stages is None else stages,
                           schedule=schedule or "basic",
-                          waves_per_eu=0 if waves_per_eu is None else waves_per_eu, **common)
+                          waves_per_eu=0 if waves_per_eu is None else waves_per_eu,
+                          swap_ab=bool(swap_ab), **common)
 
     def build(self, cfg: Any) -> Any:
         if cfg.b_layout == "preshuffled":

@@ -214,9 +214,11 @@ __device__ __forceinline__ unsigned short lagen_f32_to_bf16(float f) {
   __builtin_memcpy(&u, &f, 4);
   // both results, then a select (an early return for NaN compiled to a branch around every
   // element of a bf16 epilogue: exec-mask save/restore, ~8 more instructions per element)
-  const unsigned nan = (u >> 16) | 0x40u;                       // quiet NaN
-  const unsigned rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // round to nearest, ties to even
+  // selected as 32-bit words, shifted last: the high halves of two results then pack into
+  // one bf16x2 word with one v_perm_b32 (no shift per element)
+  const unsigned nan = u | 0x400000u;                           // quiet NaN
+  const unsigned rne = u + 0x7fffu + ((u >> 16) & 1u);          // round to nearest, ties to even
   // (an integer NaN test: __builtin_isnan would fold to false under -ffinite-math-only)
-  return (unsigned short)(((u & 0x7fffffffu) > 0x7f800000u) ? nan : rne);
+  return (unsigned short)((((u & 0x7fffffffu) > 0x7f800000u) ? nan : rne) >> 16);
 }
 #endif  // not CUDA

@@ -309,13 +309,20 @@ class Access:
 
 @dataclass
 class Mfma:
-    """``acc = mfma(a, b, acc)`` with the instruction of ``spec``."""
+    """``acc = mfma(a, b, acc)`` with the instruction of ``spec``.
+
+    ``swap_ab``: the instruction takes ``b`` as its srcA and ``a`` as its srcB, so it computes
+    the tile transposed, ``D^T = B^T A^T`` (a square MFMA's A and B operand layouts are each
+    other's transpose, so the same registers serve): accumulator element (lane, item) then
+    holds ``C[j][i]`` where the spec's C layout says ``(i, j)``.  A GEMM uses it to put each
+    lane's accumulator values along N, next to each other in a row-major C (wide stores)."""
 
     spec: Any
     acc: Regs
     a: Regs
     b: Regs
     tag: str = ""
+    swap_ab: bool = False
 
 
 @dataclass

@@ -211,7 +211,8 @@ class Printer:
         acc = self.whole(m.acc)
         if not self.is_lvalue_vector(m.acc):
             raise ValueError(f"emit: MFMA accumulator {m.tag} must be one whole vector")
-        a, b = (self.operand(r, p) for r, p in zip((m.a, m.b), m.spec.builtin_params))
+        srcs = (m.b, m.a) if m.swap_ab else (m.a, m.b)      # swap_ab: srcA = B, srcB = A
+        a, b = (self.operand(r, p) for r, p in zip(srcs, m.spec.builtin_params))
         self.out(d, f"{acc} = {m.spec.builtin}({a}, {b}, {acc}, 0, 0, 0);")
 
     def operand(self, r: Regs, param: Any) -> str:

@@ -45,7 +45,7 @@ class AttentionDataflow(SoftmaxRules):
         self.vars: Dict[str, VarIds] = {}
         self.lds = {s.name: np.full(s.count, UNSET) for s in k.shared}
         self.races = LdsRaces(k.shared)
-        self.specs: Dict[int, MfmaTables] = {}
+        self.specs: Dict[Tuple[int, bool], MfmaTables] = {}
         self.ver_table: Dict[Any, int] = {}
         v = inst.values
         self.H, self.HK, self.G = v["heads"], v["kv_heads"], v["group"]
@@ -288,9 +288,10 @@ class AttentionDataflow(SoftmaxRules):
 
     # ---- MFMA ----------------------------------------------------------------------------
     def mfma(self, m: Mfma) -> None:
-        sp = self.specs.get(id(m.spec))
+        key = (id(m.spec), m.swap_ab)
+        sp = self.specs.get(key)
         if sp is None:
-            sp = self.specs[id(m.spec)] = MfmaTables(m.spec)
+            sp = self.specs[key] = MfmaTables(m.spec, m.swap_ab)
         T, W = self.T, self.T // 64
         self.mfma_issues += W
         base = (np.arange(W) * 64)[:, None, None]

@@ -197,9 +197,13 @@ def mfma_inverse(lay: Any, shape: Tuple[int, int], lanes: int):
 class MfmaTables:
     """Index tables of one MFMA instruction, from ``spec.tv_layout`` (lane, item) values:
     ``a_lane``/``a_item`` [M, K] and ``b_lane``/``b_item`` [K, N] (who holds each operand
-    element), ``c_i``/``c_j`` [lane, item] (the accumulator element each register holds)."""
+    element), ``c_i``/``c_j`` [lane, item] (the accumulator element each register holds).
 
-    def __init__(self, spec: Any) -> None:
+    ``swap_ab`` (:class:`~kernels.ir.core.Mfma`): the tables of the statement's own A and B
+    when the instruction takes B as srcA and A as srcB: A[m][k] sits where srcB's (k, m) does,
+    B[k][n] where srcA's (n, k) does, and the register of the spec's (i, j) holds C[j][i]."""
+
+    def __init__(self, spec: Any, swap_ab: bool = False) -> None:
         self.spec = spec
         M, N, K = spec.m, spec.n, spec.k
         op_a, op_b, op_c = MFMA_OPERANDS     # the instruction's operands, not tensor names
@@ -210,6 +214,13 @@ class MfmaTables:
         lc = spec.tv_layout(op_c)
         v = lc.values().reshape((lanes, -1), order="F")
         self.c_i, self.c_j = v % M, v // M          # [lane, item]
+        if swap_ab:
+            if M != N:
+                raise KernelError(f"gate: {spec.name} is {M}x{N}: swapped operands need a "
+                                  "square MFMA tile")
+            self.a_lane, self.b_lane = self.b_lane.T, self.a_lane.T
+            self.a_item, self.b_item = self.b_item.T, self.a_item.T
+            self.c_i, self.c_j = self.c_j, self.c_i
         self.M, self.N, self.K = M, N, K
         self.lanes = int(lanes)                     # 64 (an AMD wave) or 32 (an NVIDIA warp)
 

@@ -118,7 +118,7 @@ class GemmDataflow:
         # k bitsets per accumulator element, word-major: one MFMA touches one word, so its
         # gathers stay inside one contiguous [T, count] slice
         self.kbits = {n: np.zeros((nw, T, self._frag(n).count), np.uint64) for n in accs}
-        self.specs: Dict[int, MfmaTables] = {}
+        self.specs: Dict[Tuple[int, bool], MfmaTables] = {}
         self.mplans: Dict[Any, Any] = {}
         self.groups: Dict[int, Any] = {}
         self.deltas: Dict[int, Any] = {}
@@ -466,9 +466,10 @@ class GemmDataflow:
         failure the state is left untouched and :meth:`mfma_checked` (the reference
         implementation) runs on each in order to report the counterexample."""
         m0 = ms[0]
-        sp = self.specs.get(id(m0.spec))
+        key = (id(m0.spec), m0.swap_ab)
+        sp = self.specs.get(key)
         if sp is None:
-            sp = self.specs[id(m0.spec)] = MfmaTables(m0.spec)
+            sp = self.specs[key] = MfmaTables(m0.spec, m0.swap_ab)
         fr = m0.acc.frag.name
         kb_arr = self.kbits[fr]
         a_fi, b_fi, acc_fi, ijsel = self._batch_plan(ms, sp)
@@ -556,9 +557,10 @@ class GemmDataflow:
         return out
 
     def mfma_checked(self, m: Mfma, env) -> None:
-        sp = self.specs.get(id(m.spec))
+        key = (id(m.spec), m.swap_ab)
+        sp = self.specs.get(key)
         if sp is None:
-            sp = self.specs[id(m.spec)] = MfmaTables(m.spec)
+            sp = self.specs[key] = MfmaTables(m.spec, m.swap_ab)
         L = sp.lanes
         W = self.T // L
         self.mfma_issues += W

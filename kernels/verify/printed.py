@@ -98,7 +98,8 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
             # an NVIDIA atom has no builtin: the CUDA prelude's helper of its input type
             fn = s.spec.builtin or f"lg_mma_{s.spec.a_type}"
             out.append(SourceStmt("mfma", text=s.tag, regs=(
-                fn, *((r.frag.name, r.idx) for r in (s.acc, s.a, s.b, s.acc)))))
+                fn, *((r.frag.name, r.idx) for r in (
+                    s.acc, *((s.b, s.a) if s.swap_ab else (s.a, s.b)), s.acc)))))
         elif kind == "MaskScores":
             out.extend(SourceStmt("mask", exprs=(c,)) for c in s.conds)
         elif kind == "LaneXor":
