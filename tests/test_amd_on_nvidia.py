@@ -411,6 +411,15 @@ def _host_compiler():
 # emitted at collection, before any NVRTC compile of the process (on the device machine a source
 # emitted after compiles once lost the blanks between types and names; docs/PERFORMANCE.md)
 _GPU_GEMMS = {}
+# the tile choice's kernels at the sizes the issue names (4096^3 and a ragged shape; fp8 NN)
+_DEFAULT_CHOICES = [((4096, 4096, 4096), "f16"), ((4000, 3000, 1000), "bf16"),
+                    ((4096, 4096, 4096), "fp8")]
+
+
+def _chosen_gemm(m, n, k, dtype):
+    from kernels.amd.gemm import build_gemm
+    from kernels.amd.gemm_select import select_gemm
+    return build_gemm(select_gemm(m, n, k, dtype=dtype).config)
 _GPU_ATTN = {}
 _GPU_BR = {}
 _GPU_DEC = {}
@@ -429,6 +438,10 @@ if _cuda():
     for _shape, _dt, _lay in (((4096, 4096, 4096), "fp8", "NT"), ((4000, 3000, 1000), "bf8", "NN")):
         _GPU_GEMMS[(_shape, _dt)] = af.gemm_kernel(*_shape, _dt, block_k=64,
                                                    b_major="col" if _lay[1] == "T" else "row")
+    # the library's own choice (kernels.amd.gemm_select): the interleaved 224x256 tile with
+    # swapped MFMA operands and branch-free edge buffer loads at these shapes
+    for _shape, _dt in _DEFAULT_CHOICES:
+        _GPU_GEMMS[(_shape, _dt, "chosen")] = _chosen_gemm(*_shape, _dt)
     # preshuffled B (buffer loads straight into registers): 4096^3 and a ragged shape
     for _shape, _dt in (((4096, 4096, 4096), "bf16"), ((4000, 3000, 1000), "f16")):
         _GPU_GEMMS[(_shape, _dt, "preshuffled")] = af.gemm_kernel(*_shape, _dt,
@@ -479,6 +492,28 @@ def test_gpu_gemm_large(shape, dtype):
     assert r["max_abs_err"] <= atol + rtol * r["max_abs_ref"]
     assert r["rel_fro_err"] < {"f16": 1e-3, "bf16": 6e-3}[dtype]
     assert r["within_tol"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")
+@pytest.mark.parametrize("shape,dtype", _DEFAULT_CHOICES)
+def test_gpu_gemm_library_choice(shape, dtype):
+    """What `compile gemm` builds without --block (the interleaved one-wave-per-SIMD tile,
+    swap_ab, lagen_buffer_load_if at the ragged edges), in its CUDA flavour, against torch."""
+    built = _GPU_GEMMS[(shape, dtype, "chosen")]
+    cfg = built.plan.cfg
+    assert cfg.schedule == "interleaved" and cfg.swap_ab      # the form this test exists for
+    r = af.check_gemm(*shape, dtype=dtype, reps=1, built=built)
+    assert r["unwritten_nan"] == 0
+    assert r["within_tol"], r
+
+
+def test_library_choice_cases_are_the_interleaved_form():
+    """CPU half of the test above: the chosen configurations are the form it is meant to run."""
+    from kernels.amd.gemm_select import select_gemm
+    for (m, n, k), dt in _DEFAULT_CHOICES:
+        cfg = select_gemm(m, n, k, dtype=dt).config
+        assert cfg.schedule == "interleaved" and cfg.swap_ab, (m, n, k, dt)
 
 
 @pytest.mark.gpu
