@@ -32,7 +32,7 @@ GPU tests compare the GEMM with ``torch.matmul``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from mfma_specs.nvidia_wgmma import GmmaDescriptor, gmma_addresses
 from ..errors import LaunchError
 from .gemm import GemmConfigError, need
 
-__all__ = ["TmaOperandLoad", "tma_swizzle", "tma_tile_addresses", "check_tma_against_descriptors",
+__all__ = ["DeviceMaps", "TmaOperandLoad", "tma_swizzle", "tma_tile_addresses", "check_tma_against_descriptors",
            "TMA_HELPERS", "encode_tensor_map", "encode_tiled_map", "SWIZZLE_REPEAT", "box_offset_expr",
            "check_printed_offsets"]
 
@@ -273,3 +273,31 @@ def encode_tiled_map(t, args: Dict[str, Any]) -> bytes:
     if int(err) != 0:
         raise LaunchError(f"cuTensorMapEncodeTiled({a}) failed: {err}")
     return np.array([int(x) for x in tmap.opaque], dtype=np.uint64).tobytes()
+
+
+class DeviceMaps:
+    """Device copies of tensor maps (the driver reads a map from global memory: a 128-byte
+    uint8 tensor, 64-byte aligned whatever the allocator's rounding), cached by the caller's
+    key (pointer, shape, strides, dtype, box, device); emptied past 64 entries."""
+
+    def __init__(self) -> None:
+        self._maps: Dict[Any, Any] = {}
+
+    def clear(self) -> None:
+        """Forget every map (the device copies go with their tensors)."""
+        self._maps.clear()
+
+    def get(self, key: Any, encode: Callable[[], bytes], device: Any) -> Any:
+        """The cached copy for ``key``, else ``encode()``'s bytes copied to ``device``."""
+        m = self._maps.get(key)
+        if m is None:
+            import torch
+            raw = encode()
+            if len(self._maps) > 64:
+                self._maps.clear()
+            buf = torch.empty(len(raw) + 64, dtype=torch.uint8, device=device)
+            off = (-buf.data_ptr()) % 64
+            m = buf[off:off + len(raw)]
+            m.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+            self._maps[key] = m
+        return m

@@ -40,7 +40,7 @@ from .builder import CompiledKernel
 from .gemm import CudaGemm, GemmConfigError, c_layout, need
 from .prelude import PACK, source_head
 from .splitk import reduce_kernel, reduce_site
-from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, TmaOperandLoad, box_offset_expr,
+from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, DeviceMaps, TmaOperandLoad, box_offset_expr,
                   check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
                   tma_tile_addresses)
 from .wgmma import (HELPERS, GemmTileBytes, accumulator_rows_cols, emit_wgmma_k_steps, proved,
@@ -417,26 +417,13 @@ class TmaGemm(CudaGemm):
     def __init__(self, cfg: TmaGemmConfig = TmaGemmConfig(), *, backend: str = "auto"):
         self.plan = plan_tma_gemm(cfg)
         CompiledKernel.__init__(self, cfg, emit_tma_gemm(cfg), backend)
-        self._maps: Dict[Any, Any] = {}
+        self._maps = DeviceMaps()
 
     def tensor_map(self, t, box_inner: int, box_outer: int):
         """The device copy (a 128-byte uint8 tensor) of ``t``'s tensor map, cached."""
-        import torch
         key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), box_inner,
                box_outer, t.device)
-        m = self._maps.get(key)
-        if m is None:
-            raw = encode_tensor_map(t, box_inner, box_outer)
-            if len(self._maps) > 64:
-                self._maps.clear()
-            # the driver reads the map from global memory: 64-byte aligned, whatever the
-            # allocator's rounding
-            buf = torch.empty(len(raw) + 64, dtype=torch.uint8, device=t.device)
-            off = (-buf.data_ptr()) % 64
-            m = buf[off:off + len(raw)]
-            m.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
-            self._maps[key] = m
-        return m
+        return self._maps.get(key, lambda: encode_tensor_map(t, box_inner, box_outer), t.device)
 
     def __call__(self, a, b, out=None, splits: int = 1):
         """``a @ b`` (or ``a @ b.T``); a ``split_k`` configuration takes ``splits`` (k tiles

@@ -31,7 +31,7 @@ from layoutalg.verify import CheckResult
 from ..errors import LaunchError
 from .attention import AttentionConfigError
 from .gemm import GemmConfigError
-from .tma import (SWIZZLE_REPEAT, TmaOperandLoad, check_tma_against_descriptors,
+from .tma import (DeviceMaps, SWIZZLE_REPEAT, TmaOperandLoad, check_tma_against_descriptors,
                   encode_tiled_map)
 from .wgmma import proved
 
@@ -187,29 +187,12 @@ def attention_map_args(t, box_rows: int) -> Dict[str, Any]:
             "box": (64, box_rows, 1, 1)}
 
 
-class AttentionTensorMaps:
-    """Device copies (128-byte uint8 tensors, 64-byte aligned) of the tensor maps of the
-    tensors a prefill reads, cached by (pointer, shape, strides, dtype, box)."""
+class AttentionTensorMaps(DeviceMaps):
+    """Device copies of the tensor maps of the tensors a prefill reads, cached by (pointer,
+    shape, strides, dtype, box)."""
 
-    def __init__(self) -> None:
-        self._maps: Dict[Any, Any] = {}
-
-    def clear(self) -> None:
-        """Forget every map (the device copies go with their tensors)."""
-        self._maps.clear()
-
-    def get(self, t, box_rows: int):
-        import torch
+    def get(self, t, box_rows: int):  # type: ignore[override]
         key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), box_rows,
                t.device)
-        m = self._maps.get(key)
-        if m is None:
-            raw = encode_tiled_map(t, attention_map_args(t, box_rows))
-            if len(self._maps) > 64:
-                self._maps.clear()
-            buf = torch.empty(len(raw) + 64, dtype=torch.uint8, device=t.device)
-            off = (-buf.data_ptr()) % 64
-            m = buf[off:off + len(raw)]
-            m.copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
-            self._maps[key] = m
-        return m
+        return super().get(key, lambda: encode_tiled_map(t, attention_map_args(t, box_rows)),
+                           t.device)
