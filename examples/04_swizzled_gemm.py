@@ -11,7 +11,8 @@ three ways of storing the weights (prepared once, offline):
   preshuffle_B.svg): each lane's 8 k of one column are 16 contiguous bytes, so B goes from
   global memory straight into the MFMA's registers with ``buffer_load_dwordx4`` (a buffer
   resource, a per-lane voffset and a wave-uniform soffset), no LDS for B at all; A keeps the
-  swizzled double-buffered LDS.  The gate proves the loaded registers are the MFMA's B
+  swizzled double-buffered LDS, and the hot loop is scheduled (``schedule="pipelined"``:
+  fragments first, partial ``lgkmcnt`` waits, ``s_setprio``).  The gate proves the loaded registers are the MFMA's B
   fragment (lane_mfma_operands), and the loads in range without the hardware's zero fill.
 
 The --size problem is compiled for gfx942, its code-object report printed and its hot loop
@@ -40,7 +41,10 @@ FRAGMENT = "in fragment order"                               # preshuffled B, in
 
 def _build(name, n):
     if name == FRAGMENT:
-        return build_gemm_preshuffled(GemmConfig(n, n, n, dtype="f16"))
+        # the ladder's last step also schedules its hot loop (``schedule="pipelined"``: every
+        # fragment of a k-tile read first, partial lgkmcnt waits, s_setprio 1 after the first
+        # MFMA so the CU's two work-groups alternate MFMA runs and LDS phases)
+        return build_gemm_preshuffled(GemmConfig(n, n, n, dtype="f16", schedule="pipelined"))
     return build_gemm(GemmConfig(n, n, n, dtype="f16", b_major=VARIANTS[name]))
 
 
