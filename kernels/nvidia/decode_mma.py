@@ -35,8 +35,9 @@ from typing import ClassVar, Dict, List, Tuple
 
 from .attention import AttentionConfigError
 from .builder import CompiledKernel
-from .decode_splitkv import (SplitDecodeShape, SplitKVDecode, check_decode_dtypes, choose_splits,
-                             emit_combine, emit_decode_helpers, emit_row_merge)
+from .decode_splitkv import (SPLIT_DECODE_PARAMS, SplitDecodeShape, SplitKVDecode,
+                             check_decode_dtypes, choose_splits, emit_combine,
+                             emit_decode_helpers, emit_row_merge)
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
@@ -148,12 +149,7 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     emit_decode_helpers(o, cfg)
     # minBlocksPerSM 1: without it ptxas spilled 4 bytes at 72 registers (d64, hg 8)
     o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
-    o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
-      "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, float* __restrict__ OP, "
-      "float* __restrict__ LSE, int rows, int Hq, int Hkv, int group, int Skv, int kv_chunk, "
-      "long long q_sb, long long q_sh, long long k_sb, long long k_sh, long long k_ss, "
-      "long long v_sb, long long v_sh, long long v_ss, long long o_sb, long long o_sh, "
-      "float scale_log2) {")
+    o(f"{cfg.name}({SPLIT_DECODE_PARAMS}) {{")
     o(f"  __shared__ __align__(16) float s_acc[{W}][{HG}][{D}];")
     o(f"  __shared__ float s_m[{W}][{HG}], s_l[{W}][{HG}], s_w[{W}][{HG}], s_inv[{HG}], "
       f"s_lse[{HG}];")

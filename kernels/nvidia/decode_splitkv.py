@@ -39,7 +39,7 @@ from .prelude import PACK, source_head
 from ..errors import LaunchError
 from ..runtime.rocm import TensorSpec
 
-__all__ = ["SplitDecodeShape", "check_decode_dtypes", "SplitKVDecodeConfig", "SplitKVDecode", "emit_splitkv_decode", "choose_splits",
+__all__ = ["SPLIT_DECODE_PARAMS", "SplitDecodeShape", "check_decode_dtypes", "SplitKVDecodeConfig", "SplitKVDecode", "emit_splitkv_decode", "choose_splits",
            "heads_per_block", "combine_grid", "MAX_HEADS_PER_BLOCK", "BLOCKS_PER_SM", "MIN_KEYS_PER_SPLIT",
            "MAX_SPLITS"]
 
@@ -115,6 +115,17 @@ def validate(cfg: SplitKVDecodeConfig) -> None:
     smem = 4 * cfg.row_groups * cfg.hg * (cfg.head_dim + 3)
     _need(smem <= 48 * 1024, f"{smem} bytes of static shared memory for the row-group merge; "
           "at most 48 KiB: fewer warps or heads per block")
+
+
+# the split kernel's parameters, the same for the FMA and the tensor-core decode (one launch
+# argument list, SplitKVDecode's)
+SPLIT_DECODE_PARAMS = (
+    "const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
+    "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, float* __restrict__ OP, "
+    "float* __restrict__ LSE, int rows, int Hq, int Hkv, int group, int Skv, int kv_chunk, "
+    "long long q_sb, long long q_sh, long long k_sb, long long k_sh, long long k_ss, "
+    "long long v_sb, long long v_sh, long long v_ss, long long o_sb, long long o_sh, "
+    "float scale_log2")
 
 
 def emit_decode_helpers(o, cfg: SplitKVDecodeConfig) -> None:
@@ -226,12 +237,7 @@ def emit_splitkv_decode(cfg: SplitKVDecodeConfig) -> str:
     o = L.append
     emit_decode_helpers(o, cfg)
     o(f'extern "C" __global__ void __launch_bounds__({T})')
-    o(f"{cfg.name}(const lg_u16* __restrict__ Q, const lg_u16* __restrict__ K, "
-      "const lg_u16* __restrict__ V, lg_u16* __restrict__ O, float* __restrict__ OP, "
-      "float* __restrict__ LSE, int rows, int Hq, int Hkv, int group, int Skv, int kv_chunk, "
-      "long long q_sb, long long q_sh, long long k_sb, long long k_sh, long long k_ss, "
-      "long long v_sb, long long v_sh, long long v_ss, long long o_sb, long long o_sh, "
-      "float scale_log2) {")
+    o(f"{cfg.name}({SPLIT_DECODE_PARAMS}) {{")
     o(f"  __shared__ __align__(16) float s_acc[{R}][{HG}][{D}];")
     o(f"  __shared__ float s_m[{R}][{HG}], s_l[{R}][{HG}], s_w[{R}][{HG}], s_inv[{HG}], "
       f"s_lse[{HG}];")
