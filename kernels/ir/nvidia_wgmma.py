@@ -14,6 +14,15 @@ checks as every GEMM):
   receives ``D[row, col]`` of :meth:`mfma_specs.nvidia_wgmma.Wgmma.layout_c`
   (``lane_accumulator_writeback`` then checks what is stored).  The descriptor's start must
   be uniform over the warpgroup and every address inside the shared array (``in_bounds``).
+* :class:`WgmmaMma` with A from registers (``a`` a :class:`~kernels.ir.core.Regs` of 8
+  16-bit items, the ``.rs`` form an attention kernel feeds ``P`` through): register item ``e``
+  of thread ``t`` of the warpgroup is ``A[row, k]`` of
+  :meth:`mfma_specs.nvidia_wgmma.Wgmma.layout_a`; the 64 x 16 A the tensor cores see is built
+  from the registers by that layout, then paired with B exactly as a shared A
+  (``lane_mfma_operands``: every row one row of the A tensor, every slot's k B's k).  The A
+  registers are read asynchronously too: written since the last ``wgmma.fence``, or written
+  again before the ``wgmma.wait_group`` retiring a wgmma that reads them, is refused
+  (``lane_mfma_operands``), and that wait must pin them (``lane_accumulator_writeback``).
 * :class:`WgmmaFence` - a wgmma whose accumulator was written by another instruction (a zero
   fill) since the last ``wgmma.fence`` is refused (``lane_mfma_operands``).
 * :class:`WgmmaCommit` / :class:`WgmmaWait` - wgmmas run asynchronously: the accumulators they
@@ -38,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Tuple
+from typing import Any, Tuple, Union
 
 import numpy as np
 
@@ -103,12 +112,14 @@ def operand_elements(op: GmmaOperand, start: int) -> np.ndarray:
 
 @dataclass
 class WgmmaMma:
-    """``acc (+)= A B`` by ``wgmma.mma_async.m64n{N}k16`` (``atom``) of each warpgroup, A
-    (``64 x 16``) and B (``N x 16``) from shared memory."""
+    """``acc (+)= A B`` by ``wgmma.mma_async.m64n{N}k16`` (``atom``) of each warpgroup, B
+    (``N x 16``) from shared memory, A (``64 x 16``) from shared memory (a
+    :class:`GmmaOperand`) or from registers (a :class:`Regs` of 8 ``atom.dtype`` items per
+    thread, in the order of :meth:`~mfma_specs.nvidia_wgmma.Wgmma.layout_a`)."""
 
     atom: Wgmma
     acc: Regs
-    a: GmmaOperand
+    a: Union[GmmaOperand, Regs]
     b: GmmaOperand
     tag: str = ""
 
@@ -117,10 +128,29 @@ class WgmmaMma:
             raise ValueError(f"wgmma {self.tag}: {self.atom.name} accumulates into "
                              f"{self.atom.acc_registers} f32 registers, got "
                              f"{len(self.acc.idx)} x {self.acc.frag.dtype}")
+        if self.a_in_regs:
+            fr, idx = self.a.frag, list(self.a.idx)
+            if fr.dtype != self.atom.dtype or len(idx) != 8 or idx[0] % 2 or \
+                    idx != list(range(idx[0], idx[0] + 8)):
+                raise ValueError(f"wgmma {self.tag}: a register A is 8 consecutive "
+                                 f"{self.atom.dtype} items starting at an even one (4 32-bit "
+                                 f"registers), got {fr.name}{idx} x {fr.dtype}")
+            if self.b.mn != self.atom.n:
+                raise ValueError(f"wgmma {self.tag}: B is an {self.atom.n} x 16 operand, got "
+                                 f"{self.b.mn}")
+            return
+        if not isinstance(self.a, GmmaOperand):
+            raise ValueError(f"wgmma {self.tag}: A is a GmmaOperand (shared memory) or Regs "
+                             f"(registers), got {type(self.a).__name__}")
         if self.a.mn != 64 or self.a.major != "K" or self.b.mn != self.atom.n:
             raise ValueError(f"wgmma {self.tag}: A is a 64 x 16 K-major operand and B an "
                              f"{self.atom.n} x 16 one (got A {self.a.mn} {self.a.major}-major, "
                              f"B {self.b.mn})")
+
+    @property
+    def a_in_regs(self) -> bool:
+        """A comes from registers (``wgmma ... {a0..a3}, db``), not a descriptor."""
+        return isinstance(self.a, Regs)
 
     @property
     def trans_b(self) -> int:

@@ -30,11 +30,12 @@ from typing import Any, List, Tuple
 import sympy
 
 from layoutalg import ComposedLayout, Layout, composition
+from mfma_specs.nvidia import ldmatrix
 from mfma_specs.nvidia_wgmma import wgmma
 
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Kernel, Let, Loop, Param, Shared,
                        ZeroFrag, swizzle_expr, sym)
-from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
+from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma,
                                WgmmaWait)
 from ..printer.cuda import emit_cuda
@@ -46,8 +47,14 @@ from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_g
 __all__ = ["build_wgmma_gemm_ir", "IrWgmmaGemm"]
 
 
+A_FROM = ("shared", "registers")
+
+
 class _Builder:
-    def __init__(self, cfg: WgmmaGemmConfig, m: int, n: int, k: int) -> None:
+    def __init__(self, cfg: WgmmaGemmConfig, m: int, n: int, k: int,
+                 a_from: str = "shared") -> None:
+        if a_from not in A_FROM:
+            raise GemmConfigError(f"a_from must be one of {A_FROM}, got {a_from!r}")
         if cfg.split_k:
             raise GemmConfigError("the IR-built wgmma GEMM has no split-K form yet; use "
                                   "WgmmaGemmConfig(split_k=False)")
@@ -57,6 +64,11 @@ class _Builder:
                                       f"multiple of its tile ({t}), got {v!r}")
         self.c, self.m, self.n, self.k = cfg, m, n, k
         self.p = plan_wgmma_gemm(cfg)
+        self.a_regs = a_from == "registers"
+        if self.a_regs and cfg.bk > 64:
+            raise GemmConfigError(f"the register-A form reads A rows of at most 64 elements "
+                                  f"(one swizzle row); bk={cfg.bk}")
+        self.af = Frag("af", cfg.dtype, 8 * (cfg.bk // 16))
         self.S, self.KT = cfg.stages, k // cfg.bk
         self.tid, self.wg = sym("tid"), sym("wg")
         self.bm_, self.bn_ = sym("block_m"), sym("block_n")
@@ -112,6 +124,27 @@ class _Builder:
     def load_stage(self, kt: Any, stage: Any) -> List[Any]:
         return self.copy_tile(self.p.a, kt, stage) + self.copy_tile(self.p.b, kt, stage)
 
+    # ---- register A (the .rs form): ldmatrix of each warp's 16 rows ------------------------
+    def load_a_regs(self, stage: Any) -> List[Any]:
+        """``ldmatrix.x4`` of each k step's A into ``af``: lane ``l`` of warp ``w`` of the
+        warpgroup supplies row ``16w + l % 8 + 8 ((l / 8) % 2)``, k ``8 (l / 16)`` of the
+        warpgroup's 64 rows (matrices 0..3 = rows +0/+8 x k +0/+8: the mma.m16n8k16 A
+        fragment, which is the wgmma register-A fragment of each warp; the gate checks it)."""
+        c, op = self.c, self.p.a
+        lane, wq = sym("lane"), sym("wq")
+        row = self.wg * 64 + 16 * wq + sympy.Mod(lane, 8) + 8 * sympy.Mod(sympy.floor(lane / 8), 2)
+        out: List[Any] = []
+        for s in range(c.bk // 16):
+            col = 16 * s + 8 * sympy.floor(lane / 16)
+            off = sympy.expand(op.smem.inner(row * c.bk + col))
+            let, sv = self.let("sa_", off + stage * self.elems["A"])
+            out += [let, LdMatrixLoad("load", "lds", "sA", swizzle_expr(op.smem.outer, sv), 8,
+                                      self.af.regs(range(8 * s, 8 * s + 8)), tag="A.ldmatrix",
+                                      origin=self.staged(op),
+                                      coords=tuple((off + j, stage) for j in range(8)),
+                                      atom=ldmatrix(4, False))]
+        return out
+
     # ---- wgmma ---------------------------------------------------------------------------
     def k_steps(self, stage: Any) -> List[Any]:
         c, p = self.c, self.p
@@ -121,7 +154,8 @@ class _Builder:
             a_start = stage * (c.a_stage // 2) + p.a.k_starts[s] // 2 + \
                 self.wg * (p.a.wg_step // 2)
             b_start = stage * (c.b_stage // 2) + p.b.k_starts[s] // 2
-            a = GmmaOperand("sA", sympy.expand(a_start), p.a.desc, p.a.major, 64)
+            a = self.af.regs(range(8 * s, 8 * s + 8)) if self.a_regs else \
+                GmmaOperand("sA", sympy.expand(a_start), p.a.desc, p.a.major, 64)
             b = GmmaOperand("sB", sympy.expand(b_start), p.b.desc, p.b.major, c.bn)
             out.append(WgmmaMma(atom, self.acc.regs(range(self.acc.count)), a, b,
                                 tag=f"wgmma(k{s})"))
@@ -149,6 +183,8 @@ class _Builder:
         rs = sym("rs")
         body: List[Any] = [
             Let("wg", sympy.floor(self.tid / 128)),
+            *([Let("lane", sympy.Mod(self.tid, 32)),
+               Let("wq", sympy.floor(sympy.Mod(self.tid, 128) / 32))] if self.a_regs else []),
             ZeroFrag(self.acc),
             Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each")]
         for s in range(S - 2):
@@ -162,24 +198,33 @@ class _Builder:
             Comment(f"k tile kt has landed once at most {S - 3} newer groups are pending; the "
                     "proxy fence makes the landed cp.async writes visible to wgmma, the "
                     "barrier every thread's"),
-            CpAsyncWait(S - 3), FenceProxyAsync(), Barrier(), WgmmaFence()]
+            CpAsyncWait(S - 3), FenceProxyAsync(), Barrier()]
+        if self.a_regs:
+            loop.body += [Comment("register A: each warp's rows of stage rs by ldmatrix, before "
+                                  "the fence that orders register writes before wgmma reads")]
+            loop.body += self.load_a_regs(rs)
+        loop.body += [WgmmaFence()]
         loop.body += self.k_steps(rs)
         loop.body += [
             WgmmaCommit(),
             Comment("the stage the next copy overwrites was read by the wgmma group retired "
                     "by the previous iteration's wait"),
             If(nxt < KT, self.load_stage(nxt, sympy.Mod(nxt, S))),
-            CpAsyncCommit(),
-            WgmmaWait(1, ("acc",))]
+            CpAsyncCommit()]
+        if self.a_regs:     # the next iteration's ldmatrix rewrites af: retire its readers
+            loop.body += [WgmmaWait(0, ("acc", "af"))]
+        else:
+            loop.body += [WgmmaWait(1, ("acc",))]
         body += [loop, WgmmaWait(0, ("acc",)), CpAsyncWait(0)]
         body += self.epilogue()
         grid = (self.m // c.bm, self.n // c.bn, 1)
         name = (f"lg_irwgmma_{c.dtype}_{c.b_major}_{self.m}x{self.n}x{self.k}_{c.bm}x{c.bn}x"
-                f"{c.bk}_s{S}")
+                f"{c.bk}_s{S}" + ("_rs" if self.a_regs else ""))
         header = [f"C[{self.m}x{self.n}] = A[{self.m}x{self.k}] (row-major) @ B "
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, "
                   f"f32 accumulation; block tile {c.bm}x{c.bn}x{c.bk}, {c.warpgroups} "
-                  f"warpgroups, {S} stages, cp.async 16 B, wgmma m64n{c.bn}k16; grid "
+                  f"warpgroups, {S} stages, cp.async 16 B, wgmma m64n{c.bn}k16"
+                  f"{' with A from registers (ldmatrix)' if self.a_regs else ''}; grid "
                   f"{grid[0]}x{grid[1]}",
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in self.p.describe().items()
@@ -188,15 +233,20 @@ class _Builder:
                              Param("C", c.dtype, const=False)],
                       [Shared("sA", c.dtype, S * self.elems["A"]),
                        Shared("sB", c.dtype, S * self.elems["B"])],
-                      [self.stage_frag, self.acc], body, c.threads, grid,
+                      [self.stage_frag, self.acc] + ([self.af] if self.a_regs else []), body,
+                      c.threads, grid,
                       header=header, meta={"plan": self.p},
                       spec=mma_gemm_spec(name, c.dtype, self.m, self.n, self.k, grid[:2]))
 
 
-def build_wgmma_gemm_ir(cfg: WgmmaGemmConfig, m: int, n: int, k: int) -> Kernel:
+def build_wgmma_gemm_ir(cfg: WgmmaGemmConfig, m: int, n: int, k: int,
+                        a_from: str = "shared") -> Kernel:
     """The IR of ``cfg`` for an ``m x n x k`` problem (multiples of the tile); raises
-    :class:`~kernels.nvidia.gemm.GemmConfigError` otherwise or when the plan's proofs fail."""
-    return _Builder(cfg, m, n, k).build()
+    :class:`~kernels.nvidia.gemm.GemmConfigError` otherwise or when the plan's proofs fail.
+    ``a_from="registers"``: A is loaded from shared memory into registers by ``ldmatrix`` and
+    each wgmma takes it from there (the ``.rs`` form; one wgmma group in flight at most, since
+    the next k tile's ``ldmatrix`` rewrites the registers)."""
+    return _Builder(cfg, m, n, k, a_from).build()
 
 
 class IrWgmmaGemm(IrMmaGemm):
@@ -206,9 +256,9 @@ class IrWgmmaGemm(IrMmaGemm):
     :class:`~kernels.nvidia.gemm_ir.IrMmaGemm`).  ``report`` is the verifier's."""
 
     def __init__(self, cfg: WgmmaGemmConfig, m: int, n: int, k: int, *,
-                 backend: str = "auto") -> None:
+                 a_from: str = "shared", backend: str = "auto") -> None:
         from ..verify.verifier import verify
-        self.ir = build_wgmma_gemm_ir(cfg, m, n, k)
+        self.ir = build_wgmma_gemm_ir(cfg, m, n, k, a_from)
         source = emit_cuda(self.ir)
         self.report = verify(self.ir, arch=cfg.arch, source=source).raise_if_failed()
         self.shape = (m, n, k)

@@ -6,7 +6,7 @@ generic-to-async proxy fence, the descriptor helper of the IR-built kernels, and
 
 from mfma_specs.nvidia_wgmma import wgmma
 
-__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "wgmma_fn"]
+__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "PIN_WORDS", "wgmma_fn"]
 
 
 def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
@@ -63,7 +63,17 @@ LG_DEV lg_u64 lg_gmma_desc(lg_u64 bits, const void* p) {
 """
 
 
-def wgmma_fn(dtype: str, n: int, trans_b: int) -> str:
+# IR-built kernels with a register-A wgmma: the printer declares a 16-bit frag as a flat
+# ``lg_u32`` array, which HELPERS' pins (float arrays, 2-D lg_u32 arrays) do not take.  Printed
+# only by those kernels, so every other source is unchanged.
+PIN_WORDS = r"""
+template <int N> LG_DEV void lg_pin(lg_u32 (&r)[N]) {
+  _Pragma("unroll") for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
+"""
+
+
+def wgmma_fn(dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
     """The wrapper name the CUDA printer gives ``m64n{n}k16`` of ``dtype`` (``tnspB``
-    ``trans_b``), A and B from shared memory."""
-    return f"lg_wgmma_m64n{n}_{dtype}_t{trans_b}"
+    ``trans_b``), A from shared memory, or from registers (``a_regs``: ``_rs``)."""
+    return f"lg_wgmma_m64n{n}_{dtype}{'_rs' if a_regs else ''}_t{trans_b}"

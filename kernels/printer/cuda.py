@@ -18,6 +18,10 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
   descriptor's constant fields); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
   ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
   ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
+  A register A (``WgmmaMma.a`` a ``Regs``) -> ``lg_wgmma_m64n{N}_{dtype}_rs_t{tnspB}(&acc[0],
+  &a[word], lg_gmma_desc(bits, sB + (start)))``: the 4 32-bit words from ``word`` (the
+  wrapper of :func:`kernels.nvidia.wgmma_prelude.wgmma_wrapper` with ``a_regs``; such kernels
+  also get the ``lg_pin`` of a flat ``lg_u32`` array, ``PIN_WORDS``).
   A kernel with wgmmas rounds the dynamic shared base up to 1024 bytes (``lg_smem``, carved
   from ``lg_smem_raw``) and aligns every array to 1024 bytes: the descriptors' swizzle acts on
   the absolute address.
@@ -41,7 +45,7 @@ from ..ir.dtypes import ELEM_TYPES
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
-from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
+from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, PIN_WORDS, wgmma_fn, wgmma_wrapper
 from .hip import Printer
 
 __all__ = ["CudaPrinter", "emit_cuda", "smem_bytes", "smem_align", "SMEM_ALIGN_LINE"]
@@ -162,10 +166,13 @@ class CudaPrinter(Printer):
 
     def wgmma(self, m: WgmmaMma, d: int) -> None:
         acc = self.first(m.acc, f"wgmma {m.tag} accumulator")
-        descs = ", ".join(f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf} + "
-                          f"({to_c(op.start)}))" for op in (m.a, m.b))
-        fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b)
-        self.out(d, f"{fn}(&{m.acc.frag.name}[{acc}], {descs});")
+        shared = (m.b,) if m.a_in_regs else (m.a, m.b)
+        ops = [f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf} + "
+               f"({to_c(op.start)}))" for op in shared]
+        if m.a_in_regs:
+            ops.insert(0, f"&{m.a.frag.name}[{self.words(m.a, f'wgmma {m.tag} A')}]")
+        fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs)
+        self.out(d, f"{fn}(&{m.acc.frag.name}[{acc}], {', '.join(ops)});")
 
     def helpers(self) -> str:
         """The wgmma helpers this kernel calls (none without wgmmas)."""
@@ -173,7 +180,10 @@ class CudaPrinter(Printer):
         if not ms:
             return ""
         out = [HELPERS, GMMA_DESC]
-        for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
+        keys = sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms})
+        if any(key[3] for key in keys):
+            out.append(PIN_WORDS)
+        for key in keys:
             out.append(wgmma_wrapper(wgmma_fn(*key), *key))
         return "".join(out)
 

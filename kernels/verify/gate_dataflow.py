@@ -196,6 +196,8 @@ class GemmDataflow:
         pred = np.broadcast_to(np.asarray(True if a.pred is None else c_eval(a.pred, env)), (T,))
         fr = a.regs.frag.name
         th = np.arange(T)
+        if a.kind == "load":    # a register A of an unretired wgmma must not change
+            self.wg.regs_written(fr, a.regs.idx, env, a.tag)
         if getattr(a, "atom", None) is not None:
             self.ldmatrix(a, off, env)
             return

@@ -35,6 +35,9 @@ class WgmmaRules:
         self.open: List[Tuple[str, np.ndarray, str, Set[int]]] = []
         self.groups: List[List[Tuple[str, np.ndarray, str, Set[int]]]] = []
         self.unfenced: Set[str] = set()
+        # register-A wgmmas: (A frag, its items) read by the open group and each committed one
+        self.a_open: List[Tuple[str, Set[int]]] = []
+        self.a_groups: List[List[Tuple[str, Set[int]]]] = []
         # 0: visible to the async proxy; 1: written through the generic proxy, not fenced;
         # 2: fenced by its writer, not yet published to the other threads by a barrier
         self.generic = {s.name: np.zeros(s.count, np.int8) for s in df.k.shared}
@@ -50,6 +53,8 @@ class WgmmaRules:
         elif isinstance(s, WgmmaCommit):
             self.groups.append(self.open)
             self.open = []
+            self.a_groups.append(self.a_open)
+            self.a_open = []
         elif isinstance(s, WgmmaWait):
             self.wait(s, env)
         elif isinstance(s, FenceProxyAsync):
@@ -62,6 +67,12 @@ class WgmmaRules:
             v[v == 2] = 0
 
     def wait(self, s: WgmmaWait, env) -> None:
+        while len(self.a_groups) > s.pending:
+            for frag in sorted({f for f, _ in self.a_groups.pop(0)} - set(s.pins)):
+                self.df.f.add("lane_accumulator_writeback",
+                              f"{self.df.where('wgmma.wait_group', env)}: retires a wgmma "
+                              f"reading A registers {frag} without pinning {frag} (lg_pin): "
+                              "the compiler may reuse them before the wait")
         while len(self.groups) > s.pending:
             for buf, read, frag, _ in self.groups.pop(0):
                 # each warpgroup retires its own wgmmas: the simulation runs them in lockstep,
@@ -79,6 +90,21 @@ class WgmmaRules:
     def zeroed(self, frag: str, env) -> None:
         """A non-wgmma write of every register of ``frag``."""
         self.acc_read(frag, range(10 ** 9), env, "zeroes")
+        self.unfenced.add(frag)
+
+    def regs_written(self, frag: str, idx: Any, env, tag: str) -> None:
+        """``frag[idx]`` is written by a non-wgmma instruction (a load): no unretired wgmma
+        may read it as a register A, and a later wgmma reading it needs a ``wgmma.fence``
+        first."""
+        want = set(int(i) for i in idx)
+        for grp in self.a_groups + [self.a_open]:
+            for f, items in grp:
+                if f == frag and items & want:
+                    self.df.f.add("lane_mfma_operands",
+                                  f"{self.df.where(tag, env)}: overwrites A registers "
+                                  f"{frag}{sorted(items & want)[:4]} that a wgmma not yet "
+                                  "retired by wgmma.wait_group reads")
+                    return
         self.unfenced.add(frag)
 
     def acc_read(self, frag: str, idx: Any, env, what: str = "reads") -> None:
@@ -176,15 +202,53 @@ class WgmmaRules:
             self.unfenced.discard(fr)
         acc_idx = np.array(s.acc.idx)
         ci, cj = self._acc_table(s.atom)
+        if s.a_in_regs:
+            af = s.a.frag.name
+            if af in self.unfenced:
+                df.f.add("lane_mfma_operands", f"{where}: A registers {af} were written since "
+                                               "the last wgmma.fence (a wgmma reading them must "
+                                               "follow a fence)")
+                self.unfenced.discard(af)
+            self.a_open.append((af, set(s.a.idx)))
         for g in range(df.T // _WG):
-            a = self._operand(s.a, env, g, s)
+            a = self._register_a(s, g, where) if s.a_in_regs else self._operand(s.a, env, g, s)
             b = self._operand(s.b, env, g, s)
             if a is None or b is None:
                 continue
             for op, (el, _) in ((s.a, a), (s.b, b)):
-                self.open.append((op.buf, el.reshape(-1), fr, set(s.acc.idx)))
+                if el is not None:
+                    self.open.append((op.buf, el.reshape(-1), fr, set(s.acc.idx)))
             self.issues += 1
             self._multiply(s, g, a[1], b[1], acc_idx, ci, cj, where)
+
+    def _a_table(self, atom: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """``[64, 16]`` (thread, item) of the register holding ``A[row, k]`` (layout_a)."""
+        key = ("a", atom)
+        tab = self.tables.get(key)
+        if tab is None:
+            lay = atom.layout_a()
+            th, it = np.zeros((64, 16), np.int64), np.zeros((64, 16), np.int64)
+            for t in range(_WG):
+                for e in range(8):
+                    v = lay((t, e))
+                    th[v % 64, v // 64], it[v % 64, v // 64] = t, e
+            tab = self.tables[key] = (th, it)
+        return tab
+
+    def _register_a(self, s: WgmmaMma, g: int, where: str) -> Any:
+        """Identities ``[64, 16]`` of a register A for warpgroup ``g``: ``A[row, k]`` is item
+        ``e`` of thread ``t`` where ``layout_a`` maps ``(t, e)`` to ``(row, k)``; None (and a
+        failure) where a register was never loaded."""
+        th, it = self._a_table(s.atom)
+        ids = self.df.regs[s.a.frag.name][g * _WG + th, np.array(s.a.idx)[it]]
+        if (ids < 0).any():
+            r, q = (int(x) for x in np.argwhere(ids < 0)[0])
+            self.df.f.add("lane_mfma_operands", f"{where}, warpgroup {g}: A register "
+                                                f"{s.a.frag.name}[{int(s.a.idx[it[r, q]])}] of "
+                                                f"thread {g * _WG + int(th[r, q])} (A[{r}, {q}]) "
+                                                "was never loaded")
+            return None
+        return None, ids
 
     def _multiply(self, s: WgmmaMma, g: int, A: np.ndarray, B: np.ndarray, acc_idx: np.ndarray,
                   ci: np.ndarray, cj: np.ndarray, where: str) -> None:

@@ -120,9 +120,12 @@ def _wgmma_stmts(s: Any, kind: str) -> List[SourceStmt]:
     expression; a wait's count and the frags it pins."""
     from ..nvidia.wgmma_prelude import wgmma_fn
     if kind == "WgmmaMma":
-        return [SourceStmt("wgmma", text=s.tag, exprs=(s.a.start, s.b.start), regs=(
-            wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b), (s.acc.frag.name, s.acc.idx[0]),
-            *((op.buf, op.desc.constant_bits()) for op in (s.a, s.b))))]
+        shared = (s.b,) if s.a_in_regs else (s.a, s.b)
+        a_regs = ((s.a.frag.name, tuple(s.a.idx)),) if s.a_in_regs else ()
+        return [SourceStmt("wgmma", text=s.tag, exprs=tuple(op.start for op in shared), regs=(
+            wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b, s.a_in_regs),
+            (s.acc.frag.name, s.acc.idx[0]), *a_regs,
+            *((op.buf, op.desc.constant_bits()) for op in shared)))]
     if kind == "WgmmaWait":
         return [SourceStmt("wg_wait", exprs=(s.pending,))] + \
             [SourceStmt("pin", name=f) for f in s.pins]
@@ -427,15 +430,17 @@ def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
     atom's instruction (shape, dtype, tnspB), and the fence / wait / pin / descriptor helpers
     once each (a wrapper printing another instruction would pass every other check)."""
     from ..ir.nvidia_wgmma import WgmmaMma
-    from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
+    from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, PIN_WORDS, wgmma_fn, wgmma_wrapper
     ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
     if not ms:
         return
-    want = {(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}
+    want = {(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms}
+    pins = [(PIN_WORDS, "lg_pin of a flat lg_u32 array")] if any(w[3] for w in want) else []
     for text, what in ([(HELPERS, "the wgmma fence / wait / pin helpers"),
-                        (GMMA_DESC, "lg_gmma_desc")] +
+                        (GMMA_DESC, "lg_gmma_desc")] + pins +
                        [(wgmma_wrapper(wgmma_fn(*w), *w), f"{wgmma_fn(*w)} ({w[0]} "
-                         f"m64n{w[1]}k16, tnspB {w[2]})") for w in sorted(want)]):
+                         f"m64n{w[1]}k16, tnspB {w[2]}, A from "
+                         f"{'registers' if w[3] else 'shared memory'})") for w in sorted(want)]):
         if source.count(text) != 1:
             fails.add("declarations", f"{what}: the text must define it once, exactly as "
                                       f"kernels.nvidia.wgmma_prelude prints it; found "

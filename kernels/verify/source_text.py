@@ -359,6 +359,7 @@ _CU_WAIT = re.compile(r"^lg_cp_async_wait<(\d+)>\(\);$")
 _CU_WG_WAIT = re.compile(r"^lg_wgmma_wait<(\d+)>\(\);$")
 _CU_PIN = re.compile(r"^lg_pin\((\w+)\);$")
 _CU_WGMMA = re.compile(r"^(lg_wgmma_m64n\d+_\w+)\(&(\w+)\[(\d+)\], (.*)\);$")
+_CU_AREG = re.compile(r"^&(\w+)\[(\d+)\]$")
 _CU_DESC = re.compile(r"^lg_gmma_desc\(0x([0-9a-f]{16})ull, (\w+) \+ (.*)\)$")
 _CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit",
               "lg_fence_proxy_async();": "proxy_fence"}
@@ -480,12 +481,19 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
         return [SourceStmt("pin", ln, m.group(1), text=s)]
     m = _CU_WGMMA.match(s)
     if m:
-        descs = [_CU_DESC.match(a) for a in split_args(m.group(4))]
-        if len(descs) != 2 or not all(descs):
-            raise CExprError(f"line {ln}: unreadable wgmma (two lg_gmma_desc operands): {s}")
+        args = split_args(m.group(4))
+        a_regs: Tuple[Any, ...] = ()
+        ra = _CU_AREG.match(args[0]) if args else None
+        if ra:                      # A from registers: 4 words = 8 16-bit elements
+            w = int(ra.group(2))
+            a_regs, args = ((ra.group(1), tuple(range(2 * w, 2 * w + 8))),), args[1:]
+        descs = [_CU_DESC.match(a) for a in args]
+        if len(descs) != 2 - len(a_regs) or not all(descs):
+            raise CExprError(f"line {ln}: unreadable wgmma (A as lg_gmma_desc or &regs[w], "
+                             f"then B as lg_gmma_desc): {s}")
         return [SourceStmt("wgmma", ln, text=s,
                            exprs=tuple(parse(_paren(d.group(3))) for d in descs),
-                           regs=(m.group(1), (m.group(2), int(m.group(3))),
+                           regs=(m.group(1), (m.group(2), int(m.group(3))), *a_regs,
                                  *((d.group(2), int(d.group(1), 16)) for d in descs)))]
     m = _CU_WAIT.match(s)
     if m:
