@@ -235,6 +235,11 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
         yield (f"nvidia/wgmma-gemm-ir/{_kw(kw)}-{'x'.join(map(str, shape))}",
                lambda kw=kw, shape=shape: emit_cuda(build_wgmma_gemm_ir(WgmmaGemmConfig(**kw),
                                                                         *shape)))
+    # ... and its register-A (.rs) form: A by ldmatrix, each wgmma reading A from registers
+    for kw, shape in wir:
+        yield (f"nvidia/wgmma-gemm-ir-rs/{_kw(kw)}-{'x'.join(map(str, shape))}",
+               lambda kw=kw, shape=shape: emit_cuda(build_wgmma_gemm_ir(
+                   WgmmaGemmConfig(**kw), *shape, a_from="registers")))
     from kernels.nvidia.wgmma_tma import TmaGemmConfig, emit_tma_gemm
     # issue 20 item 4: the TMA GEMM the selection runs (persistent, TMA store; split-K units)
     tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),
