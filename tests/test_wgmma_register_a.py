@@ -13,7 +13,7 @@ import copy
 import pytest
 import sympy
 
-from kernels.ir import Frag, Let, Loop, sym, walk
+from kernels.ir import Frag, Let, Loop, ZeroFrag, sym, walk
 from kernels.ir.nvidia import LdMatrixLoad
 from kernels.ir.nvidia_wgmma import WgmmaFence, WgmmaMma, WgmmaWait
 from kernels.nvidia.gemm import GemmConfigError
@@ -153,6 +153,9 @@ def _mutate(k, what):
         for s in body:
             if isinstance(s, WgmmaWait):
                 s.pending = 1
+    elif what == "a-zeroed-in-flight":     # a zero fill of af between commit and wait
+        i = next(i for i, s in enumerate(body) if isinstance(s, WgmmaWait))
+        body.insert(i, ZeroFrag(ws[0].a.frag))
     elif what == "wait-without-pinning-a":
         for s in body:
             if isinstance(s, WgmmaWait):
@@ -167,6 +170,7 @@ def _mutate(k, what):
     ("a-never-loaded", "lane_mfma_operands", "was never loaded"),
     ("no-fence-after-ldmatrix", "lane_mfma_operands", "since the last wgmma.fence"),
     ("lax-wait-overwrites-a", "lane_mfma_operands", "overwrites A registers"),
+    ("a-zeroed-in-flight", "lane_mfma_operands", "overwrites A registers"),
     ("wait-without-pinning-a", "lane_accumulator_writeback", "without pinning af"),
 ])
 def test_ir_planted_bug_is_refused_by_its_rule(base, what, check, words):

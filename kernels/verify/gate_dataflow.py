@@ -170,6 +170,8 @@ class GemmDataflow:
             elif isinstance(s, ZeroFrag):
                 n = s.frag.name
                 self.regs[n][:] = _UNSET
+                if n not in self.acc_frags:
+                    self.wg.regs_written(n, range(s.frag.count), env, f"zero fill of {n}")
                 if n in self.acc_frags:
                     self.wg.zeroed(n, env)
                     self.acc_id[n][:] = -1
