@@ -215,6 +215,10 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 @pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
                                     dict(head_dim=64), dict(loader="tma"),
                                     dict(loader="tma", stages=3),
+                                    # key blocks that are not a multiple of 64 (FA3's
+                                    # non-causal 176): 11 P k steps, a partial last block
+                                    dict(loader="tma", bn=176), dict(loader="tma", bn=160),
+                                    dict(loader="tma", bn=192),
                                     dict(loader="tma", head_dim=64),
                                     dict(loader="tma", persistent=True),
                                     dict(loader="tma", persistent=True, stages=3),
