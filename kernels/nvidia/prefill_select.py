@@ -19,7 +19,13 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   Q, K and V are TMA-addressable (:func:`.ws_tma_loads.tma_attention_ready`): 1.01-1.02x
   cuDNN at B8 H32 S8K (672-690 TFLOP/s in two runs, against 0.92-0.93x for the cp.async
   producer with 2 stages), 0.975x causal, 0.99x at B2 H32/8 S4K causal, 0.70x at B16 H32/8
-  S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``); otherwise
+  S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``).  Non-causal
+  with more than :data:`WIDE_KEYS_MIN_SEQ` rows: 192-key blocks with 2 stages
+  (:data:`WIDE_KEYS`; FA3 takes 176 there, read not copied), fewer per-block barrier waits,
+  O rescales and Q re-reads per key: 1.06x cuDNN at B8 H32 S8K against 0.99x for 128 keys x 3
+  stages, 1.10x against 1.05x at B4 H16 1000/4097 (interleaved rounds,
+  ``benchmarks/gpu_prefill_ab.py``, ``prefill_ab_h100_2026-11-24*.json``), but 0.69x against
+  0.75x at B16 H32/8 S512, whose 4 key blocks leave too short a loop; otherwise
   (a broadcast or unaligned stride) the cp.async producer with 2 stages (0.93x at S8K).
   Causal with at most :data:`PERSISTENT_MAX_SEQ` query and key rows: the persistent TMA
   kernel (one block per SM over (query block, head, batch) units, the next unit's loads
@@ -40,7 +46,7 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
-           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ"]
+           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "WIDE_KEYS", "WIDE_KEYS_MIN_SEQ"]
 
 # head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
 # TMA cannot address).  d256 runs the cp.async producer either way (measured so; the TMA
@@ -52,6 +58,10 @@ WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=T
 # causal problems up to this many query/key rows take the persistent TMA kernel (measured at
 # 512, not between 512 and 8192: the bound is the measured side)
 PERSISTENT_MAX_SEQ = 1024
+# d128 non-causal with TMA and more than this many query/key rows (or an unknown length): the
+# wider key block (measured better at 4097 and 8192 keys, worse at 512; the bound lies between)
+WIDE_KEYS: Dict[str, Any] = dict(bn=192, stages=2)
+WIDE_KEYS_MIN_SEQ = 1024
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -84,6 +94,9 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
         kw = dict((WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim])
         if kw.get("loader") == "tma" and causal and 0 < seq <= PERSISTENT_MAX_SEQ:
             kw["persistent"] = True
+        if (kw.get("loader") == "tma" and head_dim == 128 and not causal
+                and not 0 < seq <= WIDE_KEYS_MIN_SEQ):
+            kw.update(WIDE_KEYS)
         cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
         return PrefillChoice("wgmma", cfg,
                              f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "
