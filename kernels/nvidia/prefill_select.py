@@ -22,10 +22,12 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``).  Non-causal
   with more than :data:`WIDE_KEYS_MIN_SEQ` rows: 192-key blocks with 2 stages
   (:data:`WIDE_KEYS`; FA3 takes 176 there, read not copied), fewer per-block barrier waits,
-  O rescales and Q re-reads per key: 1.06x cuDNN at B8 H32 S8K against 0.99x for 128 keys x 3
-  stages, 1.10x against 1.05x at B4 H16 1000/4097 (interleaved rounds,
-  ``benchmarks/gpu_prefill_ab.py``, ``prefill_ab_h100_2026-11-24*.json``), but 0.69x against
-  0.75x at B16 H32/8 S512, whose 4 key blocks leave too short a loop; otherwise
+  O rescales and Q re-reads per key: 1.06x / 1.04x cuDNN at B8 H32 S8K in two runs against
+  0.99x / 0.98x for 128 keys x 3 stages, 1.10x against 1.05x at B4 H16 1000/4097 (medians of
+  interleaved rounds, ``benchmarks/gpu_prefill_ab.py``, ``prefill_ab_h100_2026-11-24_*``; the
+  suite then read 1.01x and 1.04x), but 0.69x against 0.75x at B16 H32/8 S512, whose 3 key
+  blocks leave too short a loop.  Causal S8K measured no difference (1.02 vs 1.01): FA3's 128
+  stays.  Otherwise
   (a broadcast or unaligned stride) the cp.async producer with 2 stages (0.93x at S8K).
   Causal with at most :data:`PERSISTENT_MAX_SEQ` query and key rows: the persistent TMA
   kernel (one block per SM over (query block, head, batch) units, the next unit's loads
