@@ -30,11 +30,11 @@ DEFAULT_SHAPES = ["8,32,32,8192,8192,128,0"]
 DEFAULT_CONFIGS = ["select", "bn=176,stages=2", "bn=160,stages=2", "bn=192,stages=2"]
 
 
-def parse_config(spec: str, D: int, causal: bool):
+def parse_config(spec: str, D: int, causal: bool, sq: int = 0, skv: int = 0):
     from kernels.nvidia.prefill_select import choose_prefill
     from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
-    if spec == "select":
-        return choose_prefill("bf16", D, causal, "wgmma").config
+    if spec == "select":       # what flash_attention picks for these lengths (TMA-addressable)
+        return choose_prefill("bf16", D, causal, "wgmma", seq=max(sq, skv), seq_kv=skv).config
     kw = {"loader": "tma"}
     for item in spec.split(","):
         key, val = item.split("=")
@@ -64,7 +64,7 @@ def run_shape(shape, specs, rounds: int, reps: int):
 
     fns, rows = {"cudnn": cudnn}, []
     for spec in specs:
-        cfg = parse_config(spec, D, causal)
+        cfg = parse_config(spec, D, causal, Sq, Skv)
         fa = compiled_flash(cfg)
         out.fill_(float("nan"))
         fa(q, k, v, out=out)
