@@ -192,7 +192,9 @@ def test_flash_attention(case, causal, dtype, atom):
                                     dict(head_dim=256, bn=64), dict(warpgroups=1, bn=64),
                                     dict(head_dim=64, warpgroups=1),
                                     # d256 on one warpgroup: two per-thread copy bases
-                                    dict(head_dim=256, warpgroups=1, bn=64)])
+                                    dict(head_dim=256, warpgroups=1, bn=64),
+                                    # 11 P V k steps, 2816 vectors over 256 copying threads
+                                    dict(bn=176)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_configs(cfg_kw, causal):
     """wgmma prefill variants (key block, warpgroups, head_dim) on ragged shapes: partial query
@@ -215,6 +217,10 @@ def test_wgmma_flash_configs(cfg_kw, causal):
 @pytest.mark.parametrize("cfg_kw", [dict(), dict(pingpong=False), dict(stages=3),
                                     dict(head_dim=64), dict(loader="tma"),
                                     dict(loader="tma", stages=3),
+                                    # key blocks that are not a multiple of 64 (FA3's
+                                    # non-causal 176): 11 P k steps, a partial last block
+                                    dict(loader="tma", bn=176), dict(loader="tma", bn=160),
+                                    dict(loader="tma", bn=192),
                                     dict(loader="tma", head_dim=64),
                                     dict(loader="tma", persistent=True),
                                     dict(loader="tma", persistent=True, stages=3),
@@ -243,7 +249,7 @@ def test_ws_flash_configs(cfg_kw, causal):
 
 
 @pytest.mark.skipif(not HOPPER, reason="wgmma (sm_90a) runs on compute capability 9.0 only")
-@pytest.mark.parametrize("loader", ["cp.async", "tma", "tma+persistent"])
+@pytest.mark.parametrize("loader", ["cp.async", "tma", "tma+persistent", "tma+192"])
 def test_ws_flash_strided_views_with_poisoned_neighbours(loader):
     """Q/K/V as views: (B, S, H, D) storage (head stride D) and K/V heads padded with NaN rows
     past Skv. The partial last key block must read zeros, never the padding or the next head's
@@ -251,8 +257,9 @@ def test_ws_flash_strided_views_with_poisoned_neighbours(loader):
     from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig
     B, Hq, Hkv, Sq, Skv, D = 2, 4, 2, 333, 257, 128
     for causal in (False, True):
+        wide = dict(bn=192, stages=2) if loader.endswith("192") else {}   # the S8K choice
         fa = WsFlashAttention(WsFlashConfig(causal=causal, loader=loader.split("+")[0],
-                                            persistent=loader.endswith("persistent")))
+                                            persistent=loader.endswith("persistent"), **wide))
         q = torch.randn(B, Sq, Hq, D, dtype=torch.bfloat16, device="cuda").transpose(1, 2)
         kpad = torch.full((B, Hkv, Skv + 64, D), float("nan"), dtype=torch.bfloat16,
                           device="cuda")

@@ -350,10 +350,42 @@ def test_every_prefill_tile_is_a_proved_configuration(key):
 @pytest.mark.parametrize("d, causal, kind, tile", [
     (256, False, WsFlashConfig, (128, 64)), (256, True, WsFlashConfig, (128, 64)),
     (64, False, WgmmaFlashConfig, (64, 128)), (64, True, WgmmaFlashConfig, (64, 128)),
-    (128, True, WsFlashConfig, (128, 128)), (128, False, WsFlashConfig, (128, 128))])
+    (128, True, WsFlashConfig, (128, 128)), (128, False, WsFlashConfig, (128, 192))])
 def test_prefill_tiles_follow_the_measurements(d, causal, kind, tile):
     cfg = choose_prefill("f16", d, causal, "wgmma").config
     assert type(cfg) is kind and (cfg.bm, cfg.bn) == tile
+
+
+@pytest.mark.parametrize("seq, causal, tma_ok, bn, stages", [
+    (8192, False, True, 192, 2), (4097, False, True, 192, 2), (0, False, True, 192, 2),
+    (1025, False, True, 192, 2), (1024, False, True, 128, 3), (512, False, True, 128, 3),
+    (8192, True, True, 128, 3),          # causal keeps FA3's 128 (the diagonal blocks)
+    (8192, False, False, 128, 2)])       # the cp.async producer was not measured at 192
+def test_d128_key_block_follows_the_sequence_length(seq, causal, tma_ok, bn, stages):
+    from kernels.nvidia.prefill_select import WIDE_KEYS_MIN_SEQ
+    cfg = choose_prefill("bf16", 128, causal, "wgmma", tma_ok=tma_ok, seq=seq).config
+    assert (cfg.bn, cfg.stages) == (bn, stages), (seq, causal, tma_ok)
+    assert (bn == 192) == (not causal and tma_ok and not 0 < seq <= WIDE_KEYS_MIN_SEQ)
+    assert all(r.holds for r in plan_ws_flash(cfg).checks.values())
+
+
+@pytest.mark.parametrize("sq, skv, bn", [(8192, 512, 128), (512, 8192, 192), (1000, 4097, 192)])
+def test_d128_key_block_reads_the_key_length_through_flash_attention(monkeypatch, sq, skv, bn):
+    """The key loop decides: long queries over 512 keys keep 128-key blocks (3 blocks of 192
+    measured 0.69x against 0.75x at S512), a short query block over 8K keys takes 192."""
+    import torch
+    from kernels.nvidia import dispatch
+    assert choose_prefill("bf16", 128, False, "wgmma", seq=max(sq, skv), seq_kv=skv).config.bn == bn
+    built = []
+    dispatch.clear_plans()
+    monkeypatch.setattr(dispatch, "_FLASH_PLANS", type(dispatch._FLASH_PLANS)())
+    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
+    monkeypatch.setattr(dispatch, "compiled_flash",
+                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    q = torch.zeros(1, 2, sq, 128, dtype=torch.bfloat16)
+    kv = torch.zeros(1, 2, skv, 128, dtype=torch.bfloat16)
+    dispatch.flash_attention(q, kv, kv)
+    assert built[-1].bn == bn and built[-1].loader == "tma"
 
 
 def test_prefill_choice_off_hopper_and_errors():

@@ -278,7 +278,9 @@ from kernels.cuda_attention import AttentionConfigError  # noqa: E402
     wfa.WgmmaFlashConfig(), wfa.WgmmaFlashConfig(dtype="bf16", causal=True),
     wfa.WgmmaFlashConfig(head_dim=64), wfa.WgmmaFlashConfig(warpgroups=1, bn=64, overlap=False),
     wfa.WgmmaFlashConfig(warpgroups=1, bn=192), wfa.WgmmaFlashConfig(head_dim=256, bn=64),
-    wfa.WgmmaFlashConfig(head_dim=256, bn=64, dtype="bf16", causal=True)])
+    wfa.WgmmaFlashConfig(head_dim=256, bn=64, dtype="bf16", causal=True),
+    # key blocks off the 64 grid (FA3's 176, the 160 tried beside it): odd k-step counts
+    wfa.WgmmaFlashConfig(bn=176, dtype="bf16"), wfa.WgmmaFlashConfig(bn=160, causal=True)])
 def test_wgmma_flash_plan_proves_everything(cfg):
     p = wfa.plan_wgmma_flash(cfg)
     for name in ("Q descriptors", "K descriptors", "V descriptors", "P fragment",
@@ -292,16 +294,27 @@ def test_wgmma_flash_plan_proves_everything(cfg):
     assert src.count("lg_wgmma_wait<1>") == (1 if cfg.overlap else 0)
 
 
-def test_wgmma_flash_p_fragment_mismatch_is_caught(monkeypatch):
-    cfg = wfa.WgmmaFlashConfig(warpgroups=1, bn=64)
+@pytest.mark.parametrize("bn", [64, 176])
+def test_wgmma_flash_p_fragment_mismatch_is_caught(monkeypatch, bn):
+    cfg = wfa.WgmmaFlashConfig(warpgroups=1, bn=bn)
     # rows g and g + 8 swapped: the packing an off-by-one layout reading would produce
     monkeypatch.setattr(wfa, "p_item", lambda s, e: 4 * (2 * s + (e >> 2)) + (e & 3) ^ 2)
     with pytest.raises(AttentionConfigError, match="A item"):
         wfa._check_p_fragment(cfg)
 
 
+def test_wgmma_flash_p_fragment_last_k_step_of_176_keys_is_checked(monkeypatch):
+    # only k step 10 (keys 160..175, past the old 64-multiple grid) packed from the wrong
+    # 8-key column group: the proof must reach the last step of an 11-step block
+    real = wfa.p_item
+    monkeypatch.setattr(wfa, "p_item", lambda s, e: real(s, e) ^ 4 if s == 10 else real(s, e))
+    with pytest.raises(AttentionConfigError, match="k step 10"):
+        wfa._check_p_fragment(wfa.WgmmaFlashConfig(bn=176))
+
+
 @pytest.mark.parametrize("kw, match", [
-    (dict(head_dim=96), "head_dim=96"), (dict(head_dim=256), "shared memory"), (dict(bn=96), "bn=96"), (dict(warpgroups=4), "1, 2 or 3"),
+    (dict(head_dim=96), "head_dim=96"), (dict(head_dim=256), "shared memory"), (dict(bn=72), "bn=72"),
+    (dict(bn=264), "bn=264"), (dict(bn=48), "bn=48"), (dict(warpgroups=4), "1, 2 or 3"),
     (dict(arch="sm_90"), "sm_90a"), (dict(warpgroups=3, bn=64), "multiple of 384 threads"),
     (dict(warpgroups=3, bn=192), "shared memory"), (dict(dtype="f32"), "dtype")])
 def test_wgmma_flash_bad_configs(kw, match):
@@ -405,7 +418,10 @@ def test_ws_producer_v_in_the_wrong_major_is_caught(monkeypatch):
 @pytest.mark.parametrize("kw, match", [(dict(head_dim=96), "head_dim=96"),
                                        (dict(head_dim=256), "shared memory"),
                                        (dict(stages=5), "stages=5"),
-                                       (dict(stages=4), "shared memory")])
+                                       (dict(stages=4), "shared memory"),
+                                       # 192 keys x 3 stages: 2 x 3 x 48 KiB of K/V + Q
+                                       (dict(bn=192, stages=3), "shared memory"),
+                                       (dict(bn=184), "bn=184")])
 def test_ws_flash_bad_configs(kw, match):
     with pytest.raises(AttentionConfigError, match=match):
         wsa.plan_ws_flash(wsa.WsFlashConfig(**kw))
@@ -417,6 +433,8 @@ def test_ws_flash_compiles_without_spills(tmp_path):
     from kernels.cuda.compile import compile_cuda
     for cfg in (wsa.WsFlashConfig(causal=True), wsa.WsFlashConfig(head_dim=64, stages=3),
                 wsa.WsFlashConfig(loader="tma", stages=3),
+                # the non-causal choice: S is 96 registers, P 48, O 64 within 240
+                wsa.WsFlashConfig(loader="tma", bn=192, stages=2),
                 wsa.WsFlashConfig(loader="tma", causal=True, persistent=True),
                 # head_dim 256: O is 128 registers; the consumers' 240 must hold it all
                 wsa.WsFlashConfig(head_dim=256, bn=64, causal=True)):
@@ -483,6 +501,9 @@ def test_gemm_refuses_a_two_base_copy():
 
 @pytest.mark.parametrize("cfg", [wsa.WsFlashConfig(loader="tma"),
                                  wsa.WsFlashConfig(loader="tma", causal=True, stages=3),
+                                 # key blocks off the 64 grid: 11 and 12 P V k steps
+                                 wsa.WsFlashConfig(loader="tma", bn=176),
+                                 wsa.WsFlashConfig(loader="tma", bn=192, dtype="f16"),
                                  wsa.WsFlashConfig(loader="tma", head_dim=64, dtype="f16"),
                                  wsa.WsFlashConfig(loader="tma", persistent=True, causal=True)],
                          ids=lambda c: c.name)

@@ -278,6 +278,8 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=64, dtype="f16"), dict(loader="tma", stages=3),
                dict(loader="tma", stages=3, causal=True),
                dict(loader="tma", stages=3, causal=True, persistent=True),
+               # d128 non-causal past 1024 rows (prefill_select.WIDE_KEYS): 192-key blocks
+               dict(loader="tma", bn=192, stages=2),
                # head_dim 256 (prefill_select's choice): 24/240 registers, two copy bases
                dict(head_dim=256, bn=64), dict(head_dim=256, bn=64, causal=True)):
         yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))

@@ -214,7 +214,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
         # can address the tensors and the sequence length: made once per key, like gemm()'s
         tma_ok = all(tma_attention_ready(t) for t in (q, k, v))
         seq = max(q.shape[2], k.shape[2])
-        key = (q.dtype, q.shape[-1], q.device, bool(causal), atom, tma_ok, seq)
+        key = (q.dtype, q.shape[-1], q.device, bool(causal), atom, tma_ok, seq, k.shape[2])
         fa = _FLASH_PLANS.get(key)
         if fa is None:
             d = q.shape[-1]
@@ -222,7 +222,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
                 raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 "
                                   "or 256")
             config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom),
-                                    tma_ok=tma_ok, seq=seq).config
+                                    tma_ok=tma_ok, seq=seq, seq_kv=k.shape[2]).config
             fa = _FLASH_PLANS.put(key, compiled_flash(config))
         return fa(q, k, v, out=out, scale=scale)
     if config.causal != causal:

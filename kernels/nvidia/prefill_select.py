@@ -19,7 +19,15 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   Q, K and V are TMA-addressable (:func:`.ws_tma_loads.tma_attention_ready`): 1.01-1.02x
   cuDNN at B8 H32 S8K (672-690 TFLOP/s in two runs, against 0.92-0.93x for the cp.async
   producer with 2 stages), 0.975x causal, 0.99x at B2 H32/8 S4K causal, 0.70x at B16 H32/8
-  S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``); otherwise
+  S512 causal (2026-11-24 sweeps, ``attn_sweep_ws_tma_h100_2026-11-24*.json*``).  Non-causal
+  with more than :data:`WIDE_KEYS_MIN_SEQ` keys: 192-key blocks with 2 stages
+  (:data:`WIDE_KEYS`; FA3 takes 176 there, read not copied), fewer per-block barrier waits,
+  O rescales and Q re-reads per key: 1.06x / 1.04x cuDNN at B8 H32 S8K in two runs against
+  0.99x / 0.98x for 128 keys x 3 stages, 1.10x against 1.05x at B4 H16 1000/4097 (medians of
+  interleaved rounds, ``benchmarks/gpu_prefill_ab.py``, ``prefill_ab_h100_2026-11-24_*``; the
+  suite then read 1.01x and 1.04x), but 0.69x against 0.75x at B16 H32/8 S512, whose 3 key
+  blocks leave too short a loop.  Causal S8K measured no difference (1.02 vs 1.01): FA3's 128
+  stays.  Otherwise
   (a broadcast or unaligned stride) the cp.async producer with 2 stages (0.93x at S8K).
   Causal with at most :data:`PERSISTENT_MAX_SEQ` query and key rows: the persistent TMA
   kernel (one block per SM over (query block, head, batch) units, the next unit's loads
@@ -40,7 +48,7 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
-           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ"]
+           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "WIDE_KEYS", "WIDE_KEYS_MIN_SEQ"]
 
 # head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
 # TMA cannot address).  d256 runs the cp.async producer either way (measured so; the TMA
@@ -52,6 +60,10 @@ WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=T
 # causal problems up to this many query/key rows take the persistent TMA kernel (measured at
 # 512, not between 512 and 8192: the bound is the measured side)
 PERSISTENT_MAX_SEQ = 1024
+# d128 non-causal with TMA and more than this many keys (or an unknown length): the wider
+# key block (measured better at 4097 and 8192 keys, worse at 512; the bound lies between)
+WIDE_KEYS: Dict[str, Any] = dict(bn=192, stages=2)
+WIDE_KEYS_MIN_SEQ = 1024
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -73,17 +85,22 @@ class PrefillChoice:
 
 
 def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
-                   tma_ok: bool = True, seq: int = 0) -> PrefillChoice:
+                   tma_ok: bool = True, seq: int = 0, seq_kv: int = 0) -> PrefillChoice:
     """The configuration for ``head_dim`` / ``causal`` on an ``atom`` device ("wgmma": compute
     capability 9.0, else "mma"; :func:`kernels.nvidia.dispatch.pick_atom` decides);
     ``tma_ok``: TMA can address q, k and v (else the cp.async producer runs); ``seq``: the
-    longer of the query and key lengths (0: unknown, treated as long)."""
+    longer of the query and key lengths (0: unknown, treated as long); ``seq_kv``: the key
+    length, the loop the key-block rule reads (0: unknown, ``seq`` stands in)."""
     if head_dim not in FLASH_DEFAULTS:
         raise LaunchError(f"head_dim {head_dim}: the prefill kernels support 64, 128 and 256")
     if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
         kw = dict((WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim])
         if kw.get("loader") == "tma" and causal and 0 < seq <= PERSISTENT_MAX_SEQ:
             kw["persistent"] = True
+        keys = seq_kv or seq       # the key loop's length decides the key block
+        if (kw.get("loader") == "tma" and head_dim == 128 and not causal
+                and not 0 < keys <= WIDE_KEYS_MIN_SEQ):
+            kw.update(WIDE_KEYS)
         cfg = WsFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
         return PrefillChoice("wgmma", cfg,
                              f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "

@@ -96,8 +96,9 @@ def _validate(cfg: WgmmaFlashConfig) -> None:
     _need(cfg.head_dim in (64, 128, 256), f"head_dim={cfg.head_dim}: the wgmma kernel takes 64, "
           "128 or 256")
     _need(cfg.warpgroups in (1, 2, 3), f"warpgroups={cfg.warpgroups}: 1, 2 or 3")
-    _need(cfg.bn % 64 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: a multiple of 64 in 64..256 "
-          "(the S = Q K^T wgmma N)")
+    # bn is the S = Q K^T wgmma N (a multiple of 8) and the P V k extent (k steps of 16 keys)
+    _need(cfg.bn % 16 == 0 and 64 <= cfg.bn <= 256, f"bn={cfg.bn}: a multiple of 16 in 64..256 "
+          "(the S = Q K^T wgmma N, P V k steps of 16 keys)")
     _need(cfg.arch.startswith("sm_90") and cfg.arch.endswith("a"),
           f"arch={cfg.arch!r}: wgmma needs 'sm_90a'")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
