@@ -445,6 +445,17 @@ def is_cuda_text(source: str) -> bool:
     return 'extern "C" __global__' in source and "LAGEN_KERNEL" not in source
 
 
+def _lse_helpers(k: Kernel, source: str, fails: Fail) -> None:
+    """A kernel with LSE merge statements defines their helpers (and the f32 load / 4-wide
+    store it calls) once, with exactly :data:`kernels.printer.cuda_attention.HELPERS`."""
+    from ..printer.cuda_attention import HELPERS
+    if any(type(s).__name__ in _LSE_KINDS for s in walk(k.body)) and \
+            source.count(HELPERS) != 1:
+        fails.add("declarations", "the LSE merge helpers (lg_lse_merge, lg_lse_normalize, "
+                                  "lg_ldg_f32x*, lg_st_u32x2) are not printed once with "
+                                  "kernels.printer.cuda_attention's text")
+
+
 def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
     """Each wgmma wrapper the text calls is defined once, with exactly the text of the IR
     atom's instruction (shape, dtype, tnspB), and the fence / wait / pin / descriptor helpers
@@ -643,6 +654,7 @@ def verify_printed(k: Kernel, source: str, *,
     if cuda:
         _cuda_declarations(k, src, fails)
         _wgmma_helpers(k, source, fails)
+        _lse_helpers(k, source, fails)
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails)

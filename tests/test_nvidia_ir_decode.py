@@ -1,0 +1,209 @@
+"""The NVIDIA split-KV decode's combine kernel built as kernel IR (issue 20 item 1): the one
+verifier proves it and its printed CUDA on the sm_90 target, NVRTC compiles it, and each rule of
+the LSE merge statements (kernels/ir/lse_merge.py) and of the CUDA attention text refuses a
+planted bug by its named check."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+
+from kernels.ir import Loop, sym, walk
+from kernels.ir.core import Access
+from kernels.ir.lse_merge import LseMax, LseMergeStep, LseNormalize
+from kernels.nvidia.decode_mma import MmaDecodeConfig
+from kernels.nvidia.decode_mma_ir import build_decode_combine_ir, combine_lse_spec
+from kernels.printer.cuda_attention import HELPERS, emit_cuda_attention
+from kernels.verify.rules import checks_for
+from kernels.verify.spec import SpecError, SplitMerge
+from kernels.verify.verifier import verify
+
+CFG = MmaDecodeConfig(head_dim=64)
+
+
+def _ir(cfg=CFG):
+    return build_decode_combine_ir(cfg)
+
+
+def _failed(k, source=None):
+    r = verify(k, arch="sm_90", source=source)
+    return {n for n, c in r.checks.items() if not c.holds}, r
+
+
+def _why(r):
+    return {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+
+
+@pytest.mark.parametrize("cfg", [MmaDecodeConfig(head_dim=64),
+                                 MmaDecodeConfig(head_dim=128, out_dtype="bf16"),
+                                 MmaDecodeConfig(head_dim=256)], ids=lambda c: c.name)
+def test_every_check_holds_on_the_printed_text(cfg):
+    k = _ir(cfg)
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
+    # the AMD combine kernel's checks, same names and order, plus the 3 printed-text checks
+    assert tuple(r.checks) == checks_for(k.spec) + ("printed_source", "declarations",
+                                                     "index_ranges")
+    assert r.holds, _why(r)
+    dom = r.checks["reduction_reads_partials"].domain
+    assert "ragged-block-5-splits" in dom and "GQA groups [1, 4]" in dom
+
+
+def test_nvrtc_compiles():
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    for cfg in (CFG, MmaDecodeConfig(head_dim=256, out_dtype="bf16")):
+        k = _ir(cfg)
+        m = compile_cuda(emit_cuda_attention(k), "sm_90", name=f"{k.name}.cu", backend="nvrtc")
+        assert m.kernels == (k.name,)
+
+
+# ---- planted bugs in the IR ----------------------------------------------------------------
+
+def _loops(k):
+    return [s for s in k.body if isinstance(s, Loop)]
+
+
+def test_merge_without_the_max_pass_is_refused():
+    k = _ir()
+    k.body.remove(_loops(k)[0])            # weights against -inf: no common maximum
+    failed, r = _failed(k)
+    assert "online_softmax" in failed, _why(r)
+    assert "maximum over all" in r.checks["online_softmax"].counterexample
+
+
+def test_max_raised_after_a_merge_step_is_refused():
+    k = _ir()
+    merge = _loops(k)[1]
+    lse_fr = merge.body[0].regs.frag
+    merge.body.append(LseMax("m_run", lse_fr, 0))   # online max after taking a weight
+    failed, r = _failed(k)
+    assert "online_softmax" in failed, _why(r)
+
+
+def test_max_over_fewer_splits_is_refused():
+    k = _ir()
+    first = _loops(k)[0]
+    first.stop = first.stop - 1
+    failed, r = _failed(k)
+    assert "online_softmax" in failed, _why(r)
+
+
+def test_partial_of_another_split_is_refused():
+    k = _ir()
+    merge = _loops(k)[1]
+    op = next(a for a in merge.body if isinstance(a, Access) and a.buf == "Op")
+    s, ns = sym("s"), sympy.Symbol("n_splits", integer=True, nonnegative=True)
+    rev = ns - 1 - s                       # O of split n-1-s weighted by the LSE of split s
+    op.coords = tuple((rev,) + tuple(c[1:]) for c in op.coords)
+    op.offset = sympy.expand(op.origin(op.coords[0]))
+    failed, r = _failed(k)
+    assert "reduction_reads_partials" in failed, _why(r)
+
+
+def test_dropped_normalisation_is_refused():
+    k = _ir()
+    k.body[:] = [s for s in k.body if not isinstance(s, LseNormalize)]
+    failed, r = _failed(k)
+    assert "online_softmax" in failed, _why(r)
+
+
+def test_a_split_left_out_of_the_merge_is_refused():
+    k = _ir()
+    merge = _loops(k)[1]
+    merge.start = 1
+    failed, r = _failed(k)
+    assert "reduction_reads_partials" in failed, _why(r)
+
+
+def test_merged_twice_is_refused():
+    k = _ir()
+    merge = _loops(k)[1]
+    step = next(s for s in merge.body if isinstance(s, LseMergeStep))
+    merge.body.append(step)
+    failed, r = _failed(k)
+    assert "reduction_reads_partials" in failed, _why(r)
+
+
+def test_store_to_the_wrong_head_dim_is_refused():
+    k = _ir()
+    st = next(a for a in walk(k.body) if isinstance(a, Access) and a.buf == "O")
+    st.coords = (st.coords[1],) + st.coords[1:]    # element 0 stored where element 1 goes
+    failed, r = _failed(k)
+    assert failed & {"reduction_reads_partials", "coverage", "emitted_index_math"}, _why(r)
+
+
+def test_the_amd_partials_form_is_refused_on_this_kernel():
+    k = _ir()
+    spec = combine_lse_spec(k.name, 64, "f16")
+    from dataclasses import replace
+    from kernels.verify.spec import TensorSpec
+    amd = replace(spec, tensors=spec.tensors + (
+        TensorSpec("Lp", ("split", "one", "head", "batch"), "input", "f32"),),
+        split_merge=SplitMerge(("Op", "LSEp", "Lp"), "O", "split", "d", key_tile=16))
+    r = verify(k, amd, arch="sm_90")
+    assert not r.checks["reduction_reads_partials"].holds
+    assert "(O, LSE)" in r.checks["reduction_reads_partials"].counterexample
+
+
+def test_a_merge_of_four_partials_is_an_ill_formed_spec():
+    spec = combine_lse_spec("x", 64, "f16")
+    from dataclasses import replace
+    with pytest.raises(SpecError, match=r"\(O, max, sum\) or \(O, LSE\)"):
+        replace(spec, split_merge=SplitMerge(("Op", "LSEp", "Op", "LSEp"), "O", "split", "d"))
+
+
+# ---- planted bugs in the printed text ------------------------------------------------------
+
+def _sub(src, old, new):
+    assert old in src, old
+    return src.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("old,new,check", [
+    ("lg_lse_merge<4>(m_run, l_run, &o_acc[0], &x_fr[0], lse_fr[0]);",
+     "lg_lse_merge<4>(m_run, l_run, &o_acc[0], &o_acc[0], lse_fr[0]);", "printed_source"),
+    ("lg_lse_merge<4>(m_run, l_run,", "lg_lse_merge<4>(l_run, m_run,", "printed_source"),
+    ("lg_lse_normalize<4>(&o_acc[0], l_run);", "lg_lse_normalize<4>(&o_acc[0], m_run);",
+     "printed_source"),
+    ("m_run = fmaxf(m_run, lse_fr[0]);", "m_run = fmaxf(m_run, x_fr[0]);", "printed_source"),
+    ("lg_ldg_f32x4(&x_fr[0], Op + (64*bat*heads + 64*batch*heads*s + dc + 64*h));",
+     "lg_ldg_f32x4(&x_fr[0], Op + (64*bat*heads + 64*batch*heads*s + dc + 64*h + 64));",
+     "printed_source"),
+    ("lg_ldg_f32x4(&x_fr[0]", "lg_ldg_f32x4(&o_acc[0]", "printed_source"),
+    ("lg_ldg_f32x4(&x_fr[0], Op", "lg_ldg_f32x1(&x_fr[0], Op", "printed_source"),
+    ("if (qi < batch*heads) lg_st_u32x2(", "lg_st_u32x2(", "printed_source"),
+    ("lg_pack_f16x2(o_acc[0], o_acc[1])", "lg_pack_bf16x2(o_acc[0], o_acc[1])", "printed_source"),
+    ("lg_pack_f16x2(o_acc[2], o_acc[3])", "lg_pack_f16x2(o_acc[3], o_acc[2])", "printed_source"),
+    ("const int dc = 4*(((gi) % 16));", "const int dc = 4*(((gi) % 8));", "printed_source"),
+    ("int n_splits, int o_sb", "int n_splits, long long o_sb", "declarations"),
+    ("float o_acc[4];", "float o_acc[2];", "declarations"),
+    ("const float w = lg_exp2(lse - m);", "const float w = lg_exp2(m - lse);", "declarations"),
+])
+def test_printed_cuda_mutations_are_refused(old, new, check):
+    k = _ir()
+    src = _sub(emit_cuda_attention(k), old, new)
+    failed, r = _failed(k, src)
+    assert check in failed, _why(r)
+
+
+def test_the_helpers_are_printed_once():
+    k = _ir()
+    src = emit_cuda_attention(k)
+    assert src.count(HELPERS) == 1 and src.count("lg_lse_merge<4>(") == 1
+
+
+def test_dropped_merge_line_is_refused():
+    k = _ir()
+    src = emit_cuda_attention(k)
+    line = next(ln for ln in src.split("\n") if "lg_lse_merge<4>(" in ln)
+    failed, _ = _failed(k, src.replace(line + "\n", ""))
+    assert "printed_source" in failed
+
+
+def test_unknown_attention_statements_are_refused_by_the_cuda_printer():
+    from kernels.ir.attention import RowMax
+    k = _ir()
+    k.body.append(RowMax("m_x", k.frags[0], (0,)))
+    with pytest.raises(TypeError, match="RowMax has no CUDA form"):
+        emit_cuda_attention(k)
