@@ -207,3 +207,25 @@ def test_unknown_attention_statements_are_refused_by_the_cuda_printer():
     k.body.append(RowMax("m_x", k.frags[0], (0,)))
     with pytest.raises(TypeError, match="RowMax has no CUDA form"):
         emit_cuda_attention(k)
+
+
+def test_template_split_kernel_writes_the_combine_layouts():
+    """The link of the pair while the split kernel is still a template: it writes partial
+    (split s, row b H + h, element c) at OP[(s rows + b H + h) D + c] and its LSE at
+    LSE[s rows + b H + h] (rows = B H), exactly where the IR combine's layouts read them."""
+    from kernels.ir.attention import runtime_symbol as R
+    from kernels.nvidia.decode_mma import emit_mma_decode
+    from kernels.nvidia.decode_mma_ir import workspace_layouts
+    for D in (64, 128, 256):
+        src = emit_mma_decode(MmaDecodeConfig(head_dim=D))
+        assert "const size_t row = (size_t)blockIdx.y * rows + (size_t)b * Hq + h0 + j;" in src
+        assert f"float4* dst = reinterpret_cast<float4*>(OP + row * {D} + c);" in src
+        assert "if (c == 0) LSE[row] = s_lse[j];" in src
+        assert "rows, Hq, nsplit" not in src.split("_combine(")[0]   # the split kernel's args
+        G = workspace_layouts(D)
+        B, H, S = 3, 5, 4
+        env = {R("batch"): B, R("heads"): H, R("n_splits"): S}
+        for s, d, h, b in ((0, 0, 0, 0), (3, D - 1, 4, 2), (1, 7, 2, 1)):
+            row = s * (B * H) + b * H + h
+            assert G["Op"]((s, d, h, b)).subs(env) == row * D + d
+            assert G["LSEp"]((s, 0, h, b)).subs(env) == row
