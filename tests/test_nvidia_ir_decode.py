@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from kernels.ir import Loop, sym, walk
+from kernels.ir import Let, Loop, sym, walk
 from kernels.ir.core import Access
 from kernels.ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from kernels.nvidia.decode_mma import MmaDecodeConfig
@@ -125,6 +125,16 @@ def test_merged_twice_is_refused():
     assert "reduction_reads_partials" in failed, _why(r)
 
 
+def test_loads_of_the_unclamped_row_are_out_of_bounds():
+    k = _ir()
+    # the loads are unpredicated because qc clamps the row; without the clamp the threads past
+    # the last row of a ragged block read past the workspace
+    k.body[:] = [s for s in k.body if getattr(s, "name", "") != "qc"]
+    k.body.insert(3, Let("qc", sym("qi")))
+    failed, r = _failed(k)
+    assert "in_bounds" in failed, _why(r)
+
+
 def test_store_to_the_wrong_head_dim_is_refused():
     k = _ir()
     st = next(a for a in walk(k.body) if isinstance(a, Access) and a.buf == "O")
@@ -176,6 +186,8 @@ def _sub(src, old, new):
     ("lg_pack_f16x2(o_acc[0], o_acc[1])", "lg_pack_bf16x2(o_acc[0], o_acc[1])", "printed_source"),
     ("lg_pack_f16x2(o_acc[2], o_acc[3])", "lg_pack_f16x2(o_acc[3], o_acc[2])", "printed_source"),
     ("const int dc = 4*(((gi) % 16));", "const int dc = 4*(((gi) % 8));", "printed_source"),
+    ("const int qc = min(qi, batch*heads - 1);", "const int qc = min(qi, batch*heads);",
+     "printed_source"),
     ("int n_splits, int o_sb", "int n_splits, long long o_sb", "declarations"),
     ("float o_acc[4];", "float o_acc[2];", "declarations"),
     ("const float w = lg_exp2(lse - m);", "const float w = lg_exp2(m - lse);", "declarations"),

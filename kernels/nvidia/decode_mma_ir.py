@@ -26,7 +26,7 @@ import sympy
 
 from layoutalg import Layout
 
-from ..ir.attention import AttnKernel, FVar, ScalarParam, runtime_symbol as R
+from ..ir.attention import AttnKernel, FVar, LetMinMax, ScalarParam, runtime_symbol as R
 from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from ..printer.cuda_attention import emit_cuda_attention
@@ -87,15 +87,18 @@ def build_decode_combine_ir(cfg: MmaDecodeConfig) -> AttnKernel:
         coords = tuple((s, (sym("dc") + j) if n > 1 else 0, sym("h"), sym("bat"))
                        for j in range(n))
         return Access("load", "global", buf, sympy.expand(G[buf](coords[0])), n,
-                      fr.regs(range(n)), ok, tag=f"{buf}.load", origin=G[buf], coords=coords)
+                      fr.regs(range(n)), None, tag=f"{buf}.load", origin=G[buf], coords=coords)
 
     body: List[Any] = [
         Comment(f"one thread per (row, {E} head dims): row qi = batch x heads + head"),
         Let("gi", sym("block_c") * T + tid),
         Let("qi", sympy.floor(sym("gi") / (D // E))),
+        Comment("threads past the last row merge the last row again and store nothing: every "
+                "load stays unpredicated (as the template's early return leaves them)"),
+        LetMinMax("qc", "min", sym("qi"), R("batch") * R("heads") - 1),
         Let("dc", E * sympy.Mod(sym("gi"), D // E)),
-        Let("bat", sympy.floor(sym("qi") / R("heads"))),
-        Let("h", sympy.Mod(sym("qi"), R("heads"))),
+        Let("bat", sympy.floor(sym("qc") / R("heads"))),
+        Let("h", sympy.Mod(sym("qc"), R("heads"))),
         FVar("m_run", "-inf"),
         Loop("s", 0, R("n_splits"), [load("LSEp", lse, 1), LseMax("m_run", lse, 0)],
              unroll=COMBINE_UNROLL),
@@ -180,11 +183,14 @@ class IrMmaSplitKVDecode(MmaSplitKVDecode):
                           signature=("ptr",) * 3 + ("i32",) * 5,
                           specs=[TS(strides=())] * 3 + [None] * 5)
         B, H, n = p["B"], p["Hq"], p["splits"]
+        from ..errors import LaunchError
+        if n * rows * self.cfg.head_dim >= 2 ** 31:
+            raise LaunchError(f"{n} splits x {rows} rows x head_dim {self.cfg.head_dim}: the IR "
+                              "combine kernel's int offsets reach 2^31; fewer splits (kv_splits)")
 
         def run(op, lse, out):
             for st in (out.stride(0), out.stride(1)):
                 if not -2 ** 31 <= st < 2 ** 31:
-                    from ..errors import LaunchError
                     raise LaunchError(f"out stride {st}: the IR combine kernel takes int strides")
             site([op, lse, out, B, H, n, out.stride(0), out.stride(1)])
         return run

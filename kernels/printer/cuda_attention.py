@@ -7,6 +7,7 @@ f32 global loads, 4-wide 16-bit output stores and the log-sum-exp merge of
 Each statement prints as ONE line, which :func:`kernels.verify.source_text.read_cuda_source`
 reads back for the ``printed_source`` check:
 
+* ``const int x = min(a, b);`` (:class:`~kernels.ir.attention.LetMinMax`, CUDA's int ``min``);
 * ``float m = LG_NEG_INF;`` / ``float l = 0.f;`` (:class:`~kernels.ir.attention.FVar`);
 * ``[if (pred)] lg_ldg_f32x{1,4}(&frag[i], buf + (offset));`` (an f32 global load);
 * ``[if (pred)] lg_st_u32x2(buf + (offset), lg_pack_*x2(o[i], o[i+1]), lg_pack_*x2(...));`` (4
@@ -25,7 +26,7 @@ from typing import Any, List
 
 from layoutalg.symbolic import to_c
 
-from ..ir.attention import AttnKernel, FVar
+from ..ir.attention import AttnKernel, FVar, LetMinMax
 from ..ir.core import Access
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from ..nvidia.prelude import PACK
@@ -64,7 +65,9 @@ class CudaAttnPrinter(CudaPrinter):
     docstring; anything else an attention kernel holds is refused by name."""
 
     def stmt(self, s: Any, d: int) -> None:
-        if isinstance(s, FVar):
+        if isinstance(s, LetMinMax):
+            self.out(d, f"const int {s.name} = {s.op}({to_c(s.a)}, {to_c(s.b)});")
+        elif isinstance(s, FVar):
             init = {"-inf": "LG_NEG_INF", "0": "0.f"}[s.init]
             self.out(d, f"float {s.name} = {init};")
         elif isinstance(s, LseMax):
