@@ -241,3 +241,36 @@ def test_template_split_kernel_writes_the_combine_layouts():
             row = s * (B * H) + b * H + h
             assert G["Op"]((s, d, h, b)).subs(env) == row * D + d
             assert G["LSEp"]((s, 0, h, b)).subs(env) == row
+
+
+def test_both_split_kernels_get_the_verified_combine(monkeypatch):
+    """IrSplitKVDecode / IrMmaSplitKVDecode verify the combine at construction, and
+    decode_attention launches the IR combine kernel after either split kernel (a pretend H100:
+    tests/_fake_cuda.py; nothing is compiled)."""
+    torch = pytest.importorskip("torch")
+    import _fake_cuda as fc
+    from kernels.nvidia import dispatch
+    from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
+    from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig
+    for dec in (IrSplitKVDecode(SplitKVDecodeConfig(head_dim=64)),
+                IrMmaSplitKVDecode(MmaDecodeConfig(head_dim=256, out_dtype="bf16"))):
+        assert dec.verification.holds
+        assert dec.combine_ir.name == f"lg_decode_combine_ir_{dec.cfg.out_dtype}_d" \
+                                      f"{dec.cfg.head_dim}"
+    fake = fc.install(monkeypatch)
+    try:
+        bf = torch.bfloat16
+        q, k = fc.FakeCudaTensor((4, 32, 1, 256), bf), fc.FakeCudaTensor((4, 8, 4096, 256), bf)
+        o = fc.FakeCudaTensor((4, 32, 1, 256), torch.float16)
+        dispatch.decode_attention(q, k, k, out=o)                       # tensor-core split
+        q2, k2 = fc.FakeCudaTensor((1, 8, 1, 128), bf), fc.FakeCudaTensor((1, 2, 48, 128), bf)
+        dispatch.decode_attention(q2, k2, k2, out=fc.FakeCudaTensor((1, 8, 1, 128),
+                                                                    torch.float16),
+                                  kv_splits=3)                          # FMA split, forced
+        names = [L.kernel for L in fake.launches]
+        assert names[0].startswith("lg_decode_mma_") and names[2].startswith("lg_decode_splitkv")
+        assert names[1] == "lg_decode_combine_ir_f16_d256"
+        assert names[3] == "lg_decode_combine_ir_f16_d128"
+        assert fake.launches[1].args[3:6] == (4, 32, fake.launches[0].grid[1])
+    finally:
+        fc.clear_caches()

@@ -65,3 +65,26 @@ def test_ir_combine_equals_template(B, Hq, Hkv, Skv, D, ind, outd, splits):
     ref = _reference(q, k, v)
     err = ((ir.float() - ref).norm() / ref.norm()).item()
     assert err < (1e-2 if outd == "bf16" else 2e-3), err
+
+
+def test_ir_combine_equals_template_after_the_fma_split_kernel():
+    """The FMA split kernel (decode_splitkv.py) writes the same workspace: IrSplitKVDecode's
+    output is bitwise the template SplitKVDecode's."""
+    from kernels.nvidia.decode_mma_ir import IrSplitKVDecode
+    from kernels.nvidia.decode_splitkv import SplitKVDecode, SplitKVDecodeConfig
+    g = torch.Generator(device="cuda").manual_seed(21)
+    B, Hq, Hkv, Skv, D = 2, 16, 4, 2000, 128
+    q = torch.randn((B, Hq, 1, D), device="cuda", generator=g).to(torch.bfloat16)
+    k = torch.randn((B, Hkv, Skv, D), device="cuda", generator=g).to(torch.bfloat16)
+    v = torch.randn((B, Hkv, Skv, D), device="cuda", generator=g).to(torch.bfloat16)
+    cfg = SplitKVDecodeConfig(head_dim=D, hg=4, chunk=4)
+    outs = []
+    for kind in (SplitKVDecode, IrSplitKVDecode):
+        out = torch.full((B, Hq, 1, D), float("nan"), dtype=torch.float16, device="cuda")
+        kind(cfg)(q, k, v, out=out, kv_splits=6)
+        torch.cuda.synchronize()
+        outs.append(out)
+    assert torch.isfinite(outs[1]).all()
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+    ref = _reference(q, k, v)
+    assert ((outs[1].float() - ref).norm() / ref.norm()).item() < 2e-3

@@ -14,12 +14,13 @@ printed-text checks (``reduction_reads_partials``: every stored element merged e
 maximum over all splits).
 
 :class:`IrMmaSplitKVDecode` is :class:`.decode_mma.MmaSplitKVDecode` (the template split kernel,
-same launch and split choice) with this combine kernel in place of the template's.
+same launch and split choice) with this combine kernel in place of the template's;
+:class:`IrSplitKVDecode` likewise for the FMA kernel of :mod:`.decode_splitkv` (same workspace).
 """
 
 from __future__ import annotations
 
-import math
+from types import SimpleNamespace
 from typing import Any, List
 
 import sympy
@@ -31,17 +32,20 @@ from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from ..printer.cuda_attention import emit_cuda_attention
 from ..verify.spec import (Dim, Domain, KernelSpec, SplitMerge, Symbol, TensorSpec)
+from .builder import CompiledKernel
 from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode
-from .decode_splitkv import COMBINE_ELEMS, COMBINE_THREADS, COMBINE_UNROLL
+from .decode_splitkv import (COMBINE_ELEMS, COMBINE_THREADS, COMBINE_UNROLL, SplitKVDecode,
+                             SplitKVDecodeConfig)
 
 __all__ = ["build_decode_combine_ir", "combine_lse_spec", "combine_instances",
-           "COMBINE_IR_SCALARS", "IrMmaSplitKVDecode", "ir_combine_name"]
+           "COMBINE_IR_SCALARS", "IrCombine", "IrMmaSplitKVDecode", "IrSplitKVDecode",
+           "ir_combine_name"]
 
 COMBINE_IR_SCALARS = ("batch", "heads", "n_splits", "o_sb", "o_sh")
 _INT_MAX = 2 ** 31 - 1
 
 
-def ir_combine_name(cfg: MmaDecodeConfig) -> str:
+def ir_combine_name(cfg: Any) -> str:
     return f"lg_decode_combine_ir_{cfg.out_dtype}_d{cfg.head_dim}"
 
 
@@ -73,8 +77,10 @@ def combine_lse_spec(name: str, head_dim: int, out_dtype: str, key_tile: int = 1
         head_symbols=("bat", "h"))
 
 
-def build_decode_combine_ir(cfg: MmaDecodeConfig) -> AttnKernel:
-    """The combine kernel of ``cfg`` (its head_dim and output type) as IR with its spec."""
+def build_decode_combine_ir(cfg: Any) -> AttnKernel:
+    """The combine kernel of ``cfg`` (a split decode configuration of either kernel,
+    :class:`.decode_splitkv.SplitDecodeShape`: its head_dim and output type) as IR with its
+    spec."""
     D, E, T = cfg.head_dim, COMBINE_ELEMS, COMBINE_THREADS
     G = workspace_layouts(D)
     tid, s = sym("tid"), sym("s")
@@ -151,42 +157,40 @@ def verify_combine(k: AttnKernel, source: str, arch: str = "sm_90"):
     return verify(k, arch=arch, source=source)
 
 
-class IrMmaSplitKVDecode(MmaSplitKVDecode):
-    """:class:`.decode_mma.MmaSplitKVDecode` whose combine kernel is the verified IR kernel
-    (:func:`build_decode_combine_ir`); the split kernel, launch arguments and split choice are
-    the template's.  Construction verifies the IR and its printed text (a failed check raises
-    :class:`~kernels.verify.gate.VerificationError`)."""
+class IrCombine:
+    """The verified IR combine kernel (:func:`build_decode_combine_ir`) for a split-KV decode
+    class (:class:`~.decode_splitkv.SplitKVDecode` or a subclass): it replaces the class's
+    :meth:`~.decode_splitkv.SplitKVDecode.combine_site`; the split kernel, launch arguments and
+    split choice stay the class's.  Construction verifies the IR and its printed text (a failed
+    check raises :class:`~kernels.verify.gate.VerificationError`)."""
 
-    def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
+    def __init__(self, cfg: Any, *, backend: str = "auto") -> None:
         super().__init__(cfg, backend=backend)
         self.combine_ir = build_decode_combine_ir(cfg)
         self.combine_source = emit_cuda_attention(self.combine_ir)
         self.verification = verify_combine(self.combine_ir, self.combine_source, cfg.arch)
         self.verification.raise_if_failed()
-        self._combine_module = None
+        # its own compiled source (the split kernel's module is the template's)
+        self.combine_kernel = CompiledKernel(
+            SimpleNamespace(name=self.combine_ir.name, arch=cfg.arch), self.combine_source,
+            backend)
 
     @property
     def combine_module(self):
-        if self._combine_module is None:
-            from ..toolchain.nvrtc import compile_cuda
-            self._combine_module = compile_cuda(self.combine_source, self.cfg.arch,
-                                                name=f"{self.combine_ir.name}.cu",
-                                                backend=self.backend)
-        return self._combine_module
+        return self.combine_kernel.module
 
     def combine_site(self, rows: int, p: dict):
         """The IR combine kernel's launch: ``run(op, lse, out)``."""
+        from ..errors import LaunchError
         from ..runtime.cuda import LaunchSite
         from ..runtime.rocm import TensorSpec as TS
-        site = LaunchSite(self.combine_module, self.combine_ir.name,
-                          combine_grid_ir(rows, self.cfg.head_dim), COMBINE_THREADS,
-                          signature=("ptr",) * 3 + ("i32",) * 5,
+        B, H, n, D = p["B"], p["Hq"], p["splits"], self.cfg.head_dim
+        if n * rows * D >= 2 ** 31:
+            raise LaunchError(f"{n} splits x {rows} rows x head_dim {D}: the IR combine "
+                              "kernel's int offsets reach 2^31; fewer splits (kv_splits)")
+        site = LaunchSite(self.combine_module, self.combine_ir.name, combine_grid_ir(rows, D),
+                          COMBINE_THREADS, signature=("ptr",) * 3 + ("i32",) * 5,
                           specs=[TS(strides=())] * 3 + [None] * 5)
-        B, H, n = p["B"], p["Hq"], p["splits"]
-        from ..errors import LaunchError
-        if n * rows * self.cfg.head_dim >= 2 ** 31:
-            raise LaunchError(f"{n} splits x {rows} rows x head_dim {self.cfg.head_dim}: the IR "
-                              "combine kernel's int offsets reach 2^31; fewer splits (kv_splits)")
 
         def run(op, lse, out):
             for st in (out.stride(0), out.stride(1)):
@@ -196,4 +200,19 @@ class IrMmaSplitKVDecode(MmaSplitKVDecode):
         return run
 
 
-del math
+class IrMmaSplitKVDecode(IrCombine, MmaSplitKVDecode):
+    """:class:`.decode_mma.MmaSplitKVDecode` (tensor-core split kernel) with the verified IR
+    combine kernel (:class:`IrCombine`)."""
+
+    def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
+        super().__init__(cfg, backend=backend)
+
+
+class IrSplitKVDecode(IrCombine, SplitKVDecode):
+    """:class:`.decode_splitkv.SplitKVDecode` (FMA split kernel) with the verified IR combine
+    kernel (:class:`IrCombine`): the same workspace, written by the same row merge."""
+
+    def __init__(self, cfg: SplitKVDecodeConfig = SplitKVDecodeConfig(), *,
+                 backend: str = "auto"):
+        super().__init__(cfg, backend=backend)
+
