@@ -274,3 +274,24 @@ def test_both_split_kernels_get_the_verified_combine(monkeypatch):
         assert fake.launches[1].args[3:6] == (4, 32, fake.launches[0].grid[1])
     finally:
         fc.clear_caches()
+
+
+def test_int_offsets_past_2_31_are_refused_at_launch(monkeypatch):
+    """The printed offsets are int (index_ranges proves them at the instances only): a launch
+    whose workspace or output offsets would leave int is a LaunchError, never a wrong write."""
+    torch = pytest.importorskip("torch")
+    import _fake_cuda as fc
+    from kernels.errors import LaunchError
+    from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
+    fc.install(monkeypatch)
+    try:
+        dec = IrMmaSplitKVDecode(MmaDecodeConfig(head_dim=128))
+        with pytest.raises(LaunchError, match="2\\^31"):
+            dec.combine_site(1 << 16, dict(B=2048, Hq=32, splits=256))
+        run = dec.combine_site(32, dict(B=1, Hq=32, splits=4))
+        bf = torch.float16
+        wide = fc.FakeCudaTensor((1, 32, 1, 128), bf, stride=(1, 1 << 27, 128, 1))
+        with pytest.raises(LaunchError, match="output offsets"):
+            run(None, None, wide)
+    finally:
+        fc.clear_caches()

@@ -193,10 +193,13 @@ class IrCombine:
                           specs=[TS(strides=())] * 3 + [None] * 5)
 
         def run(op, lse, out):
-            for st in (out.stride(0), out.stride(1)):
-                if not -2 ** 31 <= st < 2 ** 31:
-                    raise LaunchError(f"out stride {st}: the IR combine kernel takes int strides")
-            site([op, lse, out, B, H, n, out.stride(0), out.stride(1)])
+            sb, sh = out.stride(0), out.stride(1)
+            # the printed int offset b * o_sb + h * o_sh + d (checked by index_ranges only at
+            # the verification instances): every value it takes must fit an int
+            if not 0 <= (B - 1) * sb + (H - 1) * sh + D < 2 ** 31:
+                raise LaunchError(f"out strides ({sb}, {sh}) over batch {B} x heads {H}: the "
+                                  "IR combine kernel's int output offsets leave [0, 2^31)")
+            site([op, lse, out, B, H, n, sb, sh])
         return run
 
 
