@@ -2,7 +2,7 @@
 (kernels.nvidia.decode_mma_ir.IrMmaSplitKVDecode) against the all-template one
 (kernels.nvidia.decode_mma.MmaSplitKVDecode) at the suite's split decode shapes, one run.
 
-    python3 benchmarks/nvidia_ir_decode.py --out results.json
+    python3 benchmarks/nvidia_ir_decode.py --out results.json [--all | --only-more]
 
 The configuration and split count are dispatch's (choose_decode); both kernels are timed in
 interleaved rounds (CUDA events, median per round of 50 calls, median of 7 rounds), and the
@@ -23,6 +23,7 @@ from kernels.nvidia.dispatch import choose_decode
 
 # (B, Hq, Hkv, Skv, D): the suite's decode shapes (benchmarks/gpu_suite.py) that split the KV
 SHAPES = [(8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256), (1, 32, 8, 100_000, 128)]
+MORE = [(1, 32, 8, 131_072, 128), (1, 64, 8, 131_072, 128)]     # --all: the suite's other two
 
 
 def _round(fn, n: int = 50) -> float:
@@ -39,9 +40,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--all", action="store_true", help="also the suite's two 128K-key shapes")
+    ap.add_argument("--only-more", action="store_true", help="only those two")
     args = ap.parse_args()
     rows = []
-    for B, Hq, Hkv, Skv, D in SHAPES:
+    shapes = MORE if args.only_more else SHAPES + (MORE if args.all else [])
+    for B, Hq, Hkv, Skv, D in shapes:
         q = torch.randn(B, Hq, 1, D, dtype=torch.bfloat16, device="cuda")
         k = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
         v = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
