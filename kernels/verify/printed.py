@@ -487,6 +487,9 @@ def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     if src.block != k.block:
         fails.add("declarations", f"__launch_bounds__({src.block}), the IR launches {k.block} "
                                   "threads per block")
+    if src.min_blocks != int(getattr(k, "min_blocks", 0) or 0):
+        fails.add("declarations", f"__launch_bounds__ asks for {src.min_blocks} blocks per SM, "
+                                  f"the IR {k.min_blocks}")
     want = [f"{'const ' if p.const else ''}{ctype.get(p.dtype, '?')}* __restrict__ {p.name}"
             for p in k.params] + [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
     _check_params(src, want, fails)

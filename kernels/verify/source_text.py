@@ -103,6 +103,7 @@ def split_args(s: str) -> List[str]:
 class ParsedSource:
     block: int = 0
     waves_per_eu: int = 0
+    min_blocks: int = 0             # CUDA: __launch_bounds__(block, min_blocks)
     params: List[str] = field(default_factory=list)
     shared: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)  # name_v: type, n, line
     alias: Dict[str, Tuple[str, str, int]] = field(default_factory=dict)    # name -> type, of
@@ -345,7 +346,8 @@ def register_operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tu
 # What kernels.printer.cuda prints, read back into the same statement trees (``regs`` hold
 # resolved (frag, element indices) pairs: the text's 32-bit words are two 16-bit elements).
 
-_CU_HEAD = re.compile(r'^extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\((.*)\) \{$')
+_CU_HEAD = re.compile(r'^extern "C" __global__ void __launch_bounds__\((\d+)(?:, (\d+))?\) '
+                      r'(\w+)\((.*)\) \{$')
 _CU_SMEM = re.compile(r"^(\w+)\* const (\w+) = reinterpret_cast<(\w+)\*>\(lg_smem \+ (\d+)\);$")
 _CU_ZERO = re.compile(r"^for \(int i = 0; i < (\d+); \+\+i\) (\w+)\[i\] = (0\.f|0u);$")
 _CU_CP = re.compile(r"^lg_cp_async(4|8|16)\((.*)\);$")
@@ -418,9 +420,9 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSou
     start = None
     for i, raw in enumerate(lines):
         m = _CU_HEAD.match(raw)
-        if m and m.group(2) == kernel:
-            out.block = int(m.group(1))
-            out.params = [p.strip() for p in m.group(3).split(",")] if m.group(3) else []
+        if m and m.group(3) == kernel:
+            out.block, out.min_blocks = int(m.group(1)), int(m.group(2) or 0)
+            out.params = [p.strip() for p in m.group(4).split(",")] if m.group(4) else []
             start = i + 1
             break
     if start is None:
