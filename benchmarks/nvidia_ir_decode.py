@@ -2,7 +2,7 @@
 (kernels.nvidia.decode_mma_ir.IrMmaSplitKVDecode) against the all-template one
 (kernels.nvidia.decode_mma.MmaSplitKVDecode) at the suite's split decode shapes, one run.
 
-    python3 benchmarks/nvidia_ir_decode.py --out results.json [--all | --only-more]
+    python3 benchmarks/nvidia_ir_decode.py --out results.json [--all | --only-more] [--kernels]
 
 The configuration and split count are dispatch's (choose_decode); both kernels are timed in
 interleaved rounds (CUDA events, median per round of 50 calls, median of 7 rounds), and the
@@ -36,12 +36,30 @@ def _round(fn, n: int = 50) -> float:
     return s.elapsed_time(e) / n * 1e3          # us per call
 
 
+def kernel_times(fn, reps: int = 100) -> dict:
+    """Median device time (us, CUPTI through torch.profiler) of each kernel ``fn`` launches."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    out: dict = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA" and e.name.startswith("lg_"):
+            out.setdefault(e.name, []).append(getattr(e, "device_time", None) or e.cuda_time)
+    return {n: round(statistics.median(ts), 2) for n, ts in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--all", action="store_true", help="also the suite's two 128K-key shapes")
     ap.add_argument("--only-more", action="store_true", help="only those two")
+    ap.add_argument("--kernels", action="store_true", help="also each kernel's device time "
+                                                          "(profiler)")
     args = ap.parse_args()
     rows = []
     shapes = MORE if args.only_more else SHAPES + (MORE if args.all else [])
@@ -66,6 +84,9 @@ def main() -> None:
                "ir_us": round(i_us, 2), "ir_speed_vs_template": round(t_us / i_us, 3),
                "rounds_us": ts, "bitwise_equal": bool(torch.equal(o_t.view(torch.int16),
                                                                   o_i.view(torch.int16)))}
+        if args.kernels:
+            row["kernel_us"] = {"template": kernel_times(lambda: tpl(q, k, v, out=o_t)),
+                                "ir": kernel_times(lambda: ir(q, k, v, out=o_i))}
         rows.append(row)
         print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
     if args.out:
