@@ -346,7 +346,7 @@ def _decode_kernel(q, k, od: str, kv_splits: Optional[int]):
     dec = _SPLIT_DECODE.get(cfg)
     if dec is None:
         # both split kernels with the verified IR combine kernel (decode_mma_ir: bitwise
-        # equal to the template's, 0.98-1.00x its speed on the H100 at the suite's split
+        # equal to the template's, 1.00-1.03x its speed on the H100 at the suite's split
         # shapes); construction verifies the combine IR and its printed text once
         kind = IrMmaSplitKVDecode if isinstance(cfg, MmaDecodeConfig) else IrSplitKVDecode
         dec = _SPLIT_DECODE[cfg] = kind(cfg)
