@@ -259,6 +259,12 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16"),
                dict(head_dim=256, hg=4, warps=8)):     # the B4 H32/8 Skv 4096 choice
         yield (f"nvidia/decode-mma/{_kw(kw)}", lambda kw=kw: emit_mma_decode(MmaDecodeConfig(**kw)))
+    # issue 20 item 1: the decode's combine kernel built as kernel IR (kernels.nvidia.decode_mma_ir)
+    from kernels.nvidia.decode_mma_ir import build_decode_combine_ir
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    for kw in (dict(head_dim=64), dict(), dict(head_dim=256, out_dtype="bf16")):
+        yield (f"nvidia/decode-combine-ir/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_attention(build_decode_combine_ir(MmaDecodeConfig(**kw))))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),

@@ -352,6 +352,9 @@ class Kernel:
     # > 0: LAGEN_WAVES_PER_EU(n) on the kernel (amdgpu_waves_per_eu: a budget of 512 / n
     # registers per lane on gfx942; nothing in the emulator and the CUDA flavour)
     waves_per_eu: int = 0
+    # > 0: CUDA __launch_bounds__(block, min_blocks) (ptxas may then use up to 64K / (block x
+    # min_blocks) registers per thread instead of its occupancy-driven guess)
+    min_blocks: int = 0
     # what the kernel must compute (a kernels.verify.spec.KernelSpec): tensors with named
     # dimensions and roles, contractions, softmax / split features, symbols, verification domain
     spec: Any = None

@@ -402,10 +402,7 @@ class SplitKVDecode(DecodeAttention):
         main = LaunchSite(self.module, cfg.name, (p["blocks"], n), cfg.threads,
                           signature=("ptr",) * 6 + ("i32",) * 6 + ("i64",) * 10 + ("f32",),
                           specs=[TensorSpec(strides=())] * 6 + [None] * 17)
-        combine = LaunchSite(self.module, cfg.combine_name,
-                             combine_grid(rows, cfg.head_dim), COMBINE_THREADS,
-                             signature=("ptr",) * 3 + ("i32",) * 3 + ("i64",) * 2,
-                             specs=[TensorSpec(strides=())] * 3 + [None] * 5) if n > 1 else None
+        combine = self.combine_site(rows, p) if n > 1 else None
         sizes = [rows, p["Hq"], p["Hkv"], p["group"], p["Skv"], p["kv_chunk"], q.stride(0),
                  q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
                  v.stride(2)]
@@ -421,6 +418,21 @@ class SplitKVDecode(DecodeAttention):
                 op = lse = None
             main([q, k, v, out, op, lse, *sizes, out.stride(0), out.stride(1), log2_scale])
             if combine is not None:
-                combine([op, lse, out, rows, p["Hq"], n, out.stride(0), out.stride(1)])
+                combine(op, lse, out)
             return out
+        return run
+
+    def combine_site(self, rows: int, p: Dict[str, int]):
+        """The combine kernel's launch for ``rows`` = batch x query heads and the plan ``p``:
+        ``run(op, lse, out)`` (a subclass may launch another combine kernel,
+        :class:`~.decode_mma_ir.IrMmaSplitKVDecode`)."""
+        from ..runtime.cuda import LaunchSite
+        cfg = self.cfg
+        site = LaunchSite(self.module, cfg.combine_name, combine_grid(rows, cfg.head_dim),
+                          COMBINE_THREADS, signature=("ptr",) * 3 + ("i32",) * 3 + ("i64",) * 2,
+                          specs=[TensorSpec(strides=())] * 3 + [None] * 5)
+        hq, n = p["Hq"], p["splits"]
+
+        def run(op, lse, out):
+            site([op, lse, out, rows, hq, n, out.stride(0), out.stride(1)])
         return run

@@ -229,7 +229,8 @@ class CudaPrinter(Printer):
         notes = [f"// {h}".rstrip() for h in k.header]
         head: List[str] = [self.BANNER, *notes, PRELUDE + self.helpers()] if prelude else \
             ["", *notes]
-        head += [f'extern "C" __global__ void __launch_bounds__({k.block}) '
+        bounds = f"{k.block}, {k.min_blocks}" if k.min_blocks else f"{k.block}"
+        head += [f'extern "C" __global__ void __launch_bounds__({bounds}) '
                  f"{k.name}({', '.join(self.params())}) {{"]
         align = smem_align(k)
         if align == 128:

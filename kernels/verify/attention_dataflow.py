@@ -20,13 +20,15 @@ from ..ir.core import (Access, Barrier, Comment, If, Let, Loop, Mfma, SchedBarri
 from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
                             key_bits, result_text, rowid)
 from .attention_softmax import SoftmaxRules
+from .lse_merge_rules import LseMergeRules
+from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
 
 __all__ = ["AttentionDataflow"]
 
 
-class AttentionDataflow(SoftmaxRules):
+class AttentionDataflow(SoftmaxRules, LseMergeRules):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
@@ -126,6 +128,12 @@ class AttentionDataflow(SoftmaxRules):
                 self.merge_step(s)
             elif isinstance(s, MergeFinal):
                 self.merge_final(s)
+            elif isinstance(s, LseMax):
+                self.lse_max(s)
+            elif isinstance(s, LseMergeStep):
+                self.lse_merge_step(s)
+            elif isinstance(s, LseNormalize):
+                self.lse_normalize(s)
             elif isinstance(s, (Comment, SetPrio, SchedBarrier)):   # scheduling only: no data
                 pass
             else:

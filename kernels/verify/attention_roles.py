@@ -28,7 +28,7 @@ class Roles:
     out: Optional[str]              # the P V product's destination (an output or partial)
     lse: Optional[str]
     stats: Optional[Tuple[str, str]]          # split kernel: (max, sum) workspace
-    partials: Optional[Tuple[str, str, str]]  # combine kernel: (O, max, sum) read
+    partials: Optional[Tuple[str, ...]]  # combine kernel: (O, max, sum) or (O, LSE) read
     merged: bool                    # the kernel merges partials (combine)
     partitioned: bool               # the kernel's partials partition the keys (split)
     stat_frags: Tuple[str, ...]

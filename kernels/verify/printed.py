@@ -100,6 +100,8 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
             out.append(SourceStmt("mfma", text=s.tag, regs=(
                 fn, *((r.frag.name, r.idx) for r in (
                     s.acc, *((s.b, s.a) if s.swap_ab else (s.a, s.b)), s.acc)))))
+        elif kind in _LSE_KINDS:        # kernels.ir.lse_merge (the CUDA printer only)
+            out.append(SourceStmt(_LSE_KINDS[kind], text=kind, regs=_lse_regs(s, kind)))
         elif kind == "MaskScores":
             out.extend(SourceStmt("mask", exprs=(c,)) for c in s.conds)
         elif kind == "LaneXor":
@@ -108,6 +110,19 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
             elif s.method == "swizzle":
                 out.append(SourceStmt("swz", exprs=(int(s.pattern),)))
     return out
+
+
+_LSE_KINDS = {"LseMax": "lse_max", "LseMergeStep": "lse_merge", "LseNormalize": "lse_norm"}
+
+
+def _lse_regs(s: Any, kind: str) -> tuple:
+    """The variables and registers one LSE merge statement prints (as the reader returns)."""
+    if kind == "LseMax":
+        return (s.m, s.lse.name, s.item)
+    if kind == "LseMergeStep":
+        return (s.m, s.l, (s.o.name, tuple(s.o_items)), (s.x.name, tuple(s.x_items)),
+                s.lse.name, s.lse_item)
+    return ((s.o.name, tuple(s.items)), s.l)
 
 
 _WGMMA_KINDS = {"WgmmaMma": "wgmma", "WgmmaFence": "wg_fence", "WgmmaCommit": "wg_commit",
@@ -201,6 +216,9 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
                 _compare_cuda_regs(c, t, s)
             else:
                 _compare_regs(c, t, [s.regs], [t.regs[0] if t.regs else ""])
+        if t.kind.startswith("lse_") and tuple(t.regs) != tuple(s.regs):
+            c.fails.add("printed_source", f"line {t.line}: {t.text} reads {t.regs}, the IR's "
+                                          f"{s.text} {s.regs}")
         if t.kind == "wgmma" and tuple(t.regs) != tuple(s.regs):
             c.fails.add("printed_source", f"line {t.line}: wgmma {t.regs}, the IR {s.regs} "
                                           f"({s.text}): wrapper, accumulator, operand arrays "
@@ -272,11 +290,16 @@ def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
                                           f"into {got}, the IR ldmatrix{want[1] and '.trans'} "
                                           f"into {want[0][0]}{list(want[0][1])} ({s.text})")
         return
+    if not s.store:                                    # an f32 load: the registers it fills
+        if got != (want[0], tuple(want[1])):
+            c.fails.add("printed_source", f"line {t.line}: loads into {got}, the IR into "
+                                          f"{want[0]}{list(want[1])} ({s.text})")
+        return
     if got != (want[0], tuple(want[1])):
         c.fails.add("printed_source", f"line {t.line}: stores {got}, the IR "
                                       f"{want[0]}{list(want[1])} ({s.text})")
     dt = {p.name: p.dtype for p in c.k.params}.get(s.name)
-    fn = _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) == 2 else 1]
+    fn = _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4) else 1]
     if t.regs[1] != fn:
         c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "
                                       f"{s.name} is {dt} ({fn})")
@@ -425,6 +448,17 @@ def is_cuda_text(source: str) -> bool:
     return 'extern "C" __global__' in source and "LAGEN_KERNEL" not in source
 
 
+def _lse_helpers(k: Kernel, source: str, fails: Fail) -> None:
+    """A kernel with LSE merge statements defines their helpers (and the f32 load / 4-wide
+    store it calls) once, with exactly :data:`kernels.printer.cuda_attention.HELPERS`."""
+    from ..printer.cuda_attention import HELPERS
+    if any(type(s).__name__ in _LSE_KINDS for s in walk(k.body)) and \
+            source.count(HELPERS) != 1:
+        fails.add("declarations", "the LSE merge helpers (lg_lse_merge, lg_lse_normalize, "
+                                  "lg_ldg_f32x*, lg_st_u32x2) are not printed once with "
+                                  "kernels.printer.cuda_attention's text")
+
+
 def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
     """Each wgmma wrapper the text calls is defined once, with exactly the text of the IR
     atom's instruction (shape, dtype, tnspB), and the fence / wait / pin / descriptor helpers
@@ -458,8 +492,11 @@ def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     if src.block != k.block:
         fails.add("declarations", f"__launch_bounds__({src.block}), the IR launches {k.block} "
                                   "threads per block")
+    if src.min_blocks != int(getattr(k, "min_blocks", 0) or 0):
+        fails.add("declarations", f"__launch_bounds__ asks for {src.min_blocks} blocks per SM, "
+                                  f"the IR {k.min_blocks}")
     want = [f"{'const ' if p.const else ''}{ctype.get(p.dtype, '?')}* __restrict__ {p.name}"
-            for p in k.params]
+            for p in k.params] + [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
     _check_params(src, want, fails)
     _check_ids(k, src, fails)
     launch = smem_bytes(k)
@@ -625,6 +662,7 @@ def verify_printed(k: Kernel, source: str, *,
     if cuda:
         _cuda_declarations(k, src, fails)
         _wgmma_helpers(k, source, fails)
+        _lse_helpers(k, source, fails)
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails)

@@ -103,6 +103,7 @@ def split_args(s: str) -> List[str]:
 class ParsedSource:
     block: int = 0
     waves_per_eu: int = 0
+    min_blocks: int = 0             # CUDA: __launch_bounds__(block, min_blocks)
     params: List[str] = field(default_factory=list)
     shared: Dict[str, Tuple[str, int, int]] = field(default_factory=dict)  # name_v: type, n, line
     alias: Dict[str, Tuple[str, str, int]] = field(default_factory=dict)    # name -> type, of
@@ -345,7 +346,8 @@ def register_operand(text: str, frags: Dict[str, Any]) -> Optional[Tuple[str, Tu
 # What kernels.printer.cuda prints, read back into the same statement trees (``regs`` hold
 # resolved (frag, element indices) pairs: the text's 32-bit words are two 16-bit elements).
 
-_CU_HEAD = re.compile(r'^extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\((.*)\) \{$')
+_CU_HEAD = re.compile(r'^extern "C" __global__ void __launch_bounds__\((\d+)(?:, (\d+))?\) '
+                      r'(\w+)\((.*)\) \{$')
 _CU_SMEM = re.compile(r"^(\w+)\* const (\w+) = reinterpret_cast<(\w+)\*>\(lg_smem \+ (\d+)\);$")
 _CU_ZERO = re.compile(r"^for \(int i = 0; i < (\d+); \+\+i\) (\w+)\[i\] = (0\.f|0u);$")
 _CU_CP = re.compile(r"^lg_cp_async(4|8|16)\((.*)\);$")
@@ -363,6 +365,16 @@ _CU_AREG = re.compile(r"^&(\w+)\[(\d+)\]$")
 _CU_DESC = re.compile(r"^lg_gmma_desc\(0x([0-9a-f]{16})ull, (\w+) \+ (.*)\)$")
 _CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit",
               "lg_fence_proxy_async();": "proxy_fence"}
+# kernels.printer.cuda_attention: f32 loads, 4-wide 16-bit stores, float variables, the LSE merge
+_CU_LDG = re.compile(r"^lg_ldg_f32x(\d)\(&(\w+)\[(\d+)\], (\w+) \+ (.*)\);$")
+_CU_ST4 = re.compile(r"^lg_st_u32x2\((.*)\);$")
+_CU_PACK = re.compile(r"^(lg_pack_\w+)\((.*)\)$")
+_CU_FVAR = re.compile(r"^float \w+ = (LG_NEG_INF|0\.f);$")
+_CU_PRAGMA = re.compile(r"^#pragma unroll \d+$")
+_CU_LSE_MAX = re.compile(r"^(\w+) = fmaxf\(\1, (\w+)\[(\d+)\]\);$")
+_CU_LSE_MERGE = re.compile(r"^lg_lse_merge<(\d+)>\((\w+), (\w+), &(\w+)\[(\d+)\], "
+                           r"&(\w+)\[(\d+)\], (\w+)\[(\d+)\]\);$")
+_CU_LSE_NORM = re.compile(r"^lg_lse_normalize<(\d+)>\(&(\w+)\[(\d+)\], (\w+)\);$")
 _CU_RAW = "extern __shared__ __align__(1024) unsigned char lg_smem_raw[];"
 _CU_ALIGN = ("unsigned char* const lg_smem = lg_smem_raw + ((1024u - (lg_smem_u32(lg_smem_raw) & "
              "1023u)) & 1023u);")
@@ -409,9 +421,9 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSou
     start = None
     for i, raw in enumerate(lines):
         m = _CU_HEAD.match(raw)
-        if m and m.group(2) == kernel:
-            out.block = int(m.group(1))
-            out.params = [p.strip() for p in m.group(3).split(",")] if m.group(3) else []
+        if m and m.group(3) == kernel:
+            out.block, out.min_blocks = int(m.group(1)), int(m.group(2) or 0)
+            out.params = [p.strip() for p in m.group(4).split(",")] if m.group(4) else []
             start = i + 1
             break
     if start is None:
@@ -532,7 +544,29 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
             m.group(1), (acc[0], tuple(range(acc[1], acc[1] + 4))),
             (a[0], tuple(range(2 * a[1], 2 * a[1] + 8))),
             (b[0], tuple(range(2 * b[1], 2 * b[1] + 4)))))]
+    if _CU_FVAR.match(s) or _CU_PRAGMA.match(s):
+        return []          # no index math (a scheduling hint; a float variable's declaration)
+    lse = _cuda_lse_statement(s, ln)
+    if lse is not None:
+        return [lse]
     pred, s = _leading_predicate(s)
+    m = _CU_LDG.match(s)
+    if m:
+        n, i = int(m.group(1)), int(m.group(3))
+        return [SourceStmt("mem", ln, m.group(4), (parse(_paren(m.group(5))),), store=False,
+                           vtype=vt(m.group(4), 4 * n), pred=pred, text=s,
+                           regs=((m.group(2), tuple(range(i, i + n))), ""))]
+    m = _CU_ST4.match(s)
+    if m:
+        args = split_args(m.group(1))
+        gm = _CU_GADDR.match(args[0]) if len(args) == 3 else None
+        packs = [_CU_PACK.match(a) for a in args[1:]] if gm else []
+        if not gm or not all(packs) or packs[0].group(1) != packs[1].group(1):
+            raise CExprError(f"line {ln}: unreadable 4-wide store: {s}")
+        regs = [_flat(r) for p in packs for r in split_args(p.group(2))]
+        return [SourceStmt("mem", ln, gm.group(1), (parse(_paren(gm.group(2))),), store=True,
+                           vtype=vt(gm.group(1), 8), pred=pred, text=s,
+                           regs=((regs[0][0], tuple(r[1][0] for r in regs)), packs[0].group(1)))]
     m = _CU_PAIR.match(s)
     if m:
         regs = [_flat(r) for r in split_args(m.group(4))]
@@ -545,3 +579,23 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
                            vtype=(vt(m.group(1), 0)[0], 1), pred=pred, text=s,
                            regs=(_flat(m.group(4)), m.group(3)))]
     raise CExprError(f"line {ln}: a statement the CUDA printer does not print: {s}")
+
+
+def _cuda_lse_statement(s: str, ln: int) -> Optional[SourceStmt]:
+    """The log-sum-exp merge statements (:mod:`kernels.ir.lse_merge`) as ``lse_*`` statements
+    whose ``regs`` name the variables and registers, or None."""
+    m = _CU_LSE_MAX.match(s)
+    if m:
+        return SourceStmt("lse_max", ln, text=s, regs=(m.group(1), m.group(2), int(m.group(3))))
+    m = _CU_LSE_MERGE.match(s)
+    if m:
+        n, o, x = int(m.group(1)), int(m.group(5)), int(m.group(7))
+        return SourceStmt("lse_merge", ln, text=s, regs=(
+            m.group(2), m.group(3), (m.group(4), tuple(range(o, o + n))),
+            (m.group(6), tuple(range(x, x + n))), m.group(8), int(m.group(9))))
+    m = _CU_LSE_NORM.match(s)
+    if m:
+        n, o = int(m.group(1)), int(m.group(3))
+        return SourceStmt("lse_norm", ln, text=s, regs=((m.group(2), tuple(range(o, o + n))),
+                                                       m.group(4)))
+    return None

@@ -126,11 +126,13 @@ class SplitPartition:
 
 @dataclass(frozen=True)
 class SplitMerge:
-    """Combine kernel: ``out`` (and ``lse``) merge the ``partials`` (O, max, sum) of every split
-    of ``over`` by log-sum-exp; ``key_tile`` is the split kernel's keys per step (the key sets
-    the partials carry are tracked in whole tiles)."""
+    """Combine kernel: ``out`` (and ``lse``) merge the ``partials`` of every split of ``over``
+    by log-sum-exp: ``(O, max, sum)`` (unnormalised O, merged by ``MergeStep``) or ``(O,
+    LSE)`` (normalised O and its base-2 log-sum-exp, merged by :mod:`kernels.ir.lse_merge`);
+    ``key_tile`` is the split kernel's keys per step (the key sets the partials carry are
+    tracked in whole tiles)."""
 
-    partials: Tuple[str, str, str]
+    partials: Tuple[str, ...]
     out: str
     over: str
     head_dim: str
@@ -351,6 +353,9 @@ def _validate(s: KernelSpec) -> None:
         s.dim(s.split_partition.over)
     if s.split_merge is not None:
         m = s.split_merge
+        if len(m.partials) not in (2, 3):
+            raise SpecError(f"{where}: the merge reads {m.partials}; partials are (O, max, sum) "
+                            "or (O, LSE)")
         for t in m.partials:
             if s.tensor(t).role == "output":
                 raise SpecError(f"{where}: the merge reads {t}, declared an output")
