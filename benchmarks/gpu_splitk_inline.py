@@ -58,7 +58,7 @@ def configs():
     return [TmaGemmConfig(dtype=d, b_major=bmaj, bm=bm, bn=bn, stages=st, store="direct",
                           split_k=True, reduce=red)
             for bm, bn, st in SPLIT_TILES for d in ("f16", "bf16") for bmaj in ("n", "k")
-            for red in ("kernel", "inline")]
+            for red in ("kernel", "inline") if red == "kernel" or bn <= 128]
 
 
 def _compile(cfg) -> str:
@@ -84,6 +84,8 @@ def bitwise(torch, quick: bool) -> list:
     shapes = EDGE + SUITE_SPLIT[:3] + ([] if quick else SUITE_SPLIT[3:])
     side = torch.cuda.Stream()
     for bm, bn, st in SPLIT_TILES:
+        if bn > 128:            # no inline form (see TmaGemmConfig's validation)
+            continue
         for d, dtype in dts.items():
             for bmaj in ("n", "k"):
                 base = TmaGemmConfig(dtype=d, b_major=bmaj, bm=bm, bn=bn, stages=st,
@@ -119,7 +121,7 @@ def timing(torch, reps: int) -> list:
     from kernels.nvidia.wgmma_tma import TmaGemmConfig
     from kernels.selection import GemmProblem
     rows = []
-    for M, N, K in SUITE_SPLIT:
+    for M, N, K in SUITE_SPLIT + [(16, 4000, 4096)]:     # + edge tiles in N
         a = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
         b = torch.randn(K, N, dtype=torch.bfloat16, device="cuda")
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
@@ -129,10 +131,19 @@ def timing(torch, reps: int) -> list:
         cub = {"dev": device_time(lambda: torch.matmul(a, b), reps),
                "wall": bench(lambda: torch.matmul(a, b), reps=reps)[0],
                "host": host_us(lambda: torch.matmul(a, b))}
+        from kernels.nvidia.dispatch import gemm
+        fn = lambda: gemm(a, b, out)                             # noqa: E731
+        r = {"M": M, "N": N, "K": K, "cfg": "dispatch.gemm", "splits": choice.splits,
+             "reduce": choice.config.reduce, "dev_us": device_time(fn, reps) * 1e6,
+             "wall_us": bench(fn, reps=reps)[0] * 1e6, "host_us": host_us(fn),
+             "cublas_dev_us": cub["dev"] * 1e6, "cublas_wall_us": cub["wall"] * 1e6,
+             "cublas_host_us": cub["host"], "choice": str(choice), "est_us": None}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
         for bm, bn, st in SPLIT_TILES:
             est, s0, _ = split_estimate(p, target, bm, bn)
-            for s in sorted({s0, max(1, s0 // 2)}):
-                for red in ("kernel", "inline"):
+            for s in sorted({1, s0, max(1, s0 // 2)}):
+                for red in ("kernel", "inline")[:2 if bn <= 128 else 1]:
                     g = compiled_gemm(TmaGemmConfig(dtype="bf16", bm=bm, bn=bn, stages=st,
                                                     store="direct", split_k=True, reduce=red))
                     fn = lambda: g(a, b, out, splits=s)          # noqa: E731

@@ -120,6 +120,9 @@ def _validate(cfg: TmaGemmConfig) -> None:
     need(cfg.reduce in ("kernel", "inline"), f"reduce={cfg.reduce!r}: 'kernel' or 'inline'")
     need(cfg.reduce == "kernel" or cfg.split_k, "reduce='inline' is a split-K form: "
          "split_k=True")
+    need(cfg.reduce == "kernel" or cfg.bn <= 128, f"reduce='inline' with bn={cfg.bn}: its "
+         "reducer's loads and the bn/2 accumulators exceed the 232 registers (ptxas spills at "
+         "bn=256): use bn <= 128 or reduce='kernel'")
     need(cfg.group_m >= 1, f"group_m={cfg.group_m}: at least 1")
     need(cfg.arch == "sm_90a", f"arch={cfg.arch!r}: wgmma and setmaxnreg need 'sm_90a'")
     need(cfg.smem_bytes + STATIC_SMEM <= 227 * 1024, f"{cfg.smem_bytes} bytes of dynamic "
@@ -525,8 +528,17 @@ class TmaGemm(CudaGemm):
         cfg = self.cfg
         slots = counter_slots(tiles, cfg.consumers)
         spaces: Dict[int, Tuple[Any, Any]] = {}
+        maps = self._maps
+        keys = []   # tensor_map's keys less the pointer: the same for every call bound here
 
         def run(a, b, out):
+            if not keys:
+                keys.extend((tuple(t.shape), tuple(t.stride()), str(t.dtype)) + box + (t.device,)
+                            for t, box in ((a, (cfg.bk, cfg.bm)), (b, b_box)))
+            ta = maps.get((a.data_ptr(),) + keys[0],
+                          lambda: encode_tensor_map(a, cfg.bk, cfg.bm), a.device)
+            tb = maps.get((b.data_ptr(),) + keys[1], lambda: encode_tensor_map(b, *b_box),
+                          b.device)
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
             stream = torch.cuda.current_stream(index).cuda_stream
@@ -536,8 +548,7 @@ class TmaGemm(CudaGemm):
                     (torch.empty((n, M, N), dtype=torch.float32, device=a.device),
                      torch.zeros(slots, dtype=torch.int32, device=a.device)) if n > 1
                     else (None, None))
-            main([self.tensor_map(a, cfg.bk, cfg.bm), self.tensor_map(b, *b_box), None,
-                  ws[0], M, N, K, N, n, kt_per, out, ws[1], out.stride(0)], stream)
+            main([ta, tb, None, ws[0], M, N, K, N, n, kt_per, out, ws[1], out.stride(0)], stream)
             return out
         return run
 
