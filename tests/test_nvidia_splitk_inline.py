@@ -161,3 +161,28 @@ def test_inline_forms_compile_without_spills(cfg, tmp_path):
     assert m.cubin[:4] == b"\x7fELF"
     if m.backend == "nvrtc":
         assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+
+
+def test_gemm_fast_path_skips_choice_and_checks_but_bad_input_raises_every_time(fake, monkeypatch):
+    import _fake_cuda as fc
+    from kernels.errors import LaunchError
+    from kernels.nvidia import dispatch
+    bf = torch.bfloat16
+    a, b, out = (fc.FakeCudaTensor(s, bf) for s in ((16, 4096), (4096, 4096), (16, 4096)))
+    dispatch.gemm(a, b, out)
+    assert fake.launches[-1].kernel == "lg_wgmma_tma_bf16_n_64x128x64_s8_ds_ski"
+    seen = []
+    monkeypatch.setattr(dispatch, "choose_gemm", lambda *x, **k: seen.append("choose"))
+    monkeypatch.setattr(dispatch, "gemm_runner", lambda *x, **k: seen.append("runner"))
+    n0 = len(fake.launches)
+    a2 = fc.FakeCudaTensor((16, 4096), bf)           # a new pointer, the same key
+    dispatch.gemm(a2, b, out)
+    assert seen == [] and len(fake.launches) == n0 + 1
+    assert fake.launches[-1].args[10] == out.data_ptr()
+    monkeypatch.undo()
+    fake = fc.install(monkeypatch)
+    bad = fc.FakeCudaTensor((16, 4096), torch.float16)   # out of another dtype than a and b
+    for _ in range(2):
+        with pytest.raises(LaunchError):
+            dispatch.gemm(a, b, bad)
+    assert not fake.launches
