@@ -114,3 +114,31 @@ def test_refusals():
         g(x, x, splits=2)
     with pytest.raises(LaunchError, match="CUDA tensors"):
         g(x.cpu(), x.cpu())
+
+
+@pytest.mark.parametrize("tile", [(64, 128, 8), (128, 128, 6)])
+def test_inline_split_k_is_bitwise_the_reduce_kernel(tile):
+    """The one-launch split-K (the last split CTA of each tile reduces) against the two-launch
+    form at edge shapes and several split counts, twice in a row (the counters the first call
+    left at zero are re-used) and on a second stream (its own workspace)."""
+    from dataclasses import replace
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    bm, bn, st = tile
+    side = torch.cuda.Stream()
+    for dtype in (torch.float16, torch.bfloat16):
+        base = TmaGemmConfig(dtype=DT[dtype], bm=bm, bn=bn, stages=st, store="direct",
+                             split_k=True)
+        two, one = compiled_gemm(base), compiled_gemm(replace(base, reduce="inline"))
+        for M, N, K in ((16, 4096, 4096), (200, 304, 1000), (1, 8, 8), (77, 1000, 3000)):
+            a, b, ref = case(M, N, K, dtype, "n")
+            for splits in (1, 3, 16):
+                want = two(a, b, splits=splits)
+                got = [one(a, b, splits=splits), one(a, b, splits=splits)]
+                with torch.cuda.stream(side):
+                    got.append(one(a, b, splits=splits))
+                torch.cuda.synchronize()
+                for g in got:
+                    assert torch.equal(want.view(torch.int16), g.view(torch.int16)), \
+                        (one.cfg.name, M, N, K, splits)
+                assert rel(got[0], ref) < TOL[dtype]

@@ -49,7 +49,7 @@ def calls(fake, fn, n=1):
 
 
 GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
-    (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x128x64_s8_ds_sk"),      # TMA split-K
+    (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x128x64_s8_ds_ski"),     # TMA split-K
     (2048, 2048, 2048, BF16, {}, "lg_wgmma_tma_bf16_n_128x256x64_s3"),         # TMA persistent
     (777, 333, 130, F16, {}, "lg_wgmma_f16_n_64x64x64_s6"),                    # cp.async wgmma
     (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync

@@ -245,7 +245,11 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),
           dict(store="direct", b_major="k", dtype="bf16"),
           dict(bm=64, bn=128, stages=8, store="direct", split_k=True, dtype="bf16"),
-          dict(bm=128, bn=128, stages=6, store="direct", split_k=True)]
+          dict(bm=128, bn=128, stages=6, store="direct", split_k=True),
+          # one-launch split-K: the last split CTA of each tile reduces (splitk_inline.py)
+          dict(bm=64, bn=128, stages=8, store="direct", split_k=True, reduce="inline",
+               dtype="bf16"),
+          dict(bm=128, bn=128, stages=6, store="direct", split_k=True, reduce="inline")]
     for kw in tm:
         yield (f"nvidia/wgmma-tma-gemm/{_kw(kw)}", lambda kw=kw: emit_tma_gemm(TmaGemmConfig(**kw)))
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode

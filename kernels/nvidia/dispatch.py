@@ -11,7 +11,7 @@ of issue 13).  The old paths ``kernels.cuda_gemm.gemm`` and ``kernels.cuda_atten
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
@@ -34,7 +34,7 @@ from .ws_tma_loads import tma_attention_ready
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
            "decode_attention", "choose_decode", "DecodeChoice", "GemmPlan", "gemm_plan_key",
-           "run_gemm_plan", "clear_plans"]
+           "run_gemm_plan", "gemm_runner", "clear_plans"]
 
 
 _GEMMS: Dict[Any, CudaGemm] = {}
@@ -124,13 +124,26 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     be a :class:`CudaGemmConfig` or a ``WgmmaGemmConfig`` (``splits`` then applies to a
     ``split_k`` one)."""
     if config is None:
+        # the fast path: one key of the three operands -> the bound call of the kernel
+        # (its checks passed when it was stored); issue 20, host time per call
+        try:
+            fast = (tensor_key(a), tensor_key(b), None if out is None else tensor_key(out),
+                    b_major, atom)
+        except (AttributeError, TypeError):
+            fast = None
+        run = _GEMM_RUNS.get(fast)
+        if run is not None:
+            return run(a, b, out)
         key = gemm_plan_key(a, b, b_major, atom)
         plan = _GEMM_PLANS.get(key)
         if plan is None:
             choice = choose_gemm(a, b, b_major=b_major, atom=atom)
             plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config), choice.splits,
                                                  choice.pad_rows))
-        return run_gemm_plan(plan, a, b, out)
+        run = gemm_runner(plan, a, b, out)
+        c = run(a, b, out)
+        _GEMM_RUNS.put(fast, run)          # stored only once a call has passed every check
+        return c
     if splits != 1 and not isinstance(config, (TmaGemmConfig, WgmmaGemmConfig)):
         raise LaunchError(f"splits={splits}: split-K is a wgmma configuration "
                           "(WgmmaGemmConfig(split_k=True))")
@@ -148,6 +161,7 @@ class GemmPlan:
 
 
 _GEMM_PLANS: BoundedCache = BoundedCache(256)
+_GEMM_RUNS: BoundedCache = BoundedCache(256)
 
 
 def gemm_plan_key(a, b, b_major: str, atom: str):
@@ -175,6 +189,24 @@ def run_gemm_plan(plan: GemmPlan, a, b, out=None):
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=plan.splits)
     return g(a, b, out)
+
+
+def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
+    """``run(a, b, out)`` of ``plan`` for every call whose operands have these operands'
+    :func:`~kernels.runtime.launch_cache.tensor_key` s: the kernel's bound call itself (its
+    checks run here, raising for bad input) when no operand needs the TMA padding copy, else
+    :func:`run_gemm_plan` (which copies per call)."""
+    g = plan.kernel
+    config = g.cfg
+    if isinstance(config, TmaGemmConfig):
+        if not (tma_ready(a, plan.pad_rows) and tma_ready(b, plan.pad_rows)):
+            return lambda a, b, out: run_gemm_plan(plan, a, b, out)
+        if config.store == "tma" and out is not None and not tma_ready(out):
+            g = compiled_gemm(replace(config, store="direct"))
+        return g.bound(a, b, out, plan.splits)
+    if isinstance(config, WgmmaGemmConfig):
+        return g.bound(a, b, out, plan.splits)
+    return g.bound(a, b, out)
 
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
@@ -358,7 +390,7 @@ def clear_plans() -> None:
     of the kernels built here and the runtime's prepared launches (tests; a device whose
     properties changed): the next call of each key is chosen and checked again."""
     from ..runtime.cuda import clear_prepared
-    for c in (_GEMM_PLANS, _FLASH_PLANS, _DECODE_PLANS):
+    for c in (_GEMM_PLANS, _GEMM_RUNS, _FLASH_PLANS, _DECODE_PLANS):
         c.clear()
     for g in (*_GEMMS.values(), *_FLASH.values(), *_SPLIT_DECODE.values()):
         g.forget_calls()

@@ -160,13 +160,23 @@ SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128
 SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85}
 SM_TFLOPS = 6.0e12          # dense f16/bf16 wgmma per SM at full efficiency (~800 TF / 132)
 DRAM_BPS = 3.0e12           # operands read once (L2 shares them within a wave), workspace
+# the one-launch split-K (reduce="inline"): what the last CTA of a tile adds per split when it
+# reads the partials back, by tile (H100, 2026-11-24: inline against reduce-kernel device time,
+# benchmarks/results/gpu_splitk_inline_h100_2026-11-24.json; 64x256 keeps 128 accumulators and
+# cannot keep many loads in flight).  The two-launch form it replaces paid a second launch:
+# ~20-40 us more host time per call by wall, the same run
+INLINE_SPLIT_S = {(64, 128): 0.6e-6, (128, 128): 0.8e-6}
+# 64x256 cannot reduce inline (ptxas spills): it keeps the reduce kernel, whose second launch
+# costs the caller ~20-45 us more host time than one launch (same run, "host" column)
+SECOND_LAUNCH_S = 25e-6
 
 
 def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, int, int]:
     """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles: splits
     so that the (tile, k range) units fill at most the SMs once (at least 4 k tiles each);
     time = max(compute of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written
-    and read back."""
+    and read back + the last CTA's wait per split (:data:`INLINE_SPLIT_S`), or for a tile that
+    cannot reduce inline the reduce kernel's second launch (:data:`SECOND_LAUNCH_S`)."""
     tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
     kt = cdiv(p.k, 64)
     s = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
@@ -175,7 +185,10 @@ def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, 
     compute = cdiv(units, t.sms) * 2 * bm * bn * 64 * cdiv(kt, s) / (
         SM_TFLOPS * SPLIT_EFFICIENCY[(bm, bn)])
     mem = 2 * (p.m * p.k + p.k * p.n) / DRAM_BPS
-    ws = (8 * s * p.m * p.n / DRAM_BPS) if s > 1 else 0.0
+    if (bm, bn) in INLINE_SPLIT_S:
+        ws = (8 * s * p.m * p.n / DRAM_BPS + s * INLINE_SPLIT_S[(bm, bn)]) if s > 1 else 0.0
+    else:       # fp32 partials at every split count, then the reduce kernel's launch
+        ws = 8 * s * p.m * p.n / DRAM_BPS + SECOND_LAUNCH_S
     return max(compute, mem) + ws, s, units
 
 
@@ -189,11 +202,14 @@ def tma_split_choice(p: GemmProblem, t: Target) -> GemmChoice:
             best = (est, bm, bn, st, s, units)
     est, bm, bn, st, s, units = best
     cfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=bm, bn=bn, stages=st,
-                        store="direct", split_k=True)
+                        store="direct", split_k=True,
+                        reduce="inline" if (bm, bn) in INLINE_SPLIT_S else "kernel")
     tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
     why = (f"{bm}x{bn} tiles: {tiles} tiles" + (f", split-K {s} ({cdiv(cdiv(p.k, 64), s)} k "
            f"tiles each)" if s > 1 else "") + f": {units} work units on {min(units, t.sms)} "
-           f"persistent CTAs (TMA producer + wgmma consumer); est. {1e6 * est:.1f} us "
+           f"persistent CTAs (TMA producer + wgmma consumer), "
+           + ("one launch (the last split of each tile reduces)" if cfg.inline_reduce else
+              "partials + the reduce kernel") + f"; est. {1e6 * est:.1f} us "
            "(assumed figures, gemm_select.SPLIT_TILES)")
     return GemmChoice("wgmma_tma", cfg, s, min(units, t.sms), why, est)
 

@@ -40,6 +40,8 @@ from .builder import CompiledKernel
 from .gemm import CudaGemm, GemmConfigError, c_layout, need
 from .prelude import PACK, source_head
 from .splitk import reduce_kernel, reduce_site
+from .splitk_inline import (INLINE_PARAMS, counter_slots, emit_inline_epilogue,
+                           prove_inline_reduce)
 from .tma import (SWIZZLE_REPEAT, TMA_HELPERS, DeviceMaps, TmaOperandLoad, box_offset_expr,
                   check_printed_offsets, check_tma_against_descriptors, encode_tensor_map,
                   tma_tile_addresses)
@@ -69,6 +71,8 @@ class TmaGemmConfig(GemmTileBytes):
     arch: str = "sm_90a"
     store: str = "tma"          # "tma": registers -> swizzled shared -> TMA store; "direct"
     split_k: bool = False       # (tile, k range) work units; fp32 partials + reduce kernel
+    reduce: str = "kernel"      # split-K: "kernel" (a second launch) or "inline" (the last
+                                # split CTA of each tile reduces: one launch, splitk_inline.py)
 
     @property
     def consumers(self) -> int:
@@ -93,7 +97,13 @@ class TmaGemmConfig(GemmTileBytes):
     def name(self) -> str:
         return (f"lg_wgmma_tma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
                 f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
-                + ("" if self.store == "tma" else "_ds") + ("_sk" if self.split_k else ""))
+                + ("" if self.store == "tma" else "_ds") + ("_sk" if self.split_k else "")
+                + ("i" if self.inline_reduce else ""))
+
+    @property
+    def inline_reduce(self) -> bool:
+        """Split-K whose partials the last-arriving CTA of each tile sums (one launch)."""
+        return self.split_k and self.reduce == "inline"
 
 
 def _validate(cfg: TmaGemmConfig) -> None:
@@ -107,6 +117,12 @@ def _validate(cfg: TmaGemmConfig) -> None:
     need(cfg.store in ("tma", "direct"), f"store={cfg.store!r}: 'tma' or 'direct'")
     need(not (cfg.split_k and cfg.store == "tma"), "split_k writes fp32 partials with direct "
          "stores: use store='direct'")
+    need(cfg.reduce in ("kernel", "inline"), f"reduce={cfg.reduce!r}: 'kernel' or 'inline'")
+    need(cfg.reduce == "kernel" or cfg.split_k, "reduce='inline' is a split-K form: "
+         "split_k=True")
+    need(cfg.reduce == "kernel" or cfg.bn <= 128, f"reduce='inline' with bn={cfg.bn}: its "
+         "reducer's loads and the bn/2 accumulators exceed the 232 registers (ptxas spills at "
+         "bn=256): use bn <= 128 or reduce='kernel'")
     need(cfg.group_m >= 1, f"group_m={cfg.group_m}: at least 1")
     need(cfg.arch == "sm_90a", f"arch={cfg.arch!r}: wgmma and setmaxnreg need 'sm_90a'")
     need(cfg.smem_bytes + STATIC_SMEM <= 227 * 1024, f"{cfg.smem_bytes} bytes of dynamic "
@@ -198,6 +214,15 @@ def plan_tma_gemm(cfg: TmaGemmConfig) -> TmaGemmPlan:
          "not match)")
     if cfg.store == "tma":
         plan.checks.update(check_c_buffer(cfg, plan.c_load))
+    if cfg.inline_reduce:
+        tot = prove_inline_reduce(cfg.dtype, cfg.bm, cfg.bn, cfg.group_m)
+        plan.checks["split-K inline reduce"] = proved(
+            f"{tot['units']} work units each run once with a non-empty k range, tiles' k "
+            f"ranges partition K; {tot['partials']} partial stores disjoint and inside the "
+            f"workspace; {tot['slots']} counter slots distinct; {tot['orders']} arrival "
+            "orders x 2 launches: each tile reduced once, after all splits, counter back to 0",
+            "problems with edge tiles in M and N (odd N), uneven k ranges, splits 1-7, "
+            "grids 1 / 3 / 132")
     plan.checks["stage alignment"] = proved(
         f"stages {cfg.a_stage} / {cfg.b_stage} B and boxes multiples of {STAGE_ALIGN} "
         f"(swizzle repeat {SWIZZLE_REPEAT[128]} B); transaction bytes {plan.stage_tx_bytes} "
@@ -294,6 +319,8 @@ def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
     w("    const int t = tid & 127;")
     w(f"    const int trow = cg * 64 + {r0}, tcol = {c0};")
     w("    const bool pair_ok = (ldc & 1) == 0;")
+    if cfg.inline_reduce:
+        w("    const bool opair = (ldo & 1) == 0 && (reinterpret_cast<size_t>(O) & 3) == 0;")
     w("    int stage = 0, prev = 0;\n    lg_u32 phase = 0;")
     w("    for (int u = blockIdx.x; u < units; u += gridDim.x) {")
     w("      const int tile = u % tiles, kt0 = (u / tiles) * kt_per, kn = min(KT - kt0, kt_per);")
@@ -318,6 +345,9 @@ def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
         w("    }")
         w("    if (t == 0) lg_bulk_wait0();   // the last stores have read the buffer")
         w("  }\n}")
+    elif cfg.inline_reduce:
+        emit_inline_epilogue(w, cfg.dtype, cfg.bn, cfg.consumers)
+        w("    }\n  }\n}")
     else:
         _epilogue(w, cfg)
         w("    }\n  }\n}")
@@ -384,8 +414,11 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
     w(f"{cfg.name}(const void* __restrict__ tmA, const void* __restrict__ tmB, "
       "const void* __restrict__ tmC, " + ("float" if cfg.split_k else "lg_u16")
-      + "* __restrict__ C, int M, int N, int K, int ldc, int splits, int kt_per) {")
+      + "* __restrict__ C, int M, int N, int K, int ldc, int splits, int kt_per"
+      + (f", {INLINE_PARAMS}" if cfg.inline_reduce else "") + ") {")
     w("  extern __shared__ __align__(1024) unsigned char lg_smem[];")
+    if cfg.inline_reduce:
+        w(f"  __shared__ int lg_last[{cfg.consumers}];   // a warpgroup's split-K arrival was last")
     w(f"  __shared__ __align__(8) lg_u64 lg_bars[{2 * S}];   // full[0..S), empty[0..S)")
     w(f"  const lg_u32 sA = (lg_smem_u32(lg_smem) + {STAGE_ALIGN - 1}u) & ~{STAGE_ALIGN - 1}u;")
     w(f"  const lg_u32 sB = sA + {S * cfg.a_stage};")
@@ -402,7 +435,7 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w(f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk}, units = tiles * splits;")
     _producer(w, cfg, p)
     _consumer(w, cfg, p)
-    if cfg.split_k:
+    if cfg.split_k and not cfg.inline_reduce:
         w(reduce_kernel(cfg.reduce_name, cfg.dtype))
     return "\n".join(L) + "\n"
 
@@ -455,14 +488,20 @@ class TmaGemm(CudaGemm):
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
         grid = min(tiles * n, device_info(index)["sms"])
         ldc = N if cfg.split_k or out is None else out.stride(0)
+        inline = cfg.inline_reduce
         main = LaunchSite(self.module, cfg.name, grid, cfg.threads,
-                          signature=("ptr", "ptr", "ptr", "ptr") + ("i32",) * 6,
+                          signature=("ptr", "ptr", "ptr", "ptr") + ("i32",) * 6
+                          + (("ptr", "ptr", "i32") if inline else ()),
                           specs=[TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=64),
-                                 TensorSpec(strides=(), align=64), TensorSpec(strides=(), align=4)]
-                          + [None] * 6,
+                                 TensorSpec(strides=(), align=64),
+                                 TensorSpec(strides=(), align=8 if inline else 4)] + [None] * 6
+                          + ([TensorSpec(strides=(), align=2), TensorSpec(strides=(), align=4),
+                              None] if inline else []),
                           smem_bytes=cfg.smem_bytes)
-        reduce = reduce_site(self.module, cfg.reduce_name, M, N) if cfg.split_k else None
         b_box = (64, cfg.bk) if cfg.b_major == "n" else (cfg.bk, cfg.bn)
+        if inline:
+            return self._inline_run(main, index, M, N, K, n, kt_per, tiles, b_box)
+        reduce = reduce_site(self.module, cfg.reduce_name, M, N) if cfg.split_k else None
 
         def run(a, b, out):
             if out is None:
@@ -475,6 +514,41 @@ class TmaGemm(CudaGemm):
             main([ta, tb, tc, dst, M, N, K, ldc, n, kt_per])
             if reduce is not None:
                 reduce([dst, out, M, N, out.stride(0), n])
+            return out
+        return run
+
+    def _inline_run(self, main, index: int, M: int, N: int, K: int, n: int, kt_per: int,
+                    tiles: int, b_box) -> Callable[..., Any]:
+        """``run(a, b, out)`` of an inline-reduce split-K call: one launch.  Its workspaces
+        (the ``n x M x N`` fp32 partials and the zeroed per-(tile, warpgroup) arrival
+        counters, which the kernel leaves at zero) are kept per CUDA stream: launches on one
+        stream run in order, so they never share them concurrently.  One split needs
+        neither (null pointers: the kernel then rounds its accumulators straight to C)."""
+        import torch
+        cfg = self.cfg
+        slots = counter_slots(tiles, cfg.consumers)
+        spaces: Dict[int, Tuple[Any, Any]] = {}
+        maps = self._maps
+        keys = []   # tensor_map's keys less the pointer: the same for every call bound here
+
+        def run(a, b, out):
+            if not keys:
+                keys.extend((tuple(t.shape), tuple(t.stride()), str(t.dtype)) + box + (t.device,)
+                            for t, box in ((a, (cfg.bk, cfg.bm)), (b, b_box)))
+            ta = maps.get((a.data_ptr(),) + keys[0],
+                          lambda: encode_tensor_map(a, cfg.bk, cfg.bm), a.device)
+            tb = maps.get((b.data_ptr(),) + keys[1], lambda: encode_tensor_map(b, *b_box),
+                          b.device)
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            stream = torch.cuda.current_stream(index).cuda_stream
+            ws = spaces.get(stream)
+            if ws is None:
+                ws = spaces[stream] = (
+                    (torch.empty((n, M, N), dtype=torch.float32, device=a.device),
+                     torch.zeros(slots, dtype=torch.int32, device=a.device)) if n > 1
+                    else (None, None))
+            main([ta, tb, None, ws[0], M, N, K, N, n, kt_per, out, ws[1], out.stride(0)], stream)
             return out
         return run
 

@@ -275,11 +275,13 @@ def launch_key(module, kernel, grid, block, args, signature, specs, smem_bytes):
 
 
 _PREPARED: BoundedCache = BoundedCache(512)
+_CUSTREAMS: Dict[int, Any] = {}
 
 
 def clear_prepared() -> None:
     """Forget every prepared launch of :func:`launch` (the next one of each key is checked)."""
     _PREPARED.clear()
+    _CUSTREAMS.clear()
 
 
 class PreparedLaunch:
@@ -327,6 +329,11 @@ class PreparedLaunch:
         g, b = self.grid, self.block
         if stream is None:
             stream = torch.cuda.current_stream(self.index).cuda_stream
+        cs = _CUSTREAMS.get(stream)
+        if cs is None:                  # the driver's handle object, made once per stream
+            if len(_CUSTREAMS) > 64:
+                _CUSTREAMS.clear()
+            cs = _CUSTREAMS[stream] = drv.CUstream(int(stream))
         # the driver copies the parameters during cuLaunchKernel: the holders are reusable
         # once it returns, and the lock keeps two threads from packing over each other
         with self._lock:
@@ -334,7 +341,7 @@ class PreparedLaunch:
                 a = args[i]
                 self.holders[i].value = a.data_ptr() if a is not None else 0
             (err,) = drv.cuLaunchKernel(self.fn, g[0], g[1], g[2], b[0], b[1], b[2],
-                                        self.smem_bytes, drv.CUstream(int(stream)), self.params, 0)
+                                        self.smem_bytes, cs, self.params, 0)
         _check(err, f"cuLaunchKernel({self.kernel}, grid {g}, block {b}, smem {self.smem_bytes})")
         if os.environ.get("LAYOUTALG_CUDA_SYNC") == "1":
             torch.cuda.synchronize(self.index)
