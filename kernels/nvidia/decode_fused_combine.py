@@ -22,22 +22,94 @@ buffers (a shared buffer would let blocks of concurrent launches take each other
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Tuple
 
-from .decode_splitkv import COMBINE_ELEMS, COMBINE_UNROLL
+from .attention import AttentionConfigError
+from .decode_splitkv import COMBINE_ELEMS, COMBINE_UNROLL, emit_combine
 from .prelude import PACK
 
-__all__ = ["FUSED_PARAM", "emit_fused_combine", "SplitCounters"]
+__all__ = ["FUSED_PARAM", "emit_fused_combine", "merge_ops", "check_same_merge", "SplitCounters"]
 
 FUSED_PARAM = "int* __restrict__ CNT"     # the split kernel's extra trailing parameter
+
+
+def _fused_merge(cfg) -> List[str]:
+    """The last block's loop over its rows (items of :data:`COMBINE_ELEMS` elements)."""
+    HG, D, E, U, T = cfg.hg, cfg.head_dim, COMBINE_ELEMS, COMBINE_UNROLL, cfg.threads
+    pack = PACK[cfg.out_dtype]
+    return [
+        f"      for (int i = tid; i < {HG * D // E}; i += {T}) {{",
+        f"        const int row = b * Hq + h0 + i / {D // E}, c = (i % {D // E}) * {E};",
+        "        // the combine kernel's merge, operation for operation (bitwise the same)",
+        "        float M = LG_NEG_INF;",
+        f"        #pragma unroll {U}",
+        "        for (int s = 0; s < nsplit; ++s) M = fmaxf(M, __ldcg(LSE + (size_t)s * rows + row));",
+        "        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);",
+        "        float Ls = 0.f;",
+        f"        #pragma unroll {U}",
+        "        for (int s = 0; s < nsplit; ++s) {",
+        "          const float w = lg_exp2(__ldcg(LSE + (size_t)s * rows + row) - M);",
+        "          Ls += w;",
+        f"          const float4 a = __ldcg(reinterpret_cast<const float4*>(OP + ((size_t)s * rows + row) * {D} + c));",
+        "          f.x = fmaf(w, a.x, f.x); f.y = fmaf(w, a.y, f.y);",
+        "          f.z = fmaf(w, a.z, f.z); f.w = fmaf(w, a.w, f.w);",
+        "        }",
+        "        const float inv = 1.f / Ls;",
+        "        lg_u32x2 r;",
+        f"        r.x = {pack}(f.x * inv, f.y * inv); r.y = {pack}(f.z * inv, f.w * inv);",
+        f"        *reinterpret_cast<lg_u32x2*>(O + b * o_sb + (h0 + i / {D // E}) * o_sh + c) = r;",
+        "      }"]
+
+
+_LDCG = re.compile(r"__ldcg\(((?:reinterpret_cast<const float4\*>\()?)(\w+ \+ [^;]*?)\)(\)?)")
+
+
+def merge_ops(lines: List[str]) -> List[str]:
+    """The floating-point statements of a merge, in order, with the loads written one way
+    (``__ldcg(p)`` as ``*p`` / ``p[i]``) and index / address lines left out: what decides
+    its bits."""
+    ops = []
+    for ln in "\n".join(lines).splitlines():
+        t = ln.strip()
+        if not t or t.startswith(("const int", "//", "if (", "for (int i", "*reinterpret_cast<lg_u32x2*>")):
+            continue
+        t = re.sub(r"__ldcg\(LSE \+ \(size_t\)s \* rows \+ row\)", "LSE[(size_t)s * rows + row]", t)
+        t = re.sub(r"__ldcg\(reinterpret_cast<const float4\*>\((.*)\)\);", r"*reinterpret_cast<const float4*>(\1);", t)
+        ops.append(t)
+    return ops
+
+
+def _merge_span(ops: List[str], what: str) -> List[str]:
+    """From ``float M = LG_NEG_INF;`` to the packing ``r.x = ...`` statement."""
+    first = "float M = LG_NEG_INF;"
+    last = next((i for i, x in enumerate(ops) if x.startswith("r.x =")), None)
+    if first not in ops or last is None:
+        raise AttentionConfigError(f"the {what} merge (from {first!r} to 'r.x = ...') was not "
+                                   "found in its source")
+    return ops[ops.index(first):last + 1]
+
+
+def check_same_merge(fused: List[str], combine: List[str]) -> None:
+    """The fused merge's statements are the combine kernel's (:func:`merge_ops`, from the
+    LSE max to the packed result), so the two give the same bits; refuse if not."""
+    a = _merge_span(merge_ops(fused), "fused")
+    b = _merge_span(merge_ops(combine), "combine kernel's")
+    if a != b:
+        x, y = next((x, y) for x, y in zip(a + [""] * len(b), b + [""] * len(a)) if x != y)
+        raise AttentionConfigError(f"the fused merge differs from the combine kernel's: {x!r} "
+                                   f"vs {y!r} (its output would not be bitwise the combine's)")
 
 
 def emit_fused_combine(o, cfg) -> None:
     """The tail of a split kernel whose body is still open (``emit_row_merge(...,
     close=False)``; ``b``, ``h0``, ``tid``, ``rows``, ``Hq``, ``o_sb``, ``o_sh`` in scope):
-    the ticket, and for the last block the merge of its ``cfg.hg`` rows; closes the kernel."""
-    HG, D, E, U, T = cfg.hg, cfg.head_dim, COMBINE_ELEMS, COMBINE_UNROLL, cfg.threads
-    pack = PACK[cfg.out_dtype]
+    the ticket, and for the last block the merge of its ``cfg.hg`` rows (checked against the
+    combine kernel's statements, :func:`check_same_merge`); closes the kernel."""
+    merge = _fused_merge(cfg)
+    combine: List[str] = []
+    emit_combine(combine.append, cfg)
+    check_same_merge(merge, combine)
     o("  if (gridDim.y > 1) {")
     o("    __shared__ int s_last;")
     o("    __threadfence();   // this thread's OP/LSE stores, visible before the ticket")
@@ -47,26 +119,8 @@ def emit_fused_combine(o, cfg) -> None:
     o("    if (s_last) {")
     o("      __threadfence();")
     o("      const int nsplit = gridDim.y;")
-    o(f"      for (int i = tid; i < {HG * D // E}; i += {T}) {{")
-    o(f"        const int row = b * Hq + h0 + i / {D // E}, c = (i % {D // E}) * {E};")
-    o("        // the combine kernel's merge, operation for operation (bitwise the same)")
-    o("        float M = LG_NEG_INF;")
-    o(f"        #pragma unroll {U}")
-    o("        for (int s = 0; s < nsplit; ++s) M = fmaxf(M, __ldcg(LSE + (size_t)s * rows + row));")
-    o("        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);")
-    o("        float Ls = 0.f;")
-    o(f"        #pragma unroll {U}")
-    o("        for (int s = 0; s < nsplit; ++s) {")
-    o("          const float w = lg_exp2(__ldcg(LSE + (size_t)s * rows + row) - M);")
-    o("          Ls += w;")
-    o(f"          const float4 a = __ldcg(reinterpret_cast<const float4*>(OP + ((size_t)s * rows + row) * {D} + c));")
-    o("          f.x = fmaf(w, a.x, f.x); f.y = fmaf(w, a.y, f.y);")
-    o("          f.z = fmaf(w, a.z, f.z); f.w = fmaf(w, a.w, f.w);\n        }")
-    o("        const float inv = 1.f / Ls;")
-    o("        lg_u32x2 r;")
-    o(f"        r.x = {pack}(f.x * inv, f.y * inv); r.y = {pack}(f.z * inv, f.w * inv);")
-    o(f"        *reinterpret_cast<lg_u32x2*>(O + b * o_sb + (h0 + i / {D // E}) * o_sh + c) = r;")
-    o("      }")
+    for ln in merge:
+        o(ln)
     o("      if (tid == 0) CNT[blockIdx.x] = 0;   // ready for the next launch on this stream")
     o("    }")
     o("  }")

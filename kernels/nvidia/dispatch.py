@@ -293,11 +293,13 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     if q.shape[-1] in (64, 128, 256):
         hg = heads_per_mma_block(group)
         warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), q.shape[-1], hg, skv)
+        # fused: the last split block merges the splits (one launch, no combine kernel)
         cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
-                              warps=warps)
+                              warps=warps, fused=True)
         return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
                             f"{group} query heads per KV head share each K/V read, dot products "
-                            "on tensor cores; KV split to fill the SMs")
+                            "on tensor cores; KV split to fill the SMs, merged by the last "
+                            "split block")
     hg = heads_per_block(group)
     cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
