@@ -11,8 +11,9 @@ decode ratio varies").  This times the suite's own decode rows by ``gpu_suite.su
 
     python3 benchmarks/gpu_decode_context.py [--out DIR] [--reps 10] [--repeat 3]
 
-About a minute on an H100 (the suite list three times).  Not yet run on a GPU (written
-after the session's two GPU calls); its control flow was checked with a fake suite_decode.
+About a minute on an H100 (the suite list three times).  Run by the lead (H100, 2026-11-24
+s6): slow only as the first timing after another shape; ``gpu_decode_firstcall.py`` found why
+(the suite's ``empty_cache()`` release before it), and ``suite_decode`` now settles first.
 """
 from __future__ import annotations
 

@@ -157,14 +157,14 @@ def install(monkeypatch) -> FakeDriver:
         monkeypatch.setattr(rc, "prepare_launch", prepare)
     monkeypatch.setitem(rc._DEVICE_INFO, 0, {"name": "fake H100", "cc": (9, 0), "sms": 132,
                                              "smem_optin": 232448, "total_memory": 80 << 30})
-    monkeypatch.setattr(torch, "empty", empty)
     real_zeros = torch.zeros
 
-    def zeros(*shape, dtype=None, device=None, **kw):   # the split-K arrival counters
+    def zeros(*shape, dtype=None, device=None, **kw):
         if device is not None and torch.device(device).type == "cuda":
-            return empty(*shape, dtype=dtype, device=device)
+            return empty(*shape, dtype=dtype, device=device)     # nothing is ever read back
         return real_zeros(*shape, dtype=dtype, device=device, **kw)
 
+    monkeypatch.setattr(torch, "empty", empty)
     monkeypatch.setattr(torch, "zeros", zeros)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "init", lambda: None)

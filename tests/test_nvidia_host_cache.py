@@ -157,13 +157,58 @@ def test_flash_attention_cached_and_scale_in_the_key(fake):
 def test_decode_cached_launches_both_kernels_again(fake):
     q, k, o = T((4, 32, 1, 256), BF16), T((4, 8, 4096, 256), BF16), T((4, 32, 1, 256))
     first = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
-    assert len(first) == 2                      # split-KV and the combine
+    # split-KV and the verified IR combine (the fused one-launch form is opt-in: its merge
+    # tail is not proved by the verifier)
+    assert len(first) == 2 and not first[0].kernel.endswith("_fc")
     prepared = fake.prepared
     again = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
     assert fake.prepared == prepared
     assert roles(again, q=q, k=k, o=o) == roles(first, q=q, k=k, o=o)
     with pytest.raises(LaunchError, match="GQA"):
         dispatch.decode_attention(T((4, 30, 1, 256), BF16), k, k)
+
+
+def _force_fused_decode(monkeypatch):
+    """Make decode_attention choose the opt-in fused kernel (one launch, the last split
+    block merges)."""
+    import dataclasses
+    real = dispatch.choose_decode
+
+    def fused_choice(q, k, **kw):
+        c = real(q, k, **kw)
+        return dataclasses.replace(c, config=dataclasses.replace(c.config, fused=True))
+    monkeypatch.setattr(dispatch, "choose_decode", fused_choice)
+    dispatch.clear_plans()
+
+
+def test_decode_fused_cached_launches_the_fused_kernel_again(fake, monkeypatch):
+    _force_fused_decode(monkeypatch)
+    q, k, o = T((4, 32, 1, 256), BF16), T((4, 8, 4096, 256), BF16), T((4, 32, 1, 256))
+    first = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
+    # one launch: the split kernel whose last block per group merges (no combine kernel),
+    # its counter buffer last
+    assert len(first) == 1 and first[0].kernel.endswith("_fc")
+    assert fake.signatures[first[0].kernel][-1] == "ptr"
+    prepared = fake.prepared
+    again = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
+    assert fake.prepared == prepared
+    assert roles(again, q=q, k=k, o=o) == roles(first, q=q, k=k, o=o)
+    assert again[0].args[-1] == first[0].args[-1]    # the same stream's counters, kept
+
+
+def test_decode_counters_are_per_stream(fake, monkeypatch):
+    """Two streams never share the fused decode's counters (blocks of concurrent launches
+    would take each other's tickets); the same stream keeps its buffer."""
+    _force_fused_decode(monkeypatch)
+    from types import SimpleNamespace
+    q, k, o = T((4, 32, 1, 256), BF16), T((4, 8, 4096, 256), BF16), T((4, 32, 1, 256))
+    cnt = {}
+    for s in (7, 9, 7):
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None, s=s: SimpleNamespace(cuda_stream=s))
+        (L,) = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
+        assert L.stream == ("stream", s)
+        assert cnt.setdefault(s, L.args[-1]) == L.args[-1]
+    assert cnt[7] != cnt[9]
 
 
 def test_launch_site_rechecks_when_a_scalar_changes(fake):

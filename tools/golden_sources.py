@@ -261,7 +261,10 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     for kw in (dict(), dict(hg=8), dict(head_dim=64, hg=8), dict(hg=4, warps=8),
                dict(in_dtype="f16", out_dtype="bf16", hg=3, chunk=2),
                dict(head_dim=256, hg=4), dict(head_dim=256, hg=8, in_dtype="f16"),
-               dict(head_dim=256, hg=4, warps=8)):     # the B4 H32/8 Skv 4096 choice
+               dict(head_dim=256, hg=4, warps=8),      # the B4 H32/8 Skv 4096 choice
+               dict(head_dim=256, hg=4, warps=8, fused=True),   # ... as dispatched (fused)
+               dict(hg=4, fused=True), dict(hg=8, fused=True),
+               dict(in_dtype="f16", out_dtype="bf16", hg=3, fused=True)):
         yield (f"nvidia/decode-mma/{_kw(kw)}", lambda kw=kw: emit_mma_decode(MmaDecodeConfig(**kw)))
     # issue 20 item 1: the decode's combine kernel built as kernel IR (kernels.nvidia.decode_mma_ir)
     from kernels.nvidia.decode_mma_ir import build_decode_combine_ir

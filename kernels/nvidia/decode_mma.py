@@ -38,6 +38,7 @@ from .builder import CompiledKernel
 from .decode_splitkv import (SPLIT_DECODE_PARAMS, SplitDecodeShape, SplitKVDecode,
                              check_decode_dtypes, choose_splits, emit_combine,
                              emit_decode_helpers, emit_row_merge)
+from .decode_fused_combine import FUSED_PARAM, SplitCounters, emit_fused_combine
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
@@ -62,10 +63,16 @@ class MmaDecodeConfig(SplitDecodeShape):
     chunk: int = 1              # 16-key tiles in flight per warp (H100: 1 beat 2 and 4 at
                                 # every swept shape, e.g. B8 H32/8 Skv 32K 0.97 vs 0.88, 0.89)
     warps: int = 4              # 8 when the batch alone fills the GPU: :func:`mma_warps`
+    fused: bool = False         # the last split block merges the splits (no combine kernel;
+                                # :mod:`.decode_fused_combine`)
 
     @property
     def row_groups(self) -> int:
         return self.warps
+
+    @property
+    def name(self) -> str:
+        return super().name + ("_fc" if self.fused else "")
 
 
 def validate(cfg: MmaDecodeConfig) -> None:
@@ -134,7 +141,8 @@ def _word(arr: str, w: int) -> str:
 
 
 def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
-    """The CUDA source of one configuration: the split kernel and its combine kernel."""
+    """The CUDA source of one configuration: the split kernel and its combine kernel, or
+    (``cfg.fused``) the split kernel whose last block per group merges the splits."""
     validate(cfg)
     check_lane_maps(cfg.head_dim)
     HG, D, C, W, T = cfg.hg, cfg.head_dim, cfg.chunk, cfg.warps, cfg.threads
@@ -149,7 +157,8 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
     emit_decode_helpers(o, cfg)
     # minBlocksPerSM 1: without it ptxas spilled 4 bytes at 72 registers (d64, hg 8)
     o(f'extern "C" __global__ void __launch_bounds__({T}, 1)')
-    o(f"{cfg.name}({SPLIT_DECODE_PARAMS}) {{")
+    params = SPLIT_DECODE_PARAMS + (f", {FUSED_PARAM}" if cfg.fused else "")
+    o(f"{cfg.name}({params}) {{")
     o(f"  __shared__ __align__(16) float s_acc[{W}][{HG}][{D}];")
     o(f"  __shared__ float s_m[{W}][{HG}], s_l[{W}][{HG}], s_w[{W}][{HG}], s_inv[{HG}], "
       f"s_lse[{HG}];")
@@ -233,8 +242,11 @@ def emit_mma_decode(cfg: MmaDecodeConfig) -> str:
       "make_float2(acc[j][0], acc[j][2]);")
     o(f"    if (2 * t + 1 < {HG}) *reinterpret_cast<float2*>(&s_acc[rg][2 * t + 1][d]) = "
       "make_float2(acc[j][1], acc[j][3]);\n  }")
-    emit_row_merge(o, HG, W, D, T)
-    emit_combine(o, cfg)
+    emit_row_merge(o, HG, W, D, T, close=not cfg.fused)
+    if cfg.fused:
+        emit_fused_combine(o, cfg)
+    else:
+        emit_combine(o, cfg)
     return "\n".join(L) + "\n"
 
 
@@ -257,6 +269,14 @@ class MmaSplitKVDecode(SplitKVDecode):
         # At 64/128 a third block fits and absorbs the overshoot.
         self.whole_waves = cfg.head_dim == 256
         self.blocks_per_sm = mma_blocks_per_sm(cfg)
+
+    def fused_combine_args(self, blocks: int):
+        """``cfg.fused``: the counter buffer per stream (:class:`.decode_fused_combine
+        .SplitCounters`) as the split kernel's last argument."""
+        if not self.cfg.fused:
+            return None
+        from ..runtime.rocm import TensorSpec
+        return ("ptr",), [TensorSpec(strides=())], SplitCounters(blocks).on
 
 
 WAVE_FILL_SLACK = 0.05     # the SM share 8 warps may leave idle beyond 4 warps' and still win

@@ -149,10 +149,11 @@ def emit_decode_helpers(o, cfg: SplitKVDecodeConfig) -> None:
     o("  *reinterpret_cast<lg_u32x4*>(dst) = r;\n}")
 
 
-def emit_row_merge(o, HG: int, R: int, D: int, T: int) -> None:
+def emit_row_merge(o, HG: int, R: int, D: int, T: int, close: bool = True) -> None:
     """The end of a split kernel: ``R`` partials (``s_m``, ``s_l``, ``s_acc[R][HG][D]``
     already in shared memory, before a barrier) merged exactly, then the output (one split)
-    or the normalised fp32 partial and its LSE (several splits) written."""
+    or the normalised fp32 partial and its LSE (several splits) written.  ``close=False``
+    leaves the kernel's body open for a tail (:mod:`.decode_fused_combine`)."""
     o("  __syncthreads();")
     o(f"  if (tid < {HG}) {{")
     o("    float M = LG_NEG_INF;")
@@ -177,7 +178,7 @@ def emit_row_merge(o, HG: int, R: int, D: int, T: int) -> None:
     o("      const float s = s_inv[j];")
     o("      dst[0] = make_float4(f[0] * s, f[1] * s, f[2] * s, f[3] * s);")
     o("      dst[1] = make_float4(f[4] * s, f[5] * s, f[6] * s, f[7] * s);")
-    o("      if (c == 0) LSE[row] = s_lse[j];\n    }\n  }\n}")
+    o("      if (c == 0) LSE[row] = s_lse[j];\n    }\n  }" + ("\n}" if close else ""))
 
 
 def combine_grid(rows: int, head_dim: int) -> int:
@@ -384,6 +385,13 @@ class SplitKVDecode(DecodeAttention):
         return dict(B=B, Hq=Hq, Hkv=Hkv, Skv=Skv, group=group, blocks=blocks, splits=n,
                     kv_chunk=chunk, reason=why)
 
+    def fused_combine_args(self, blocks: int):
+        """``None``: the splits are merged by the combine kernel.  A kernel whose last split
+        block merges them (:mod:`.decode_fused_combine`) returns ``(signature, specs,
+        args_of)``: its extra trailing parameters and ``args_of(q) -> (args, stream)``, the
+        values for one call on the current stream."""
+        return None
+
     def __call__(self, q, k, v, out=None, scale: Optional[float] = None,
                  kv_splits: Optional[int] = None, sms: Optional[int] = None):
         return self.bound(q, k, v, out, scale, kv_splits, sms)(q, k, v, out)
@@ -399,10 +407,14 @@ class SplitKVDecode(DecodeAttention):
         out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         rows, n = p["B"] * p["Hq"], p["splits"]
+        fused = self.fused_combine_args(p["blocks"])
+        sig = ("ptr",) * 6 + ("i32",) * 6 + ("i64",) * 10 + ("f32",)
+        specs = [TensorSpec(strides=())] * 6 + [None] * 17
+        if fused is not None:
+            sig, specs = sig + fused[0], specs + fused[1]
         main = LaunchSite(self.module, cfg.name, (p["blocks"], n), cfg.threads,
-                          signature=("ptr",) * 6 + ("i32",) * 6 + ("i64",) * 10 + ("f32",),
-                          specs=[TensorSpec(strides=())] * 6 + [None] * 17)
-        combine = self.combine_site(rows, p) if n > 1 else None
+                          signature=sig, specs=specs)
+        combine = self.combine_site(rows, p) if n > 1 and fused is None else None
         sizes = [rows, p["Hq"], p["Hkv"], p["group"], p["Skv"], p["kv_chunk"], q.stride(0),
                  q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
                  v.stride(2)]
@@ -416,7 +428,12 @@ class SplitKVDecode(DecodeAttention):
                 lse = torch.empty((n, rows), dtype=torch.float32, device=q.device)
             else:
                 op = lse = None
-            main([q, k, v, out, op, lse, *sizes, out.stride(0), out.stride(1), log2_scale])
+            args = [q, k, v, out, op, lse, *sizes, out.stride(0), out.stride(1), log2_scale]
+            if fused is None:
+                main(args)
+            else:
+                extra, stream = fused[2](q)
+                main(args + extra, stream)
             if combine is not None:
                 combine(op, lse, out)
             return out

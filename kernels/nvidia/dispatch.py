@@ -326,11 +326,16 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     if q.shape[-1] in (64, 128, 256):
         hg = heads_per_mma_block(group)
         warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), q.shape[-1], hg, skv)
+        # not fused=True (one launch, the last split block merges): that merge tail is
+        # compared with the template combine's text, not proved by the verifier; the
+        # two-launch form's combine is the verified IR kernel (decode_mma_ir), and
+        # "verified" must mean what runs
         cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               warps=warps)
         return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
                             f"{group} query heads per KV head share each K/V read, dot products "
-                            "on tensor cores; KV split to fill the SMs")
+                            "on tensor cores; KV split to fill the SMs, merged by the verified "
+                            "combine kernel")
     hg = heads_per_block(group)
     cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
