@@ -267,7 +267,7 @@ class _IndexPrinter(C99CodePrinter):
         num, den = arg.as_numer_denom()
         if den == 1:
             return self._print(arg)
-        n, d = self._print(num), self._print(den)
+        n, d = self._print(num), _atom(self._print(den), den)
         sign = _signs(num, den)
         if sign == "plain":
             return f"(({n}) / {d})"
@@ -277,7 +277,7 @@ class _IndexPrinter(C99CodePrinter):
 
     def _print_Mod(self, expr: Any) -> str:
         a, b = expr.args
-        n, d = self._print(a), self._print(b)
+        n, d = self._print(a), _atom(self._print(b), b)
         sign = _signs(a, b)
         if sign == "plain":
             return f"(({n}) % {d})"
@@ -295,6 +295,12 @@ class _IndexPrinter(C99CodePrinter):
 
     def _print_Symbol(self, expr: Any) -> str:
         return expr.name
+
+
+def _atom(text: str, e: Any) -> str:
+    """``text`` (the printed divisor ``e``) parenthesised unless it is one integer or symbol:
+    ``(n) / 8*b`` would be C's ``((n) / 8) * b``."""
+    return text if (e.is_Integer and int(e) >= 0) or e.is_Symbol else f"({text})"
 
 
 def _signs(num: Any, den: Any) -> str:
