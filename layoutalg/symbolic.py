@@ -286,6 +286,23 @@ class _IndexPrinter(C99CodePrinter):
         return (f"(({n}) % ({d}) + ((({n}) % ({d})) != 0 && ((({n}) < 0) != (({d}) < 0))) "
                 f"* ({d}))")
 
+    def _print_Min(self, expr: Any) -> str:
+        """``min(a, b)`` of integers (C99's ``fmin`` is a double): CUDA's / HIP's int
+        overload, nested for more arguments."""
+        return self._int_minmax("min", expr)
+
+    def _print_Max(self, expr: Any) -> str:
+        return self._int_minmax("max", expr)
+
+    def _int_minmax(self, fn: str, expr: Any) -> str:
+        from .errors import SymbolicError
+        if not all(a.is_integer for a in expr.args):
+            raise SymbolicError(f"to_c: {fn} of non-integer arguments {expr}")
+        out = self._print(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"{fn}({out}, {self._print(a)})"
+        return out
+
     def _print_Xor(self, expr: Any) -> str:
         a, b = expr.args
         return f"(({self._print(a)}) ^ ({self._print(b)}))"

@@ -42,6 +42,7 @@ from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
 from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
+from .cuda_tma import min_blocks, tma_decls, tma_helpers, tma_param, tma_stmt
 from .hip import Printer
 
 __all__ = ["CudaPrinter", "emit_cuda", "smem_bytes", "smem_align", "SMEM_ALIGN_LINE"]
@@ -105,6 +106,8 @@ class CudaPrinter(Printer):
 
     # ---- statements ----------------------------------------------------------------------
     def stmt(self, s: Any, d: int) -> None:
+        if tma_stmt(self.out, s, d):
+            return
         if isinstance(s, CpAsync):
             ld, st = s.load, s.store
             nbytes = ld.width * _BYTES[self.buf_dtype[ld.buf]]
@@ -171,16 +174,17 @@ class CudaPrinter(Printer):
         """The wgmma helpers this kernel calls (none without wgmmas)."""
         ms = [s for s in walk(self.k.body) if isinstance(s, WgmmaMma)]
         if not ms:
-            return ""
-        out = [HELPERS, GMMA_DESC]
+            return tma_helpers(self.k)
+        out = [HELPERS, GMMA_DESC, tma_helpers(self.k)]
         for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
             out.append(wgmma_wrapper(wgmma_fn(*key), *key))
         return "".join(out)
 
     def store(self, a: Access, d: int) -> None:
-        """The one plain access the NVIDIA builders print: f32 accumulators -> 16-bit C."""
+        """The one plain access the NVIDIA builders print: f32 accumulators -> 16-bit C (a
+        global tensor, or a shared buffer the TMA store reads)."""
         bt, rt = self.buf_dtype[a.buf], a.regs.frag.dtype
-        if (a.kind, a.space, rt) != ("store", "global", "f32") or bt not in PACK or \
+        if (a.kind, rt) != ("store", "f32") or bt not in PACK or \
                 a.width not in (1, 2):
             raise ValueError(f"cuda printer: access {a.tag} ({a.kind} {a.space} {rt} -> {bt}, "
                              f"{a.width} wide) has no CUDA form; global stores of 1 or 2 f32 "
@@ -195,7 +199,8 @@ class CudaPrinter(Printer):
 
     # ---- kernel --------------------------------------------------------------------------
     def params(self) -> List[str]:
-        return [f"{'const ' if p.const else ''}{_C_TYPE[p.dtype]}* __restrict__ {p.name}"
+        return [tma_param(p) or
+                f"{'const ' if p.const else ''}{_C_TYPE[p.dtype]}* __restrict__ {p.name}"
                 for p in self.k.params]
 
     def kernel(self, prelude: bool = True) -> str:
@@ -219,7 +224,7 @@ class CudaPrinter(Printer):
         notes = [f"// {h}".rstrip() for h in k.header]
         head: List[str] = [self.BANNER, *notes, PRELUDE + self.helpers()] if prelude else \
             ["", *notes]
-        head += [f'extern "C" __global__ void __launch_bounds__({k.block}) '
+        head += [f'extern "C" __global__ void __launch_bounds__({k.block}{min_blocks(k)}) '
                  f"{k.name}({', '.join(self.params())}) {{"]
         align = smem_align(k)
         if align == 128:
@@ -233,6 +238,7 @@ class CudaPrinter(Printer):
             head.append(f"  {ct}* const {s.name} = reinterpret_cast<{ct}*>(lg_smem + {at});"
                         f"  // {s.count} x {s.dtype}")
             at += _align(s.count * _BYTES[s.dtype], align)
+        head += tma_decls(k)
         return "\n".join(head + body + ["}", ""])
 
 
