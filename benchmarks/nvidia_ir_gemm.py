@@ -9,7 +9,7 @@ wgmma_tma_ir) against the template of kernels.nvidia.wgmma_tma (the default NVID
     python3 benchmarks/nvidia_ir_gemm.py --tma --out results.json
 
 Best of 3 interleaved rounds of the median of 20 timed launches after 3 warm-ups (CUDA events);
-kernel's output is bitwise equal to the template's.
+also reports whether the IR kernel's output is bitwise equal to the template's.
 """
 
 from __future__ import annotations
