@@ -15,8 +15,8 @@ goes to a named check (:data:`ROLE_CHECKS`).
 Every CTA of every instance (``(M, N, K, ctas)`` launches of the spec's domain) is run; each
 global element of C must be stored exactly once, holding its own accumulator summed over every
 k < K once.  What the model does not see: timing (it checks orderings, so any interleaving the
-barriers allow is covered only as far as the vector clocks order it; the agents are run in two
-schedules, producer first and consumers first), the TMA unit's swizzle beyond the model of
+barriers allow is covered only as far as the vector clocks order it; the agents are run in three
+schedules, :data:`SCHEDULES`), the TMA unit's swizzle beyond the model of
 :mod:`kernels.nvidia.tma`, and the compiled code (the GPU tests compare with the template).
 """
 
@@ -48,6 +48,9 @@ _REGISTER_FILE = 65536
 _SH0, _SH1, _SHT = 25, 0, 50          # identity = tensor << 50 | coord0 << 25 | coord1
 _INCOMPLETE = -2
 _ROLE_STMT = (Setmaxnreg,)
+#: the orders the agents run in: one statement each per round (producer first), then each
+#: agent as far as it can before the next moves, producer first and consumers first
+SCHEDULES = ("interleaved", "producer", "consumers")
 
 
 class _Stop(Exception):
@@ -199,6 +202,8 @@ class _Cta:
             yield from self.wait(a, s, env)
         else:
             self.action(a, s, env)
+            if self.order == "interleaved":
+                yield None          # one statement per agent per round
 
     def role(self, a: _Agent, s: RoleBranch, env) -> Iterator[None]:
         mask = np.broadcast_to(np.asarray(c_eval(s.cond, env)), (WARPGROUP,))
@@ -622,7 +627,7 @@ class _Gate:
         self.f = Fail()
         self.tensor_id = {t.name: i + 1 for i, t in enumerate(spec.tensors)}
         from ..ir.core import walk
-        self.loop_vars = [s.var for s in walk(k.body) if isinstance(s, Loop)]
+        self.loop_vars = list(dict.fromkeys(s.var for s in walk(k.body) if isinstance(s, Loop)))
         self.tables: Dict[Any, Tuple[np.ndarray, np.ndarray]] = {}
         self.incomplete: Dict[Any, str] = {}
         self.cover = np.zeros((1, 1), np.int64)
@@ -694,9 +699,8 @@ class _Gate:
             self.cover = np.zeros((M, N), np.int64)
             env0 = {sym(k_): v for k_, v in values.items()}
             bad = False
-            for order in ("producer", "consumers"):
-                if order == "consumers":
-                    self.cover = np.zeros((M, N), np.int64)
+            for order in SCHEDULES:
+                self.cover = np.zeros((M, N), np.int64)
                 for bx in range(values["ctas"]):
                     cta = _Cta(self, values, bx, order)
                     cta.bars = {k_: _Bar(c[0], c[0]) for k_, c in inits.items()}
@@ -731,7 +735,7 @@ def verify_roles(k: Any, spec: KernelSpec, arch: str, instances: List[Dict[str, 
     g = _Gate(k, spec, arch)
     g.run(list(instances))
     dom = (f"instances {[tuple(v.values()) for v in instances]} of ({', '.join(instances[0])}):"
-           " every CTA, warpgroup, unit, k tile and element; two schedules")
+           " every CTA, warpgroup, unit, k tile and element; schedules " + ", ".join(SCHEDULES))
     return GateReport(k.name, g.f.results(ROLE_CHECKS, {c: dom for c in ROLE_CHECKS}),
                       details={"engine": "per-role phase model (kernels.verify.gate_tma)"},
                       seconds=time.time() - t0)
