@@ -14,7 +14,7 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
 * a global store of f32 accumulators to f16/bf16 -> ``lg_pack_*x2`` (2 elements) or
   ``lg_f32_to_*`` (1 element);
 * :class:`~kernels.ir.nvidia_wgmma.WgmmaMma` -> ``lg_wgmma_m64n{N}_{dtype}_t{tnspB}(&acc[0],
-  lg_gmma_desc(bits, sA + (start)), lg_gmma_desc(bits, sB + (start)))`` (``bits``: the
+  lg_gmma_desc(bits, sA, start), lg_gmma_desc(bits, sB, start))`` (``bits``: the
   descriptor's constant fields); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
   ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
   ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
@@ -165,8 +165,8 @@ class CudaPrinter(Printer):
 
     def wgmma(self, m: WgmmaMma, d: int) -> None:
         acc = self.first(m.acc, f"wgmma {m.tag} accumulator")
-        descs = ", ".join(f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf} + "
-                          f"({to_c(op.start)}))" for op in (m.a, m.b))
+        descs = ", ".join(f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf}, "
+                          f"{to_c(op.start)})" for op in (m.a, m.b))
         fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b)
         self.out(d, f"{fn}(&{m.acc.frag.name}[{acc}], {descs});")
 

@@ -59,8 +59,8 @@ def _expected(s: Any) -> List[str]:
         return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
     if isinstance(s, WgmmaMma):
         return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b)}(&{s.acc.frag.name}[0], "
-                f"lg_gmma_desc(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf} + (",
-                f"lg_gmma_desc(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf} + ("]
+                f"lg_gmma_desc(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}, ",
+                f"lg_gmma_desc(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}, "]
     return []
 
 
