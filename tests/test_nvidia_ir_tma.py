@@ -288,3 +288,22 @@ def test_printed_text_mutations_are_refused(base):
         assert bad != src
         r = _check(base, bad)
         assert not r.checks[check].holds, (check, r.to_json())
+
+
+# ---------------------------------------------------------------------------- runtime sizes
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=st.integers(1, 700), n=st.integers(1, 90).map(lambda x: 8 * x),
+       k=st.integers(1, 400), ctas=st.integers(1, 6))
+def test_ir_tma_gemm_verifies_at_any_size(m, n, k, ctas):
+    """Runtime M / N / K (N a multiple of 8: C rows 16-byte aligned for the TMA store) and
+    any CTA count up to the tiles: every check holds (edges, partial raster groups, several
+    units per CTA, K past the ring's length)."""
+    cfg = TmaGemmConfig(bm=64, bn=128, stages=3)
+    tiles = -(-m // 64) * -(-n // 128)
+    k_ir = build_tma_gemm_ir(cfg, ((m, n, k, min(ctas, tiles)),))
+    r = _check(k_ir)
+    assert r.holds, {c: v.counterexample for c, v in r.checks.items() if not v.holds}
