@@ -12,12 +12,13 @@ import copy
 import pytest
 import sympy
 
-from kernels.ir.core import If, Let, Loop, walk
+from hypothesis import given, settings, strategies as st
+
+from kernels.ir.core import Access, If, Let, Loop, ZeroFrag, sym, walk
 from kernels.ir.nvidia_tma import (BulkWait, LeaderOnly, MbarrierArrive, MbarrierExpectTx,
                                    MbarrierInit, MbarrierWait, NamedBarrier, RoleBranch,
                                    Setmaxnreg, TmaLoad)
-from kernels.ir.nvidia_wgmma import FenceProxyAsync, WgmmaWait, WgmmaMma, GmmaOperand
-from kernels.ir.core import Access, ZeroFrag, sym
+from kernels.ir.nvidia_wgmma import FenceProxyAsync, GmmaOperand, WgmmaMma, WgmmaWait
 from kernels.nvidia.gemm import GemmConfigError
 from kernels.nvidia.wgmma_tma import TmaGemmConfig
 from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
@@ -291,8 +292,6 @@ def test_printed_text_mutations_are_refused(base):
 
 
 # ---------------------------------------------------------------------------- runtime sizes
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=6, deadline=None)

@@ -24,11 +24,11 @@ k-tile index (``g = i * KT + kk``) instead of incremented counters.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, List, Sequence, Tuple
 
 import sympy
 
+from layoutalg.symbolic import Xor
 from mfma_specs.nvidia_wgmma import wgmma
 
 from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Shared, ZeroFrag, sym
@@ -38,7 +38,6 @@ from ..ir.nvidia_tma import (BulkCommit, BulkWait, IntParam, LeaderOnly, Mbarrie
                              TmaPrefetch, TmaStore)
 from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma,
                                WgmmaWait)
-from layoutalg.symbolic import Xor
 from ..printer.cuda import emit_cuda
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import CompiledKernel
@@ -249,7 +248,7 @@ class IrTmaGemm(TmaGemm):
 
     def __init__(self, cfg: TmaGemmConfig = TmaGemmConfig(), *, backend: str = "auto") -> None:
         from ..verify.verifier import verify
-        from .wgmma_tma import DeviceMaps
+        from .tma import DeviceMaps
         self.ir = build_tma_gemm_ir(cfg)
         source = emit_cuda(self.ir)
         self.report = verify(self.ir, arch=cfg.arch, source=source).raise_if_failed()

@@ -45,7 +45,7 @@ ROLE_CHECKS = ("in_bounds", "bank_conflicts_lds_write", "coverage", "lds_capacit
                "lane_mfma_operands", "lane_accumulator_writeback", "lds_races",
                "mbarrier_protocol", "register_budget")
 _REGISTER_FILE = 65536
-_SH0, _SH1, _SHT = 25, 0, 50          # identity = tensor << 50 | coord0 << 25 | coord1
+_SH0, _SHT = 25, 50          # an element's identity: tensor << 50 | coord0 << 25 | coord1
 _INCOMPLETE = -2
 _ROLE_STMT = (Setmaxnreg,)
 #: the orders the agents run in: one statement each per round (producer first), then each
@@ -417,7 +417,7 @@ class _Cta:
         elif (ids[keep] == _INCOMPLETE).any():
             self.f.add("lane_accumulator_writeback", self.where(
                 a, f"{s.tag} stores an accumulator not summed over every k < K exactly once "
-                   f"({self.g.incomplete.get((a.wg, 'why'), '')})", env))
+                   f"({self.g.incomplete.get(a.wg, '')})", env))
         elif (ids[keep] != want[keep]).any():
             j = np.argwhere(keep & (ids != want))[0]
             got = int(ids[tuple(j)])
@@ -567,8 +567,9 @@ class _Cta:
                 cols = st.cols[cj[:, list(s.regs.idx)]]
                 ids = (self.g.tensor_id["C"] << _SHT) | (rows << _SH0) | cols
             else:
-                self.g.incomplete[(a.wg, "why")] = (f"k {bad[:3]} summed {[st.kcount[x] for x in bad[:3]]} times" if bad
-                                                    else f"k {miss[:3]} never summed")
+                self.g.incomplete[a.wg] = (
+                    f"k {bad[:3]} summed {[st.kcount[x] for x in bad[:3]]} times" if bad
+                    else f"k {miss[:3]} never summed")
         self.smem[s.buf][el] = ids
         self.gen[s.buf][flat] = 1
         self.writer[s.buf][flat] = a.wg
@@ -629,7 +630,7 @@ class _Gate:
         from ..ir.core import walk
         self.loop_vars = list(dict.fromkeys(s.var for s in walk(k.body) if isinstance(s, Loop)))
         self.tables: Dict[Any, Tuple[np.ndarray, np.ndarray]] = {}
-        self.incomplete: Dict[Any, str] = {}
+        self.incomplete: Dict[int, str] = {}     # warpgroup -> why its sums are not whole
         self.cover = np.zeros((1, 1), np.int64)
         self.atoms = {s.acc.frag.name: s.atom for s in walk(k.body) if isinstance(s, WgmmaMma)}
 
@@ -662,7 +663,6 @@ class _Gate:
         return {}, [x for x in body if not isinstance(x, (MbarrierInit, MbarrierInitFence))]
 
     def registers(self) -> None:
-        T = self.k.block
         total = 0
         for a in self.last_agents:
             if len(a.roles) != 1:
@@ -682,7 +682,6 @@ class _Gate:
             self.f.add("register_budget", f"the roles ask for {total} registers "
                                           f"({', '.join(f'wg {a.wg}: {a.setmaxnreg[0].regs}' for a in self.last_agents if a.setmaxnreg)} "
                                           f"x 128); the register file has {_REGISTER_FILE}")
-        del T
 
     def run(self, instances: List[Dict[str, int]]) -> None:
         from ..printer.cuda import smem_bytes
