@@ -285,6 +285,13 @@ def test_printed_text_mutations_are_refused(base):
                         "printed_source"),
                        (src.replace("lg_mbar_expect_tx(lg_smem_u32(&lg_bar_full[st]), 32768u)",
                                     "lg_mbar_expect_tx(lg_smem_u32(&lg_bar_full[st]), 16384u)"),
+                        "printed_source"),
+                       # index expressions read back and evaluated against the IR's
+                       (src.replace("const int gsize = min(8, -first_m + grid_m);",
+                                    "const int gsize = min(8, -first_m + grid_m + 1);"),
+                        "printed_source"),
+                       (src.replace("^ (rx)", "^ (0)", 1), "printed_source"),
+                       (src.replace("(lg_u32)(((ph + 1) % 2))", "(lg_u32)(ph)"),
                         "printed_source")):
         assert bad != src
         r = _check(base, bad)
