@@ -313,3 +313,10 @@ def test_ir_tma_gemm_verifies_at_any_size(m, n, k, ctas):
     k_ir = build_tma_gemm_ir(cfg, ((m, n, k, min(ctas, tiles)),))
     r = _check(k_ir)
     assert r.holds, {c: v.counterexample for c, v in r.checks.items() if not v.holds}
+
+
+def test_ir_tma_gemm_object_is_verified_before_compiling():
+    from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
+    g = IrTmaGemm(TmaGemmConfig(bm=64, bn=128, stages=6))
+    assert g.report.holds and {"mbarrier_protocol", "printed_source"} <= set(g.report.checks)
+    assert g.source == emit_cuda(g.ir) and g.kernel_name in g.source

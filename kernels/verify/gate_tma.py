@@ -2,7 +2,11 @@
 :mod:`kernels.ir.nvidia_tma`) on instances of its runtime sizes.
 
 The lockstep engines run every thread through the same statement at the same time and refuse a
-branch that is not block-uniform.  Here every warpgroup is an **agent** running its own role's
+branch that is not block-uniform.  The per-wave model of :mod:`kernels.verify.wave_phases` runs
+each wave group on its own, but its synchronisation is ``s_barrier`` (the k-th barrier of every
+wave is one instant), which has no arrival counts, transaction bytes or parities; mbarriers need
+the model below (the same idea - each group its own program, uniform within the group - with
+barrier phases and vector clocks in place of barrier counts).  Here every warpgroup is an **agent** running its own role's
 statements (:class:`~kernels.ir.nvidia_tma.RoleBranch`) with its own environment (``tid`` is the
 warpgroup's 128 thread ids; what must be uniform - loop bounds, barrier indices, parities,
 descriptor starts, TMA coordinates - is checked to be).  Agents run as coroutines that yield
