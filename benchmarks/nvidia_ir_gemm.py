@@ -1,13 +1,15 @@
 """The IR-built mma.sync GEMM (kernels.nvidia.gemm_ir, verified) against the string-template
 one (kernels.nvidia.gemm.CudaGemm) and torch (cuBLAS) on the same inputs, one run; with
 ``--wgmma`` the IR-built cp.async + wgmma GEMM (kernels.nvidia.wgmma_ir) against the template
-of kernels.nvidia.wgmma instead.
+of kernels.nvidia.wgmma instead; with ``--tma`` the IR-built TMA GEMM (kernels.nvidia.
+wgmma_tma_ir) against the template of kernels.nvidia.wgmma_tma (the default NVIDIA GEMM).
 
     python3 benchmarks/nvidia_ir_gemm.py --out results.json
     python3 benchmarks/nvidia_ir_gemm.py --wgmma --out results.json
+    python3 benchmarks/nvidia_ir_gemm.py --tma --out results.json
 
-Median of 20 timed launches after 3 warm-ups (CUDA events); also reports whether the IR
-kernel's output is bitwise equal to the template's.
+Best of 3 interleaved rounds of the median of 20 timed launches after 3 warm-ups (CUDA events);
+also reports whether the IR kernel's output is bitwise equal to the template's.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ from kernels.nvidia.gemm import CudaGemm, CudaGemmConfig
 from kernels.nvidia.gemm_ir import IrMmaGemm
 from kernels.nvidia.wgmma import WgmmaGemm, WgmmaGemmConfig
 from kernels.nvidia.wgmma_ir import IrWgmmaGemm
+from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
+from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
 
 # (dtype, m, n, k) per kernel family (the wgmma sizes keep the verification of every k tile on
 # the device's CPU short)
 SHAPES = {"mma": (("f16", 2048, 2048, 2048), ("f16", 4096, 4096, 4096),
                   ("bf16", 4096, 4096, 4096)),
-          "wgmma": (("f16", 4096, 4096, 1024), ("bf16", 4096, 4096, 1024))}
+          "wgmma": (("f16", 4096, 4096, 1024), ("bf16", 4096, 4096, 1024)),
+          "tma": (("f16", 4096, 4096, 4096), ("bf16", 4096, 4096, 4096),
+                  ("f16", 8192, 8192, 8192), ("bf16", 8192, 8192, 8192))}
 
 
 def _time(fn, reps: int = 20) -> float:
@@ -47,13 +53,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--wgmma", action="store_true", help="the IR-built wgmma GEMM")
+    ap.add_argument("--tma", action="store_true", help="the IR-built TMA GEMM")
+    ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
     rows = []
-    for dtype, m, n, k in SHAPES["wgmma" if args.wgmma else "mma"]:
+    fam = "tma" if args.tma else "wgmma" if args.wgmma else "mma"
+    for dtype, m, n, k in SHAPES[fam]:
         dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
         a = torch.randn((m, k), device="cuda").to(dt)
         b = torch.randn((k, n), device="cuda").to(dt)
-        if args.wgmma:
+        if args.tma:        # the selection's tile at these shapes (kernels.nvidia.gemm_select)
+            cfg = TmaGemmConfig(dtype=dtype)
+            ir, tpl = IrTmaGemm(cfg), TmaGemm(cfg)
+        elif args.wgmma:
             cfg = WgmmaGemmConfig(dtype=dtype)
             ir, tpl = IrWgmmaGemm(cfg, m, n, k), WgmmaGemm(cfg)
         else:
@@ -61,11 +73,16 @@ def main() -> None:
             ir, tpl = IrMmaGemm(cfg, m, n, k), CudaGemm(cfg)
         o1 = torch.empty((m, n), dtype=dt, device="cuda")
         o2 = torch.empty_like(o1)
-        t_ir = _time(lambda: ir(a, b, o1))
-        t_tpl = _time(lambda: tpl(a, b, o2))
-        t_cublas = _time(lambda: a @ b)
+        # interleaved IR / template / cuBLAS rounds so clock drift hits all three alike
+        t_ir, t_tpl, t_cublas = [], [], []
+        for _ in range(3):
+            t_ir.append(_time(lambda: ir(a, b, o1), args.reps))
+            t_tpl.append(_time(lambda: tpl(a, b, o2), args.reps))
+            t_cublas.append(_time(lambda: a @ b, args.reps))
+        t_ir, t_tpl, t_cublas = min(t_ir), min(t_tpl), min(t_cublas)
         fl = 2 * m * n * k
         rows.append({"dtype": dtype, "m,n,k": [m, n, k], "config": cfg.name, "ir": ir.ir.name,
+                     "verified": bool(ir.report.holds),
                      "ir_ms": t_ir, "template_ms": t_tpl, "cublas_ms": t_cublas,
                      "ir_tflops": fl / t_ir / 1e9, "template_tflops": fl / t_tpl / 1e9,
                      "cublas_tflops": fl / t_cublas / 1e9,

@@ -267,7 +267,7 @@ class _IndexPrinter(C99CodePrinter):
         num, den = arg.as_numer_denom()
         if den == 1:
             return self._print(arg)
-        n, d = self._print(num), self._print(den)
+        n, d = self._print(num), _atom(self._print(den), den)
         sign = _signs(num, den)
         if sign == "plain":
             return f"(({n}) / {d})"
@@ -277,7 +277,7 @@ class _IndexPrinter(C99CodePrinter):
 
     def _print_Mod(self, expr: Any) -> str:
         a, b = expr.args
-        n, d = self._print(a), self._print(b)
+        n, d = self._print(a), _atom(self._print(b), b)
         sign = _signs(a, b)
         if sign == "plain":
             return f"(({n}) % {d})"
@@ -285,6 +285,23 @@ class _IndexPrinter(C99CodePrinter):
             return f"(((({n}) % {d}) + {d}) % {d})"
         return (f"(({n}) % ({d}) + ((({n}) % ({d})) != 0 && ((({n}) < 0) != (({d}) < 0))) "
                 f"* ({d}))")
+
+    def _print_Min(self, expr: Any) -> str:
+        """``min(a, b)`` of integers (C99's ``fmin`` is a double): CUDA's / HIP's int
+        overload, nested for more arguments."""
+        return self._int_minmax("min", expr)
+
+    def _print_Max(self, expr: Any) -> str:
+        return self._int_minmax("max", expr)
+
+    def _int_minmax(self, fn: str, expr: Any) -> str:
+        from .errors import SymbolicError
+        if not all(a.is_integer for a in expr.args):
+            raise SymbolicError(f"to_c: {fn} of non-integer arguments {expr}")
+        out = self._print(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"{fn}({out}, {self._print(a)})"
+        return out
 
     def _print_Xor(self, expr: Any) -> str:
         a, b = expr.args
@@ -295,6 +312,12 @@ class _IndexPrinter(C99CodePrinter):
 
     def _print_Symbol(self, expr: Any) -> str:
         return expr.name
+
+
+def _atom(text: str, e: Any) -> str:
+    """``text`` (the printed divisor ``e``) parenthesised unless it is one integer or symbol:
+    ``(n) / 8*b`` would be C's ``((n) / 8) * b``."""
+    return text if (e.is_Integer and int(e) >= 0) or e.is_Symbol else f"({text})"
 
 
 def _signs(num: Any, den: Any) -> str:

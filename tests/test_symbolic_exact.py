@@ -144,3 +144,20 @@ def test_c_is_plain_only_where_proven_non_negative():
     assert to_c(sympy.Mod(t, 4)) == "((t) % 4)"
     assert "% 2 < 0" in to_c(sympy.floor((5 - t) / 2))
     assert "+ 4) % 4" in to_c(sympy.Mod(5 - t, 4))
+
+
+def test_to_c_parenthesises_a_product_divisor():
+    """Regression: ``Mod(a, 8*b)`` printed as ``(a) % 8*b``, which C reads as ``((a) % 8) * b``
+    (and ``floor(a / (8*b))`` as ``(a) / 8*b``): a silent wrong index for a runtime divisor."""
+    import sympy
+    from layoutalg.symbolic import to_c
+    from kernels.ir.core import sym
+    a, b = sym("a"), sym("b")
+    assert to_c(sympy.Mod(a, 8 * b)) == "((a) % (8*b))"
+    assert to_c(sympy.floor(a / (8 * b))) == "((a) / (8*b))"
+    assert to_c(sympy.floor(a / 8)) == "((a) / 8)"
+    assert to_c(sympy.Mod(a, b)) == "((a) % b)"
+    for av in (0, 5, 77, 1000):
+        for bv in (1, 3, 7):
+            got = eval(to_c(sympy.Mod(a, 8 * b)).replace("a", str(av)).replace("b", str(bv)))
+            assert got == av % (8 * bv)

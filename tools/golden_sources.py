@@ -252,6 +252,11 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
           dict(bm=128, bn=128, stages=6, store="direct", split_k=True, reduce="inline")]
     for kw in tm:
         yield (f"nvidia/wgmma-tma-gemm/{_kw(kw)}", lambda kw=kw: emit_tma_gemm(TmaGemmConfig(**kw)))
+    # issue 20 item 1: the TMA GEMM built as kernel IR (kernels.nvidia.wgmma_tma_ir)
+    from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
+    for kw in (dict(), dict(dtype="bf16", b_major="k"), dict(bm=64, bn=128, stages=6)):
+        yield (f"nvidia/wgmma-tma-gemm-ir/{_kw(kw)}",
+               lambda kw=kw: emit_cuda(build_tma_gemm_ir(TmaGemmConfig(**kw))))
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode
     for kw in (dict(), dict(head_dim=64, hg=8, chunk=2), dict(head_dim=256, hg=1),
                dict(in_dtype="f16", out_dtype="bf16", hg=3)):

@@ -403,6 +403,13 @@ def _and(*xs: Any) -> Any:
     return out
 
 
+def _fold(fn: Any, xs: Any) -> Any:
+    out = xs[0]
+    for x in xs[1:]:
+        out = fn(out, x)
+    return out
+
+
 def _or(*xs: Any) -> Any:
     out = xs[0]
     for x in xs[1:]:
@@ -450,6 +457,9 @@ def c_compile(expr: Any):
             return f"_cmod({g(e.args[0])}, {g(e.args[1])})"
         if isinstance(e, Xor):
             return f"_xor({g(e.args[0])}, {g(e.args[1])})"
+        if isinstance(e, (sympy.Min, sympy.Max)):
+            fn = "_min" if isinstance(e, sympy.Min) else "_max"
+            return f"{fn}(" + ", ".join(g(a) for a in e.args) + ")"
         if isinstance(e, sympy.And):
             return "_and(" + ", ".join(g(a) for a in e.args) + ")"
         if isinstance(e, sympy.Or):
@@ -461,7 +471,8 @@ def c_compile(expr: Any):
         raise NonIntegerExpr(f"cannot evaluate {type(e).__name__} in index expression {e}")
 
     body = g(e)
-    ns = {"_cdiv": _cdiv, "_cmod": _cmod, "_xor": np.bitwise_xor, "_and": _and, "_or": _or,
+    ns = {"_cdiv": _cdiv, "_cmod": _cmod, "_xor": np.bitwise_xor,
+          "_min": lambda *x: _fold(np.minimum, x), "_max": lambda *x: _fold(np.maximum, x), "_and": _and, "_or": _or,
           "_not": np.logical_not, "_s": syms}
     fn = eval(f"lambda env: {body}", ns)  # noqa: S307 - generated from a sympy tree above
     _COMPILED[e] = fn

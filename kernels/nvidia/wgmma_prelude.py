@@ -57,8 +57,12 @@ LG_DEV void lg_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta
 # IR-built kernels (kernels.printer.cuda): the descriptor of a shared operand, from its printed
 # constant fields and the address of its first element
 GMMA_DESC = r"""
-LG_DEV lg_u64 lg_gmma_desc(lg_u64 bits, const void* p) {
-  return bits | (lg_u64)((lg_smem_u32(p) & 0x3FFFF) >> 4);
+// the descriptor of 16-bit element `start` (>= 0, a multiple of 8) of the 1024-byte aligned
+// shared array `base`: the 14-bit address field counts 16-byte units and shared addresses are
+// below 2^18, so the start's units add to the base's in 32 bits without a carry out of the
+// field, whose bits are 0 in `bits` (the base part is loop-invariant)
+LG_DEV lg_u64 lg_gmma_desc(lg_u64 bits, const void* base, int start) {
+  return bits | (lg_u64)(((lg_smem_u32(base) & 0x3FFFF) >> 4) + ((lg_u32)start >> 3));
 }
 """
 

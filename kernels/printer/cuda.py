@@ -14,7 +14,7 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
 * a global store of f32 accumulators to f16/bf16 -> ``lg_pack_*x2`` (2 elements) or
   ``lg_f32_to_*`` (1 element);
 * :class:`~kernels.ir.nvidia_wgmma.WgmmaMma` -> ``lg_wgmma_m64n{N}_{dtype}_t{tnspB}(&acc[0],
-  lg_gmma_desc(bits, sA + (start)), lg_gmma_desc(bits, sB + (start)))`` (``bits``: the
+  lg_gmma_desc(bits, sA, start), lg_gmma_desc(bits, sB, start))`` (``bits``: the
   descriptor's constant fields); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
   ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
   ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
@@ -46,6 +46,7 @@ from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
 from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, PIN_WORDS, wgmma_fn, wgmma_wrapper
+from .cuda_tma import tma_decls, tma_helpers, tma_param, tma_stmt
 from .hip import Printer
 
 __all__ = ["CudaPrinter", "emit_cuda", "smem_bytes", "smem_align", "SMEM_ALIGN_LINE"]
@@ -109,6 +110,8 @@ class CudaPrinter(Printer):
 
     # ---- statements ----------------------------------------------------------------------
     def stmt(self, s: Any, d: int) -> None:
+        if tma_stmt(self.out, s, d):
+            return
         if isinstance(s, CpAsync):
             ld, st = s.load, s.store
             nbytes = ld.width * _BYTES[self.buf_dtype[ld.buf]]
@@ -167,8 +170,8 @@ class CudaPrinter(Printer):
     def wgmma(self, m: WgmmaMma, d: int) -> None:
         acc = self.first(m.acc, f"wgmma {m.tag} accumulator")
         shared = (m.b,) if m.a_in_regs else (m.a, m.b)
-        ops = [f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf} + "
-               f"({to_c(op.start)}))" for op in shared]
+        ops = [f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf}, "
+               f"{to_c(op.start)})" for op in shared]
         if m.a_in_regs:
             ops.insert(0, f"&{m.a.frag.name}[{self.words(m.a, f'wgmma {m.tag} A')}]")
         fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs)
@@ -178,8 +181,8 @@ class CudaPrinter(Printer):
         """The wgmma helpers this kernel calls (none without wgmmas)."""
         ms = [s for s in walk(self.k.body) if isinstance(s, WgmmaMma)]
         if not ms:
-            return ""
-        out = [HELPERS, GMMA_DESC]
+            return tma_helpers(self.k)
+        out = [HELPERS, GMMA_DESC, tma_helpers(self.k)]
         keys = sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms})
         if any(key[3] for key in keys):
             out.append(PIN_WORDS)
@@ -188,9 +191,10 @@ class CudaPrinter(Printer):
         return "".join(out)
 
     def store(self, a: Access, d: int) -> None:
-        """The one plain access the NVIDIA builders print: f32 accumulators -> 16-bit C."""
+        """The one plain access the NVIDIA builders print: f32 accumulators -> 16-bit C (a
+        global tensor, or a shared buffer the TMA store reads)."""
         bt, rt = self.buf_dtype[a.buf], a.regs.frag.dtype
-        if (a.kind, a.space, rt) != ("store", "global", "f32") or bt not in PACK or \
+        if (a.kind, rt) != ("store", "f32") or bt not in PACK or \
                 a.width not in (1, 2):
             raise ValueError(f"cuda printer: access {a.tag} ({a.kind} {a.space} {rt} -> {bt}, "
                              f"{a.width} wide) has no CUDA form; global stores of 1 or 2 f32 "
@@ -205,7 +209,8 @@ class CudaPrinter(Printer):
 
     # ---- kernel --------------------------------------------------------------------------
     def params(self) -> List[str]:
-        return [f"{'const ' if p.const else ''}{_C_TYPE[p.dtype]}* __restrict__ {p.name}"
+        return [tma_param(p) or
+                f"{'const ' if p.const else ''}{_C_TYPE[p.dtype]}* __restrict__ {p.name}"
                 for p in self.k.params]
 
     def kernel(self, prelude: bool = True) -> str:
@@ -244,6 +249,7 @@ class CudaPrinter(Printer):
             head.append(f"  {ct}* const {s.name} = reinterpret_cast<{ct}*>(lg_smem + {at});"
                         f"  // {s.count} x {s.dtype}")
             at += _align(s.count * _BYTES[s.dtype], align)
+        head += tma_decls(k)
         return "\n".join(head + body + ["}", ""])
 
 

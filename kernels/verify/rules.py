@@ -85,6 +85,13 @@ RULES: Dict[str, Rule] = {
                                                 "each (batch, head)"),
     "reduction_reads_partials": _r(("split_merge",), "every output merges each split's partials "
                                                      "of its own (batch, head) exactly once"),
+    "mbarrier_protocol": _r(("warpgroup_roles",),
+                            "every mbarrier wait completes on every schedule; arrivals and "
+                            "expect_tx bytes balance each phase; each wait observes the next "
+                            "phase (parity); barriers initialised and fenced before the roles"),
+    "register_budget": _r(("warpgroup_roles",), "each warpgroup's one setmaxnreg is its role's "
+                                                "first statement, a multiple of 8 in 24..256; "
+                                                "the roles fit the 64K register file"),
     "printed_source": _r(_ANY, "the printed text's statements and index expressions are the "
                                "IR's, evaluated with C semantics", "printed"),
     "declarations": _r(_ANY, "printed LDS arrays, vector types and parameters match the IR",

@@ -362,7 +362,7 @@ _CU_WG_WAIT = re.compile(r"^lg_wgmma_wait<(\d+)>\(\);$")
 _CU_PIN = re.compile(r"^lg_pin\((\w+)\);$")
 _CU_WGMMA = re.compile(r"^(lg_wgmma_m64n\d+_\w+)\(&(\w+)\[(\d+)\], (.*)\);$")
 _CU_AREG = re.compile(r"^&(\w+)\[(\d+)\]$")
-_CU_DESC = re.compile(r"^lg_gmma_desc\(0x([0-9a-f]{16})ull, (\w+) \+ (.*)\)$")
+_CU_DESC = re.compile(r"^lg_gmma_desc\(0x([0-9a-f]{16})ull, (\w+), (.*)\)$")
 _CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit",
               "lg_fence_proxy_async();": "proxy_fence"}
 # kernels.printer.cuda_attention: f32 loads, 4-wide 16-bit stores, float variables, the LSE merge

@@ -190,6 +190,9 @@ class KernelSpec:
     kv_head: Optional[str] = None
     head_symbols: Tuple[str, ...] = ()
     wave_roles: Tuple[str, ...] = ()
+    # warpgroup-specialised kernels (TMA producer / wgmma consumers): the role names of the IR's
+    # RoleBranch statements; verified on the per-role phase model (kernels.verify.gate_tma)
+    warpgroup_roles: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -281,6 +284,8 @@ class KernelSpec:
             out.add("heads")
         if self.wave_roles:
             out.add("wave_roles")
+        if self.warpgroup_roles:
+            out.add("warpgroup_roles")
         out.add(self.domain.kind)
         return frozenset(out)
 

@@ -44,6 +44,8 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
                         "kernels.verify.spec.KernelSpec")
     if not isinstance(spec, KernelSpec):
         raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
+    if spec.warpgroup_roles:
+        return _verify_roles(kernel_ir, spec, arch, source, instances)
     if spec.domain.kind == "every_block":
         if spec.wave_roles:
             raise SpecError(f"spec {spec.name}: wave_roles are checked per wave on instances "
@@ -60,4 +62,20 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
             list(spec.domain.instances(kernel_ir))
     if source is not None:
         attach_printed_checks(report, kernel_ir, source, instances=printed_on)
+    return report
+
+
+def _verify_roles(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],
+                  instances: Optional[Sequence[Any]]) -> GateReport:
+    """A warpgroup-specialised kernel: the per-role phase model at the spec's instances (or
+    ``instances``), and with ``source`` the printed-text checks of :mod:`.printed_tma`."""
+    from .gate_tma import verify_roles
+    from .printed_tma import attach_printed_tma
+    if spec.domain.kind != "instances":
+        raise SpecError(f"spec {spec.name}: warpgroup_roles are checked on instances "
+                        "(Domain.on_instances: runtime sizes and CTA counts)")
+    inst = list(instances) if instances is not None else list(spec.domain.instances(kernel_ir))
+    report = verify_roles(kernel_ir, spec, arch, inst)
+    if source is not None:
+        attach_printed_tma(report, kernel_ir, source)
     return report

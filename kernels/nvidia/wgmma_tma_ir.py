@@ -1,0 +1,303 @@
+"""The TMA GEMM of :mod:`kernels.nvidia.wgmma_tma` built as kernel IR and proved by the one
+verifier (issue 20 item 1).
+
+Same plan as the string template (:func:`~kernels.nvidia.wgmma_tma.plan_tma_gemm`: the TMA
+boxes, the wgmma descriptors' constant fields and k-step starts, the swizzled C buffer), same
+program: one producer warpgroup (``setmaxnreg.dec`` 40; its first thread issues, per k tile,
+``arrive.expect_tx`` and the A / B boxes into a ring of ``stages`` full/empty-mbarrier stages),
+``bm / 64`` consumer warpgroups (``setmaxnreg.inc`` 232; wait ``full``, 4 wgmma k steps, one
+group in flight, release the previous stage on ``empty`` with one arrive per warp), persistent
+CTAs over the template's grouped raster, epilogue registers -> swizzled shared C -> TMA store.
+**Runtime M, N, K** (kernel arguments; TMA's zero fill makes edge tiles need no code) and the
+CTA count ``ctas`` (the host launches ``min(tiles, SMs)``).
+
+Every statement is IR (:mod:`kernels.ir.core`, :mod:`kernels.ir.nvidia_wgmma`,
+:mod:`kernels.ir.nvidia_tma`), printed by :mod:`kernels.printer.cuda` and verified by
+:func:`kernels.verify.verify` on its per-role phase model (:mod:`kernels.verify.gate_tma`) at
+the spec's instances (runtime sizes incl. edge tiles, several CTAs, units per CTA > 1).
+
+Scope (differences from the template): the TMA-store epilogue only (``store="tma"``; the
+template's direct-store form, used when C's rows are not 16-byte aligned, is not IR); no
+split-K (the template's split-K work units); the ring position is computed from the unit and
+k-tile index (``g = i * KT + kk``) instead of incremented counters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple
+
+import sympy
+
+from layoutalg.symbolic import Xor
+from mfma_specs.nvidia_wgmma import wgmma
+
+from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Shared, ZeroFrag, sym
+from ..ir.nvidia_tma import (BulkCommit, BulkWait, IntParam, LeaderOnly, MbarrierArrive,
+                             MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
+                             NamedBarrier, RoleBranch, Setmaxnreg, TensorMap, TmaLoad,
+                             TmaPrefetch, TmaStore)
+from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma,
+                               WgmmaWait)
+from ..printer.cuda import emit_cuda
+from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
+from .builder import CompiledKernel
+from .gemm import GemmConfigError
+from .wgmma import accumulator_rows_cols
+from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
+
+__all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES"]
+
+#: (M, N, K, ctas) launches the verifier runs the kernel at: edge tiles in M, N and K, several
+#: units per CTA, a partial raster group, a single tile
+DEFAULT_INSTANCES: Tuple[Tuple[int, int, int, int], ...] = (
+    (200, 300, 136, 3), (128, 256, 64, 1), (520, 264, 200, 4))
+
+
+def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int, int]]
+                  ) -> KernelSpec:
+    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime sizes, proved on the per-role phase
+    model at ``instances`` ((M, N, K, ctas) launches)."""
+    inst = [dict(zip(("M", "N", "K", "ctas"), v)) for v in instances]
+    return KernelSpec(
+        name=name, dims=(Dim("m", None), Dim("n", None), Dim("k", None)),
+        tensors=(TensorSpec("A", ("m", "k"), "input", dtype),
+                 TensorSpec("B", ("n", "k"), "input", dtype),
+                 TensorSpec("C", ("m", "n"), "output", dtype)),
+        contractions=(Contraction("C", "A", "B", ("k",), None),),
+        symbols=(Symbol("M", 1, 2 ** 20), Symbol("N", 1, 2 ** 20), Symbol("K", 1, 2 ** 20),
+                 Symbol("ctas", 1, 1024)),
+        domain=Domain.on_instances(lambda k: inst), warpgroup_roles=("producer", "consumer"))
+
+
+class _Builder:
+    def __init__(self, cfg: TmaGemmConfig) -> None:
+        if cfg.split_k or cfg.store != "tma":
+            raise GemmConfigError("the IR-built TMA GEMM has the TMA-store epilogue and no "
+                                  "split-K; use TmaGemmConfig(store='tma', split_k=False) (the "
+                                  f"template TmaGemm runs the others), got store={cfg.store!r}, "
+                                  f"split_k={cfg.split_k}")
+        self.c, self.p = cfg, plan_tma_gemm(cfg)
+        self.S = cfg.stages
+        self.M, self.N, self.K, self.ctas = (sym(n) for n in ("M", "N", "K", "ctas"))
+        self.tid, self.wg, self.bx = sym("tid"), sym("wg"), sym("bx")
+        self.acc = Frag("acc", "f32", cfg.bn // 2)
+        self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2, "C": cfg.c_stage // 2}
+        dt = cfg.dtype
+        self.tm_a = TensorMap("tmA", "A", ("k", "m"), self.K, self.M, 64, cfg.bm, dt)
+        if cfg.b_major == "n":
+            self.tm_b = TensorMap("tmB", "B", ("n", "k"), self.N, self.K, 64, cfg.bk, dt)
+        else:
+            self.tm_b = TensorMap("tmB", "B", ("k", "n"), self.K, self.N, 64, cfg.bn, dt)
+        self.tm_c = TensorMap("tmC", "C", ("n", "m"), self.N, self.M, 64, 64, dt)
+
+    # ---- shared pieces -------------------------------------------------------------------
+    def unit_lets(self) -> List[Any]:
+        """``m0`` / ``n0`` of this CTA's ``i``-th unit: the template's grouped raster (groups of
+        ``group_m`` tile rows walk N together)."""
+        c = self.c
+        iu, u, group, grid_m = sym("iu"), sym("u"), sym("group"), sym("grid_m")
+        first_m, gsize = sym("first_m"), sym("gsize")
+        return [Let("u", self.bx + iu * self.ctas),
+                Let("first_m", sympy.floor(u / group) * c.group_m),
+                Let("gsize", sympy.Min(grid_m - first_m, c.group_m)),
+                Let("m0", (first_m + sympy.Mod(sympy.Mod(u, group), gsize)) * c.bm),
+                Let("n0", sympy.floor(sympy.Mod(u, group) / gsize) * c.bn)]
+
+    def ring_lets(self) -> List[Any]:
+        """Ring position of k tile ``kk`` of unit ``i``: the ``g``-th fill of the CTA."""
+        g = sym("g")
+        return [Let("g", sym("iu") * sym("KT") + sym("kk")),
+                Let("st", sympy.Mod(g, self.S)),
+                Let("ph", sympy.Mod(sympy.floor(g / self.S), 2))]
+
+    # ---- producer ------------------------------------------------------------------------
+    def producer(self) -> RoleBranch:
+        c, p = self.c, self.p
+        st, kk, m0, n0 = sym("st"), sym("kk"), sym("m0"), sym("n0")
+        loads: List[Any] = [
+            TmaLoad(self.tm_a, kk * c.bk, m0, "sA", st * self.elems["A"], "full", st, "A.tma")]
+        bl = p.b_load
+        for j in range(bl.boxes):
+            off = st * self.elems["B"] + j * (bl.stride // 2)
+            if c.b_major == "n":
+                loads.append(TmaLoad(self.tm_b, n0 + j * bl.box_inner, kk * c.bk, "sB", off,
+                                     "full", st, f"B.tma{j}"))
+            else:
+                loads.append(TmaLoad(self.tm_b, kk * c.bk, n0, "sB", off, "full", st, "B.tma"))
+        kloop = Loop("kk", 0, sym("KT"), self.ring_lets() + [
+            Comment("the consumers released this stage (parity of the previous round; a fresh "
+                    "barrier passes parity 1)"),
+            MbarrierWait("empty", st, sympy.Mod(sym("ph") + 1, 2)),
+            MbarrierExpectTx("full", st, p.stage_tx_bytes)] + loads)
+        body = [TmaPrefetch(self.tm_a), TmaPrefetch(self.tm_b),
+                Loop("iu", 0, sym("nloc"), self.unit_lets() + [kloop])]
+        return RoleBranch("producer", 0, 1, [Setmaxnreg(False, PRODUCER_REGS),
+                                             LeaderOnly(body)])
+
+    # ---- consumers -----------------------------------------------------------------------
+    def k_steps(self) -> List[Any]:
+        c, p = self.c, self.p
+        atom = wgmma(c.dtype, c.bn)
+        st, cg = sym("st"), sym("cg")
+        out = []
+        for s in range(c.bk // 16):
+            a0 = st * self.elems["A"] + p.a.k_starts[s] // 2 + cg * (p.a.wg_step // 2)
+            b0 = st * self.elems["B"] + p.b.k_starts[s] // 2
+            out.append(WgmmaMma(atom, self.acc.regs(range(self.acc.count)),
+                                GmmaOperand("sA", sympy.expand(a0), p.a.desc, p.a.major, 64),
+                                GmmaOperand("sB", sympy.expand(b0), p.b.desc, p.b.major, c.bn),
+                                tag=f"wgmma(k{s})"))
+        return out
+
+    def epilogue(self) -> List[Any]:
+        """Accumulators -> this consumer's swizzled C buffer (the TMA store's box layout) ->
+        ``bn / 64`` TMA stores of 64 x 64 boxes."""
+        c, cl = self.c, self.p.c_load
+        cg = sym("cg")
+        r0, c0, rx = sym("r0"), sym("c0"), sym("rx")
+        out: List[Any] = [LeaderOnly([BulkWait(read=True)]), NamedBarrier(1 + cg, 128)]
+        for j in range(c.bn // 8):
+            for h in range(2):
+                # row r0 + 8h, column c0 + 8j of the buffer (c0 < 8: the box is j // 8, the
+                # column in it c0 + 8 (j % 8)); the 128-byte swizzle XORs the 16-byte chunk
+                # with the row mod 8 (the gate checks every thread against the TMA model)
+                off = (cg * self.elems["C"] + (8 * j // 64) * (cl.stride // 2)
+                       + Xor(r0 * 64 + 512 * h + c0 + 8 * (j % 8), rx))
+                it = 4 * j + 2 * h
+                out.append(Access("store", "lds", "sC", off, 2, self.acc.regs([it, it + 1]),
+                                  tag="C.shared"))
+        out += [FenceProxyAsync(), NamedBarrier(1 + cg, 128)]
+        stores: List[Any] = [
+            TmaStore(self.tm_c, "sC", cg * self.elems["C"] + j * (cl.stride // 2),
+                     sym("n0") + 64 * j, sym("m0") + 64 * cg, f"C.tma{j}")
+            for j in range(cl.boxes)]
+        out.append(LeaderOnly(stores + [BulkCommit()]))
+        return out
+
+    def consumer(self) -> RoleBranch:
+        c = self.c
+        crow, ccol = accumulator_rows_cols(c.bn)
+        st, g, kk, KT = sym("st"), sym("g"), sym("kk"), sym("KT")
+        kloop = Loop("kk", 0, KT, self.ring_lets() + [
+            MbarrierWait("full", st, sym("ph")), WgmmaFence()] + self.k_steps() + [
+            WgmmaCommit(), WgmmaWait(1, ("acc",)),
+            Comment("the group before this one has retired: release its stage"),
+            If(kk > 0, [MbarrierArrive("empty", sympy.Mod(g - 1, self.S))])])
+        unit = self.unit_lets() + [ZeroFrag(self.acc), kloop, WgmmaWait(0, ("acc",)),
+                                   MbarrierArrive("empty", sympy.Mod(sym("iu") * KT + KT - 1,
+                                                                     self.S))]
+        unit += self.epilogue()
+        return RoleBranch("consumer", 1, c.consumers, [
+            Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
+            Let("t", self.tid - 128 * self.wg),
+            Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0))),
+            Let("rx", sympy.Mod(sym("r0"), 8) * 8),
+            Loop("iu", 0, sym("nloc"), unit),
+            LeaderOnly([BulkWait(read=False)])])
+
+    def build(self, instances: Sequence[Tuple[int, int, int, int]]) -> Kernel:
+        c, S = self.c, self.S
+        M, N, K, ctas = self.M, self.N, self.K, self.ctas
+        units = sym("tiles")
+        body: List[Any] = [
+            Let("wg", sympy.floor(self.tid / 128)),
+            MbarrierInit("full", S, 1),
+            MbarrierInit("empty", S, 4 * c.consumers),
+            MbarrierInitFence(),
+            Let("grid_m", sympy.floor((M + c.bm - 1) / c.bm)),
+            Let("grid_n", sympy.floor((N + c.bn - 1) / c.bn)),
+            Let("tiles", sym("grid_m") * sym("grid_n")),
+            Let("group", c.group_m * sym("grid_n")),
+            Let("KT", sympy.floor((K + c.bk - 1) / c.bk)),
+            Comment("this CTA's units: bx, bx + ctas, ... (the host launches ctas <= tiles)"),
+            Let("nloc", sympy.floor((units - self.bx + ctas - 1) / ctas)),
+            self.producer(), self.consumer()]
+        name = "lg_irtma_" + c.name[len("lg_wgmma_tma_"):]
+        header = [f"C[M x N] = A[M x K] (row-major) @ B "
+                  f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, f32 "
+                  f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
+                  f"producer + {c.consumers} consumer warpgroups, persistent over "
+                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, TMA-store epilogue",
+                  "plan (proved by kernels.nvidia.wgmma_tma.plan_tma_gemm):"]
+        header += [f"  {k}: {v}" for k, v in self.p.describe().items()]
+        shared = [Shared("sA", c.dtype, S * self.elems["A"]),
+                  Shared("sB", c.dtype, S * self.elems["B"]),
+                  Shared("sC", c.dtype, c.consumers * self.elems["C"])]
+        params = [self.tm_a, self.tm_b, self.tm_c] + [IntParam(n) for n in ("M", "N", "K",
+                                                                            "ctas")]
+        return Kernel(name, params, shared, [self.acc], body, c.threads, (1, 1, 1),
+                      grid_symbols=("bx",), header=header,
+                      # one CTA per SM: the roles' setmaxnreg budgets are shares of the whole
+                      # register file (__launch_bounds__(threads, 1); without it ptxas gave
+                      # the 64x128 tile 110 registers, below the consumers' 232)
+                      min_blocks=1,
+                      meta={"plan": self.p, "maps": (self.tm_a, self.tm_b, self.tm_c)},
+                      spec=tma_gemm_spec(name, c.dtype, instances))
+
+
+def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
+                      instances: Sequence[Tuple[int, int, int, int]] = DEFAULT_INSTANCES
+                      ) -> Kernel:
+    """The IR of ``cfg`` (any M, N, K at run time); its spec verifies it at ``instances``
+    ((M, N, K, ctas) launches).  Raises :class:`~kernels.nvidia.gemm.GemmConfigError` for a
+    configuration the IR form does not have or whose plan fails its proofs."""
+    return _Builder(cfg).build(instances)
+
+
+class IrTmaGemm(TmaGemm):
+    """The IR-built TMA GEMM of ``cfg``, verified (:func:`kernels.verify.verify`, the IR and its
+    printed CUDA) before anything is compiled: ``g(a, b, out=None) -> c`` with the template's
+    arguments, checks and tensor maps (:class:`~kernels.nvidia.wgmma_tma.TmaGemm`), any M/N/K.
+    ``report`` is the verifier's."""
+
+    def __init__(self, cfg: TmaGemmConfig = TmaGemmConfig(), *, backend: str = "auto") -> None:
+        from ..verify.verifier import verify
+        from .tma import DeviceMaps
+        self.ir = build_tma_gemm_ir(cfg)
+        source = emit_cuda(self.ir)
+        self.report = verify(self.ir, arch=cfg.arch, source=source).raise_if_failed()
+        self.plan = plan_tma_gemm(cfg)
+        self.gemm_cfg = cfg
+        CompiledKernel.__init__(self, cfg, source, backend)
+        self.kernel_name = self.ir.name
+        self._maps = DeviceMaps()
+
+    def bind(self, a, b, out=None, splits: int = 1):
+        """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``: the
+        output, the three tensor maps and one launch of ``min(tiles, SMs)`` CTAs."""
+        import torch
+        from ..errors import LaunchError
+        from ..runtime.cuda import LaunchSite, device_info
+        from ..runtime.rocm import TensorSpec as Spec
+        from .wgmma_tma import check_aligned
+        if splits != 1:
+            raise LaunchError(f"{self.kernel_name}: the IR-built TMA GEMM has no split-K; "
+                              f"splits={splits} needs the template TmaGemm")
+        M, N, K = self.check_args(a, b, out)
+        if N % 8:
+            raise LaunchError(f"N = {N}: the TMA store needs C rows of a 16-byte multiple; the "
+                              "template TmaGemm(store='direct') runs this shape")
+        for t, nm in ((a, "a"), (b, "b"), (out, "out")):
+            if t is not None and not getattr(t, "is_cuda", False):
+                raise LaunchError(f"{nm}: the TMA GEMM takes torch CUDA tensors on an NVIDIA GPU, "
+                                  f"got device {t.device}")
+            if t is not None:
+                check_aligned(t, nm)
+        cfg = self.cfg
+        tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
+        index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+        ctas = min(tiles, device_info(index)["sms"])
+        from ..printer.cuda import smem_bytes
+        main = LaunchSite(self.module, self.kernel_name, ctas, cfg.threads,
+                          signature=("ptr", "ptr", "ptr") + ("i32",) * 4,
+                          specs=[Spec(strides=(), align=64)] * 3 + [None] * 4,
+                          smem_bytes=smem_bytes(self.ir))
+        b_box = (64, cfg.bk) if cfg.b_major == "n" else (cfg.bk, cfg.bn)
+
+        def run(a, b, out):
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            main([self.tensor_map(a, cfg.bk, cfg.bm), self.tensor_map(b, *b_box),
+                  self.tensor_map(out, 64, 64), M, N, K, ctas])
+            return out
+        return run

@@ -1,0 +1,256 @@
+"""Printed-text checks of a warpgroup-specialised (TMA) kernel, added to its per-role report.
+
+``declarations``: the printed helpers are exactly the texts the PTX rules were written against
+(:data:`kernels.nvidia.tma.TMA_HELPERS`, the wgmma helpers and one wrapper per wgmma shape of
+:mod:`kernels.nvidia.wgmma_prelude`, each defined once); the signature's parameters are the IR's
+(tensor maps ``const void*``, sizes ``int``); ``__launch_bounds__(threads, 1)`` (the
+``setmaxnreg`` budgets are shares of one CTA's register file); every shared array is carved at
+a 1024-byte aligned offset with the IR's element count, and every mbarrier array has the IR's
+length.
+
+``printed_source``: every TMA / mbarrier / wgmma / named-barrier call of the IR appears in the
+text, in program order, with the IR's barrier, tensor map, buffer and constant arguments; and
+every index expression of the text - each ``const int`` binding, loop bound, branch condition,
+box coordinate and shared offset, barrier index, parity, descriptor start and C-buffer offset -
+read back (:mod:`kernels.verify.cexpr`, C semantics) equals the IR's expression (``c_eval``) at
+256 sampled values of its symbols (1..400; the runtime divisors are positive).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import sympy
+
+from layoutalg.verify.result import CheckResult
+
+from ..ir.core import Access, If, Let, Loop, c_eval, walk
+from ..ir.nvidia_tma import (BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
+                             MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
+                             RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore)
+from ..ir.nvidia_wgmma import WgmmaMma
+from ..nvidia.tma import TMA_HELPERS
+from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
+from .cexpr import CExprError, evaluate, parse
+from .gate_common import Fail
+from .source_text import split_args
+
+__all__ = ["attach_printed_tma", "printed_tma_checks"]
+
+_CALLS = {TmaLoad: "lg_tma_load_2d", TmaStore: "lg_tma_store_2d", MbarrierWait: "lg_mbar_wait",
+          MbarrierExpectTx: "lg_mbar_expect_tx", MbarrierArrive: "lg_mbar_arrive",
+          NamedBarrier: "lg_named_bar", BulkCommit: "lg_bulk_commit",
+          WgmmaMma: "lg_wgmma_m64n", Setmaxnreg: "lg_setmaxnreg_"}
+
+
+def _expected(s: Any) -> List[str]:
+    """Fragments the printed call of ``s`` must contain."""
+    if isinstance(s, TmaLoad):
+        return [f"lg_tma_load_2d(lg_smem_u32({s.dst} + (", f", {s.tmap.name}, ",
+                f"&lg_bar_{s.bar}["]
+    if isinstance(s, TmaStore):
+        return [f"lg_tma_store_2d({s.tmap.name}, lg_smem_u32({s.src} + ("]
+    if isinstance(s, MbarrierWait):
+        return [f"lg_mbar_wait(lg_smem_u32(&lg_bar_{s.bar}["]
+    if isinstance(s, MbarrierExpectTx):
+        return [f"lg_mbar_expect_tx(lg_smem_u32(&lg_bar_{s.bar}[", f", {int(s.bytes)}u)"]
+    if isinstance(s, MbarrierArrive):
+        return [f"lg_mbar_arrive(lg_smem_u32(&lg_bar_{s.bar}["]
+    if isinstance(s, NamedBarrier):
+        return ["lg_named_bar(", f", {s.threads})"]
+    if isinstance(s, BulkCommit):
+        return ["lg_bulk_commit()"]
+    if isinstance(s, Setmaxnreg):
+        return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
+    if isinstance(s, WgmmaMma):
+        return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b)}(&{s.acc.frag.name}[0], "
+                f"lg_gmma_desc(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}, ",
+                f"lg_gmma_desc(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}, "]
+    return []
+
+
+_CALL = re.compile(r"(lg_\w+(?:<\d+>)?)\((.*)\);$")
+_SADDR = re.compile(r"^lg_smem_u32\((\w+) \+ \((.*)\)\)$")
+_BAR = re.compile(r"^lg_smem_u32\(&lg_bar_(\w+)\[(.*)\]\)$")
+
+
+def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
+    """(how the text line starts, the IR expressions it prints in order) of ``s``."""
+    if isinstance(s, Let):
+        return f"const int {s.name} = ", [s.expr]
+    if isinstance(s, Loop):
+        return f"for (int {s.var} = ", [s.start, s.stop]
+    if isinstance(s, If) and not isinstance(s, (RoleBranch, LeaderOnly)):
+        return "if (", [s.cond]
+    if isinstance(s, TmaLoad):
+        return "lg_tma_load_2d(", [s.offset, s.index, s.c0, s.c1]
+    if isinstance(s, TmaStore):
+        return "lg_tma_store_2d(", [s.offset, s.c0, s.c1]
+    if isinstance(s, MbarrierWait):
+        return "lg_mbar_wait(", [s.index, s.parity]
+    if isinstance(s, (MbarrierExpectTx, MbarrierArrive)):
+        return ("lg_mbar_expect_tx(" if isinstance(s, MbarrierExpectTx) else
+                "if ((tid & 31) == 0) lg_mbar_arrive(" if s.per_warp else "lg_mbar_arrive("), \
+            [s.index]
+    if isinstance(s, NamedBarrier):
+        return "lg_named_bar(", [s.id]
+    if isinstance(s, WgmmaMma):
+        return "lg_wgmma_m64n", [s.a.start, s.b.start]
+    if isinstance(s, Access):
+        return f"*reinterpret_cast<lg_u32*>({s.buf} + (", [s.offset]
+    return None
+
+
+def _txt_exprs(line: str) -> List[str]:
+    """The index expressions of a printed line, in the order :func:`_ir_exprs` lists them."""
+    if line.startswith("const int "):
+        return [line.split(" = ", 1)[1][:-1]]
+    m = re.match(r"for \(int (\w+) = (.*); \1 < (.*); \+\+\1\) \{$", line)
+    if m:
+        return [m.group(2), m.group(3)]
+    if line.startswith("if (") and line.endswith(") {"):
+        return [line[4:-3]]
+    if line.startswith("*reinterpret_cast"):
+        m = re.match(r"\*reinterpret_cast<lg_u32\*>\(\w+ \+ \((.*)\)\) = ", line)
+        return [m.group(1)] if m else []
+    if line.startswith("if ((tid & 31) == 0) "):
+        line = line[len("if ((tid & 31) == 0) "):]
+    m = _CALL.search(line)
+    if not m:
+        return []
+    out = []
+    for a in split_args(m.group(2)):
+        a = a.strip()
+        sm, bm = _SADDR.match(a), _BAR.match(a)
+        if sm:
+            out.append(sm.group(2))
+        elif bm:
+            out.append(bm.group(2))
+        elif a.startswith("lg_gmma_desc("):
+            out.append(split_args(a[len("lg_gmma_desc("):-1])[2].strip())
+        elif a.startswith("(lg_u32)("):
+            out.append(a[len("(lg_u32)("):-1])
+        elif not re.fullmatch(r"\d+u?|tm\w+|&\w+\[\d+\]", a):
+            out.append(a)
+    return out
+
+
+def _same(ir: Any, text: str, rng: np.random.Generator) -> Optional[str]:
+    """None if ``text`` (C) equals ``ir`` at sampled symbol values, else the first difference."""
+    try:
+        node = parse(text)
+    except CExprError as e:
+        return str(e)
+    e = sympy.sympify(ir)
+    names = set(re.findall(r"[A-Za-z_]\w*", text)) | {str(x) for x in e.free_symbols}
+    env: Dict[str, Any] = {n: rng.integers(1, 400, 256) for n in sorted(names)}
+    with np.errstate(all="ignore"):
+        want = np.broadcast_to(np.asarray(c_eval(e, {sympy.Symbol(n, integer=True,
+                                                                  nonnegative=True): v
+                                                     for n, v in env.items()}),
+                                          dtype=np.int64), (256,))
+        got = np.broadcast_to(np.asarray(evaluate(node, env), dtype=np.int64), (256,))
+    if (want != got).any():
+        i = int(np.argmax(want != got))
+        at = ", ".join(f"{n}={int(v[i])}" for n, v in env.items())
+        return f"{text!r} is {int(got[i])}, the IR's {ir} is {int(want[i])} at {at}"
+    return None
+
+
+def _expressions(k: Any, body: str, f: Fail) -> None:
+    lines = [ln.strip() for ln in body.splitlines()]
+    rng = np.random.default_rng(20)
+    pos = 0
+    for s in walk(k.body):
+        spec = _ir_exprs(s)
+        if spec is None:
+            continue
+        head, irs = spec
+        while pos < len(lines) and not lines[pos].startswith(head):
+            pos += 1
+        if pos == len(lines):
+            f.add("printed_source", f"{type(s).__name__} {getattr(s, 'tag', '')}: no printed "
+                                    f"line starting {head!r} where the IR has one")
+            return
+        txt = _txt_exprs(lines[pos])
+        if len(txt) != len(irs):
+            f.add("printed_source", f"line {lines[pos]!r}: {len(txt)} index expressions, the "
+                                    f"IR's {type(s).__name__} has {len(irs)}")
+            return
+        for ir, t in zip(irs, txt):
+            why = _same(ir, t, rng)
+            if why:
+                f.add("printed_source", f"line {lines[pos]!r}: {why}")
+                return
+        pos += 1
+
+
+def printed_tma_checks(k: Any, source: str) -> Fail:
+    f = Fail()
+    # ---- declarations ----------------------------------------------------------------------
+    ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
+    helpers = [("TMA helpers", TMA_HELPERS)] + ([("wgmma helpers", HELPERS),
+                                                 ("descriptor helper", GMMA_DESC)] if ms else [])
+    for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
+        helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
+    for what, text in helpers:
+        n = source.count(text)
+        if n != 1:
+            f.add("declarations", f"the {what} are printed {n} times, not once with the text the "
+                                  "rules were written against")
+    m = re.search(r'__launch_bounds__\((\d+)(?:, (\d+))?\)\s+(\w+)\(([^)]*)\)', source)
+    if m is None or m.group(3) != k.name:
+        f.add("declarations", f"no __launch_bounds__ signature of {k.name}")
+        return f
+    if int(m.group(1)) != k.block or m.group(2) != "1":
+        f.add("declarations", f"__launch_bounds__({m.group(1)}, {m.group(2)}); the IR has "
+                              f"{k.block} threads and one CTA per SM (setmaxnreg)")
+    got = [p.strip() for p in m.group(4).split(",")]
+    want = [(f"const void* __restrict__ {p.name}" if isinstance(p, TensorMap) else
+             f"int {p.name}" if getattr(p, "ctype", None) == "int" else None) for p in k.params]
+    if got != want:
+        f.add("declarations", f"printed parameters {got}; the IR's are {want}")
+    at = 0
+    for s in k.shared:
+        line = re.search(rf"lg_u16\* const {s.name} = reinterpret_cast<lg_u16\*>\(lg_smem \+ "
+                         rf"(\d+)\);  // (\d+) x", source)
+        if line is None or int(line.group(1)) % 1024 or int(line.group(2)) != s.count or \
+                int(line.group(1)) < at:
+            f.add("declarations", f"shared array {s.name}: printed "
+                                  f"{line.group(0) if line else 'nowhere'}; the IR has "
+                                  f"{s.count} elements at a 1024-byte aligned offset >= {at}")
+        at = int(line.group(1)) + 2 * s.count if line else at
+    for s in walk(k.body):
+        if isinstance(s, MbarrierInit) and \
+                f"unsigned long long lg_bar_{s.bar}[{s.n}];" not in source:
+            f.add("declarations", f"mbarrier array {s.bar}[{s.n}] is not declared")
+    # ---- printed_source ----------------------------------------------------------------------
+    body = source[m.end():]
+    pos = 0
+    for s in walk(k.body):
+        frags = _expected(s)
+        if not frags:
+            continue
+        i = body.find(frags[0], pos)
+        end = body.find(";", i) if i >= 0 else -1
+        line = body[i:end] if i >= 0 else ""
+        if i < 0 or not all(x in line for x in frags[1:]):
+            f.add("printed_source", f"{type(s).__name__} {getattr(s, 'tag', '')}: no printed "
+                                    f"call {frags} after offset {pos} of the kernel body")
+            break
+        pos = end
+    _expressions(k, body, f)
+    return f
+
+
+def attach_printed_tma(report: Any, k: Any, source: str) -> None:
+    """Add ``declarations`` and ``printed_source`` to ``report`` (a GateReport)."""
+    f = printed_tma_checks(k, source)
+    for name in ("printed_source", "declarations"):
+        ok = name not in f.first
+        report.checks[name] = CheckResult(
+            check=name, holds=ok, method="exhaustive",
+            domain="the printed text: helpers, signature, shared arrays, calls in order",
+            counterexample=None if ok else f.first[name])

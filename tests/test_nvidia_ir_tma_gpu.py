@@ -1,0 +1,54 @@
+"""The IR-built TMA GEMM against the string-template one (the default NVIDIA GEMM) on a real GPU
+(skipped without).
+
+Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_ir_tma_gpu.py``.
+Both kernels issue the same TMA boxes and wgmma instructions on the same shared layouts and
+descriptors in the same k order and round with the same ``cvt.rn`` pairs into the same swizzled
+C buffer, so their outputs must be bitwise equal (the raster and CTA count only decide which CTA
+computes a tile).  Both are also compared with a float32 torch reference; the output is poisoned
+with NaN first, so an element the kernel never writes fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernels.cuda.launch import cuda_available  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not cuda_available(),
+                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+
+from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig  # noqa: E402
+from kernels.nvidia.wgmma_tma_ir import IrTmaGemm  # noqa: E402
+
+TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
+
+
+@pytest.mark.parametrize("cfg,shape", [
+    (TmaGemmConfig(), (1024, 2048, 512)),
+    (TmaGemmConfig(), (1000, 3000, 1000)),              # edge tiles in M, N and K
+    (TmaGemmConfig(dtype="bf16", b_major="k"), (777, 336, 136)),
+    (TmaGemmConfig(bn=128, stages=6, dtype="bf16"), (4096, 4096, 256)),   # > 1 unit per CTA
+    (TmaGemmConfig(bm=64, bn=128, stages=6, b_major="k"), (64, 4104, 72)),
+], ids=lambda x: getattr(x, "name", str(x)))
+def test_ir_tma_kernel_equals_template(cfg, shape):
+    m, n, k = shape
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[cfg.dtype]
+    g = torch.Generator(device="cuda").manual_seed(20)
+    a = torch.randn((m, k), device="cuda", generator=g).to(dt)
+    b = torch.randn((k, n) if cfg.b_major == "n" else (n, k), device="cuda", generator=g).to(dt)
+    ref = a.float() @ (b.float() if cfg.b_major == "n" else b.float().T)
+    ir_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+    tpl_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+    ir = IrTmaGemm(cfg)
+    assert ir.report.holds
+    ir(a, b, ir_out)
+    TmaGemm(cfg)(a, b, tpl_out)
+    torch.cuda.synchronize()
+    assert torch.isfinite(ir_out.float()).all()
+    err = ((ir_out.float() - ref).norm() / ref.norm()).item()
+    assert err < TOL[dt], err
+    assert torch.equal(ir_out, tpl_out), (ir_out.float() - tpl_out.float()).abs().max().item()
