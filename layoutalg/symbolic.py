@@ -14,13 +14,15 @@ docs/ALGEBRA.md.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict
 
 import sympy
+from sympy.core.parameters import global_parameters
 from sympy.printing.c import C99CodePrinter
 
 __all__ = ["Xor", "index_symbol", "offset_expr", "to_c", "substitute", "simplify_index",
-           "imod", "ifloordiv", "index_bounds"]
+           "imod", "ifloordiv", "index_bounds", "clear_reduction_cache"]
 
 
 def _as_index_expr(x: Any, fn: str, what: str = "expression", allow_bool: bool = False) -> Any:
@@ -81,25 +83,47 @@ def imod(a: Any, b: Any) -> Any:
     * ``Mod(Mod(x, m), n) = Mod(x, n)`` when ``n`` divides ``m`` (both positive integers);
     * ``Mod(x, n) = x`` when ``x`` is provably in ``[0, n)`` (see :func:`index_bounds`).
     """
-    return _reduce(a, b, sympy.Mod, _mod_rules)
+    return _reduce(a, b, "mod")
 
 
 def ifloordiv(a: Any, b: Any) -> Any:
     """``floor(a / b)`` of integer expressions, built like :func:`imod` (sympy sees no
     ``Mod``/``floor``/``Xor`` inside ``a``).  Proven rule on top: ``floor(x / n) = 0`` when
     ``x`` is provably in ``[0, n)``."""
-    return _reduce(a, b, lambda x, y: sympy.floor(x / y), _floor_rules)
+    return _reduce(a, b, "floor")
 
 
-def _reduce(a: Any, b: Any, op: Any, rules: Any) -> Any:
+def _reduce(a: Any, b: Any, kind: str) -> Any:
     if type(a) is int and type(b) is int:
-        return a % b if op is sympy.Mod else a // b
+        return a % b if kind == "mod" else a // b
     a = sympy.sympify(a)
     b = sympy.sympify(b)
     if b.is_zero:
         from .errors import ShapeError
         raise ShapeError(f"integer division or modulo of {a} by zero; divisors are extents "
                          "(>= 1)")
+    # sympy's own cache cannot help here: every reduction hides its Mod/floor/Xor atoms behind
+    # fresh Dummy symbols, so no two calls look alike to it.  The kernels evaluate the same
+    # layouts on the same symbols thousands of times per build (a d128 prefill: ~1100
+    # reductions, 75 % of its build time), and the result is a pure function of the two
+    # (immutable, structurally compared) expressions, the kind and sympy's evaluate/distribute
+    # switches, so it is memoised on exactly those.
+    return _reduce_exprs(a, b, kind, global_parameters.evaluate, global_parameters.distribute)
+
+
+def clear_reduction_cache() -> None:
+    """Forget the memoised :func:`imod` / :func:`ifloordiv` results (a test that patches the
+    reduction rules must recompute, not read back what the unpatched rules gave)."""
+    _reduce_exprs.cache_clear()
+
+
+_REDUCTIONS = {"mod": sympy.Mod, "floor": lambda x, y: sympy.floor(x / y)}
+
+
+@functools.lru_cache(maxsize=1 << 16, typed=True)
+def _reduce_exprs(a: Any, b: Any, kind: str, evaluate: bool, distribute: bool) -> Any:
+    op = _REDUCTIONS[kind]
+    rules = _mod_rules if kind == "mod" else _floor_rules
     early = rules(a, b)
     if early is not None:
         return early

@@ -16,7 +16,8 @@ import sympy
 
 from layoutalg import ComposedLayout, Layout, Swizzle
 from layoutalg.parse import parse
-from layoutalg.symbolic import ifloordiv, imod, index_bounds, index_symbol, offset_expr, to_c
+from layoutalg.symbolic import (clear_reduction_cache, ifloordiv, imod, index_bounds,
+                                index_symbol, offset_expr, to_c)
 
 t = index_symbol("t")
 POINTS = range(0, 40)
@@ -114,10 +115,37 @@ def test_planted_truncating_printer_is_caught(monkeypatch):
 def test_planted_sympy_simplification_is_caught(monkeypatch):
     """Without hiding nested Mod/floor from sympy, the issue's first example is wrong again."""
     import layoutalg.symbolic as S
+    clear_reduction_cache()     # the reductions are memoised: recompute with the planted rule
     monkeypatch.setattr(S, "_opaque_atoms", lambda e: set())
-    L, k, c = ISSUE[0]
-    e = offset_expr(L, k * t + c)
-    assert any(e.subs(t, v) != L(k * v + c) for v in range(8))
+    try:
+        L, k, c = ISSUE[0]
+        e = offset_expr(L, k * t + c)
+        assert any(e.subs(t, v) != L(k * v + c) for v in range(8))
+    finally:
+        clear_reduction_cache()  # the wrong results must not outlive the planted rule
+
+
+def test_memoised_reduction_is_the_unmemoised_one():
+    """imod/ifloordiv are memoised (a prefill build repeats each reduction ~100 times); a hit
+    returns exactly what a fresh reduction gives, for the layouts of the differential test."""
+    fresh = []
+    for L, k, c in CASES[:40]:
+        clear_reduction_cache()
+        fresh.append(offset_expr(L, k * t + c))
+    again = [offset_expr(L, k * t + c) for L, k, c in CASES[:40]]
+    assert again == fresh
+
+
+def test_memo_keys_on_sympys_evaluate_switch():
+    """Regression guard: a reduction made under ``sympy.evaluate(False)`` (left unevaluated)
+    must not be served to a caller that evaluates, and vice versa."""
+    clear_reduction_cache()
+    e, f = t + 4, t + 8          # the same arguments (built outside the block) both times
+    with sympy.evaluate(False):
+        lazy = (imod(e, 4), ifloordiv(f, 4))
+    assert lazy[0] != sympy.Mod(t, 4) and lazy[1] != sympy.floor(t / 4) + 2
+    assert imod(e, 4) == sympy.Mod(t, 4)
+    assert ifloordiv(f, 4) == sympy.floor(t / 4) + 2
 
 
 def test_imod_does_not_distribute_a_factor_over_mod():
