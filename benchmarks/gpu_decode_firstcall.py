@@ -25,9 +25,6 @@ Writes ``decode_firstcall.txt`` / ``.json``; clocks (nvidia-smi) after each cond
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_timing import bench_parser, write_report  # noqa: E402
 
 ROW = (4, 32, 8, 4096, 256)
 BIG = (8, 32, 8, 32768, 128)
@@ -94,9 +93,7 @@ def summarise(tag, d, c, span, nbytes, copy_gbps):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--reps", type=int, default=200)
+    ap = bench_parser(reps=200)
     args = ap.parse_args()
     import torch
     import gpu_suite
@@ -178,12 +175,7 @@ def main() -> int:
         lines.append(f"suite_decode B{r['B']} H{r['Hq']}/{r['Hkv']} {r['Skv']} d{r['D']}: "
                      f"{r.get('of_copy_device', float('nan')):.3f} of copy, "
                      f"{r.get('ours_device_s', float('nan')) * 1e6:.1f} us {r.get('error', '')}")
-    text = "\n".join(lines)
-    print(text, flush=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "decode_firstcall.txt").write_text(text + "\n")
-    (out_dir / "decode_firstcall.json").write_text(json.dumps(res, indent=1))
+    write_report(args.out, "decode_firstcall", lines, res)
     return 0
 
 
