@@ -26,7 +26,6 @@ Writes ``decode_firstcall.txt`` / ``.json``; clocks (nvidia-smi) after each cond
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_timing import bench_parser, write_report  # noqa: E402
+from gpu_timing import bench_parser, gpu_clocks, write_report  # noqa: E402
 
 ROW = (4, 32, 8, 4096, 256)
 BIG = (8, 32, 8, 32768, 128)
@@ -42,12 +41,7 @@ WINDOWS = ((0, 10), (10, 20), (20, 50), (50, 100), (100, 200), (200, 400), (400,
 
 
 def clocks() -> str:
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
-                               "power.draw,clocks_throttle_reasons.active", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception as e:      # the clock is context, not the measurement
-        return f"nvidia-smi: {e}"
+    return gpu_clocks(timeout=20)
 
 
 def tensors(shape):

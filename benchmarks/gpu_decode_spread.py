@@ -16,14 +16,13 @@ import json
 import math
 import random
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_timing import bench_parser, kernel_events, write_report  # noqa: E402
+from gpu_timing import bench_parser, gpu_clocks, kernel_events, write_report  # noqa: E402
 
 # (B, Hq, Hkv, Skv, D): the suite's d256 row, a group-8 long one and a batch-1 one
 SHAPES = {"B4 H32/8 4096": (4, 32, 8, 4096, 256),
@@ -46,13 +45,8 @@ def kernel_times(fn, reps):
     return per
 
 
-def clocks():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
-                               "power.draw,clocks_throttle_reasons.active", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception as e:       # the clock is context, not the measurement
-        return f"nvidia-smi: {e}"
+def clocks() -> str:
+    return gpu_clocks(timeout=10)
 
 
 def main() -> int:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, List, Sequence
 
-__all__ = ["bench_parser", "host_seconds", "kernel_events", "write_report"]
+__all__ = ["bench_parser", "gpu_clocks", "host_seconds", "kernel_events", "write_report"]
 
 
 def bench_parser(reps: int, description: str | None = None) -> argparse.ArgumentParser:
@@ -69,3 +70,14 @@ def write_report(out: str | Path, stem: str, lines: Sequence[str], data: Any) ->
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{stem}.txt").write_text(text + "\n")
     (d / f"{stem}.json").write_text(json.dumps(data, indent=1))
+
+
+def gpu_clocks(timeout: float) -> str:
+    """nvidia-smi's SM and memory clocks, temperature, power and throttle reasons now, as one
+    CSV line (context for a measurement, never part of it: a failure is returned as text)."""
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
+                               "power.draw,clocks_throttle_reasons.active", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=timeout).stdout.strip()
+    except Exception as e:      # the clock is context, not the measurement
+        return f"nvidia-smi: {e}"

@@ -63,3 +63,21 @@ def test_bench_parser_defaults(monkeypatch):
     monkeypatch.setenv("OUT", "/tmp/x")
     a = gpu_timing.bench_parser(reps=7).parse_args([])
     assert (a.out, a.reps) == ("/tmp/x", 7)
+
+
+def test_gpu_clocks_returns_the_failure_as_text(monkeypatch):
+    def boom(*a, **kw):
+        raise FileNotFoundError("nvidia-smi")
+    monkeypatch.setattr(gpu_timing.subprocess, "run", boom)
+    assert gpu_timing.gpu_clocks(timeout=1).startswith("nvidia-smi: ")
+
+
+def test_gpu_clocks_passes_the_timeout(monkeypatch):
+    seen = {}
+
+    def run(cmd, **kw):
+        seen.update(kw)
+        return SimpleNamespace(stdout=" 1980 MHz, 2619 MHz \n")
+    monkeypatch.setattr(gpu_timing.subprocess, "run", run)
+    assert gpu_timing.gpu_clocks(timeout=20) == "1980 MHz, 2619 MHz"
+    assert seen["timeout"] == 20
