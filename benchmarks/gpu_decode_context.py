@@ -17,14 +17,13 @@ s6): slow only as the first timing after another shape; ``gpu_decode_firstcall.p
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_timing import bench_parser, write_report  # noqa: E402
 
 ROW = (4, 32, 8, 4096, 256)
 
@@ -45,9 +44,7 @@ def run_rows(shapes, tag, reps, bench, copy):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--reps", type=int, default=10)
+    ap = bench_parser(reps=10)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     import gpu_suite
@@ -66,12 +63,7 @@ def main() -> int:
             lines.append(f"{r['context']:<14} B{r['B']} H{r['Hq']}/{r['Hkv']} {r['Skv']} d{r['D']}: "
                          f"{r.get('of_copy_device', float('nan')):.3f} of copy, "
                          f"{r.get('ours_device_s', float('nan')) * 1e6:.1f} us {r.get('error', '')}")
-    text = "\n".join(lines)
-    print(text, flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "decode_context.txt").write_text(text + "\n")
-    (out / "decode_context.json").write_text(json.dumps(dict(copy_GBps=copy, rows=rows), indent=1))
+    write_report(args.out, "decode_context", lines, dict(copy_GBps=copy, rows=rows))
     return 0
 
 

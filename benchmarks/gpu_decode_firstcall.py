@@ -25,11 +25,7 @@ Writes ``decode_firstcall.txt`` / ``.json``; clocks (nvidia-smi) after each cond
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,18 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_timing import bench_parser, gpu_clocks, write_report  # noqa: E402
+
 ROW = (4, 32, 8, 4096, 256)
 BIG = (8, 32, 8, 32768, 128)
 WINDOWS = ((0, 10), (10, 20), (20, 50), (50, 100), (100, 200), (200, 400), (400, 1000))
 
 
 def clocks() -> str:
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
-                               "power.draw,clocks_throttle_reasons.active", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception as e:      # the clock is context, not the measurement
-        return f"nvidia-smi: {e}"
+    return gpu_clocks(timeout=20)
 
 
 def tensors(shape):
@@ -94,9 +87,7 @@ def summarise(tag, d, c, span, nbytes, copy_gbps):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--reps", type=int, default=200)
+    ap = bench_parser(reps=200)
     args = ap.parse_args()
     import torch
     import gpu_suite
@@ -178,12 +169,7 @@ def main() -> int:
         lines.append(f"suite_decode B{r['B']} H{r['Hq']}/{r['Hkv']} {r['Skv']} d{r['D']}: "
                      f"{r.get('of_copy_device', float('nan')):.3f} of copy, "
                      f"{r.get('ours_device_s', float('nan')) * 1e6:.1f} us {r.get('error', '')}")
-    text = "\n".join(lines)
-    print(text, flush=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "decode_firstcall.txt").write_text(text + "\n")
-    (out_dir / "decode_firstcall.json").write_text(json.dumps(res, indent=1))
+    write_report(args.out, "decode_firstcall", lines, res)
     return 0
 
 

@@ -10,9 +10,6 @@ The outputs of the two are compared bit for bit on each shape.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -20,16 +17,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_timing import bench_parser, write_report  # noqa: E402
+
 SHAPES = [(64, 32, 8, 8192, 128), (8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256),
           (1, 32, 8, 100_000, 128), (1, 32, 8, 131_072, 128), (1, 64, 8, 131_072, 128),
           (1, 32, 8, 32_768, 256)]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap = bench_parser(reps=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
     import dataclasses
     import torch
@@ -79,12 +76,7 @@ def main() -> int:
                          f"{'' if same else '  OUTPUTS DIFFER'}")
         print("\n".join(lines[-2:]), flush=True)
         del q, k, v, out, outs
-    text = "\n".join(lines)
-    print(text, flush=True)
-    d = Path(args.out)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "decode_fused.txt").write_text(text + "\n")
-    (d / "decode_fused.json").write_text(json.dumps(dict(copy_GBps=copy, rows=rows), indent=1))
+    write_report(args.out, "decode_fused", lines, dict(copy_GBps=copy, rows=rows))
     return 0
 
 

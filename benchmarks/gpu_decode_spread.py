@@ -12,18 +12,17 @@ median, min and max of the per-round ratios; the combine's share).  ``flush`` ro
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import random
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_timing import bench_parser, gpu_clocks, kernel_events, write_report  # noqa: E402
 
 # (B, Hq, Hkv, Skv, D): the suite's d256 row, a group-8 long one and a batch-1 one
 SHAPES = {"B4 H32/8 4096": (4, 32, 8, 4096, 256),
@@ -39,35 +38,20 @@ FLUSHED = {"B4 H32/8 4096": [(4, 8), (4, 16), (8, 4), (8, 8)]}
 
 def kernel_times(fn, reps):
     """Per-kernel lists of device microseconds (CUPTI) over ``reps`` calls, lg_* kernels only."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
     per = {}
-    for e in prof.events():
-        if e.device_type.name == "CUDA" and e.device_time > 0 and e.name.startswith("lg_"):
+    for e in kernel_events(fn, reps):
+        if e.device_time > 0 and e.name.startswith("lg_"):
             per.setdefault(e.name, []).append(e.device_time)
     return per
 
 
-def clocks():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
-                               "power.draw,clocks_throttle_reasons.active", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception as e:       # the clock is context, not the measurement
-        return f"nvidia-smi: {e}"
+def clocks() -> str:
+    return gpu_clocks(timeout=10)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap = bench_parser(reps=20)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--short", action="store_true", help="only the SHORT candidates, no flush")
     args = ap.parse_args()
     import torch
@@ -150,14 +134,9 @@ def main() -> int:
                      f"{statistics.median(x['main_us'] for x in rs):>9.1f}"
                      f"{statistics.median(x['combine_us'] for x in rs):>9.1f}"
                      f"{errs[f'{label}|w{w}|{n}']:>9.1e}")
-    text = "\n".join(lines)
-    print(text, flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "decode_spread.txt").write_text(text + "\n")
-    (out / "decode_spread.json").write_text(json.dumps(dict(
+    write_report(args.out, "decode_spread", lines, dict(
         device=torch.cuda.get_device_name(), rounds=rounds, rows=rows, rel_err=errs,
-        auto={k: list(d["auto"]) for k, d in data.items()}), indent=1))
+        auto={k: list(d["auto"]) for k, d in data.items()}))
     return 0
 
 

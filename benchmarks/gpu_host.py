@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from gpu_timing import host_seconds
+
 GEMMS = [(16, 4096, 4096, "bf16"), (1, 4096, 4096, "bf16"), (64, 4096, 4096, "bf16"),
          (777, 333, 130, "f16"), (1, 1, 8, "f16"), (2048, 2048, 2048, "bf16"),
          (4000, 3000, 1000, "f16"), (128, 4096, 14336, "bf16"), (1024, 1024, 16384, "bf16")]
@@ -42,14 +44,7 @@ DECODE = [(4, 32, 8, 4096, 256), (1, 32, 8, 100_000, 128)]
 
 def host_and_wall(fn, n=300, reps=30):
     import torch
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    host = (time.perf_counter() - t0) / n
-    torch.cuda.synchronize()
+    host = host_seconds(fn, n)
     ts = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -33,22 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_timing import host_seconds  # noqa: E402
+
 SUITE_SPLIT = [(16, 4096, 4096), (1, 4096, 4096), (64, 4096, 4096), (16, 14336, 4096),
                (128, 4096, 14336), (1024, 1024, 16384)]
 EDGE = [(200, 304, 1000), (1, 8, 8), (129, 1000, 4104), (77, 264, 3000)]
 
 
 def host_us(fn, n=300):
-    import torch
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    h = (time.perf_counter() - t0) / n
-    torch.cuda.synchronize()
-    return h * 1e6
+    return host_seconds(fn, n) * 1e6
 
 
 def configs():

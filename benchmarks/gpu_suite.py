@@ -40,6 +40,8 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from gpu_timing import kernel_events
+
 GEMM_SHAPES = [  # (M, N, K, dtype)
     (4000, 3000, 1000, "f16"), (16, 4096, 4096, "bf16"), (777, 333, 130, "f16"),
     (1, 1, 8, "f16"), (8192, 8192, 8192, "bf16"), (4096, 14336, 4096, "bf16"),
@@ -63,17 +65,9 @@ TORCH_DT = {"f16": "float16", "bf16": "bfloat16"}
 
 def device_time(fn: Callable[[], Any], reps: int) -> float:
     """Median GPU seconds per call of ``fn``'s kernels (CUPTI), launch gaps excluded."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
     per: Dict[str, List[float]] = {}
-    for e in prof.events():
-        if e.device_type.name == "CUDA" and e.device_time > 0:
+    for e in kernel_events(fn, reps):
+        if e.device_time > 0:
             per.setdefault(e.name, []).append(e.device_time)
     if not per:
         raise RuntimeError("the profiler saw no GPU kernel (CUPTI unavailable?)")

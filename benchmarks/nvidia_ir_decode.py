@@ -21,6 +21,8 @@ from kernels.nvidia.decode_mma import MmaSplitKVDecode
 from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
 from kernels.nvidia.dispatch import choose_decode
 
+from gpu_timing import kernel_events
+
 # (B, Hq, Hkv, Skv, D): the suite's decode shapes (benchmarks/gpu_suite.py) that split the KV
 SHAPES = [(8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256), (1, 32, 8, 100_000, 128)]
 MORE = [(1, 32, 8, 131_072, 128), (1, 64, 8, 131_072, 128)]     # --all: the suite's other two
@@ -38,16 +40,9 @@ def _round(fn, n: int = 50) -> float:
 
 def kernel_times(fn, reps: int = 100) -> dict:
     """Median device time (us, CUPTI through torch.profiler) of each kernel ``fn`` launches."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
     out: dict = {}
-    for e in prof.events():
-        if e.device_type.name == "CUDA" and e.name.startswith("lg_"):
+    for e in kernel_events(fn, reps):
+        if e.name.startswith("lg_"):
             out.setdefault(e.name, []).append(getattr(e, "device_time", None) or e.cuda_time)
     return {n: round(statistics.median(ts), 2) for n, ts in out.items()}
 

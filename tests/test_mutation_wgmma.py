@@ -10,30 +10,21 @@ import copy
 import pytest
 import sympy
 
-from kernels.ir import Barrier, Loop, sym, walk
+from kernels.ir import Barrier, sym, walk
 from kernels.ir.nvidia import CpAsyncWait
 from kernels.ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaFence, WgmmaMma,
                                      WgmmaWait)
-from kernels.nvidia.wgmma import WgmmaGemmConfig
-from kernels.nvidia.wgmma_ir import build_wgmma_gemm_ir
-from kernels.printer.cuda import emit_cuda
 from kernels.verify.printed import verify_printed
 from kernels.verify.verifier import verify
 from mfma_specs.nvidia_wgmma import GmmaDescriptor
 
-SMALL = WgmmaGemmConfig(bm=128, bn=64, bk=32, stages=3)
+from _wgmma_planted import SMALL, assert_ir_bug_refused, main_loop, verified_base
+
 
 
 @pytest.fixture(scope="module")
 def base():
-    k = build_wgmma_gemm_ir(SMALL, 256, 128, 128)
-    src = emit_cuda(k)
-    assert verify(k, arch="sm_90a", source=src).holds
-    return k, src
-
-
-def _loop(k):
-    return next(s for s in k.body if isinstance(s, Loop))
+    return verified_base()
 
 
 def _wgmmas(k):
@@ -49,7 +40,7 @@ def _retarget(s, which, **kw):
 
 def _mutate(k, what):
     k = copy.deepcopy(k)
-    body = _loop(k).body
+    body = main_loop(k).body
     if what == "no-wgmma-wait-in-loop":
         body[:] = [s for s in body if not isinstance(s, WgmmaWait)]
     elif what == "lax-wgmma-wait":
@@ -112,11 +103,7 @@ def _mutate(k, what):
     ("start-past-the-array", "in_bounds", "reads sB"),
 ])
 def test_ir_planted_bug_is_refused_by_its_rule(base, what, check, words):
-    k = _mutate(base[0], what)
-    r = verify(k, arch="sm_90a")
-    failed = {n for n, c in r.checks.items() if not c.holds}
-    assert check in failed, (what, failed)
-    assert words in r.checks[check].counterexample
+    assert_ir_bug_refused(_mutate(base[0], what), what, check, words)
 
 
 def _text(src, old, new, count=1):

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.gpu,
 from kernels.nvidia.gemm import CudaGemm, CudaGemmConfig  # noqa: E402
 from kernels.nvidia.gemm_ir import IrMmaGemm  # noqa: E402
 
-TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
+from _gemm_gpu_pair import assert_bitwise_pair  # noqa: E402
 
 
 @pytest.mark.parametrize("cfg,shape", [
@@ -33,20 +33,6 @@ TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
     (CudaGemmConfig(dtype="bf16", b_major="k"), (1024, 512, 256)),
 ], ids=lambda x: getattr(x, "name", str(x)))
 def test_ir_kernel_equals_template(cfg, shape):
-    m, n, k = shape
-    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[cfg.dtype]
-    g = torch.Generator(device="cuda").manual_seed(20)
-    a = torch.randn((m, k), device="cuda", generator=g).to(dt)
-    b = torch.randn((k, n) if cfg.b_major == "n" else (n, k), device="cuda", generator=g).to(dt)
-    ref = a.float() @ (b.float() if cfg.b_major == "n" else b.float().T)
-    ir_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-    tpl_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-    ir = IrMmaGemm(cfg, m, n, k)
+    ir = IrMmaGemm(cfg, *shape)
     assert ir.report.holds
-    ir(a, b, ir_out)
-    CudaGemm(cfg)(a, b, tpl_out)
-    torch.cuda.synchronize()
-    assert torch.isfinite(ir_out.float()).all()
-    err = ((ir_out.float() - ref).norm() / ref.norm()).item()
-    assert err < TOL[dt], err
-    assert torch.equal(ir_out, tpl_out), (ir_out.float() - tpl_out.float()).abs().max().item()
+    assert_bitwise_pair(cfg, shape, 20, ir, CudaGemm(cfg))

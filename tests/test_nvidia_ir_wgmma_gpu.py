@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.gpu,
 from kernels.nvidia.wgmma import WgmmaGemm, WgmmaGemmConfig  # noqa: E402
 from kernels.nvidia.wgmma_ir import IrWgmmaGemm  # noqa: E402
 
-TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
+from _gemm_gpu_pair import assert_bitwise_pair  # noqa: E402
 
 
 @pytest.mark.parametrize("cfg,shape", [
@@ -35,23 +35,9 @@ TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
     (WgmmaGemmConfig(dtype="bf16", b_major="k"), (384, 512, 256)),
 ], ids=lambda x: getattr(x, "name", str(x)))
 def test_ir_wgmma_kernel_equals_template(cfg, shape):
-    m, n, k = shape
-    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[cfg.dtype]
-    g = torch.Generator(device="cuda").manual_seed(20)
-    a = torch.randn((m, k), device="cuda", generator=g).to(dt)
-    b = torch.randn((k, n) if cfg.b_major == "n" else (n, k), device="cuda", generator=g).to(dt)
-    ref = a.float() @ (b.float() if cfg.b_major == "n" else b.float().T)
-    ir_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-    tpl_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-    ir = IrWgmmaGemm(cfg, m, n, k)
+    ir = IrWgmmaGemm(cfg, *shape)
     assert ir.report.holds
-    ir(a, b, ir_out)
-    WgmmaGemm(cfg)(a, b, tpl_out)
-    torch.cuda.synchronize()
-    assert torch.isfinite(ir_out.float()).all()
-    err = ((ir_out.float() - ref).norm() / ref.norm()).item()
-    assert err < TOL[dt], err
-    assert torch.equal(ir_out, tpl_out), (ir_out.float() - tpl_out.float()).abs().max().item()
+    assert_bitwise_pair(cfg, shape, 20, ir, WgmmaGemm(cfg))
 
 
 @pytest.mark.parametrize("cfg,shape", [
@@ -66,20 +52,6 @@ def test_register_a_form_equals_shared_a(cfg, shape):
     kernels feed P through) against the shared-A IR kernel: the same wgmma products in the same
     k order, so bitwise equal if the register-A layout (mfma_specs Wgmma.layout_a) is the
     hardware's; also against the float32 reference."""
-    m, n, k = shape
-    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[cfg.dtype]
-    g = torch.Generator(device="cuda").manual_seed(21)
-    a = torch.randn((m, k), device="cuda", generator=g).to(dt)
-    b = torch.randn((k, n) if cfg.b_major == "n" else (n, k), device="cuda", generator=g).to(dt)
-    ref = a.float() @ (b.float() if cfg.b_major == "n" else b.float().T)
-    rs_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-    ss_out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-    rs = IrWgmmaGemm(cfg, m, n, k, a_from="registers")
+    rs = IrWgmmaGemm(cfg, *shape, a_from="registers")
     assert rs.report.holds and rs.ir.name.endswith("_rs")
-    rs(a, b, rs_out)
-    IrWgmmaGemm(cfg, m, n, k)(a, b, ss_out)
-    torch.cuda.synchronize()
-    assert torch.isfinite(rs_out.float()).all()
-    err = ((rs_out.float() - ref).norm() / ref.norm()).item()
-    assert err < TOL[dt], err
-    assert torch.equal(rs_out, ss_out), (rs_out.float() - ss_out.float()).abs().max().item()
+    assert_bitwise_pair(cfg, shape, 21, rs, IrWgmmaGemm(cfg, *shape))

@@ -13,7 +13,7 @@ import copy
 import pytest
 import sympy
 
-from kernels.ir import Frag, Let, Loop, ZeroFrag, sym, walk
+from kernels.ir import Frag, Let, ZeroFrag, sym, walk
 from kernels.ir.nvidia import LdMatrixLoad
 from kernels.ir.nvidia_wgmma import WgmmaFence, WgmmaMma, WgmmaWait
 from kernels.nvidia.gemm import GemmConfigError
@@ -23,7 +23,8 @@ from kernels.printer.cuda import emit_cuda
 from kernels.verify.verifier import verify
 from mfma_specs.nvidia_wgmma import wgmma
 
-SMALL = WgmmaGemmConfig(bm=128, bn=64, bk=32, stages=3)
+from _wgmma_planted import SMALL, assert_ir_bug_refused, main_loop, verified_base
+
 CONFIGS = [(SMALL, (256, 128, 128)),
            (WgmmaGemmConfig(bm=64, bn=128, bk=64, stages=3, dtype="bf16", b_major="k"),
             (128, 256, 192)),
@@ -32,10 +33,7 @@ CONFIGS = [(SMALL, (256, 128, 128)),
 
 @pytest.fixture(scope="module")
 def base():
-    k = build_wgmma_gemm_ir(SMALL, 256, 128, 128, a_from="registers")
-    src = emit_cuda(k)
-    assert verify(k, arch="sm_90a", source=src).holds
-    return k, src
+    return verified_base(a_from="registers")
 
 
 @pytest.mark.parametrize("cfg,shape", CONFIGS, ids=lambda x: getattr(x, "name", str(x)))
@@ -106,14 +104,10 @@ def test_refuses_bad_register_a():
 
 # ---- planted bugs in the IR --------------------------------------------------------------
 
-def _loop(k):
-    return next(s for s in k.body if isinstance(s, Loop))
-
-
 def _ldmatrix_lets(k):
     """The ldmatrix statements and the Lets of their shared offsets (one builder bug changes
     both: a consistent but wrong fragment, which the static index check cannot see)."""
-    body = _loop(k).body
+    body = main_loop(k).body
     out = []
     for i, s in enumerate(body):
         if isinstance(s, LdMatrixLoad):
@@ -131,7 +125,7 @@ def _subs_fragment(k, old, new):
 
 def _mutate(k, what):
     k = copy.deepcopy(k)
-    body = _loop(k).body
+    body = main_loop(k).body
     lane = sym("lane")
     ws = [s for s in body if isinstance(s, WgmmaMma)]
     if what == "a-k-step-swapped":          # k step 0 multiplies the registers of k step 1
@@ -174,11 +168,7 @@ def _mutate(k, what):
     ("wait-without-pinning-a", "lane_accumulator_writeback", "without pinning af"),
 ])
 def test_ir_planted_bug_is_refused_by_its_rule(base, what, check, words):
-    k = _mutate(base[0], what)
-    r = verify(k, arch="sm_90a")
-    failed = {n for n, c in r.checks.items() if not c.holds}
-    assert check in failed, (what, failed)
-    assert words in r.checks[check].counterexample
+    assert_ir_bug_refused(_mutate(base[0], what), what, check, words)
 
 
 def test_rows_half_wrong_keeps_the_index_math_consistent(base):

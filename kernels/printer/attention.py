@@ -4,7 +4,7 @@ the float helpers they call (the prelude)."""
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Dict, List
 
 from layoutalg.symbolic import to_c
 
@@ -15,7 +15,7 @@ from ..ir.core import Frag, walk
 from ..ir.p_rounding import bf16_helper, p_conversion
 from .hip import Printer
 
-__all__ = ["AttnPrinter", "emit_attention"]
+__all__ = ["AttnPrinter", "ScalarStatements", "emit_attention"]
 
 _PRELUDE_HEAD = """\
 // integer min/max of index math, the float helpers of the softmax
@@ -47,17 +47,38 @@ def _p_roundings(body: Any) -> List[str]:
     return seen
 
 
-class AttnPrinter(Printer):
+class ScalarStatements:
+    """The scalar statements both attention printers share (:class:`AttnPrinter` for HIP,
+    :class:`kernels.printer.cuda_attention.CudaAttnPrinter` for CUDA): one form each, the
+    dialect's spellings in the subclass's ``MINMAX_PREFIX`` (before ``min`` / ``max``) and
+    ``FLOAT_INIT`` (an :class:`~kernels.ir.attention.FVar` init to its literal)."""
+
+    MINMAX_PREFIX: str
+    FLOAT_INIT: Dict[str, str]
+
+    def scalar_stmt(self, s: Any, d: int) -> bool:
+        """Print ``s`` if it is a :class:`LetMinMax` or an :class:`FVar`; whether it was."""
+        if isinstance(s, LetMinMax):
+            self.out(d, f"const int {s.name} = {self.MINMAX_PREFIX}{s.op}({to_c(s.a)}, "
+                        f"{to_c(s.b)});")
+        elif isinstance(s, FVar):
+            self.out(d, f"float {s.name} = {self.FLOAT_INIT[s.init]};")
+        else:
+            return False
+        return True
+
+
+class AttnPrinter(ScalarStatements, Printer):
     """:class:`kernels.printer.hip.Printer` plus the attention statements."""
+
+    MINMAX_PREFIX = "la_i"
+    FLOAT_INIT = {"-inf": "-__builtin_inff()", "0": "0.0f"}
 
     def stmt(self, s: Any, d: int) -> None:
         k = self.k
         c = k.scale_param
-        if isinstance(s, LetMinMax):
-            self.out(d, f"const int {s.name} = la_i{s.op}({to_c(s.a)}, {to_c(s.b)});")
-        elif isinstance(s, FVar):
-            init = {"-inf": "-__builtin_inff()", "0": "0.0f"}[s.init]
-            self.out(d, f"float {s.name} = {init};")
+        if self.scalar_stmt(s, d):
+            pass
         elif isinstance(s, MaskScores):
             for i, cond in zip(s.items, s.conds):
                 e = self.elem(s.frag, i)

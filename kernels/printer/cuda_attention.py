@@ -26,10 +26,11 @@ from typing import Any, List
 
 from layoutalg.symbolic import to_c
 
-from ..ir.attention import AttnKernel, FVar, LetMinMax
+from ..ir.attention import AttnKernel
 from ..ir.core import Access
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from ..nvidia.prelude import PACK
+from .attention import ScalarStatements
 from .cuda import CudaPrinter
 
 __all__ = ["CudaAttnPrinter", "emit_cuda_attention", "HELPERS"]
@@ -60,16 +61,16 @@ template <int N> LG_DEV void lg_lse_normalize(float* o, float l) {
 """
 
 
-class CudaAttnPrinter(CudaPrinter):
+class CudaAttnPrinter(ScalarStatements, CudaPrinter):
     """:class:`~kernels.printer.cuda.CudaPrinter` plus the statements listed in the module
     docstring; anything else an attention kernel holds is refused by name."""
 
+    MINMAX_PREFIX = ""
+    FLOAT_INIT = {"-inf": "LG_NEG_INF", "0": "0.f"}
+
     def stmt(self, s: Any, d: int) -> None:
-        if isinstance(s, LetMinMax):
-            self.out(d, f"const int {s.name} = {s.op}({to_c(s.a)}, {to_c(s.b)});")
-        elif isinstance(s, FVar):
-            init = {"-inf": "LG_NEG_INF", "0": "0.f"}[s.init]
-            self.out(d, f"float {s.name} = {init};")
+        if self.scalar_stmt(s, d):
+            pass
         elif isinstance(s, LseMax):
             self.out(d, f"{s.m} = fmaxf({s.m}, {self.elem(s.lse, s.item)});")
         elif isinstance(s, LseMergeStep):

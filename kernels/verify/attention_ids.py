@@ -4,14 +4,15 @@ accumulator / variable records the dataflow pass tracks."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import KernelError
 
 __all__ = ["POS_MASK", "UNSET", "T_SHIFT", "Z_BIT", "BH_SHIFT", "ROW_SHIFT", "encode_ids",
-           "decode_ids", "rowid", "AccIds", "VarIds", "key_bits", "popcount", "result_text"]
+           "decode_ids", "rowid", "AccIds", "VarIds", "key_bits", "popcount", "result_text",
+           "check_merge_slots"]
 
 
 POS_MASK = (1 << 22) - 1
@@ -97,3 +98,23 @@ def popcount(x: np.ndarray) -> np.ndarray:
 def result_text(r: Any) -> str:
     r = int(r)
     return f"bh {r >> 22} row {r & POS_MASK}" if r >= 0 else "none"
+
+
+def check_merge_slots(acc: AccIds, idx: np.ndarray, rid: np.ndarray, xd: np.ndarray, what: str,
+                      fail: Callable[[str, str], None]) -> bool:
+    """The accumulator items ``idx`` a merge step adds into: each was zeroed before its first
+    use, and one already merged holds the same query row ``rid`` and head dims ``xd``.  Reports
+    to ``reduction_reads_partials`` through ``fail``; False when the step must stop (a slot holds
+    another row or dim), True otherwise (a missing zero is reported but the step goes on)."""
+    fresh = acc.row[:, idx] < 0
+    if not acc.zeroed[:, idx][fresh].all():
+        fail("reduction_reads_partials", f"{what}: accumulator used before it was zeroed")
+    bad = ~fresh & ((acc.row[:, idx] != rid[:, None]) | (acc.col[:, idx] != xd))
+    if bad.any():
+        t, c = (int(v) for v in np.argwhere(bad)[0])
+        fail("reduction_reads_partials", f"{what}: thread {t} item {int(idx[c])} holds "
+                                         f"O({result_text(acc.row[t, idx[c]])}, d "
+                                         f"{int(acc.col[t, idx[c]])}) but merges "
+                                         f"({result_text(rid[t])}, d {int(xd[t, c])})")
+        return False
+    return True

@@ -14,8 +14,9 @@ from ..ir.attention import (ExpScores, FinalNormalize, LaneXor, MaskScores, Merg
                             PartialStats, Rescale, RowMax, SoftmaxUpdate, VecAxpy, VecDot,
                             swizzle_source_lane)
 from ..ir.core import Access
-from .attention_ids import (MERGED, OUT, POS_MASK, PROBS, SCORES, UNSET, VarIds, decode_ids,
-                            key_bits, popcount, result_text, rowid)
+from .attention_ids import (MERGED, OUT, POS_MASK, PROBS, SCORES, UNSET, VarIds,
+                            check_merge_slots, decode_ids, key_bits, popcount, result_text,
+                            rowid)
 from .attention_static import eval_expr
 from .gate_common import bits_below, bits_to_list
 
@@ -437,17 +438,7 @@ class SoftmaxRules:
         bit = key_bits(sp[:, 0], self.kw)                                      # [T, kw]
         acc = self.accs(s.o.name)
         idx = np.array(s.o_items)
-        fresh = acc.row[:, idx] < 0
-        if not acc.zeroed[:, idx][fresh].all():
-            self.fail("reduction_reads_partials", f"{what}: accumulator used before it was "
-                                                  "zeroed")
-        bad = ~fresh & ((acc.row[:, idx] != rid[:, None]) | (acc.col[:, idx] != xd))
-        if bad.any():
-            t, c = (int(x) for x in np.argwhere(bad)[0])
-            self.fail("reduction_reads_partials", f"{what}: thread {t} item {int(idx[c])} holds "
-                                                  f"O({result_text(acc.row[t, idx[c]])}, d "
-                                                  f"{int(acc.col[t, idx[c]])}) but merges "
-                                                  f"({result_text(rid[t])}, d {int(xd[t, c])})")
+        if not check_merge_slots(acc, idx, rid, xd, what, self.fail):
             return
         if ((acc.kbits[:, idx] & bit[:, None, :]) != 0).any():
             self.fail("reduction_reads_partials", f"{what}: a split merged twice")

@@ -12,7 +12,8 @@ from typing import Optional, Set
 import numpy as np
 
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
-from .attention_ids import MERGED, UNSET, VarIds, decode_ids, key_bits, result_text, rowid
+from .attention_ids import (MERGED, UNSET, VarIds, check_merge_slots, decode_ids, key_bits,
+                            result_text, rowid)
 from .gate_common import bits_below
 
 __all__ = ["LseMergeRules"]
@@ -109,17 +110,7 @@ class LseMergeRules:
         self._used_maxima().add(s.m)
         acc = self.accs(s.o.name)
         idx = np.array(s.o_items)
-        fresh = acc.row[:, idx] < 0
-        if not acc.zeroed[:, idx][fresh].all():
-            self.fail("reduction_reads_partials", f"{what}: accumulator used before it was "
-                                                  "zeroed")
-        wrong = ~fresh & ((acc.row[:, idx] != rid[:, None]) | (acc.col[:, idx] != xd))
-        if wrong.any():
-            t, c = (int(v) for v in np.argwhere(wrong)[0])
-            self.fail("reduction_reads_partials", f"{what}: thread {t} item {int(idx[c])} holds "
-                                                  f"O({result_text(acc.row[t, idx[c]])}, d "
-                                                  f"{int(acc.col[t, idx[c]])}) but merges "
-                                                  f"({result_text(rid[t])}, d {int(xd[t, c])})")
+        if not check_merge_slots(acc, idx, rid, xd, what, self.fail):
             return
         if ((acc.kbits[:, idx] & bit[:, None, :]) != 0).any() or \
                 (l.set & ((l.row != rid) | ((l.kbits & bit) != 0).any(1))).any():
