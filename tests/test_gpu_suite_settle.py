@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+# appended, never inserted first: benchmarks/visualize.py would shadow the visualize
+# package for every test module collected after this one
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from gpu_suite import SETTLE_TOL, suite_table, wait_quiet  # noqa: E402
 

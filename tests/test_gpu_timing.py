@@ -11,7 +11,9 @@ import pytest
 import torch
 import torch.profiler
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+# appended, never inserted first: benchmarks/visualize.py would shadow the visualize
+# package for every test module collected after this one
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import gpu_timing  # noqa: E402
 
 
@@ -81,3 +83,14 @@ def test_gpu_clocks_passes_the_timeout(monkeypatch):
     monkeypatch.setattr(gpu_timing.subprocess, "run", run)
     assert gpu_timing.gpu_clocks(timeout=20) == "1980 MHz, 2619 MHz"
     assert seen["timeout"] == 20
+
+
+def test_benchmarks_do_not_shadow_the_visualize_package():
+    """Regression: this module once put benchmarks/ first on sys.path at import time, so
+    `import visualize` in every later-collected test module found benchmarks/visualize.py
+    (the whole suite stopped at collection)."""
+    import importlib
+    vis = importlib.import_module("visualize")
+    assert Path(vis.__file__).name == "__init__.py", vis.__file__
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    assert bench not in sys.path[:1]
