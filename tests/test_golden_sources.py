@@ -6,7 +6,7 @@ and causal; the NVIDIA mma.sync and wgmma builders; the AMD-on-NVIDIA translatio
 examples' kernels).  A refactor must not change one byte of them.  A deliberate change of a
 generated source regenerates the JSON in the same commit
 (``PYTHONPATH=. python tools/golden_sources.py``) and the commit message says which sources
-changed and why.  Nothing is compiled: the whole matrix is generated in seconds.
+changed and why.  Nothing is compiled: the whole matrix is generated in about a minute (the reductions are memoised: layoutalg.symbolic).
 """
 
 import importlib.util
