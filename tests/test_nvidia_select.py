@@ -438,8 +438,10 @@ def test_d128_prefill_takes_tma_unless_the_tensors_forbid_it(monkeypatch):
     kv = torch.zeros(1, 1, 8, 128, dtype=torch.bfloat16).expand(1, 4, 8, 128)
     dispatch.flash_attention(q, kv, kv)
     assert (built[-1].loader, built[-1].stages) == ("cp.async", 2)
-    dispatch.flash_attention(q, q, q, causal=True)    # short causal: persistent (S512 0.84x)
+    dispatch.flash_attention(q, q, q, causal=True)    # short causal: persistent (S512 0.91x)
     assert built[-1].persistent and built[-1].loader == "tma"
+    assert built[-1].unit_heads == 4                 # chunks of 4 heads (0.85x in one chunk)
     long_q = torch.zeros(1, 1, 2048, 128, dtype=torch.bfloat16)
     dispatch.flash_attention(long_q, long_q, long_q, causal=True)
     assert not built[-1].persistent                  # S8K causal measured 0.61x persistent
+    assert built[-1].unit_heads == 0                 # and 0.86-0.93x in chunks of 1-8 heads

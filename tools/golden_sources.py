@@ -296,6 +296,8 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=64, dtype="f16"), dict(loader="tma", stages=3),
                dict(loader="tma", stages=3, causal=True),
                dict(loader="tma", stages=3, causal=True, persistent=True),
+               # short causal (prefill_select): units in chunks of 4 (batch, head) pairs
+               dict(loader="tma", stages=3, causal=True, persistent=True, unit_heads=4),
                # d128 non-causal past 1024 rows (prefill_select.WIDE_KEYS): 192-key blocks
                dict(loader="tma", bn=192, stages=2),
                # head_dim 256 (prefill_select's choice): 24/240 registers, two copy bases

@@ -33,6 +33,11 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   kernel (one block per SM over (query block, head, batch) units, the next unit's loads
   behind the current one's GEMMs): 0.84x cuDNN at B16 H32/8 S512 causal against 0.71x; at
   S8K causal it measured 0.61x (against 1.02x), so long sequences keep one block per unit.
+  Its units in chunks of :data:`PERSISTENT_UNIT_HEADS` (batch, head) pairs (longest query
+  block first inside a chunk; resident blocks then read few heads' K/V): 0.91x against 0.85x
+  at B16 H32/8 S512, 0.90x against 0.59x at B16 H32 S512, 1.05x against 1.00x at B4 H32/8
+  S1024 (H100, 7 interleaved rounds, ``prefill_ab_h100_2026-11-24_units*``).  At S8K causal
+  no chunk size (1, 2, 4, 8) beat one block per unit (0.86-0.93x against 1.09x that run).
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
 """
@@ -48,7 +53,7 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
-           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "WIDE_KEYS", "WIDE_KEYS_MIN_SEQ"]
+           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS", "WIDE_KEYS_MIN_SEQ"]
 
 # head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
 # TMA cannot address).  d256 runs the cp.async producer either way (measured so; the TMA
@@ -60,6 +65,9 @@ WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=T
 # causal problems up to this many query/key rows take the persistent TMA kernel (measured at
 # 512, not between 512 and 8192: the bound is the measured side)
 PERSISTENT_MAX_SEQ = 1024
+# the persistent kernel's work units in chunks of this many (batch, head) pairs (measured 1, 2,
+# 4, 8 at B16 H32/8 S512: 0.66, 0.81, 0.91, 0.92x cuDNN; 4 also measured at H32 S512, S1024)
+PERSISTENT_UNIT_HEADS = 4
 # d128 non-causal with TMA and more than this many keys (or an unknown length): the wider
 # key block (measured better at 4097 and 8192 keys, worse at 512; the bound lies between)
 WIDE_KEYS: Dict[str, Any] = dict(bn=192, stages=2)
@@ -96,7 +104,7 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
     if atom == "wgmma" and head_dim in WS_PREFILL_TILES:
         kw = dict((WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim])
         if kw.get("loader") == "tma" and causal and 0 < seq <= PERSISTENT_MAX_SEQ:
-            kw["persistent"] = True
+            kw.update(persistent=True, unit_heads=PERSISTENT_UNIT_HEADS)
         keys = seq_kv or seq       # the key loop's length decides the key block
         if (kw.get("loader") == "tma" and head_dim == 128 and not causal
                 and not 0 < keys <= WIDE_KEYS_MIN_SEQ):
@@ -105,7 +113,8 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
         return PrefillChoice("wgmma", cfg,
                              f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "
                              f"of {cfg.stages}, 2 consumer warpgroups, ping-pong"
-                             + (", persistent" if cfg.persistent else "") + f"), {cfg.bm} rows "
+                             + (f", persistent, units in chunks of {cfg.unit_heads} heads"
+                                if cfg.persistent else "") + f"), {cfg.bm} rows "
                              f"x {cfg.bn} keys (H100 sweep)" + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))

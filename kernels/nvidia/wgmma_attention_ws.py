@@ -50,7 +50,7 @@ from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
 from .ws_protocol import check_persistent_protocol
 from .ws_tma_loads import (PERSISTENT_PARAMS, TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS,
                            TMA_WS_HELPERS, AttentionTensorMaps, WsTmaLoads, emit_tile_decode,
-                           emit_tma_producer, plan_tma_loads)
+                           emit_tma_producer, plan_tma_loads, check_unit_decode)
 
 __all__ = ["WsFlashConfig", "WsFlashPlan", "plan_ws_flash", "emit_ws_flash", "WsFlashAttention",
            "check_ring_protocol", "PRODUCER_REGS", "CONSUMER_REGS"]
@@ -74,6 +74,9 @@ class WsFlashConfig:
     arch: str = "sm_90a"
     loader: str = "cp.async"  # "tma": one producer thread issues 4-D TMA boxes (ws_tma_loads)
     persistent: bool = False  # (tma) one block per SM walks the work units, longest first
+    # persistent: units in chunks of this many (batch, head) pairs, longest query block first
+    # inside a chunk, so resident blocks share few heads' K/V in L2 (0: one chunk of all pairs)
+    unit_heads: int = 0
 
     consumers = 2             # 64 query rows each
 
@@ -102,7 +105,8 @@ class WsFlashConfig:
     def name(self) -> str:
         return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
                 + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else "")
-                + ("_tma" if self.loader == "tma" else "") + ("_pt" if self.persistent else ""))
+                + ("_tma" if self.loader == "tma" else "") + ("_pt" if self.persistent else "")
+                + (f"_uh{self.unit_heads}" if self.unit_heads else ""))
 
     @property
     def regs(self) -> Tuple[int, int]:
@@ -130,6 +134,9 @@ def _validate(cfg: WsFlashConfig) -> None:
     _need(cfg.loader in ("cp.async", "tma"), f"loader={cfg.loader!r}: 'cp.async' or 'tma'")
     _need(not cfg.persistent or cfg.loader == "tma", "persistent=True needs loader='tma' (the "
           "one producer thread walks the work units)")
+    _need(cfg.unit_heads >= 0 and (cfg.persistent or not cfg.unit_heads),
+          f"unit_heads={cfg.unit_heads}: a count >= 0 of (batch, head) pairs per chunk of "
+          "work units, for persistent=True only (0: one chunk)")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block: fewer stages or a smaller bn")
     _need(cfg.regs[0] * 128 + cfg.regs[1] * 128 * cfg.consumers <= 65536,
@@ -227,6 +234,7 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
     if cfg.persistent:     # the one Q buffer is a ring of one stage over the work units
         ch["Q ring"] = check_ring_protocol(1)
         ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers)
+        ch["persistent unit decode"] = check_unit_decode(cfg)
     for name, r in ch.items():
         if not r.holds:
             raise AttentionConfigError(f"{cfg.name}: {name} does not hold:\n{r}")

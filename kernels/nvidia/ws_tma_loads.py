@@ -24,7 +24,7 @@ every box destination is on the 1024-byte swizzle repeat.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from layoutalg.verify import CheckResult
 
@@ -38,7 +38,7 @@ from .wgmma import proved
 __all__ = ["TMA_PRODUCER_REGS", "TMA_CONSUMER_REGS", "TMA_WS_HELPERS", "TMA_PARAMS",
            "PERSISTENT_PARAMS", "WsTmaLoads", "plan_tma_loads", "emit_tma_producer",
            "emit_tile_decode", "attention_map_args", "tma_attention_ready",
-           "AttentionTensorMaps"]
+           "AttentionTensorMaps", "unit_order", "printed_unit_order", "check_unit_decode", "UNIT_DECODE_CASES"]
 
 TMA_PRODUCER_REGS = 24     # one thread issues boxes: FA3's producer count
 TMA_CONSUMER_REGS = 240    # 128 x 24 + 256 x 240 = 64512 <= 65536
@@ -109,16 +109,105 @@ def plan_tma_loads(cfg: Any, tile: Any) -> WsTmaLoads:
 
 def emit_tile_decode(o: Callable[[str], None], cfg: Any, ind: str) -> None:
     """A persistent kernel's work unit ``u`` -> query block ``qb`` (longest first when causal:
-    every head and batch of the last query block, then the one before), head ``h``, batch
+    every head and batch of the last query block, then the one before; with
+    ``cfg.unit_heads`` = G, the same inside consecutive chunks of G (batch, head) pairs, the
+    order :func:`unit_order` models and :func:`check_unit_decode` proves), head ``h``, batch
     ``b``, KV head ``hk``, first row ``m0`` and ``NB`` key blocks (stopping at the diagonal
     when causal), as :func:`.attention.emit_flash_block` prints them for a block's grid
     position."""
-    o(f"{ind}const int rank = u / (n_heads * n_batch), hb = u % (n_heads * n_batch);")
+    if cfg.unit_heads:     # chunks of G pairs (the last one may be short), qb-major inside
+        G = cfg.unit_heads
+        o(f"{ind}const int chunk = u / (nqb * {G}), r = u - chunk * (nqb * {G});")
+        o(f"{ind}const int gsz = min({G}, n_heads * n_batch - chunk * {G});")
+        o(f"{ind}const int rank = r / gsz, hb = chunk * {G} + r % gsz;")
+    else:
+        o(f"{ind}const int rank = u / (n_heads * n_batch), hb = u % (n_heads * n_batch);")
     o(f"{ind}const int qb = {'nqb - 1 - rank' if cfg.causal else 'rank'};")
     o(f"{ind}const int h = hb % n_heads, b = hb / n_heads, hk = h / group;")
     o(f"{ind}const int m0 = qb * {cfg.bm};")
     o(f"{ind}const int n_end = " + (f"min(Skv, m0 + {cfg.bm});" if cfg.causal else "Skv;"))
     o(f"{ind}const int NB = (n_end + {cfg.bn - 1}) / {cfg.bn};")
+
+
+# (query blocks, heads, batches, resident blocks) the decode is proved over: short and partial
+# last chunks, one head, more blocks than units, and the S8K / S512 causal suite shapes
+UNIT_DECODE_CASES = ((1, 1, 1, 132), (3, 5, 1, 4), (7, 3, 2, 132), (4, 32, 16, 132),
+                     (64, 32, 8, 132), (5, 13, 3, 7))
+
+
+def unit_order(u: int, nqb: int, n_heads: int, n_batch: int, unit_heads: int,
+               causal: bool) -> Tuple[int, int, int]:
+    """Work unit ``u`` -> (query block, head, batch): the arithmetic
+    :func:`emit_tile_decode` prints, in Python (C's ``/`` and ``%`` on non-negative ints)."""
+    hbn = n_heads * n_batch
+    if unit_heads:
+        chunk = u // (nqb * unit_heads)
+        r = u - chunk * (nqb * unit_heads)
+        gsz = min(unit_heads, hbn - chunk * unit_heads)
+        rank, hb = r // gsz, chunk * unit_heads + r % gsz
+    else:
+        rank, hb = u // hbn, u % hbn
+    return (nqb - 1 - rank if causal else rank), hb % n_heads, hb // n_heads
+
+
+def printed_unit_order(cfg: Any) -> Callable[..., Tuple[int, int, int]]:
+    """The decode :func:`emit_tile_decode` prints for ``cfg``, evaluated as printed: each
+    ``const int a = e, b = f;`` line is run with C's ``/`` as ``//`` (every operand is
+    non-negative), so the proof reads the kernel's own arithmetic, not a second copy."""
+    lines: list = []
+    emit_tile_decode(lines.append, cfg, "")
+    stmts = []
+    for ln in lines:
+        body = ln.strip().removeprefix("const int ").removesuffix(";")
+        depth, start = 0, 0
+        for i, ch in enumerate(body + ","):      # split the declarators at top-level commas
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                name, expr = body[start:i].split("=", 1)
+                stmts.append((name.strip(), compile(expr.strip().replace("/", "//"), ln, "eval")))
+                start = i + 1
+
+    def order(u: int, nqb: int, n_heads: int, n_batch: int, *_: Any) -> Tuple[int, int, int]:
+        env: Dict[str, int] = dict(u=u, nqb=nqb, n_heads=n_heads, n_batch=n_batch, group=1,
+                                   Skv=nqb * cfg.bm)
+        for name, code in stmts:
+            env[name] = eval(code, {"min": min}, env)   # noqa: S307 - our own printed ints
+        return env["qb"], env["h"], env["b"]
+    return order
+
+
+def check_unit_decode(cfg: Any, cases: Iterable[Tuple[int, int, int, int]] = UNIT_DECODE_CASES,
+                      order: Optional[Callable[..., Tuple[int, int, int]]] = None
+                      ) -> CheckResult:
+    """Every (query block, head, batch) is computed exactly once over the persistent grid's
+    walks (block ``x`` takes units ``x, x + grid, ...`` below ``nqb * heads * batch``), for
+    each case (nqb, heads, batch, grid), by the printed decode (:func:`printed_unit_order`;
+    ``order`` replaces it in tests); raises :class:`AttentionConfigError` naming the first
+    unit decoded out of range, twice or never."""
+    order = order or printed_unit_order(cfg)
+    n = 0
+    for nqb, nh, nb, grid in cases:
+        tiles, seen = nqb * nh * nb, {}
+        grid = min(grid, tiles)
+        for x in range(grid):
+            for u in range(x, tiles, grid):
+                t = order(u, nqb, nh, nb, cfg.unit_heads, cfg.causal)
+                if not (0 <= t[0] < nqb and 0 <= t[1] < nh and 0 <= t[2] < nb):
+                    raise AttentionConfigError(
+                        f"{cfg.name}: unit {u} of {tiles} (nqb {nqb}, {nh} heads, {nb} "
+                        f"batches) decodes to (qb, h, b) = {t}, outside the problem")
+                if t in seen:
+                    raise AttentionConfigError(
+                        f"{cfg.name}: units {seen[t]} and {u} (nqb {nqb}, {nh} heads, {nb} "
+                        f"batches) both decode to (qb, h, b) = {t}: computed twice")
+                seen[t] = u
+                n += 1
+        if len(seen) != tiles:
+            raise AttentionConfigError(
+                f"{cfg.name}: nqb {nqb}, {nh} heads, {nb} batches, grid {grid}: "
+                f"{tiles - len(seen)} (qb, h, b) never computed")
+    return proved(f"unit decode (unit_heads {cfg.unit_heads}): {n} units, each (qb, h, b) "
+                  "exactly once", "every block's walk of each case")
 
 
 def emit_tma_producer(o: Callable[[str], None], cfg: Any, loads: WsTmaLoads) -> None:
