@@ -211,6 +211,23 @@ def test_decode_counters_are_per_stream(fake, monkeypatch):
     assert cnt[7] != cnt[9]
 
 
+def test_inline_split_k_workspaces_are_per_stream(fake, monkeypatch):
+    """The one-launch split-K GEMM's partials and arrival counters (kernels.runtime
+    .launch_cache.PerStream, as the fused decode's counters): one pair per stream, kept for
+    that stream's later calls, never shared by two streams."""
+    from types import SimpleNamespace
+    a, b, c = T((16, 4096), BF16), T((4096, 4096), BF16), T((16, 4096), BF16)
+    seen = {}
+    for s in (7, 9, 7):
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None, s=s: SimpleNamespace(cuda_stream=s))
+        (L,) = calls(fake, lambda: dispatch.gemm(a, b, c))
+        assert L.kernel.endswith("_ski") and L.stream == ("stream", s)
+        ws = (L.args[3], L.args[11])          # partials, counters
+        assert all(w is not None for w in ws)
+        assert seen.setdefault(s, ws) == ws
+    assert not set(seen[7]) & set(seen[9])
+
+
 def test_launch_site_rechecks_when_a_scalar_changes(fake):
     a, b = T((64, 128)), T((128, 64))
     g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"))

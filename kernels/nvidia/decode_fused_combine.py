@@ -23,8 +23,9 @@ buffers (a shared buffer would let blocks of concurrent launches take each other
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
+from ..runtime.launch_cache import PerStream
 from .attention import AttentionConfigError
 from .decode_splitkv import COMBINE_ELEMS, COMBINE_UNROLL, emit_combine
 from .prelude import PACK
@@ -128,20 +129,17 @@ def emit_fused_combine(o, cfg) -> None:
 
 
 class SplitCounters:
-    """The ``CNT`` buffers of one bound call: ``blocks`` zeroed ints per (device, stream),
-    made on a stream's first call and kept (the kernel leaves them zero)."""
+    """The ``CNT`` buffers of one bound call: ``blocks`` zeroed ints per (device, stream)
+    (:class:`~kernels.runtime.launch_cache.PerStream`: made on a stream's first call and
+    kept; the kernel leaves them zero)."""
 
     def __init__(self, blocks: int) -> None:
+        import torch
         self.blocks = blocks
-        self._by_stream: Dict[Tuple[int, int], object] = {}
+        self._buffers = PerStream(lambda device: torch.zeros(blocks, dtype=torch.int32,
+                                                             device=device))
 
     def on(self, q) -> Tuple[List[object], int]:
         """``([CNT], stream)`` for a launch on q's device's current stream."""
-        import torch
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        key = (q.device.index, stream)
-        buf = self._by_stream.get(key)
-        if buf is None:
-            buf = self._by_stream[key] = torch.zeros(self.blocks, dtype=torch.int32,
-                                                     device=q.device)
+        buf, stream = self._buffers.on(q.device)
         return [buf], stream

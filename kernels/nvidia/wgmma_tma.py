@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, Tuple
 
 from ..errors import LaunchError
+from ..runtime.launch_cache import PerStream
 from ..runtime.rocm import TensorSpec
 from . import layout_c as lc
 from .builder import CompiledKernel
@@ -500,7 +501,7 @@ class TmaGemm(CudaGemm):
                           smem_bytes=cfg.smem_bytes)
         b_box = (64, cfg.bk) if cfg.b_major == "n" else (cfg.bk, cfg.bn)
         if inline:
-            return self._inline_run(main, index, M, N, K, n, kt_per, tiles, b_box)
+            return self._inline_run(main, M, N, K, n, kt_per, tiles, b_box)
         reduce = reduce_site(self.module, cfg.reduce_name, M, N) if cfg.split_k else None
 
         def run(a, b, out):
@@ -517,8 +518,8 @@ class TmaGemm(CudaGemm):
             return out
         return run
 
-    def _inline_run(self, main, index: int, M: int, N: int, K: int, n: int, kt_per: int,
-                    tiles: int, b_box) -> Callable[..., Any]:
+    def _inline_run(self, main, M: int, N: int, K: int, n: int, kt_per: int, tiles: int,
+                    b_box) -> Callable[..., Any]:
         """``run(a, b, out)`` of an inline-reduce split-K call: one launch.  Its workspaces
         (the ``n x M x N`` fp32 partials and the zeroed per-(tile, warpgroup) arrival
         counters, which the kernel leaves at zero) are kept per CUDA stream: launches on one
@@ -527,7 +528,9 @@ class TmaGemm(CudaGemm):
         import torch
         cfg = self.cfg
         slots = counter_slots(tiles, cfg.consumers)
-        spaces: Dict[int, Tuple[Any, Any]] = {}
+        spaces = PerStream(lambda device: (
+            torch.empty((n, M, N), dtype=torch.float32, device=device),
+            torch.zeros(slots, dtype=torch.int32, device=device)) if n > 1 else (None, None))
         maps = self._maps
         keys = []   # tensor_map's keys less the pointer: the same for every call bound here
 
@@ -541,13 +544,7 @@ class TmaGemm(CudaGemm):
                           b.device)
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            stream = torch.cuda.current_stream(index).cuda_stream
-            ws = spaces.get(stream)
-            if ws is None:
-                ws = spaces[stream] = (
-                    (torch.empty((n, M, N), dtype=torch.float32, device=a.device),
-                     torch.zeros(slots, dtype=torch.int32, device=a.device)) if n > 1
-                    else (None, None))
+            ws, stream = spaces.on(a.device)
             main([ta, tb, None, ws[0], M, N, K, N, n, kt_per, out, ws[1], out.stride(0)], stream)
             return out
         return run

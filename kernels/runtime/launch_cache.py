@@ -16,9 +16,9 @@ alignment the checks ask for divides it), so a new allocation of the same shape 
 from __future__ import annotations
 
 import threading
-from typing import Any, Generic, Hashable, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Hashable, Optional, Tuple, TypeVar
 
-__all__ = ["ALIGN_MOD", "tensor_key", "arg_key", "call_key", "BoundedCache"]
+__all__ = ["ALIGN_MOD", "tensor_key", "arg_key", "call_key", "BoundedCache", "PerStream"]
 
 ALIGN_MOD = 128          # the widest alignment a check asks for (TMA line padding: 128 bytes)
 
@@ -89,3 +89,24 @@ class BoundedCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._d)
+
+
+class PerStream(Generic[V]):
+    """One value per (device, CUDA stream), made by ``make(device)`` on that stream's first
+    call and kept: the workspaces of a bound call (split partials, arrival counters the kernel
+    leaves at zero).  Launches on one stream run in order, so they never use a workspace at
+    the same time; two streams get two."""
+
+    def __init__(self, make: Callable[[Any], V]) -> None:
+        self.make = make
+        self._by_stream: Dict[Tuple[Any, int], V] = {}
+
+    def on(self, device: Any) -> Tuple[V, int]:
+        """``(value, stream)`` for a launch on ``device``'s current stream."""
+        import torch
+        stream = torch.cuda.current_stream(device).cuda_stream
+        key = (device, stream)
+        v = self._by_stream.get(key)
+        if v is None:
+            v = self._by_stream[key] = self.make(device)
+        return v, stream
