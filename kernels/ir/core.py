@@ -396,25 +396,21 @@ def _cmod(a: Any, b: Any) -> Any:
     return np.remainder(np.asarray(a, dtype=np.int64), b)
 
 
-def _and(*xs: Any) -> Any:
-    out = xs[0]
-    for x in xs[1:]:
-        out = np.logical_and(out, x)
-    return out
-
-
 def _fold(fn: Any, xs: Any) -> Any:
+    """``fn`` applied left to right over ``xs`` (elementwise numpy binary ops of n-ary sympy
+    And / Or / Min / Max)."""
     out = xs[0]
     for x in xs[1:]:
         out = fn(out, x)
     return out
 
 
+def _and(*xs: Any) -> Any:
+    return _fold(np.logical_and, xs)
+
+
 def _or(*xs: Any) -> Any:
-    out = xs[0]
-    for x in xs[1:]:
-        out = np.logical_or(out, x)
-    return out
+    return _fold(np.logical_or, xs)
 
 
 _COMPILED: Dict[Any, Any] = {}
@@ -471,8 +467,8 @@ def c_compile(expr: Any):
         raise NonIntegerExpr(f"cannot evaluate {type(e).__name__} in index expression {e}")
 
     body = g(e)
-    ns = {"_cdiv": _cdiv, "_cmod": _cmod, "_xor": np.bitwise_xor,
-          "_min": lambda *x: _fold(np.minimum, x), "_max": lambda *x: _fold(np.maximum, x), "_and": _and, "_or": _or,
+    ns = {"_cdiv": _cdiv, "_cmod": _cmod, "_xor": np.bitwise_xor, "_and": _and, "_or": _or,
+          "_min": lambda *x: _fold(np.minimum, x), "_max": lambda *x: _fold(np.maximum, x),
           "_not": np.logical_not, "_s": syms}
     fn = eval(f"lambda env: {body}", ns)  # noqa: S307 - generated from a sympy tree above
     _COMPILED[e] = fn

@@ -19,7 +19,7 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
   ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
   ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
   A register A (``WgmmaMma.a`` a ``Regs``) -> ``lg_wgmma_m64n{N}_{dtype}_rs_t{tnspB}(&acc[0],
-  &a[word], lg_gmma_desc(bits, sB + (start)))``: the 4 32-bit words from ``word`` (the
+  &a[word], lg_gmma_desc(bits, sB, start))``: the 4 32-bit words from ``word`` (the
   wrapper of :func:`kernels.nvidia.wgmma_prelude.wgmma_wrapper` with ``a_regs``; such kernels
   also get the ``lg_pin`` of a flat ``lg_u32`` array, ``PIN_WORDS``).
   A kernel with wgmmas rounds the dynamic shared base up to 1024 bytes (``lg_smem``, carved
