@@ -24,6 +24,15 @@ INTERLEAVED_FP8 = dict(block_m=224, block_n=256, block_k=64, waves_m=2, waves_n=
                        mfma="16x16x32", schedule="interleaved", waves_per_eu=1, swap_ab=True)
 
 
+def _compiled_mnemonics(bk):
+    """The mnemonics of ``bk``'s gfx942 code object (compiled afresh), in order."""
+    from kernels.toolchain import find_toolchain
+    from kernels.toolchain.codeobject import disassemble
+    co = bk.compile("gfx942", use_cache=False)
+    insns = disassemble(co.binary, "gfx942", find_toolchain().tool("llvm-objdump"))[bk.name]
+    return [i.mnemonic for i in insns]
+
+
 def _c_store_widths(ir):
     return sorted({s.width for s in walk(ir.body) if isinstance(s, Access) and s.buf == "C"
                    and s.kind == "store"})
@@ -56,17 +65,9 @@ def test_stores_are_wide_along_n_and_narrow_where_n_is_odd():
 def test_compiled_write_back_uses_dwordx2_stores():
     """The gfx942 code object: 16 values a lane (2x2 waves of 32x32) in 4 global_store_dwordx2,
     no 2-byte stores."""
-    import subprocess
-    import tempfile
-    bk = build_gemm(GemmConfig(256, 256, 64, **SMALL))
-    co = bk.compile("gfx942", use_cache=False)
-    with tempfile.NamedTemporaryFile(suffix=".co") as f:
-        f.write(co.binary)
-        f.flush()
-        dis = subprocess.run(["llvm-objdump-19", "-d", "--mcpu=gfx942", f.name],
-                             capture_output=True, text=True, check=True).stdout
-    assert dis.count("global_store_dwordx2") == 4
-    assert "global_store_short" not in dis
+    ops = _compiled_mnemonics(build_gemm(GemmConfig(256, 256, 64, **SMALL)))
+    assert ops.count("global_store_dwordx2") == 4
+    assert not any(m.startswith("global_store_short") for m in ops)
 
 
 def test_tile_choice_swaps_for_its_interleaved_tile_and_row_major_c_only():
@@ -116,14 +117,7 @@ def test_fp8_default_epilogue_packs_bf16_pairs_without_shifts():
     a lane in 56 global_store_dwordx2; lagen_f32_to_bf16 selects whole words and shifts last,
     so the high halves of two results pack with one v_perm_b32 (before: one v_lshrrev_b32 per
     element, 224, then the perm)."""
-    import subprocess
-    import tempfile
-    bk = build_gemm(select_gemm(4096, 4096, 4096, dtype="fp8").config)
-    co = bk.compile("gfx942", use_cache=False)
-    with tempfile.NamedTemporaryFile(suffix=".co") as f:
-        f.write(co.binary)
-        f.flush()
-        dis = subprocess.run(["llvm-objdump-19", "-d", "--mcpu=gfx942", f.name],
-                             capture_output=True, text=True, check=True).stdout
-    assert dis.count("global_store_dwordx2") == 56 and "global_store_short" not in dis
-    assert dis.count("v_lshrrev_b32") < 64
+    ops = _compiled_mnemonics(build_gemm(select_gemm(4096, 4096, 4096, dtype="fp8").config))
+    assert ops.count("global_store_dwordx2") == 56
+    assert not any(m.startswith("global_store_short") for m in ops)
+    assert sum(m.startswith("v_lshrrev_b32") for m in ops) < 64

@@ -369,6 +369,19 @@ def test_d128_key_block_follows_the_sequence_length(seq, causal, tma_ok, bn, sta
     assert all(r.holds for r in plan_ws_flash(cfg).checks.values())
 
 
+def _fake_flash_builds(monkeypatch, dispatch):
+    """flash_attention on a pretend compute capability 9.0 device, with the kernels it would
+    build recorded instead of compiled: the returned list gets each configuration.  The
+    choices are cached per key: start clean, and leave none made with the fakes."""
+    built = []
+    dispatch.clear_plans()
+    monkeypatch.setattr(dispatch, "_FLASH_PLANS", type(dispatch._FLASH_PLANS)())
+    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
+    monkeypatch.setattr(dispatch, "compiled_flash",
+                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    return built
+
+
 @pytest.mark.parametrize("sq, skv, bn", [(8192, 512, 128), (512, 8192, 192), (1000, 4097, 192)])
 def test_d128_key_block_reads_the_key_length_through_flash_attention(monkeypatch, sq, skv, bn):
     """The key loop decides: long queries over 512 keys keep 128-key blocks (3 blocks of 192
@@ -376,12 +389,7 @@ def test_d128_key_block_reads_the_key_length_through_flash_attention(monkeypatch
     import torch
     from kernels.nvidia import dispatch
     assert choose_prefill("bf16", 128, False, "wgmma", seq=max(sq, skv), seq_kv=skv).config.bn == bn
-    built = []
-    dispatch.clear_plans()
-    monkeypatch.setattr(dispatch, "_FLASH_PLANS", type(dispatch._FLASH_PLANS)())
-    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
-    monkeypatch.setattr(dispatch, "compiled_flash",
-                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    built = _fake_flash_builds(monkeypatch, dispatch)
     q = torch.zeros(1, 2, sq, 128, dtype=torch.bfloat16)
     kv = torch.zeros(1, 2, skv, 128, dtype=torch.bfloat16)
     dispatch.flash_attention(q, kv, kv)
@@ -402,13 +410,7 @@ def test_flash_attention_dispatch_on_a_hopper_device(monkeypatch):
     choose_prefill configuration per head_dim, and mma.sync when asked."""
     import torch
     from kernels.nvidia import dispatch
-    built = []
-    # the choices are cached per key: start clean, and leave none made with the fakes
-    dispatch.clear_plans()
-    monkeypatch.setattr(dispatch, "_FLASH_PLANS", type(dispatch._FLASH_PLANS)())
-    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
-    monkeypatch.setattr(dispatch, "compiled_flash",
-                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    built = _fake_flash_builds(monkeypatch, dispatch)
     for d, kind in ((128, "WsFlashConfig"), (64, "WgmmaFlashConfig"), (256, "WsFlashConfig")):
         q = torch.zeros(1, 2, 8, d, dtype=torch.bfloat16)
         dispatch.flash_attention(q, q, q, causal=True)
@@ -427,10 +429,7 @@ def test_d128_prefill_takes_tma_unless_the_tensors_forbid_it(monkeypatch):
     assert choose_prefill("bf16", 128, False, "wgmma").config.loader == "tma"
     fb = choose_prefill("bf16", 128, True, "wgmma", tma_ok=False)
     assert fb.config.loader == "cp.async" and "TMA cannot address" in str(fb)
-    built = []
-    monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
-    monkeypatch.setattr(dispatch, "compiled_flash",
-                        lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
+    built = _fake_flash_builds(monkeypatch, dispatch)
     q = torch.zeros(1, 4, 8, 128, dtype=torch.bfloat16)
     dispatch.flash_attention(q, q, q)
     assert (built[-1].loader, built[-1].stages) == ("tma", 3)
