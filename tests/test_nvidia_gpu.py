@@ -228,7 +228,16 @@ def test_wgmma_flash_configs(cfg_kw, causal):
                                          pingpong=False),
                                     # d256: 128-thread producer copies with two bases, 24/240
                                     dict(head_dim=256, bn=64), dict(head_dim=256, bn=64,
-                                                                    pingpong=False)])
+                                                                    pingpong=False),
+                                    # P V waited for at the next block's top (V released a
+                                    # block later), the warp-voted O rescale
+                                    dict(loader="tma", bn=192, defer_pv_wait=True),
+                                    dict(loader="tma", stages=3, defer_pv_wait=True,
+                                         rescale_vote=True),
+                                    dict(loader="tma", persistent=True, stages=3, unit_heads=4,
+                                         defer_pv_wait=True),
+                                    dict(defer_pv_wait=True, rescale_vote=True),
+                                    dict(head_dim=256, bn=64, defer_pv_wait=True)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_ws_flash_configs(cfg_kw, causal):
     """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged

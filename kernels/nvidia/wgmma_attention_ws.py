@@ -47,7 +47,7 @@ from .wgmma import (HELPERS, STAGE_ALIGN, Operand, emit_copy_base, kmajor_operan
                     mnmajor_operand, proved, wgmma_wrapper)
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 from .wgmma_softmax_emit import WgmmaFlashEmitter, emit_kv_loaders, emit_q_copy
-from .ws_protocol import check_persistent_protocol
+from .ws_protocol import check_persistent_protocol, check_release_lag
 from .ws_tma_loads import (PERSISTENT_PARAMS, TMA_CONSUMER_REGS, TMA_PARAMS, TMA_PRODUCER_REGS,
                            TMA_WS_HELPERS, AttentionTensorMaps, WsTmaLoads, emit_tile_decode,
                            emit_tma_producer, plan_tma_loads, check_unit_decode)
@@ -77,6 +77,14 @@ class WsFlashConfig:
     # persistent: units in chunks of this many (batch, head) pairs, longest query block first
     # inside a chunk, so resident blocks share few heads' K/V in L2 (0: one chunk of all pairs)
     unit_heads: int = 0
+    # wait for P V (j - 1) at the top of block j + 1, after the ring waits, instead of after
+    # block j's softmax: ptxas schedules a wgmma wait as early as its basic block allows, which
+    # put the wait<0> above the softmax and lost the softmax / P V overlap (SASS: every ex2 of
+    # the loop after WARPGROUP.DEPBAR.LE gsb0, 0x0); the ring waits' spin loops end the block
+    defer_pv_wait: bool = False
+    # skip the O rescale (64 FMULs a thread) when no row max of the warp changed: a warp vote;
+    # exact (it skips only multiplications by 1.0f)
+    rescale_vote: bool = False
 
     consumers = 2             # 64 query rows each
 
@@ -106,7 +114,8 @@ class WsFlashConfig:
         return (f"lg_wsflash_{self.dtype}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}"
                 + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else "")
                 + ("_tma" if self.loader == "tma" else "") + ("_pt" if self.persistent else "")
-                + (f"_uh{self.unit_heads}" if self.unit_heads else ""))
+                + (f"_uh{self.unit_heads}" if self.unit_heads else "")
+                + ("_dw" if self.defer_pv_wait else "") + ("_rv" if self.rescale_vote else ""))
 
     @property
     def regs(self) -> Tuple[int, int]:
@@ -228,12 +237,15 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
                                                          elem_bytes=2)
     _need(v.copy_consts == k.copy_consts, "K and V must share one copy routine")
     ch["ring"] = check_ring_protocol(cfg.stages)
+    lag = 1 if cfg.defer_pv_wait else 0
+    if lag:
+        ch["V release lag"] = check_release_lag(cfg.stages, cfg.consumers, lag)
     if cfg.loader == "tma":
         plan.tma = plan_tma_loads(cfg, tile)
         ch.update(plan.tma.checks)
     if cfg.persistent:     # the one Q buffer is a ring of one stage over the work units
         ch["Q ring"] = check_ring_protocol(1)
-        ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers)
+        ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers, lag)
         ch["persistent unit decode"] = check_unit_decode(cfg)
     for name, r in ch.items():
         if not r.holds:
@@ -355,7 +367,7 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
                            causal_rows="m0 + cw * 64" if cfg.causal else None)
     if not pt:
         em.registers()
-    pp = cfg.pingpong
+    pp, dw = cfg.pingpong, cfg.defer_pv_wait
     if pp:
         o("  // ping-pong: consumer cw issues its GEMMs after bar.sync(1 + cw); consumer 1 opens")
         o("  // consumer 0's first turn; each hands the turn over after issuing (bar.arrive)")
@@ -382,9 +394,20 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
         if not tma:   # cp.async wrote through the generic proxy, wgmma reads the async one
             o("    lg_fence_proxy_async();")
 
-    def release(bar: str) -> None:
-        o(f"    if ((t & 31) == 0) lg_mbar_arrive({bar});" if tma else
-          f"    lg_mbar_arrive({bar});")
+    def release(bar: str, when: str = "") -> None:
+        """Arrive on an empty barrier (TMA: one lane a warp); ``when``: a C condition."""
+        cond = " && ".join(c for c in (when, "(t & 31) == 0" if tma else "") if c)
+        o(f"    if ({cond}) lg_mbar_arrive({bar});" if cond else f"    lg_mbar_arrive({bar});")
+
+    def pv_done(v_stage: str, when: str = "") -> None:
+        """The last P V completed: release its V stage (C expression), rescale O by the
+        softmax's alpha (deferred: ``when`` says whether that block exists)."""
+        o("    lg_wgmma_wait<0>();" + ("              // P V of the block before last: after the "
+                                      "ring waits, so ptxas keeps the softmax above it"
+                                      if when else ""))
+        o("    lg_pin(acc); lg_pin(pa);")
+        release(f"bVe + 8 * {v_stage}", when)
+        em.rescale(cfg.rescale_vote)
 
     def wait_full(bar: str, j: str) -> None:
         o(f"    lg_mbar_wait({bar} + 8 * (({j}) % {S}), (({j}) / {S}) & 1);")
@@ -413,6 +436,8 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
       f"    const int n0 = j * {bn}, buf = j % {S}, pbuf = (j - 1) % {S};")
     wait_full("bKf", G + "j")
     wait_full("bVf", G + "j - 1")
+    if dw:
+        pv_done(f"(({G}j - 2) % {S})", "j > 1")
     fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa); lg_pin(s);")
@@ -429,13 +454,13 @@ def emit_ws_flash(cfg: WsFlashConfig) -> str:
     if pt:
         o("    if (j == NB - 1 && (t & 31) == 0) lg_mbar_arrive(bQe);")
     em.softmax("n0")
-    o("    lg_wgmma_wait<0>();")
-    o("    lg_pin(acc); lg_pin(pa);")
-    release("bVe + 8 * pbuf")
-    em.rescale()
+    if not dw:
+        pv_done("pbuf")
     o("  }")
     o("  {")
     wait_full("bVf", G + "NB - 1")
+    if dw:
+        pv_done(f"(({G}NB - 2) % {S})", "NB > 1")
     fence_proxy()
     em.pack_p()
     o("    lg_pin(acc); lg_pin(pa);")

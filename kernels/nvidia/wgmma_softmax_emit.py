@@ -148,11 +148,16 @@ class WgmmaFlashEmitter:
         o("      l_i[hh] = l_i[hh] * alpha[hh] + rs;")
         o("    }")
 
-    def rescale(self) -> None:
-        """acc *= alpha, per row half."""
+    def rescale(self, vote: bool = False) -> None:
+        """acc *= alpha, per row half; ``vote``: only when some row max of the warp changed
+        (a warp-uniform branch skipping multiplications by exactly 1.0f: the same result)."""
+        if vote:
+            self.o("    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {")
         self.o("    #pragma unroll\n    for (int hh = 0; hh < 2; ++hh)")
         self.o(f"    #pragma unroll\n    for (int jj = 0; jj < {self.head_dim // 8}; ++jj) "
                "{ acc[4 * jj + 2 * hh] *= alpha[hh]; acc[4 * jj + 2 * hh + 1] *= alpha[hh]; }")
+        if vote:
+            self.o("    }")
 
     def pack_p(self) -> None:
         """P (in s) converted to 16 bits into the register-A fragment ``pa``."""

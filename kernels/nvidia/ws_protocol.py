@@ -21,7 +21,7 @@ from layoutalg.verify import CheckResult
 from .attention import AttentionConfigError
 from .wgmma import proved
 
-__all__ = ["producer_ops", "consumer_ops", "check_persistent_protocol"]
+__all__ = ["producer_ops", "consumer_ops", "check_persistent_protocol", "check_release_lag"]
 
 Op = Tuple
 
@@ -45,10 +45,14 @@ def producer_ops(nbs: Sequence[int], stages: int) -> List[Op]:
     return ops
 
 
-def consumer_ops(nbs: Sequence[int], stages: int) -> List[Op]:
+def consumer_ops(nbs: Sequence[int], stages: int, lag: int = 0) -> List[Op]:
     """One consumer warpgroup: per unit wait Q and K of its first block, release K (and Q
     when the unit has one block); per later block wait K j and V j - 1, release K j (Q after
-    the unit's last S GEMM) and V j - 1; at the unit's end wait and release the last V."""
+    the unit's last S GEMM) and V j - 1; at the unit's end wait and release the last V.
+
+    ``lag``: how many blocks later a V stage is released. 0: V j - 1 at the end of block j
+    (after its P V wait); 1 (``defer_pv_wait``): V j - 2 at the top of block j, after that
+    block's ring waits; at the unit's end every V not yet released, in order."""
     ops: List[Op] = []
     g0 = 0
     for it, nb in enumerate(nbs):
@@ -56,17 +60,23 @@ def consumer_ops(nbs: Sequence[int], stages: int) -> List[Op]:
                 ("arrive", f"Ke{g0 % stages}")]
         if nb == 1:
             ops.append(("arrive", "Qe"))
+        released = g0                     # the unit's next V block to release
         for j in range(1, nb):
             g = g0 + j
             ops += [("wait", f"Kf{g % stages}", g // stages),
-                    ("wait", f"Vf{(g - 1) % stages}", (g - 1) // stages),
-                    ("arrive", f"Ke{g % stages}")]
+                    ("wait", f"Vf{(g - 1) % stages}", (g - 1) // stages)]
+            if lag and g - 1 - lag >= g0:
+                ops.append(("arrive", f"Ve{(g - 1 - lag) % stages}"))
+                released += 1
+            ops.append(("arrive", f"Ke{g % stages}"))
             if j == nb - 1:
                 ops.append(("arrive", "Qe"))
-            ops.append(("arrive", f"Ve{(g - 1) % stages}"))
+            if not lag:
+                ops.append(("arrive", f"Ve{(g - 1) % stages}"))
+                released += 1
         last = g0 + nb - 1
-        ops += [("wait", f"Vf{last % stages}", last // stages),
-                ("arrive", f"Ve{last % stages}")]
+        ops.append(("wait", f"Vf{last % stages}", last // stages))
+        ops += [("arrive", f"Ve{b % stages}") for b in range(released, last + 1)]
         g0 += nb
     return ops
 
@@ -100,15 +110,32 @@ def _simulate(actors: Dict[str, List[Op]], consumers: int) -> int:
             raise AttentionConfigError(f"persistent ring: every actor waits (a hang): {stuck}")
 
 
-def check_persistent_protocol(stages: int, consumers: int = 2) -> CheckResult:
-    """Simulate the producer and ``consumers`` consumer warpgroups over unit sequences with
-    1..5 blocks each (including every pair of block counts): every wait completes."""
-    seqs = [[a, b, c] for a in range(1, 6) for b in range(1, 6) for c in (1, 3)]
+def _run_all(seqs: Sequence[Sequence[int]], stages: int, consumers: int, lag: int) -> int:
     n = 0
     for nbs in seqs:
         actors = {"producer": producer_ops(nbs, stages)}
         for c in range(consumers):
-            actors[f"consumer {c}"] = consumer_ops(nbs, stages)
+            actors[f"consumer {c}"] = consumer_ops(nbs, stages, lag)
         n += _simulate(actors, consumers)
-    return proved(f"persistent barrier protocol, {stages} stages: {len(seqs)} unit sequences "
-                  f"({n} operations) run to the end", "units of 1..5 key blocks")
+    return n
+
+
+def check_persistent_protocol(stages: int, consumers: int = 2, lag: int = 0) -> CheckResult:
+    """Simulate the producer and ``consumers`` consumer warpgroups over unit sequences with
+    1..5 blocks each (including every pair of block counts): every wait completes."""
+    seqs = [[a, b, c] for a in range(1, 6) for b in range(1, 6) for c in (1, 3)]
+    n = _run_all(seqs, stages, consumers, lag)
+    late = f", V released {lag} block(s) late" if lag else ""
+    return proved(f"persistent barrier protocol, {stages} stages{late}: {len(seqs)} unit "
+                  f"sequences ({n} operations) run to the end",
+                  "units of 1..5 key blocks")
+
+
+def check_release_lag(stages: int, consumers: int = 2, lag: int = 1,
+                      max_blocks: int = 12) -> CheckResult:
+    """One work unit (the non-persistent kernel) of 1..``max_blocks`` key blocks with the V
+    stages released ``lag`` blocks late: the producer's refills and the consumers' waits all
+    complete (a release later than the ring can absorb would hang the kernel)."""
+    n = _run_all([[nb] for nb in range(1, max_blocks + 1)], stages, consumers, lag)
+    return proved(f"V released {lag} block(s) late, {stages} stages: units of 1..{max_blocks} "
+                  f"blocks ({n} operations) run to the end", "every block count")
