@@ -9,7 +9,12 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   256-wide rows with two per-thread shared bases): 0.86x cuDNN at B2 H16 S4K (0.72x for the
   2-warpgroup wgmma tile it replaces), 0.91x at B4 H8/1 S513 causal (0.83x; the one-warpgroup
   64 x 64 tile measured 0.92x, within noise: one rule kept). cuDNN was SDPA's fastest backend
-  at both shapes.
+  at both shapes.  With ``defer_pv_wait`` (the wait for P V after the next block's ring waits:
+  ptxas otherwise hoists it above the softmax, whose ex2 then never overlap P V): 0.898x and
+  0.902x against 0.860x and 0.863x at B2 H16 S4K, 0.928x against 0.919x at B4 H8/1 S513
+  causal (H100, rotated rounds, ``prefill_ab_h100_2026-11-24_defer*``).  At d128 the same
+  change measured no gain (0.999x against 1.048x at S8K, 192 keys; causal 0.995x against
+  1.009x): the other consumer's GEMMs (ping-pong) already cover that softmax.
 * head_dim 64: one warpgroup (64 query rows), 128-key blocks: 72 KiB of shared memory lets
   three blocks share an SM, whose warpgroups then overlap each other's softmax and MMAs
   (0.98x cuDNN at Sq 1000 / Skv 4097 against 0.73x for 128 rows; 0.93x against 0.64x at
@@ -58,10 +63,14 @@ __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL
 # head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
 # TMA cannot address).  d256 runs the cp.async producer either way (measured so; the TMA
 # producer was swept at d128)
+# d256: the P V wait deferred past the next block's ring waits, so the softmax overlaps P V
+# (0.86x -> 0.90x cuDNN at B2 H16 S4K, 0.92x -> 0.93x at B4 H8/1 S513 causal, two H100 runs)
 WS_PREFILL_TILES: Dict[int, Dict[str, Any]] = {128: dict(stages=3, pingpong=True, loader="tma"),
-                                                256: dict(bn=64, stages=2, pingpong=True)}
+                                                256: dict(bn=64, stages=2, pingpong=True,
+                                                          defer_pv_wait=True)}
 WS_PREFILL_FALLBACK: Dict[int, Dict[str, Any]] = {128: dict(stages=2, pingpong=True),
-                                                  256: dict(bn=64, stages=2, pingpong=True)}
+                                                  256: dict(bn=64, stages=2, pingpong=True,
+                                                            defer_pv_wait=True)}
 # causal problems up to this many query/key rows take the persistent TMA kernel (measured at
 # 512, not between 512 and 8192: the bound is the measured side)
 PERSISTENT_MAX_SEQ = 1024
@@ -114,7 +123,9 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                              f"sm_90a warp-specialised ({cfg.loader} producer + mbarrier ring "
                              f"of {cfg.stages}, 2 consumer warpgroups, ping-pong"
                              + (f", persistent, units in chunks of {cfg.unit_heads} heads"
-                                if cfg.persistent else "") + f"), {cfg.bm} rows "
+                                if cfg.persistent else "")
+                             + (", P V wait deferred" if cfg.defer_pv_wait else "")
+                             + f"), {cfg.bm} rows "
                              f"x {cfg.bn} keys (H100 sweep)" + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))
