@@ -301,7 +301,15 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                # d128 non-causal past 1024 rows (prefill_select.WIDE_KEYS): 192-key blocks
                dict(loader="tma", bn=192, stages=2),
                # head_dim 256 (prefill_select's choice): 24/240 registers, two copy bases
-               dict(head_dim=256, bn=64), dict(head_dim=256, bn=64, causal=True)):
+               dict(head_dim=256, bn=64), dict(head_dim=256, bn=64, causal=True),
+               # d256 as prefill_select now runs it: the P V wait after the next ring waits
+               dict(head_dim=256, bn=64, defer_pv_wait=True),
+               dict(head_dim=256, bn=64, causal=True, defer_pv_wait=True),
+               # the deferred wait with the TMA producer (persistent: the lagged V releases of
+               # the unit's tail) and the warp-voted rescale
+               dict(loader="tma", stages=3, causal=True, persistent=True, unit_heads=4,
+                    defer_pv_wait=True),
+               dict(loader="tma", bn=192, stages=2, defer_pv_wait=True, rescale_vote=True)):
         yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))
 
 
