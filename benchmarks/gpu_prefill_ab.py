@@ -39,7 +39,7 @@ def parse_config(spec: str, D: int, causal: bool, sq: int = 0, skv: int = 0):
     for item in spec.split(","):
         key, val = item.split("=")
         kw[key] = (val == "1") if key in ("pingpong", "persistent", "defer_pv_wait",
-                                             "rescale_vote") else (
+                                             "rescale_vote", "v_behind_k") else (
             int(val) if val.isdigit() else val)
     return WsFlashConfig(dtype="bf16", head_dim=D, causal=causal, **kw)
 

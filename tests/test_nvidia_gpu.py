@@ -237,7 +237,14 @@ def test_wgmma_flash_configs(cfg_kw, causal):
                                     dict(loader="tma", persistent=True, stages=3, unit_heads=4,
                                          defer_pv_wait=True),
                                     dict(defer_pv_wait=True, rescale_vote=True),
-                                    dict(head_dim=256, bn=64, defer_pv_wait=True)])
+                                    dict(head_dim=256, bn=64, defer_pv_wait=True),
+                                    # V loaded one block behind K (FA3's producer order)
+                                    dict(loader="tma", bn=192, defer_pv_wait=True,
+                                         v_behind_k=True),
+                                    dict(loader="tma", persistent=True, stages=3, unit_heads=4,
+                                         defer_pv_wait=True, v_behind_k=True),
+                                    dict(loader="tma", v_behind_k=True),
+                                    dict(loader="tma", defer_pv_wait=True)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_ws_flash_configs(cfg_kw, causal):
     """The warp-specialised (producer + 2 consumer warpgroups, mbarrier ring) prefill on ragged

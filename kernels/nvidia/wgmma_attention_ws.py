@@ -85,6 +85,9 @@ class WsFlashConfig:
     # skip the O rescale (64 FMULs a thread) when no row max of the warp changed: a warp vote;
     # exact (it skips only multiplications by 1.0f)
     rescale_vote: bool = False
+    # (tma) the producer loads V of block j - 1 after K of block j, the order the consumers
+    # read them (FA3's), instead of K and V of block j together
+    v_behind_k: bool = False
 
     consumers = 2             # 64 query rows each
 
@@ -115,7 +118,8 @@ class WsFlashConfig:
                 + ("_pp" if self.pingpong else "") + ("_causal" if self.causal else "")
                 + ("_tma" if self.loader == "tma" else "") + ("_pt" if self.persistent else "")
                 + (f"_uh{self.unit_heads}" if self.unit_heads else "")
-                + ("_dw" if self.defer_pv_wait else "") + ("_rv" if self.rescale_vote else ""))
+                + ("_dw" if self.defer_pv_wait else "") + ("_rv" if self.rescale_vote else "")
+                + ("_vk" if self.v_behind_k else ""))
 
     @property
     def regs(self) -> Tuple[int, int]:
@@ -146,6 +150,8 @@ def _validate(cfg: WsFlashConfig) -> None:
     _need(cfg.unit_heads >= 0 and (cfg.persistent or not cfg.unit_heads),
           f"unit_heads={cfg.unit_heads}: a count >= 0 of (batch, head) pairs per chunk of "
           "work units, for persistent=True only (0: one chunk)")
+    _need(not cfg.v_behind_k or cfg.loader == "tma", "v_behind_k=True needs loader='tma' (the "
+          "one producer thread orders the loads)")
     _need(cfg.smem_bytes <= 227 * 1024, f"{cfg.smem_bytes} bytes of shared memory; sm_90 "
           "allows 227 KiB per block: fewer stages or a smaller bn")
     _need(cfg.regs[0] * 128 + cfg.regs[1] * 128 * cfg.consumers <= 65536,
@@ -238,14 +244,16 @@ def plan_ws_flash(cfg: WsFlashConfig) -> WsFlashPlan:
     _need(v.copy_consts == k.copy_consts, "K and V must share one copy routine")
     ch["ring"] = check_ring_protocol(cfg.stages)
     lag = 1 if cfg.defer_pv_wait else 0
-    if lag:
-        ch["V release lag"] = check_release_lag(cfg.stages, cfg.consumers, lag)
+    if lag or cfg.v_behind_k:
+        ch["V release lag"] = check_release_lag(cfg.stages, cfg.consumers, lag,
+                                                v_behind_k=cfg.v_behind_k)
     if cfg.loader == "tma":
         plan.tma = plan_tma_loads(cfg, tile)
         ch.update(plan.tma.checks)
     if cfg.persistent:     # the one Q buffer is a ring of one stage over the work units
         ch["Q ring"] = check_ring_protocol(1)
-        ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers, lag)
+        ch["persistent protocol"] = check_persistent_protocol(cfg.stages, cfg.consumers, lag,
+                                                              cfg.v_behind_k)
         ch["persistent unit decode"] = check_unit_decode(cfg)
     for name, r in ch.items():
         if not r.holds:

@@ -26,22 +26,32 @@ __all__ = ["producer_ops", "consumer_ops", "check_persistent_protocol", "check_r
 Op = Tuple
 
 
-def producer_ops(nbs: Sequence[int], stages: int) -> List[Op]:
+def producer_ops(nbs: Sequence[int], stages: int, v_behind_k: bool = False) -> List[Op]:
     """The producer thread: per unit wait Q released (unit it - 1), fill Q, then per block
-    wait the stage's K (V) empty barrier for the block ``stages`` before, fill K (V)."""
+    wait the stage's K (V) empty barrier for the block ``stages`` before, fill K (V).
+    ``v_behind_k``: V of block j - 1 after K of block j (the last V after the loop)."""
     ops: List[Op] = []
-    g = 0
+    g0 = 0
+
+    def fill(kv: str, g: int) -> None:
+        s, use = g % stages, g // stages
+        if use:
+            ops.append(("wait", f"{kv}e{s}", use - 1))
+        ops.append(("fill", f"{kv}f{s}"))
     for it, nb in enumerate(nbs):
         if it:
             ops.append(("wait", "Qe", it - 1))
         ops.append(("fill", "Qf"))
-        for _ in range(nb):
-            s, use = g % stages, g // stages
-            for kv in "KV":
-                if use:
-                    ops.append(("wait", f"{kv}e{s}", use - 1))
-                ops.append(("fill", f"{kv}f{s}"))
-            g += 1
+        for j in range(nb + 1 if v_behind_k else nb):
+            if not v_behind_k:
+                fill("K", g0 + j)
+                fill("V", g0 + j)
+                continue
+            if j < nb:
+                fill("K", g0 + j)
+            if j > 0:
+                fill("V", g0 + j - 1)
+        g0 += nb
     return ops
 
 
@@ -110,32 +120,37 @@ def _simulate(actors: Dict[str, List[Op]], consumers: int) -> int:
             raise AttentionConfigError(f"persistent ring: every actor waits (a hang): {stuck}")
 
 
-def _run_all(seqs: Sequence[Sequence[int]], stages: int, consumers: int, lag: int) -> int:
+def _run_all(seqs: Sequence[Sequence[int]], stages: int, consumers: int, lag: int,
+             v_behind_k: bool = False) -> int:
     n = 0
     for nbs in seqs:
-        actors = {"producer": producer_ops(nbs, stages)}
+        actors = {"producer": producer_ops(nbs, stages, v_behind_k)}
         for c in range(consumers):
             actors[f"consumer {c}"] = consumer_ops(nbs, stages, lag)
         n += _simulate(actors, consumers)
     return n
 
 
-def check_persistent_protocol(stages: int, consumers: int = 2, lag: int = 0) -> CheckResult:
+def check_persistent_protocol(stages: int, consumers: int = 2, lag: int = 0,
+                              v_behind_k: bool = False) -> CheckResult:
     """Simulate the producer and ``consumers`` consumer warpgroups over unit sequences with
     1..5 blocks each (including every pair of block counts): every wait completes."""
     seqs = [[a, b, c] for a in range(1, 6) for b in range(1, 6) for c in (1, 3)]
-    n = _run_all(seqs, stages, consumers, lag)
-    late = f", V released {lag} block(s) late" if lag else ""
+    n = _run_all(seqs, stages, consumers, lag, v_behind_k)
+    late = (f", V released {lag} block(s) late" if lag else "") + (
+        ", V loaded behind K" if v_behind_k else "")
     return proved(f"persistent barrier protocol, {stages} stages{late}: {len(seqs)} unit "
                   f"sequences ({n} operations) run to the end",
                   "units of 1..5 key blocks")
 
 
-def check_release_lag(stages: int, consumers: int = 2, lag: int = 1,
-                      max_blocks: int = 12) -> CheckResult:
+def check_release_lag(stages: int, consumers: int = 2, lag: int = 1, max_blocks: int = 12,
+                      v_behind_k: bool = False) -> CheckResult:
     """One work unit (the non-persistent kernel) of 1..``max_blocks`` key blocks with the V
-    stages released ``lag`` blocks late: the producer's refills and the consumers' waits all
-    complete (a release later than the ring can absorb would hang the kernel)."""
-    n = _run_all([[nb] for nb in range(1, max_blocks + 1)], stages, consumers, lag)
-    return proved(f"V released {lag} block(s) late, {stages} stages: units of 1..{max_blocks} "
-                  f"blocks ({n} operations) run to the end", "every block count")
+    stages released ``lag`` blocks late (``v_behind_k``: the producer's V one block behind its
+    K): the producer's refills and the consumers' waits all complete (a release later than
+    the ring can absorb would hang the kernel)."""
+    n = _run_all([[nb] for nb in range(1, max_blocks + 1)], stages, consumers, lag, v_behind_k)
+    order = ", V loaded behind K" if v_behind_k else ""
+    return proved(f"V released {lag} block(s) late{order}, {stages} stages: units of "
+                  f"1..{max_blocks} blocks ({n} operations) run to the end", "every block count")

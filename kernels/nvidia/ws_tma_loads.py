@@ -235,18 +235,34 @@ def emit_tma_producer(o: Callable[[str], None], cfg: Any, loads: WsTmaLoads) -> 
         o("      if (it) lg_mbar_wait(bQe, (it - 1) & 1);   // the previous unit's Q released")
     o(f"      lg_mbar_expect_tx(bQ, {loads.q.stage_bytes}u);")
     boxes("      ", loads.q, "sQ", "tmQ", "bQ", "m0", "h")
-    o("      for (int j = 0; j < NB; ++j) {")
-    if pt:
-        o(f"        const int s = (g0 + j) % {S}, use = (g0 + j) / {S};")
+    G = "g0 + " if pt else ""
+    if getattr(cfg, "v_behind_k", False):
+        # the order the consumers read them: K of block j, then V of block j - 1
+        o("      for (int j = 0; j <= NB; ++j) {")
+        for kv, ld, blk, when in (("K", loads.k, "j", "j < NB"),
+                                  ("V", loads.v, "j - 1", "j > 0")):
+            o(f"        if ({when}) {{")
+            o(f"          const int s = ({G}{blk}) % {S}, use = ({G}{blk}) / {S};")
+            o(f"          if (use) lg_mbar_wait(b{kv}e + 8 * s, (use - 1) & 1);   // block "
+              f"{blk} - {S} released")
+            o(f"          lg_mbar_expect_tx(b{kv}f + 8 * s, {ld.stage_bytes}u);")
+            boxes("          ", ld, f"s{kv} + s * {cfg.kv_bytes}", f"tm{kv}",
+                  f"b{kv}f + 8 * s", f"({blk}) * {bn}", "hk")
+            o("        }")
+        o("      }")
     else:
-        o(f"        const int s = j % {S}, use = j / {S};")
-    for kv, ld in (("K", loads.k), ("V", loads.v)):
-        o(f"        if (use) lg_mbar_wait(b{kv}e + 8 * s, (use - 1) & 1);   // block j - {S} "
-          "released")
-        o(f"        lg_mbar_expect_tx(b{kv}f + 8 * s, {ld.stage_bytes}u);")
-        boxes("        ", ld, f"s{kv} + s * {cfg.kv_bytes}", f"tm{kv}", f"b{kv}f + 8 * s",
-              f"j * {bn}", "hk")
-    o("      }")
+        o("      for (int j = 0; j < NB; ++j) {")
+        if pt:
+            o(f"        const int s = (g0 + j) % {S}, use = (g0 + j) / {S};")
+        else:
+            o(f"        const int s = j % {S}, use = j / {S};")
+        for kv, ld in (("K", loads.k), ("V", loads.v)):
+            o(f"        if (use) lg_mbar_wait(b{kv}e + 8 * s, (use - 1) & 1);   // block j - "
+              f"{S} released")
+            o(f"        lg_mbar_expect_tx(b{kv}f + 8 * s, {ld.stage_bytes}u);")
+            boxes("        ", ld, f"s{kv} + s * {cfg.kv_bytes}", f"tm{kv}", f"b{kv}f + 8 * s",
+                  f"j * {bn}", "hk")
+        o("      }")
     if pt:
         o("      g0 += NB;\n      }")
     o("    }")
