@@ -359,13 +359,16 @@ def test_prefill_tiles_follow_the_measurements(d, causal, kind, tile):
 @pytest.mark.parametrize("seq, causal, tma_ok, bn, stages", [
     (8192, False, True, 192, 2), (4097, False, True, 192, 2), (0, False, True, 192, 2),
     (1025, False, True, 192, 2), (1024, False, True, 128, 3), (512, False, True, 128, 3),
-    (8192, True, True, 128, 3),          # causal keeps FA3's 128 (the diagonal blocks)
+    (8192, True, True, 128, 2),          # causal keeps FA3's 128 (the diagonal blocks),
+    (4096, True, True, 128, 2),          # 2 stages with the deferred P V wait (CAUSAL_LONG)
+    (512, True, True, 128, 3),           # short causal: the persistent kernel, 3 stages
     (8192, False, False, 128, 2)])       # the cp.async producer was not measured at 192
 def test_d128_key_block_follows_the_sequence_length(seq, causal, tma_ok, bn, stages):
     from kernels.nvidia.prefill_select import WIDE_KEYS_MIN_SEQ
     cfg = choose_prefill("bf16", 128, causal, "wgmma", tma_ok=tma_ok, seq=seq).config
     assert (cfg.bn, cfg.stages) == (bn, stages), (seq, causal, tma_ok)
     assert (bn == 192) == (not causal and tma_ok and not 0 < seq <= WIDE_KEYS_MIN_SEQ)
+    assert cfg.defer_pv_wait == (causal and tma_ok and not 0 < seq <= 1024)
     assert all(r.holds for r in plan_ws_flash(cfg).checks.values())
 
 

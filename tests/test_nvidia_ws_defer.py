@@ -109,12 +109,15 @@ def test_every_v_block_is_released_once_in_order(lag):
     assert rel == [f"Ve{g % 3}" for g in range(sum(nbs))]
 
 
-def test_selection_defers_the_wait_at_d256_only():
+def test_selection_defers_the_wait_at_d256_and_long_causal_d128():
     for causal in (False, True):
         c = choose_prefill("bf16", 256, causal, "wgmma", seq=4096, seq_kv=4096)
         assert c.config.defer_pv_wait and "P V wait deferred" in c.reason
         assert choose_prefill("bf16", 256, causal, "wgmma", tma_ok=False).config.defer_pv_wait
-        assert not choose_prefill("bf16", 128, causal, "wgmma", seq=8192).config.defer_pv_wait
+    long_causal = choose_prefill("bf16", 128, True, "wgmma", seq=8192).config
+    assert long_causal.defer_pv_wait and long_causal.stages == 2 and long_causal.bn == 128
+    assert not choose_prefill("bf16", 128, False, "wgmma", seq=8192).config.defer_pv_wait
+    assert not choose_prefill("bf16", 128, True, "wgmma", seq=512).config.defer_pv_wait
 
 
 def _nvdisasm():
@@ -164,3 +167,37 @@ def test_sass_runs_the_softmax_under_p_v_only_when_deferred(tmp_path, bn, d, def
         assert before == per_block and after == 0, (before, after)
     else:
         assert before == 0 and after == per_block, (before, after)
+
+
+# ------------------------------------------- the TMA producer's V one block behind its K
+
+def test_v_behind_k_prints_k_then_the_previous_v():
+    src = emit_ws_flash(WsFlashConfig(loader="tma", bn=192, stages=2, v_behind_k=True))
+    prod = src[src.index("lg_tma_prefetch(tmQ)"):src.index("setmaxnreg.inc")]
+    assert "for (int j = 0; j <= NB; ++j) {" in prod
+    k, v = prod.index("if (j < NB) {"), prod.index("if (j > 0) {")
+    assert k < v and "(j) * 192, hk, b);" in prod[k:v] and "(j - 1) * 192, hk, b);" in prod[v:]
+    assert "V release lag" in plan_ws_flash(WsFlashConfig(loader="tma", v_behind_k=True)).checks
+    with pytest.raises(AttentionConfigError, match="v_behind_k=True needs loader='tma'"):
+        plan_ws_flash(WsFlashConfig(v_behind_k=True))
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("lag", [0, 1])
+def test_v_behind_k_runs_with_either_release(stages, lag):
+    assert check_release_lag(stages, 2, lag, v_behind_k=True).holds
+    assert check_persistent_protocol(stages, 2, lag, v_behind_k=True).holds
+
+
+def test_v_behind_k_without_the_last_v_hangs(monkeypatch):
+    # planted: the producer's loop stops at j < NB, so the unit's last V is never loaded
+    import kernels.nvidia.ws_protocol as wp
+    real = wp.producer_ops
+
+    def short(nbs, stages, v_behind_k=False):
+        ops = real(nbs, stages, v_behind_k)
+        last_v = max(i for i, op in enumerate(ops) if op == ("fill", op[1]) and op[1][0] == "V")
+        return ops[:last_v] + ops[last_v + 1:]
+    monkeypatch.setattr(wp, "producer_ops", short)
+    with pytest.raises(AttentionConfigError, match="a hang"):
+        wp.check_release_lag(2, 2, 1, v_behind_k=True)

@@ -43,6 +43,11 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   at B16 H32/8 S512, 0.90x against 0.59x at B16 H32 S512, 1.05x against 1.00x at B4 H32/8
   S1024 (H100, 7 interleaved rounds, ``prefill_ab_h100_2026-11-24_units*``).  At S8K causal
   no chunk size (1, 2, 4, 8) beat one block per unit (0.86-0.93x against 1.09x that run).
+  Longer causal problems: :data:`CAUSAL_LONG`, 2 stages with the P V wait deferred past the
+  next block's ring waits (``defer_pv_wait``; ptxas otherwise schedules that wait above the
+  softmax): 1.014x the 3-stage kernel at B2 H32/8 S4K in every round, 1.034x / 1.017x / 0.985x
+  at S8K in three runs (a small gain, inside one S8K run's spread).  Neither the deferred wait
+  nor the warp-voted rescale nor V loaded behind K beat the 192-key non-causal kernel.
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
 """
@@ -58,7 +63,8 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
-           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS", "WIDE_KEYS_MIN_SEQ"]
+           "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
+           "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
 
 # head_dim -> warp-specialised kernel settings (every mask): with TMA, and without (tensors
 # TMA cannot address).  d256 runs the cp.async producer either way (measured so; the TMA
@@ -81,6 +87,10 @@ PERSISTENT_UNIT_HEADS = 4
 # key block (measured better at 4097 and 8192 keys, worse at 512; the bound lies between)
 WIDE_KEYS: Dict[str, Any] = dict(bn=192, stages=2)
 WIDE_KEYS_MIN_SEQ = 1024
+# d128 causal with TMA, one block per unit (longer than PERSISTENT_MAX_SEQ): 2 stages with the
+# P V wait deferred (H100, select / this in rotated rounds: 1.014x (13 of 13 rounds) at B2
+# H32/8 S4K; 1.034x, 1.017x, 0.985x in three runs at B8 H32 S8K, 22 of 35 rounds faster)
+CAUSAL_LONG: Dict[str, Any] = dict(stages=2, defer_pv_wait=True)
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -114,6 +124,8 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
         kw = dict((WS_PREFILL_TILES if tma_ok else WS_PREFILL_FALLBACK)[head_dim])
         if kw.get("loader") == "tma" and causal and 0 < seq <= PERSISTENT_MAX_SEQ:
             kw.update(persistent=True, unit_heads=PERSISTENT_UNIT_HEADS)
+        elif kw.get("loader") == "tma" and causal and head_dim == 128:
+            kw.update(CAUSAL_LONG)
         keys = seq_kv or seq       # the key loop's length decides the key block
         if (kw.get("loader") == "tma" and head_dim == 128 and not causal
                 and not 0 < keys <= WIDE_KEYS_MIN_SEQ):
