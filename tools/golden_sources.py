@@ -309,7 +309,10 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                # the unit's tail) and the warp-voted rescale
                dict(loader="tma", stages=3, causal=True, persistent=True, unit_heads=4,
                     defer_pv_wait=True),
-               dict(loader="tma", bn=192, stages=2, defer_pv_wait=True, rescale_vote=True)):
+               dict(loader="tma", bn=192, stages=2, defer_pv_wait=True, rescale_vote=True),
+               # long causal d128 (prefill_select.CAUSAL_LONG); V loaded behind K
+               dict(loader="tma", stages=2, causal=True, defer_pv_wait=True),
+               dict(loader="tma", bn=192, stages=2, defer_pv_wait=True, v_behind_k=True)):
         yield (f"nvidia/ws-flash/{_kw(kw)}", lambda kw=kw: emit_ws_flash(WsFlashConfig(**kw)))
 
 
