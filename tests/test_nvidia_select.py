@@ -447,3 +447,9 @@ def test_d128_prefill_takes_tma_unless_the_tensors_forbid_it(monkeypatch):
     dispatch.flash_attention(long_q, long_q, long_q, causal=True)
     assert not built[-1].persistent                  # S8K causal measured 0.61x persistent
     assert built[-1].unit_heads == 0                 # and 0.86-0.93x in chunks of 1-8 heads
+    # longer causal: 2 stages with the P V wait deferred (CAUSAL_LONG); d256 defers it too
+    assert (built[-1].stages, built[-1].defer_pv_wait, built[-1].loader) == (2, True, "tma")
+    q256 = torch.zeros(1, 1, 64, 256, dtype=torch.bfloat16)
+    for causal in (False, True):
+        dispatch.flash_attention(q256, q256, q256, causal=causal)
+        assert built[-1].head_dim == 256 and built[-1].defer_pv_wait
