@@ -600,8 +600,8 @@ def test_persistent_unit_end_without_the_last_v_release_hangs(monkeypatch):
     import kernels.nvidia.ws_protocol as wp
     real = wp.consumer_ops
 
-    def bad(nbs, stages):
-        ops = real(nbs, stages)
+    def bad(nbs, stages, *lag):
+        ops = real(nbs, stages, *lag)
         return [op for i, op in enumerate(ops)
                 if not (op[0] == "arrive" and op[1].startswith("Ve") and ops[i - 1][0] == "wait"
                         and ops[i - 1][1].startswith("Vf"))]
@@ -615,8 +615,8 @@ def test_persistent_q_released_too_late_hangs(monkeypatch):
     import kernels.nvidia.ws_protocol as wp
     real = wp.consumer_ops
 
-    def bad(nbs, stages):
-        ops = [op for op in real(nbs, stages) if op[1] != "Qe"]
+    def bad(nbs, stages, *lag):
+        ops = [op for op in real(nbs, stages, *lag) if op[1] != "Qe"]
         out = []
         for op in ops:
             out.append(op)
