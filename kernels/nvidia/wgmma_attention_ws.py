@@ -14,8 +14,10 @@ head):
   each: they wait on ``full`` (then ``fence.proxy.async``: the copies wrote through the
   generic proxy, wgmma reads through the async one), issue ``S = Q K^T`` of block j and
   ``O += P V`` of block j - 1 together and run block j's softmax while ``P V`` is still on the
-  tensor cores (intra-warpgroup overlap), and release each stage with an ``mbarrier.arrive``
-  on ``empty`` (256 arrivals: every consumer thread) once the wgmma reading it has completed;
+  tensor cores (intra-warpgroup overlap: in the SASS only with ``defer_pv_wait``, since ptxas
+  otherwise schedules the P V wait above the softmax), and release each stage with an
+  ``mbarrier.arrive`` on ``empty`` (256 arrivals: every consumer thread) once the wgmma reading
+  it has completed;
 * ``pingpong``: the consumers take turns to issue their GEMMs (named barriers 1 and 2,
   ``bar.sync`` my turn / ``bar.arrive`` the other's), so one warpgroup's softmax runs while the
   other's GEMMs do (inter-warpgroup overlap).
