@@ -87,3 +87,75 @@ def variants(cfg) -> Dict[str, str]:
     from kernels.printer.cuda import emit_cuda
     src = emit_cuda(build_tma_gemm_ir(cfg))
     return {"ir": src, **{k: f(src) for k, f in VARIANTS.items()}}
+
+
+def _kernel(cfg, source: str):
+    """An :class:`~kernels.nvidia.wgmma_tma_ir.IrTmaGemm` running ``source`` (a text variant:
+    not verified, diagnostic only)."""
+    from kernels.nvidia.builder import CompiledKernel
+    from kernels.nvidia.tma import DeviceMaps
+    from kernels.nvidia.wgmma_tma import plan_tma_gemm
+    from kernels.nvidia.wgmma_tma_ir import IrTmaGemm, build_tma_gemm_ir
+    g = IrTmaGemm.__new__(IrTmaGemm)
+    g.ir = build_tma_gemm_ir(cfg)
+    g.plan, g.gemm_cfg = plan_tma_gemm(cfg), cfg
+    CompiledKernel.__init__(g, cfg, source, "auto")
+    g.kernel_name, g._maps = g.ir.name, DeviceMaps()
+    return g
+
+
+def main() -> None:
+    import argparse
+    import json
+    import statistics
+    import torch
+    from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    rows = []
+    for dtype, m, n, k in (("bf16", 4096, 4096, 4096), ("bf16", 8192, 8192, 8192),
+                           ("f16", 4096, 14336, 4096)):
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+        cfg = TmaGemmConfig(dtype=dtype)
+        ks = {name: _kernel(cfg, src) for name, src in variants(cfg).items()}
+        ks["template"] = TmaGemm(cfg)
+        a = torch.randn((m, k), device="cuda").to(dt)
+        b = torch.randn((k, n), device="cuda").to(dt)
+        outs = {nm: torch.empty((m, n), dtype=dt, device="cuda") for nm in ks}
+        for nm, g in ks.items():
+            g(a, b, outs[nm])
+        torch.cuda.synchronize()
+        times: Dict[str, List[float]] = {nm: [] for nm in ks}
+        names = list(ks)
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for nm in order:
+                g, o = ks[nm], outs[nm]
+                for _ in range(3):
+                    g(a, b, o)
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                for _ in range(10):
+                    g(a, b, o)
+                e.record()
+                torch.cuda.synchronize()
+                times[nm].append(s.elapsed_time(e) / 10)
+        med = {nm: statistics.median(v) for nm, v in times.items()}
+        row = {"dtype": dtype, "m,n,k": [m, n, k],
+               "ms": med, "tflops": {nm: 2 * m * n * k / t / 1e9 for nm, t in med.items()},
+               "over_template": {nm: med["template"] / t for nm, t in med.items()},
+               "bitwise_equal_template": {nm: bool(torch.equal(outs[nm], outs["template"]))
+                                          for nm in ks},
+               "samples_ms": times}
+        rows.append(row)
+        print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_ms"}), flush=True)
+    res = {"device": torch.cuda.get_device_name(0), "rows": rows}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
