@@ -347,12 +347,13 @@ def test_printed_text_mutations_are_refused(base):
                        (src.replace(", sA_u32, 4096*cg", ", sB_u32, 4096*cg", 1),
                         "printed_source"),
                        # the loop-carried ring position: updates read back, stray / missing ones
-                       (src.replace("ph = ((ph + ((st + 1) / 3)) % 2);",
-                                    "ph = ((ph + ((st + 1) / 2)) % 2);", 1), "printed_source"),
+                       (src.replace("ph = ((ph) ^ (max(0, st - 1)));",
+                                    "ph = ((ph) ^ (max(0, st - 2)));", 1), "printed_source"),
                        (src.replace("prev = st;\n", "prev = st;\n st = 0;\n", 1),
                         "printed_source"),
                        (src.replace("prev = st;\n", "\n", 1), "printed_source"),
-                       (src.replace("st = ((st + 1) % 3);", "st++;", 1), "printed_source"),
+                       (src.replace("st = st - 3*max(0, st - 1) + 1;", "st++;", 1),
+                        "printed_source"),
                        # index expressions read back and evaluated against the IR's
                        (src.replace("const int gsize = min(8, -first_m + grid_m);",
                                     "const int gsize = min(8, -first_m + grid_m + 1);"),

@@ -114,12 +114,15 @@ class _Builder:
         return [VarInit("st", 0), VarInit("ph", 0), VarInit("prev", 0)]
 
     def ring_advance(self) -> List[Any]:
-        """The next fill's stage and parity: ``ph`` flips when ``st`` wraps (``ph`` first: it
-        reads the old ``st``)."""
+        """The next fill's stage and parity: ``wrap`` = max(0, st + 2 - S) is 1 at the last
+        stage, else 0 (st < S); ``ph`` flips by it (first: it reads the old ``st``) and ``st``
+        steps back by S.  A compare and select in SASS, where ``(st + 1) % S`` is a multiply-
+        high division (the H100 runs showed such ALU chains in these loops cost time)."""
         st, ph = sym("st"), sym("ph")
+        wrap = sympy.Max(0, st + 2 - self.S)
         return [VarSet("prev", st),
-                VarSet("ph", sympy.Mod(ph + sympy.floor((st + 1) / self.S), 2)),
-                VarSet("st", sympy.Mod(st + 1, self.S))]
+                VarSet("ph", Xor(ph, wrap)),
+                VarSet("st", st + 1 - self.S * wrap)]
 
     # ---- producer ------------------------------------------------------------------------
     def producer(self) -> RoleBranch:
