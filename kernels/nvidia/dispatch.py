@@ -214,7 +214,8 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig`, ``WgmmaGemmConfig`` or ``TmaGemmConfig``,
     built once per configuration (its module compiles on first launch).  A TMA-store,
     non-split-K ``TmaGemmConfig`` runs the IR-built kernel (:class:`IrTmaGemm`: its IR and
-    printed text verified when it is built, ~2-4 s once per configuration and process;
+    printed text verified when it is built, ~2-4 s once per configuration, a passing verdict
+    kept on disk by content: kernels.verify.report_cache;
     0.99-1.01x the template's speed and bitwise equal on the H100, docs/PERFORMANCE.md); the
     direct-store and split-K forms run the template :class:`TmaGemm`."""
     g = _GEMMS.get(cfg)

@@ -259,16 +259,19 @@ def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
 
 class IrTmaGemm(TmaGemm):
     """The IR-built TMA GEMM of ``cfg``, verified (:func:`kernels.verify.verify`, the IR and its
-    printed CUDA) before anything is compiled: ``g(a, b, out=None) -> c`` with the template's
+    printed CUDA; a passing verdict is remembered on disk by content,
+    :mod:`kernels.verify.report_cache`) before anything is compiled: ``g(a, b, out=None) -> c`` with the template's
     arguments, checks and tensor maps (:class:`~kernels.nvidia.wgmma_tma.TmaGemm`), any M/N/K.
     ``report`` is the verifier's."""
 
     def __init__(self, cfg: TmaGemmConfig = TmaGemmConfig(), *, backend: str = "auto") -> None:
-        from ..verify.verifier import verify
+        from ..verify.report_cache import verified
         from .tma import DeviceMaps
         self.ir = build_tma_gemm_ir(cfg)
         source = emit_cuda(self.ir)
-        self.report = verify(self.ir, arch=cfg.arch, source=source).raise_if_failed()
+        # verified here, or an identical passing verification remembered on disk (keyed by
+        # the source, the IR, its instances and the verifier's code: report_cache)
+        self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_tma_gemm(cfg)
         self.gemm_cfg = cfg
         CompiledKernel.__init__(self, cfg, source, backend)
