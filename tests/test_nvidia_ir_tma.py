@@ -388,3 +388,17 @@ def test_ir_tma_gemm_object_is_verified_before_compiling():
     g = IrTmaGemm(TmaGemmConfig(bm=64, bn=128, stages=6))
     assert g.report.holds and {"mbarrier_protocol", "printed_source"} <= set(g.report.checks)
     assert g.source == emit_cuda(g.ir) and g.kernel_name in g.source
+
+
+@pytest.mark.parametrize("cfg", [TmaGemmConfig(), TmaGemmConfig(bm=64, bn=128, stages=6)],
+                         ids=lambda c: c.name)
+def test_prev_after_the_advance_is_refused_at_the_default_instances(cfg):
+    """What IrTmaGemm verifies (the default instances: K = 200, 4 k tiles, 2 units on a CTA)
+    refuses the early release for the 3- and the 6-stage rings: the stage never released
+    deadlocks the producer."""
+    k = build_tma_gemm_ir(cfg)
+    kloop = next(s for s in walk(_role(k, "consumer").body)
+                 if isinstance(s, Loop) and s.var == "kk")
+    kloop.body.append(kloop.body.pop(next(j for j, s in enumerate(kloop.body)
+                                          if _var_set("prev")(s))))
+    _refused(k, "mbarrier_protocol", "deadlock")
