@@ -50,7 +50,7 @@ def calls(fake, fn, n=1):
 
 GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
     (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x128x64_s8_ds_ski"),     # TMA split-K
-    (2048, 2048, 2048, BF16, {}, "lg_wgmma_tma_bf16_n_128x256x64_s3"),         # TMA persistent
+    (2048, 2048, 2048, BF16, {}, "lg_irtma_bf16_n_128x256x64_s3"),  # TMA persistent, IR-built
     (777, 333, 130, F16, {}, "lg_wgmma_f16_n_64x64x64_s6"),                    # cp.async wgmma
     (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync
     (64, 256, 2048, F16, {"config": WgmmaGemmConfig(bm=64, bn=128, split_k=True), "splits": 4},
@@ -289,3 +289,21 @@ def test_keys_and_bounded_cache():
     assert c.get(1) == "x" and c.get(None) is None and (c.hits, c.misses) == (1, 1)
     c.put(3, "z")                              # full: forgets everything, keeps working
     assert c.get(1) is None and c.get(3) == "z" and len(c) == 1
+
+
+def test_tma_store_configs_dispatch_to_the_verified_ir_kernel(fake):
+    """gemm()'s TMA path runs the IR-built kernel (verified when built) for TMA-store,
+    non-split-K configurations, the template for the direct-store and split-K forms the IR
+    does not have (issue 20 item 1)."""
+    from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
+    from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
+    g = dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16"))
+    assert isinstance(g, IrTmaGemm) and g.report.holds
+    assert dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16")) is g      # verified once
+    for cfg in (TmaGemmConfig(store="direct"),
+                TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True, reduce="inline")):
+        t = dispatch.compiled_gemm(cfg)
+        assert type(t) is TmaGemm, cfg.name
+    a, b = T((2048, 2048), BF16), T((2048, 2048), BF16)
+    L = calls(fake, lambda: dispatch.gemm(a, b))
+    assert L[0].kernel == g.kernel_name

@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from kernels.ir.core import Access, If, Let, Loop, ZeroFrag, sym, walk
 from kernels.ir.nvidia_tma import (BulkWait, LeaderOnly, MbarrierArrive, MbarrierExpectTx,
                                    MbarrierInit, MbarrierWait, NamedBarrier, RoleBranch,
-                                   Setmaxnreg, TmaLoad)
+                                   Setmaxnreg, TmaLoad, VarSet)
 from kernels.ir.nvidia_wgmma import FenceProxyAsync, GmmaOperand, WgmmaMma, WgmmaWait
 from kernels.nvidia.gemm import GemmConfigError
 from kernels.nvidia.wgmma_tma import TmaGemmConfig
@@ -157,6 +157,55 @@ def test_stage_released_before_its_wgmma_retired_is_a_race(base):
     _refused(k, "lds_races", "still in flight")
 
 
+def _var_set(name):
+    return lambda s: isinstance(s, VarSet) and s.name == name
+
+
+def test_ring_not_advanced_is_refused(base):
+    # the consumers' stage never moves: they wait on full[0] again, observing its phase 0
+    # twice (or never seeing it complete), whatever the producer does
+    k = _mutate(base, "consumer", _var_set("st"), lambda s: None)
+    _refused(k, "mbarrier_protocol")
+
+
+def test_ring_phase_never_flipped_is_refused(base):
+    k = _mutate(base, "producer", _var_set("ph"), lambda s: VarSet("ph", sym("ph")))
+    _refused(k, "mbarrier_protocol")
+
+
+def test_ring_of_the_wrong_length_is_refused(base):
+    k = _mutate(base, "consumer", _var_set("st"),
+                lambda s: VarSet("st", sympy.Mod(sym("st") + 1, 2)))
+    r = _check(k)
+    assert not r.holds, r.to_json()
+
+
+def test_prev_taken_after_the_advance_is_refused():
+    # prev set from the advanced st: each k step releases the stage its own wgmma group is
+    # still reading.  K = 520 (9 k tiles > 3 stages): the producer refills such a stage while
+    # the group reads it (with K <= 3 k tiles the unit-end release, after wait_group 0, comes
+    # first and the early releases do no harm; the model finds no race there, rightly)
+    k = build_tma_gemm_ir(TmaGemmConfig(bn=128, stages=3), ((128, 128, 520, 1),))
+    kloop = next(s for s in walk(_role(k, "consumer").body)
+                 if isinstance(s, Loop) and s.var == "kk")
+    prev = kloop.body.pop(next(j for j, s in enumerate(kloop.body) if _var_set("prev")(s)))
+    kloop.body.append(prev)
+    r = _check(k)
+    bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert "lds_races" in bad or "deadlock" in bad.get("mbarrier_protocol", ""), bad
+
+
+def test_carried_variables_are_refused_by_the_lockstep_engines():
+    from kernels.ir.core import Kernel
+    from kernels.verify.spec import SpecError
+    k = build_tma_gemm_ir(TmaGemmConfig(bn=128, stages=3), SMALL)
+    spec = copy.copy(k.spec)
+    object.__setattr__(spec, "warpgroup_roles", ())
+    with pytest.raises(SpecError, match="loop-carried"):
+        verify(k, spec, arch="sm_90a")
+    assert isinstance(k, Kernel)
+
+
 def test_empty_count_too_small_is_refused(base):
     k = _mutate(base, None, _is(MbarrierInit, bar="empty"),
                 lambda s: MbarrierInit(s.bar, s.n, s.count // 2))
@@ -281,10 +330,29 @@ def test_printed_text_mutations_are_refused(base):
                        (src.replace("mbarrier.try_wait.parity", "mbarrier.test_wait.parity"),
                         "declarations"),
                        (src.replace("lg_bar_full[3];", "lg_bar_full[2];"), "declarations"),
-                       (src.replace("lg_tma_load_2d(lg_smem_u32(sA", "lg_tma_load_2d(lg_smem_u32(sB"),
+                       (src.replace("lg_tma_load_2d((sA_u32", "lg_tma_load_2d((sB_u32"),
                         "printed_source"),
-                       (src.replace("lg_mbar_expect_tx(lg_smem_u32(&lg_bar_full[st]), 32768u)",
-                                    "lg_mbar_expect_tx(lg_smem_u32(&lg_bar_full[st]), 16384u)"),
+                       (src.replace("lg_mbar_expect_tx((lg_bar_full_u32 + 8 * (st)), 32768u)",
+                                    "lg_mbar_expect_tx((lg_bar_full_u32 + 8 * (st)), 16384u)"),
+                        "printed_source"),
+                       # the 32-bit shared bases, their scale, the barriers' initialisation
+                       (src.replace("sA_u32 = lg_smem_u32(sA);", "sA_u32 = lg_smem_u32(sB);"),
+                        "declarations"),
+                       (src.replace("lg_bar_empty_u32 = lg_smem_u32(lg_bar_empty);",
+                                    "lg_bar_empty_u32 = lg_smem_u32(lg_bar_full);"),
+                        "declarations"),
+                       (src.replace("(sB_u32 + 2 * (", "(sB_u32 + 4 * (", 1), "printed_source"),
+                       (src.replace("(lg_bar_empty_u32 + 8 * (i)), 8)",
+                                    "(lg_bar_empty_u32 + 8 * (i)), 4)"), "declarations"),
+                       (src.replace(", sA_u32, 4096*cg", ", sB_u32, 4096*cg", 1),
+                        "printed_source"),
+                       # the loop-carried ring position: updates read back, stray / missing ones
+                       (src.replace("ph = ((ph) ^ (max(0, st - 1)));",
+                                    "ph = ((ph) ^ (max(0, st - 2)));", 1), "printed_source"),
+                       (src.replace("prev = st;\n", "prev = st;\n st = 0;\n", 1),
+                        "printed_source"),
+                       (src.replace("prev = st;\n", "\n", 1), "printed_source"),
+                       (src.replace("st = st - 3*max(0, st - 1) + 1;", "st++;", 1),
                         "printed_source"),
                        # index expressions read back and evaluated against the IR's
                        (src.replace("const int gsize = min(8, -first_m + grid_m);",
@@ -320,3 +388,17 @@ def test_ir_tma_gemm_object_is_verified_before_compiling():
     g = IrTmaGemm(TmaGemmConfig(bm=64, bn=128, stages=6))
     assert g.report.holds and {"mbarrier_protocol", "printed_source"} <= set(g.report.checks)
     assert g.source == emit_cuda(g.ir) and g.kernel_name in g.source
+
+
+@pytest.mark.parametrize("cfg", [TmaGemmConfig(), TmaGemmConfig(bm=64, bn=128, stages=6)],
+                         ids=lambda c: c.name)
+def test_prev_after_the_advance_is_refused_at_the_default_instances(cfg):
+    """What IrTmaGemm verifies (the default instances: K = 200, 4 k tiles, 2 units on a CTA)
+    refuses the early release for the 3- and the 6-stage rings: the stage never released
+    deadlocks the producer."""
+    k = build_tma_gemm_ir(cfg)
+    kloop = next(s for s in walk(_role(k, "consumer").body)
+                 if isinstance(s, Loop) and s.var == "kk")
+    kloop.body.append(kloop.body.pop(next(j for j, s in enumerate(kloop.body)
+                                          if _var_set("prev")(s))))
+    _refused(k, "mbarrier_protocol", "deadlock")

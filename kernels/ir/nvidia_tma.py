@@ -56,6 +56,11 @@ The rules (each reported under the named check in brackets; docs/VERIFY.md, "The
   statement of a role, warpgroup-wide: ``regs`` a multiple of 8 in 24..256, ``dec`` at most and
   ``inc`` at least the launch's per-thread budget, the roles' totals within the 64K-register
   file [``register_budget``].
+* :class:`VarInit` / :class:`VarSet` ``(name, expr)``: a role's loop-carried scalar (the
+  ring's stage, phase parity and previous stage, advanced once per k tile as the template's
+  counters are).  The per-role model runs them as the rebindings they are, so every wait's
+  parity and every box's stage above is checked at the values they produce; the lockstep
+  engines refuse them (``SpecError``).
 * :class:`RoleBranch` ``(role, first, count, body)``: ``if (first <= wg < first + count)``;
   :class:`LeaderOnly`: ``if (tid % 128 == 0)`` inside a role (the one thread that issues TMA and
   bulk operations).
@@ -72,12 +77,12 @@ from typing import Any, List, Tuple
 
 import sympy
 
-from .core import If, sym
+from .core import If, Let, sym
 
 __all__ = ["TensorMap", "IntParam", "MbarrierInit", "MbarrierInitFence", "MbarrierExpectTx",
            "MbarrierArrive", "MbarrierWait", "TmaLoad", "TmaStore", "BulkCommit", "BulkWait",
            "NamedBarrier", "Setmaxnreg", "RoleBranch", "LeaderOnly", "TmaPrefetch",
-           "TMA_STATEMENTS", "WARPGROUP"]
+           "VarInit", "VarSet", "TMA_STATEMENTS", "WARPGROUP"]
 
 WARPGROUP = 128
 
@@ -255,6 +260,23 @@ class LeaderOnly(If):
 
     def __init__(self, body: List[Any]) -> None:
         super().__init__(sympy.Eq(sympy.Mod(sym("tid"), WARPGROUP), 0), list(body))
+
+
+class VarInit(Let):
+    """``int name = expr;``: a role's loop-carried scalar (uniform per warpgroup), e.g. a
+    ring's stage and phase, declared before the loops that update it with :class:`VarSet`.
+    To every checker it is a :class:`~kernels.ir.core.Let` (the per-role model binds the value
+    in the agent's environment, which the later statements read and ``VarSet`` rebinds);
+    only the printed form differs."""
+
+
+class VarSet(Let):
+    """``name = expr;``: a new value of the :class:`VarInit` variable ``name`` (``expr`` may
+    read the old one), e.g. a ring position advanced once per k tile.  The per-role model runs
+    it as the rebinding it is, so the mbarrier rules check the stage / parity values it
+    produces on every iteration; the lockstep engines refuse kernels holding it
+    (:func:`kernels.verify.verify`: their closed forms assume a ``Let`` is a function of the
+    loop indices)."""
 
 
 TMA_STATEMENTS = (MbarrierInit, MbarrierInitFence, MbarrierExpectTx, MbarrierArrive,

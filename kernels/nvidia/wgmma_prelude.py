@@ -6,7 +6,7 @@ generic-to-async proxy fence, the descriptor helper of the IR-built kernels, and
 
 from mfma_specs.nvidia_wgmma import wgmma
 
-__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "PIN_WORDS", "wgmma_fn"]
+__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "GMMA_DESC_U32", "PIN_WORDS", "wgmma_fn"]
 
 
 def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
@@ -63,6 +63,16 @@ GMMA_DESC = r"""
 // field, whose bits are 0 in `bits` (the base part is loop-invariant)
 LG_DEV lg_u64 lg_gmma_desc(lg_u64 bits, const void* base, int start) {
   return bits | (lg_u64)(((lg_smem_u32(base) & 0x3FFFF) >> 4) + ((lg_u32)start >> 3));
+}
+"""
+
+# IR-built TMA kernels (kernels.printer.cuda_tma): the same descriptor from the array's 32-bit
+# shared address, which those kernels compute once (a generic pointer's conversion inside the
+# k loop cost the IR TMA GEMM ~40 SASS instructions per k tile and ~5-8 % of its speed)
+GMMA_DESC_U32 = r"""
+// as lg_gmma_desc, `base` the 32-bit shared address of the 1024-byte aligned array
+LG_DEV lg_u64 lg_gmma_desc_u32(lg_u64 bits, lg_u32 base, int start) {
+  return bits | (lg_u64)(((base & 0x3FFFF) >> 4) + ((lg_u32)start >> 3));
 }
 """
 

@@ -18,8 +18,13 @@ the spec's instances (runtime sizes incl. edge tiles, several CTAs, units per CT
 
 Scope (differences from the template): the TMA-store epilogue only (``store="tma"``; the
 template's direct-store form, used when C's rows are not 16-byte aligned, is not IR); no
-split-K (the template's split-K work units); the ring position is computed from the unit and
-k-tile index (``g = i * KT + kk``) instead of incremented counters.
+split-K (the template's split-K work units).  The ring position (stage, phase parity, previous
+stage) is carried through each role's loops as the template's counters are
+(:class:`~kernels.ir.nvidia_tma.VarInit` / :class:`~kernels.ir.nvidia_tma.VarSet`; the per-role
+model runs the updates, so the parity rules check the values they produce): computed as
+``g % stages`` of ``g = i * KT + kk`` it ran 0.84-0.92x the template on the H100, with the
+counters and 32-bit shared bases 0.99-1.01x (``benchmarks/results/
+nvidia_tma_ir_variants_h100_2026-11-24.json``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Shared, Zero
 from ..ir.nvidia_tma import (BulkCommit, BulkWait, IntParam, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, RoleBranch, Setmaxnreg, TensorMap, TmaLoad,
-                             TmaPrefetch, TmaStore)
+                             TmaPrefetch, TmaStore, VarInit, VarSet)
 from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma,
                                WgmmaWait)
 from ..printer.cuda import emit_cuda
@@ -103,12 +108,21 @@ class _Builder:
                 Let("m0", (first_m + sympy.Mod(sympy.Mod(u, group), gsize)) * c.bm),
                 Let("n0", sympy.floor(sympy.Mod(u, group) / gsize) * c.bn)]
 
-    def ring_lets(self) -> List[Any]:
-        """Ring position of k tile ``kk`` of unit ``i``: the ``g``-th fill of the CTA."""
-        g = sym("g")
-        return [Let("g", sym("iu") * sym("KT") + sym("kk")),
-                Let("st", sympy.Mod(g, self.S)),
-                Let("ph", sympy.Mod(sympy.floor(g / self.S), 2))]
+    def ring_state(self) -> List[Any]:
+        """The ring position carried through a role's loops (the template's counters): stage
+        ``st`` and phase parity ``ph`` of the CTA's ``g``-th fill, ``prev`` the stage before."""
+        return [VarInit("st", 0), VarInit("ph", 0), VarInit("prev", 0)]
+
+    def ring_advance(self) -> List[Any]:
+        """The next fill's stage and parity: ``wrap`` = max(0, st + 2 - S) is 1 at the last
+        stage, else 0 (st < S); ``ph`` flips by it (first: it reads the old ``st``) and ``st``
+        steps back by S.  A compare and select in SASS, where ``(st + 1) % S`` is a multiply-
+        high division (the H100 runs showed such ALU chains in these loops cost time)."""
+        st, ph = sym("st"), sym("ph")
+        wrap = sympy.Max(0, st + 2 - self.S)
+        return [VarSet("prev", st),
+                VarSet("ph", Xor(ph, wrap)),
+                VarSet("st", st + 1 - self.S * wrap)]
 
     # ---- producer ------------------------------------------------------------------------
     def producer(self) -> RoleBranch:
@@ -124,13 +138,13 @@ class _Builder:
                                      "full", st, f"B.tma{j}"))
             else:
                 loads.append(TmaLoad(self.tm_b, kk * c.bk, n0, "sB", off, "full", st, "B.tma"))
-        kloop = Loop("kk", 0, sym("KT"), self.ring_lets() + [
+        kloop = Loop("kk", 0, sym("KT"), [
             Comment("the consumers released this stage (parity of the previous round; a fresh "
                     "barrier passes parity 1)"),
             MbarrierWait("empty", st, sympy.Mod(sym("ph") + 1, 2)),
-            MbarrierExpectTx("full", st, p.stage_tx_bytes)] + loads)
-        body = [TmaPrefetch(self.tm_a), TmaPrefetch(self.tm_b),
-                Loop("iu", 0, sym("nloc"), self.unit_lets() + [kloop])]
+            MbarrierExpectTx("full", st, p.stage_tx_bytes)] + loads + self.ring_advance()[1:])
+        body = [TmaPrefetch(self.tm_a), TmaPrefetch(self.tm_b)] + self.ring_state()[:2] + [
+            Loop("iu", 0, sym("nloc"), self.unit_lets() + [kloop])]
         return RoleBranch("producer", 0, 1, [Setmaxnreg(False, PRODUCER_REGS),
                                              LeaderOnly(body)])
 
@@ -177,21 +191,20 @@ class _Builder:
     def consumer(self) -> RoleBranch:
         c = self.c
         crow, ccol = accumulator_rows_cols(c.bn)
-        st, g, kk, KT = sym("st"), sym("g"), sym("kk"), sym("KT")
-        kloop = Loop("kk", 0, KT, self.ring_lets() + [
+        st, kk, KT = sym("st"), sym("kk"), sym("KT")
+        kloop = Loop("kk", 0, KT, [
             MbarrierWait("full", st, sym("ph")), WgmmaFence()] + self.k_steps() + [
             WgmmaCommit(), WgmmaWait(1, ("acc",)),
             Comment("the group before this one has retired: release its stage"),
-            If(kk > 0, [MbarrierArrive("empty", sympy.Mod(g - 1, self.S))])])
+            If(kk > 0, [MbarrierArrive("empty", sym("prev"))])] + self.ring_advance())
         unit = self.unit_lets() + [ZeroFrag(self.acc), kloop, WgmmaWait(0, ("acc",)),
-                                   MbarrierArrive("empty", sympy.Mod(sym("iu") * KT + KT - 1,
-                                                                     self.S))]
+                                   MbarrierArrive("empty", sym("prev"))]
         unit += self.epilogue()
         return RoleBranch("consumer", 1, c.consumers, [
             Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
             Let("t", self.tid - 128 * self.wg),
             Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0))),
-            Let("rx", sympy.Mod(sym("r0"), 8) * 8),
+            Let("rx", sympy.Mod(sym("r0"), 8) * 8)] + self.ring_state() + [
             Loop("iu", 0, sym("nloc"), unit),
             LeaderOnly([BulkWait(read=False)])])
 
@@ -246,16 +259,19 @@ def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
 
 class IrTmaGemm(TmaGemm):
     """The IR-built TMA GEMM of ``cfg``, verified (:func:`kernels.verify.verify`, the IR and its
-    printed CUDA) before anything is compiled: ``g(a, b, out=None) -> c`` with the template's
+    printed CUDA; a passing verdict is remembered on disk by content,
+    :mod:`kernels.verify.report_cache`) before anything is compiled: ``g(a, b, out=None) -> c`` with the template's
     arguments, checks and tensor maps (:class:`~kernels.nvidia.wgmma_tma.TmaGemm`), any M/N/K.
     ``report`` is the verifier's."""
 
     def __init__(self, cfg: TmaGemmConfig = TmaGemmConfig(), *, backend: str = "auto") -> None:
-        from ..verify.verifier import verify
+        from ..verify.report_cache import verified
         from .tma import DeviceMaps
         self.ir = build_tma_gemm_ir(cfg)
         source = emit_cuda(self.ir)
-        self.report = verify(self.ir, arch=cfg.arch, source=source).raise_if_failed()
+        # verified here, or an identical passing verification remembered on disk (keyed by
+        # the source, the IR, its instances and the verifier's code: report_cache)
+        self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_tma_gemm(cfg)
         self.gemm_cfg = cfg
         CompiledKernel.__init__(self, cfg, source, backend)

@@ -15,7 +15,9 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
   ``lg_f32_to_*`` (1 element);
 * :class:`~kernels.ir.nvidia_wgmma.WgmmaMma` -> ``lg_wgmma_m64n{N}_{dtype}_t{tnspB}(&acc[0],
   lg_gmma_desc(bits, sA, start), lg_gmma_desc(bits, sB, start))`` (``bits``: the
-  descriptor's constant fields); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
+  descriptor's constant fields; a kernel with TMA statements prints
+  ``lg_gmma_desc_u32(bits, sA_u32, start)`` from the array's 32-bit address,
+  :mod:`kernels.printer.cuda_tma`); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
   ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
   ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
   A register A (``WgmmaMma.a`` a ``Regs``) -> ``lg_wgmma_m64n{N}_{dtype}_rs_t{tnspB}(&acc[0],
@@ -45,8 +47,9 @@ from ..ir.dtypes import ELEM_TYPES
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
-from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, PIN_WORDS, wgmma_fn, wgmma_wrapper
-from .cuda_tma import tma_decls, tma_helpers, tma_param, tma_stmt
+from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
+                                    wgmma_wrapper)
+from .cuda_tma import has_tma, tma_decls, tma_helpers, tma_param, tma_stmt, u32_base
 from .hip import Printer
 
 __all__ = ["CudaPrinter", "emit_cuda", "smem_bytes", "smem_align", "SMEM_ALIGN_LINE"]
@@ -84,6 +87,7 @@ class CudaPrinter(Printer):
         super().__init__(k)
         self.staging: Set[str] = {s.load.regs.frag.name for s in walk(k.body)
                                   if isinstance(s, CpAsync)}
+        self.tma = has_tma(k)       # shared addresses as 32-bit bases computed once
 
     # ---- operands ------------------------------------------------------------------------
     def words(self, r: Regs, what: str) -> int:
@@ -170,7 +174,9 @@ class CudaPrinter(Printer):
     def wgmma(self, m: WgmmaMma, d: int) -> None:
         acc = self.first(m.acc, f"wgmma {m.tag} accumulator")
         shared = (m.b,) if m.a_in_regs else (m.a, m.b)
-        ops = [f"lg_gmma_desc(0x{op.desc.constant_bits():016x}ull, {op.buf}, "
+        fn_desc, base = ("lg_gmma_desc_u32", u32_base) if self.tma else \
+            ("lg_gmma_desc", lambda b: b)
+        ops = [f"{fn_desc}(0x{op.desc.constant_bits():016x}ull, {base(op.buf)}, "
                f"{to_c(op.start)})" for op in shared]
         if m.a_in_regs:
             ops.insert(0, f"&{m.a.frag.name}[{self.words(m.a, f'wgmma {m.tag} A')}]")
@@ -182,7 +188,7 @@ class CudaPrinter(Printer):
         ms = [s for s in walk(self.k.body) if isinstance(s, WgmmaMma)]
         if not ms:
             return tma_helpers(self.k)
-        out = [HELPERS, GMMA_DESC, tma_helpers(self.k)]
+        out = [HELPERS, GMMA_DESC_U32 if self.tma else GMMA_DESC, tma_helpers(self.k)]
         keys = sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms})
         if any(key[3] for key in keys):
             out.append(PIN_WORDS)

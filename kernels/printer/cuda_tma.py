@@ -2,8 +2,16 @@
 called by :class:`kernels.printer.cuda.CudaPrinter`.
 
 * an mbarrier array ``bar`` of :class:`~kernels.ir.nvidia_tma.MbarrierInit` is a static
-  ``__shared__ __align__(8) unsigned long long lg_bar_<bar>[n]``; element ``i`` is addressed as
-  ``lg_smem_u32(&lg_bar_<bar>[i])``;
+  ``__shared__ __align__(8) unsigned long long lg_bar_<bar>[n]``; its 32-bit shared address is
+  computed once, ``const lg_u32 lg_bar_<bar>_u32 = lg_smem_u32(lg_bar_<bar>);``, and element
+  ``i`` is addressed as ``(lg_bar_<bar>_u32 + 8 * (i))``;
+* so is every shared array's (``const lg_u32 sA_u32 = lg_smem_u32(sA);``): a TMA box's
+  destination / source at element ``off`` is ``(sA_u32 + 2 * (off))`` and a wgmma operand's
+  descriptor ``lg_gmma_desc_u32(bits, sA_u32, start)`` (:data:`~kernels.nvidia.wgmma_prelude.
+  GMMA_DESC_U32`): the generic pointer's conversion inside the k loop cost the IR TMA GEMM
+  ~40 SASS instructions per k tile (``benchmarks/nvidia_tma_ir_diff.py``);
+* :class:`~kernels.ir.nvidia_tma.VarInit` / :class:`~kernels.ir.nvidia_tma.VarSet` print as
+  ``int name = expr;`` / ``name = expr;`` (a role's loop-carried scalars);
 * the statements print as calls of the helpers in :data:`kernels.nvidia.tma.TMA_HELPERS` (the
   same text the string templates print): ``lg_mbar_init`` / ``lg_mbar_init_fence`` (thread 0,
   then ``__syncthreads()``), ``lg_mbar_expect_tx``, ``lg_mbar_arrive`` (per warp: after
@@ -20,13 +28,18 @@ from typing import Any, Callable, List
 
 from layoutalg.symbolic import to_c
 
-from ..ir.core import walk
+from ..ir.core import sym, walk
 from ..ir.nvidia_tma import (TMA_STATEMENTS, BulkCommit, BulkWait, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
-                             NamedBarrier, Setmaxnreg, TensorMap, TmaLoad, TmaPrefetch, TmaStore)
+                             NamedBarrier, Setmaxnreg, TensorMap, TmaLoad, TmaPrefetch, TmaStore,
+                             VarInit, VarSet)
 from ..nvidia.tma import TMA_HELPERS
 
-__all__ = ["has_tma", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr"]
+__all__ = ["has_tma", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
+           "shared_addr", "u32_base"]
+
+#: bytes per element of the arrays a TMA box reads or writes (TensorMap: 16-bit elements)
+TMA_ELEM_BYTES = 2
 
 
 def has_tma(k: Any) -> bool:
@@ -38,10 +51,22 @@ def tma_helpers(k: Any) -> str:
     return TMA_HELPERS if has_tma(k) else ""
 
 
+def u32_base(name: str) -> str:
+    """The C name of shared array ``name``'s 32-bit shared address (computed once)."""
+    return f"{name}_u32"
+
+
 def tma_decls(k: Any) -> List[str]:
-    """The static shared mbarrier arrays of ``k``."""
-    return [f"  __shared__ __align__(8) unsigned long long lg_bar_{s.bar}[{s.n}];"
-            for s in walk(k.body) if isinstance(s, MbarrierInit)]
+    """The static shared mbarrier arrays of ``k`` and, in a kernel with TMA statements, the
+    32-bit shared address of each mbarrier array and each shared array (computed once)."""
+    bars = [s.bar for s in walk(k.body) if isinstance(s, MbarrierInit)]
+    out = [f"  __shared__ __align__(8) unsigned long long lg_bar_{s.bar}[{s.n}];"
+           for s in walk(k.body) if isinstance(s, MbarrierInit)]
+    if has_tma(k):
+        out += [f"  const lg_u32 {u32_base(s.name)} = lg_smem_u32({s.name});" for s in k.shared]
+        out += [f"  const lg_u32 {u32_base('lg_bar_' + b)} = lg_smem_u32(lg_bar_{b});"
+                for b in bars]
+    return out
 
 
 def tma_param(p: Any) -> str:
@@ -54,14 +79,24 @@ def tma_param(p: Any) -> str:
 
 
 def bar_addr(bar: str, index: Any) -> str:
-    return f"lg_smem_u32(&lg_bar_{bar}[{to_c(index)}])"
+    """The 32-bit shared address of mbarrier ``bar[index]``."""
+    return f"({u32_base('lg_bar_' + bar)} + 8 * ({to_c(index)}))"
+
+
+def shared_addr(buf: str, offset: Any) -> str:
+    """The 32-bit shared address of element ``offset`` of the 16-bit shared array ``buf``."""
+    return f"({u32_base(buf)} + {TMA_ELEM_BYTES} * ({to_c(offset)}))"
 
 
 def tma_stmt(out: Callable[[int, str], None], s: Any, d: int) -> bool:
     """Print ``s`` if it is a TMA statement (True), else leave it to the caller (False)."""
-    if isinstance(s, MbarrierInit):
+    if isinstance(s, VarInit):
+        out(d, f"int {s.name} = {to_c(s.expr)};")
+    elif isinstance(s, VarSet):
+        out(d, f"{s.name} = {to_c(s.expr)};")
+    elif isinstance(s, MbarrierInit):
         out(d, f"if (tid == 0) {{ for (int i = 0; i < {s.n}; ++i) "
-               f"lg_mbar_init(lg_smem_u32(&lg_bar_{s.bar}[i]), {s.count}); }}")
+               f"lg_mbar_init({bar_addr(s.bar, sym('i'))}, {s.count}); }}")
     elif isinstance(s, MbarrierInitFence):
         out(d, "if (tid == 0) lg_mbar_init_fence();")
         out(d, "__syncthreads();")
@@ -78,10 +113,10 @@ def tma_stmt(out: Callable[[int, str], None], s: Any, d: int) -> bool:
     elif isinstance(s, TmaPrefetch):
         out(d, f"lg_tma_prefetch({s.tmap.name});")
     elif isinstance(s, TmaLoad):
-        out(d, f"lg_tma_load_2d(lg_smem_u32({s.dst} + ({to_c(s.offset)})), {s.tmap.name}, "
+        out(d, f"lg_tma_load_2d({shared_addr(s.dst, s.offset)}, {s.tmap.name}, "
                f"{bar_addr(s.bar, s.index)}, {to_c(s.c0)}, {to_c(s.c1)});")
     elif isinstance(s, TmaStore):
-        out(d, f"lg_tma_store_2d({s.tmap.name}, lg_smem_u32({s.src} + ({to_c(s.offset)})), "
+        out(d, f"lg_tma_store_2d({s.tmap.name}, {shared_addr(s.src, s.offset)}, "
                f"{to_c(s.c0)}, {to_c(s.c1)});")
     elif isinstance(s, BulkCommit):
         out(d, "lg_bulk_commit();")

@@ -8,12 +8,21 @@
 a 1024-byte aligned offset with the IR's element count, and every mbarrier array has the IR's
 length.
 
+Also declared: each shared array's and mbarrier array's 32-bit shared address, once, from that
+array (``const lg_u32 sA_u32 = lg_smem_u32(sA);``, ``lg_bar_full_u32``), and each mbarrier
+array initialised by the IR's loop with the IR's count.
+
 ``printed_source``: every TMA / mbarrier / wgmma / named-barrier call of the IR appears in the
-text, in program order, with the IR's barrier, tensor map, buffer and constant arguments; and
-every index expression of the text - each ``const int`` binding, loop bound, branch condition,
-box coordinate and shared offset, barrier index, parity, descriptor start and C-buffer offset -
-read back (:mod:`kernels.verify.cexpr`, C semantics) equals the IR's expression (``c_eval``) at
-256 sampled values of its symbols (1..400; the runtime divisors are positive).
+text, in program order, with the IR's barrier, tensor map, buffer and constant arguments (shared
+addresses as ``(sA_u32 + 2 * (offset))`` and ``(lg_bar_full_u32 + 8 * (index))``, descriptors
+as ``lg_gmma_desc_u32(bits, sA_u32, start)``); every index expression of the text - each
+``const int`` binding, loop-carried variable's declaration and update (``int st = 0;``,
+``st = ((st + 1) % 3);``), loop bound, branch condition, box coordinate and shared offset,
+barrier index, parity, descriptor start and C-buffer offset - read back
+(:mod:`kernels.verify.cexpr`, C semantics) equals the IR's expression (``c_eval``) at 256
+sampled values of its symbols (1..400; the runtime divisors are positive); and each loop-carried
+variable is assigned on exactly as many lines as the IR has declarations and updates of it (a
+stray update would change every later stage or parity).
 """
 
 from __future__ import annotations
@@ -29,10 +38,11 @@ from layoutalg.verify.result import CheckResult
 from ..ir.core import Access, If, Let, Loop, c_eval, walk
 from ..ir.nvidia_tma import (BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
-                             RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore)
+                             RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore, VarInit,
+                             VarSet)
 from ..ir.nvidia_wgmma import WgmmaMma
 from ..nvidia.tma import TMA_HELPERS
-from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, wgmma_fn, wgmma_wrapper
+from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_wrapper
 from .cexpr import CExprError, evaluate, parse
 from .gate_common import Fail
 from .source_text import split_args
@@ -48,16 +58,16 @@ _CALLS = {TmaLoad: "lg_tma_load_2d", TmaStore: "lg_tma_store_2d", MbarrierWait: 
 def _expected(s: Any) -> List[str]:
     """Fragments the printed call of ``s`` must contain."""
     if isinstance(s, TmaLoad):
-        return [f"lg_tma_load_2d(lg_smem_u32({s.dst} + (", f", {s.tmap.name}, ",
-                f"&lg_bar_{s.bar}["]
+        return [f"lg_tma_load_2d(({s.dst}_u32 + 2 * (", f", {s.tmap.name}, ",
+                f"(lg_bar_{s.bar}_u32 + 8 * ("]
     if isinstance(s, TmaStore):
-        return [f"lg_tma_store_2d({s.tmap.name}, lg_smem_u32({s.src} + ("]
+        return [f"lg_tma_store_2d({s.tmap.name}, ({s.src}_u32 + 2 * ("]
     if isinstance(s, MbarrierWait):
-        return [f"lg_mbar_wait(lg_smem_u32(&lg_bar_{s.bar}["]
+        return [f"lg_mbar_wait((lg_bar_{s.bar}_u32 + 8 * ("]
     if isinstance(s, MbarrierExpectTx):
-        return [f"lg_mbar_expect_tx(lg_smem_u32(&lg_bar_{s.bar}[", f", {int(s.bytes)}u)"]
+        return [f"lg_mbar_expect_tx((lg_bar_{s.bar}_u32 + 8 * (", f", {int(s.bytes)}u)"]
     if isinstance(s, MbarrierArrive):
-        return [f"lg_mbar_arrive(lg_smem_u32(&lg_bar_{s.bar}["]
+        return [f"lg_mbar_arrive((lg_bar_{s.bar}_u32 + 8 * ("]
     if isinstance(s, NamedBarrier):
         return ["lg_named_bar(", f", {s.threads})"]
     if isinstance(s, BulkCommit):
@@ -66,18 +76,23 @@ def _expected(s: Any) -> List[str]:
         return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
     if isinstance(s, WgmmaMma):
         return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b)}(&{s.acc.frag.name}[0], "
-                f"lg_gmma_desc(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}, ",
-                f"lg_gmma_desc(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}, "]
+                f"lg_gmma_desc_u32(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}_u32, ",
+                f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
     return []
 
 
 _CALL = re.compile(r"(lg_\w+(?:<\d+>)?)\((.*)\);$")
-_SADDR = re.compile(r"^lg_smem_u32\((\w+) \+ \((.*)\)\)$")
-_BAR = re.compile(r"^lg_smem_u32\(&lg_bar_(\w+)\[(.*)\]\)$")
+_SADDR = re.compile(r"^\((\w+)_u32 \+ 2 \* \((.*)\)\)$")
+_BAR = re.compile(r"^\(lg_bar_(\w+)_u32 \+ 8 \* \((.*)\)\)$")
+_VAR = re.compile(r"^(?:int )?(\w+) = (.*);$")
 
 
 def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
     """(how the text line starts, the IR expressions it prints in order) of ``s``."""
+    if isinstance(s, VarInit):
+        return f"int {s.name} = ", [s.expr]
+    if isinstance(s, VarSet):
+        return f"{s.name} = ", [s.expr]
     if isinstance(s, Let):
         return f"const int {s.name} = ", [s.expr]
     if isinstance(s, Loop):
@@ -115,6 +130,9 @@ def _txt_exprs(line: str) -> List[str]:
     if line.startswith("*reinterpret_cast"):
         m = re.match(r"\*reinterpret_cast<lg_u32\*>\(\w+ \+ \((.*)\)\) = ", line)
         return [m.group(1)] if m else []
+    m = _VAR.match(line)
+    if m and not line.startswith("lg_"):
+        return [m.group(2)]
     if line.startswith("if ((tid & 31) == 0) "):
         line = line[len("if ((tid & 31) == 0) "):]
     m = _CALL.search(line)
@@ -128,8 +146,8 @@ def _txt_exprs(line: str) -> List[str]:
             out.append(sm.group(2))
         elif bm:
             out.append(bm.group(2))
-        elif a.startswith("lg_gmma_desc("):
-            out.append(split_args(a[len("lg_gmma_desc("):-1])[2].strip())
+        elif a.startswith("lg_gmma_desc_u32("):
+            out.append(split_args(a[len("lg_gmma_desc_u32("):-1])[2].strip())
         elif a.startswith("(lg_u32)("):
             out.append(a[len("(lg_u32)("):-1])
         elif not re.fullmatch(r"\d+u?|tm\w+|&\w+\[\d+\]", a):
@@ -187,12 +205,40 @@ def _expressions(k: Any, body: str, f: Fail) -> None:
         pos += 1
 
 
+def _bases(k: Any, source: str, f: Fail) -> None:
+    """Each shared / mbarrier array's 32-bit address: declared once, from that array."""
+    names = [(s.name, s.name) for s in k.shared] + \
+        [(f"lg_bar_{s.bar}", f"lg_bar_{s.bar}") for s in walk(k.body)
+         if isinstance(s, MbarrierInit)]
+    for base, arr in names:
+        decl = re.findall(rf"const lg_u32 {base}_u32 = (.*);", source)
+        if decl != [f"lg_smem_u32({arr})"]:
+            f.add("declarations", f"the 32-bit address {base}_u32 is declared as {decl}; the IR "
+                                  f"needs it once, lg_smem_u32({arr})")
+
+
+def _carried(k: Any, body: str, f: Fail) -> None:
+    """Each loop-carried variable is assigned on as many printed lines as the IR assigns it."""
+    want: Dict[str, int] = {}
+    for s in walk(k.body):
+        if isinstance(s, (VarInit, VarSet)):
+            want[s.name] = want.get(s.name, 0) + 1
+    lines = [ln.strip() for ln in body.splitlines()]
+    for name, n in want.items():
+        got = sum(1 for ln in lines if re.match(rf"^(?:int )?{name} (?:[-+*/%^&|]?=|\+\+|--)", ln)
+                  or re.search(rf"(?:\+\+|--){name}\b|\b{name}(?:\+\+|--)", ln))
+        if got != n:
+            f.add("printed_source", f"the loop-carried variable {name} is assigned on {got} "
+                                    f"printed lines; the IR declares / updates it {n} times")
+
+
 def printed_tma_checks(k: Any, source: str) -> Fail:
     f = Fail()
     # ---- declarations ----------------------------------------------------------------------
     ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
     helpers = [("TMA helpers", TMA_HELPERS)] + ([("wgmma helpers", HELPERS),
-                                                 ("descriptor helper", GMMA_DESC)] if ms else [])
+                                                 ("descriptor helper", GMMA_DESC_U32)]
+                                                if ms else [])
     for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
         helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
     for what, text in helpers:
@@ -226,6 +272,12 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
         if isinstance(s, MbarrierInit) and \
                 f"unsigned long long lg_bar_{s.bar}[{s.n}];" not in source:
             f.add("declarations", f"mbarrier array {s.bar}[{s.n}] is not declared")
+        if isinstance(s, MbarrierInit) and \
+                (f"if (tid == 0) {{ for (int i = 0; i < {s.n}; ++i) lg_mbar_init((lg_bar_{s.bar}"
+                 f"_u32 + 8 * (i)), {s.count}); }}") not in source:
+            f.add("declarations", f"mbarrier array {s.bar}: no printed initialisation of its "
+                                  f"{s.n} barriers to {s.count} arrivals by thread 0")
+    _bases(k, source, f)
     # ---- printed_source ----------------------------------------------------------------------
     body = source[m.end():]
     pos = 0
@@ -242,6 +294,7 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
             break
         pos = end
     _expressions(k, body, f)
+    _carried(k, body, f)
     return f
 
 

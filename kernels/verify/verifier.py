@@ -46,6 +46,7 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
         raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
     if spec.warpgroup_roles:
         return _verify_roles(kernel_ir, spec, arch, source, instances)
+    _no_carried_variables(kernel_ir, spec)
     if spec.domain.kind == "every_block":
         if spec.wave_roles:
             raise SpecError(f"spec {spec.name}: wave_roles are checked per wave on instances "
@@ -63,6 +64,21 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
     if source is not None:
         attach_printed_checks(report, kernel_ir, source, instances=printed_on)
     return report
+
+
+def _no_carried_variables(kernel_ir: Any, spec: KernelSpec) -> None:
+    """The lockstep engines read a ``Let`` as a function of the loop indices (closed forms,
+    block translation); a loop-carried variable (``VarInit`` / ``VarSet``) is not one, so
+    only the per-role model runs kernels holding one."""
+    from ..ir.core import walk
+    from ..ir.nvidia_tma import VarInit, VarSet
+    hit = next((s for s in walk(getattr(kernel_ir, "body", [])) if isinstance(s, (VarInit,
+                                                                                   VarSet))),
+               None)
+    if hit is not None:
+        raise SpecError(f"spec {spec.name}: {type(hit).__name__} {hit.name!r} is a loop-carried "
+                        "variable, which only the per-role phase model runs (a spec with "
+                        "warpgroup_roles); write it as a Let of the loop indices here")
 
 
 def _verify_roles(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],
