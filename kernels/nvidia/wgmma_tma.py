@@ -58,6 +58,7 @@ STAGE_ALIGN = 1024
 STATIC_SMEM = 1024          # the mbarriers, as ptxas reports the static shared memory
 PRODUCER_REGS = 40          # setmaxnreg of the producer warpgroup
 CONSUMER_REGS = 232         # ... and of each consumer (128 * 40 + 256 * 232 <= 64K)
+REGISTER_FILE = 65536       # 32-bit registers of one SM
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class TmaGemmConfig(GemmTileBytes):
     split_k: bool = False       # (tile, k range) work units; fp32 partials + reduce kernel
     reduce: str = "kernel"      # split-K: "kernel" (a second launch) or "inline" (the last
                                 # split CTA of each tile reduces: one launch, splitk_inline.py)
+    ctas_per_sm: int = 1        # 2: __launch_bounds__(threads, 2), the consumers' setmaxnreg
+                                # share of half the register file, grid = min(units, 2 x SMs)
+                                # (two CTAs of a skinny split-K GEMM overlap one's epilogue
+                                # with the other's loads)
 
     @property
     def consumers(self) -> int:
@@ -89,6 +94,17 @@ class TmaGemmConfig(GemmTileBytes):
         return 64 * self.bn * 2 if self.store == "tma" else 0
 
     @property
+    def consumer_regs(self) -> int:
+        """``setmaxnreg.inc`` of each consumer thread: 232 with one CTA per SM; with two, what
+        half the register file leaves after the producer's 40 (a multiple of 8, as
+        ``setmaxnreg`` needs): 216 for one consumer."""
+        if self.ctas_per_sm == 1:
+            return CONSUMER_REGS
+        per_cta = REGISTER_FILE // self.ctas_per_sm
+        return min(CONSUMER_REGS, (per_cta - 128 * PRODUCER_REGS) // (128 * self.consumers)
+                   // 8 * 8)
+
+    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory (the mbarriers are static shared memory)."""
         return (self.stages * (self.a_stage + self.b_stage) + self.consumers * self.c_stage
@@ -99,7 +115,8 @@ class TmaGemmConfig(GemmTileBytes):
         return (f"lg_wgmma_tma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
                 f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
                 + ("" if self.store == "tma" else "_ds") + ("_sk" if self.split_k else "")
-                + ("i" if self.inline_reduce else ""))
+                + ("i" if self.inline_reduce else "")
+                + ("" if self.ctas_per_sm == 1 else f"_c{self.ctas_per_sm}"))
 
     @property
     def inline_reduce(self) -> bool:
@@ -128,6 +145,14 @@ def _validate(cfg: TmaGemmConfig) -> None:
     need(cfg.arch == "sm_90a", f"arch={cfg.arch!r}: wgmma and setmaxnreg need 'sm_90a'")
     need(cfg.smem_bytes + STATIC_SMEM <= 227 * 1024, f"{cfg.smem_bytes} bytes of dynamic "
          f"shared memory + {STATIC_SMEM} static; sm_90 allows 227 KiB per block")
+    need(cfg.ctas_per_sm in (1, 2), f"ctas_per_sm={cfg.ctas_per_sm}: 1 or 2")
+    if cfg.ctas_per_sm > 1:
+        need(cfg.consumers == 1, f"ctas_per_sm={cfg.ctas_per_sm} with bm={cfg.bm}: two "
+             "consumer warpgroups' accumulators do not fit half the register file; use bm=64")
+        need(cfg.ctas_per_sm * (cfg.smem_bytes + STATIC_SMEM + 1024) <= 228 * 1024,
+             f"ctas_per_sm={cfg.ctas_per_sm}: {cfg.ctas_per_sm} x ({cfg.smem_bytes} + "
+             f"{STATIC_SMEM} static + 1024 reserved) bytes of shared memory exceed the SM's "
+             "228 KiB: use fewer stages")
 
 
 @dataclass(frozen=True)
@@ -301,7 +326,7 @@ def _producer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
 
 
 def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
-    w(f"    lg_setmaxnreg_inc<{CONSUMER_REGS}>();")
+    w(f"    lg_setmaxnreg_inc<{cfg.consumer_regs}>();")
     w("    const int cg = wg - 1, lane = tid & 31;")
     if cfg.store == "tma":
         w(f"    const lg_u32 sC = sB + {cfg.stages * cfg.b_stage} + cg * {cfg.c_stage};")
@@ -412,7 +437,9 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w(HELPERS)
     w(TMA_HELPERS)
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
-    w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
+    # the setmaxnreg budgets are shares of the register file of ctas_per_sm CTAs: ptxas gives
+    # every thread 64K / (threads x ctas_per_sm) registers at launch
+    w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, {cfg.ctas_per_sm})')
     w(f"{cfg.name}(const void* __restrict__ tmA, const void* __restrict__ tmB, "
       "const void* __restrict__ tmC, " + ("float" if cfg.split_k else "lg_u16")
       + "* __restrict__ C, int M, int N, int K, int ldc, int splits, int kt_per"
@@ -487,7 +514,7 @@ class TmaGemm(CudaGemm):
         cfg = self.cfg
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        grid = min(tiles * n, device_info(index)["sms"])
+        grid = min(tiles * n, cfg.ctas_per_sm * device_info(index)["sms"])
         ldc = N if cfg.split_k or out is None else out.stride(0)
         inline = cfg.inline_reduce
         main = LaunchSite(self.module, cfg.name, grid, cfg.threads,
