@@ -3,15 +3,17 @@ cuBLAS in one run (issue 20; H100/H200).
 
     python3 benchmarks/gpu_gemm_low.py [--out DIR] [--reps 10] [--skip bitwise,timing]
 
-1. bitwise: each two-CTAs-per-SM split-K configuration (``TmaGemmConfig(ctas_per_sm=2)``)
-   against the same tile with one CTA per SM, on problems with edge tiles (odd M/N, K not a
-   multiple of 64) and the suite's skinny shapes, splits 1, 2, 3, 7 and 16: ``torch.equal``
-   (the reduction order is the same, so the bits must be), and the relative error against a
-   float32 ``torch.matmul``;
-2. timing: per weak row (64/16/1x4096x4096, 1024x1024x16384, 4000x3000x1000, 777x333x130 and
-   the two split-K rows that must not get slower), the dispatched kernel, candidate tiles,
-   split counts, CTAs per SM, and for rows that straddle 128-byte lines the kernel on padded
-   copies of A or B (with and without the copy); device time = CUPTI medians of ``--reps``
+1. bitwise: each short-A-box configuration (``TmaGemmConfig(a_rows=8/16/32)``) against the
+   same tile with the whole 64-row box, on problems of at most ``a_rows`` rows with edge tiles
+   (odd N, K not a multiple of 64) and the suite's skinny shapes, splits 1, 2, 3, 7 and 16:
+   ``torch.equal`` (same k order, so the bits must be), and the relative error against a
+   float32 ``torch.matmul`` (the first run of 2026-11-24 12:31Z did the same for
+   ``ctas_per_sm=2`` against one CTA per SM: 280 cases, 0 mismatches);
+2. timing: per weak row (64/32/16/1x4096x4096 and 8x8192x8192, 4000x3000x1000 and two more
+   problems whose B rows straddle 128-byte lines, 777x333x130, and the two split-K rows that
+   must not get slower), the dispatched kernel beside candidate tiles, split counts, CTAs per
+   SM and A box rows, and for straddling rows the kernel on copies of B (or A and B) on
+   128-byte lines, with and without the copy; device time = CUPTI medians of ``--reps``
    calls, cuBLAS (``torch.matmul``) in the same process.
 
 Writes ``gemm_low.json`` / ``gemm_low.txt`` to ``--out`` (default ``$OUT``).
@@ -31,10 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_timing import bench_parser, write_report  # noqa: E402
 
 
-def _tma(dtype="bf16", bm=64, bn=128, stages=8, c=1, store="direct", split=True, bmaj="n"):
+def _tma(dtype="bf16", bm=64, bn=128, stages=8, c=1, store="direct", split=True, bmaj="n",
+         a_rows=0):
     from kernels.nvidia.wgmma_tma import TmaGemmConfig
     return TmaGemmConfig(dtype=dtype, b_major=bmaj, bm=bm, bn=bn, stages=stages, store=store,
-                         split_k=split, reduce="inline" if split else "kernel", ctas_per_sm=c)
+                         split_k=split, reduce="inline" if split else "kernel", ctas_per_sm=c,
+                         a_rows=a_rows)
 
 
 # (tile and stages, CTAs per SM): the skinny candidates.  64x128 with two CTAs holds 4 stages
@@ -42,8 +46,14 @@ def _tma(dtype="bf16", bm=64, bn=128, stages=8, c=1, store="direct", split=True,
 SKINNY = [(64, 128, 8, 1), (64, 128, 4, 2), (64, 64, 12, 1), (64, 64, 6, 2)]
 
 
+A_ROWS = (8, 16, 32)
+
+
 def configs():
-    cf = [_tma(bm=bm, bn=bn, stages=st, c=c) for bm, bn, st, c in SKINNY]
+    cf = [_tma(bm=bm, bn=bn, stages=st, c=c, a_rows=ar) for bm, bn, st, c in SKINNY
+          for ar in (0,) + A_ROWS]
+    cf += [_tma(d, 64, bn, st, bmaj=bmaj, a_rows=ar) for d in ("f16", "bf16")
+           for bmaj in ("n", "k") for bn, st in ((64, 12), (128, 8)) for ar in (0,) + A_ROWS]
     cf += [_tma(bm=128, bn=128, stages=6)]
     cf += [_tma("f16", 128, 256, 3, store="tma", split=False),
            _tma("f16", 128, 192, 4, store="tma", split=False),
@@ -69,7 +79,7 @@ def precompile() -> None:
         list(ex.map(_compile, configs()))
 
 
-EDGE = [(200, 304, 1000), (1, 8, 8), (129, 1000, 4104), (77, 264, 3000), (64, 4096, 4096),
+EDGE = [(200, 304, 1000), (1, 8, 8), (129, 1000, 4104), (5, 264, 3000), (64, 4096, 4096),
         (16, 4000, 4096), (1, 4096, 4096)]
 
 
@@ -79,11 +89,12 @@ def bitwise(torch) -> list:
     dts = {"f16": torch.float16, "bf16": torch.bfloat16}
     rows = []
     for cfg in configs():
-        if cfg.ctas_per_sm != 2:
+        if cfg.ctas_per_sm != 1 or not cfg.a_rows:
             continue
         two = compiled_gemm(cfg)
-        one = compiled_gemm(replace(cfg, ctas_per_sm=1, stages=8 if cfg.bn == 128 else 12))
+        one = compiled_gemm(replace(cfg, a_rows=0))
         for M, N, K in EDGE:
+            M = min(M, cfg.a_rows)
             a = torch.randn(M, K, dtype=dts[cfg.dtype], device="cuda")
             b = torch.randn((K, N) if cfg.b_major == "n" else (N, K), dtype=dts[cfg.dtype],
                             device="cuda")
@@ -111,35 +122,30 @@ def _cands(M, N, K, dtype):
     out = [("dispatch", None, 0, "")]
     kt = cdiv(K, 64)
     if M <= 128 or K >= 8 * max(M, N) // 2:
+        ar = next((r for r in A_ROWS if M <= r), 0)
         for bm, bn, st, c in SKINNY + [(128, 128, 6, 1)]:
             if bm == 128 and M <= 64:
                 continue
             tiles = cdiv(M, bm) * cdiv(N, bn)
-            for s in (1, 2, 3, 4, 6, 8, 16):
+            for s in (1, 2, 4, 8):
                 if s > max(1, kt // 4) or tiles * s > 2 * 132 * c:
                     continue
-                out.append((f"{bm}x{bn} s{st} c{c} split {s}",
-                            _tma(dtype, bm, bn, st, c=c), s, ""))
-    else:
-        for bm, bn, st, store in ((128, 256, 3, "tma"), (128, 192, 4, "tma"),
-                                  (128, 128, 6, "tma"), (128, 256, 4, "direct")):
-            if N % 8 and store == "tma":
-                continue
-            cfg = _tma(dtype, bm, bn, st, store=store, split=False)
-            for pad in ("", "a", "b", "ab"):
-                out.append((f"{bm}x{bn} s{st} {store}" + (f" pad {pad}" if pad else ""),
-                            cfg, 1, pad))
+                for a in sorted({0, ar if bm == 64 else 0}):
+                    out.append((f"{bm}x{bn} s{st} c{c} a{a} split {s}",
+                                _tma(dtype, bm, bn, st, c=c, a_rows=a), s, ""))
+    elif N % 8 == 0:
+        cfg = _tma(dtype, 128, 256, 3, store="tma", split=False)
+        for pad in ("", "b", "ab"):
+            out.append(("128x256 s3 tma" + (f" pad {pad}" if pad else ""), cfg, 1, pad))
     if (M, N, K) == (777, 333, 130):
-        for cfg in (_tma(dtype, 64, 64, 12), _tma(dtype, 64, 64, 6, c=2),
-                    _tma(dtype, 64, 128, 8)):
-            out.append((f"TMA {cfg.bm}x{cfg.bn} c{cfg.ctas_per_sm} on padded rows", cfg, 1, "ab"))
-        out.append(("mma.sync (atom='mma')", "mma", 0, ""))
+        out.append(("TMA 64x64 c1 on padded rows", _tma(dtype, 64, 64, 12), 1, "ab"))
     return out
 
 
-SHAPES = [(64, 4096, 4096, "bf16"), (16, 4096, 4096, "bf16"), (1, 4096, 4096, "bf16"),
-          (1024, 1024, 16384, "bf16"), (4000, 3000, 1000, "f16"), (777, 333, 130, "f16"),
-          (16, 14336, 4096, "bf16"), (128, 4096, 14336, "bf16")]
+SHAPES = [(64, 4096, 4096, "bf16"), (32, 4096, 4096, "bf16"), (16, 4096, 4096, "bf16"),
+          (1, 4096, 4096, "bf16"), (4000, 3000, 1000, "f16"), (2048, 3000, 2048, "bf16"),
+          (2000, 1000, 3000, "f16"), (777, 333, 130, "f16"), (16, 14336, 4096, "bf16"),
+          (128, 4096, 14336, "bf16"), (8, 8192, 8192, "bf16")]
 
 
 def timing(torch, reps: int) -> list:

@@ -139,7 +139,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         if plan is None:
             choice = choose_gemm(a, b, b_major=b_major, atom=atom)
             plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config), choice.splits,
-                                                 choice.pad_rows))
+                                                 choice.pad_rows, choice.pad_operands))
         run = gemm_runner(plan, a, b, out)
         c = run(a, b, out)
         _GEMM_RUNS.put(fast, run)          # stored only once a call has passed every check
@@ -153,11 +153,18 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
 @dataclass(frozen=True)
 class GemmPlan:
     """What :func:`gemm` decided for one :func:`gemm_plan_key`: the built kernel, its split
-    count and the row padding the selection asked for (``GemmChoice.pad_rows``)."""
+    count and the row padding the selection asked for (``GemmChoice.pad_rows`` of the operands
+    in ``pad_operands``)."""
 
     kernel: Any
     splits: int
     pad_rows: int
+    pad_operands: str = "ab"
+
+    def line(self, operand: str) -> int:
+        """The row alignment in bytes ``operand`` ("a" or "b") must have before the TMA kernel
+        reads it (0: the 16 bytes TMA needs)."""
+        return self.pad_rows if operand in self.pad_operands else 0
 
 
 _GEMM_PLANS: BoundedCache = BoundedCache(256)
@@ -181,8 +188,8 @@ def run_gemm_plan(plan: GemmPlan, a, b, out=None):
     if isinstance(config, TmaGemmConfig):
         # the selection chose to copy the operands into buffers whose rows start on
         # pad_rows-byte lines (at least 16 bytes: what TMA can address)
-        a = a if tma_ready(a, plan.pad_rows) else tma_padded(a, plan.pad_rows)
-        b = b if tma_ready(b, plan.pad_rows) else tma_padded(b, plan.pad_rows)
+        a = a if tma_ready(a, plan.line("a")) else tma_padded(a, plan.line("a"))
+        b = b if tma_ready(b, plan.line("b")) else tma_padded(b, plan.line("b"))
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
         return g(a, b, out, splits=plan.splits)
@@ -199,7 +206,7 @@ def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
     g = plan.kernel
     config = g.cfg
     if isinstance(config, TmaGemmConfig):
-        if not (tma_ready(a, plan.pad_rows) and tma_ready(b, plan.pad_rows)):
+        if not (tma_ready(a, plan.line("a")) and tma_ready(b, plan.line("b"))):
             return lambda a, b, out: run_gemm_plan(plan, a, b, out)
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))

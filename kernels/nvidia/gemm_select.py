@@ -39,10 +39,11 @@ from ..errors import LaunchError
 from ..selection import GemmChoice, GemmProblem, Target, cdiv
 from .gemm import CudaGemmConfig
 from .wgmma import WgmmaGemmConfig
-from .wgmma_tma import TmaGemmConfig
+from .wgmma_tma import A_ROWS, TmaGemmConfig
 
 __all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident", "tma_choice",
-           "EDGE_TFLOPS", "cp_async_choice", "tma_split_choice", "split_estimate", "TMA_TFLOPS", "PAD_GBPS"]
+           "EDGE_TFLOPS", "cp_async_choice", "tma_split_choice", "split_estimate", "TMA_TFLOPS",
+           "PAD_GBPS", "STRADDLE_SLOWDOWN", "a_box_rows"]
 
 # (bm, bn, stages): every candidate's plan is proved when it is built.  The 64-row tiles keep
 # 4 / 6 stages (97 KiB) so two CTAs share an SM: a skinny problem's split-K CTAs then overlap
@@ -114,6 +115,12 @@ PAD_GBPS = 2500e9
 # rows against 381 TF on its own, but the copy ate the gain (63.1 us against 62.1 us in all)
 LINE = 128
 TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 227 KiB
+# ... except B's rows when B is N-major: its boxes are bn / 64 boxes of 64 k rows x 128 bytes,
+# and with rows straddling 128-byte lines the kernel took 1.53x as long (4000x3000x1000 f16,
+# 128x256: 64.1 us against 41.8 us with B alone on 128-byte lines; padding A too gained
+# another 1.1 us, A alone 8.8 us: benchmarks/results/gpu_gemm_low_h100_2026-11-24.txt).  So B
+# alone is copied onto 128-byte lines when that copy costs less than the slowdown it removes
+STRADDLE_SLOWDOWN = 0.53
 
 
 def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoice]:
@@ -139,13 +146,33 @@ def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoi
         why.append(f"rows not 16-byte aligned: A and B copied into padded buffers first "
                    f"(~{pad / 1e6:.0f} MB, est. {1e6 * t_pad:.0f} us with the copy against "
                    f"{1e6 * t_edge:.0f} us on the edge path)")
+    pad_ops = "ab"
+    if not pad_rows:
+        pad_rows, pad_ops = straddle_pad(p, why)
     store = "tma" if p.n % 8 == 0 else "direct"
     if store == "direct":
         why.append(f"N = {p.n}: C rows not 16-byte aligned, registers -> global stores")
     tcfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=cfg.bm, bn=cfg.bn,
                          stages=TMA_STAGES[cfg.bn], store=store)
     return GemmChoice("wgmma_tma", tcfg, 1, min(tiles, t.sms), "; ".join(why), base.score,
-                      pad_rows)
+                      pad_rows, pad_ops)
+
+
+def straddle_pad(p: GemmProblem, why: List[str]) -> Tuple[int, str]:
+    """``(LINE, "b")`` when N-major B's 16-byte aligned rows straddle 128-byte lines (judged
+    on contiguous rows of ``N`` elements; the runtime copies only a B whose rows really do)
+    and copying B (read + write at :data:`PAD_GBPS`) costs less than :data:`STRADDLE_SLOWDOWN`
+    of the kernel's time at :data:`TMA_TFLOPS`; else ``(0, "ab")``.  Appends the reason."""
+    if p.b_major != "n" or (2 * p.n) % LINE == 0:
+        return 0, "ab"
+    t_copy = 2 * 2 * p.k * p.n / PAD_GBPS
+    t_loss = STRADDLE_SLOWDOWN * p.flops / TMA_TFLOPS
+    if t_copy >= t_loss:
+        return 0, "ab"
+    why.append(f"B's {2 * p.n}-byte rows straddle 128-byte lines: B copied onto 128-byte "
+               f"lines first (~{4 * p.k * p.n / 1e6:.0f} MB, est. {1e6 * t_copy:.1f} us "
+               f"against {1e6 * t_loss:.1f} us lost to the straddle)")
+    return LINE, "b"
 
 
 def pad_bytes(p: GemmProblem) -> int:
@@ -156,8 +183,13 @@ def pad_bytes(p: GemmProblem) -> int:
 # The split-K TMA candidates (bm, bn, stages: the most that fit 227 KiB with no C buffer) and
 # the time estimate that ranks them: every figure ASSUMED from the H100 runs of 2026-11-24
 # (benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json), not a model of the chip.
-SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128, 6)]
-SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85}
+# 64x64 (12 stages) last: it wins where the operands' bytes bound the time and more tiles
+# spread them over more SMs without splitting K (64x4096x4096: 11.5 us against 14.3 us for
+# 64x128 split 4; 128x4096x14336: 43.0 against 48.5 us; H100, gpu_gemm_low_h100_2026-11-24),
+# and a tie (16x14336x4096: both DRAM-bound) keeps the earlier 64x128
+SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128, 6),
+                                           (64, 64, 12)]
+SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85, (64, 64): 0.5}
 SM_TFLOPS = 6.0e12          # dense f16/bf16 wgmma per SM at full efficiency (~800 TF / 132)
 DRAM_BPS = 3.0e12           # operands read once (L2 shares them within a wave), workspace
 # the one-launch split-K (reduce="inline"): what the last CTA of a tile adds per split when it
@@ -165,23 +197,35 @@ DRAM_BPS = 3.0e12           # operands read once (L2 shares them within a wave),
 # benchmarks/results/gpu_splitk_inline_h100_2026-11-24.json; 64x256 keeps 128 accumulators and
 # cannot keep many loads in flight).  The two-launch form it replaces paid a second launch:
 # ~20-40 us more host time per call by wall, the same run
-INLINE_SPLIT_S = {(64, 128): 0.6e-6, (128, 128): 0.8e-6}
+INLINE_SPLIT_S = {(64, 128): 0.6e-6, (128, 128): 0.8e-6, (64, 64): 0.6e-6}
 # 64x256 cannot reduce inline (ptxas spills): it keeps the reduce kernel, whose second launch
 # costs the caller ~20-45 us more host time than one launch (same run, "host" column)
 SECOND_LAUNCH_S = 25e-6
 
 
 def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, int, int]:
-    """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles: splits
-    so that the (tile, k range) units fill at most the SMs once (at least 4 k tiles each);
-    time = max(compute of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written
-    and read back + the last CTA's wait per split (:data:`INLINE_SPLIT_S`), or for a tile that
-    cannot reduce inline the reduce kernel's second launch (:data:`SECOND_LAUNCH_S`)."""
+    """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles at the
+    split count (1 up to what fills the SMs once with units of at least 4 k tiles) of the
+    least :func:`split_time`; a tie keeps the fewer splits."""
     tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
     kt = cdiv(p.k, 64)
-    s = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
-    s = cdiv(kt, cdiv(kt, s))                       # the count the kernel really launches
-    units = tiles * s
+    top = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
+    best = None
+    for want in range(1, top + 1):
+        s = cdiv(kt, cdiv(kt, want))                # the count the kernel really launches
+        est = split_time(p, t, bm, bn, s)
+        if best is None or est < best[0]:
+            best = (est, s, tiles * s)
+    return best
+
+
+def split_time(p: GemmProblem, t: Target, bm: int, bn: int, s: int) -> float:
+    """Seconds of the split-K TMA kernel with ``bm x bn`` tiles and ``s`` splits: max(compute
+    of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written and read back +
+    the last CTA's wait per split (:data:`INLINE_SPLIT_S`), or for a tile that cannot reduce
+    inline the reduce kernel's second launch (:data:`SECOND_LAUNCH_S`)."""
+    kt = cdiv(p.k, 64)
+    units = cdiv(p.m, bm) * cdiv(p.n, bn) * s
     compute = cdiv(units, t.sms) * 2 * bm * bn * 64 * cdiv(kt, s) / (
         SM_TFLOPS * SPLIT_EFFICIENCY[(bm, bn)])
     mem = 2 * (p.m * p.k + p.k * p.n) / DRAM_BPS
@@ -189,7 +233,18 @@ def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, 
         ws = (8 * s * p.m * p.n / DRAM_BPS + s * INLINE_SPLIT_S[(bm, bn)]) if s > 1 else 0.0
     else:       # fp32 partials at every split count, then the reduce kernel's launch
         ws = 8 * s * p.m * p.n / DRAM_BPS + SECOND_LAUNCH_S
-    return max(compute, mem) + ws, s, units
+    return max(compute, mem) + ws
+
+
+def a_box_rows(p: GemmProblem, bm: int) -> int:
+    """``TmaGemmConfig.a_rows`` for ``p``: the fewest rows of :data:`A_ROWS` holding M when the
+    tile has one consumer (bm 64) and M fits one, else 0 (the whole tile).  A 64-row box of a
+    16-row A is 48 rows of TMA zero fill, and filling them was slow: 64x64 tiles, 1 split,
+    11.5 us at M = 64 but 16.3 us at M = 16 and 19.5 us at M = 1 (H100,
+    gpu_gemm_low_h100_2026-11-24)."""
+    if bm != 64:
+        return 0
+    return next((r for r in A_ROWS if p.m <= r), 0)
 
 
 def tma_split_choice(p: GemmProblem, t: Target) -> GemmChoice:
@@ -203,13 +258,16 @@ def tma_split_choice(p: GemmProblem, t: Target) -> GemmChoice:
     est, bm, bn, st, s, units = best
     cfg = TmaGemmConfig(dtype=p.dtype, b_major=p.b_major, bm=bm, bn=bn, stages=st,
                         store="direct", split_k=True,
-                        reduce="inline" if (bm, bn) in INLINE_SPLIT_S else "kernel")
+                        reduce="inline" if (bm, bn) in INLINE_SPLIT_S else "kernel",
+                        a_rows=a_box_rows(p, bm))
     tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
     why = (f"{bm}x{bn} tiles: {tiles} tiles" + (f", split-K {s} ({cdiv(cdiv(p.k, 64), s)} k "
            f"tiles each)" if s > 1 else "") + f": {units} work units on {min(units, t.sms)} "
            f"persistent CTAs (TMA producer + wgmma consumer), "
            + ("one launch (the last split of each tile reduces)" if cfg.inline_reduce else
-              "partials + the reduce kernel") + f"; est. {1e6 * est:.1f} us "
+              "partials + the reduce kernel")
+           + (f"; A boxes of {cfg.a_rows} rows (M = {p.m})" if cfg.a_rows else "")
+           + f"; est. {1e6 * est:.1f} us "
            "(assumed figures, gemm_select.SPLIT_TILES)")
     return GemmChoice("wgmma_tma", cfg, s, min(units, t.sms), why, est)
 
