@@ -43,7 +43,7 @@ from .wgmma_tma import A_ROWS, TmaGemmConfig
 
 __all__ = ["select_nvidia_gemm", "WGMMA_TILES", "TILE_EFFICIENCY", "resident", "tma_choice",
            "EDGE_TFLOPS", "cp_async_choice", "tma_split_choice", "split_estimate", "TMA_TFLOPS",
-           "PAD_GBPS", "STRADDLE_SLOWDOWN", "a_box_rows"]
+           "PAD_GBPS", "STRADDLE_SLOWDOWN", "PAD_COPY_S", "a_box_rows", "straddle_pad"]
 
 # (bm, bn, stages): every candidate's plan is proved when it is built.  The 64-row tiles keep
 # 4 / 6 stages (97 KiB) so two CTAs share an SM: a skinny problem's split-K CTAs then overlap
@@ -121,6 +121,9 @@ TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 
 # another 1.1 us, A alone 8.8 us: benchmarks/results/gpu_gemm_low_h100_2026-11-24.txt).  So B
 # alone is copied onto 128-byte lines when that copy costs less than the slowdown it removes
 STRADDLE_SLOWDOWN = 0.53
+# what one padding copy costs beyond its bytes (a launch-bound small copy: 777x333x130's two
+# copies took 3.7 us of device time for 0.5 MB, same run)
+PAD_COPY_S = 1.8e-6
 
 
 def tma_choice(p: GemmProblem, t: Target, base: GemmChoice) -> Optional[GemmChoice]:
@@ -162,10 +165,11 @@ def straddle_pad(p: GemmProblem, why: List[str]) -> Tuple[int, str]:
     """``(LINE, "b")`` when N-major B's 16-byte aligned rows straddle 128-byte lines (judged
     on contiguous rows of ``N`` elements; the runtime copies only a B whose rows really do)
     and copying B (read + write at :data:`PAD_GBPS`) costs less than :data:`STRADDLE_SLOWDOWN`
-    of the kernel's time at :data:`TMA_TFLOPS`; else ``(0, "ab")``.  Appends the reason."""
+    of the kernel's time at :data:`TMA_TFLOPS` (plus :data:`PAD_COPY_S` a copy); else
+    ``(0, "ab")``.  Appends the reason."""
     if p.b_major != "n" or (2 * p.n) % LINE == 0:
         return 0, "ab"
-    t_copy = 2 * 2 * p.k * p.n / PAD_GBPS
+    t_copy = PAD_COPY_S + 2 * 2 * p.k * p.n / PAD_GBPS
     t_loss = STRADDLE_SLOWDOWN * p.flops / TMA_TFLOPS
     if t_copy >= t_loss:
         return 0, "ab"
@@ -184,9 +188,10 @@ def pad_bytes(p: GemmProblem) -> int:
 # the time estimate that ranks them: every figure ASSUMED from the H100 runs of 2026-11-24
 # (benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json), not a model of the chip.
 # 64x64 (12 stages) last: it wins where the operands' bytes bound the time and more tiles
-# spread them over more SMs without splitting K (64x4096x4096: 11.5 us against 14.3 us for
-# 64x128 split 4; 128x4096x14336: 43.0 against 48.5 us; H100, gpu_gemm_low_h100_2026-11-24),
-# and a tie (16x14336x4096: both DRAM-bound) keeps the earlier 64x128
+# spread them over more SMs with fewer splits (64x4096x4096: 11.7 us at 2 splits against 14.3
+# us for 64x128 at 4; 128x4096x14336: 43.7 against 48.3 us for 64x128 at 2; H100,
+# gpu_gemm_low_h100_2026-11-24), and a tie (16x14336x4096: both DRAM-bound) keeps the earlier
+# 64x128
 SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128, 6),
                                            (64, 64, 12)]
 SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85, (64, 64): 0.5}
@@ -204,28 +209,21 @@ SECOND_LAUNCH_S = 25e-6
 
 
 def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, int, int]:
-    """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles at the
-    split count (1 up to what fills the SMs once with units of at least 4 k tiles) of the
-    least :func:`split_time`; a tie keeps the fewer splits."""
+    """``(seconds, splits, units)`` of the split-K TMA kernel with ``bm x bn`` tiles: splits
+    so that the (tile, k range) units fill at most the SMs once (at least 4 k tiles each);
+    time = max(compute of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written
+    and read back + the last CTA's wait per split (:data:`INLINE_SPLIT_S`), or for a tile that
+    cannot reduce inline the reduce kernel's second launch (:data:`SECOND_LAUNCH_S`).
+
+    The most splits that fit, not the fewest the estimate allows: the operand bytes stream
+    faster from more SMs than the DRAM term says (64x64 tiles, 16x4096x4096 with 16-row A
+    boxes: 64 CTAs 11.3 us, 2 splits on 128 CTAs 10.0 us; 1x4096x4096 11.0 / 10.0 us; H100,
+    gpu_gemm_low_h100_2026-11-24)."""
     tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
     kt = cdiv(p.k, 64)
-    top = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
-    best = None
-    for want in range(1, top + 1):
-        s = cdiv(kt, cdiv(kt, want))                # the count the kernel really launches
-        est = split_time(p, t, bm, bn, s)
-        if best is None or est < best[0]:
-            best = (est, s, tiles * s)
-    return best
-
-
-def split_time(p: GemmProblem, t: Target, bm: int, bn: int, s: int) -> float:
-    """Seconds of the split-K TMA kernel with ``bm x bn`` tiles and ``s`` splits: max(compute
-    of the busiest CTA, operand bytes / DRAM) + the fp32 workspace written and read back +
-    the last CTA's wait per split (:data:`INLINE_SPLIT_S`), or for a tile that cannot reduce
-    inline the reduce kernel's second launch (:data:`SECOND_LAUNCH_S`)."""
-    kt = cdiv(p.k, 64)
-    units = cdiv(p.m, bm) * cdiv(p.n, bn) * s
+    s = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
+    s = cdiv(kt, cdiv(kt, s))                       # the count the kernel really launches
+    units = tiles * s
     compute = cdiv(units, t.sms) * 2 * bm * bn * 64 * cdiv(kt, s) / (
         SM_TFLOPS * SPLIT_EFFICIENCY[(bm, bn)])
     mem = 2 * (p.m * p.k + p.k * p.n) / DRAM_BPS
@@ -233,7 +231,7 @@ def split_time(p: GemmProblem, t: Target, bm: int, bn: int, s: int) -> float:
         ws = (8 * s * p.m * p.n / DRAM_BPS + s * INLINE_SPLIT_S[(bm, bn)]) if s > 1 else 0.0
     else:       # fp32 partials at every split count, then the reduce kernel's launch
         ws = 8 * s * p.m * p.n / DRAM_BPS + SECOND_LAUNCH_S
-    return max(compute, mem) + ws
+    return max(compute, mem) + ws, s, units
 
 
 def a_box_rows(p: GemmProblem, bm: int) -> int:
