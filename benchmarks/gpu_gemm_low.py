@@ -220,8 +220,9 @@ def main(argv=None) -> int:
              f"command: {res['command']}", ""]
     for r in res.get("timing", []):
         lines.append(f"{r['M']}x{r['N']}x{r['K']} {r['dtype']:5s} {r['cand']:34s} "
-                     + (f"{r['dev_us']:8.1f} us  {r['x_cublas']:.2f}x  (cuBLAS {r['cublas_us']:.1f})"
-                        if "dev_us" in r else r.get("error", "?"))
+                     + (f"{r['dev_us']:8.1f} us  {r['x_cublas']:.2f}x  "
+                        f"(cuBLAS {r['cublas_us']:.1f})" if "dev_us" in r
+                        else r.get("error", "?"))
                      + (f"  with copy {r['with_copy_us']:.1f}" if "with_copy_us" in r else ""))
     write_report(args.out, "gemm_low", lines, res)
     bad = [r for r in res.get("bitwise", []) if not all(r["equal"]) or not r["rel_err"] < 1e-2]

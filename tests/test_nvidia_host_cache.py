@@ -289,3 +289,21 @@ def test_keys_and_bounded_cache():
     assert c.get(1) == "x" and c.get(None) is None and (c.hits, c.misses) == (1, 1)
     c.put(3, "z")                              # full: forgets everything, keeps working
     assert c.get(1) is None and c.get(3) == "z" and len(c) == 1
+
+
+def test_padded_operands_are_kept_per_stream(fake, monkeypatch):
+    """A GEMM whose B rows straddle 128-byte lines (the selection copies B alone onto lines):
+    the padded buffer and the bound call on it are made once per stream, so later calls launch
+    with the same B pointer (its tensor map cached) and never re-run the launch checks; A and
+    out are the caller's; another stream gets its own buffer."""
+    from types import SimpleNamespace
+    a, b, c = T((4000, 1000), F16), T((1000, 3000), F16), T((4000, 3000), F16)
+    first = calls(fake, lambda: dispatch.gemm(a, b, c))
+    prepared = fake.prepared
+    later = calls(fake, lambda: dispatch.gemm(a, b, c), 3)
+    assert fake.prepared == prepared, "a cached call ran the launch checks again"
+    (L,) = first
+    assert L.kernel == "lg_wgmma_tma_f16_n_128x256x64_s3" and all(x == L for x in later)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None: SimpleNamespace(cuda_stream=9))
+    (L9,) = calls(fake, lambda: dispatch.gemm(a, b, c))
+    assert L9.stream == ("stream", 9) and L9.args[1] != L.args[1], "one B buffer per stream"

@@ -37,7 +37,7 @@ HAVE_COMPILER = nvrtc_available() or nvcc_path() is not None
 def test_h100_split_choices(mnk, bm, bn, splits, a_rows):
     """Skinny / long-K problems: the split-K TMA kernel, units filling the SMs at most once,
     A boxes of only the rows M has (the H100 figures of
-    benchmarks/results/gpu_gemm_low_h100_2026-11-24.txt: each of these was the fastest
+    benchmarks/results/gpu_gemm_low_h100_2026-11-24_1240Z.txt: each of these was the fastest
     one-CTA-per-SM candidate of its row, or within 0.1 us of it)."""
     c = select_gemm(GemmProblem(*mnk, dtype="bf16"), H100)
     assert (c.kind, c.config.bm, c.config.bn, c.splits) == ("wgmma_tma", bm, bn, splits)

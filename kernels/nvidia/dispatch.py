@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
-from ..runtime.launch_cache import BoundedCache, tensor_key
+from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MmaDecodeConfig, heads_per_mma_block, mma_warps
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
@@ -26,7 +26,7 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
-from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
+from .wgmma_tma import TmaGemm, TmaGemmConfig, copy_rows, padded_empty, tma_padded, tma_ready
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from .ws_tma_loads import tma_attention_ready
@@ -206,14 +206,40 @@ def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
     g = plan.kernel
     config = g.cfg
     if isinstance(config, TmaGemmConfig):
-        if not (tma_ready(a, plan.line("a")) and tma_ready(b, plan.line("b"))):
-            return lambda a, b, out: run_gemm_plan(plan, a, b, out)
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
+        pad_a, pad_b = not tma_ready(a, plan.line("a")), not tma_ready(b, plan.line("b"))
+        if pad_a or pad_b:
+            return padded_runner(g, plan, a, b, out, pad_a, pad_b)
         return g.bound(a, b, out, plan.splits)
     if isinstance(config, WgmmaGemmConfig):
         return g.bound(a, b, out, plan.splits)
     return g.bound(a, b, out)
+
+
+def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
+                  ) -> Callable[..., Any]:
+    """``run(a, b, out)`` of a TMA kernel whose operands ``a`` / ``b`` (``pad_a`` / ``pad_b``)
+    are first copied onto ``plan.line`` -byte rows: the padded buffers and the kernel's bound
+    call on them are made once per CUDA stream (``PerStream``: launches on one stream run in
+    order, so a call's copy never overwrites a buffer an earlier kernel still reads) and kept,
+    so a call is the copies and one prepared launch (the buffers' pointers, hence their tensor
+    maps, stay the same); before, every call allocated new buffers and encoded their maps."""
+    def make(device):
+        pa = padded_empty(a, plan.line("a")) if pad_a else None
+        pb = padded_empty(b, plan.line("b")) if pad_b else None
+        return pa, pb, g.bound(a if pa is None else pa, b if pb is None else pb, out,
+                               plan.splits)
+    spaces = PerStream(make)
+
+    def run(a, b, out):
+        (pa, pb, bound), _ = spaces.on(a.device)
+        if pa is not None:
+            copy_rows(pa, a)
+        if pb is not None:
+            copy_rows(pb, b)
+        return bound(a if pa is None else pa, b if pb is None else pb, out)
+    return run
 
 
 def compiled_gemm(cfg: Any) -> CudaGemm:

@@ -111,18 +111,19 @@ TMA_TFLOPS = 600e12
 PAD_GBPS = 2500e9
 # an unaligned operand is copied anyway: onto 128-byte lines, which TMA fetches whole (4097^3
 # f16: 509 us with 16-byte rows, 383 us with 128-byte rows, H100 2026-11-24).  Aligned rows
-# that straddle lines are NOT copied: 4000x3000x1000 f16 ran its kernel at 589 TF on padded
-# rows against 381 TF on its own, but the copy ate the gain (63.1 us against 62.1 us in all)
+# that straddle lines were NOT copied: 4000x3000x1000 f16 ran its kernel at 589 TF on padded
+# rows against 381 TF on its own, but copying both operands ate the gain (63.1 us against
+# 62.1 us in all)
 LINE = 128
 TMA_STAGES = {256: 3, 128: 6}     # with the TMA-store epilogue's C buffers, in 227 KiB
-# ... except B's rows when B is N-major: its boxes are bn / 64 boxes of 64 k rows x 128 bytes,
-# and with rows straddling 128-byte lines the kernel took 1.53x as long (4000x3000x1000 f16,
-# 128x256: 64.1 us against 41.8 us with B alone on 128-byte lines; padding A too gained
-# another 1.1 us, A alone 8.8 us: benchmarks/results/gpu_gemm_low_h100_2026-11-24.txt).  So B
-# alone is copied onto 128-byte lines when that copy costs less than the slowdown it removes
+# ... but most of that gain is B's when B is N-major (bn / 64 boxes of 64 k rows x 128 bytes):
+# with its rows straddling 128-byte lines the kernel took 1.53x as long (4000x3000x1000 f16,
+# 128x256: 64.1 us against 41.8 us with B alone on 128-byte lines; A too: another 1.1 us; A
+# alone 55.3 us; benchmarks/results/gpu_gemm_low_h100_2026-11-24_1231Z.txt).  So B alone is
+# copied onto 128-byte lines when the copy costs less than the slowdown it removes
 STRADDLE_SLOWDOWN = 0.53
 # what one padding copy costs beyond its bytes (a launch-bound small copy: 777x333x130's two
-# copies took 3.7 us of device time for 0.5 MB, same run)
+# copies took 3.7 us of device time for 0.5 MB, gpu_gemm_low_h100_2026-11-24_1240Z.txt)
 PAD_COPY_S = 1.8e-6
 
 
@@ -188,10 +189,10 @@ def pad_bytes(p: GemmProblem) -> int:
 # the time estimate that ranks them: every figure ASSUMED from the H100 runs of 2026-11-24
 # (benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json), not a model of the chip.
 # 64x64 (12 stages) last: it wins where the operands' bytes bound the time and more tiles
-# spread them over more SMs with fewer splits (64x4096x4096: 11.7 us at 2 splits against 14.3
+# spread them over more SMs with fewer splits (64x4096x4096: 11.7 us at 2 splits against 14.7
 # us for 64x128 at 4; 128x4096x14336: 43.7 against 48.3 us for 64x128 at 2; H100,
-# gpu_gemm_low_h100_2026-11-24), and a tie (16x14336x4096: both DRAM-bound) keeps the earlier
-# 64x128
+# gpu_gemm_low_h100_2026-11-24_1240Z), and a tie (16x14336x4096: both DRAM-bound) keeps the
+# earlier 64x128
 SPLIT_TILES: List[Tuple[int, int, int]] = [(64, 128, 8), (64, 256, 5), (128, 128, 6),
                                            (64, 64, 12)]
 SPLIT_EFFICIENCY = {(64, 128): 0.65, (64, 256): 0.8, (128, 128): 0.85, (64, 64): 0.5}
@@ -218,7 +219,7 @@ def split_estimate(p: GemmProblem, t: Target, bm: int, bn: int) -> Tuple[float, 
     The most splits that fit, not the fewest the estimate allows: the operand bytes stream
     faster from more SMs than the DRAM term says (64x64 tiles, 16x4096x4096 with 16-row A
     boxes: 64 CTAs 11.3 us, 2 splits on 128 CTAs 10.0 us; 1x4096x4096 11.0 / 10.0 us; H100,
-    gpu_gemm_low_h100_2026-11-24)."""
+    gpu_gemm_low_h100_2026-11-24_1240Z)."""
     tiles = cdiv(p.m, bm) * cdiv(p.n, bn)
     kt = cdiv(p.k, 64)
     s = max(1, min(t.sms // tiles, kt // MIN_K_TILES_PER_SPLIT, MAX_SPLITS))
@@ -239,7 +240,7 @@ def a_box_rows(p: GemmProblem, bm: int) -> int:
     tile has one consumer (bm 64) and M fits one, else 0 (the whole tile).  A 64-row box of a
     16-row A is 48 rows of TMA zero fill, and filling them was slow: 64x64 tiles, 1 split,
     11.5 us at M = 64 but 16.3 us at M = 16 and 19.5 us at M = 1 (H100,
-    gpu_gemm_low_h100_2026-11-24)."""
+    gpu_gemm_low_h100_2026-11-24_1231Z)."""
     if bm != 64:
         return 0
     return next((r for r in A_ROWS if p.m <= r), 0)

@@ -631,31 +631,42 @@ def tma_padded(t, line: int = 0):
     """A copy of 2-D ``t`` whose rows start on ``max(16, line)``-byte boundaries (leading
     dimension rounded up), viewed at ``t``'s shape: TMA reads it, its zero fill covers the
     edges."""
+    view = padded_empty(t, line)
+    copy_rows(view, t)
+    return view
+
+
+def padded_empty(t, line: int = 0):
+    """An uninitialised buffer shaped like 2-D ``t`` whose rows start on ``max(16, line)``-byte
+    boundaries (a view of the first ``t.shape[1]`` columns of a wider allocation)."""
     import torch
     rows, cols = t.shape
     el = max(16, line) // 2
     ld = -(-cols // el) * el
     buf = torch.empty((rows, ld), dtype=t.dtype, device=t.device)
-    view = buf[:, :cols]
-    wide = wide_copy_dtype(t)
+    return buf[:, :cols]
+
+
+def copy_rows(dst, src) -> None:
+    """``dst.copy_(src)`` for 2-D 16-bit tensors of one shape, through the widest integer
+    elements that tile both (:func:`wide_copy_dtype`): the same bytes."""
+    wide = wide_copy_dtype(src, dst)
     if wide is None:
-        view.copy_(t)
-    else:       # the same bytes in 8/4-byte elements: fewer, wider loads and stores per row
-        view.view(wide).copy_(t.view(wide))
-    return view
+        dst.copy_(src)
+    else:       # fewer, wider loads and stores per row
+        dst.view(wide).copy_(src.view(wide))
 
 
-def wide_copy_dtype(t):
-    """The widest integer dtype (int64, int32) whose elements tile ``t``'s rows exactly: its
-    base, row stride and row length in bytes are multiples of the element; None for none.
-    torch copied 16-bit rows element by element at ~1.2 TB/s (4000x3000 f16, H100,
-    benchmarks/results/gpu_gemm_low_h100_2026-11-24.txt)."""
+def wide_copy_dtype(*ts):
+    """The widest integer dtype (int64, int32) whose elements tile the rows of every tensor in
+    ``ts`` exactly: base, row stride and row length in bytes multiples of the element; None for
+    none.  torch copied 16-bit rows element by element at ~1.2 TB/s (4000x3000 f16, H100,
+    benchmarks/results/gpu_gemm_low_h100_2026-11-24_1231Z.txt)."""
     import torch
-    if t.dim() != 2 or t.stride(1) != 1 or t.element_size() != 2:
-        return None
     for dt, r in ((torch.int64, 4), (torch.int32, 2)):
-        if (t.shape[1] % r == 0 and t.stride(0) % r == 0 and t.storage_offset() % r == 0
-                and t.data_ptr() % (2 * r) == 0):
+        if all(t.dim() == 2 and t.stride(1) == 1 and t.element_size() == 2
+               and t.shape[1] % r == 0 and t.stride(0) % r == 0 and t.storage_offset() % r == 0
+               and t.data_ptr() % (2 * r) == 0 for t in ts):
             return dt
     return None
 
