@@ -76,6 +76,11 @@ class _Builder:
                                   "split-K; use TmaGemmConfig(store='tma', split_k=False) (the "
                                   f"template TmaGemm runs the others), got store={cfg.store!r}, "
                                   f"split_k={cfg.split_k}")
+        if cfg.a_rows or cfg.ctas_per_sm != 1:     # the IR's tensor maps, expect_tx and
+            raise GemmConfigError(                 # launch bounds are the whole tile's, 1/SM
+                "the IR-built TMA GEMM loads whole A tiles with one CTA per SM; a_rows and "
+                "ctas_per_sm are template forms (kernels.nvidia.wgmma_tma), got "
+                f"a_rows={cfg.a_rows}, ctas_per_sm={cfg.ctas_per_sm}")
         self.c, self.p = cfg, plan_tma_gemm(cfg)
         self.S = cfg.stages
         self.M, self.N, self.K, self.ctas = (sym(n) for n in ("M", "N", "K", "ctas"))
