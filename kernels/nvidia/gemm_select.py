@@ -26,7 +26,14 @@ are first copied onto 128-byte lines when :data:`PAD_GBPS` / :data:`TMA_TFLOPS` 
 plus the kernel beats the edge path at :data:`EDGE_TFLOPS`); a split-K or 64-row choice with
 16-byte rows becomes the split-K TMA kernel, whose tile and split count
 :func:`split_estimate` ranks (:func:`tma_split_choice`).  Small problems with unaligned rows
-keep the cp.async kernel.  Every figure is ASSUMED from the H100 runs of 2026-11-24 (the
+keep the cp.async kernel.
+
+The skinny rules (H100 sweeps of 2026-11-24 12:31Z / 12:40Z, ``benchmarks/gpu_gemm_low.py``):
+a 64-row tile on a problem of M <= 32 rows loads A boxes of only 8 / 16 / 32 rows
+(:func:`a_box_rows`: the zero fill of a 64-row box cost 16x4096x4096 a third of its time);
+64x64 tiles compete with 64x128 (more SMs stream B with fewer splits to reduce); and an
+N-major B whose rows straddle 128-byte lines is copied onto lines first when the copy costs
+less than the slowdown it removes (:func:`straddle_pad`).  Every figure is ASSUMED from the H100 runs of 2026-11-24 (the
 results files named next to them), not a model of the chip.
 """
 
