@@ -82,8 +82,9 @@ def nvidia_target(capability: Tuple[int, int], sms: int, name: str = "") -> Targ
 class GemmChoice:
     """The kernel for one GEMM: ``kind`` ("wgmma", "wgmma_tma", "mma" or "amd"), its
     ``config``, the split-K count (1: none), the launch's CTA count and the reason in words;
-    ``pad_rows``: the caller first copies A and B into buffers whose rows start on multiples
-    of this many bytes (0: the operands run as they are)."""
+    ``pad_rows``: the caller first copies the operands named in ``pad_operands`` ("ab", "a" or
+    "b") into buffers whose rows start on multiples of this many bytes (0: the operands run as
+    they are; an operand not named is copied only when the kernel cannot address it)."""
 
     kind: str
     config: Any
@@ -92,6 +93,7 @@ class GemmChoice:
     reason: str
     score: Optional[float] = None
     pad_rows: int = 0
+    pad_operands: str = "ab"
 
     def __str__(self) -> str:
         name = getattr(self.config, "name", type(self.config).__name__)

@@ -68,7 +68,18 @@ class FakeCudaTensor:
         return FakeCudaTensor(shape, self.dtype, self._stride, ptr)
 
     def copy_(self, src):
+        self.copies = getattr(self, "copies", 0) + 1
         return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def view(self, dtype):
+        """The same bytes as ``dtype`` elements (the last dimension rescaled), as torch's."""
+        r = torch.empty((), dtype=dtype).element_size() / self.element_size()
+        shape = list(self.shape[:-1]) + [int(self.shape[-1] / r)]
+        stride = [int(s / r) for s in self._stride[:-1]] + [1]
+        return FakeCudaTensor(shape, dtype, stride, self._ptr)
 
 
 @dataclass

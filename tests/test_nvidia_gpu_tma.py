@@ -52,7 +52,7 @@ def test_tma_gemm_forms(form, dtype, b_major):
 
 
 @pytest.mark.parametrize("splits", [1, 2, 3, 7, 64])
-@pytest.mark.parametrize("tile", [(64, 128, 8), (64, 256, 5), (128, 128, 6)])
+@pytest.mark.parametrize("tile", [(64, 128, 8), (64, 256, 5), (128, 128, 6), (64, 64, 12)])
 def test_tma_split_k(splits, tile):
     from kernels.nvidia.dispatch import compiled_gemm
     from kernels.nvidia.wgmma_tma import TmaGemmConfig
@@ -142,3 +142,87 @@ def test_inline_split_k_is_bitwise_the_reduce_kernel(tile):
                     assert torch.equal(want.view(torch.int16), g.view(torch.int16)), \
                         (one.cfg.name, M, N, K, splits)
                 assert rel(got[0], ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("a_rows", [8, 16, 32])
+@pytest.mark.parametrize("bn, stages", [(64, 12), (128, 8)])
+def test_short_a_box_is_bitwise_the_whole_box(a_rows, bn, stages):
+    """``a_rows``: A's TMA box carries only ``a_rows`` rows and the wgmma reads stale shared
+    memory in the rest, which feeds only C rows past M: the output is bitwise the whole box's
+    (same k order) at edge shapes and split counts, and no element past M or N is written."""
+    from dataclasses import replace
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    for dtype in (torch.float16, torch.bfloat16):
+        for b_major in ("n", "k"):
+            whole = TmaGemmConfig(dtype=DT[dtype], b_major=b_major, bm=64, bn=bn, stages=stages,
+                                  store="direct", split_k=True, reduce="inline")
+            g0, g1 = compiled_gemm(whole), compiled_gemm(replace(whole, a_rows=a_rows))
+            for M in sorted({1, 5, a_rows}):
+                for N, K in ((4096, 4096), (1000, 3000), (8, 8)):
+                    a, b, ref = case(M, N, K, dtype, b_major)
+                    for splits in (1, 3):
+                        want = g0(a, b, splits=splits)
+                        buf = torch.full((M + 1, N + 8), float("nan"), dtype=dtype, device="cuda")
+                        got = g1(a, b, buf[:M, :N], splits=splits)
+                        torch.cuda.synchronize()
+                        assert torch.equal(want.view(torch.int16), got.view(torch.int16)), \
+                            (g1.cfg.name, M, N, K, splits)
+                        assert torch.isnan(buf[M]).all() and torch.isnan(buf[:, N:]).all()
+                        assert rel(got, ref) < TOL[dtype]
+
+
+def test_short_a_box_refuses_more_rows():
+    from kernels.errors import LaunchError
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    g = compiled_gemm(TmaGemmConfig(dtype="bf16", bm=64, bn=64, stages=12, store="direct",
+                                    split_k=True, reduce="inline", a_rows=16))
+    a, b, _ = case(17, 256, 256, torch.bfloat16, "n")
+    with pytest.raises(LaunchError, match="a_rows"):
+        g(a, b)
+
+
+@pytest.mark.parametrize("bn, stages", [(64, 6), (128, 4)])
+def test_two_ctas_per_sm_is_bitwise_one(bn, stages):
+    """``ctas_per_sm=2`` (half the register file each, grid up to 2 x SMs): bitwise the
+    one-CTA kernel of the same tile at edge shapes and split counts."""
+    from dataclasses import replace
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    for dtype in (torch.float16, torch.bfloat16):
+        two = TmaGemmConfig(dtype=DT[dtype], bm=64, bn=bn, stages=stages, store="direct",
+                            split_k=True, reduce="inline", ctas_per_sm=2)
+        g2, g1 = compiled_gemm(two), compiled_gemm(replace(two, ctas_per_sm=1))
+        for M, N, K in ((64, 4096, 4096), (200, 304, 1000), (1, 8, 8), (129, 1000, 4104)):
+            a, b, ref = case(M, N, K, dtype, "n")
+            for splits in (1, 2, 7):
+                want, got = g1(a, b, splits=splits), g2(a, b, splits=splits)
+                torch.cuda.synchronize()
+                assert torch.equal(want.view(torch.int16), got.view(torch.int16)), \
+                    (g2.cfg.name, M, N, K, splits)
+                assert rel(got, ref) < TOL[dtype]
+
+
+def test_straddling_b_is_copied_onto_lines():
+    """4000x3000x1000 (6000-byte B rows): the selection copies B alone onto 128-byte lines;
+    A runs as it is; the result matches, and a B whose rows already sit on lines is not
+    copied (the runner is the kernel's bound call)."""
+    from kernels.nvidia.dispatch import choose_gemm, gemm
+    a, b, ref = case(4000, 3000, 1000, torch.float16, "n")
+    c = choose_gemm(a, b)
+    assert (c.pad_rows, c.pad_operands) == (128, "b") and "straddle" in c.reason
+    assert rel(gemm(a, b), ref) < TOL[torch.float16]
+    lines = torch.empty(1000, 3008, dtype=torch.float16, device="cuda")[:, :3000]
+    lines.copy_(b)
+    assert rel(gemm(a, lines), ref) < TOL[torch.float16]
+
+
+def test_wide_padding_copy_is_bitwise():
+    from kernels.nvidia.wgmma_tma import tma_padded, wide_copy_dtype
+    t = torch.randn(1000, 3000, device="cuda").to(torch.bfloat16)
+    t.view(torch.int16)[0, :4] = torch.tensor([0x7fc1, -1, 0x7f81, 0xff], dtype=torch.int16)
+    assert wide_copy_dtype(t) is torch.int64
+    for x in (t, t[:, 2:], t[:, 1:], t[3:]):
+        p = tma_padded(x, 128)
+        assert p.stride(0) * 2 % 128 == 0 and torch.equal(p.view(torch.int16), x.view(torch.int16))

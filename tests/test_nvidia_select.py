@@ -28,18 +28,43 @@ HAVE_COMPILER = nvrtc_available() or nvcc_path() is not None
 
 # ------------------------------------------------------------------ GEMM selection
 
-@pytest.mark.parametrize("mnk, bm, bn, splits", [
-    ((16, 4096, 4096), 64, 128, 4),   # decode-time linear layer: small-M tile + split-K
-    ((1, 4096, 4096), 64, 128, 4), ((64, 4096, 4096), 64, 128, 4),
-    ((128, 4096, 14336), 64, 128, 2), ((1024, 1024, 16384), 128, 128, 2),
-    ((16, 14336, 4096), 64, 128, 1)])
-def test_h100_split_choices(mnk, bm, bn, splits):
-    """Skinny / long-K problems: the split-K TMA kernel, units filling the SMs at most once
-    (the figures of benchmarks/results/gpu_tma_skinny_h100_2026-11-24.json)."""
+@pytest.mark.parametrize("mnk, bm, bn, splits, a_rows", [
+    ((16, 4096, 4096), 64, 64, 2, 16),   # decode-time linear layer: 64x64, 16-row A boxes
+    ((1, 4096, 4096), 64, 64, 2, 8), ((32, 4096, 4096), 64, 64, 2, 32),
+    ((64, 4096, 4096), 64, 64, 2, 0), ((8, 8192, 8192), 64, 64, 1, 8),
+    ((128, 4096, 14336), 64, 64, 1, 0), ((1024, 1024, 16384), 128, 128, 2, 0),
+    ((16, 14336, 4096), 64, 128, 1, 16)])
+def test_h100_split_choices(mnk, bm, bn, splits, a_rows):
+    """Skinny / long-K problems: the split-K TMA kernel, units filling the SMs at most once,
+    A boxes of only the rows M has (the H100 figures of
+    benchmarks/results/gpu_gemm_low_h100_2026-11-24_1240Z.txt: each of these was the fastest
+    one-CTA-per-SM candidate of its row, or within 0.1 us of it)."""
     c = select_gemm(GemmProblem(*mnk, dtype="bf16"), H100)
     assert (c.kind, c.config.bm, c.config.bn, c.splits) == ("wgmma_tma", bm, bn, splits)
+    assert c.config.a_rows == a_rows and c.config.ctas_per_sm == 1
     assert c.config.split_k and c.config.store == "direct" and c.ctas <= 132
     assert str(c).startswith("wgmma_tma lg_wgmma_tma_bf16") and "est." in c.reason
+    assert ("A boxes of" in c.reason) == bool(a_rows)
+
+
+@pytest.mark.parametrize("m, bm, rows", [(1, 64, 8), (8, 64, 8), (9, 64, 16), (16, 64, 16),
+                                         (17, 64, 32), (32, 64, 32), (33, 64, 0), (64, 64, 0),
+                                         (16, 128, 0)])
+def test_a_box_rows_hold_m(m, bm, rows):
+    from kernels.nvidia.gemm_select import a_box_rows
+    assert a_box_rows(GemmProblem(m, 4096, 4096, dtype="bf16"), bm) == rows
+
+
+@pytest.mark.parametrize("mnk, dtype, b_major, pad", [
+    ((4000, 3000, 1000), "f16", "n", (128, "b")),     # 6000-byte B rows straddle lines
+    ((2048, 3000, 2048), "bf16", "n", (128, "b")),
+    ((4000, 3000, 1000), "f16", "k", (0, "ab")),      # K-major B: rows of K, measured little
+    ((4096, 4096, 4096), "f16", "n", (0, "ab")),      # on lines already
+    ((4000, 3000, 64), "f16", "n", (0, "ab"))])       # the copy would cost more than it saves
+def test_straddling_b_rows_are_copied_when_it_pays(mnk, dtype, b_major, pad):
+    c = select_gemm(GemmProblem(*mnk, dtype=dtype, b_major=b_major), H100)
+    assert c.kind == "wgmma_tma" and (c.pad_rows, c.pad_operands) == pad
+    assert ("straddle" in c.reason) == bool(pad[0])
 
 
 @pytest.mark.parametrize("mnk, bn, stages, store", [
@@ -51,9 +76,9 @@ def test_h100_big_choices(mnk, bn, stages, store):
     assert c.kind == "wgmma_tma" and c.splits == 1 and not c.config.split_k
     assert (c.config.bm, c.config.bn, c.config.stages, c.config.store) == (128, bn, stages, store)
     assert c.ctas == min(132, -(-mnk[0] // 128) * -(-mnk[1] // bn)) and "persistent" in c.reason
-    # aligned rows are never copied (4000x3000x1000's 2000 / 6000-byte rows straddle 128-byte
-    # lines: the copy measured no faster in all)
-    assert c.pad_rows == 0
+    # 16-byte aligned rows are copied only for a B whose rows straddle 128-byte lines
+    # (4000x3000x1000, test_straddling_b_rows_are_copied_when_it_pays)
+    assert c.pad_rows == (128 if mnk == (4000, 3000, 1000) else 0)
 
 
 @pytest.mark.parametrize("mnk, bm", [((777, 333, 130), 64), ((1, 1, 8), 64)])
@@ -126,7 +151,7 @@ def test_selection_errors():
 
 def test_select_cli(capsys):
     assert select_main(["16,4096,4096", "--dtype", "bf16"]) == 0
-    assert "split-K 4" in capsys.readouterr().out
+    assert "64x64x64_s12_ds_ski_a16, split-K 2" in capsys.readouterr().out
     assert select_main(["16,4096"]) == 2
     assert "error" in capsys.readouterr().err
 

@@ -170,7 +170,7 @@ def test_gemm_fast_path_skips_choice_and_checks_but_bad_input_raises_every_time(
     bf = torch.bfloat16
     a, b, out = (fc.FakeCudaTensor(s, bf) for s in ((16, 4096), (4096, 4096), (16, 4096)))
     dispatch.gemm(a, b, out)
-    assert fake.launches[-1].kernel == "lg_wgmma_tma_bf16_n_64x128x64_s8_ds_ski"
+    assert fake.launches[-1].kernel == "lg_wgmma_tma_bf16_n_64x64x64_s12_ds_ski_a16"
     seen = []
     monkeypatch.setattr(dispatch, "choose_gemm", lambda *x, **k: seen.append("choose"))
     monkeypatch.setattr(dispatch, "gemm_runner", lambda *x, **k: seen.append("runner"))

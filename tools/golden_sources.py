@@ -249,7 +249,14 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
           # one-launch split-K: the last split CTA of each tile reduces (splitk_inline.py)
           dict(bm=64, bn=128, stages=8, store="direct", split_k=True, reduce="inline",
                dtype="bf16"),
-          dict(bm=128, bn=128, stages=6, store="direct", split_k=True, reduce="inline")]
+          dict(bm=128, bn=128, stages=6, store="direct", split_k=True, reduce="inline"),
+          # skinny problems: 64x64 tiles, A boxes of only M's rows (a_rows), two CTAs per SM
+          dict(bm=64, bn=64, stages=12, store="direct", split_k=True, reduce="inline",
+               dtype="bf16", a_rows=16),
+          dict(bm=64, bn=128, stages=8, store="direct", split_k=True, reduce="inline",
+               b_major="k", a_rows=8),
+          dict(bm=64, bn=64, stages=6, store="direct", split_k=True, reduce="inline",
+               ctas_per_sm=2)]
     for kw in tm:
         yield (f"nvidia/wgmma-tma-gemm/{_kw(kw)}", lambda kw=kw: emit_tma_gemm(TmaGemmConfig(**kw)))
     # issue 20 item 1: the TMA GEMM built as kernel IR (kernels.nvidia.wgmma_tma_ir)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import LaunchError
 from ..runtime.cuda import device_info
-from ..runtime.launch_cache import BoundedCache, tensor_key
+from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MmaDecodeConfig, heads_per_mma_block, mma_warps
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
@@ -26,8 +26,8 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
-from .wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded, tma_ready
-from .wgmma_tma_ir import IrTmaGemm
+from .wgmma_tma import TmaGemm, TmaGemmConfig, copy_rows, padded_empty, tma_padded, tma_ready
+from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from .ws_tma_loads import tma_attention_ready
@@ -140,7 +140,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         if plan is None:
             choice = choose_gemm(a, b, b_major=b_major, atom=atom)
             plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config), choice.splits,
-                                                 choice.pad_rows))
+                                                 choice.pad_rows, choice.pad_operands))
         run = gemm_runner(plan, a, b, out)
         c = run(a, b, out)
         _GEMM_RUNS.put(fast, run)          # stored only once a call has passed every check
@@ -154,11 +154,18 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
 @dataclass(frozen=True)
 class GemmPlan:
     """What :func:`gemm` decided for one :func:`gemm_plan_key`: the built kernel, its split
-    count and the row padding the selection asked for (``GemmChoice.pad_rows``)."""
+    count and the row padding the selection asked for (``GemmChoice.pad_rows`` of the operands
+    in ``pad_operands``)."""
 
     kernel: Any
     splits: int
     pad_rows: int
+    pad_operands: str = "ab"
+
+    def line(self, operand: str) -> int:
+        """The row alignment in bytes ``operand`` ("a" or "b") must have before the TMA kernel
+        reads it (0: the 16 bytes TMA needs)."""
+        return self.pad_rows if operand in self.pad_operands else 0
 
 
 _GEMM_PLANS: BoundedCache = BoundedCache(256)
@@ -182,8 +189,8 @@ def run_gemm_plan(plan: GemmPlan, a, b, out=None):
     if isinstance(config, TmaGemmConfig):
         # the selection chose to copy the operands into buffers whose rows start on
         # pad_rows-byte lines (at least 16 bytes: what TMA can address)
-        a = a if tma_ready(a, plan.pad_rows) else tma_padded(a, plan.pad_rows)
-        b = b if tma_ready(b, plan.pad_rows) else tma_padded(b, plan.pad_rows)
+        a = a if tma_ready(a, plan.line("a")) else tma_padded(a, plan.line("a"))
+        b = b if tma_ready(b, plan.line("b")) else tma_padded(b, plan.line("b"))
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
         return g(a, b, out, splits=plan.splits)
@@ -200,14 +207,40 @@ def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
     g = plan.kernel
     config = g.cfg
     if isinstance(config, TmaGemmConfig):
-        if not (tma_ready(a, plan.pad_rows) and tma_ready(b, plan.pad_rows)):
-            return lambda a, b, out: run_gemm_plan(plan, a, b, out)
         if config.store == "tma" and out is not None and not tma_ready(out):
             g = compiled_gemm(replace(config, store="direct"))
+        pad_a, pad_b = not tma_ready(a, plan.line("a")), not tma_ready(b, plan.line("b"))
+        if pad_a or pad_b:
+            return padded_runner(g, plan, a, b, out, pad_a, pad_b)
         return g.bound(a, b, out, plan.splits)
     if isinstance(config, WgmmaGemmConfig):
         return g.bound(a, b, out, plan.splits)
     return g.bound(a, b, out)
+
+
+def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
+                  ) -> Callable[..., Any]:
+    """``run(a, b, out)`` of a TMA kernel whose operands ``a`` / ``b`` (``pad_a`` / ``pad_b``)
+    are first copied onto ``plan.line`` -byte rows: the padded buffers and the kernel's bound
+    call on them are made once per CUDA stream (``PerStream``: launches on one stream run in
+    order, so a call's copy never overwrites a buffer an earlier kernel still reads) and kept,
+    so a call is the copies and one prepared launch (the buffers' pointers, hence their tensor
+    maps, stay the same); before, every call allocated new buffers and encoded their maps."""
+    def make(device):
+        pa = padded_empty(a, plan.line("a")) if pad_a else None
+        pb = padded_empty(b, plan.line("b")) if pad_b else None
+        return pa, pb, g.bound(a if pa is None else pa, b if pb is None else pb, out,
+                               plan.splits)
+    spaces = PerStream(make)
+
+    def run(a, b, out):
+        (pa, pb, bound), _ = spaces.on(a.device)
+        if pa is not None:
+            copy_rows(pa, a)
+        if pb is not None:
+            copy_rows(pb, b)
+        return bound(a if pa is None else pa, b if pb is None else pb, out)
+    return run
 
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
@@ -227,10 +260,9 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
 
 def tma_gemm(cfg: TmaGemmConfig) -> TmaGemm:
     """The kernel that runs ``cfg``: the verified IR-built one where the IR has the form
-    (``store="tma"``, no split-K), else the string template."""
-    if cfg.store == "tma" and not cfg.split_k:
-        return IrTmaGemm(cfg)
-    return TmaGemm(cfg)
+    (``wgmma_tma_ir.ir_form_refusal``: TMA store, no split-K, whole A boxes, one CTA per SM),
+    else the string template."""
+    return IrTmaGemm(cfg) if ir_form_refusal(cfg) is None else TmaGemm(cfg)
 
 
 def capability_of(t) -> Tuple[int, int]:

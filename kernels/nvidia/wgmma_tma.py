@@ -58,6 +58,8 @@ STAGE_ALIGN = 1024
 STATIC_SMEM = 1024          # the mbarriers, as ptxas reports the static shared memory
 PRODUCER_REGS = 40          # setmaxnreg of the producer warpgroup
 CONSUMER_REGS = 232         # ... and of each consumer (128 * 40 + 256 * 232 <= 64K)
+REGISTER_FILE = 65536       # 32-bit registers of one SM
+A_ROWS = (8, 16, 32)        # the short A boxes (multiples of the 128-byte swizzle's 8 rows)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,14 @@ class TmaGemmConfig(GemmTileBytes):
     split_k: bool = False       # (tile, k range) work units; fp32 partials + reduce kernel
     reduce: str = "kernel"      # split-K: "kernel" (a second launch) or "inline" (the last
                                 # split CTA of each tile reduces: one launch, splitk_inline.py)
+    ctas_per_sm: int = 1        # 2: __launch_bounds__(threads, 2), the consumers' setmaxnreg
+                                # share of half the register file, grid = min(units, 2 x SMs)
+                                # (two CTAs of a skinny split-K GEMM overlap one's epilogue
+                                # with the other's loads)
+    a_rows: int = 0             # rows of A's TMA box: 0 = bm; 8/16/32 (bm=64) for M <= a_rows:
+                                # the box carries only rows that exist (a box mostly outside
+                                # the tensor is slow to fill); the wgmma still reads 64 rows,
+                                # the rows past a_rows only feed C rows >= M, never stored
 
     @property
     def consumers(self) -> int:
@@ -89,6 +99,22 @@ class TmaGemmConfig(GemmTileBytes):
         return 64 * self.bn * 2 if self.store == "tma" else 0
 
     @property
+    def a_box_rows(self) -> int:
+        """Rows of A's TMA box (``a_rows``, or the whole tile)."""
+        return self.a_rows or self.bm
+
+    @property
+    def consumer_regs(self) -> int:
+        """``setmaxnreg.inc`` of each consumer thread: 232 with one CTA per SM; with two, what
+        half the register file leaves after the producer's 40 (a multiple of 8, as
+        ``setmaxnreg`` needs): 216 for one consumer."""
+        if self.ctas_per_sm == 1:
+            return CONSUMER_REGS
+        per_cta = REGISTER_FILE // self.ctas_per_sm
+        return min(CONSUMER_REGS, (per_cta - 128 * PRODUCER_REGS) // (128 * self.consumers)
+                   // 8 * 8)
+
+    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory (the mbarriers are static shared memory)."""
         return (self.stages * (self.a_stage + self.b_stage) + self.consumers * self.c_stage
@@ -99,7 +125,9 @@ class TmaGemmConfig(GemmTileBytes):
         return (f"lg_wgmma_tma_{self.dtype}_{self.b_major}_{self.bm}x{self.bn}x{self.bk}"
                 f"_s{self.stages}" + ("" if self.group_m == 8 else f"_g{self.group_m}")
                 + ("" if self.store == "tma" else "_ds") + ("_sk" if self.split_k else "")
-                + ("i" if self.inline_reduce else ""))
+                + ("i" if self.inline_reduce else "")
+                + ("" if self.ctas_per_sm == 1 else f"_c{self.ctas_per_sm}")
+                + (f"_a{self.a_rows}" if self.a_rows else ""))
 
     @property
     def inline_reduce(self) -> bool:
@@ -128,6 +156,18 @@ def _validate(cfg: TmaGemmConfig) -> None:
     need(cfg.arch == "sm_90a", f"arch={cfg.arch!r}: wgmma and setmaxnreg need 'sm_90a'")
     need(cfg.smem_bytes + STATIC_SMEM <= 227 * 1024, f"{cfg.smem_bytes} bytes of dynamic "
          f"shared memory + {STATIC_SMEM} static; sm_90 allows 227 KiB per block")
+    need(cfg.ctas_per_sm in (1, 2), f"ctas_per_sm={cfg.ctas_per_sm}: 1 or 2")
+    need(cfg.a_rows in (0,) + A_ROWS, f"a_rows={cfg.a_rows}: 0 (the whole tile) or one of "
+         f"{A_ROWS}")
+    need(not cfg.a_rows or cfg.bm == 64, f"a_rows={cfg.a_rows} with bm={cfg.bm}: a short A box "
+         "is for one consumer warpgroup (bm=64) on problems of at most a_rows rows")
+    if cfg.ctas_per_sm > 1:
+        need(cfg.consumers == 1, f"ctas_per_sm={cfg.ctas_per_sm} with bm={cfg.bm}: two "
+             "consumer warpgroups' accumulators do not fit half the register file; use bm=64")
+        need(cfg.ctas_per_sm * (cfg.smem_bytes + STATIC_SMEM + 1024) <= 228 * 1024,
+             f"ctas_per_sm={cfg.ctas_per_sm}: {cfg.ctas_per_sm} x ({cfg.smem_bytes} + "
+             f"{STATIC_SMEM} static + 1024 reserved) bytes of shared memory exceed the SM's "
+             "228 KiB: use fewer stages")
 
 
 @dataclass(frozen=True)
@@ -187,7 +227,7 @@ class TmaGemmPlan:
 def operand_loads(cfg: TmaGemmConfig):
     """The TMA boxes filling each stage: A (bm x 64, K-major) one box; B N-major (64 x bn)
     ``bn / 64`` boxes of 64 columns side by side; B K-major (bn x 64) one box."""
-    a = TmaOperandLoad(cfg.bm, cfg.bk)
+    a = TmaOperandLoad(cfg.a_box_rows, cfg.bk)
     b = TmaOperandLoad(cfg.bk, cfg.bn) if cfg.b_major == "n" else TmaOperandLoad(cfg.bn, cfg.bk)
     return a, b
 
@@ -201,7 +241,12 @@ def plan_tma_gemm(cfg: TmaGemmConfig) -> TmaGemmPlan:
     b = mnmajor_reads("B", cfg.bk, cfg.bn) if cfg.b_major == "n" else kmajor_reads("B", 0, cfg.bk)
     a_load, b_load = operand_loads(cfg)
     plan = TmaGemmPlan(cfg, a, b, a_load, b_load, TmaOperandLoad(64, cfg.bn))
-    for op, ld, wgs, mn in ((a, a_load, cfg.consumers, 64), (b, b_load, 1, cfg.bn)):
+    if cfg.a_rows:
+        plan.checks["A short box"] = check_short_a_box(cfg, a_load)
+    # the descriptors read every row of the tile: proved against the whole tile's box model
+    # (a short box writes the first a_rows rows of it, check_short_a_box)
+    a_tile = TmaOperandLoad(cfg.bm, cfg.bk)
+    for op, ld, wgs, mn in ((a, a_tile, cfg.consumers, 64), (b, b_load, 1, cfg.bn)):
         n = check_tma_against_descriptors(f"{cfg.name}: operand {op.name}", ld, op.major,
                                           op.desc, op.k_starts, op.wg_step, wgs, mn)
         plan.checks[f"{op.name} TMA == descriptors"] = proved(
@@ -210,7 +255,8 @@ def plan_tma_gemm(cfg: TmaGemmConfig) -> TmaGemmPlan:
     for nm, b_ in (("A", cfg.a_stage), ("B", cfg.b_stage)):
         need(b_ % STAGE_ALIGN == 0, f"{nm} stage of {b_} bytes is not a multiple of "
              f"{STAGE_ALIGN}: later stages would break the swizzle models")
-    need(a_load.stage_bytes == cfg.a_stage and b_load.stage_bytes == cfg.b_stage,
+    need(a_load.stage_bytes == cfg.a_box_rows * cfg.bk * 2 and b_load.stage_bytes == cfg.b_stage
+         and a_load.stage_bytes <= cfg.a_stage,
          "the TMA boxes do not fill the stages exactly (the expected transaction bytes would "
          "not match)")
     if cfg.store == "tma":
@@ -229,6 +275,24 @@ def plan_tma_gemm(cfg: TmaGemmConfig) -> TmaGemmPlan:
         f"(swizzle repeat {SWIZZLE_REPEAT[128]} B); transaction bytes {plan.stage_tx_bytes} "
         "per stage = the boxes' bytes", "every stage and box")
     return plan
+
+
+def check_short_a_box(cfg: TmaGemmConfig, a_load: TmaOperandLoad) -> Any:
+    """A box of ``a_rows`` rows writes exactly the bytes the whole tile's box writes for its
+    first ``a_rows`` rows (the 128-byte swizzle XORs with the row mod 8, and ``a_rows`` is a
+    multiple of 8), inside the A stage; the rows past it are read by the wgmma but hold stale
+    bytes that feed only accumulator rows ``>= a_rows``, which no store reaches because the
+    runner refuses ``M > a_rows`` (:meth:`TmaGemm.bind`)."""
+    short = tma_tile_addresses(a_load)
+    whole = tma_tile_addresses(TmaOperandLoad(cfg.bm, cfg.bk))
+    need(short.shape == (cfg.a_rows, cfg.bk) and bool((short == whole[:cfg.a_rows]).all()),
+         f"{cfg.name}: the {cfg.a_rows}-row A box does not write where the tile's first "
+         f"{cfg.a_rows} rows are read")
+    need(int(short.max()) + 2 <= cfg.a_stage, f"{cfg.name}: the A box writes past its stage")
+    return proved(f"the {cfg.a_rows}-row A box writes the tile's first {cfg.a_rows} rows at "
+                  f"all {short.size} elements; expect_tx counts its {a_load.stage_bytes} bytes; "
+                  f"rows >= {cfg.a_rows} feed only C rows the runner keeps out (M <= "
+                  f"{cfg.a_rows})", "every element of the short box")
 
 
 def check_c_buffer(cfg: TmaGemmConfig, load: TmaOperandLoad) -> Dict[str, Any]:
@@ -301,7 +365,7 @@ def _producer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
 
 
 def _consumer(w, cfg: TmaGemmConfig, p: TmaGemmPlan) -> None:
-    w(f"    lg_setmaxnreg_inc<{CONSUMER_REGS}>();")
+    w(f"    lg_setmaxnreg_inc<{cfg.consumer_regs}>();")
     w("    const int cg = wg - 1, lane = tid & 31;")
     if cfg.store == "tma":
         w(f"    const lg_u32 sC = sB + {cfg.stages * cfg.b_stage} + cg * {cfg.c_stage};")
@@ -412,7 +476,9 @@ def emit_tma_gemm(cfg: TmaGemmConfig) -> str:
     w(HELPERS)
     w(TMA_HELPERS)
     w(wgmma_wrapper("lg_wgmma", cfg.dtype, cfg.bn, 1 if cfg.b_major == "n" else 0))
-    w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, 1)')
+    # the setmaxnreg budgets are shares of the register file of ctas_per_sm CTAs: ptxas gives
+    # every thread 64K / (threads x ctas_per_sm) registers at launch
+    w(f'extern "C" __global__ void __launch_bounds__({cfg.threads}, {cfg.ctas_per_sm})')
     w(f"{cfg.name}(const void* __restrict__ tmA, const void* __restrict__ tmB, "
       "const void* __restrict__ tmC, " + ("float" if cfg.split_k else "lg_u16")
       + "* __restrict__ C, int M, int N, int K, int ldc, int splits, int kt_per"
@@ -479,6 +545,10 @@ class TmaGemm(CudaGemm):
         if splits != 1 and not self.cfg.split_k:
             raise LaunchError(f"{self.cfg.name} is not a split-K configuration; splits={splits} "
                               "needs TmaGemmConfig(split_k=True, store='direct')")
+        if self.cfg.a_rows and M > self.cfg.a_rows:
+            raise LaunchError(f"{self.cfg.name} loads {self.cfg.a_rows} rows of A (a_rows): "
+                              f"M = {M} needs a_rows=0 (the whole {self.cfg.bm}-row tile) or "
+                              f"a_rows >= M")
         kt_per, n = split_ranges(K, self.cfg.bk, splits)
         check_aligned(a, "a")
         check_aligned(b, "b")
@@ -487,7 +557,7 @@ class TmaGemm(CudaGemm):
         cfg = self.cfg
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        grid = min(tiles * n, device_info(index)["sms"])
+        grid = min(tiles * n, cfg.ctas_per_sm * device_info(index)["sms"])
         ldc = N if cfg.split_k or out is None else out.stride(0)
         inline = cfg.inline_reduce
         main = LaunchSite(self.module, cfg.name, grid, cfg.threads,
@@ -507,7 +577,7 @@ class TmaGemm(CudaGemm):
         def run(a, b, out):
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            ta = self.tensor_map(a, cfg.bk, cfg.bm)
+            ta = self.tensor_map(a, cfg.bk, cfg.a_box_rows)
             tb = self.tensor_map(b, *b_box)
             tc = self.tensor_map(out, 64, 64) if cfg.store == "tma" else None
             dst = torch.empty((n, M, N), dtype=torch.float32, device=a.device) \
@@ -537,9 +607,9 @@ class TmaGemm(CudaGemm):
         def run(a, b, out):
             if not keys:
                 keys.extend((tuple(t.shape), tuple(t.stride()), str(t.dtype)) + box + (t.device,)
-                            for t, box in ((a, (cfg.bk, cfg.bm)), (b, b_box)))
+                            for t, box in ((a, (cfg.bk, cfg.a_box_rows)), (b, b_box)))
             ta = maps.get((a.data_ptr(),) + keys[0],
-                          lambda: encode_tensor_map(a, cfg.bk, cfg.bm), a.device)
+                          lambda: encode_tensor_map(a, cfg.bk, cfg.a_box_rows), a.device)
             tb = maps.get((b.data_ptr(),) + keys[1], lambda: encode_tensor_map(b, *b_box),
                           b.device)
             if out is None:
@@ -561,14 +631,44 @@ def tma_padded(t, line: int = 0):
     """A copy of 2-D ``t`` whose rows start on ``max(16, line)``-byte boundaries (leading
     dimension rounded up), viewed at ``t``'s shape: TMA reads it, its zero fill covers the
     edges."""
+    view = padded_empty(t, line)
+    copy_rows(view, t)
+    return view
+
+
+def padded_empty(t, line: int = 0):
+    """An uninitialised buffer shaped like 2-D ``t`` whose rows start on ``max(16, line)``-byte
+    boundaries (a view of the first ``t.shape[1]`` columns of a wider allocation)."""
     import torch
     rows, cols = t.shape
     el = max(16, line) // 2
     ld = -(-cols // el) * el
     buf = torch.empty((rows, ld), dtype=t.dtype, device=t.device)
-    view = buf[:, :cols]
-    view.copy_(t)
-    return view
+    return buf[:, :cols]
+
+
+def copy_rows(dst, src) -> None:
+    """``dst.copy_(src)`` for 2-D 16-bit tensors of one shape, through the widest integer
+    elements that tile both (:func:`wide_copy_dtype`): the same bytes."""
+    wide = wide_copy_dtype(src, dst)
+    if wide is None:
+        dst.copy_(src)
+    else:       # fewer, wider loads and stores per row
+        dst.view(wide).copy_(src.view(wide))
+
+
+def wide_copy_dtype(*ts):
+    """The widest integer dtype (int64, int32) whose elements tile the rows of every tensor in
+    ``ts`` exactly: base, row stride and row length in bytes multiples of the element; None for
+    none.  torch copied 16-bit rows element by element at ~1.2 TB/s (4000x3000 f16, H100,
+    benchmarks/results/gpu_gemm_low_h100_2026-11-24_1231Z.txt)."""
+    import torch
+    for dt, r in ((torch.int64, 4), (torch.int32, 2)):
+        if all(t.dim() == 2 and t.stride(1) == 1 and t.element_size() == 2
+               and t.shape[1] % r == 0 and t.stride(0) % r == 0 and t.storage_offset() % r == 0
+               and t.data_ptr() % (2 * r) == 0 for t in ts):
+            return dt
+    return None
 
 
 def check_aligned(t, nm: str) -> None:

@@ -29,7 +29,7 @@ nvidia_tma_ir_variants_h100_2026-11-24.json``).
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import sympy
 
@@ -50,7 +50,8 @@ from .gemm import GemmConfigError
 from .wgmma import accumulator_rows_cols
 from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
 
-__all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES"]
+__all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
+           "ir_form_refusal"]
 
 #: (M, N, K, ctas) launches the verifier runs the kernel at: edge tiles in M, N and K, several
 #: units per CTA, a partial raster group, a single tile
@@ -74,13 +75,27 @@ def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int
         domain=Domain.on_instances(lambda k: inst), warpgroup_roles=("producer", "consumer"))
 
 
+def ir_form_refusal(cfg: TmaGemmConfig) -> Optional[str]:
+    """Why the IR-built TMA GEMM cannot run ``cfg`` (``None``: it can).  The IR has the
+    TMA-store epilogue without split-K, and loads whole A tiles with one CTA per SM; the
+    template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other form.  Dispatch
+    (``kernels.nvidia.dispatch.tma_gemm``) and the builder read this one rule."""
+    if cfg.split_k or cfg.store != "tma":
+        return ("the IR-built TMA GEMM has the TMA-store epilogue and no split-K; use "
+                "TmaGemmConfig(store='tma', split_k=False) (the template TmaGemm runs the "
+                f"others), got store={cfg.store!r}, split_k={cfg.split_k}")
+    if cfg.a_rows or cfg.ctas_per_sm != 1:     # the IR's tensor maps, expect_tx and launch
+        return ("the IR-built TMA GEMM loads whole A tiles with one CTA per SM; a_rows and "
+                "ctas_per_sm are template forms (kernels.nvidia.wgmma_tma), got "
+                f"a_rows={cfg.a_rows}, ctas_per_sm={cfg.ctas_per_sm}")   # bounds: 1/SM
+    return None
+
+
 class _Builder:
     def __init__(self, cfg: TmaGemmConfig) -> None:
-        if cfg.split_k or cfg.store != "tma":
-            raise GemmConfigError("the IR-built TMA GEMM has the TMA-store epilogue and no "
-                                  "split-K; use TmaGemmConfig(store='tma', split_k=False) (the "
-                                  f"template TmaGemm runs the others), got store={cfg.store!r}, "
-                                  f"split_k={cfg.split_k}")
+        refusal = ir_form_refusal(cfg)
+        if refusal is not None:
+            raise GemmConfigError(refusal)
         self.c, self.p = cfg, plan_tma_gemm(cfg)
         self.S = cfg.stages
         self.M, self.N, self.K, self.ctas = (sym(n) for n in ("M", "N", "K", "ctas"))
@@ -260,9 +275,9 @@ def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
 class IrTmaGemm(TmaGemm):
     """The IR-built TMA GEMM of ``cfg``, verified (:func:`kernels.verify.verify`, the IR and its
     printed CUDA; a passing verdict is remembered on disk by content,
-    :mod:`kernels.verify.report_cache`) before anything is compiled: ``g(a, b, out=None) -> c`` with the template's
-    arguments, checks and tensor maps (:class:`~kernels.nvidia.wgmma_tma.TmaGemm`), any M/N/K.
-    ``report`` is the verifier's."""
+    :mod:`kernels.verify.report_cache`) before anything is compiled: ``g(a, b, out=None) ->
+    c`` with the template's arguments, checks and tensor maps
+    (:class:`~kernels.nvidia.wgmma_tma.TmaGemm`), any M/N/K.  ``report`` is the verifier's."""
 
     def __init__(self, cfg: TmaGemmConfig = TmaGemmConfig(), *, backend: str = "auto") -> None:
         from ..verify.report_cache import verified
