@@ -352,9 +352,11 @@ def _validate(s: KernelSpec) -> None:
             if t is not None and s.tensor(t).role == "input":
                 raise SpecError(f"{where}: the softmax writes {t}, declared an input")
     if s.split_partition is not None:
-        if s.softmax is None or s.softmax.stats is None:
+        # the partial of a split: unnormalised O with its (max, sum), or normalised O with
+        # its log-sum-exp (the (O, LSE) form a SplitMerge of two partials reads)
+        if s.softmax is None or (s.softmax.stats is None and s.softmax.lse is None):
             raise SpecError(f"{where}: a split partition needs an online softmax that writes "
-                            "its (max, sum) stats")
+                            "its (max, sum) stats or its log-sum-exp")
         s.dim(s.split_partition.over)
     if s.split_merge is not None:
         m = s.split_merge

@@ -1,0 +1,209 @@
+"""The tensor-core split-KV decode's SPLIT kernel (:mod:`.decode_mma`) as kernel IR (issue 20
+item 1): so far the KV loop of one block, on the statements of :mod:`kernels.ir.warp_registers`
+and ``mma.sync`` (the warps' merge through shared memory and the partial's writes are not IR
+yet: :func:`split_loop_statements` is what the verifier proves today, in
+``tests/test_nvidia_ir_split_loop.py``).
+
+The IR follows the template's plan (lane ``(g, t)``, ``g = lane / 4``, ``t = lane % 4``, the
+interleaved 16-byte vectors of :func:`.decode_mma.fragment_maps`), with three differences the
+instance engine needs, none of which changes a stored value:
+
+* Q rows past the block's ``hg`` heads load head ``h0 + hg - 1`` again (``gq = min(g, hg -
+  1)``) instead of zeros: every load is unpredicated and in range; the duplicated rows' scores
+  and O^T columns are never stored (rows 8-15 of the A operand are the zero words, the
+  engine's zero-padded rows);
+* keys past the split are not clamped to its last key but loaded where they are (predicated on
+  ``key < seqlen_kv``, the tensor's range) and masked at the split's end, so every register
+  holds the key it claims (a clamped load would make the engine see the last key twice);
+* the tile loop is block-uniform (``ceil(tiles / warps)`` iterations; a warp's tile past the
+  split is entirely masked: ``alpha = 1``, ``p = 0``), where the template's loop bound is per
+  warp.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+import sympy
+
+from layoutalg import Layout
+from mfma_specs.nvidia import mma_m16n8k16
+
+from ..ir.attention import (ExpScores, FVar, LaneXor, LetMinMax, MaskScores, Rescale, RowMax,
+                            SoftmaxUpdate, runtime_symbol as R)
+from ..ir.core import Access, Comment, Frag, Let, Loop, Mfma, ZeroFrag, sym
+from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
+from .attention import AttentionConfigError
+from .decode_mma import QK_LANE, QK_VEC, V_LANE, V_VEC, MmaDecodeConfig, validate
+
+__all__ = ["split_loop_statements", "split_frags", "qkv_layouts", "split_lse_spec",
+           "SPLIT_IR_SCALARS"]
+
+SPLIT_IR_SCALARS = ("batch", "heads", "kv_heads", "group", "seqlen_kv", "kv_chunk", "q_sb",
+                    "q_sh", "k_sb", "k_sh", "k_ss", "v_sb", "v_sh", "v_ss")
+
+
+def qkv_layouts(D: int) -> Dict[str, Layout]:
+    """``(row, d, head, batch)`` -> element offset: Q (its row mode, the split, has stride 0:
+    every split reads the one query row), K and V ``(key, d, kv_head, batch)``."""
+    return {"Q": Layout((R("n_splits"), D, R("heads"), R("batch")), (0, 1, R("q_sh"), R("q_sb"))),
+            "K": Layout((R("seqlen_kv"), D, R("kv_heads"), R("batch")),
+                        (R("k_ss"), 1, R("k_sh"), R("k_sb"))),
+            "V": Layout((R("seqlen_kv"), D, R("kv_heads"), R("batch")),
+                        (R("v_ss"), 1, R("v_sh"), R("v_sb")))}
+
+
+def split_frags(cfg: MmaDecodeConfig) -> Dict[str, Frag]:
+    """The registers of a lane: Q vectors and the A operand built from them, one tile's K / V
+    vectors, the scores of two mmas, the f32 probabilities and their 16-bit hi / lo, the V^T
+    operand words and O^T."""
+    D, dt = cfg.head_dim, cfg.in_dtype
+    KV, VV, KS = D // 32, D // 64, D // 16
+    return {"qv": Frag("qv", dt, 8 * KV), "qa": Frag("qa", dt, 8 * KS),
+            "kr": Frag("kr", dt, 2 * 8 * KV), "vr": Frag("vr", dt, 4 * 8 * VV),
+            "sc": Frag("sc", "f32", 8), "pf": Frag("pf", "f32", 4),
+            "ph": Frag("ph", dt, 4), "pl": Frag("pl", dt, 4),
+            "va": Frag("va", dt, 8 * KS), "o": Frag("o_acc", "f32", 4 * KS)}
+
+
+def _load(buf: str, G: Layout, fr: Frag, first: int, coords: Tuple[Any, ...], pred: Any,
+          tag: str) -> Access:
+    """An 8-element (16-byte) global load of ``coords`` (row, d, head, batch) and the next 7
+    head dims."""
+    cs = tuple((coords[0], coords[1] + j, coords[2], coords[3]) for j in range(8))
+    return Access("load", "global", buf, sympy.expand(G(cs[0])), 8,
+                  fr.regs(range(first, first + 8)), pred, tag=tag, origin=G, coords=cs)
+
+
+def block_lets(cfg: MmaDecodeConfig) -> List[Any]:
+    """Lane, warp and the block's (batch, kv head, head chunk) and key range."""
+    HG = cfg.hg
+    tid, blk = sym("tid"), sym("block_bh")
+    return [
+        Let("lane", sympy.Mod(tid, 32)), Let("rg", sympy.floor(tid / 32)),
+        Let("g", sympy.floor(sym("lane") / 4)), Let("t", sympy.Mod(sym("lane"), 4)),
+        Comment(f"block: (batch, kv head, chunk of {HG} query heads); y: the split"),
+        Let("hcs", sympy.floor(R("group") / HG)),
+        Let("hc", sympy.Mod(blk, sym("hcs"))), Let("bb", sympy.floor(blk / sym("hcs"))),
+        Let("hk", sympy.Mod(sym("bb"), R("kv_heads"))),
+        Let("bat", sympy.floor(sym("bb") / R("kv_heads"))),
+        Let("h0", sym("hk") * R("group") + sym("hc") * HG),
+        Let("s0", sym("split") * R("kv_chunk")),
+        LetMinMax("s1", "min", R("seqlen_kv"), sym("s0") + R("kv_chunk")),
+        LetMinMax("gq", "min", sym("g"), HG - 1),
+    ]
+
+
+def q_operand(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layout]) -> List[Any]:
+    """Q row ``gq`` as 16-byte vectors ``t QK_LANE + QK_VEC i``, then the A words of k-step
+    ``s``: ``{q[2s], 0, q[2s+1], 0}`` (rows 8-15 of the mma are zeros)."""
+    D = cfg.head_dim
+    qv, qa = F["qv"], F["qa"]
+    out: List[Any] = [Comment("Q as the A operand: head gq, rows 8-15 zero")]
+    for i in range(D // 32):
+        out.append(_load("Q", G["Q"], qv, 8 * i, (sym("split"), QK_LANE * sym("t") + QK_VEC * i,
+                                                   sym("h0") + sym("gq"), sym("bat")),
+                         None, "Q.load"))
+    for s in range(D // 16):
+        out += [PackWord(qa, 4 * s, (qv, 4 * s), (qv, 4 * s + 1)), PackWord(qa, 4 * s + 1, None, None),
+                PackWord(qa, 4 * s + 2, (qv, 4 * s + 2), (qv, 4 * s + 3)),
+                PackWord(qa, 4 * s + 3, None, None)]
+    return out
+
+
+def tile_statements(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layout]) -> List[Any]:
+    """One warp's 16-key tile ``[kb, kb + 16)``: loads, ``S = Q K^T``, the online softmax, the
+    alpha broadcast, P split hi + lo and ``O^T += V^T P^T`` twice."""
+    D, W = cfg.head_dim, cfg.warps
+    KV, VV, KS = D // 32, D // 64, D // 16
+    spec = mma_m16n8k16(cfg.in_dtype)
+    kr, vr, sc, pf, ph, pl, va, o, qa = (F[n] for n in ("kr", "vr", "sc", "pf", "ph", "pl", "va",
+                                                         "o", "qa"))
+    t, g, kb = sym("t"), sym("g"), sym("kb")
+    out: List[Any] = [Let("kb", sym("s0") + 16 * (sym("it") * W + sym("rg")))]
+    for r in range(2):                                   # K rows g (keys 0-7), g + 8 (8-15)
+        key = kb + g + 8 * r
+        for i in range(KV):
+            out.append(_load("K", G["K"], kr, 8 * (r * KV + i),
+                             (key, QK_LANE * t + QK_VEC * i, sym("hk"), sym("bat")),
+                             key < R("seqlen_kv"), "K.load"))
+    vkeys = [kb + 2 * t + (r & 1) + 8 * (r >> 1) for r in range(4)]
+    for r in range(4):                                   # V rows of keys 2t, 2t+1, 8+2t, 9+2t
+        for i in range(VV):
+            out.append(_load("V", G["V"], vr, 8 * (r * VV + i),
+                             (vkeys[r], V_LANE * g + V_VEC * i, sym("hk"), sym("bat")),
+                             vkeys[r] < R("seqlen_kv"), "V.load"))
+    out.append(ZeroFrag(sc))
+    for s in range(KS):
+        for r in range(2):
+            b0 = 8 * (r * KV + s // 2) + 4 * (s % 2)
+            out.append(Mfma(spec, sc.regs(range(4 * r, 4 * r + 4)), qa.regs(range(8 * s, 8 * s + 8)),
+                            kr.regs(range(b0, b0 + 4)), tag=f"S{r}.k{s}"))
+    items = (0, 1, 4, 5)                                 # head g's scores (rows 8-15: padding)
+    keys = tuple(kb + 2 * t + (i & 1) + 8 * (i >> 2) for i in items)
+    out += [MaskScores(sc, items, (sym("split"),) * 4, keys,
+                       tuple(sympy.StrictLessThan(k, sym("s1")) for k in keys)),
+            RowMax("mx", sc, items),
+            LaneXor("mx", "max", "shfl_xor", 1), LaneXor("mx", "max", "shfl_xor", 2),
+            SoftmaxUpdate("m_run", "mx", "alpha", "mc"),
+            ExpScores(pf, (0, 1, 2, 3), sc, items, "mc", "l_run", "alpha"),
+            Comment("O^T columns of this lane: heads 2t, 2t+1; their alphas from lanes 8t, 8t+4"),
+            ShflBroadcast("a_lo", "alpha", 8 * t), ShflBroadcast("a_hi", "alpha", 8 * t + 4)]
+    for j in range(KS):
+        out += [Rescale(o, (4 * j, 4 * j + 2), "a_lo"), Rescale(o, (4 * j + 1, 4 * j + 3), "a_hi")]
+    out.append(SplitProbs(ph, pl, pf, (0, 1, 2, 3)))
+    for j in range(KS):
+        e = [8 * (r * VV + j // 4) + 2 * (j % 4) for r in range(4)]
+        out += [PackWord(va, 4 * j, (vr, e[0]), (vr, e[1])),
+                PackWord(va, 4 * j + 1, (vr, e[0] + 1), (vr, e[1] + 1)),
+                PackWord(va, 4 * j + 2, (vr, e[2]), (vr, e[3])),
+                PackWord(va, 4 * j + 3, (vr, e[2] + 1), (vr, e[3] + 1))]
+        for part in (ph, pl):
+            out.append(Mfma(spec, o.regs(range(4 * j, 4 * j + 4)), va.regs(range(8 * j, 8 * j + 8)),
+                            part.regs(range(4)), tag=f"O.m{j}.{part.name}"))
+    return out
+
+
+def split_loop_statements(cfg: MmaDecodeConfig) -> Tuple[List[Any], Dict[str, Frag]]:
+    """The block's lets, Q operand and KV loop (every warp's tiles), then each lane's sum over
+    its row's four lanes: the body the warps' merge will follow."""
+    validate(cfg)
+    if cfg.chunk != 1:
+        raise AttentionConfigError(f"chunk={cfg.chunk}: the IR split kernel takes one 16-key "
+                                   "tile in flight per warp (the dispatched configurations)")
+    F, G = split_frags(cfg), qkv_layouts(cfg.head_dim)
+    W = cfg.warps
+    tiles = sympy.floor((sym("s1") - sym("s0") + 16 * W - 1) / (16 * W))
+    body = block_lets(cfg) + q_operand(cfg, F, G) + [
+        FVar("m_run", "-inf"), FVar("l_run", "0"), ZeroFrag(F["o"]),
+        Comment(f"{W} warps x 16 keys per iteration; a warp's tile past the split is masked"),
+        Loop("it", 0, tiles, tile_statements(cfg, F, G)),
+        LaneXor("l_run", "sum", "shfl_xor", 1), LaneXor("l_run", "sum", "shfl_xor", 2)]
+    return body, F
+
+
+def split_lse_spec(name: str, head_dim: int, in_dtype: str, instances: Any,
+                   stat_frag: str = "lse_part") -> Any:
+    """What the split kernel computes: ``S = Q K^T`` over ``d``, the online softmax over the
+    split's keys, ``Op = P V`` normalised, and the split's base-2 log-sum-exp ``LSEp`` (the
+    partial of :func:`.decode_mma_ir.combine_lse_spec`'s merge, at the same workspace
+    layouts); the splits partition the keys, each partial's key set carried by ``stat_frag``
+    (the register stored to ``LSEp``)."""
+    from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax,
+                               SplitPartition, Symbol, TensorSpec)
+    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", head_dim),
+            Dim("head", "heads"), Dim("kv_head", "kv_heads"), Dim("batch", "batch"),
+            Dim("split", "n_splits"), Dim("one", 1))
+    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", in_dtype),
+               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", in_dtype),
+               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", in_dtype),
+               TensorSpec("Op", ("split", "d", "head", "batch"), "workspace", "f32"),
+               TensorSpec("LSEp", ("split", "one", "head", "batch"), "workspace", "f32"))
+    return KernelSpec(
+        name=name, dims=dims, tensors=tensors,
+        contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("Op", "P", "V", ("key",))),
+        softmax=OnlineSoftmax("S", "P", "key", "d", 16, lse="LSEp"),
+        split_partition=SplitPartition("split", (stat_frag,)),
+        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in SPLIT_IR_SCALARS + ("n_splits",)),
+        domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
+        head_symbols=("bat", "hk", "hc", "bb", "h0", "block_bh"))
