@@ -36,7 +36,9 @@ from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
 from .attention import AttentionConfigError
 from .decode_mma import QK_LANE, QK_VEC, V_LANE, V_VEC, MmaDecodeConfig, validate
 
-__all__ = ["split_loop_statements", "split_frags", "qkv_layouts", "split_lse_spec",
+__all__ = ["build_decode_split_ir", "split_instances", "split_loop_statements", "split_frags",
+           "qkv_layouts", "split_lse_spec", "merge_tail", "split_ir_name", "acc_layout",
+           "check_same_workspace",
            "SPLIT_IR_SCALARS"]
 
 SPLIT_IR_SCALARS = ("batch", "heads", "kv_heads", "group", "seqlen_kv", "kv_chunk", "q_sb",
@@ -183,12 +185,13 @@ def split_loop_statements(cfg: MmaDecodeConfig) -> Tuple[List[Any], Dict[str, Fr
 
 
 def split_lse_spec(name: str, head_dim: int, in_dtype: str, instances: Any,
-                   stat_frag: str = "lse_part") -> Any:
+                   stat_frag: str = "lse_part", key_step: int = 16) -> Any:
     """What the split kernel computes: ``S = Q K^T`` over ``d``, the online softmax over the
     split's keys, ``Op = P V`` normalised, and the split's base-2 log-sum-exp ``LSEp`` (the
     partial of :func:`.decode_mma_ir.combine_lse_spec`'s merge, at the same workspace
     layouts); the splits partition the keys, each partial's key set carried by ``stat_frag``
-    (the register stored to ``LSEp``)."""
+    (the register stored to ``LSEp``); ``key_step`` the keys one loop iteration of the block
+    covers (its warps' tiles)."""
     from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax,
                                SplitPartition, Symbol, TensorSpec)
     dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", head_dim),
@@ -202,8 +205,154 @@ def split_lse_spec(name: str, head_dim: int, in_dtype: str, instances: Any,
     return KernelSpec(
         name=name, dims=dims, tensors=tensors,
         contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("Op", "P", "V", ("key",))),
-        softmax=OnlineSoftmax("S", "P", "key", "d", 16, lse="LSEp"),
+        softmax=OnlineSoftmax("S", "P", "key", "d", key_step, lse="LSEp"),
         split_partition=SplitPartition("split", (stat_frag,)),
         symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in SPLIT_IR_SCALARS + ("n_splits",)),
         domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
-        head_symbols=("bat", "hk", "hc", "bb", "h0", "block_bh"))
+        head_symbols=("bat", "hk", "hc", "bb", "h0", "block_bh"), store_heads="kv_group")
+
+
+def acc_layout(cfg: MmaDecodeConfig) -> Tuple[Layout, int]:
+    """The warps' O in shared memory, ``(warp, head, d) -> offset`` with ``d = (d % 8, d / 8
+    % 8, d / 64)``: heads innermost (a lane's O^T pair, heads 2t and 2t+1, is one 8-byte
+    store) and the 8-d groups ``g`` at a stride of 8 (mod 32) floats, so the 16 lanes of an
+    8-byte phase hit 16 distinct bank pairs (the template's ``[warp][head][d]`` rows made
+    its stores 4-way conflicts).  Returns the layout and its size in floats."""
+    HG, D, W = cfg.hg, cfg.head_dim, cfg.warps
+    sg = 8 * HG + (8 - 8 * HG) % 32
+    sj, J = 8 * sg, max(1, D // 64)
+    sr = sj * J
+    return Layout((W, HG, (8, 8, J)), (sr, 1, (HG, sg, sj))), W * sr
+
+
+def merge_tail(cfg: MmaDecodeConfig, F: Dict[str, Frag]) -> Tuple[List[Any], List[Any],
+                                                                    List[Frag]]:
+    """The warps' partials to shared memory, merged per row (:mod:`kernels.ir.warp_merge`),
+    and the split's normalised partial ``Op`` + base-2 ``LSEp`` written at
+    :func:`.decode_mma_ir.workspace_layouts` (the layouts the IR combine kernel reads):
+    ``(statements, shared arrays, frags)``."""
+    from ..ir.core import Barrier, Shared
+    from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
+    from .decode_mma_ir import workspace_layouts
+    HG, D, W, T = cfg.hg, cfg.head_dim, cfg.warps, cfg.threads
+    if HG % 2:
+        raise AttentionConfigError(f"hg={HG}: the IR split kernel stores a lane's two heads "
+                                   "(2t, 2t+1) as one pair: an even number of heads per block")
+    o, tid, t, g = F["o"], sym("tid"), sym("t"), sym("g")
+    SA, n_acc = acc_layout(cfg)
+    shared = [Shared("s_acc", "f32", n_acc), Shared("s_m", "f32", W * HG),
+              Shared("s_l", "f32", W * HG), Shared("s_w", "f32", W * HG),
+              Shared("s_inv", "f32", HG), Shared("s_lse", "f32", HG)]
+    f, lse = Frag("f_out", "f32", 8), Frag("lse_part", "f32", 1)
+    lead = sympy.And(sympy.Eq(t, 0), g < HG)
+    out: List[Any] = [
+        Comment("the warp's (m, l) per head and its O^T pairs (heads 2t, 2t+1) to shared"),
+        StoreVar("s_m", sym("rg") * HG + g, "m_run", lead, "s_m.store"),
+        StoreVar("s_l", sym("rg") * HG + g, "l_run", lead, "s_l.store")]
+    for j in range(D // 16):
+        for h in range(2):
+            d = V_LANE * g + V_VEC * (j // 4) + 2 * (j % 4) + h
+            cs = ((sym("rg"), 2 * t, d), (sym("rg"), 2 * t + 1, d))
+            out.append(Access("store", "lds", "s_acc", sympy.expand(SA(cs[0])), 2,
+                              o.regs((4 * j + 2 * h, 4 * j + 2 * h + 1)), 2 * t < HG,
+                              tag="s_acc.store", origin=SA, coords=cs))
+    G = workspace_layouts(D)
+    per_row = D // 8
+    it = sym("mi")
+    ok = sym("mrow") < HG
+    x_off = SA((sym("r"), sym("mrc"), sym("mc8") + sym("e")))
+    out += [Barrier(), WarpStats(W, HG, "s_m", "s_l", "s_w", "s_inv", "s_lse"), Barrier(),
+            Loop("mi", 0, -(-HG * per_row // T), [
+                Let("mrow", sympy.floor((tid + it * T) / per_row)),
+                Let("mc8", 8 * sympy.Mod(tid + it * T, per_row)),
+                Comment("threads past the last row merge it again and store nothing"),
+                LetMinMax("mrc", "min", sym("mrow"), HG - 1),
+                WarpCombine(f, 8, W, HG, x_off, sym("mrc"), sym("mc8"), ok, "s_acc", "s_w",
+                            "s_inv"),
+                *[_store_op(G["Op"], f, 4 * q, ok) for q in range(2)],
+                Access("load", "lds", "s_lse", sym("mrc"), 1, lse.regs([0]), None,
+                       tag="s_lse.load", origin=Layout((HG,), (1,)), coords=((sym("mrc"),),)),
+                _store_lse(G["LSEp"], lse, sympy.And(ok, sympy.Eq(sym("mc8"), 0)))])]
+    return out, shared, [f, lse]
+
+
+def _store_op(G: Layout, f: Frag, first: int, pred: Any) -> Access:
+    cs = tuple((sym("split"), sym("mc8") + first + e, sym("h0") + sym("mrc"), sym("bat"))
+               for e in range(4))
+    return Access("store", "global", "Op", sympy.expand(G(cs[0])), 4,
+                  f.regs(range(first, first + 4)), pred, tag="Op.store", origin=G, coords=cs)
+
+
+def _store_lse(G: Layout, lse: Frag, pred: Any) -> Access:
+    cs = ((sym("split"), 0, sym("h0") + sym("mrc"), sym("bat")),)
+    return Access("store", "global", "LSEp", sympy.expand(G(cs[0])), 1, lse.regs([0]), pred,
+                  tag="LSEp.store", origin=G, coords=cs)
+
+
+def split_ir_name(cfg: MmaDecodeConfig) -> str:
+    return f"lg_decode_split_ir_{cfg.in_dtype}_d{cfg.head_dim}_g{cfg.hg}_w{cfg.warps}"
+
+
+def build_decode_split_ir(cfg: MmaDecodeConfig) -> Any:
+    """The split kernel of ``cfg`` as IR with its spec: grid ``(batch x kv heads x head
+    chunks, n_splits)``, ``32 warps`` threads."""
+    from ..ir.attention import AttnKernel, ScalarParam
+    from ..ir.core import Param
+    body, F = split_loop_statements(cfg)
+    tail, shared, extra = merge_tail(cfg, F)
+    name = split_ir_name(cfg)
+    dt = cfg.in_dtype
+    params = [Param("Q", dt), Param("K", dt), Param("V", dt), Param("Op", "f32", const=False),
+              Param("LSEp", "f32", const=False)]
+    header = [f"split-KV decode, split kernel (kernels/nvidia/decode_split_ir.py): {cfg.hg} "
+              f"query heads per block on mma.sync m16n8k16, {cfg.warps} warps, head_dim "
+              f"{cfg.head_dim}; built as kernel IR and verified"]
+    return AttnKernel(name, params, shared, list(F.values()) + extra, body + tail, cfg.threads,
+                      (0, 0, 1), grid_symbols=("block_bh", "split"), header=header,
+                      meta={"kind": "decode_split_lse", "cfg": cfg},
+                      scalars=[ScalarParam(n) for n in SPLIT_IR_SCALARS] +
+                      [ScalarParam("scale_log2", "float")], min_blocks=1,
+                      spec=split_lse_spec(name, cfg.head_dim, dt, split_instances,
+                                          key_step=16 * cfg.warps))
+
+
+def split_instance(cfg: MmaDecodeConfig, name: str, B: int, HK: int, chunks: int, skv: int,
+                   ns: int) -> Any:
+    """A launch of ``B`` x ``HK`` kv heads x ``chunks`` head chunks (``group = chunks hg``),
+    ``skv`` keys in ``ns`` splits of ``ceil(skv / ns)`` keys, contiguous BHSD tensors."""
+    from ..verify.attention_gate import Instance
+    D, H = cfg.head_dim, HK * chunks * cfg.hg
+    chunk = -(-skv // ns)
+    v = dict(batch=B, heads=H, kv_heads=HK, group=H // HK, seqlen_q=1, seqlen_kv=skv,
+             n_splits=-(-skv // chunk), kv_chunk=chunk, q_sb=H * D, q_sh=D,
+             k_sb=HK * skv * D, k_sh=skv * D, k_ss=D, v_sb=HK * skv * D, v_sh=skv * D, v_ss=D)
+    return Instance(name, v, (B * HK * chunks, v["n_splits"], 1), False)
+
+
+def split_instances(k: Any) -> List[Any]:
+    """Verification launches: GQA over 2 kv heads and 2 batches with a ragged last split; 4
+    splits each shorter than one 16-key tile; two head chunks of one kv head, one split."""
+    cfg = k.meta["cfg"]
+    return [split_instance(cfg, "gqa-ragged-last-split", 2, 2, 1, 100, 3),
+            split_instance(cfg, "splits-shorter-than-a-tile", 1, 1, 1, 37, 4),
+            split_instance(cfg, "two-head-chunks-one-split", 1, 1, 2, 45, 1)]
+
+
+def check_same_workspace(split: Any, combine: Any) -> None:
+    """The split kernel writes its partials ``Op`` / ``LSEp`` at the layouts the combine kernel
+    reads them with (the layout objects of every access, compared by value); else
+    :class:`~kernels.errors.KernelError` naming the tensor."""
+    from ..errors import KernelError
+    from ..ir.core import walk
+
+    def origins(k: Any, kind: str) -> Dict[str, set]:
+        out: Dict[str, set] = {}
+        for s in walk(k.body):
+            if isinstance(s, Access) and s.kind == kind and s.buf in ("Op", "LSEp"):
+                out.setdefault(s.buf, set()).add(str(s.origin))
+        return out
+    w, r = origins(split, "store"), origins(combine, "load")
+    for buf in ("Op", "LSEp"):
+        if w.get(buf) is None or w.get(buf) != r.get(buf):
+            raise KernelError(f"split kernel {split.name} writes {buf} at {w.get(buf)}, the "
+                              f"combine kernel {combine.name} reads it at {r.get(buf)}")

@@ -22,6 +22,8 @@ from .attention_ids import (OUT, PAD, PROBS, SCORES, AccIds, UNSET, VarIds, deco
 from .attention_softmax import SoftmaxRules
 from .lse_merge_rules import LseMergeRules
 from .warp_register_rules import WarpRegisterRules
+from .warp_merge_rules import WarpMergeRules
+from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
 from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from .attention_static import Instance, eval_expr, let_value
@@ -30,7 +32,7 @@ from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
 __all__ = ["AttentionDataflow"]
 
 
-class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules):
+class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMergeRules):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
@@ -142,6 +144,12 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules):
                 self.shfl_broadcast(s, env)
             elif isinstance(s, SplitProbs):
                 self.split_probs(s)
+            elif isinstance(s, StoreVar):
+                self.store_var(s, env)
+            elif isinstance(s, WarpStats):
+                self.warp_stats(s)
+            elif isinstance(s, WarpCombine):
+                self.warp_combine(s, env)
             elif isinstance(s, (Comment, SetPrio, SchedBarrier)):   # scheduling only: no data
                 pass
             else:
@@ -171,6 +179,13 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules):
 
     # ---- memory --------------------------------------------------------------------------
     def access(self, a: Access, env) -> None:
+        if a.space == "lds" and a.kind == "store" and a.regs.frag.name in self.acc and \
+                self.acc[a.regs.frag.name].kind == OUT:
+            self.stash_acc(a, env)          # accumulator registers: records (warp_merge_rules)
+            return
+        if a.space == "lds" and a.kind == "load" and self.holds_records(a.buf):
+            self.load_record(a, env)
+            return
         T = self.T
         off = np.broadcast_to(np.asarray(eval_expr(a.offset, env), dtype=np.int64), (T,))
         pred = np.broadcast_to(np.asarray(True if a.pred is None else eval_expr(a.pred, env)), (T,))

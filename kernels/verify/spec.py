@@ -193,6 +193,10 @@ class KernelSpec:
     # warpgroup-specialised kernels (TMA producer / wgmma consumers): the role names of the IR's
     # RoleBranch statements; verified on the per-role phase model (kernels.verify.gate_tma)
     warpgroup_roles: Tuple[str, ...] = ()
+    # which (batch, head) a thread may write, given the head its anchor read: "own" (that one)
+    # or "kv_group" (any query head of its (batch, kv head): a block of several heads merging
+    # its warps through shared memory; the dataflow proves the row each stored element holds)
+    store_heads: str = "own"
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -382,6 +386,8 @@ def _validate(s: KernelSpec) -> None:
                          or not all(isinstance(r, str) and r for r in s.wave_roles)):
         raise SpecError(f"{where}: wave_roles {s.wave_roles!r}: name two or more distinct wave "
                         "groups, in wave order (e.g. ('ping', 'pong'))")
+    if s.store_heads not in ("own", "kv_group"):
+        raise SpecError(f"{where}: store_heads {s.store_heads!r} (valid: own, kv_group)")
     if s.domain.kind not in ("every_block", "instances"):
         raise SpecError(f"{where}: unknown domain {s.domain.kind!r} (valid: every_block, "
                         "instances)")
