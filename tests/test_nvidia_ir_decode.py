@@ -224,10 +224,10 @@ def test_dropped_merge_line_is_refused():
 
 
 def test_unknown_attention_statements_are_refused_by_the_cuda_printer():
-    from kernels.ir.attention import RowMax
+    from kernels.ir.attention import FinalNormalize
     k = _ir()
-    k.body.append(RowMax("m_x", k.frags[0], (0,)))
-    with pytest.raises(TypeError, match="RowMax has no CUDA form"):
+    k.body.append(FinalNormalize(k.frags[0], (0,), "l_run", "m_run", k.frags[1]))
+    with pytest.raises(TypeError, match="FinalNormalize has no CUDA form"):
         emit_cuda_attention(k)
 
 
