@@ -5,7 +5,8 @@ of :mod:`.decode_mma_ir`, whose workspace layouts are checked to be the same
 
 :class:`IrSplitMmaDecode` has :class:`.decode_mma.MmaSplitKVDecode`'s arguments, split choice
 and results (bitwise: ``tests/test_nvidia_ir_split_gpu.py``); it always runs the combine, also
-for one split (the template's split kernel then writes O itself).
+for one split (the template's split kernel then writes O itself).  A call whose int offsets
+would leave int runs the template split kernel (long long offsets) with the IR combine.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import math
 from types import SimpleNamespace
 from typing import Optional
 
-from ..errors import LaunchError
 from ..printer.cuda import smem_bytes
 from ..printer.cuda_attention import emit_cuda_attention
 from .builder import CompiledKernel
@@ -22,7 +22,7 @@ from .decode_mma import MmaDecodeConfig
 from .decode_mma_ir import IrMmaSplitKVDecode, build_decode_combine_ir
 from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, check_same_workspace
 
-__all__ = ["IrSplitMmaDecode"]
+__all__ = ["IrSplitMmaDecode", "ir_split_supported"]
 
 _INT = 2 ** 31
 
@@ -58,7 +58,10 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
                      seqlen_kv=p["Skv"], kv_chunk=p["kv_chunk"], q_sb=q.stride(0),
                      q_sh=q.stride(1), k_sb=k.stride(0), k_sh=k.stride(1), k_ss=k.stride(2),
                      v_sb=v.stride(0), v_sh=v.stride(1), v_ss=v.stride(2))
-        self._check_int_offsets(sizes, n, rows)
+        if not self.ints_fit(sizes, n, rows):
+            # the printed int offsets would leave int (the template's are long long): the
+            # template split kernel + the IR combine (IrMmaSplitKVDecode) runs this call
+            return super().bind(q, k, v, out, scale, kv_splits, sms)
         site = LaunchSite(self.split_kernel.module, self.split_ir.name, (p["blocks"], n),
                           cfg.threads, signature=("ptr",) * 5 + ("i32",) * len(SPLIT_IR_SCALARS)
                           + ("f32",), specs=[TensorSpec(strides=())] * 5 +
@@ -76,18 +79,21 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
             return out
         return run
 
-    def _check_int_offsets(self, s: dict, n: int, rows: int) -> None:
-        """The printed offsets are ``int``: every value they take must fit (the verifier
-        evaluates them only at its instances)."""
+    def ints_fit(self, s: dict, n: int, rows: int) -> bool:
+        """Whether every value the printed ``int`` offsets take fits (the verifier evaluates
+        them only at its instances): Q / K / V (a masked step past the last key included) and
+        the workspace."""
         D, Skv = self.cfg.head_dim, s["seqlen_kv"]
-        ends = {"Q": (s["batch"] - 1) * s["q_sb"] + (s["heads"] - 1) * s["q_sh"] + D,
-                "K": (s["batch"] - 1) * s["k_sb"] + (s["kv_heads"] - 1) * s["k_sh"] +
+        ends = ((s["batch"] - 1) * s["q_sb"] + (s["heads"] - 1) * s["q_sh"] + D,
+                (s["batch"] - 1) * s["k_sb"] + (s["kv_heads"] - 1) * s["k_sh"] +
                 (Skv + 16 * self.cfg.warps) * s["k_ss"] + D,
-                "V": (s["batch"] - 1) * s["v_sb"] + (s["kv_heads"] - 1) * s["v_sh"] +
+                (s["batch"] - 1) * s["v_sb"] + (s["kv_heads"] - 1) * s["v_sh"] +
                 (Skv + 16 * self.cfg.warps) * s["v_ss"] + D,
-                "Op": n * rows * D}
-        for name, end in ends.items():
-            if not 0 <= end < _INT or min(s.values()) < 0:
-                raise LaunchError(f"{self.split_ir.name}: {name}'s int offsets reach {end} "
-                                  f"(>= 2^31, or a negative stride); fewer splits or "
-                                  "contiguous tensors")
+                n * rows * D)
+        return min(s.values()) >= 0 and all(0 <= e < _INT for e in ends)
+
+
+def ir_split_supported(cfg: MmaDecodeConfig) -> bool:
+    """The configurations the IR split kernel is built for: one 16-key tile per warp in
+    flight, an even number of heads per block, two launches (not ``fused``)."""
+    return cfg.chunk == 1 and cfg.hg % 2 == 0 and not cfg.fused
