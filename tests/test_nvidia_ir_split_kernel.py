@@ -199,3 +199,58 @@ def test_a_split_whose_loop_stops_a_step_early_is_refused():
         return [Loop(s.var, s.start, s.stop - 1, s.body, s.unroll)]
     bad = _edit(lambda s: isinstance(s, Loop) and s.var == "it", make)
     assert "masking_and_tile_skipping" in bad or "split_partition" in bad, bad
+
+
+# ---- the printed CUDA, read back -------------------------------------------------------------
+
+def test_the_printed_text_holds_and_is_read_back():
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    k = build_decode_split_ir(CFG)
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
+    assert tuple(r.checks)[-3:] == ("printed_source", "declarations", "index_ranges")
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+
+
+_TEXT_MUTATIONS = [   # (printed text, mutated text): each a printer bug the IR proof cannot see
+    ("va[0] = __byte_perm(vr[0], vr[8], 0x5410);", "va[0] = __byte_perm(vr[0], vr[8], 0x7632);"),
+    ("__shfl_sync(0xffffffffu, alpha, 8*t);", "__shfl_sync(0xffffffffu, alpha, 4*t);"),
+    ("__shfl_xor_sync(0xffffffffu, mx, 2)", "__shfl_xor_sync(0xffffffffu, mx, 4)"),
+    ("k_ss*kb + 8*t), g + kb < seqlen_kv);", "k_ss*kb + 8*t));"),
+    ("(kb + 2*t < s1) ? sc[0]", "(kb + 2*t <= s1) ? sc[0]"),
+    ("lg_exp2(sc[0] - mc); l_run += pf[0];", "lg_exp2(sc[0] - mx); l_run += pf[0];"),
+    ("pf[1] - lg_bf16_hi(ph[0]));", "pf[1] - lg_bf16_hi(ph[1]));"),
+    ("s_acc + (640*rg + 2*t", "s_acc + (640*rg + 2*t + 1"),
+    ("lg_warp_stats<4, 4>", "lg_warp_stats<3, 4>"),
+    ("r * 4 + mrc, s_acc, ", "r * 4 + mrow, s_acc, "),
+    ("if (t == 0 && g < 4) s_m[g + 4*rg] = m_run;", "if (g < 4) s_m[g + 4*rg] = m_run;"),
+    ("lse_part[0] = s_lse[mrc];", "lse_part[0] = s_lse[0];"),
+    ("128*mrc + 4)) = make_float4(f_out[4]", "128*mrc + 4)) = make_float4(f_out[0]"),
+]
+
+
+@pytest.mark.parametrize("old,new", _TEXT_MUTATIONS, ids=[m[1][:32] for m in _TEXT_MUTATIONS])
+def test_printed_cuda_mutations_are_refused(old, new):
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    k = build_decode_split_ir(CFG)
+    src = emit_cuda_attention(k)
+    assert src.count(old) >= 1, old
+    r = verify(k, arch="sm_90", source=src.replace(old, new, 1))
+    failed = {n for n, c in r.checks.items() if not c.holds}
+    assert "printed_source" in failed, failed
+
+
+def test_nvrtc_compiles_the_dispatched_configurations_without_spills():
+    """NVRTC 13: d128 158-162 registers (the template's split kernel 148: the same blocks per
+    SM at 4 and 8 warps), d256 235 (the template 236); no spills."""
+    import re
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    for cfg in (DISPATCHED[0], DISPATCHED[-1]):
+        k = build_decode_split_ir(cfg)
+        m = compile_cuda(emit_cuda_attention(k), "sm_90", name=f"{k.name}.cu", backend="nvrtc",
+                         options=("--ptxas-options=-v",), use_cache=False)
+        assert m.kernels == (k.name,)
+        spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
+        assert spills and not any(spills), m.log[-400:]

@@ -28,8 +28,8 @@ _INT = 2 ** 31
 
 
 class IrSplitMmaDecode(IrMmaSplitKVDecode):
-    """Split and combine kernels from the IR, verified at construction (a failed check raises
-    :class:`~kernels.verify.gate.VerificationError`)."""
+    """Split and combine kernels from the IR, each verified with its printed text at
+    construction (a failed check raises :class:`~kernels.verify.gate.VerificationError`)."""
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         super().__init__(cfg, backend=backend)
@@ -37,7 +37,8 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         self.split_ir = build_decode_split_ir(cfg)
         check_same_workspace(self.split_ir, build_decode_combine_ir(cfg))
         self.split_source = emit_cuda_attention(self.split_ir)
-        self.split_verification = verify(self.split_ir, arch=cfg.arch)
+        self.split_verification = verify(self.split_ir, arch=cfg.arch,
+                                         source=self.split_source)
         self.split_verification.raise_if_failed()
         self.split_kernel = CompiledKernel(
             SimpleNamespace(name=self.split_ir.name, arch=cfg.arch), self.split_source, backend)

@@ -20,9 +20,10 @@ so the running maximum needs no further scale:
   ``*reinterpret_cast<float2*>(buf + (offset)) = make_float2(a, b);``; an LDS load of one f32
   -> ``r = buf[offset];`` (each under ``if (pred)`` where predicated);
 * ``StoreVar`` -> ``if (pred) buf[offset] = var;``; ``WarpStats`` -> ``if (tid < rows)
-  lg_warp_stats<warps, rows>(s_m, s_l, s_w, s_inv, s_lse, tid);``; ``WarpCombine`` -> zero
-  ``f``, the weighted sum over the warps at the printed ``x_offset``, the scale by
-  ``s_inv[j]``.
+  lg_warp_stats<warps, rows>(s_m, s_l, s_w, s_inv, s_lse, tid);``; ``WarpCombine`` -> ``if
+  (pred) LG_WARP_COMBINE(n, warps, f, s_w, r * rows + j, s_acc, x_offset, s_inv, j);`` (a
+  macro: zero ``f``, the weighted sum over the warps ``r`` and elements ``e`` at the printed
+  offsets, the scale by ``s_inv[j]``; one line, which the read-back expands).
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ template <int W, int HG> LG_DEV void lg_warp_stats(const float* s_m, const float
   }
   s_inv[j] = 1.f / Ls; s_lse[j] = M + log2f(Ls);
 }
+#define LG_WARP_COMBINE(N, W, f, s_w, w_at, s_acc, x_at, s_inv, j) do {                 \
+  _Pragma("unroll") for (int e = 0; e < N; ++e) f[e] = 0.f;                             \
+  for (int r = 0; r < W; ++r) {                                                         \
+    const float w = s_w[w_at];                                                          \
+    _Pragma("unroll") for (int e = 0; e < N; ++e) f[e] = fmaf(w, s_acc[x_at], f[e]);    \
+  }                                                                                     \
+  _Pragma("unroll") for (int e = 0; e < N; ++e) f[e] *= s_inv[j];                       \
+} while (0)
 """
 
 
@@ -102,17 +111,9 @@ def _access(out: Callable[[int, str], None], a: Access, d: int, dtypes: Dict[str
 
 
 def _warp_combine(out: Callable[[int, str], None], s: WarpCombine, d: int) -> None:
-    f, n, j = s.f.name, s.n, to_c(s.j)
-    out(d, "#pragma unroll")
-    out(d, f"for (int e = 0; e < {n}; ++e) {f}[e] = 0.f;")
-    out(d, f"for (int r = 0; r < {s.warps}; ++r) {{")
-    out(d + 1, f"const float w = {s.s_w}[r * {s.rows} + {j}];")
-    out(d + 1, "#pragma unroll")
-    out(d + 1, f"for (int e = 0; e < {n}; ++e) "
-               f"{f}[e] = fmaf(w, {s.s_acc}[{to_c(s.x_offset)}], {f}[e]);")
-    out(d, "}")
-    out(d, "#pragma unroll")
-    out(d, f"for (int e = 0; e < {n}; ++e) {f}[e] *= {s.s_inv}[{j}];")
+    j = to_c(s.j)
+    out(d, _if(s.pred, f"LG_WARP_COMBINE({s.n}, {s.warps}, {s.f.name}, {s.s_w}, "
+                       f"r * {s.rows} + {j}, {s.s_acc}, {to_c(s.x_offset)}, {s.s_inv}, {j});"))
 
 
 def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[str, str],
