@@ -58,12 +58,13 @@ PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
 
 # ---------------------------------------------------------------------------- the IR side
 
-def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
+def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
     """The IR statements that print index math, in printing order, as :class:`SourceStmt`."""
     out: List[SourceStmt] = []
     for s in body:
         kind = type(s).__name__
-        dec = decode_ir_stmts(s) if kind in DECODE_IR_KINDS or kind == "LaneXor" else None
+        dec = decode_ir_stmts(s) if cuda and (kind in DECODE_IR_KINDS or kind == "LaneXor") \
+            else None
         if dec is not None:             # the NVIDIA split decode's forms (source_decode)
             out += dec
         elif isinstance(s, Let):
@@ -73,9 +74,9 @@ def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
                                                                s.a, s.b),)))
         elif isinstance(s, Loop):
             out.append(SourceStmt("loop", name=s.var, exprs=(s.start, s.stop),
-                                  body=_ir_stmts(s.body)))
+                                  body=_ir_stmts(s.body, cuda)))
         elif isinstance(s, If):
-            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body)))
+            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda)))
         elif kind == "CpAsync":         # NVIDIA: the global read, then the shared write
             out += [SourceStmt("mem", name=a.buf, exprs=(a.offset,), store=a.kind == "store",
                                vtype=(None, a.width), pred=a.pred, text=s.tag)
@@ -625,12 +626,12 @@ class _RangeCtx:
 _P_CONV = re.compile(r"=\s*([A-Za-z_][A-Za-z_0-9]*|\(_Float16\))?\s*\(\s*e_\s*\)\s*;")
 
 
-def _p_rounding(k: Kernel, source: str, fails: Fail) -> None:
+def _p_rounding(k: Kernel, source: str, fails: Fail, cuda: bool = False) -> None:
     """The printed P conversions (``... = conv(e_);``) against the IR's ExpScores roundings."""
     want: Counter = Counter()
     for s in walk(k.body):
-        # f32 P (the CUDA split decode) is rounded by SplitProbs, read back with its lines
-        if type(s).__name__ == "ExpScores" and s.p.dtype != "f32":
+        # CUDA f32 P (the split decode) is rounded by SplitProbs, read back with its lines
+        if type(s).__name__ == "ExpScores" and not (cuda and s.p.dtype == "f32"):
             want[p_conversion(s.p.dtype, s.rounding)] += len(s.p_items)
     if not want:
         return
@@ -681,8 +682,8 @@ def verify_printed(k: Kernel, source: str, *,
         _lse_helpers(k, source, fails)
     else:
         _declarations(k, src, fails)
-    _p_rounding(k, source, fails)
-    ir_body = _ir_stmts(k.body)
+    _p_rounding(k, source, fails, cuda)
+    ir_body = _ir_stmts(k.body, cuda)
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
     if instances is None:
         if scalars:
