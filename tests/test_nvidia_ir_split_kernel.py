@@ -254,3 +254,55 @@ def test_nvrtc_compiles_the_dispatched_configurations_without_spills():
         assert m.kernels == (k.name,)
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
         assert spills and not any(spills), m.log[-400:]
+
+
+def test_store_heads_is_what_lets_the_merge_write_other_heads():
+    """With the default ("own": a thread writes only its Q's head) the merge's stores are
+    refused by the head mapping; a value outside ("own", "kv_group") is an ill-formed spec."""
+    from dataclasses import replace
+    from kernels.verify.spec import SpecError
+    k = build_decode_split_ir(CFG)
+    own = replace(k.spec, store_heads="own")
+    r = verify(k, spec=own, arch="sm_90")
+    assert "but the thread's Q is" in (r.checks["lane_accumulator_writeback"].counterexample
+                                       or "")
+    with pytest.raises(SpecError, match="store_heads"):
+        replace(k.spec, store_heads="any")
+
+
+def test_a_split_partition_needs_stats_or_an_lse():
+    from dataclasses import replace
+    from kernels.verify.spec import SpecError
+    k = build_decode_split_ir(CFG)
+    with pytest.raises(SpecError, match="stats or its log-sum-exp"):
+        replace(k.spec, softmax=replace(k.spec.softmax, lse=None))
+
+
+def test_dispatch_keeps_the_template_split_kernel_where_the_ir_is_not_built():
+    from kernels.nvidia.decode_ir import ir_split_supported
+    assert ir_split_supported(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
+    assert not ir_split_supported(MmaDecodeConfig(head_dim=128, hg=3, warps=4))
+    assert not ir_split_supported(MmaDecodeConfig(head_dim=128, hg=4, warps=4, chunk=2))
+    assert not ir_split_supported(MmaDecodeConfig(head_dim=128, hg=4, warps=4, fused=True))
+
+
+def test_int_offsets_past_2_31_fall_back_to_the_template_split_kernel(monkeypatch):
+    """The printed offsets are int: a call whose K / V / workspace offsets would leave int is
+    run by the template split kernel (long long offsets) with the IR combine, never by a
+    kernel that would wrap."""
+    pytest.importorskip("torch")
+    import _fake_cuda as fc
+    from kernels.nvidia.decode_ir import IrSplitMmaDecode
+    fc.install(monkeypatch)
+    try:
+        dec = IrSplitMmaDecode(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
+        assert dec.split_verification.holds
+        ok = dict(batch=8, heads=32, kv_heads=8, group=4, seqlen_kv=32768, kv_chunk=2048,
+                  q_sb=4096, q_sh=128, k_sb=8 * 32768 * 128, k_sh=32768 * 128, k_ss=128,
+                  v_sb=8 * 32768 * 128, v_sh=32768 * 128, v_ss=128)
+        assert dec.ints_fit(ok, 16, 256)
+        big = dict(ok, batch=128, k_sb=8 * 32768 * 128 * 2)      # K past 2^31 elements
+        assert not dec.ints_fit(big, 16, 4096)
+        assert not dec.ints_fit(dict(ok, k_ss=-128), 16, 256)     # a negative stride
+    finally:
+        fc.clear_caches()
