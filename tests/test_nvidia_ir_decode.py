@@ -224,10 +224,10 @@ def test_dropped_merge_line_is_refused():
 
 
 def test_unknown_attention_statements_are_refused_by_the_cuda_printer():
-    from kernels.ir.attention import RowMax
+    from kernels.ir.attention import FinalNormalize
     k = _ir()
-    k.body.append(RowMax("m_x", k.frags[0], (0,)))
-    with pytest.raises(TypeError, match="RowMax has no CUDA form"):
+    k.body.append(FinalNormalize(k.frags[0], (0,), "l_run", "m_run", k.frags[1]))
+    with pytest.raises(TypeError, match="FinalNormalize has no CUDA form"):
         emit_cuda_attention(k)
 
 
@@ -278,7 +278,9 @@ def test_both_split_kernels_get_the_verified_combine(monkeypatch):
                                                                     torch.float16),
                                   kv_splits=3)                          # FMA split, forced
         names = [L.kernel for L in fake.launches]
-        assert names[0].startswith("lg_decode_mma_") and names[2].startswith("lg_decode_splitkv")
+        # the tensor-core split kernel is the IR one (decode_ir) at this configuration
+        assert names[0].startswith("lg_decode_split_ir_") and \
+            names[2].startswith("lg_decode_splitkv")
         assert names[1] == "lg_decode_combine_ir_f16_d256"
         assert names[3] == "lg_decode_combine_ir_f16_d128"
         assert fake.launches[1].args[3:6] == (4, 32, fake.launches[0].grid[1])

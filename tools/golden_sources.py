@@ -284,6 +284,13 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     for kw in (dict(head_dim=64), dict(), dict(head_dim=256, out_dtype="bf16")):
         yield (f"nvidia/decode-combine-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda_attention(build_decode_combine_ir(MmaDecodeConfig(**kw))))
+    # ... and its split kernel (kernels.nvidia.decode_split_ir), the dispatched configurations
+    from kernels.nvidia.decode_split_ir import build_decode_split_ir
+    for kw in (dict(hg=4, warps=4), dict(hg=8, warps=4), dict(hg=4, warps=8),
+               dict(hg=8, warps=8), dict(head_dim=256, hg=4, warps=8),
+               dict(head_dim=64, hg=4, warps=2, in_dtype="f16", out_dtype="bf16")):
+        yield (f"nvidia/decode-split-ir/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_attention(build_decode_split_ir(MmaDecodeConfig(**kw))))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),

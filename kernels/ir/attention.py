@@ -94,11 +94,12 @@ class RowMax:
 class LaneXor:
     """``var = op(var, var of the source lane)``: ``ds_swizzle`` bit mode with ``pattern`` (the
     source lane follows from the pattern) or ``ds_bpermute`` with byte address ``addr`` (an index
-    expression of ``tid``; the source lane is ``(addr >> 2) & 63``)."""
+    expression of ``tid``; the source lane is ``(addr >> 2) & 63``), or (NVIDIA, a 32-lane warp)
+    ``__shfl_xor_sync(0xffffffffu, var, pattern)`` (the source lane is ``lane ^ pattern``)."""
 
     var: str                     # a float variable, or "" with ``frag``/``item``
     op: str                      # "max" | "sum"
-    method: str                  # "swizzle" | "bpermute"
+    method: str                  # "swizzle" | "bpermute" | "shfl_xor"
     pattern: Optional[int] = None
     addr: Any = None
     note: str = ""

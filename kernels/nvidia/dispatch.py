@@ -18,6 +18,7 @@ from ..runtime.cuda import device_info
 from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MmaDecodeConfig, heads_per_mma_block, mma_warps
+from .decode_ir import IrSplitMmaDecode, ir_split_supported
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
@@ -431,7 +432,13 @@ def _decode_kernel(q, k, od: str, kv_splits: Optional[int]):
         # both split kernels with the verified IR combine kernel (decode_mma_ir: bitwise
         # equal to the template's, 1.00-1.03x its speed on the H100 at the suite's split
         # shapes); construction verifies the combine IR and its printed text once
-        kind = IrMmaSplitKVDecode if isinstance(cfg, MmaDecodeConfig) else IrSplitKVDecode
+        # the tensor-core kernel's split kernel is IR too where it is built for the
+        # configuration (decode_ir: bitwise equal to the template's, 0.99-1.03x its speed at
+        # the suite's split rows on an H100, benchmarks/results/nvidia_ir_split_h100_*.json)
+        if isinstance(cfg, MmaDecodeConfig):
+            kind = IrSplitMmaDecode if ir_split_supported(cfg) else IrMmaSplitKVDecode
+        else:
+            kind = IrSplitKVDecode
         dec = _SPLIT_DECODE[cfg] = kind(cfg)
     return dec
 

@@ -12,6 +12,9 @@ reads back for the ``printed_source`` check:
 * ``[if (pred)] lg_ldg_f32x{1,4}(&frag[i], buf + (offset));`` (an f32 global load);
 * ``[if (pred)] lg_st_u32x2(buf + (offset), lg_pack_*x2(o[i], o[i+1]), lg_pack_*x2(...));`` (4
   f32 registers rounded to a 16-bit output);
+* the warp statements of :mod:`kernels.printer.cuda_warp` (operand words, shuffles, the
+  probabilities split hi + lo) and the split kernel's softmax, loads, stores and warp merge
+  (:mod:`kernels.printer.cuda_decode`);
 * ``m = fmaxf(m, lse[i]);`` (:class:`~kernels.ir.lse_merge.LseMax`),
   ``lg_lse_merge<N>(m, l, &o[i], &x[j], lse[k]);`` (:class:`~kernels.ir.lse_merge.LseMergeStep`),
   ``lg_lse_normalize<N>(&o[i], l);`` (:class:`~kernels.ir.lse_merge.LseNormalize`).
@@ -32,6 +35,8 @@ from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from ..nvidia.prelude import PACK
 from .attention import ScalarStatements
 from .cuda import CudaPrinter
+from .cuda_decode import decode_helpers, decode_stmt
+from .cuda_warp import warp_stmt
 
 __all__ = ["CudaAttnPrinter", "emit_cuda_attention", "HELPERS"]
 
@@ -69,7 +74,8 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
     FLOAT_INIT = {"-inf": "LG_NEG_INF", "0": "0.f"}
 
     def stmt(self, s: Any, d: int) -> None:
-        if self.scalar_stmt(s, d):
+        if self.scalar_stmt(s, d) or warp_stmt(self.out, s, d) or \
+                decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param):
             pass
         elif isinstance(s, LseMax):
             self.out(d, f"{s.m} = fmaxf({s.m}, {self.elem(s.lse, s.item)});")
@@ -109,7 +115,7 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
                                   f"{PACK[bt]}({r[0]}, {r[1]}), {PACK[bt]}({r[2]}, {r[3]}));"))
 
     def helpers(self) -> str:
-        return super().helpers() + HELPERS
+        return super().helpers() + HELPERS + decode_helpers(self.k)
 
     def params(self) -> List[str]:
         return super().params() + [f"{p.ctype} {p.name}" for p in self.k.scalars]

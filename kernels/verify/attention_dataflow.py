@@ -17,10 +17,14 @@ from ..ir.attention import (ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax,
                             VecAxpy, VecDot)
 from ..ir.core import (Access, Barrier, Comment, If, Let, Loop, Mfma, SchedBarrier, SetPrio,
                        ZeroFrag, is_group_barrier, sym)
-from .attention_ids import (OUT, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
+from .attention_ids import (OUT, PAD, PROBS, SCORES, AccIds, UNSET, VarIds, decode_ids, encode_ids,
                             key_bits, result_text, rowid)
 from .attention_softmax import SoftmaxRules
 from .lse_merge_rules import LseMergeRules
+from .warp_register_rules import WarpRegisterRules
+from .warp_merge_rules import WarpMergeRules
+from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
+from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
@@ -28,7 +32,7 @@ from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
 __all__ = ["AttentionDataflow"]
 
 
-class AttentionDataflow(SoftmaxRules, LseMergeRules):
+class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMergeRules):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
@@ -134,6 +138,18 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
                 self.lse_merge_step(s)
             elif isinstance(s, LseNormalize):
                 self.lse_normalize(s)
+            elif isinstance(s, PackWord):
+                self.pack_word(s)
+            elif isinstance(s, ShflBroadcast):
+                self.shfl_broadcast(s, env)
+            elif isinstance(s, SplitProbs):
+                self.split_probs(s)
+            elif isinstance(s, StoreVar):
+                self.store_var(s, env)
+            elif isinstance(s, WarpStats):
+                self.warp_stats(s)
+            elif isinstance(s, WarpCombine):
+                self.warp_combine(s, env)
             elif isinstance(s, (Comment, SetPrio, SchedBarrier)):   # scheduling only: no data
                 pass
             else:
@@ -163,6 +179,13 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
 
     # ---- memory --------------------------------------------------------------------------
     def access(self, a: Access, env) -> None:
+        if a.space == "lds" and a.kind == "store" and a.regs.frag.name in self.acc and \
+                self.acc[a.regs.frag.name].kind == OUT:
+            self.stash_acc(a, env)          # accumulator registers: records (warp_merge_rules)
+            return
+        if a.space == "lds" and a.kind == "load" and self.holds_records(a.buf):
+            self.load_record(a, env)
+            return
         T = self.T
         off = np.broadcast_to(np.asarray(eval_expr(a.offset, env), dtype=np.int64), (T,))
         pred = np.broadcast_to(np.asarray(True if a.pred is None else eval_expr(a.pred, env)), (T,))
@@ -300,9 +323,10 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
         sp = self.specs.get(key)
         if sp is None:
             sp = self.specs[key] = MfmaTables(m.spec, m.swap_ab)
-        T, W = self.T, self.T // 64
+        T, L = self.T, sp.lanes                 # 64 (an AMD wave) or 32 (an NVIDIA warp)
+        W = T // L
         self.mfma_issues += W
-        base = (np.arange(W) * 64)[:, None, None]
+        base = (np.arange(W) * L)[:, None, None]
         a_idx, b_idx = np.array(m.a.idx), np.array(m.b.idx)
         A = self.regs[m.a.frag.name][base + sp.a_lane[None], a_idx[sp.a_item][None]]  # [W,M,K]
         where = f"MFMA {m.tag}"
@@ -320,6 +344,9 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
             return
         bt, bbh, brow, bcol, bz = decode_ids(B)
         q, kk = self.roles.query, self.roles.key
+        if ((at == self.tensor.get(q)) | az).all() and not az.all():
+            self.mma_scores_qk(m, sp, A, B, where)     # S = Q K^T (mma.sync: Q as A)
+            return
         if (at != self.tensor.get(kk)).any() or (bt != self.tensor.get(q)).any():
             self.fail("lane_mfma_operands", f"{where}: S^T = {kk} {q}^T needs {kk} in A and {q} "
                                             "in B")
@@ -348,13 +375,13 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
         self.acc_update(m, sp, SCORES, key_i, row_j, dq, None, None, where)
 
     def mfma_pv(self, m, sp, at, abh, arow, acol, P: AccIds, b_idx, where) -> None:
-        W = self.T // 64
-        base = (np.arange(W) * 64)[:, None, None]
+        W = self.T // sp.lanes
+        base = (np.arange(W) * sp.lanes)[:, None, None]
         th = base + sp.b_lane[None]
         it = b_idx[sp.b_item][None]
         th, it = np.broadcast_arrays(th, it)
         prow, pkey, pm, pv = P.row[th, it], P.col[th, it], P.masked[th, it], P.ver[th, it]
-        if (prow < 0).any():
+        if (prow == -1).any():
             self.fail("lane_mfma_operands", f"{where}: a P register holds no probability")
             return
         if (at != self.tensor.get(self.roles.value)).any():
@@ -376,7 +403,8 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
             self.fail("lane_mfma_operands", f"{where}: a P^T column mixes query rows")
             return
         kv_j = self.kv_of(row_j >> 22)
-        if (abh != abh[:, :1, :1]).any() or (abh[:, 0, 0][:, None] != kv_j).any():
+        real = row_j != PAD                     # zero-padded rows (mma.sync: heads past hg)
+        if (abh != abh[:, :1, :1]).any() or ((abh[:, 0, 0][:, None] != kv_j) & real).any():
             self.fail("lane_mfma_operands", f"{where}: V of another (batch, kv head) than the "
                                             "probabilities' rows (GQA mapping)")
             return
@@ -385,12 +413,17 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
             self.fail("online_softmax", f"{where}: one query row's probabilities come from "
                                         "different running maxima")
             return
-        self.acc_update(m, sp, OUT, d_i, row_j, kq, pm, ver_j, where)
+        self.acc_update(m, sp, OUT, d_i, row_j, kq, pm, ver_j, where,
+                        part=self.prob_part(m.b.frag.name))
 
-    def acc_update(self, m, sp, kind, i_val, row_j, q_val, q_masked, ver_j, where) -> None:
+    def acc_update(self, m, sp, kind, i_val, row_j, q_val, q_masked, ver_j, where, *,
+                   rows_on_i: bool = False, part: str = "") -> None:
         """Accumulator (lane, item) <- C[i][j]: S: (row_j, key i) += d slots q;
-        O: (row_j, d i) += keys q."""
-        W = self.T // 64
+        O: (row_j, d i) += keys q.  ``rows_on_i`` (S = Q K^T, mma.sync): (row i, key j)
+        instead.  ``part`` (O from split probabilities, :class:`~kernels.ir.warp_registers
+        .SplitProbs`): "hi" or "lo", each part summing every key once."""
+        L = sp.lanes
+        W = self.T // L
         acc = self.accs(m.acc.frag.name)
         if acc.kind is None:
             acc.kind = kind
@@ -398,11 +431,13 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
             self.fail("lane_mfma_operands", f"{where}: accumulator used for two products")
             return
         acc_idx = np.array(m.acc.idx)
-        th = (np.arange(W) * 64)[:, None, None] + np.arange(64)[None, :, None]
+        th = (np.arange(W) * L)[:, None, None] + np.arange(L)[None, :, None]
         items = acc_idx[None, None, :]
         wv = np.arange(W)[:, None, None]
         want_col = i_val[wv, sp.c_i[None]]           # key (S) or d (O)
         want_row = row_j[wv, sp.c_j[None]]
+        if rows_on_i:
+            want_col, want_row = row_j[wv, sp.c_j[None]], i_val[wv, sp.c_i[None]]
         th_b, it_b = np.broadcast_arrays(th, items)
         th_b, it_b = th_b.copy(), it_b.copy()
         cur_r, cur_c = acc.row[th_b, it_b], acc.col[th_b, it_b]
@@ -422,7 +457,9 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules):
         if kind == SCORES:
             words, nbits = acc.dbits, self.dw
         else:
-            words, nbits = acc.kbits, self.kw
+            words, nbits = (acc.lobits if part == "lo" else acc.kbits), self.kw
+            if part:
+                acc.paired[th_b, it_b] = True
         srt = np.sort(q_val, axis=1)
         if (srt[:, 1:] == srt[:, :-1]).any():
             self.fail("lane_mfma_operands", f"{where}: two reduction slots carry the same index")

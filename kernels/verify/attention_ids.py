@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import KernelError
 
-__all__ = ["POS_MASK", "UNSET", "T_SHIFT", "Z_BIT", "BH_SHIFT", "ROW_SHIFT", "encode_ids",
+__all__ = ["POS_MASK", "UNSET", "PAD", "ZERO_ID", "T_SHIFT", "Z_BIT", "BH_SHIFT", "ROW_SHIFT", "encode_ids",
            "decode_ids", "rowid", "AccIds", "VarIds", "key_bits", "popcount", "result_text",
            "check_merge_slots"]
 
@@ -23,6 +23,8 @@ POS_MASK = (1 << 22) - 1
 UNSET = np.int64(-1)
 # element identity: tensor (3 bits) | zero-filled | batch*heads+head (20) | row (22) | col (16)
 T_SHIFT, Z_BIT, BH_SHIFT, ROW_SHIFT = 59, np.int64(1) << 58, 38, 16
+ZERO_ID = Z_BIT     # a constant zero register half (tensor 0, zero-filled): mma.sync padding
+PAD = -2            # the row of an accumulator element made from a zero-padded operand row
 
 
 def encode_ids(tensor: int, bh: np.ndarray, row: np.ndarray, col: np.ndarray,
@@ -65,6 +67,10 @@ class AccIds:
         self.norm = np.zeros((T, n), bool)
         self.zeroed = np.zeros((T, n), bool)
         self.partial = np.zeros((T, n), bool)     # split-KV: unnormalised partial, stats taken
+        # O from probabilities split hi + lo (kernels.ir.warp_registers.SplitProbs): the keys
+        # the lo part added, and which items took a part of a split pair
+        self.lobits = np.zeros((T, n, kw), np.uint64)
+        self.paired = np.zeros((T, n), bool)
 
 
 class VarIds:

@@ -14,7 +14,7 @@ from ..ir.attention import (ExpScores, FinalNormalize, LaneXor, MaskScores, Merg
                             PartialStats, Rescale, RowMax, SoftmaxUpdate, VecAxpy, VecDot,
                             swizzle_source_lane)
 from ..ir.core import Access
-from .attention_ids import (MERGED, OUT, POS_MASK, PROBS, SCORES, UNSET, VarIds,
+from .attention_ids import (MERGED, OUT, PAD, POS_MASK, PROBS, SCORES, UNSET, VarIds,
                             check_merge_slots, decode_ids, key_bits, popcount, result_text,
                             rowid)
 from .attention_static import eval_expr
@@ -52,16 +52,18 @@ class SoftmaxRules:
             kk = np.broadcast_to(np.asarray(eval_expr(k_e, env), dtype=np.int64), (T,))
             cv = np.broadcast_to(np.asarray(eval_expr(cond, env)), (T,))
             pos = acc.row[:, i] & POS_MASK
-            if (pos != r).any() or (acc.col[:, i] != kk).any():
-                t = int(np.argmax((pos != r) | (acc.col[:, i] != kk)))
+            real = acc.row[:, i] != PAD     # zero-padded mma.sync rows: no query row to mask
+            off = real & ((pos != r) | (acc.col[:, i] != kk))
+            if off.any():
+                t = int(np.argmax(off))
                 self.fail("masking_and_tile_skipping",
                           f"mask item {i}: thread {t} holds S({result_text(acc.row[t, i])}, "
                           f"{int(acc.col[t, i])}) but the condition is printed for "
                           f"({int(r[t])}, {int(kk[t])})")
                 return
             vis = self.inst.visible(acc.row[:, i], kk)
-            if (cv != vis).any():
-                t = int(np.argmax(cv != vis))
+            if (real & (cv != vis)).any():
+                t = int(np.argmax(real & (cv != vis)))
                 self.fail("masking_and_tile_skipping",
                           f"mask item {i}: thread {t} (row {int(r[t])}, key {int(kk[t])}) is "
                           f"{'kept' if cv[t] else 'masked'} but is "
@@ -202,7 +204,10 @@ class SoftmaxRules:
         T = self.T
         tid = np.arange(T)
         lane = tid % 64
-        if s.method == "swizzle":
+        if s.method == "shfl_xor":      # __shfl_xor_sync on a 32-lane warp
+            lane = tid % 32
+            src_lane = lane ^ (int(s.pattern) & 31)
+        elif s.method == "swizzle":
             src_lane = swizzle_source_lane(int(s.pattern), lane)
         else:
             addr = np.broadcast_to(np.asarray(eval_expr(s.addr, env), dtype=np.int64), (T,))
@@ -364,6 +369,8 @@ class SoftmaxRules:
             self.fail("online_softmax", "normalise: O, l and the maximum are at different "
                                         "versions")
             return
+        if not self.check_pairs(acc, idx, "normalise"):
+            return
         acc.norm[:, idx] = True
         self.lse_state[s.lse.name] = (l.row.copy(), l.vbits.copy())
 
@@ -391,6 +398,8 @@ class SoftmaxRules:
             return
         if (has & (acc.kbits[:, idx] != l.kbits[:, None, :]).any(axis=2)).any():
             self.fail("online_softmax", "partial stats: O and the sum are over different keys")
+            return
+        if not self.check_pairs(acc, idx, "partial stats"):
             return
         acc.partial[:, idx] = True
         st_m, st_l = self.roles.stats

@@ -301,6 +301,8 @@ class AttentionStatic:
         else:
             want_b, want_h = qbh // H, qbh % H
             check = "lane_accumulator_writeback"
+            if self.spec.store_heads == "kv_group":      # any head of the Q's kv group
+                want_h = np.where(head // G == want_h // G, head, want_h)
         bad = act & ((bat != want_b) | (head != want_h))
         if bad.any():
             i = tuple(np.argwhere(bad)[0])

@@ -48,6 +48,7 @@ from .gate_common import BYTES, Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
+from .source_decode import DECODE_IR_KINDS, decode_ir_stmts, read_decode_statement
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
                           read_source, register_operand)
 
@@ -57,21 +58,25 @@ PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
 
 # ---------------------------------------------------------------------------- the IR side
 
-def _ir_stmts(body: Sequence[Any]) -> List[SourceStmt]:
+def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
     """The IR statements that print index math, in printing order, as :class:`SourceStmt`."""
     out: List[SourceStmt] = []
     for s in body:
         kind = type(s).__name__
-        if isinstance(s, Let):
+        dec = decode_ir_stmts(s) if cuda and (kind in DECODE_IR_KINDS or kind == "LaneXor") \
+            else None
+        if dec is not None:             # the NVIDIA split decode's forms (source_decode)
+            out += dec
+        elif isinstance(s, Let):
             out.append(SourceStmt("let", name=s.name, exprs=(s.expr,)))
         elif kind == "LetMinMax":
             out.append(SourceStmt("let", name=s.name, exprs=(("min" if s.op == "min" else "max",
                                                                s.a, s.b),)))
         elif isinstance(s, Loop):
             out.append(SourceStmt("loop", name=s.var, exprs=(s.start, s.stop),
-                                  body=_ir_stmts(s.body)))
+                                  body=_ir_stmts(s.body, cuda)))
         elif isinstance(s, If):
-            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body)))
+            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda)))
         elif kind == "CpAsync":         # NVIDIA: the global read, then the shared write
             out += [SourceStmt("mem", name=a.buf, exprs=(a.offset,), store=a.kind == "store",
                                vtype=(None, a.width), pred=a.pred, text=s.tag)
@@ -205,6 +210,15 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
             c.fails.add("printed_source", f"line {t.line}: binds {t.name!r}, the IR "
                                           f"{s.name!r}{c.where}")
             return
+        if t.kind == "warp":            # registers and names as printed, then every index
+            if tuple(t.regs) != tuple(s.regs) or len(t.exprs) != len(s.exprs):   # expression
+                c.fails.add("printed_source", f"line {t.line}: `{t.text}` reads {t.regs}, the "
+                                              f"IR prints {s.regs}{c.where}")
+            for te, se in zip(t.exprs, s.exprs):
+                d = _first_diff(_txt_value(te, c.tenv), _ir_value(se, c.ienv), c.tenv)
+                if d:
+                    c.fails.add("printed_source", f"line {t.line}: `{t.text}`: {d}{c.where}")
+            continue
         if t.kind == "swz":
             if t.exprs[0] != s.exprs[0]:
                 c.fails.add("printed_source", f"line {t.line}: ds_swizzle pattern "
@@ -298,8 +312,9 @@ def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
     if got != (want[0], tuple(want[1])):
         c.fails.add("printed_source", f"line {t.line}: stores {got}, the IR "
                                       f"{want[0]}{list(want[1])} ({s.text})")
-    dt = {p.name: p.dtype for p in c.k.params}.get(s.name)
-    fn = _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4) else 1]
+    dt = {p.name: p.dtype for p in (*c.k.params, *c.k.shared)}.get(s.name)
+    fn = "" if dt == "f32" else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
+                                                                  else 1]
     if t.regs[1] != fn:
         c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "
                                       f"{s.name} is {dt} ({fn})")
@@ -611,11 +626,12 @@ class _RangeCtx:
 _P_CONV = re.compile(r"=\s*([A-Za-z_][A-Za-z_0-9]*|\(_Float16\))?\s*\(\s*e_\s*\)\s*;")
 
 
-def _p_rounding(k: Kernel, source: str, fails: Fail) -> None:
+def _p_rounding(k: Kernel, source: str, fails: Fail, cuda: bool = False) -> None:
     """The printed P conversions (``... = conv(e_);``) against the IR's ExpScores roundings."""
     want: Counter = Counter()
     for s in walk(k.body):
-        if type(s).__name__ == "ExpScores":
+        # CUDA f32 P (the split decode) is rounded by SplitProbs, read back with its lines
+        if type(s).__name__ == "ExpScores" and not (cuda and s.p.dtype == "f32"):
             want[p_conversion(s.p.dtype, s.rounding)] += len(s.p_items)
     if not want:
         return
@@ -652,7 +668,8 @@ def verify_printed(k: Kernel, source: str, *,
     try:
         if cuda:
             src = read_cuda_source(source, k.name, {**{p.name: p.dtype for p in k.params},
-                                                    **{s.name: s.dtype for s in k.shared}})
+                                                    **{s.name: s.dtype for s in k.shared}},
+                                   extra=read_decode_statement)
         else:
             src = read_source(source, k.name, memory)
     except CExprError as e:
@@ -665,8 +682,8 @@ def verify_printed(k: Kernel, source: str, *,
         _lse_helpers(k, source, fails)
     else:
         _declarations(k, src, fails)
-    _p_rounding(k, source, fails)
-    ir_body = _ir_stmts(k.body)
+    _p_rounding(k, source, fails, cuda)
+    ir_body = _ir_stmts(k.body, cuda)
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
     if instances is None:
         if scalars:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..ir.core import THREAD_ID_AGAIN
 from ..ir.dtypes import ELEM_TYPES
@@ -410,12 +410,17 @@ def _paren(e: str) -> str:
     return e
 
 
-def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSource:
+def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str],
+                     extra: Optional[Callable[..., Optional[List["SourceStmt"]]]] = None
+                     ) -> ParsedSource:
     """The CUDA text of ``kernel`` (:mod:`kernels.printer.cuda`) as a :class:`ParsedSource`:
     ``shared`` maps each carved array to (its C type, byte offset in the dynamic buffer, line),
     ``frags`` each register array to (C type, length, line); memory statements carry the
     buffer's (dtype, width in elements) as ``vtype``.  ``dtypes``: the element type of every
-    memory name (parameters and shared arrays)."""
+    memory name (parameters and shared arrays).  ``extra(line, line number, dtypes,
+    predicate)``: a reader of further statement forms (records, or None for none of its own),
+    tried before a line is refused (:func:`kernels.verify.source_decode
+    .read_decode_statement`)."""
     lines = src.split("\n")
     out = ParsedSource()
     start = None
@@ -469,11 +474,12 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str]) -> ParsedSou
                 raise CExprError(f"line {ln}: '}}' closes nothing")
             stack.pop()
             continue
-        stack[-1].extend(_cuda_statement(s, ln, dtypes))
+        stack[-1].extend(_cuda_statement(s, ln, dtypes, extra))
     return out
 
 
-def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
+def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
+                    extra: Optional[Callable[..., Any]] = None) -> List[SourceStmt]:
     def vt(buf: str, nbytes: int) -> Tuple[Optional[str], int]:
         if buf not in dt:
             raise CExprError(f"line {ln}: {buf} is no parameter or shared array: {s}")
@@ -578,6 +584,9 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str]) -> List[SourceStmt]:
         return [SourceStmt("mem", ln, m.group(1), (parse(m.group(2)),), store=True,
                            vtype=(vt(m.group(1), 0)[0], 1), pred=pred, text=s,
                            regs=(_flat(m.group(4)), m.group(3)))]
+    dec = extra(s, ln, dt, pred) if extra is not None else None
+    if dec is not None:
+        return dec
     raise CExprError(f"line {ln}: a statement the CUDA printer does not print: {s}")
 
 

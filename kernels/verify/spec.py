@@ -193,6 +193,10 @@ class KernelSpec:
     # warpgroup-specialised kernels (TMA producer / wgmma consumers): the role names of the IR's
     # RoleBranch statements; verified on the per-role phase model (kernels.verify.gate_tma)
     warpgroup_roles: Tuple[str, ...] = ()
+    # which (batch, head) a thread may write, given the head its anchor read: "own" (that one)
+    # or "kv_group" (any query head of its (batch, kv head): a block of several heads merging
+    # its warps through shared memory; the dataflow proves the row each stored element holds)
+    store_heads: str = "own"
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -352,9 +356,11 @@ def _validate(s: KernelSpec) -> None:
             if t is not None and s.tensor(t).role == "input":
                 raise SpecError(f"{where}: the softmax writes {t}, declared an input")
     if s.split_partition is not None:
-        if s.softmax is None or s.softmax.stats is None:
+        # the partial of a split: unnormalised O with its (max, sum), or normalised O with
+        # its log-sum-exp (the (O, LSE) form a SplitMerge of two partials reads)
+        if s.softmax is None or (s.softmax.stats is None and s.softmax.lse is None):
             raise SpecError(f"{where}: a split partition needs an online softmax that writes "
-                            "its (max, sum) stats")
+                            "its (max, sum) stats or its log-sum-exp")
         s.dim(s.split_partition.over)
     if s.split_merge is not None:
         m = s.split_merge
@@ -380,6 +386,8 @@ def _validate(s: KernelSpec) -> None:
                          or not all(isinstance(r, str) and r for r in s.wave_roles)):
         raise SpecError(f"{where}: wave_roles {s.wave_roles!r}: name two or more distinct wave "
                         "groups, in wave order (e.g. ('ping', 'pong'))")
+    if s.store_heads not in ("own", "kv_group"):
+        raise SpecError(f"{where}: store_heads {s.store_heads!r} (valid: own, kv_group)")
     if s.domain.kind not in ("every_block", "instances"):
         raise SpecError(f"{where}: unknown domain {s.domain.kind!r} (valid: every_block, "
                         "instances)")

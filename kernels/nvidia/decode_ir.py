@@ -1,0 +1,100 @@
+"""The tensor-core split-KV decode with BOTH kernels built as kernel IR and proved by the one
+verifier (issue 20 item 1): the split kernel of :mod:`.decode_split_ir` and the combine kernel
+of :mod:`.decode_mma_ir`, whose workspace layouts are checked to be the same
+(:func:`.decode_split_ir.check_same_workspace`).
+
+:class:`IrSplitMmaDecode` has :class:`.decode_mma.MmaSplitKVDecode`'s arguments, split choice
+and results (bitwise: ``tests/test_nvidia_ir_split_gpu.py``); it always runs the combine, also
+for one split (the template's split kernel then writes O itself).  A call whose int offsets
+would leave int runs the template split kernel (long long offsets) with the IR combine.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Optional
+
+from ..printer.cuda import smem_bytes
+from ..printer.cuda_attention import emit_cuda_attention
+from .builder import CompiledKernel
+from .decode_mma import MmaDecodeConfig
+from .decode_mma_ir import IrMmaSplitKVDecode, build_decode_combine_ir
+from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, check_same_workspace
+
+__all__ = ["IrSplitMmaDecode", "ir_split_supported"]
+
+_INT = 2 ** 31
+
+
+class IrSplitMmaDecode(IrMmaSplitKVDecode):
+    """Split and combine kernels from the IR, each verified with its printed text at
+    construction (a failed check raises :class:`~kernels.verify.gate.VerificationError`)."""
+
+    def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
+        super().__init__(cfg, backend=backend)
+        from ..verify.verifier import verify
+        self.split_ir = build_decode_split_ir(cfg)
+        check_same_workspace(self.split_ir, build_decode_combine_ir(cfg))
+        self.split_source = emit_cuda_attention(self.split_ir)
+        self.split_verification = verify(self.split_ir, arch=cfg.arch,
+                                         source=self.split_source)
+        self.split_verification.raise_if_failed()
+        self.split_kernel = CompiledKernel(
+            SimpleNamespace(name=self.split_ir.name, arch=cfg.arch), self.split_source, backend)
+        self.split_smem = smem_bytes(self.split_ir)
+
+    def bind(self, q, k, v, out=None, scale: Optional[float] = None,
+             kv_splits: Optional[int] = None, sms: Optional[int] = None):
+        """As :meth:`.decode_splitkv.SplitKVDecode.bind`: ``run(q, k, v, out)``."""
+        import torch
+        from ..runtime.cuda import LaunchSite
+        from ..runtime.rocm import TensorSpec
+        p = self.plan(q, k, v, out, kv_splits, sms)
+        cfg = self.cfg
+        out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
+        scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
+        rows, n, D = p["B"] * p["Hq"], p["splits"], cfg.head_dim
+        sizes = dict(batch=p["B"], heads=p["Hq"], kv_heads=p["Hkv"], group=p["group"],
+                     seqlen_kv=p["Skv"], kv_chunk=p["kv_chunk"], q_sb=q.stride(0),
+                     q_sh=q.stride(1), k_sb=k.stride(0), k_sh=k.stride(1), k_ss=k.stride(2),
+                     v_sb=v.stride(0), v_sh=v.stride(1), v_ss=v.stride(2))
+        if not self.ints_fit(sizes, n, rows):
+            # the printed int offsets would leave int (the template's are long long): the
+            # template split kernel + the IR combine (IrMmaSplitKVDecode) runs this call
+            return super().bind(q, k, v, out, scale, kv_splits, sms)
+        site = LaunchSite(self.split_kernel.module, self.split_ir.name, (p["blocks"], n),
+                          cfg.threads, signature=("ptr",) * 5 + ("i32",) * len(SPLIT_IR_SCALARS)
+                          + ("f32",), specs=[TensorSpec(strides=())] * 5 +
+                          [None] * (len(SPLIT_IR_SCALARS) + 1), smem_bytes=self.split_smem)
+        combine = self.combine_site(rows, p)
+        scalars = [sizes[s] for s in SPLIT_IR_SCALARS] + [scale * math.log2(math.e)]
+
+        def run(q, k, v, out):
+            if out is None:
+                out = torch.empty(q.shape, dtype=out_dt, device=q.device)
+            op = torch.empty((n, rows, D), dtype=torch.float32, device=q.device)
+            lse = torch.empty((n, rows), dtype=torch.float32, device=q.device)
+            site([q, k, v, op, lse, *scalars])
+            combine(op, lse, out)
+            return out
+        return run
+
+    def ints_fit(self, s: dict, n: int, rows: int) -> bool:
+        """Whether every value the printed ``int`` offsets take fits (the verifier evaluates
+        them only at its instances): Q / K / V (a masked step past the last key included) and
+        the workspace."""
+        D, Skv = self.cfg.head_dim, s["seqlen_kv"]
+        ends = ((s["batch"] - 1) * s["q_sb"] + (s["heads"] - 1) * s["q_sh"] + D,
+                (s["batch"] - 1) * s["k_sb"] + (s["kv_heads"] - 1) * s["k_sh"] +
+                (Skv + 16 * self.cfg.warps) * s["k_ss"] + D,
+                (s["batch"] - 1) * s["v_sb"] + (s["kv_heads"] - 1) * s["v_sh"] +
+                (Skv + 16 * self.cfg.warps) * s["v_ss"] + D,
+                n * rows * D)
+        return min(s.values()) >= 0 and all(0 <= e < _INT for e in ends)
+
+
+def ir_split_supported(cfg: MmaDecodeConfig) -> bool:
+    """The configurations the IR split kernel is built for: one 16-key tile per warp in
+    flight, an even number of heads per block, two launches (not ``fused``)."""
+    return cfg.chunk == 1 and cfg.hg % 2 == 0 and not cfg.fused

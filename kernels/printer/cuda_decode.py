@@ -1,0 +1,156 @@
+"""The CUDA forms of the tensor-core split kernel's remaining statements
+(:func:`kernels.nvidia.decode_split_ir.build_decode_split_ir`), for
+:class:`kernels.printer.cuda_attention.CudaAttnPrinter`.  The arithmetic follows the template
+(:func:`kernels.nvidia.decode_mma.emit_mma_decode`, :func:`kernels.nvidia.decode_splitkv
+.emit_row_merge`) operation for operation, so the two kernels' results are bitwise equal (the
+GPU tests compare them); the scores are in base-2 units from the mask on (``s * scale_log2``),
+so the running maximum needs no further scale:
+
+* ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] * scale_log2 : LG_NEG_INF;``
+* ``RowMax`` -> ``float mx = fmaxf(fmaxf(sc[a], sc[b]), ...);``
+* ``SoftmaxUpdate`` -> ``const float mc = fmaxf(m, mx);`` ``const float alpha = mc == m ? 1.f
+  : lg_exp2(m - mc);`` ``m = mc;`` (``mc == m`` also covers no key yet: both -inf);
+* ``ExpScores`` -> ``l *= alpha;`` then per item ``p[k] = sc[i] == LG_NEG_INF ? 0.f :
+  lg_exp2(sc[i] - mc); l += p[k];``
+* ``Rescale`` -> ``o[i] *= alpha;`` per item;
+* a 16-bit global load of 8 elements -> ``lg_ldg16x8(&frag[word], buf + (offset)[, pred]);``
+  (``ld.global.nc.L1::no_allocate``; zeros where the predicate is off);
+* an f32 global store of 4 / 1 registers -> ``*reinterpret_cast<float4*>(buf + (offset)) =
+  make_float4(...)`` / ``buf[offset] = r;``; an LDS store of 2 f32 registers ->
+  ``*reinterpret_cast<float2*>(buf + (offset)) = make_float2(a, b);``; an LDS load of one f32
+  -> ``r = buf[offset];`` (each under ``if (pred)`` where predicated);
+* ``StoreVar`` -> ``if (pred) buf[offset] = var;``; ``WarpStats`` -> ``if (tid < rows)
+  lg_warp_stats<warps, rows>(s_m, s_l, s_w, s_inv, s_lse, tid);``; ``WarpCombine`` -> ``if
+  (pred) LG_WARP_COMBINE(n, warps, f, s_w, r * rows + j, s_acc, x_offset, s_inv, j);`` (a
+  macro: zero ``f``, the weighted sum over the warps ``r`` and elements ``e`` at the printed
+  offsets, the scale by ``s_inv[j]``; one line, which the read-back expands).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from layoutalg.symbolic import to_c
+
+from ..ir.attention import ExpScores, MaskScores, Rescale, RowMax, SoftmaxUpdate
+from ..ir.core import Access, walk
+from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
+
+__all__ = ["decode_stmt", "decode_helpers", "DECODE_HELPERS"]
+
+DECODE_HELPERS = r"""LG_DEV void lg_ldg16x8(lg_u32* r, const lg_u16* p) {
+  lg_u32x4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
+LG_DEV void lg_ldg16x8(lg_u32* r, const lg_u16* p, bool ok) {
+  if (ok) lg_ldg16x8(r, p); else r[0] = r[1] = r[2] = r[3] = 0u;
+}
+template <int W, int HG> LG_DEV void lg_warp_stats(const float* s_m, const float* s_l,
+                                                    float* s_w, float* s_inv, float* s_lse,
+                                                    int j) {
+  float M = LG_NEG_INF;
+  for (int r = 0; r < W; ++r) M = fmaxf(M, s_m[r * HG + j]);
+  float Ls = 0.f;
+  for (int r = 0; r < W; ++r) {
+    const float w = s_m[r * HG + j] == LG_NEG_INF ? 0.f : lg_exp2(s_m[r * HG + j] - M);
+    s_w[r * HG + j] = w; Ls += w * s_l[r * HG + j];
+  }
+  s_inv[j] = 1.f / Ls; s_lse[j] = M + log2f(Ls);
+}
+#define LG_WARP_COMBINE(N, W, f, s_w, w_at, s_acc, x_at, s_inv, j) do {                 \
+  _Pragma("unroll") for (int e = 0; e < N; ++e) f[e] = 0.f;                             \
+  for (int r = 0; r < W; ++r) {                                                         \
+    const float w = s_w[w_at];                                                          \
+    _Pragma("unroll") for (int e = 0; e < N; ++e) f[e] = fmaf(w, s_acc[x_at], f[e]);    \
+  }                                                                                     \
+  _Pragma("unroll") for (int e = 0; e < N; ++e) f[e] *= s_inv[j];                       \
+} while (0)
+"""
+
+
+def decode_helpers(k: Any) -> str:
+    """:data:`DECODE_HELPERS` where the kernel uses them (16-bit loads or the warp merge)."""
+    for s in walk(k.body):
+        if isinstance(s, WarpStats) or (isinstance(s, Access) and s.kind == "load" and
+                                        s.space == "global" and s.width == 8):
+            return DECODE_HELPERS
+    return ""
+
+
+def _if(pred: Any, line: str) -> str:
+    return f"if ({to_c(pred)}) {line}" if pred is not None else line
+
+
+def _access(out: Callable[[int, str], None], a: Access, d: int, dtypes: Dict[str, str]) -> bool:
+    f, bt, ft = a.regs.frag.name, dtypes[a.buf], a.regs.frag.dtype
+    idx = list(a.regs.idx)
+    if a.kind == "load" and a.space == "global" and a.width == 8 and bt in ("f16", "bf16"):
+        if ft != bt or idx != list(range(idx[0], idx[0] + 8)) or idx[0] % 2:
+            raise ValueError(f"cuda printer: load {a.tag}: 8 consecutive {bt} elements from an "
+                             "even one")
+        ok = "" if a.pred is None else f", {to_c(a.pred)}"
+        out(d, f"lg_ldg16x8(&{f}[{idx[0] // 2}], {a.buf} + ({to_c(a.offset)}){ok});")
+        return True
+    if bt != "f32" or ft != "f32":
+        return False
+    regs = [f"{f}[{i}]" for i in idx]
+    at = f"{a.buf} + ({to_c(a.offset)})"
+    if a.kind == "store" and a.space == "global" and a.width == 4:
+        out(d, _if(a.pred, f"*reinterpret_cast<float4*>({at}) = make_float4({', '.join(regs)});"))
+    elif a.kind == "store" and a.width == 1:
+        out(d, _if(a.pred, f"{a.buf}[{to_c(a.offset)}] = {regs[0]};"))
+    elif a.kind == "store" and a.space == "lds" and a.width == 2:
+        out(d, _if(a.pred, f"*reinterpret_cast<float2*>({at}) = make_float2({', '.join(regs)});"))
+    elif a.kind == "load" and a.space == "lds" and a.width == 1:
+        out(d, _if(a.pred, f"{regs[0]} = {a.buf}[{to_c(a.offset)}];"))
+    else:
+        return False
+    return True
+
+
+def _warp_combine(out: Callable[[int, str], None], s: WarpCombine, d: int) -> None:
+    j = to_c(s.j)
+    out(d, _if(s.pred, f"LG_WARP_COMBINE({s.n}, {s.warps}, {s.f.name}, {s.s_w}, "
+                       f"r * {s.rows} + {j}, {s.s_acc}, {to_c(s.x_offset)}, {s.s_inv}, {j});"))
+
+
+def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[str, str],
+                scale: str) -> bool:
+    """Print ``s`` through ``out(depth, line)`` if it is one of this module's forms."""
+    if isinstance(s, Access):
+        return _access(out, s, d, dtypes)
+    if isinstance(s, MaskScores):
+        for i, cond in zip(s.items, s.conds):
+            e = f"{s.frag.name}[{i}]"
+            out(d, f"{e} = ({to_c(cond)}) ? {e} * {scale} : LG_NEG_INF;")
+    elif isinstance(s, RowMax):
+        e = f"{s.frag.name}[{s.items[0]}]"
+        for i in s.items[1:]:
+            e = f"fmaxf({e}, {s.frag.name}[{i}])"
+        out(d, f"float {s.dst} = {e};")
+    elif isinstance(s, SoftmaxUpdate):
+        out(d, f"const float {s.mc} = fmaxf({s.m}, {s.m_tile});")
+        out(d, f"const float {s.alpha} = {s.mc} == {s.m} ? 1.f : lg_exp2({s.m} - {s.mc});")
+        out(d, f"{s.m} = {s.mc};")
+    elif isinstance(s, ExpScores):
+        if s.p.dtype != "f32":
+            raise ValueError(f"cuda printer: exp into {s.p.name}: f32 probabilities (split "
+                             "them with SplitProbs)")
+        out(d, f"{s.l} *= {s.alpha};")
+        for k, i in zip(s.p_items, s.s_items):
+            p, x = f"{s.p.name}[{k}]", f"{s.s.name}[{i}]"
+            out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")
+    elif isinstance(s, Rescale):
+        out(d, " ".join(f"{s.frag.name}[{i}] *= {s.alpha};" for i in s.items))
+    elif isinstance(s, StoreVar):
+        out(d, _if(s.pred, f"{s.buf}[{to_c(s.offset)}] = {s.var};"))
+    elif isinstance(s, WarpStats):
+        out(d, f"if (tid < {s.rows}) lg_warp_stats<{s.warps}, {s.rows}>({s.s_m}, {s.s_l}, "
+               f"{s.s_w}, {s.s_inv}, {s.s_lse}, tid);")
+    elif isinstance(s, WarpCombine):
+        _warp_combine(out, s, d)
+    else:
+        return False
+    return True

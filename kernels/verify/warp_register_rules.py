@@ -1,0 +1,133 @@
+"""The dataflow rules of the tensor-core decode's warp statements (:mod:`kernels.ir.warp_registers`)
+and of ``S = Q K^T`` on ``mma.sync`` (Q as the A operand, zero rows past the block's heads).
+A mixin of :class:`kernels.verify.attention_dataflow.AttentionDataflow`: it reads the pass's
+register identities (``regs``), variables (``vars``), accumulators (``acc``) and the spec's
+roles, and reports to ``lane_mfma_operands``, ``cross_lane_reductions`` and ``online_softmax``.
+
+Zero-padded rows: an A row whose every element is a zero (a :class:`~kernels.ir.warp_registers
+.PackWord` zero half, or a predicated-off load) contributes nothing; its accumulator elements
+hold the row :data:`PAD`, which every later rule carries along (its probabilities, the O^T
+columns they make) and which no store may write (``lane_accumulator_writeback``: a stored
+element must hold the row it is stored to).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
+from .attention_ids import PAD, PROBS, SCORES, ZERO_ID, VarIds, decode_ids, result_text, rowid
+from .attention_static import eval_expr
+
+__all__ = ["WarpRegisterRules", "PAD", "ZERO_ID"]
+
+
+class WarpRegisterRules:
+    """``pack_word`` / ``shfl_broadcast`` / ``split_probs`` / ``mma_scores_qk``."""
+
+    def _parts(self) -> Dict[str, str]:
+        if not hasattr(self, "_prob_parts"):
+            self._prob_parts: Dict[str, str] = {}
+        return self._prob_parts
+
+    # ---- (2) operands built from registers ----------------------------------------------
+    def pack_word(self, s: PackWord) -> None:
+        for item, half in ((2 * s.word, s.lo), (2 * s.word + 1, s.hi)):
+            if half is None:
+                self.regs[s.dst.name][:, item] = ZERO_ID
+            else:
+                self.regs[s.dst.name][:, item] = self.regs[half[0].name][:, half[1]]
+        self.acc.pop(s.dst.name, None)        # a register operand now, not an accumulator
+
+    # ---- (3) the broadcast of a lane's variable -----------------------------------------
+    def shfl_broadcast(self, s: ShflBroadcast, env) -> None:
+        v = self.vars.get(s.src)
+        what = f"__shfl_sync({s.src}, {s.lane}) -> {s.dst}"
+        if v is None:
+            self.fail("cross_lane_reductions", f"{what}: {s.src} is not set")
+            return
+        tid = np.arange(self.T)
+        lane = np.broadcast_to(np.asarray(eval_expr(s.lane, env), dtype=np.int64), (self.T,))
+        src = tid - tid % 32 + (lane & 31)
+        self.exchanges += 1
+        d = VarIds(self.T, self.kw)
+        for f in ("row", "kbits", "vbits", "ver", "ver_from", "set"):
+            setattr(d, f, getattr(v, f)[src].copy())
+        self.vars[s.dst] = d
+
+    # ---- (4) probabilities split hi + lo ------------------------------------------------
+    def split_probs(self, s: SplitProbs) -> None:
+        P = self.acc.get(s.p.name)
+        if P is None or P.kind != PROBS:
+            self.fail("online_softmax", f"split probs: {s.p.name} holds no probabilities")
+            return
+        idx = np.array(s.items)
+        for part, fr in (("hi", s.hi), ("lo", s.lo)):
+            dst = self.accs(fr.name)
+            dst.kind = PROBS
+            for f in ("row", "col", "masked", "ver"):
+                getattr(dst, f)[:, idx] = getattr(P, f)[:, idx]
+            self._parts()[fr.name] = part
+
+    def prob_part(self, frag: str) -> str:
+        """"hi" / "lo" for the two frags of a :class:`SplitProbs`, "" for any other."""
+        return self._parts().get(frag, "")
+
+    def check_pairs(self, acc, idx: np.ndarray, what: str) -> bool:
+        """O from split probabilities: every item that took a part took both, over exactly
+        the same keys (the pair counts once, and only as a pair)."""
+        paired = acc.paired[:, idx]
+        bad = paired & (acc.lobits[:, idx] != acc.kbits[:, idx]).any(axis=2)
+        if bad.any():
+            t, c = (int(x) for x in np.argwhere(bad)[0])
+            self.fail("lane_mfma_operands", f"{what}: thread {t} O item {int(idx[c])} summed "
+                                            "the hi and lo parts of the probabilities over "
+                                            "different keys (a part missing or added twice)")
+            return False
+        return True
+
+    # ---- (1) S = Q K^T with Q as the A operand -------------------------------------------
+    def mma_scores_qk(self, m, sp, A: np.ndarray, B: np.ndarray, where: str) -> None:
+        """A[i][q] = Q(row_i, d_q) (or zero: a padding row), B[q][j] = K(key_j, d_q)."""
+        at, abh, arow, acol, az = decode_ids(A)          # [W, M, K]
+        bt, bbh, brow, bcol, bz = decode_ids(B)          # [W, K, N]
+        q, kk = self.roles.query, self.roles.key
+        pad = az.all(axis=2)                             # [W, M]
+        real = ~pad
+        if (az.any(axis=2) & real).any():
+            w, i = (int(x) for x in np.argwhere(az.any(axis=2) & real)[0])
+            self.fail("lane_mfma_operands", f"{where}: warp {w} A row {i} mixes {q} elements "
+                                            "and zeros")
+            return
+        if (bt != self.tensor.get(kk)).any():
+            self.fail("lane_mfma_operands", f"{where}: S = {q} {kk}^T needs {kk} in B")
+            return
+        rid = rowid(abh, arow)
+        row_i = rid[:, :, 0]
+        if ((rid != row_i[:, :, None]) & real[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: an mma row mixes query rows")
+            return
+        key_j = brow[:, 0, :]                            # [W, N]
+        if (brow != key_j[:, None, :]).any() or (bbh != bbh[:, :1, :1]).any():
+            self.fail("lane_mfma_operands", f"{where}: an mma column mixes keys or (batch, kv "
+                                            "head)s")
+            return
+        kv_i = self.kv_of(row_i >> 22)
+        if ((kv_i != bbh[:, :1, 0]) & real).any():
+            w, i = (int(x) for x in np.argwhere((kv_i != bbh[:, :1, 0]) & real)[0])
+            self.fail("lane_mfma_operands", f"{where}: warp {w} row {i} "
+                                            f"({result_text(row_i[w, i])}) meets K of another "
+                                            "(batch, kv head) (GQA mapping)")
+            return
+        dq = bcol[:, :, 0]                               # [W, K]
+        if (bcol != dq[:, :, None]).any() or \
+                ((acol != dq[:, None, :]) & real[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: A and B disagree on the head dim of a "
+                                            "reduction slot")
+            return
+        # a zero-filled K element (a key past the split) keeps its key coordinate: MaskScores
+        # proves its score masked
+        self.acc_update(m, sp, SCORES, np.where(real, row_i, PAD), key_j, dq, None, None,
+                        where, rows_on_i=True)
