@@ -14,10 +14,12 @@ from typing import Any, Optional
 from .checks import require_any_layout, require_int, require_layout
 from .errors import (ComplementError, CompositionError, InverseError, LayoutError, ShapeError,
                      DivisibilityError)
-from .inttuple import (ceil_div, compact_col_major, flatten, fmt, is_static, product,
+from .flat_modes import coalesce_lists, filter_lists, int_leaves, same_value
+from .inttuple import (ceil_div, compact_col_major, exact_div, flatten, fmt, is_static, product,
                        product_each, rank as _rank, sym_ok, unwrap)
-from .layout import (Layout, _coalesce_lists, _eq, _filter_lists, _iflat, _mk, _mk_flat, append,
-                     coalesce, filter as _filter, make_layout, make_ordered_layout)
+from .layout import (Layout, append, coalesce, filter as _filter, int_flat, int_layout,
+                     int_layout_from_flat, make_layout, make_ordered_layout)
+from .tilers import as_layout, by_mode, int_tile, tile_unzip, tiler_str, unpack_modes
 
 __all__ = [
     "composition", "complement", "right_inverse", "left_inverse", "nullspace",
@@ -26,37 +28,6 @@ __all__ = [
     "flat_product", "blocked_product", "raked_product", "tile_to_shape", "upcast", "downcast",
     "zip_layouts", "tiler_str",
 ]
-
-
-def tiler_str(t: Any) -> str:
-    if t is None:
-        return "_"
-    if isinstance(t, tuple):
-        return "<" + ",".join(tiler_str(x) for x in t) + ">"
-    return str(t)
-
-
-def _int_tile(n: int, what: str) -> Layout:
-    """``make_layout(n)`` for an int tiler: ``n:1`` (``1:0`` for n == 1, as CuTe)."""
-    if n < 1:
-        raise ShapeError(f"{what}: extent must be >= 1, got {n}")
-    return _mk(n, 1, (n,), (1,)) if n != 1 else _mk(1, 0, (1,), (0,))
-
-
-def _as_layout(x: Any, what: str) -> Layout:
-    if isinstance(x, Layout):
-        return x
-    if type(x) is int:
-        return _int_tile(x, what)
-    if type(x) is int or (type(x) is tuple and all(type(e) is int for e in flatten(x))):
-        return make_layout(x)
-    from .inttuple import normalize
-    try:
-        return make_layout(normalize(x, what))
-    except LayoutError:
-        raise
-    except Exception:
-        raise ShapeError(f"{what}: expected a Layout, an int or a shape, got {x!r}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +83,7 @@ def _coalesce_x_flat(layout: Layout) -> tuple:
                         shapes[-1] = s * f
                         strides[-1] = d
                         continue
-                elif _eq(s * d, sd):
+                elif same_value(s * d, sd):
                     shapes[-1] = s * f
                     strides[-1] = d
                     continue
@@ -124,7 +95,7 @@ def _coalesce_x_flat(layout: Layout) -> tuple:
         if type(f) is int and f == 1 and len(shapes) == 1:
             shapes[-1] = s
             strides[-1] = d
-        elif type(f) is int and _eq(s * d, strides[-1]):
+        elif type(f) is int and same_value(s * d, strides[-1]):
             shapes[-1] = s * f
             strides[-1] = d
         else:
@@ -236,7 +207,7 @@ def _compose_leaf_general(ls: list, ld: list, rs: Any, rd: Any, usage: list, ctx
         if sym_ok(ad >= cs, "whether a stride passes a mode"):
             if not sym_ok(_mod(ad, cs) == 0, "stride divisibility"):
                 _fail_stride(ctx, rs, rd, ad, cs)
-            ad = _exact_div(ad, cs)
+            ad = exact_div(ad, cs)
             continue
         if _is_one(rest_s):
             ad = 1
@@ -245,7 +216,7 @@ def _compose_leaf_general(ls: list, ld: list, rs: Any, rd: Any, usage: list, ctx
         new_s = next_s if sym_ok(next_s <= rest_s, "min of extents") else rest_s
         if not sym_ok(_mod(rest_s, new_s) == 0, "shape divisibility"):
             _fail_shape(ctx, rs, rd, i, cs, new_s, rest_s)
-        more = not _is_one(_exact_div(rest_s, new_s))
+        more = not _is_one(exact_div(rest_s, new_s))
         if more and not sym_ok(_mod(cs, ad) == 0, "stride divides extent"):
             raise CompositionError(
                 f"composition {ctx[0]} o {_mode_str(ctx, rs, rd)} is not a layout: stride {ad} "
@@ -257,7 +228,7 @@ def _compose_leaf_general(ls: list, ld: list, rs: Any, rd: Any, usage: list, ctx
         usage[i] = usage[i] + (new_s - 1) * ad
         res_s.append(new_s)
         res_d.append((ad if sign_pos else -ad) * ld[i])
-        rest_s = _exact_div(rest_s, new_s)
+        rest_s = exact_div(rest_s, new_s)
         ad = 1
     rest_d = ad if sign_pos else -ad
     if not res_s:
@@ -280,14 +251,6 @@ def _mod(a: Any, b: Any) -> Any:
         return a % b
     from .symbolic import imod
     return imod(a, b)
-
-
-def _exact_div(a: Any, b: Any) -> Any:
-    if type(a) is int and type(b) is int:
-        return a // b
-    import sympy
-    q = sympy.simplify(a / b)
-    return int(q) if q.is_Integer else q
 
 
 def _compose_tree(ls: list, ld: list, rs: Any, rd: Any, usage: list, ctx: tuple,
@@ -319,11 +282,11 @@ def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None, strict: bo
     """
     f = lhs._ints
     if f is None:
-        f = _iflat(lhs)
+        f = int_flat(lhs)
     if f:
         fs, fd = f
         last = fs[-1]
-        ls, ld = _coalesce_lists(fs, fd, 2 if last == 1 else last, fd[-1])  # coalesce_x
+        ls, ld = coalesce_lists(fs, fd, 2 if last == 1 else last, fd[-1])  # coalesce_x
         if len(ls) == 1:
             # A is a single (unbounded) linear mode: A o B scales B's strides (always exact)
             d0 = ld[0]
@@ -339,7 +302,7 @@ def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None, strict: bo
                 return Layout._make(s, d)
         elif type(rs) is tuple:
             if rflat is None:
-                rflat = _tree_ints(rs, rd)
+                rflat = int_leaves(rs, rd)
             if rflat:
                 usage = [0] * (len(ls) - 1)
                 ctx = (lhs, (rs, rd), [])
@@ -361,19 +324,6 @@ def _compose_layout(lhs: Layout, rs: Any, rd: Any, rflat: Any = None, strict: bo
                     _resolve_violations(ctx[2], ls, ld, rs, rd, s, d)
                 return Layout._make(s, d)
     return _compose_general(lhs, rs, rd, strict)
-
-
-def _tree_ints(rs: Any, rd: Any) -> Any:
-    """(flat extents, flat strides) when both trees hold only ints, else False."""
-    a = flatten(rs)
-    b = flatten(rd)
-    for x in a:
-        if type(x) is not int:
-            return False
-    for x in b:
-        if type(x) is not int:
-            return False
-    return a, b
 
 
 def _check_usage(ctx: tuple, ls: list, usage: list) -> None:
@@ -406,7 +356,7 @@ def _compose_general(lhs: Layout, rs: Any, rd: Any, strict: bool = True) -> Layo
             return Layout._make(rs, rd * d0)
         return Layout._make(rs, _scale_tree(rd, d0))
     static = (all(type(x) is int for x in ls) and all(type(x) is int for x in ld)
-              and bool(_tree_ints(rs, rd)))
+              and bool(int_leaves(rs, rd)))
     usage = [0] * (len(ls) - 1)
     ctx = (lhs, (rs, rd), [])
     s, d = _compose_tree(ls, ld, rs, rd, usage, ctx, static)
@@ -430,7 +380,7 @@ def _composition_as_cute(lhs: Layout, rhs: Layout) -> Layout:
     """CuTe's ``composition(lhs, rhs)`` for two Layouts *without* our soundness refusals (CuTe's
     own refusals still raise).  Internal: only for operations whose result is then checked
     against their own post-condition (max_common_vector / max_common_layout)."""
-    return _compose_layout(lhs, rhs.shape, rhs.stride, _iflat(rhs), strict=False)
+    return _compose_layout(lhs, rhs.shape, rhs.stride, int_flat(rhs), strict=False)
 
 
 # Largest size(B) for which a composition that fails the structural conditions only in an
@@ -460,15 +410,15 @@ def _resolve_violations(viol: list, ls: list, ld: list, rs: Any, rd: Any, s: Any
 
 def _cute_and_truth(ls: list, ld: list, rs: Any, rd: Any, s: Any, d: Any):
     """Every value of CuTe's result ``s:d`` and of the true ``A(B(c))`` (A's coalesced digits)."""
-    from .enumerate import _flat_values
-    bvals = _flat_values(flatten(rs), flatten(rd))
+    from .enumerate import flat_values
+    bvals = flat_values(flatten(rs), flatten(rd))
     truth = bvals * 0
     x = bvals
     for j in range(len(ls) - 1):  # floor semantics: A extends along its last mode only
         truth += (x % ls[j]) * ld[j]
         x = x // ls[j]
     truth += x * ld[-1]
-    return _flat_values(flatten(s), flatten(d)), truth
+    return flat_values(flatten(s), flatten(d)), truth
 
 
 def _cute_answer(ls: list, ld: list, rs: Any, rd: Any, s: Any, d: Any, n: Any) -> str:
@@ -500,7 +450,7 @@ def composition(lhs: Any, rhs: Any) -> Any:
         if type(rhs) is Layout:
             rf = rhs._ints
             if rf is None:
-                rf = _iflat(rhs)
+                rf = int_flat(rhs)
             return _compose_layout(lhs, rhs.shape, rhs.stride, rf)
         if type(rhs) is int:
             if rhs <= 0:
@@ -508,7 +458,7 @@ def composition(lhs: Any, rhs: Any) -> Any:
             return _compose_layout(lhs, rhs, 1, None)
     from .swizzle import ComposedLayout, Swizzle
     if isinstance(lhs, Swizzle):
-        inner = rhs if isinstance(rhs, Layout) else _as_layout(rhs, "composition rhs")
+        inner = rhs if isinstance(rhs, Layout) else as_layout(rhs, "composition rhs")
         if lhs.bits == 0:
             return inner  # Sw<0,M,S> is the identity; CuTe returns the layout itself
         return ComposedLayout(lhs, 0, inner)
@@ -517,7 +467,7 @@ def composition(lhs: Any, rhs: Any) -> Any:
     if not isinstance(lhs, Layout):
         raise ShapeError(f"composition: lhs must be a Layout, Swizzle or ComposedLayout, got {lhs!r}")
     if isinstance(rhs, Layout):
-        return _compose_layout(lhs, rhs.shape, rhs.stride, _iflat(rhs))
+        return _compose_layout(lhs, rhs.shape, rhs.stride, int_flat(rhs))
     if rhs is None:
         return lhs
     if type(rhs) is tuple:
@@ -578,11 +528,11 @@ def complement(layout: Layout, cotarget: Any = None) -> Layout:
             raise ShapeError(f"complement: expected a Layout, got {layout!r}")
     f = layout._ints
     if f is None:
-        f = _iflat(layout)
+        f = int_flat(layout)
     if f:
         if cotarget is None or type(cotarget) is int:
             return _complement_int(layout, f[0], f[1], cotarget)
-        if type(cotarget) is tuple and _tree_ints(cotarget, cotarget):
+        if type(cotarget) is tuple and int_leaves(cotarget, cotarget):
             return _complement_int(layout, f[0], f[1], cotarget)
     fl = _filter(layout)
     if cotarget is None:
@@ -633,7 +583,7 @@ def complement(layout: Layout, cotarget: Any = None) -> Layout:
             if ms % below:
                 nests = False
         else:
-            gap = _exact_div(ms, below)
+            gap = exact_div(ms, below)
         res_s.append(gap)
         if i < r - 1:
             res_d.append(ms * shapes[k])
@@ -654,7 +604,7 @@ def complement(layout: Layout, cotarget: Any = None) -> Layout:
 
 def _complement_int(layout: Layout, fs: tuple, fd: tuple, cot: Any) -> Layout:
     """:func:`complement` for all-int layouts and cotargets (same algorithm, flat lists)."""
-    shapes, strides = _filter_lists(fs, fd)
+    shapes, strides = filter_lists(fs, fd)
     if cot is None:
         n = 1
         for x, y in zip(shapes, strides):
@@ -671,7 +621,7 @@ def _complement_int(layout: Layout, fs: tuple, fd: tuple, cot: Any) -> Layout:
                 raise ShapeError(f"complement: cotarget {fmt(cot)} must have extents >= 1")
             n *= x
     if strides[0] == 0:  # filter left nothing (1:0): fill the whole cotarget
-        return _mk(n, 1, (n,), (1,)) if n != 1 else _mk(1, 0, (1,), (0,))
+        return int_layout(n, 1, (n,), (1,)) if n != 1 else int_layout(1, 0, (1,), (0,))
     r = len(shapes)
     # CuTe repeatedly takes the first minimum stride: a stable ascending sort
     if r == 1:
@@ -721,7 +671,7 @@ def _complement_int(layout: Layout, fs: tuple, fd: tuple, cot: Any) -> Layout:
     if not out_s:
         out_s = [1]
         out_d = [0]
-    out = _mk_flat(out_s, out_d)
+    out = int_layout_from_flat(out_s, out_d)
     # Post: size(C) * size(filter(A)) >= size(cotarget).  CuTe's result is always increasing and
     # disjoint from the layout (each gap mode stays below the next stride) but may be too small:
     # when the modes do not nest (CuTe truncates the gaps), or for a shape cotarget, whose
@@ -800,7 +750,7 @@ def right_inverse(layout: Any) -> Any:
     require_layout(layout, "right_inverse")
     f = layout._ints
     if f is None:
-        f = _iflat(layout)
+        f = int_flat(layout)
     if f:
         return _right_inverse_int(*f)
     s, d, pre = _wrapped_coalesce(layout)
@@ -824,11 +774,11 @@ def _right_inverse_int(fs: tuple, fd: tuple) -> Layout:
     the span reached so far.  The span only grows, so with distinct strides this is a chain of
     dictionary look-ups; with equal strides the exchange-sort order decides which one is taken.
     """
-    s, d = _coalesce_lists(fs, fd, fs[-1], fd[-1])
+    s, d = coalesce_lists(fs, fd, fs[-1], fd[-1])
     n = len(s)
     if n == 1:
         x = s[0]
-        return _mk(x, 1, (x,), (1,)) if d[0] == 1 and x != 1 else _mk(1, 0, (1,), (0,))
+        return int_layout(x, 1, (x,), (1,)) if d[0] == 1 and x != 1 else int_layout(1, 0, (1,), (0,))
     pos = {}
     for i in range(n):
         pos[d[i]] = i
@@ -858,9 +808,9 @@ def _right_inverse_int(fs: tuple, fd: tuple) -> Layout:
                 rd.append(pres[i])
                 curr = s[i] * d[i]
     if len(rs) == 1:
-        return _mk(1, 0, (1,), (0,))
-    out_s, out_d = _coalesce_lists(rs, rd, rs[-1], rd[-1])
-    return _mk_flat(out_s, out_d)
+        return int_layout(1, 0, (1,), (0,))
+    out_s, out_d = coalesce_lists(rs, rd, rs[-1], rd[-1])
+    return int_layout_from_flat(out_s, out_d)
 
 
 def left_inverse(layout: Any) -> Any:
@@ -923,9 +873,9 @@ def _check_quasi_inverse(layout: Layout, inv: Layout) -> None:
         raise InverseError(f"left_inverse of {layout}: the layout is not injective and too large "
                            "to check CuTe's quasi-inverse on every index")
     import numpy as np
-    from .enumerate import _eval_int_array, layout_values
+    from .enumerate import eval_int_array, layout_values
     y = layout_values(layout)
-    back = _eval_int_array(layout, _eval_int_array(inv, y))
+    back = eval_int_array(layout, eval_int_array(inv, y))
     if not np.array_equal(back, y):
         i = int(np.nonzero(back != y)[0][0])
         raise InverseError(
@@ -1037,17 +987,6 @@ def max_common_vector(a: Layout, b: Layout) -> int:
 # Divides
 # ---------------------------------------------------------------------------------------------
 
-def _by_mode(layout: Layout, tiler: tuple, fn: Any, name: str) -> Layout:
-    """CuTe transform_layout(layout, tiler, fn): apply fn per mode, keep the untouched modes."""
-    r = len(layout)
-    if len(tiler) > r:
-        raise ShapeError(f"{name}: tiler {tiler_str(tiler)} has {len(tiler)} modes but {layout} "
-                         f"has rank {r}")
-    parts = [fn(layout[i], t) for i, t in enumerate(tiler)]
-    parts += [layout[i] for i in range(len(tiler), r)]
-    return make_layout(*parts)
-
-
 def logical_divide(layout: Layout, tiler: Any) -> Any:
     """``layout o (tiler, complement(tiler, shape(coalesce(layout))))``: rank-2 (tile, rest).
 
@@ -1060,16 +999,16 @@ def logical_divide(layout: Layout, tiler: Any) -> Any:
     if type(layout) is Layout:
         tt = type(tiler)
         if tt is Layout or tt is int:
-            t = tiler if tt is Layout else _int_tile(tiler, "logical_divide tiler")
+            t = tiler if tt is Layout else int_tile(tiler, "logical_divide tiler")
             lf = layout._ints
             if lf is None:
-                lf = _iflat(layout)
+                lf = int_flat(layout)
             tf = t._ints
             if tf is None:
-                tf = _iflat(t)
+                tf = int_flat(t)
             if lf and tf:
                 fs, fd = lf
-                cs = _coalesce_lists(fs, fd, fs[-1], fd[-1])[0]
+                cs = coalesce_lists(fs, fd, fs[-1], fd[-1])[0]
                 c = _complement_int(t, tf[0], tf[1], cs[0] if len(cs) == 1 else tuple(cs))
                 cf = c._flat
                 return _compose_layout(layout, (t.shape, c.shape), (t.stride, c.stride),
@@ -1082,41 +1021,10 @@ def logical_divide(layout: Layout, tiler: Any) -> Any:
     if tiler is None:
         return layout
     if type(tiler) is tuple:
-        return _by_mode(layout, tiler, logical_divide, "logical_divide")
-    t = _as_layout(tiler, "logical_divide tiler")
+        return by_mode(layout, tiler, logical_divide, "logical_divide")
+    t = as_layout(tiler, "logical_divide tiler")
     c = complement(t, coalesce(layout).shape)
     return composition(layout, make_layout(t, c))
-
-
-def _zip2_by(t: Any, guide: Any, name: str) -> Any:
-    if type(guide) is tuple:
-        if type(t) is not tuple or len(t) < len(guide):
-            raise ShapeError(f"{name}: result {fmt(t)} does not match tiler profile")
-        split = [_zip2_by(t[i], g, name) for i, g in enumerate(guide)]
-        return (tuple(x[0] for x in split), tuple(x[1] for x in split) + tuple(t[len(guide):]))
-    if type(t) is not tuple or len(t) != 2:
-        raise ShapeError(f"{name}: mode {fmt(t)} is not a (tile, rest) pair; a '_' tiler entry "
-                         "can only stand for a rank-2 mode here")
-    return t
-
-
-def _tile_unzip(layout: Layout, tiler: Any, name: str) -> Layout:
-    return Layout._make(_zip2_by(layout.shape, tiler, name), _zip2_by(layout.stride, tiler, name))
-
-
-def _unpack(layout: Layout, which: tuple) -> Layout:
-    """CuTe ``result(repeat<R0>(_), repeat<R1>(_))`` style slicing of a rank-2 layout."""
-    s, d = layout.shape, layout.stride
-    out_s: tuple = ()
-    out_d: tuple = ()
-    for k in range(2):
-        if which[k] and type(s[k]) is tuple and len(s[k]) > 1:
-            out_s += s[k]
-            out_d += d[k]
-        else:
-            out_s += (s[k],)
-            out_d += (d[k],)
-    return Layout._make(out_s, out_d)
 
 
 def zipped_divide(layout: Layout, tiler: Any) -> Layout:
@@ -1124,7 +1032,7 @@ def zipped_divide(layout: Layout, tiler: Any) -> Layout:
     from .swizzle import ComposedLayout
     if isinstance(layout, ComposedLayout):
         return layout.divide(tiler, zipped_divide)
-    return _tile_unzip(logical_divide(layout, tiler), tiler, "zipped_divide")
+    return tile_unzip(logical_divide(layout, tiler), tiler, "zipped_divide")
 
 
 def tiled_divide(layout: Layout, tiler: Any) -> Layout:
@@ -1132,7 +1040,7 @@ def tiled_divide(layout: Layout, tiler: Any) -> Layout:
     from .swizzle import ComposedLayout
     if isinstance(layout, ComposedLayout):
         return layout.divide(tiler, tiled_divide)
-    return _unpack(zipped_divide(layout, tiler), (False, True))
+    return unpack_modes(zipped_divide(layout, tiler), (False, True))
 
 
 def flat_divide(layout: Layout, tiler: Any) -> Layout:
@@ -1140,7 +1048,7 @@ def flat_divide(layout: Layout, tiler: Any) -> Layout:
     from .swizzle import ComposedLayout
     if isinstance(layout, ComposedLayout):
         return layout.divide(tiler, flat_divide)
-    return _unpack(zipped_divide(layout, tiler), (True, True))
+    return unpack_modes(zipped_divide(layout, tiler), (True, True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1155,13 +1063,13 @@ def logical_product(block: Layout, tiler: Any) -> Layout:
     if type(block) is Layout:
         tt = type(tiler)
         if tt is Layout or tt is int:
-            t = tiler if tt is Layout else _int_tile(tiler, "logical_product tiler")
+            t = tiler if tt is Layout else int_tile(tiler, "logical_product tiler")
             bf = block._ints
             if bf is None:
-                bf = _iflat(block)
+                bf = int_flat(block)
             tf = t._ints
             if tf is None:
-                tf = _iflat(t)
+                tf = int_flat(t)
             if bf and tf:
                 n = 1
                 for x in bf[0]:
@@ -1177,22 +1085,22 @@ def logical_product(block: Layout, tiler: Any) -> Layout:
     if tiler is None:
         return block
     if type(tiler) is tuple:
-        return _by_mode(block, tiler, logical_product, "logical_product")
-    t = _as_layout(tiler, "logical_product tiler")
+        return by_mode(block, tiler, logical_product, "logical_product")
+    t = as_layout(tiler, "logical_product tiler")
     c = complement(block, block.size() * t.cosize())
     return make_layout(block, composition(c, t))
 
 
 def zipped_product(block: Layout, tiler: Any) -> Layout:
-    return _tile_unzip(logical_product(block, tiler), tiler, "zipped_product")
+    return tile_unzip(logical_product(block, tiler), tiler, "zipped_product")
 
 
 def tiled_product(block: Layout, tiler: Any) -> Layout:
-    return _unpack(zipped_product(block, tiler), (False, True))
+    return unpack_modes(zipped_product(block, tiler), (False, True))
 
 
 def flat_product(block: Layout, tiler: Any) -> Layout:
-    return _unpack(zipped_product(block, tiler), (True, True))
+    return unpack_modes(zipped_product(block, tiler), (True, True))
 
 
 def zip_layouts(a: Layout, b: Layout) -> Layout:

@@ -19,7 +19,9 @@ __all__ = ["layout_values", "swizzle_values", "MAX_ENUMERATE"]
 MAX_ENUMERATE = 1 << 28
 
 
-def _flat_values(fs: tuple, fd: tuple) -> np.ndarray:
+def flat_values(fs: tuple, fd: tuple) -> np.ndarray:
+    """Every offset of the flat modes ``fs:fd`` (column-major, mode 0 fastest) as one array:
+    int64, or Python ints (object) where an offset passes 2^63."""
     if not all(type(x) is int for x in fs + fd):
         raise ShapeError("numeric enumeration needs static (int) shapes and strides; "
                          "use layoutalg.symbolic for symbolic layouts")
@@ -64,19 +66,21 @@ def layout_values(layout: Any) -> np.ndarray:
     from .swizzle import ComposedLayout, Swizzle
     if isinstance(layout, Layout):
         fs, fd = layout.flat()
-        return _flat_values(fs, fd)
+        return flat_values(fs, fd)
     if isinstance(layout, ComposedLayout):
         inner = layout_values(layout.inner) + layout.offset
         outer = layout.outer
         if isinstance(outer, Swizzle):
             return swizzle_values(outer, inner)
         if isinstance(outer, Layout):
-            return _eval_int_array(outer, inner)
+            return eval_int_array(outer, inner)
         return np.array([outer(int(v)) for v in inner], dtype=np.int64)
     raise ShapeError(f"cannot enumerate {layout!r}")
 
 
-def _eval_int_array(layout: Any, idx: np.ndarray) -> np.ndarray:
+def eval_int_array(layout: Any, idx: np.ndarray) -> np.ndarray:
+    """``layout(i)`` for every index in the int array ``idx`` (vectorised; the last mode is
+    unbounded, as for ``layout(i)``, so any ``i >= 0`` is valid)."""
     fs, fd = layout.flat()
     total = np.zeros_like(idx)
     c = idx.copy()

@@ -61,17 +61,12 @@ KNOWN_DEBT_BIG: Set[str] = {"layoutalg.algebra"}
 # layoutalg.composed_ops is algebra's half for ComposedLayout (split out of algebra.py, which
 # dispatches to it and which it calls back): it lives in the same knot as algebra
 KNOWN_DEBT_CYCLES = [["layoutalg.algebra", "layoutalg.composed_ops", "layoutalg.enumerate",
-                      "layoutalg.layout", "layoutalg.swizzle"],
+                      "layoutalg.layout", "layoutalg.swizzle", "layoutalg.tilers"],
                      ["layoutalg.verify.banks", "layoutalg.verify.symbolic"],
                      ["layoutalg.dialects", "layoutalg.parse"],
                      ["visualize.cli", "visualize.from_triton"]]
 KNOWN_DEBT_PRIVATE: Set[Tuple[str, str, str]] = {
-    ("layoutalg.algebra", "layoutalg.layout", n)
-    for n in ("_coalesce_lists", "_eq", "_filter_lists", "_iflat", "_mk", "_mk_flat")} | {
-    ("layoutalg.algebra", "layoutalg.enumerate", "_flat_values"),
-    ("layoutalg.algebra", "layoutalg.enumerate", "_eval_int_array"),
     ("layoutalg.swizzle", "layoutalg.layout", "_has_none"),
-    ("layoutalg.verify._access", "layoutalg.enumerate", "_eval_int_array"),
     ("layoutalg.verify.f2proof", "layoutalg.f2", "_log2"),
     ("layoutalg.verify.lanes", "layoutalg.verify._access", "_check_in_domain"),
     ("layoutalg.verify.symbolic", "layoutalg.verify._access", "_check_in_domain"),

@@ -20,7 +20,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from ..enumerate import _eval_int_array, swizzle_values
+from ..enumerate import eval_int_array, swizzle_values
 from ..errors import SymbolicError
 from ..inttuple import flatten, is_static
 from ..layout import Layout
@@ -120,7 +120,7 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
         if span >= MAX_OFFSET:
             raise AccessError(f"{what} {layout} reaches offsets up to {span}, past the verifier's "
                               f"exact int64 range (< 2^62)")
-        return _eval_int_array(layout, idx)
+        return eval_int_array(layout, idx)
     if isinstance(layout, ComposedLayout):
         if type(layout.offset) is not int:
             raise AccessError(f"{what} {layout} has a symbolic offset; this check needs an int")
