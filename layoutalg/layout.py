@@ -199,7 +199,7 @@ class Layout:
 
     def with_shape(self, *new_shape: Any) -> "Layout":
         """``composition(self, make_layout(new_shape))`` (CuTe ``with_shape``)."""
-        from .algebra import composition
+        from .compose import composition
         shp = new_shape[0] if len(new_shape) == 1 else tuple(new_shape)
         return composition(self, Layout(shp))
 

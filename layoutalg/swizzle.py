@@ -150,7 +150,7 @@ class ComposedLayout:
         return layout_values(self)
 
     def compose(self, rhs: Any) -> "ComposedLayout":
-        from .algebra import composition
+        from .compose import composition
         return ComposedLayout(self.outer, self.offset, composition(self.inner, rhs))
 
     def divide(self, tiler: Any, fn: Any) -> "ComposedLayout":

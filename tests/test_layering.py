@@ -55,13 +55,14 @@ KNOWN_DEBT_UPWARD: Set[Tuple[str, str]] = {
     # the Triton / CuTe interop resolves MFMA atoms through mfma_specs
     ("layoutalg.interop.atoms", "mfma_specs"), ("layoutalg.interop.ttgir", "mfma_specs"),
 }
-KNOWN_DEBT_BIG: Set[str] = {"layoutalg.algebra"}
+KNOWN_DEBT_BIG: Set[str] = set()
 # lazy imports between layoutalg's core modules (the algebra, enumeration and layout types
 # call each other) and between two verifiers
 # layoutalg.composed_ops is algebra's half for ComposedLayout (split out of algebra.py, which
 # dispatches to it and which it calls back): it lives in the same knot as algebra
-KNOWN_DEBT_CYCLES = [["layoutalg.algebra", "layoutalg.composed_ops", "layoutalg.enumerate",
-                      "layoutalg.layout", "layoutalg.swizzle", "layoutalg.tilers"],
+KNOWN_DEBT_CYCLES = [["layoutalg.algebra", "layoutalg.compose", "layoutalg.composed_ops",
+                      "layoutalg.enumerate", "layoutalg.layout", "layoutalg.swizzle",
+                      "layoutalg.tilers"],
                      ["layoutalg.verify.banks", "layoutalg.verify.symbolic"],
                      ["layoutalg.dialects", "layoutalg.parse"],
                      ["visualize.cli", "visualize.from_triton"]]
