@@ -77,7 +77,8 @@ def _domain_layout(x: Any, name: str) -> Layout:
 def max_common_layout_composed(a: Any, b: Any) -> Layout:
     """``R`` with ``a(R(i)) == i`` and ``b(R(i)) == i`` for ``i < size(R)``, where ``a`` or ``b``
     is a composed layout: the inner layouts' common layout, cut to its longest valid prefix."""
-    from .algebra import composition, max_common_layout
+    from .compose import composition
+    from .inverses import max_common_layout
     common = max_common_layout(_domain_layout(a, "max_common_layout"),
                                _domain_layout(b, "max_common_layout"))
     n = common.size()
