@@ -19,6 +19,7 @@ from .inttuple import (ceil_div, compact_col_major, exact_div, flatten, fmt, is_
                        product_each, rank as _rank, sym_ok, unwrap)
 from .layout import (Layout, append, coalesce, filter as _filter, int_flat, int_layout,
                      int_layout_from_flat, make_layout, make_ordered_layout)
+from .casts import downcast, upcast
 from .complements import complement, complement_ints
 from .compose import EXHAUSTIVE_LIMIT, composition, composition_as_cute, compose_modes
 from .divides import flat_divide, logical_divide, tiled_divide, zipped_divide
@@ -37,60 +38,3 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------
-# Upcast / downcast (reinterpret element width)
-# ---------------------------------------------------------------------------------------------
-
-def _check_factor(n: Any, name: str) -> None:
-    require_int(n, name, "the factor n")
-
-
-def upcast(layout: Layout, n: int) -> Layout:
-    """View ``layout`` in units ``n`` times wider: stride-1 modes shrink, other strides divide.
-    A ComposedLayout is cast whole (swizzle base, offset and inner; CuTe's ``upcast<N>``)."""
-    _check_factor(n, "upcast")
-    n = int(n)
-    if not isinstance(layout, Layout):
-        require_any_layout(layout, "upcast")
-        from .composed_ops import upcast_composed
-        return upcast_composed(layout, n)
-    def up(s: Any, d: Any) -> tuple:
-        if type(s) is tuple:
-            parts = [up(x, y) for x, y in zip(s, d)]
-            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-        if type(d) is int and d == 0:
-            return s, d
-        if type(d) is int:
-            ad = abs(d)
-            if ad % n != 0 and n % ad != 0:
-                raise DivisibilityError(f"upcast<{n}> of {layout}: stride {d} and {n} do not "
-                                        "divide one another")
-            return ceil_div(s, -(-n // ad)), (1 if d > 0 else -1) * (-(-ad // n))
-        return s, d / n
-    s, d = up(layout.shape, layout.stride)
-    return Layout._make(s, d)
-
-
-def downcast(layout: Layout, n: int) -> Layout:
-    """View ``layout`` in units ``n`` times narrower: stride-1 modes grow, other strides scale.
-    A ComposedLayout is cast whole (swizzle base, offset and inner; CuTe's ``downcast<N>``)."""
-    _check_factor(n, "downcast")
-    n = int(n)
-    if not isinstance(layout, Layout):
-        require_any_layout(layout, "downcast")
-        from .composed_ops import downcast_composed
-        return downcast_composed(layout, n)
-    fd = layout.flat()[1]
-    if not any(type(x) is int and x == 1 for x in fd):
-        raise DivisibilityError(f"downcast<{n}> of {layout}: needs a stride-1 mode (adjacent "
-                                "elements)")
-
-    def down(s: Any, d: Any) -> tuple:
-        if type(s) is tuple:
-            parts = [down(x, y) for x, y in zip(s, d)]
-            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-        if type(d) is int and abs(d) == 1:
-            return s * n, d
-        return s, d * n
-    s, d = down(layout.shape, layout.stride)
-    return Layout._make(s, d)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .errors import DivisibilityError, ShapeError
+from .errors import ShapeError
 from .layout import Layout
+from .casts import downcast_composed, upcast_composed
 from .swizzle import ComposedLayout, Swizzle
 
 __all__ = ["on_inner", "upcast_composed", "downcast_composed", "max_common_layout_composed"]
@@ -24,45 +25,6 @@ __all__ = ["on_inner", "upcast_composed", "downcast_composed", "max_common_layou
 def on_inner(cl: ComposedLayout, fn: Callable[..., Layout], *args: Any) -> ComposedLayout:
     """``outer o offset o fn(inner, *args)`` (CuTe's lifting of a domain-side operation)."""
     return ComposedLayout(cl.outer, cl.offset, fn(cl.inner, *args))
-
-
-def _log2_factor(n: int, name: str) -> int:
-    if n & (n - 1):
-        raise DivisibilityError(f"{name}<{n}> of a composed layout: the factor must be a power "
-                                "of two (a swizzle acts on bits)")
-    return n.bit_length() - 1
-
-
-def _cast_outer(outer: Any, n: int, up: bool, name: str) -> Any:
-    from .algebra import downcast, upcast
-    if isinstance(outer, Swizzle):
-        k = _log2_factor(n, name)
-        base = outer.base - k if up else outer.base + k
-        if base < 0:
-            raise DivisibilityError(f"{name}<{n}> of {outer}: the swizzle moves bits below "
-                                    f"bit {k}, so {n} adjacent elements are not a unit; factors "
-                                    f"up to {1 << outer.base} are valid")
-        return Swizzle(outer.bits, base, outer.shift)
-    if isinstance(outer, ComposedLayout):
-        return upcast_composed(outer, n) if up else downcast_composed(outer, n)
-    return upcast(outer, n) if up else downcast(outer, n)
-
-
-def upcast_composed(cl: ComposedLayout, n: int) -> ComposedLayout:
-    """View ``cl`` in units ``n`` times wider: swizzle base, offset and inner all scale down."""
-    from .algebra import upcast
-    off = cl.offset
-    if type(off) is int and off % n:
-        raise DivisibilityError(f"upcast<{n}> of {cl}: the offset {off} is not a multiple of {n}")
-    return ComposedLayout(_cast_outer(cl.outer, n, True, "upcast"),
-                          off // n if type(off) is int else off / n, upcast(cl.inner, n))
-
-
-def downcast_composed(cl: ComposedLayout, n: int) -> ComposedLayout:
-    """View ``cl`` in units ``n`` times narrower: swizzle base, offset and inner all scale up."""
-    from .algebra import downcast
-    return ComposedLayout(_cast_outer(cl.outer, n, False, "downcast"), cl.offset * n,
-                          downcast(cl.inner, n))
 
 
 def _domain_layout(x: Any, name: str) -> Layout:
