@@ -16,13 +16,14 @@ import numpy as np
 from .checks import require_any_layout, require_layout
 from .compose import EXHAUSTIVE_LIMIT, composition, composition_as_cute
 from .enumerate import eval_int_array, layout_values
-from .errors import CompositionError, InverseError
+from .errors import CompositionError, InverseError, ShapeError
 from .flat_modes import coalesce_lists
 from .inttuple import compact_col_major, unwrap
 from .layout import Layout, coalesce, int_flat, int_layout, int_layout_from_flat
+from .swizzle import ComposedLayout, Swizzle
 
 __all__ = ["right_inverse", "left_inverse", "nullspace", "max_common_layout",
-           "max_common_vector"]
+           "max_common_vector", "max_common_layout_composed"]
 
 
 def _wrapped_coalesce(layout: Layout) -> tuple:
@@ -252,7 +253,6 @@ def max_common_layout(a: Layout, b: Layout) -> Layout:
         require_any_layout(a, "max_common_layout", "a")
         require_any_layout(b, "max_common_layout", "b")
         if not (isinstance(a, Layout) and isinstance(b, Layout)):
-            from .composed_ops import max_common_layout_composed
             return max_common_layout_composed(a, b)
     inv_b = right_inverse(b)
     common, exact = _common_prefix(a, inv_b)
@@ -294,3 +294,45 @@ def max_common_vector(a: Layout, b: Layout) -> int:
     if not exact:
         _check_identity(lambda i: a(inv_b(i)), s0, f"max_common_vector({a}, {b})")
     return s0
+
+
+# ---- ComposedLayout arguments ----------------------------------------------------------------
+
+def _domain_layout(x: Any, name: str) -> Layout:
+    if isinstance(x, ComposedLayout):
+        return x.inner
+    if isinstance(x, Layout):
+        return x
+    raise ShapeError(f"{name}: expected a Layout or a ComposedLayout, got {x!r} "
+                     f"({type(x).__name__})")
+
+
+def max_common_layout_composed(a: Any, b: Any) -> Layout:
+    """``R`` with ``a(R(i)) == i`` and ``b(R(i)) == i`` for ``i < size(R)``, where ``a`` or ``b``
+    is a composed layout: the inner layouts' common layout, cut to its longest valid prefix."""
+    common = max_common_layout(_domain_layout(a, "max_common_layout"),
+                               _domain_layout(b, "max_common_layout"))
+    n = common.size()
+    cap = min([1 << o.outer.base for o in (a, b) if isinstance(o, ComposedLayout)
+               and isinstance(o.outer, Swizzle)] + [n]) if type(n) is int else n
+    if cap < n and n % cap == 0:   # CuTe: common.compose(2^M), the bits the swizzle keeps
+        common = composition(common, Layout(cap))
+        n = cap
+    if type(n) is not int:
+        raise ShapeError(f"max_common_layout of {a} and {b}: the common layout {common} has a "
+                         "symbolic size; give static shapes")
+    good = 0
+    while good < n:
+        r = common(good)
+        if a(r) != good or b(r) != good:
+            break
+        good += 1
+    if good == n:
+        return common
+    for keep in range(good, 1, -1):      # the longest prefix that is itself a layout
+        if n % keep == 0:
+            try:
+                return composition(common, Layout(keep))
+            except CompositionError:
+                continue
+    return Layout._make(1, 0)            # one element (CuTe's minimum answer)

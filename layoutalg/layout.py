@@ -607,7 +607,7 @@ def _not_plain(layout: Any, fn: Any, name: str, profile: Any) -> Any:
     if isinstance(layout, Layout):
         return fn(Layout._make(layout.shape, layout.stride), profile)
     require_any_layout(layout, name)
-    from .composed_ops import on_inner
+    from .swizzle import on_inner
     return on_inner(layout, fn, profile)
 
 

@@ -16,6 +16,7 @@ from .compose import compose_modes, composition
 from .errors import DivisibilityError, ShapeError
 from .inttuple import ceil_div, fmt, normalize, product_each, rank as _rank
 from .layout import Layout, append, int_flat, make_layout, make_ordered_layout
+from .swizzle import on_inner
 from .tilers import as_layout, by_mode, int_tile, tile_unzip, unpack_modes
 
 __all__ = ["logical_product", "zipped_product", "tiled_product", "flat_product",
@@ -135,7 +136,6 @@ def tile_to_shape(block: Layout, trg_shape: Any, order: Any = None) -> Layout:
     """
     if not isinstance(block, Layout):
         require_any_layout(block, "tile_to_shape", "block")
-        from .composed_ops import on_inner
         return on_inner(block, tile_to_shape, trg_shape, order)
     trg_shape = normalize(trg_shape, "tile_to_shape target")
     r = _rank(trg_shape)

@@ -12,7 +12,7 @@ tiling a swizzled tile keeps the swizzle on the absolute offset.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .checks import register_layout_type
 from .errors import LayoutError, ShapeError
@@ -183,6 +183,12 @@ class ComposedLayout:
             return draw_layout(self)._repr_html_()
         except LayoutError:
             return None
+
+
+def on_inner(cl: ComposedLayout, fn: Callable[..., Layout], *args: Any) -> ComposedLayout:
+    """``outer o offset o fn(inner, *args)`` (CuTe's lifting of a domain-side operation: how
+    coalesce, filter and tile_to_shape act on a composed layout)."""
+    return ComposedLayout(cl.outer, cl.offset, fn(cl.inner, *args))
 
 
 def make_composed_layout(outer: Any, offset: Any, inner: Layout) -> ComposedLayout:
