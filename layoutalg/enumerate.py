@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import layout_kind
 from .errors import ShapeError
 
 __all__ = ["layout_values", "swizzle_values", "MAX_ENUMERATE"]
@@ -62,19 +63,12 @@ def swizzle_values(sw: Any, offsets: np.ndarray) -> np.ndarray:
 
 def layout_values(layout: Any) -> np.ndarray:
     """All offsets of a Layout or ComposedLayout (Swizzle/Layout outer) as int64."""
-    from .layout import Layout
-    from .swizzle import ComposedLayout, Swizzle
-    if isinstance(layout, Layout):
+    kind = layout_kind(layout)
+    if kind == "Layout":
         fs, fd = layout.flat()
         return flat_values(fs, fd)
-    if isinstance(layout, ComposedLayout):
-        inner = layout_values(layout.inner) + layout.offset
-        outer = layout.outer
-        if isinstance(outer, Swizzle):
-            return swizzle_values(outer, inner)
-        if isinstance(outer, Layout):
-            return eval_int_array(outer, inner)
-        return np.array([outer(int(v)) for v in inner], dtype=np.int64)
+    if kind == "ComposedLayout":
+        return layout.values()   # outer(offset + inner values): ComposedLayout.values
     raise ShapeError(f"cannot enumerate {layout!r}")
 
 

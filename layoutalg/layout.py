@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 from .checks import (check_depth, register_layout_type, require_any_layout, require_int,
                      require_layout)
+from .enumerate import layout_values
 from .errors import LayoutError, ShapeError
 from .flat_modes import coalesce_lists, filter_lists, same_value
 from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
@@ -194,7 +195,6 @@ class Layout:
 
     def values(self):
         """All offsets ``L(0..size-1)`` as a numpy int64 array (vectorised)."""
-        from .enumerate import layout_values
         return layout_values(self)
 
     def with_shape(self, *new_shape: Any) -> "Layout":

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from .checks import register_layout_type
+from .enumerate import eval_int_array, layout_values, swizzle_values
 from .errors import LayoutError, ShapeError
 from .layout import Layout, slice_and_offset
 
@@ -126,7 +129,6 @@ class ComposedLayout:
     def cosize(self) -> Any:
         # the swizzle only permutes bits within the span of its masks
         if isinstance(self.outer, Swizzle):
-            import numpy as np
             vals = self.values()
             return int(np.max(vals)) + 1 if len(vals) else 0
         return self.outer.cosize()
@@ -146,8 +148,14 @@ class ComposedLayout:
         return self.outer(self.offset + self.inner(c))
 
     def values(self):
-        from .enumerate import layout_values
-        return layout_values(self)
+        """All offsets ``self(i)`` for ``i < size`` as one numpy array (vectorised)."""
+        inner = layout_values(self.inner) + self.offset
+        outer = self.outer
+        if isinstance(outer, Swizzle):
+            return swizzle_values(outer, inner)
+        if isinstance(outer, Layout):
+            return eval_int_array(outer, inner)
+        return np.array([outer(int(v)) for v in inner], dtype=np.int64)
 
     def compose(self, rhs: Any) -> "ComposedLayout":
         from .compose import composition
