@@ -176,7 +176,7 @@ class Layout:
                 total += (c % s) * fd[k]
                 c //= s
             return total + c * fd[last]
-        if c is None or (type(c) is tuple and _has_none(c)):
+        if c is None or (type(c) is tuple and has_none(c)):
             return slice_and_offset(c, self)[0]
         if type(c) is tuple:
             if not _weakly_congruent_coord(c, self.shape):
@@ -364,11 +364,12 @@ def _normalize_slice(c: Any) -> Any:
     return normalize(c, "slice coordinate")
 
 
-def _has_none(c: Any) -> bool:
+def has_none(c: Any) -> bool:
+    """True when the coordinate ``c`` holds a ``None`` (CuTe's ``_``: a slice) at any depth."""
     if c is None:
         return True
     if type(c) is tuple:
-        return any(_has_none(x) for x in c)
+        return any(has_none(x) for x in c)
     return False
 
 

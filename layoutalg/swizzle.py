@@ -19,7 +19,7 @@ import numpy as np
 from .checks import register_layout_type
 from .enumerate import eval_int_array, layout_values, swizzle_values
 from .errors import LayoutError, ShapeError
-from .layout import Layout, slice_and_offset
+from .layout import Layout, has_none, slice_and_offset
 
 __all__ = ["Swizzle", "ComposedLayout", "make_composed_layout"]
 
@@ -141,8 +141,7 @@ class ComposedLayout:
 
     def __call__(self, *coord: Any) -> Any:
         c = coord[0] if len(coord) == 1 else tuple(coord)
-        from .layout import _has_none
-        if _has_none(c):
+        if has_none(c):
             sub, off = slice_and_offset(c, self.inner)
             return ComposedLayout(self.outer, self.offset + off, sub)
         return self.outer(self.offset + self.inner(c))

@@ -68,10 +68,6 @@ KNOWN_DEBT_CYCLES = [["layoutalg.compose", "layoutalg.layout", "layoutalg.swizzl
                      ["layoutalg.dialects", "layoutalg.parse"],
                      ["visualize.cli", "visualize.from_triton"]]
 KNOWN_DEBT_PRIVATE: Set[Tuple[str, str, str]] = {
-    ("layoutalg.swizzle", "layoutalg.layout", "_has_none"),
-    ("layoutalg.verify.f2proof", "layoutalg.f2", "_log2"),
-    ("layoutalg.verify.lanes", "layoutalg.verify._access", "_check_in_domain"),
-    ("layoutalg.verify.symbolic", "layoutalg.verify._access", "_check_in_domain"),
     ("mfma_specs.select", "mfma_specs", "_table"),
     ("visualize.from_triton", "visualize.cli", "_write"),
 }

@@ -137,7 +137,7 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
                       f"{type(layout).__name__}")
 
 
-def _check_in_domain(lds: Any, idx: np.ndarray) -> None:
+def check_in_domain(lds: Any, idx: np.ndarray) -> None:
     """Indices past a layout's size (or below 0) only exist through CuTe's unbounded last mode:
     for a verifier that is almost surely a partition reaching outside its tile, so refuse it."""
     if idx.size and int(idx.min()) < 0:
@@ -191,7 +191,7 @@ def as_access(access: Any, lds: Any = None, what: str = "access") -> Access:
         if offsets.shape[2] > 1:
             iter_shape = (offsets.shape[2],)
     if lds is not None:
-        _check_in_domain(lds, offsets)
+        check_in_domain(lds, offsets)
         offsets = eval_at(lds, offsets, "lds")
     if offsets.size == 0:
         raise AccessError(f"{what} is empty")
