@@ -2,8 +2,9 @@
 
 CuTe (``layout_composed.hpp``, ``swizzle_layout.hpp``) lifts the domain-side operations to a
 composed layout by applying them to the inner layout and keeping ``outer`` and ``offset``:
-``coalesce``, ``filter`` and ``tile_to_shape`` do that through ``on_inner``.  ``upcast``/``downcast`` change the
-element width of all three parts (``upcast<N>(Sw<B,M,S>) = Sw<B,M-log2 N,S>``).
+``coalesce``, ``filter`` and ``tile_to_shape`` do that through ``on_inner``.
+``upcast``/``downcast`` change the element width of all three parts
+(``upcast<N>(Sw<B,M,S>) = Sw<B,M-log2 N,S>``).
 ``max_common_layout``/``max_common_vector`` start from the inner layouts' common layout (CuTe
 also caps it at the swizzle's untouched low ``2^M`` offsets) and keep the longest prefix on which
 the post-condition ``a(R(i)) == i == b(R(i))`` holds for the composed functions, checked on

@@ -94,7 +94,9 @@ def _right_inverse_int(fs: tuple, fd: tuple) -> Layout:
     n = len(s)
     if n == 1:
         x = s[0]
-        return int_layout(x, 1, (x,), (1,)) if d[0] == 1 and x != 1 else int_layout(1, 0, (1,), (0,))
+        if d[0] == 1 and x != 1:
+            return int_layout(x, 1, (x,), (1,))
+        return int_layout(1, 0, (1,), (0,))
     pos = {}
     for i in range(n):
         pos[d[i]] = i

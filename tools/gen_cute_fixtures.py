@@ -43,8 +43,8 @@ DEFAULT_ORACLE = os.path.join(REPO, "..", "shared", "tools", "cute_oracle", "cut
 DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "cute_oracle.jsonl")
 
 # The layout model (parse, fmt, ev, composition_sound, ...) is in tools/cute_model.py.
-from cute_model import (Lay, Sw, composition_sound, cosize, ev, flat, fmt, mode, parse,  # noqa: E402
-                        rank, size)
+from cute_model import (  # noqa: E402
+    Lay, Sw, composition_sound, cosize, ev, flat, fmt, mode, parse, rank, size)
 
 
 # ================================================================================================
