@@ -7,12 +7,12 @@ failure, so the algebra's hot paths stay fast.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from .errors import ArgumentError, LimitError
 
 __all__ = ["require_layout", "require_any_layout", "require_int", "MAX_DEPTH", "check_depth",
-           "register_layout_type"]
+           "register_layout_type", "layout_kind"]
 
 # The checks sit below every module of the algebra and import none of them (no import cycle):
 # the layout types register themselves here when their modules load (layout.py, swizzle.py).
@@ -23,6 +23,15 @@ def register_layout_type(name: str, cls: type) -> None:
     """Called by :mod:`layoutalg.layout` (``"Layout"``) and :mod:`layoutalg.swizzle`
     (``"ComposedLayout"``) as they load."""
     _LAYOUT_TYPES[name] = cls
+
+
+def layout_kind(x: Any) -> Optional[str]:
+    """``"Layout"`` or ``"ComposedLayout"`` when ``x`` is an instance of that registered type,
+    else None: how a module below the layout types (enumerate) dispatches on them."""
+    for name, cls in _LAYOUT_TYPES.items():
+        if isinstance(x, cls):
+            return name
+    return None
 
 #: deepest nesting of an IntTuple / layout text accepted (CuTe layouts are a few levels deep;
 #: the limit keeps every recursive walk far from Python's recursion limit)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import layout_kind
 from .errors import ShapeError
 
 __all__ = ["layout_values", "swizzle_values", "MAX_ENUMERATE"]
@@ -19,7 +20,9 @@ __all__ = ["layout_values", "swizzle_values", "MAX_ENUMERATE"]
 MAX_ENUMERATE = 1 << 28
 
 
-def _flat_values(fs: tuple, fd: tuple) -> np.ndarray:
+def flat_values(fs: tuple, fd: tuple) -> np.ndarray:
+    """Every offset of the flat modes ``fs:fd`` (column-major, mode 0 fastest) as one array:
+    int64, or Python ints (object) where an offset passes 2^63."""
     if not all(type(x) is int for x in fs + fd):
         raise ShapeError("numeric enumeration needs static (int) shapes and strides; "
                          "use layoutalg.symbolic for symbolic layouts")
@@ -60,23 +63,18 @@ def swizzle_values(sw: Any, offsets: np.ndarray) -> np.ndarray:
 
 def layout_values(layout: Any) -> np.ndarray:
     """All offsets of a Layout or ComposedLayout (Swizzle/Layout outer) as int64."""
-    from .layout import Layout
-    from .swizzle import ComposedLayout, Swizzle
-    if isinstance(layout, Layout):
+    kind = layout_kind(layout)
+    if kind == "Layout":
         fs, fd = layout.flat()
-        return _flat_values(fs, fd)
-    if isinstance(layout, ComposedLayout):
-        inner = layout_values(layout.inner) + layout.offset
-        outer = layout.outer
-        if isinstance(outer, Swizzle):
-            return swizzle_values(outer, inner)
-        if isinstance(outer, Layout):
-            return _eval_int_array(outer, inner)
-        return np.array([outer(int(v)) for v in inner], dtype=np.int64)
+        return flat_values(fs, fd)
+    if kind == "ComposedLayout":
+        return layout.values()   # outer(offset + inner values): ComposedLayout.values
     raise ShapeError(f"cannot enumerate {layout!r}")
 
 
-def _eval_int_array(layout: Any, idx: np.ndarray) -> np.ndarray:
+def eval_int_array(layout: Any, idx: np.ndarray) -> np.ndarray:
+    """``layout(i)`` for every index in the int array ``idx`` (vectorised; the last mode is
+    unbounded, as for ``layout(i)``, so any ``i >= 0`` is valid)."""
     fs, fd = layout.flat()
     total = np.zeros_like(idx)
     c = idx.copy()

@@ -27,7 +27,8 @@ class F2Error(LayoutError):
     """The layout is not linear over F2 (non power-of-two extent/stride or overlapping bits)."""
 
 
-def _log2(x: int, what: str) -> int:
+def log2_exact(x: int, what: str) -> int:
+    """``log2(x)`` for a power of two ``x``; F2Error naming ``what`` otherwise."""
     if type(x) is not int or x <= 0 or x & (x - 1):
         raise F2Error(f"{what} {x} is not a power of two; the F2 view needs powers of two")
     return x.bit_length() - 1
@@ -161,7 +162,7 @@ def _layout_cols(layout: Any) -> List[int]:
     fs, fd = layout.flat()
     cols: List[int] = []
     for s, d in zip(fs, fd):
-        nb = _log2(s, "extent")
+        nb = log2_exact(s, "extent")
         if nb == 0:  # an extent-1 mode contributes no input bit, whatever its stride
             continue
         if type(d) is not int:
@@ -171,7 +172,7 @@ def _layout_cols(layout: Any) -> List[int]:
             continue
         if d < 0:
             raise F2Error(f"negative stride {d} has no F2 view")
-        sb = _log2(d, "stride")
+        sb = log2_exact(d, "stride")
         cols.extend(1 << (sb + k) for k in range(nb))
     seen = 0
     for c in cols:

@@ -343,6 +343,16 @@ def ceil_div(a: IntTuple, b: IntTuple) -> IntTuple:
     return _ceil_div_leaf(a, b)
 
 
+def exact_div(a: Any, b: Any) -> Any:
+    """``a / b`` for leaves that the caller knows ``b`` divides (``a // b`` on ints; on
+    symbolic leaves the simplified quotient, a plain int when it is one)."""
+    if type(a) is int and type(b) is int:
+        return a // b
+    import sympy
+    q = sympy.simplify(a / b)
+    return int(q) if q.is_Integer else q
+
+
 def unwrap(t: IntTuple) -> IntTuple:
     """Strip 1-tuples at the top: ``((4,),)`` -> ``4``."""
     while type(t) is tuple and len(t) == 1:

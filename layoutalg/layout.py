@@ -17,7 +17,9 @@ from typing import Any, Iterator, Optional, Sequence
 
 from .checks import (check_depth, register_layout_type, require_any_layout, require_int,
                      require_layout)
+from .enumerate import layout_values
 from .errors import LayoutError, ShapeError
+from .flat_modes import coalesce_lists, filter_lists, same_value
 from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
                        depth as _depth, flatten, fmt, is_tuple, normalize, product,
                        rank as _rank)
@@ -174,7 +176,7 @@ class Layout:
                 total += (c % s) * fd[k]
                 c //= s
             return total + c * fd[last]
-        if c is None or (type(c) is tuple and _has_none(c)):
+        if c is None or (type(c) is tuple and has_none(c)):
             return slice_and_offset(c, self)[0]
         if type(c) is tuple:
             if not _weakly_congruent_coord(c, self.shape):
@@ -193,12 +195,11 @@ class Layout:
 
     def values(self):
         """All offsets ``L(0..size-1)`` as a numpy int64 array (vectorised)."""
-        from .enumerate import layout_values
         return layout_values(self)
 
     def with_shape(self, *new_shape: Any) -> "Layout":
         """``composition(self, make_layout(new_shape))`` (CuTe ``with_shape``)."""
-        from .algebra import composition
+        from .compose import composition
         shp = new_shape[0] if len(new_shape) == 1 else tuple(new_shape)
         return composition(self, Layout(shp))
 
@@ -239,9 +240,13 @@ class Layout:
 _new = object.__new__
 _MAX_DEPTH = 64     # layoutalg.checks.MAX_DEPTH (the fast path hands deeper input to the checks)
 
+# The all-int fast path's constructors and flat view (public seams for the algebra's modules,
+# not user API: they trust their arguments and check nothing).
 
-def _mk(shape: IntTuple, stride: IntTuple, fs: tuple, fd: tuple) -> Layout:
-    """Trusted constructor for all-int layouts whose flat modes are already known."""
+
+def int_layout(shape: IntTuple, stride: IntTuple, fs: tuple, fd: tuple) -> Layout:
+    """Trusted constructor for all-int layouts whose flat modes ``fs``, ``fd`` are already
+    known (no check: the caller guarantees congruence and extents >= 1)."""
     obj = _new(Layout)
     obj.shape = shape
     obj.stride = stride
@@ -252,18 +257,18 @@ def _mk(shape: IntTuple, stride: IntTuple, fs: tuple, fd: tuple) -> Layout:
     return obj
 
 
-def _mk_flat(shapes: list, strides: list) -> Layout:
+def int_layout_from_flat(shapes: list, strides: list) -> Layout:
     """All-int layout from flat lists: a single mode is a leaf (CuTe prints ``4:1``)."""
     if len(shapes) == 1:
         s = shapes[0]
         d = strides[0]
-        return _mk(s, d, (s,), (d,))
+        return int_layout(s, d, (s,), (d,))
     fs = tuple(shapes)
     fd = tuple(strides)
-    return _mk(fs, fd, fs, fd)
+    return int_layout(fs, fd, fs, fd)
 
 
-def _iflat(layout: Layout) -> Optional[tuple]:
+def int_flat(layout: Layout) -> Optional[tuple]:
     """``layout.flat()`` when every extent and stride is a Python int, else None (cached in
     ``_ints``; also fills the ``flat()`` cache in the same pass)."""
     r = layout._ints
@@ -341,66 +346,6 @@ def _int_tree_ok(shape: Any, stride: Any) -> bool:
     return True
 
 
-def _coalesce_lists(fs: Sequence[int], fd: Sequence[int], last_s: int, last_d: int) -> tuple:
-    """CuTe ``bw_coalesce`` on all-int flat modes ``fs[:-1]`` followed by ``last_s:last_d``;
-    returns (shapes, strides) lists in order (``[1], [0]`` when every extent is 1).
-
-    CuTe walks from the back, skipping extent-1 modes and merging a mode ``s:d`` into the next
-    kept one when ``s*d`` equals its stride.  Merging adjacent kept modes is associative, so
-    the same result comes from one forward pass (no reversal).  Post: no extent-1 mode (unless
-    the result is 1:0), no adjacent pair with ``s_i * d_i == d_{i+1}``, ``L(i)`` unchanged for
-    ``i < size``.
-    """
-    shapes: list = []
-    strides: list = []
-    cs = 0  # current (last kept) mode; cs == 0: none yet
-    cd = 0
-    n = len(fs) - 1
-    for i in range(n + 1):
-        if i < n:
-            s = fs[i]
-            d = fd[i]
-        else:
-            s = last_s
-            d = last_d
-        if s == 1:
-            continue
-        if cs and cs * cd == d:
-            cs *= s
-            shapes[-1] = cs
-        else:
-            shapes.append(s)
-            strides.append(d)
-            cs = s
-            cd = d
-    if not shapes:
-        return [1], [0]
-    return shapes, strides
-
-
-def _filter_lists(fs: Sequence[int], fd: Sequence[int]) -> tuple:
-    """Flat (shapes, strides) of ``filter`` for all-int modes: drop stride-0 and extent-1 modes,
-    then coalesce (``[1], [0]`` when nothing is left); one forward pass."""
-    shapes: list = []
-    strides: list = []
-    cs = 0
-    cd = 0
-    for s, d in zip(fs, fd):
-        if s == 1 or d == 0:
-            continue
-        if cs and cs * cd == d:
-            cs *= s
-            shapes[-1] = cs
-        else:
-            shapes.append(s)
-            strides.append(d)
-            cs = s
-            cd = d
-    if not shapes:
-        return [1], [0]
-    return shapes, strides
-
-
 def fmt_coord(c: Any) -> str:
     if c is None:
         return "_"
@@ -419,11 +364,12 @@ def _normalize_slice(c: Any) -> Any:
     return normalize(c, "slice coordinate")
 
 
-def _has_none(c: Any) -> bool:
+def has_none(c: Any) -> bool:
+    """True when the coordinate ``c`` holds a ``None`` (CuTe's ``_``: a slice) at any depth."""
     if c is None:
         return True
     if type(c) is tuple:
-        return any(_has_none(x) for x in c)
+        return any(has_none(x) for x in c)
     return False
 
 
@@ -583,7 +529,7 @@ def _bw_coalesce(fs: Sequence[Any], fd: Sequence[Any], ns: Any, nd: Any) -> Layo
         f = shapes[0]
         if type(f) is int and f == 1 and len(shapes) == 1:
             shapes[0], strides[0] = s, d
-        elif _eq(s * d, strides[0]):   # holds for symbolic extents too (pycute merges them)
+        elif same_value(s * d, strides[0]):   # holds for symbolic extents too (pycute merges them)
             shapes[0] = s * f
             strides[0] = d
         else:
@@ -594,15 +540,6 @@ def _bw_coalesce(fs: Sequence[Any], fd: Sequence[Any], ns: Any, nd: Any) -> Layo
             return Layout._make(1, 0)
         return Layout._make(shapes[0], strides[0])
     return Layout._make(tuple(shapes), tuple(strides))
-
-
-def _eq(a: Any, b: Any) -> bool:
-    if type(a) is int and type(b) is int:
-        return a == b
-    try:
-        return bool((a - b) == 0)
-    except TypeError:
-        return False
 
 
 def coalesce(layout: Layout, profile: Any = None) -> Layout:
@@ -617,15 +554,15 @@ def coalesce(layout: Layout, profile: Any = None) -> Layout:
         return _transform_layout(layout, profile, coalesce, "coalesce")
     f = layout._ints
     if f is None:
-        f = _iflat(layout)
+        f = int_flat(layout)
     if f:
         fs, fd = f
         if len(fs) == 1:
             s = fs[0]
             return layout if type(layout.shape) is int and s != 1 else (
-                _mk(1, 0, (1,), (0,)) if s == 1 else _mk(s, fd[0], fs, fd))
-        shapes, strides = _coalesce_lists(fs, fd, fs[-1], fd[-1])
-        return _mk_flat(shapes, strides)
+                int_layout(1, 0, (1,), (0,)) if s == 1 else int_layout(s, fd[0], fs, fd))
+        shapes, strides = coalesce_lists(fs, fd, fs[-1], fd[-1])
+        return int_layout_from_flat(shapes, strides)
     fs, fd = layout.flat()
     return _bw_coalesce(fs[:-1], fd[:-1], fs[-1], fd[-1])
 
@@ -658,10 +595,10 @@ def filter(layout: Layout, profile: Any = None) -> Layout:  # noqa: A001 - CuTe'
         return _transform_layout(layout, profile, filter, "filter")
     f = layout._ints
     if f is None:
-        f = _iflat(layout)
+        f = int_flat(layout)
     if f:
-        shapes, strides = _filter_lists(*f)
-        return _mk_flat(shapes, strides)
+        shapes, strides = filter_lists(*f)
+        return int_layout_from_flat(shapes, strides)
     return coalesce(filter_zeros(layout))
 
 
@@ -671,7 +608,7 @@ def _not_plain(layout: Any, fn: Any, name: str, profile: Any) -> Any:
     if isinstance(layout, Layout):
         return fn(Layout._make(layout.shape, layout.stride), profile)
     require_any_layout(layout, name)
-    from .composed_ops import on_inner
+    from .swizzle import on_inner
     return on_inner(layout, fn, profile)
 
 

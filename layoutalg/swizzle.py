@@ -12,11 +12,14 @@ tiling a swizzled tile keeps the swizzle on the absolute offset.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+import numpy as np
 
 from .checks import register_layout_type
+from .enumerate import eval_int_array, layout_values, swizzle_values
 from .errors import LayoutError, ShapeError
-from .layout import Layout, slice_and_offset
+from .layout import Layout, has_none, slice_and_offset
 
 __all__ = ["Swizzle", "ComposedLayout", "make_composed_layout"]
 
@@ -126,7 +129,6 @@ class ComposedLayout:
     def cosize(self) -> Any:
         # the swizzle only permutes bits within the span of its masks
         if isinstance(self.outer, Swizzle):
-            import numpy as np
             vals = self.values()
             return int(np.max(vals)) + 1 if len(vals) else 0
         return self.outer.cosize()
@@ -139,18 +141,23 @@ class ComposedLayout:
 
     def __call__(self, *coord: Any) -> Any:
         c = coord[0] if len(coord) == 1 else tuple(coord)
-        from .layout import _has_none
-        if _has_none(c):
+        if has_none(c):
             sub, off = slice_and_offset(c, self.inner)
             return ComposedLayout(self.outer, self.offset + off, sub)
         return self.outer(self.offset + self.inner(c))
 
     def values(self):
-        from .enumerate import layout_values
-        return layout_values(self)
+        """All offsets ``self(i)`` for ``i < size`` as one numpy array (vectorised)."""
+        inner = layout_values(self.inner) + self.offset
+        outer = self.outer
+        if isinstance(outer, Swizzle):
+            return swizzle_values(outer, inner)
+        if isinstance(outer, Layout):
+            return eval_int_array(outer, inner)
+        return np.array([outer(int(v)) for v in inner], dtype=np.int64)
 
     def compose(self, rhs: Any) -> "ComposedLayout":
-        from .algebra import composition
+        from .compose import composition
         return ComposedLayout(self.outer, self.offset, composition(self.inner, rhs))
 
     def divide(self, tiler: Any, fn: Any) -> "ComposedLayout":
@@ -183,6 +190,12 @@ class ComposedLayout:
             return draw_layout(self)._repr_html_()
         except LayoutError:
             return None
+
+
+def on_inner(cl: ComposedLayout, fn: Callable[..., Layout], *args: Any) -> ComposedLayout:
+    """``outer o offset o fn(inner, *args)`` (CuTe's lifting of a domain-side operation: how
+    coalesce, filter and tile_to_shape act on a composed layout)."""
+    return ComposedLayout(cl.outer, cl.offset, fn(cl.inner, *args))
 
 
 def make_composed_layout(outer: Any, offset: Any, inner: Layout) -> ComposedLayout:

@@ -20,7 +20,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from ..enumerate import _eval_int_array, swizzle_values
+from ..enumerate import eval_int_array, swizzle_values
 from ..errors import SymbolicError
 from ..inttuple import flatten, is_static
 from ..layout import Layout
@@ -120,7 +120,7 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
         if span >= MAX_OFFSET:
             raise AccessError(f"{what} {layout} reaches offsets up to {span}, past the verifier's "
                               f"exact int64 range (< 2^62)")
-        return _eval_int_array(layout, idx)
+        return eval_int_array(layout, idx)
     if isinstance(layout, ComposedLayout):
         if type(layout.offset) is not int:
             raise AccessError(f"{what} {layout} has a symbolic offset; this check needs an int")
@@ -137,7 +137,7 @@ def eval_at(layout: Any, idx: np.ndarray, what: str = "layout") -> np.ndarray:
                       f"{type(layout).__name__}")
 
 
-def _check_in_domain(lds: Any, idx: np.ndarray) -> None:
+def check_in_domain(lds: Any, idx: np.ndarray) -> None:
     """Indices past a layout's size (or below 0) only exist through CuTe's unbounded last mode:
     for a verifier that is almost surely a partition reaching outside its tile, so refuse it."""
     if idx.size and int(idx.min()) < 0:
@@ -191,7 +191,7 @@ def as_access(access: Any, lds: Any = None, what: str = "access") -> Access:
         if offsets.shape[2] > 1:
             iter_shape = (offsets.shape[2],)
     if lds is not None:
-        _check_in_domain(lds, offsets)
+        check_in_domain(lds, offsets)
         offsets = eval_at(lds, offsets, "lds")
     if offsets.size == 0:
         raise AccessError(f"{what} is empty")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
 from ..f2 import F2Error, F2Map, add_offset, f2_rank, swizzle_f2, to_f2
-from ..f2 import _log2 as log2_exact
+from ..f2 import log2_exact
 from ..layout import Layout
 from ..swizzle import ComposedLayout, Swizzle
 from ..tv import TVLayout

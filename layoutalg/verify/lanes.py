@@ -23,7 +23,7 @@ import numpy as np
 from ..layout import Layout
 from ..swizzle import ComposedLayout
 from ..tv import TVLayout
-from ._access import _check_in_domain, as_access, eval_at
+from ._access import as_access, check_in_domain, eval_at
 from .result import AccessError, CheckResult, VerifyError
 
 __all__ = ["lane_correctness", "LaneResult", "LaneMismatch"]
@@ -124,7 +124,7 @@ def lane_correctness(spec: Any, operand: str, partition: Any, *, lds: Any = None
         raise AccessError(f"partition has shape (lanes={lanes}, items={nv}, steps={nit}); "
                           f"{name} operand {op} needs ({wave}, {items}, {steps})")
     if lds is not None:
-        _check_in_domain(lds, acc.offsets)
+        check_in_domain(lds, acc.offsets)
     actual = acc.offsets if lds is None else eval_at(lds, acc.offsets, "lds")
 
     # expected coordinates from the spec, shifted per step

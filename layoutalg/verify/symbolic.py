@@ -30,7 +30,7 @@ from ..inttuple import flatten
 from ..layout import Layout
 from ..swizzle import ComposedLayout
 from ..tv import TVLayout
-from ._access import _check_in_domain, eval_at, has_symbols, tv_sizes
+from ._access import check_in_domain, eval_at, has_symbols, tv_sizes
 from .model import LdsModel
 from .result import AccessError, CheckResult, VerifyError
 from ..errors import SymbolicError
@@ -144,7 +144,7 @@ def affine_offsets(access: Any, lds: Any, sym: sympy.Symbol
         if has_symbols(access):
             raise SymbolicError("with lds=, only the lds layout may be symbolic")
         tile = eval_at(access, idx, "access")
-        _check_in_domain(lds, tile)
+        check_in_domain(lds, tile)
         if not isinstance(lds, Layout):
             raise AccessError("with a symbolic lds, lds must be a Layout")
         la, lb = _split(lds, sym, "lds")
