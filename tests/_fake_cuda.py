@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 import kernels.runtime.cuda as rc
+import kernels.runtime.launch_cache as lc
 from kernels.nvidia import builder, wgmma_tma
 from kernels.toolchain.nvrtc import kernel_names
 
@@ -181,6 +182,7 @@ def install(monkeypatch) -> FakeDriver:
     monkeypatch.setattr(torch.cuda, "init", lambda: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device", lambda i: contextlib.nullcontext())
+    monkeypatch.setattr(lc, "RAW_STREAM", False)     # the patched current_stream below
     monkeypatch.setattr(torch.cuda, "current_stream",
                         lambda i=None: SimpleNamespace(cuda_stream=7))
     monkeypatch.setattr(builder.CompiledKernel, "module", property(_fake_module))

@@ -130,3 +130,25 @@ def test_ir_form_refuses_the_template_only_fields(kw):
     plan_tma_gemm(cfg)                  # the template form itself is valid
     with pytest.raises(GemmConfigError, match="template forms"):
         build_tma_gemm_ir(cfg)
+
+
+def test_row_copier_copies_each_source_of_the_key_bitwise():
+    """row_copier (issue 20: the padded GEMM's copy with its width decided once): for each
+    source shaped like the one it was made for (8-byte, 4-byte and 2-byte elements), every
+    call leaves exactly that source's bits in the padded buffer, NaN payloads included."""
+    torch = pytest.importorskip("torch")
+    from kernels.nvidia.wgmma_tma import padded_empty, row_copier, wide_copy_dtype
+    base = torch.randn(7, 260).to(torch.bfloat16)
+    for x, wide in ((base[:, :256], torch.int64), (base[:, 2:258], torch.int32),
+                    (base[:, 1:256], None)):
+        assert wide_copy_dtype(x) is wide
+        dst = padded_empty(x, 128)
+        copy = row_copier(dst, x)
+        for _ in range(2):
+            src = torch.randn(7, 260).to(torch.bfloat16)
+            src.view(torch.int16)[0, :4] = torch.tensor([0x7fc1, -1, 0x7f81, 0xff],
+                                                        dtype=torch.int16)
+            s = src[:, 2:258] if wide is torch.int32 else src[:, 1:256] if wide is None \
+                else src[:, :256]
+            copy(s)
+            assert torch.equal(dst.view(torch.int16), s.view(torch.int16))

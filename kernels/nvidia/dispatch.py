@@ -27,7 +27,7 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
-from .wgmma_tma import TmaGemm, TmaGemmConfig, copy_rows, padded_empty, tma_padded, tma_ready
+from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
@@ -222,25 +222,32 @@ def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
 def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
                   ) -> Callable[..., Any]:
     """``run(a, b, out)`` of a TMA kernel whose operands ``a`` / ``b`` (``pad_a`` / ``pad_b``)
-    are first copied onto ``plan.line`` -byte rows: the padded buffers and the kernel's bound
-    call on them are made once per CUDA stream (``PerStream``: launches on one stream run in
-    order, so a call's copy never overwrites a buffer an earlier kernel still reads) and kept,
-    so a call is the copies and one prepared launch (the buffers' pointers, hence their tensor
-    maps, stay the same); before, every call allocated new buffers and encoded their maps."""
+    are first copied onto ``plan.line`` -byte rows: the padded buffers, their copiers
+    (:func:`~kernels.nvidia.wgmma_tma.row_copier`: element width and wide views decided
+    once) and the kernel's bound call on them are made once per CUDA stream (``PerStream``:
+    launches on one stream run in order, so a call's copy never overwrites a buffer an earlier
+    kernel still reads) and kept, so a call is the copies and one prepared launch (the
+    buffers' pointers, hence their tensor maps, stay the same).  Issue 20: the call's host
+    time must stay below the kernels' ~48 us (4000x3000x1000) or the GPU idles between calls
+    and the wall time is host + device."""
     def make(device):
         pa = padded_empty(a, plan.line("a")) if pad_a else None
         pb = padded_empty(b, plan.line("b")) if pad_b else None
-        return pa, pb, g.bound(a if pa is None else pa, b if pb is None else pb, out,
-                               plan.splits)
+        bound = g.bound(a if pa is None else pa, b if pb is None else pb, out, plan.splits)
+        return (None if pa is None else row_copier(pa, a),
+                None if pb is None else row_copier(pb, b), pa, pb, bound)
     spaces = PerStream(make)
 
     def run(a, b, out):
-        (pa, pb, bound), _ = spaces.on(a.device)
-        if pa is not None:
-            copy_rows(pa, a)
-        if pb is not None:
-            copy_rows(pb, b)
-        return bound(a if pa is None else pa, b if pb is None else pb, out)
+        (copy_a, copy_b, pa, pb, bound), _ = spaces.on(a.device)
+        if pa is None:
+            copy_b(b)
+            return bound(a, pb, out)
+        copy_a(a)
+        if pb is None:
+            return bound(pa, b, out)
+        copy_b(b)
+        return bound(pa, pb, out)
     return run
 
 

@@ -33,7 +33,7 @@ import threading
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..errors import LaunchError, NoDeviceError
-from .launch_cache import ALIGN_MOD, BoundedCache, arg_key
+from .launch_cache import ALIGN_MOD, BoundedCache, arg_key, stream_handle
 from .rocm import TensorSpec, check_tensor, dim3
 
 __all__ = ["launch", "prepare_launch", "PreparedLaunch", "LaunchSite", "launch_key",
@@ -328,7 +328,7 @@ class PreparedLaunch:
     def _launch(self, drv, torch, args, stream) -> None:
         g, b = self.grid, self.block
         if stream is None:
-            stream = torch.cuda.current_stream(self.index).cuda_stream
+            stream = stream_handle(self.index)
         cs = _CUSTREAMS.get(stream)
         if cs is None:                  # the driver's handle object, made once per stream
             if len(_CUSTREAMS) > 64:

@@ -18,11 +18,31 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Dict, Generic, Hashable, Optional, Tuple, TypeVar
 
-__all__ = ["ALIGN_MOD", "tensor_key", "arg_key", "call_key", "BoundedCache", "PerStream"]
+__all__ = ["ALIGN_MOD", "tensor_key", "arg_key", "call_key", "BoundedCache", "PerStream",
+           "stream_handle"]
 
 ALIGN_MOD = 128          # the widest alignment a check asks for (TMA line padding: 128 bytes)
 
 V = TypeVar("V")
+
+# torch's C entry for the current stream's raw cudaStream_t (what Triton's launcher calls):
+# 0.8 us against 5.8 us for ``torch.cuda.current_stream(d).cuda_stream``, which builds a
+# Python Stream object (H100 host, benchmarks/results/gpu_padwall_h100_2026-11-24.txt).
+# Tests with a pretend GPU set it False so that their patched ``current_stream`` is used.
+RAW_STREAM = True
+
+
+def stream_handle(device: Any) -> int:
+    """The ``cudaStream_t`` (an int) of torch's current stream on ``device`` (a torch.device
+    or an index; None or an index-less device: the current device): the stream a launch
+    goes to.  Called once or twice per launch, so it avoids building torch's Stream object
+    where torch has its raw entry (:data:`RAW_STREAM`); the same handle either way."""
+    import torch
+    index = getattr(device, "index", device)
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None) if RAW_STREAM else None
+    if raw is None:
+        return torch.cuda.current_stream(device).cuda_stream
+    return raw(torch.cuda.current_device() if index is None else index)
 
 
 def tensor_key(t: Any) -> Tuple[Any, ...]:
@@ -103,8 +123,7 @@ class PerStream(Generic[V]):
 
     def on(self, device: Any) -> Tuple[V, int]:
         """``(value, stream)`` for a launch on ``device``'s current stream."""
-        import torch
-        stream = torch.cuda.current_stream(device).cuda_stream
+        stream = stream_handle(device)
         key = (device, stream)
         v = self._by_stream.get(key)
         if v is None:
