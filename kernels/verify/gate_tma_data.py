@@ -11,7 +11,9 @@ reads and per-agent read stamps), ``tokens``, and the helpers ``where``, ``uni``
 ``complete``.  The scheduler, control flow and barrier rules stay in ``gate_tma``.
 
 An element's identity: ``tensor << SHT | coord0 << SH0 | coord1`` (bit 62: zero fill);
-:data:`INCOMPLETE` marks an accumulator not summed over every k once.
+:data:`INCOMPLETE` marks an accumulator not summed over every k once, :data:`UNDEFINED` one fed
+by shared operand elements nothing wrote (the rows past a short A box: allowed as long as no
+store reaches global memory with it).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from ..ir.nvidia_tma import WARPGROUP, Setmaxnreg, TmaLoad, TmaStore
 from ..ir.nvidia_wgmma import WgmmaMma, WgmmaWait, operand_elements
 from ..nvidia.tma import TmaOperandLoad, tma_tile_addresses
 
-__all__ = ["Stop", "Bar", "AccState", "Agent", "DataRules", "SH0", "SHT", "INCOMPLETE"]
+__all__ = ["Stop", "Bar", "AccState", "Agent", "DataRules", "SH0", "SHT", "INCOMPLETE",
+           "UNDEFINED"]
 
 SH0, SHT = 25, 50          # an element's identity: tensor << 50 | coord0 << 25 | coord1
 INCOMPLETE = -2
+UNDEFINED = -3             # an accumulator fed by shared elements nothing wrote
 
 
 class Stop(Exception):
@@ -180,6 +184,12 @@ class DataRules:
             self.f.add("lane_accumulator_writeback", self.where(
                 a, f"{s.tag} stores an accumulator not summed over every k < K exactly once "
                    f"({self.g.incomplete.get(a.wg, '')})", env))
+        elif (ids[keep] == UNDEFINED).any():
+            j = np.argwhere(keep & (ids == UNDEFINED))[0]
+            self.f.add("lds_races", self.where(
+                a, f"{s.tag} stores C[{int(m[tuple(j)])}, {int(n[tuple(j)])}], summed from "
+                   "shared operand elements read before anything was written (e.g. rows past "
+                   "a short A box: M must not exceed the box's rows)", env))
         elif (ids[keep] != want[keep]).any():
             j = np.argwhere(keep & (ids != want))[0]
             got = int(ids[tuple(j)])
@@ -225,12 +235,16 @@ class DataRules:
                                                   f"{int(el.max())}] of a {n}-element array", env))
             return None
         tok = self.tok[op.buf][el]
-        if (tok < 0).any():
+        # an element nothing wrote (the rows past a short A box) is not a race by itself: its
+        # operand row is marked undefined (-1) and poisons the accumulator rows / columns it
+        # feeds, which must never reach global memory (tma_store); all-undefined is refused
+        undef = (tok < 0).any(axis=1)
+        if undef.all():
             self.f.add("lds_races", self.where(a, f"{s.tag} reads {op.buf}"
                                                   f"[{int(el.reshape(-1)[np.argmax(tok.reshape(-1) < 0)])}]"
                                                   " before anything was written", env))
             return None
-        for t in np.unique(tok):
+        for t in np.unique(tok[tok >= 0]):
             key, ph = self.tokens[int(t)]
             if a.obs.get(key, -2) < ph:
                 self.f.add("lds_races", self.where(
@@ -239,7 +253,9 @@ class DataRules:
                 return None
         self.rd[op.buf][a.wg][el.reshape(-1)] = np.inf
         a.open.append((op.buf, el.reshape(-1), s.acc.frag.name))
-        return self.smem[op.buf][el]
+        vals = self.smem[op.buf][el].copy()
+        vals[undef] = -1
+        return vals
 
     def wgmma(self, a: Agent, s: WgmmaMma, env) -> None:
         fr = s.acc.frag.name
@@ -250,7 +266,9 @@ class DataRules:
         A, B = self.operand(a, s.a, s, env), self.operand(a, s.b, s, env)
         if A is None or B is None:
             return
+        ua, ub = A[:, 0] < 0, B[:, 0] < 0          # undefined operand rows (operand())
         A, B = A & ~(1 << 62), B & ~(1 << 62)
+        A[ua], B[ub] = A[~ua][0], B[~ub][0]        # checked as a defined row; poisoned below
         ta, tb = self.g.tensor_id["A"], self.g.tensor_id["B"]
         if ((A >> SHT) != ta).any() or ((B >> SHT) != tb).any():
             self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: operand elements hold "
@@ -276,9 +294,10 @@ class DataRules:
             self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: {fr} used before it was "
                                                            "zeroed", env))
             return
+        rows, cols = np.where(ua, -1, am[:, 0]), np.where(ub, -1, bn[:, 0])
         if st.rows is None:
-            st.rows, st.cols = am[:, 0].copy(), bn[:, 0].copy()
-        elif not (np.array_equal(st.rows, am[:, 0]) and np.array_equal(st.cols, bn[:, 0])):
+            st.rows, st.cols = rows, cols
+        elif not (np.array_equal(st.rows, rows) and np.array_equal(st.cols, cols)):
             self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: the accumulators held "
                                                            "other C elements than this wgmma "
                                                            "adds into", env))
@@ -327,7 +346,8 @@ class DataRules:
                 ci, cj = self.g.acc_table(s)
                 rows = st.rows[ci[:, list(s.regs.idx)]]
                 cols = st.cols[cj[:, list(s.regs.idx)]]
-                ids = (self.g.tensor_id["C"] << SHT) | (rows << SH0) | cols
+                ids = np.where((rows < 0) | (cols < 0), UNDEFINED,
+                               (self.g.tensor_id["C"] << SHT) | (rows << SH0) | cols)
             else:
                 self.g.incomplete[a.wg] = (
                     f"k {bad[:3]} summed {[st.kcount[x] for x in bad[:3]]} times" if bad
