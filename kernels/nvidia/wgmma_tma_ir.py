@@ -18,7 +18,9 @@ the spec's instances (runtime sizes incl. edge tiles, several CTAs, units per CT
 
 Scope (differences from the template): the TMA-store epilogue only (``store="tma"``; the
 template's direct-store form, used when C's rows are not 16-byte aligned, is not IR); no
-split-K (the template's split-K work units).  The ring position (stage, phase parity, previous
+split-K (the template's split-K work units); one CTA per SM.  Short A boxes (``a_rows``) are
+IR: the A map's box and ``expect_tx`` carry ``a_rows`` rows, and the per-role model checks
+that the shared rows no box wrote feed only C rows past M (verified at M <= a_rows).  The ring position (stage, phase parity, previous
 stage) is carried through each role's loops as the template's counters are
 (:class:`~kernels.ir.nvidia_tma.VarInit` / :class:`~kernels.ir.nvidia_tma.VarSet`; the per-role
 model runs the updates, so the parity rules check the values they produce): computed as
