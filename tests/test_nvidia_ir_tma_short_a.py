@@ -95,3 +95,21 @@ def test_whole_tile_bytes_for_the_short_box_deadlock():
           lambda s: MbarrierExpectTx(s.bar, s.index, s.bytes + 48 * 128))
     bad = _bad(k)
     assert "deadlock" in bad.get("mbarrier_protocol", ""), bad
+
+
+def test_operand_nothing_wrote_is_refused_at_once():
+    """No B box at all (expect_tx lowered to match): every B operand row is undefined, which
+    is refused at the wgmma, not only when a store reaches C."""
+    cfg = dataclasses.replace(SKINNY, a_rows=16)
+    k = copy.deepcopy(build_tma_gemm_ir(cfg))
+
+    def drop(body):
+        body[:] = [s for s in body if not (isinstance(s, TmaLoad) and s.tmap.tensor == "B")]
+        for s in body:
+            if isinstance(s, (Loop, If)):
+                drop(s.body)
+    drop(k.body)
+    _swap(k, lambda s: isinstance(s, MbarrierExpectTx),
+          lambda s: MbarrierExpectTx(s.bar, s.index, s.bytes - cfg.b_stage))
+    bad = _bad(k)
+    assert "before anything was written" in bad.get("lds_races", ""), bad
