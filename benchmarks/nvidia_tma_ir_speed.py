@@ -8,7 +8,10 @@ per round (IR, template, cuBLAS; then template, cuBLAS, IR; ...), each sample th
 launches after 3 warm-ups (CUDA events), median of the rounds; outputs compared bitwise.  Also
 the first-call cost of IrTmaGemm: building + verifying (IR and printed text) and compiling.
 
-    python3 benchmarks/nvidia_tma_ir_speed.py --out speed.json [--rounds 7]
+    python3 benchmarks/nvidia_tma_ir_speed.py --out speed.json [--rounds 7] [--short-a]
+
+``--short-a``: the short-A-box configurations of :data:`SHORT_A` (``a_rows``, TMA store, no
+split-K: the IR form; gemm() selects a_rows only with split-K today) at their skinny shapes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
 
 SHAPES = (("bf16", 4096, 4096, 4096), ("f16", 4096, 4096, 4096), ("bf16", 8192, 8192, 8192),
           ("f16", 8192, 8192, 8192), ("bf16", 4096, 14336, 4096), ("f16", 4000, 3000, 1000))
+#: (configuration, (dtype, M, N, K)) with short A boxes: M <= a_rows, one 64-row tile row
+SHORT_A = ((dict(bm=64, bn=64, stages=6, a_rows=16), ("bf16", 16, 4096, 4096)),
+           (dict(bm=64, bn=64, stages=6, a_rows=8), ("bf16", 1, 4096, 4096)),
+           (dict(bm=64, bn=128, stages=8, a_rows=32), ("bf16", 32, 4096, 4096)),
+           (dict(bm=64, bn=128, stages=8, a_rows=8, b_major="k"), ("f16", 5, 4104, 1000)))
 
 
 def _sample(fn) -> float:
@@ -51,13 +59,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--short-a", action="store_true", help="the SHORT_A configurations")
     args = ap.parse_args()
     rows, built = [], {}
-    for dtype, m, n, k in SHAPES:
+    cases = ([(dict(kw, dtype=s[0]), s) for kw, s in SHORT_A] if args.short_a else
+             [(None, s) for s in SHAPES])
+    for kw, (dtype, m, n, k) in cases:
         dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+        cfg0 = TmaGemmConfig(**kw) if kw else None
         a = torch.randn((m, k), device="cuda").to(dt)
-        b = torch.randn((k, n), device="cuda").to(dt)
-        cfg = config_for(a, b)
+        b = torch.randn((k, n) if cfg0 is None or cfg0.b_major == "n" else (n, k),
+                        device="cuda").to(dt)
+        cfg = cfg0 or config_for(a, b)
         first = {}
         if cfg not in built:
             t0 = time.perf_counter()
@@ -71,7 +84,7 @@ def main() -> None:
         o_ir = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
         o_tpl = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
         fns = {"ir": lambda: ir(a, b, o_ir), "template": lambda: tpl(a, b, o_tpl),
-               "cublas": lambda: a @ b}
+               "cublas": lambda: a @ (b if cfg.b_major == "n" else b.T)}
         names = list(fns)
         times = {nm: [] for nm in names}
         for r in range(args.rounds):

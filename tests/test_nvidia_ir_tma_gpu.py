@@ -33,6 +33,10 @@ TOL = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
     (TmaGemmConfig(dtype="bf16", b_major="k"), (777, 336, 136)),
     (TmaGemmConfig(bn=128, stages=6, dtype="bf16"), (4096, 4096, 256)),   # > 1 unit per CTA
     (TmaGemmConfig(bm=64, bn=128, stages=6, b_major="k"), (64, 4104, 72)),
+    # short A boxes (a_rows): the wgmma reads rows no box wrote; they must never reach C
+    (TmaGemmConfig(bm=64, bn=64, stages=6, dtype="bf16", a_rows=16), (16, 4096, 4096)),
+    (TmaGemmConfig(bm=64, bn=64, stages=6, dtype="bf16", a_rows=8), (1, 520, 4096)),
+    (TmaGemmConfig(bm=64, bn=128, stages=8, b_major="k", a_rows=32), (29, 4104, 1000)),
 ], ids=lambda x: getattr(x, "name", str(x)))
 def test_ir_tma_kernel_equals_template(cfg, shape):
     m, n, k = shape

@@ -120,15 +120,14 @@ def test_wide_copy_dtype_of_rows():
                                                              x.view(torch.int16))
 
 
-@pytest.mark.parametrize("kw", [dict(a_rows=16, bn=64), dict(bn=128, ctas_per_sm=2)])
-def test_ir_form_refuses_the_template_only_fields(kw):
-    """The IR-built TMA GEMM prints whole-tile A boxes, expect_tx and one CTA per SM: a config
-    with a short A box or two CTAs per SM would print a kernel whose transaction count or
-    register shares do not match its launch, so it is refused, not built."""
+def test_ir_form_refuses_two_ctas_per_sm():
+    """The IR-built TMA GEMM prints one CTA per SM (launch bounds, setmaxnreg shares): a config
+    with two CTAs per SM would print a kernel whose register shares do not match its launch,
+    so it is refused, not built (short A boxes are IR: tests/test_nvidia_ir_tma_short_a.py)."""
     from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
-    cfg = TmaGemmConfig(dtype="bf16", bm=64, stages=3, **kw)
+    cfg = TmaGemmConfig(dtype="bf16", bm=64, stages=3, bn=128, ctas_per_sm=2)
     plan_tma_gemm(cfg)                  # the template form itself is valid
-    with pytest.raises(GemmConfigError, match="template forms"):
+    with pytest.raises(GemmConfigError, match="template form"):
         build_tma_gemm_ir(cfg)
 
 

@@ -261,7 +261,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
         yield (f"nvidia/wgmma-tma-gemm/{_kw(kw)}", lambda kw=kw: emit_tma_gemm(TmaGemmConfig(**kw)))
     # issue 20 item 1: the TMA GEMM built as kernel IR (kernels.nvidia.wgmma_tma_ir)
     from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
-    for kw in (dict(), dict(dtype="bf16", b_major="k"), dict(bm=64, bn=128, stages=6)):
+    for kw in (dict(), dict(dtype="bf16", b_major="k"), dict(bm=64, bn=128, stages=6),
+               dict(bm=64, bn=64, stages=6, dtype="bf16", a_rows=16),
+               dict(bm=64, bn=128, stages=8, b_major="k", a_rows=8)):
         yield (f"nvidia/wgmma-tma-gemm-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda(build_tma_gemm_ir(TmaGemmConfig(**kw))))
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode

@@ -268,8 +268,8 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
 
 def tma_gemm(cfg: TmaGemmConfig) -> TmaGemm:
     """The kernel that runs ``cfg``: the verified IR-built one where the IR has the form
-    (``wgmma_tma_ir.ir_form_refusal``: TMA store, no split-K, whole A boxes, one CTA per SM),
-    else the string template."""
+    (``wgmma_tma_ir.ir_form_refusal``: TMA store, no split-K, one CTA per SM; whole or short A
+    boxes), else the string template."""
     return IrTmaGemm(cfg) if ir_form_refusal(cfg) is None else TmaGemm(cfg)
 
 

@@ -18,7 +18,9 @@ the spec's instances (runtime sizes incl. edge tiles, several CTAs, units per CT
 
 Scope (differences from the template): the TMA-store epilogue only (``store="tma"``; the
 template's direct-store form, used when C's rows are not 16-byte aligned, is not IR); no
-split-K (the template's split-K work units).  The ring position (stage, phase parity, previous
+split-K (the template's split-K work units); one CTA per SM.  Short A boxes (``a_rows``) are
+IR: the A map's box and ``expect_tx`` carry ``a_rows`` rows, and the per-role model checks
+that the shared rows no box wrote feed only C rows past M (verified at M <= a_rows).  The ring position (stage, phase parity, previous
 stage) is carried through each role's loops as the template's counters are
 (:class:`~kernels.ir.nvidia_tma.VarInit` / :class:`~kernels.ir.nvidia_tma.VarSet`; the per-role
 model runs the updates, so the parity rules check the values they produce): computed as
@@ -51,7 +53,7 @@ from .wgmma import accumulator_rows_cols
 from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
 
 __all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
-           "ir_form_refusal"]
+           "default_instances", "ir_form_refusal"]
 
 #: (M, N, K, ctas) launches the verifier runs the kernel at: edge tiles in M, N and K, several
 #: units per CTA, a partial raster group, a single tile
@@ -59,10 +61,20 @@ DEFAULT_INSTANCES: Tuple[Tuple[int, int, int, int], ...] = (
     (200, 300, 136, 3), (128, 256, 64, 1), (520, 264, 200, 4))
 
 
-def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int, int]]
-                  ) -> KernelSpec:
-    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime sizes, proved on the per-role phase
-    model at ``instances`` ((M, N, K, ctas) launches)."""
+def default_instances(cfg: TmaGemmConfig) -> Tuple[Tuple[int, int, int, int], ...]:
+    """The launches ``cfg`` is verified at: :data:`DEFAULT_INSTANCES`, or with a short A box
+    (``a_rows``; the runner takes M <= a_rows only) M = a_rows, an odd M below it and M = 1,
+    with edge tiles in N and K and several units per CTA."""
+    r = cfg.a_rows
+    if not r:
+        return DEFAULT_INSTANCES
+    return ((r, 300, 136, 3), (r - 3, 264, 200, 4), (1, 128, 64, 1))
+
+
+def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int, int]],
+                  max_m: int = 2 ** 20) -> KernelSpec:
+    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime sizes (M <= ``max_m``: a short A box's
+    rows), proved on the per-role phase model at ``instances`` ((M, N, K, ctas) launches)."""
     inst = [dict(zip(("M", "N", "K", "ctas"), v)) for v in instances]
     return KernelSpec(
         name=name, dims=(Dim("m", None), Dim("n", None), Dim("k", None)),
@@ -70,24 +82,23 @@ def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int
                  TensorSpec("B", ("n", "k"), "input", dtype),
                  TensorSpec("C", ("m", "n"), "output", dtype)),
         contractions=(Contraction("C", "A", "B", ("k",), None),),
-        symbols=(Symbol("M", 1, 2 ** 20), Symbol("N", 1, 2 ** 20), Symbol("K", 1, 2 ** 20),
+        symbols=(Symbol("M", 1, max_m), Symbol("N", 1, 2 ** 20), Symbol("K", 1, 2 ** 20),
                  Symbol("ctas", 1, 1024)),
         domain=Domain.on_instances(lambda k: inst), warpgroup_roles=("producer", "consumer"))
 
 
 def ir_form_refusal(cfg: TmaGemmConfig) -> Optional[str]:
     """Why the IR-built TMA GEMM cannot run ``cfg`` (``None``: it can).  The IR has the
-    TMA-store epilogue without split-K, and loads whole A tiles with one CTA per SM; the
-    template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other form.  Dispatch
+    TMA-store epilogue without split-K, whole or short (``a_rows``) A boxes, one CTA per SM;
+    the template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other form.  Dispatch
     (``kernels.nvidia.dispatch.tma_gemm``) and the builder read this one rule."""
     if cfg.split_k or cfg.store != "tma":
         return ("the IR-built TMA GEMM has the TMA-store epilogue and no split-K; use "
                 "TmaGemmConfig(store='tma', split_k=False) (the template TmaGemm runs the "
                 f"others), got store={cfg.store!r}, split_k={cfg.split_k}")
-    if cfg.a_rows or cfg.ctas_per_sm != 1:     # the IR's tensor maps, expect_tx and launch
-        return ("the IR-built TMA GEMM loads whole A tiles with one CTA per SM; a_rows and "
-                "ctas_per_sm are template forms (kernels.nvidia.wgmma_tma), got "
-                f"a_rows={cfg.a_rows}, ctas_per_sm={cfg.ctas_per_sm}")   # bounds: 1/SM
+    if cfg.ctas_per_sm != 1:     # the IR's launch bounds and setmaxnreg shares
+        return ("the IR-built TMA GEMM runs one CTA per SM; ctas_per_sm=2 is a template form "
+                f"(kernels.nvidia.wgmma_tma), got ctas_per_sm={cfg.ctas_per_sm}")
     return None
 
 
@@ -103,7 +114,9 @@ class _Builder:
         self.acc = Frag("acc", "f32", cfg.bn // 2)
         self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2, "C": cfg.c_stage // 2}
         dt = cfg.dtype
-        self.tm_a = TensorMap("tmA", "A", ("k", "m"), self.K, self.M, 64, cfg.bm, dt)
+        # a_rows: the box carries the tile's first a_rows rows (plan: check_short_a_box);
+        # the wgmma reads all 64, the rest feed C rows >= M the gate sees are never stored
+        self.tm_a = TensorMap("tmA", "A", ("k", "m"), self.K, self.M, 64, cfg.a_box_rows, dt)
         if cfg.b_major == "n":
             self.tm_b = TensorMap("tmB", "B", ("n", "k"), self.N, self.K, 64, cfg.bk, dt)
         else:
@@ -245,7 +258,8 @@ class _Builder:
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, f32 "
                   f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
                   f"producer + {c.consumers} consumer warpgroups, persistent over "
-                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, TMA-store epilogue",
+                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, TMA-store epilogue"
+                  + (f"; A boxes of {c.a_rows} rows (M <= {c.a_rows})" if c.a_rows else ""),
                   "plan (proved by kernels.nvidia.wgmma_tma.plan_tma_gemm):"]
         header += [f"  {k}: {v}" for k, v in self.p.describe().items()]
         shared = [Shared("sA", c.dtype, S * self.elems["A"]),
@@ -260,16 +274,17 @@ class _Builder:
                       # the 64x128 tile 110 registers, below the consumers' 232)
                       min_blocks=1,
                       meta={"plan": self.p, "maps": (self.tm_a, self.tm_b, self.tm_c)},
-                      spec=tma_gemm_spec(name, c.dtype, instances))
+                      spec=tma_gemm_spec(name, c.dtype, instances, c.a_rows or 2 ** 20))
 
 
 def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
-                      instances: Sequence[Tuple[int, int, int, int]] = DEFAULT_INSTANCES
+                      instances: Optional[Sequence[Tuple[int, int, int, int]]] = None
                       ) -> Kernel:
-    """The IR of ``cfg`` (any M, N, K at run time); its spec verifies it at ``instances``
-    ((M, N, K, ctas) launches).  Raises :class:`~kernels.nvidia.gemm.GemmConfigError` for a
+    """The IR of ``cfg`` (any M, N, K at run time; M <= ``a_rows`` with a short A box); its
+    spec verifies it at ``instances`` ((M, N, K, ctas) launches; default
+    :func:`default_instances`).  Raises :class:`~kernels.nvidia.gemm.GemmConfigError` for a
     configuration the IR form does not have or whose plan fails its proofs."""
-    return _Builder(cfg).build(instances)
+    return _Builder(cfg).build(default_instances(cfg) if instances is None else instances)
 
 
 class IrTmaGemm(TmaGemm):
@@ -305,6 +320,10 @@ class IrTmaGemm(TmaGemm):
             raise LaunchError(f"{self.kernel_name}: the IR-built TMA GEMM has no split-K; "
                               f"splits={splits} needs the template TmaGemm")
         M, N, K = self.check_args(a, b, out)
+        if self.cfg.a_rows and M > self.cfg.a_rows:
+            raise LaunchError(f"{self.kernel_name} loads {self.cfg.a_rows} rows of A (a_rows): "
+                              f"M = {M} needs a_rows=0 (the whole {self.cfg.bm}-row tile) or "
+                              "a_rows >= M")
         if N % 8:
             raise LaunchError(f"N = {N}: the TMA store needs C rows of a 16-byte multiple; the "
                               "template TmaGemm(store='direct') runs this shape")
@@ -323,12 +342,13 @@ class IrTmaGemm(TmaGemm):
                           signature=("ptr", "ptr", "ptr") + ("i32",) * 4,
                           specs=[Spec(strides=(), align=64)] * 3 + [None] * 4,
                           smem_bytes=smem_bytes(self.ir))
-        b_box = (64, cfg.bk) if cfg.b_major == "n" else (cfg.bk, cfg.bn)
+        # the boxes the host encodes are the verified IR's tensor maps (A's: a_rows rows)
+        boxes = [(tm.box_inner, tm.box_outer) for tm in self.ir.meta["maps"]]
 
         def run(a, b, out):
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            main([self.tensor_map(a, cfg.bk, cfg.bm), self.tensor_map(b, *b_box),
-                  self.tensor_map(out, 64, 64), M, N, K, ctas])
+            main([self.tensor_map(t, *box) for t, box in zip((a, b, out), boxes)]
+                 + [M, N, K, ctas])
             return out
         return run

@@ -27,8 +27,7 @@ schedules, :data:`SCHEDULES`), the TMA unit's swizzle beyond the model of
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -37,10 +36,9 @@ from ..ir.nvidia_tma import (WARPGROUP, BulkCommit, BulkWait, LeaderOnly, Mbarri
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, RoleBranch, Setmaxnreg, TmaLoad, TmaPrefetch,
                              TmaStore)
-from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait,
-                               operand_elements)
-from ..nvidia.tma import TmaOperandLoad, tma_tile_addresses
+from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait
 from .gate_common import NVIDIA_SMEM_BYTES, Fail
+from .gate_tma_data import AccState, Agent, Bar, DataRules, Stop
 from .spec import KernelSpec, SpecError
 
 __all__ = ["ROLE_CHECKS", "verify_roles"]
@@ -49,60 +47,13 @@ ROLE_CHECKS = ("in_bounds", "bank_conflicts_lds_write", "coverage", "lds_capacit
                "lane_mfma_operands", "lane_accumulator_writeback", "lds_races",
                "mbarrier_protocol", "register_budget")
 _REGISTER_FILE = 65536
-_SH0, _SHT = 25, 50          # an element's identity: tensor << 50 | coord0 << 25 | coord1
-_INCOMPLETE = -2
 _ROLE_STMT = (Setmaxnreg,)
 #: the orders the agents run in: one statement each per round (producer first), then each
 #: agent as far as it can before the next moves, producer first and consumers first
 SCHEDULES = ("interleaved", "producer", "consumers")
 
 
-class _Stop(Exception):
-    """An agent cannot go on (its failure is recorded)."""
-
-
-@dataclass
-class _Bar:
-    count: int
-    pending: int
-    tx: int = 0
-    completed: int = 0
-    clock: Dict[int, int] = field(default_factory=dict)
-    phase_clocks: List[Dict[int, int]] = field(default_factory=list)
-
-
-@dataclass
-class _Acc:
-    rows: Optional[np.ndarray] = None
-    cols: Optional[np.ndarray] = None
-    kcount: Dict[int, int] = field(default_factory=dict)
-    zeroed: bool = False
-
-
-class _Agent:
-    def __init__(self, wg: int) -> None:
-        self.wg = wg
-        self.role: Optional[str] = None
-        self.roles: List[str] = []
-        self.clock = 0
-        self.vc: Dict[int, int] = {}
-        self.obs: Dict[Tuple[str, int], int] = {}
-        self.leader = False
-        self.stmts_in_role = 0
-        self.setmaxnreg: List[Setmaxnreg] = []
-        self.open: List[Tuple[str, np.ndarray, str]] = []
-        self.groups: List[List[Tuple[str, np.ndarray, str]]] = []
-        self.acc: Dict[str, _Acc] = {}
-        self.unfenced: set = set()
-        self.bulk_open: List[Tuple[str, np.ndarray]] = []
-        self.bulk_groups: List[List[Tuple[str, np.ndarray]]] = []
-        self.bulk_unwaited = 0
-        self.named_ids: set = set()
-        self.waiting: str = ""
-        self.done = False
-
-
-class _Cta:
+class _Cta(DataRules):
     """One CTA of one instance: shared memory identities, barriers, agents."""
 
     def __init__(self, g: "_Gate", values: Dict[str, int], bx: int, order: str) -> None:
@@ -113,7 +64,7 @@ class _Cta:
         T = self.k.block
         if T % WARPGROUP:
             raise SpecError(f"kernel {self.k.name}: {T} threads are not whole warpgroups")
-        self.agents = [_Agent(w) for w in range(T // WARPGROUP)]
+        self.agents = [Agent(w) for w in range(T // WARPGROUP)]
         self.smem = {s.name: np.full(s.count, -1, np.int64) for s in self.k.shared}
         self.tok = {s.name: np.full(s.count, -1, np.int64) for s in self.k.shared}
         self.gen = {s.name: np.zeros(s.count, np.int8) for s in self.k.shared}
@@ -121,16 +72,16 @@ class _Cta:
         self.pend = {s.name: np.zeros(s.count, np.int8) for s in self.k.shared}
         self.rd = {s.name: np.zeros((len(self.agents), s.count)) for s in self.k.shared}
         self.tokens: List[Tuple[Tuple[str, int], int]] = []
-        self.bars: Dict[Tuple[str, int], _Bar] = {}
+        self.bars: Dict[Tuple[str, int], Bar] = {}
         self.named: Dict[int, int] = {}
 
     # ---- helpers ---------------------------------------------------------------------------
-    def where(self, a: _Agent, what: str, env: Dict[Any, Any]) -> str:
+    def where(self, a: Agent, what: str, env: Dict[Any, Any]) -> str:
         loops = ", ".join(f"{n}={int(np.asarray(env[sym(n)]).flat[0])}"
                           for n in self.g.loop_vars if sym(n) in env)
         return f"{self.where0}, warpgroup {a.wg} ({a.role}){', ' + loops if loops else ''}: {what}"
 
-    def uni(self, a: _Agent, e: Any, env: Dict[Any, Any], what: str) -> int:
+    def uni(self, a: Agent, e: Any, env: Dict[Any, Any], what: str) -> int:
         v = np.asarray(c_eval(e, env))
         if v.ndim == 0:
             return int(v)
@@ -139,19 +90,19 @@ class _Cta:
         if (v != v.flat[0]).any():
             self.f.add("mbarrier_protocol", self.where(a, f"{what} is not uniform over the "
                                                           "warpgroup", env))
-            raise _Stop()
+            raise Stop()
         return int(v.flat[0])
 
-    def bar(self, a: _Agent, name: str, idx: int, env: Dict[Any, Any], what: str) -> _Bar:
+    def bar(self, a: Agent, name: str, idx: int, env: Dict[Any, Any], what: str) -> Bar:
         b = self.bars.get((name, idx))
         if b is None:
             self.f.add("mbarrier_protocol", self.where(
                 a, f"{what} on mbarrier {name}[{idx}], which no MbarrierInit before the init "
                    f"fence created (arrays: {sorted({n for n, _ in self.bars})})", env))
-            raise _Stop()
+            raise Stop()
         return b
 
-    def arrive(self, a: _Agent, key: Tuple[str, int], b: _Bar, n: int, env) -> None:
+    def arrive(self, a: Agent, key: Tuple[str, int], b: Bar, n: int, env) -> None:
         a.vc[a.wg] = a.clock
         for k_, v in a.vc.items():
             b.clock[k_] = max(b.clock.get(k_, 0), v)
@@ -163,18 +114,18 @@ class _Cta:
             b.pending = 0
         self.complete(key, b)
 
-    def complete(self, key: Tuple[str, int], b: _Bar) -> None:
+    def complete(self, key: Tuple[str, int], b: Bar) -> None:
         if b.pending == 0 and b.tx == 0:
             b.phase_clocks.append(b.clock)
             b.completed += 1
             b.pending, b.clock = b.count, {}
 
     # ---- running one agent -------------------------------------------------------------------
-    def run(self, a: _Agent, body: List[Any], env: Dict[Any, Any]) -> Iterator[None]:
+    def run(self, a: Agent, body: List[Any], env: Dict[Any, Any]) -> Iterator[None]:
         for s in body:
             yield from self.stmt(a, s, env)
 
-    def stmt(self, a: _Agent, s: Any, env: Dict[Any, Any]) -> Iterator[None]:
+    def stmt(self, a: Agent, s: Any, env: Dict[Any, Any]) -> Iterator[None]:
         if isinstance(s, Comment):
             return
         if a.role is not None and not isinstance(s, _ROLE_STMT):
@@ -186,7 +137,7 @@ class _Cta:
             if a.leader or mask.sum() != 1 or not mask[0]:
                 self.f.add("mbarrier_protocol", self.where(a, "a leader-only block not run by "
                                                               "exactly the first thread", env))
-                raise _Stop()
+                raise Stop()
             a.leader = True
             yield from self.run(a, s.body, env)
             a.leader = False
@@ -209,18 +160,18 @@ class _Cta:
             if self.order == "interleaved":
                 yield None          # one statement per agent per round
 
-    def role(self, a: _Agent, s: RoleBranch, env) -> Iterator[None]:
+    def role(self, a: Agent, s: RoleBranch, env) -> Iterator[None]:
         mask = np.broadcast_to(np.asarray(c_eval(s.cond, env)), (WARPGROUP,))
         if mask.any() != mask.all():
             self.f.add("mbarrier_protocol", self.where(a, f"role {s.role}'s branch splits the "
                                                           "warpgroup", env))
-            raise _Stop()
+            raise Stop()
         if not mask.all():
             return
         if a.role is not None:
             self.f.add("mbarrier_protocol", self.where(a, f"runs role {s.role} inside role "
                                                           f"{a.role}", env))
-            raise _Stop()
+            raise Stop()
         if s.role not in self.g.spec.warpgroup_roles:
             self.f.add("mbarrier_protocol", self.where(a, f"role {s.role!r} is not one of the "
                                                           f"spec's {self.g.spec.warpgroup_roles}",
@@ -230,14 +181,14 @@ class _Cta:
         yield from self.run(a, s.body, env)
         a.role = "after " + s.role
 
-    def wait(self, a: _Agent, s: MbarrierWait, env) -> Iterator[None]:
+    def wait(self, a: Agent, s: MbarrierWait, env) -> Iterator[None]:
         idx = self.uni(a, s.index, env, "the wait's barrier index")
         par = self.uni(a, s.parity, env, "the wait's parity")
         key = (s.bar, idx)
         b = self.bar(a, s.bar, idx, env, "wait")
         if par not in (0, 1):
             self.f.add("mbarrier_protocol", self.where(a, f"wait parity {par} (0 or 1)", env))
-            raise _Stop()
+            raise Stop()
         while b.completed % 2 == par:
             a.waiting = self.where(a, f"waits on {s.bar}[{idx}] parity {par} (phase "
                                       f"{b.completed} has {b.count - b.pending} of {b.count} "
@@ -257,7 +208,7 @@ class _Cta:
                 a.vc[k_] = max(a.vc.get(k_, 0), v)
 
     # ---- statements without control flow ---------------------------------------------------
-    def action(self, a: _Agent, s: Any, env) -> None:
+    def action(self, a: Agent, s: Any, env) -> None:
         if isinstance(s, Setmaxnreg):
             if a.leader or a.role is None or a.stmts_in_role:
                 self.f.add("register_budget", self.where(a, "setmaxnreg must be the first "
@@ -312,16 +263,16 @@ class _Cta:
             self.wgmma(a, s, env)
         elif isinstance(s, ZeroFrag):
             self.acc_busy(a, s.frag.name, env, "zeroes")
-            a.acc[s.frag.name] = _Acc(zeroed=True)
+            a.acc[s.frag.name] = AccState(zeroed=True)
             a.unfenced.add(s.frag.name)
         elif isinstance(s, Access):
             self.c_store(a, s, env)
         else:
             self.f.add("mbarrier_protocol", self.where(a, f"{type(s).__name__} has no meaning "
                                                           "on the per-role model", env))
-            raise _Stop()
+            raise Stop()
 
-    def named_barrier(self, a: _Agent, s: NamedBarrier, env) -> None:
+    def named_barrier(self, a: Agent, s: NamedBarrier, env) -> None:
         i = self.uni(a, s.id, env, "the named barrier's id")
         owner = self.named.setdefault(i, a.wg)
         if s.threads != WARPGROUP or i < 1 or owner != a.wg:
@@ -332,251 +283,6 @@ class _Cta:
             m = (self.gen[buf] == 2) & (self.writer[buf] == a.wg)
             self.gen[buf][m] = 0
             self.pend[buf][(self.pend[buf] == 2) & (self.writer[buf] == a.wg)] = 0
-
-    # ---- TMA ---------------------------------------------------------------------------------
-    def box(self, a: _Agent, tm: Any, buf: str, offset: Any, env, what: str) -> np.ndarray:
-        off = self.uni(a, offset, env, f"{what}'s shared offset")
-        if (off * 2) % 1024:
-            self.f.add("in_bounds", self.where(a, f"{what} at {buf}[{off}]: byte {off * 2} is "
-                                                  "not on the 1024-byte swizzle repeat the TMA "
-                                                  "model needs", env))
-            raise _Stop()
-        el = off + tma_tile_addresses(TmaOperandLoad(tm.box_outer, tm.box_inner)) // 2
-        n = self.smem[buf].shape[0]
-        if el.min() < 0 or el.max() >= n:
-            self.f.add("in_bounds", self.where(a, f"{what} writes {buf}[{int(el.min())}.."
-                                                  f"{int(el.max())}] of a {n}-element array", env))
-            raise _Stop()
-        return el
-
-    def coords(self, tm: Any, c0: int, c1: int, env) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Spec coordinates (d0, d1) of the box's (row, col) elements and their out-of-range
-        mask (the TMA zero fill / store clip)."""
-        r, c = np.meshgrid(np.arange(tm.box_outer), np.arange(tm.box_inner), indexing="ij")
-        inner, outer = c0 + c, c1 + r
-        ie, oe = int(c_eval(tm.inner, env)), int(c_eval(tm.outer, env))
-        oob = (inner < 0) | (inner >= ie) | (outer < 0) | (outer >= oe)
-        dims = self.g.spec.tensor(tm.tensor).dims
-        by = {tm.dims[0]: inner, tm.dims[1]: outer}
-        return by[dims[0]], by[dims[1]], oob
-
-    def tma_load(self, a: _Agent, s: TmaLoad, env) -> None:
-        if not a.leader:
-            self.f.add("mbarrier_protocol", self.where(a, f"{s.tag}: a TMA load issued by "
-                                                          "every thread of the warpgroup", env))
-            raise _Stop()
-        idx = self.uni(a, s.index, env, "the box's barrier index")
-        key = (s.bar, idx)
-        b = self.bar(a, s.bar, idx, env, s.tag)
-        el = self.box(a, s.tmap, s.dst, s.offset, env, s.tag)
-        flat = el.reshape(-1)
-        for c, stamps in enumerate(self.rd[s.dst]):
-            bad = stamps[flat] > a.vc.get(c, 0)
-            if c != a.wg and bad.any():
-                i = int(flat[np.argmax(bad)])
-                state = "still in flight" if np.isinf(stamps[i]) else "retired"
-                self.f.add("lds_races", self.where(
-                    a, f"{s.tag} overwrites {s.dst}[{i}], which warpgroup {c}'s wgmma read "
-                       f"({state}) with no wait since on a phase that warpgroup released the "
-                       "stage on after retiring the read", env))
-                break
-        d0, d1, oob = self.coords(s.tmap, self.uni(a, s.c0, env, "c0"),
-                                  self.uni(a, s.c1, env, "c1"), env)
-        t = self.g.tensor_id[s.tmap.tensor]
-        self.smem[s.dst][el] = (t << _SHT) | (np.maximum(d0, 0) << _SH0) | np.maximum(d1, 0)
-        self.smem[s.dst][el[oob]] |= 1 << 62
-        self.tokens.append((key, b.completed))
-        self.tok[s.dst][el] = len(self.tokens) - 1
-        b.tx -= s.tmap.box_bytes
-        if b.tx < 0:
-            self.f.add("mbarrier_protocol", self.where(
-                a, f"{s.tag}: the boxes on {s.bar}[{idx}] phase {b.completed} bring "
-                   f"{-b.tx} bytes more than its expect_tx announced (the phase can complete "
-                   "before they land)", env))
-            b.tx = 0
-        self.complete(key, b)
-
-    def tma_store(self, a: _Agent, s: TmaStore, env) -> None:
-        if not a.leader:
-            self.f.add("lds_races", self.where(a, f"{s.tag}: a TMA store issued by every thread",
-                                               env))
-            raise _Stop()
-        el = self.box(a, s.tmap, s.src, s.offset, env, s.tag)
-        flat = el.reshape(-1)
-        gen = self.gen[s.src][flat]
-        if gen.any():
-            i = int(flat[np.argmax(gen > 0)])
-            why = ("with no fence.proxy.async after it" if gen.max() == 1 else
-                   "fenced but not published to the storing thread by a barrier")
-            self.f.add("lds_races", self.where(a, f"{s.tag} (async proxy) reads {s.src}[{i}], "
-                                                  f"written through the generic proxy {why}", env))
-        m, n, oob = self.coords(s.tmap, self.uni(a, s.c0, env, "c0"),
-                                self.uni(a, s.c1, env, "c1"), env)
-        ids = self.smem[s.src][el]
-        keep = ~oob
-        want = (self.g.tensor_id[s.tmap.tensor] << _SHT) | (m << _SH0) | n
-        if (ids[keep] == -1).any():
-            self.f.add("lds_races", self.where(a, f"{s.tag} stores C elements never written to "
-                                                  f"{s.src}", env))
-        elif (ids[keep] == _INCOMPLETE).any():
-            self.f.add("lane_accumulator_writeback", self.where(
-                a, f"{s.tag} stores an accumulator not summed over every k < K exactly once "
-                   f"({self.g.incomplete.get(a.wg, '')})", env))
-        elif (ids[keep] != want[keep]).any():
-            j = np.argwhere(keep & (ids != want))[0]
-            got = int(ids[tuple(j)])
-            self.f.add("lane_accumulator_writeback", self.where(
-                a, f"{s.tag} stores C[{int(m[tuple(j)])}, {int(n[tuple(j)])}] from a shared "
-                   f"element holding C[{(got >> _SH0) & ((1 << 25) - 1)}, "
-                   f"{got & ((1 << 25) - 1)}]", env))
-        self.g.cover[m[keep], n[keep]] += 1
-        self.pend[s.src][flat] = 1
-        self.writer[s.src][flat] = a.wg
-        a.bulk_open.append((s.src, flat))
-
-    # ---- wgmma -------------------------------------------------------------------------------
-    def acc_busy(self, a: _Agent, frag: str, env, what: str) -> None:
-        for grp in a.groups + [a.open]:
-            if any(f == frag for _, _, f in grp):
-                self.f.add("lane_accumulator_writeback", self.where(
-                    a, f"{what} {frag} while a wgmma writing it is in flight (no "
-                       "wgmma.wait_group retired its group)", env))
-                return
-
-    def wgmma_wait(self, a: _Agent, s: WgmmaWait, env) -> None:
-        while len(a.groups) > s.pending:
-            grp = a.groups.pop(0)
-            a.clock += 1
-            for buf, el, frag in grp:
-                self.rd[buf][a.wg][el] = a.clock
-                if frag not in s.pins:
-                    self.f.add("lane_accumulator_writeback", self.where(
-                        a, f"wgmma.wait_group retires a wgmma into {frag} without pinning it "
-                           "(lg_pin)", env))
-
-    def operand(self, a: _Agent, op: Any, s: WgmmaMma, env) -> Optional[np.ndarray]:
-        start = self.uni(a, op.start, env, f"{s.tag}'s {op.buf} descriptor start")
-        try:
-            el = operand_elements(op, start)
-        except ValueError as e:
-            self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}, {op.buf}: {e}", env))
-            return None
-        n = self.smem[op.buf].shape[0]
-        if el.min() < 0 or el.max() >= n:
-            self.f.add("in_bounds", self.where(a, f"{s.tag} reads {op.buf}[{int(el.min())}.."
-                                                  f"{int(el.max())}] of a {n}-element array", env))
-            return None
-        tok = self.tok[op.buf][el]
-        if (tok < 0).any():
-            self.f.add("lds_races", self.where(a, f"{s.tag} reads {op.buf}"
-                                                  f"[{int(el.reshape(-1)[np.argmax(tok.reshape(-1) < 0)])}]"
-                                                  " before anything was written", env))
-            return None
-        for t in np.unique(tok):
-            key, ph = self.tokens[int(t)]
-            if a.obs.get(key, -2) < ph:
-                self.f.add("lds_races", self.where(
-                    a, f"{s.tag} reads {op.buf} elements whose box completes on {key[0]}"
-                       f"[{key[1]}] phase {ph}, which this warpgroup has not waited on", env))
-                return None
-        self.rd[op.buf][a.wg][el.reshape(-1)] = np.inf
-        a.open.append((op.buf, el.reshape(-1), s.acc.frag.name))
-        return self.smem[op.buf][el]
-
-    def wgmma(self, a: _Agent, s: WgmmaMma, env) -> None:
-        fr = s.acc.frag.name
-        if fr in a.unfenced:
-            self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: {fr} was written since "
-                                                           "the last wgmma.fence", env))
-            a.unfenced.discard(fr)
-        A, B = self.operand(a, s.a, s, env), self.operand(a, s.b, s, env)
-        if A is None or B is None:
-            return
-        A, B = A & ~(1 << 62), B & ~(1 << 62)
-        ta, tb = self.g.tensor_id["A"], self.g.tensor_id["B"]
-        if ((A >> _SHT) != ta).any() or ((B >> _SHT) != tb).any():
-            self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: operand elements hold "
-                                                           "another tensor's", env))
-            return
-        mask = (1 << 25) - 1
-        am, ak = (A >> _SH0) & mask, A & mask
-        bn, bk = (B >> _SH0) & mask, B & mask
-        for nm, rows in (("A", am), ("B", bn)):
-            if (rows != rows[:, :1]).any():
-                i = int(np.argwhere(rows != rows[:, :1])[0][0])
-                self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: {nm} operand row {i} "
-                                                               "mixes rows of the tensor", env))
-                return
-        kq = ak[0]
-        if (ak != kq[None]).any() or (bk != kq[None]).any() or len(set(kq.tolist())) != 16:
-            self.f.add("lane_mfma_operands", self.where(
-                a, f"{s.tag}: the 16 reduction slots pair A's k {ak[0].tolist()} with B's k "
-                   f"{bk[0].tolist()}", env))
-            return
-        st = a.acc.get(fr)
-        if st is None or not st.zeroed:
-            self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: {fr} used before it was "
-                                                           "zeroed", env))
-            return
-        if st.rows is None:
-            st.rows, st.cols = am[:, 0].copy(), bn[:, 0].copy()
-        elif not (np.array_equal(st.rows, am[:, 0]) and np.array_equal(st.cols, bn[:, 0])):
-            self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: the accumulators held "
-                                                           "other C elements than this wgmma "
-                                                           "adds into", env))
-            return
-        for k_ in kq.tolist():
-            st.kcount[k_] = st.kcount.get(k_, 0) + 1
-
-    def c_store(self, a: _Agent, s: Access, env) -> None:
-        """A consumer thread's accumulator pair -> the shared C buffer (the TMA store's
-        source); identity: the C element the accumulator holds (incomplete sums marked)."""
-        if (s.kind, s.space) != ("store", "lds") or a.leader:
-            self.f.add("lds_races", self.where(a, f"{s.tag}: only warpgroup-wide shared stores "
-                                                  "of accumulators are modelled", env))
-            raise _Stop()
-        fr = s.regs.frag.name
-        self.acc_busy(a, fr, env, "stores")
-        off = np.broadcast_to(np.asarray(c_eval(s.offset, env), dtype=np.int64), (WARPGROUP,))
-        n = self.smem[s.buf].shape[0]
-        el = off[:, None] + np.arange(s.width)[None, :]
-        if el.min() < 0 or el.max() >= n:
-            self.f.add("in_bounds", self.where(a, f"{s.tag} writes {s.buf}[{int(el.min())}.."
-                                                  f"{int(el.max())}] of a {n}-element array", env))
-            return
-        words = (off * 2) // 4
-        for w in range(WARPGROUP // 32):
-            banks = set((words[32 * w:32 * w + 32] % 32).tolist())
-            if len(banks) != 32 or ((off[32 * w:32 * w + 32] * 2) % (2 * s.width)).any():
-                self.f.add("bank_conflicts_lds_write", self.where(
-                    a, f"{s.tag}: warp {w}'s {2 * s.width}-byte stores hit {len(banks)} banks "
-                       "(or are misaligned)", env))
-                break
-        flat = el.reshape(-1)
-        busy = self.pend[s.buf][flat]
-        if busy.any():
-            i = int(flat[np.argmax(busy > 0)])
-            why = ("a bulk store not yet waited on still reads it" if busy.max() == 1 else
-                   "the bulk wait has not been published by a barrier")
-            self.f.add("lds_races", self.where(a, f"{s.tag} rewrites {s.buf}[{i}]: {why}", env))
-        st = a.acc.get(fr)
-        ids = np.full(el.shape, _INCOMPLETE, np.int64)
-        if st is not None and st.rows is not None:
-            K = self.values["K"]
-            bad = [k_ for k_, c in st.kcount.items() if c != 1 or k_ < 0]
-            miss = [k_ for k_ in range(K) if k_ not in st.kcount]
-            if not bad and not miss:
-                ci, cj = self.g.acc_table(s)
-                rows = st.rows[ci[:, list(s.regs.idx)]]
-                cols = st.cols[cj[:, list(s.regs.idx)]]
-                ids = (self.g.tensor_id["C"] << _SHT) | (rows << _SH0) | cols
-            else:
-                self.g.incomplete[a.wg] = (
-                    f"k {bad[:3]} summed {[st.kcount[x] for x in bad[:3]]} times" if bad
-                    else f"k {miss[:3]} never summed")
-        self.smem[s.buf][el] = ids
-        self.gen[s.buf][flat] = 1
-        self.writer[s.buf][flat] = a.wg
 
     # ---- the schedule --------------------------------------------------------------------------
     def simulate(self, body: List[Any], env0: Dict[Any, Any]) -> None:
@@ -600,7 +306,7 @@ class _Cta:
                     live.remove(i)
                     moved = True
                     continue
-                except _Stop:
+                except Stop:
                     a.done = True
                     live.remove(i)
                     return
@@ -696,7 +402,7 @@ class _Gate:
             self.f.add("lds_capacity", f"{need} bytes of shared memory (arrays + mbarriers); "
                                        f"{self.arch} allows {cap}")
         inits, body = self.prologue(self.k.body)
-        self.last_agents: List[_Agent] = []
+        self.last_agents: List[Agent] = []
         for values in instances:
             M, N = values["M"], values["N"]
             self.cover = np.zeros((M, N), np.int64)
@@ -706,7 +412,7 @@ class _Gate:
                 self.cover = np.zeros((M, N), np.int64)
                 for bx in range(values["ctas"]):
                     cta = _Cta(self, values, bx, order)
-                    cta.bars = {k_: _Bar(c[0], c[0]) for k_, c in inits.items()}
+                    cta.bars = {k_: Bar(c[0], c[0]) for k_, c in inits.items()}
                     env = dict(env0)
                     env[sym(self.k.grid_symbols[0])] = bx
                     cta.simulate(body, env)
