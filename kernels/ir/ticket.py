@@ -16,8 +16,12 @@ The rules these statements must keep are :mod:`kernels.verify.ticket_rules`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, List
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+import sympy
+
+from .core import If, sym
 
 __all__ = ["ThreadFence", "AtomicTicket", "LastArrival", "CounterReset"]
 
@@ -38,14 +42,14 @@ class AtomicTicket:
     pred: Any           # which thread takes it (e.g. tid == 0)
 
 
-@dataclass
-class LastArrival:
+class LastArrival(If):
     """``if (dst == last) { body }``: the body runs in the block whose ticket is ``last``
-    (an expression of the runtime symbols, e.g. ``n_splits - 1``)."""
+    (an expression of the runtime symbols, e.g. ``n_splits - 1``).  An :class:`If` whose
+    condition is the ticket's test, so every walk over the IR enters its body."""
 
-    dst: str
-    last: Any
-    body: List[Any] = field(default_factory=list)
+    def __init__(self, dst: str, last: Any, body: Optional[List[Any]] = None) -> None:
+        super().__init__(sympy.Eq(sym(dst), last), list(body or []))
+        self.dst, self.last = dst, last
 
 
 @dataclass
