@@ -246,10 +246,7 @@ class IrFusedMmaDecode(IrSplitMmaDecode):
         out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         rows, n, D, B, H = p["B"] * p["Hq"], p["splits"], cfg.head_dim, p["B"], p["Hq"]
-        sizes = dict(batch=B, heads=H, kv_heads=p["Hkv"], group=p["group"],
-                     seqlen_kv=p["Skv"], kv_chunk=p["kv_chunk"], q_sb=q.stride(0),
-                     q_sh=q.stride(1), k_sb=k.stride(0), k_sh=k.stride(1), k_ss=k.stride(2),
-                     v_sb=v.stride(0), v_sh=v.stride(1), v_ss=v.stride(2))
+        sizes = self.ir_sizes(q, k, v, p)
         if not self.ints_fit(sizes, n, rows):
             return super().bind(q, k, v, out, scale, kv_splits, sms)
         nscal = len(FUSED_IR_SCALARS)
