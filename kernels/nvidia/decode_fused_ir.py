@@ -28,6 +28,8 @@ from typing import Any, Dict, List, Optional
 
 import sympy
 
+from layoutalg.symbolic import to_c
+
 from ..ir.attention import AttnKernel, LetMinMax, ScalarParam, runtime_symbol as R
 from ..ir.core import Access, Barrier, Comment, Frag, Let, Loop, Param, sym
 from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, ThreadFence
@@ -149,7 +151,7 @@ def check_printed_ticket(k: AttnKernel, source: str) -> None:
                 a = int(evaluate(parse(found[key]), names))
                 if a != int(c_eval(expr, env)):
                     raise KernelError(f"fused decode {k.name}: printed {key} {found[key]!r} is "
-                                      f"{a} at {inst.name} block {g}, the IR's {to_c_(expr)} "
+                                      f"{a} at {inst.name} block {g}, the IR's {to_c(expr)} "
                                       f"is {c_eval(expr, env)}")
     split_src = emit_cuda_attention(k.meta["split"]).splitlines()
     body = split_src[next(i for i, ln in enumerate(split_src) if ln.startswith("extern")) + 1:]
@@ -171,11 +173,6 @@ def check_printed_ticket(k: AttnKernel, source: str) -> None:
     if nxt != ["__threadfence();", "__syncthreads();"]:
         raise KernelError(f"fused decode {k.name}: after the split kernel's body {nxt}, not "
                           "a fence and a barrier")
-
-
-def to_c_(e: Any) -> str:
-    from layoutalg.symbolic import to_c
-    return to_c(e)
 
 
 def verify_fused(k: AttnKernel, source: str, arch: str = "sm_90",

@@ -186,10 +186,13 @@ def _single_thread(pred: Any, env: Dict[Any, Any], what: str) -> None:
 
 
 def check_ticket_protocol(k: Any, instances: Sequence[Any], partials: Sequence[str] = ("Op", "LSEp"),
-                          output: str = "O", counter_slots: Any = None) -> Dict[str, int]:
+                          output: str = "O", counter_slots: Any = None,
+                          out_elements: Any = None) -> Dict[str, int]:
     """The rules of the module docstring for kernel ``k`` (grid symbols ``(group, split)``)
     at ``instances``; ``counter_slots``: the counter buffer's ints as an expression of the
-    runtime symbols (default: the grid's x extent).  Returns counts of what was checked."""
+    runtime symbols (default: the grid's x extent); ``out_elements(inst)``: the output's
+    coordinates, each to be stored once (default: ``(0, d, head, batch)`` over
+    ``k.meta["cfg"].head_dim``, the decode's O).  Returns counts of what was checked."""
     from ..nvidia.gemm import GemmConfigError
     from ..nvidia.splitk_inline import InlineReduceProtocol, check_arrival_protocol
     ticket, last, reset = _structure(k.body, partials, output)
@@ -252,9 +255,9 @@ def check_ticket_protocol(k: Any, instances: Sequence[Any], partials: Sequence[s
                       f"other output elements when split {s} merges than when split 0 does")
                 counts["merges"] += _check_merge(inst, g, s, ev, stored, written, n, partials)
             stored_all.update(first)
-        D = k.meta["cfg"].head_dim
-        want = {(0, d, h, b) for b in range(inst.values["batch"])
-                for h in range(inst.values["heads"]) for d in range(D)}
+        want = set(out_elements(inst)) if out_elements is not None else \
+            {(0, d, h, b) for b in range(inst.values["batch"])
+             for h in range(inst.values["heads"]) for d in range(k.meta["cfg"].head_dim)}
         bad = [e for e, c in stored_all.items() if c != 1 or e not in want]
         _need(not bad and set(stored_all) == want, "merge_reads_partials",
               f"{inst.name}: output elements stored {len(stored_all)} distinct, "
