@@ -154,12 +154,12 @@ def test_flash_attention_cached_and_scale_in_the_key(fake):
             dispatch.flash_attention(q, k, k, causal=True, out=o, scale=-1.0)
 
 
-def test_decode_cached_launches_both_kernels_again(fake):
+def test_decode_cached_launches_the_fused_ir_kernel_again(fake):
     q, k, o = T((4, 32, 1, 256), BF16), T((4, 8, 4096, 256), BF16), T((4, 32, 1, 256))
     first = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
-    # split-KV and the verified IR combine (the fused one-launch form is opt-in: its merge
-    # tail is not proved by the verifier)
-    assert len(first) == 2 and not first[0].kernel.endswith("_fc")
+    # split-KV in one launch: the verified IR split kernel whose last block per group merges
+    # (kernels/nvidia/decode_fused_ir.py), its partials and counters kept per stream
+    assert len(first) == 1 and first[0].kernel.startswith("lg_decode_fused_ir_")
     prepared = fake.prepared
     again = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
     assert fake.prepared == prepared
@@ -209,6 +209,21 @@ def test_decode_counters_are_per_stream(fake, monkeypatch):
         assert L.stream == ("stream", s)
         assert cnt.setdefault(s, L.args[-1]) == L.args[-1]
     assert cnt[7] != cnt[9]
+
+
+def test_fused_ir_decode_workspaces_are_per_stream(fake, monkeypatch):
+    """The dispatched one-launch IR decode keeps its partials (Op, LSEp) and counters (CNT)
+    per stream: the same stream reuses them, two streams never share them."""
+    from types import SimpleNamespace
+    q, k, o = T((4, 32, 1, 256), BF16), T((4, 8, 4096, 256), BF16), T((4, 32, 1, 256))
+    seen = {}
+    for s in (7, 9, 7):
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None, s=s: SimpleNamespace(cuda_stream=s))
+        (L,) = calls(fake, lambda: dispatch.decode_attention(q, k, k, out=o))
+        assert L.kernel.startswith("lg_decode_fused_ir_") and L.stream == ("stream", s)
+        work = (L.args[3], L.args[4], L.args[6])           # Op, LSEp, CNT
+        assert seen.setdefault(s, work) == work
+    assert all(a != b for a, b in zip(seen[7], seen[9]))
 
 
 def test_inline_split_k_workspaces_are_per_stream(fake, monkeypatch):

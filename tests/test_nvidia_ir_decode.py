@@ -278,12 +278,12 @@ def test_both_split_kernels_get_the_verified_combine(monkeypatch):
                                                                     torch.float16),
                                   kv_splits=3)                          # FMA split, forced
         names = [L.kernel for L in fake.launches]
-        # the tensor-core split kernel is the IR one (decode_ir) at this configuration
-        assert names[0].startswith("lg_decode_split_ir_") and \
-            names[2].startswith("lg_decode_splitkv")
-        assert names[1] == "lg_decode_combine_ir_f16_d256"
-        assert names[3] == "lg_decode_combine_ir_f16_d128"
-        assert fake.launches[1].args[3:6] == (4, 32, fake.launches[0].grid[1])
+        # the tensor-core split decode is the one-launch IR kernel (decode_fused_ir: the IR
+        # split kernel whose last block per group runs the combine's merge) here
+        assert names[0].startswith("lg_decode_fused_ir_") and \
+            names[1].startswith("lg_decode_splitkv")
+        assert names[2] == "lg_decode_combine_ir_f16_d128" and len(names) == 3
+        assert fake.launches[0].args[21] == fake.launches[0].grid[1]     # n_splits
     finally:
         fc.clear_caches()
 

@@ -55,10 +55,7 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
         scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         rows, n, D = p["B"] * p["Hq"], p["splits"], cfg.head_dim
-        sizes = dict(batch=p["B"], heads=p["Hq"], kv_heads=p["Hkv"], group=p["group"],
-                     seqlen_kv=p["Skv"], kv_chunk=p["kv_chunk"], q_sb=q.stride(0),
-                     q_sh=q.stride(1), k_sb=k.stride(0), k_sh=k.stride(1), k_ss=k.stride(2),
-                     v_sb=v.stride(0), v_sh=v.stride(1), v_ss=v.stride(2))
+        sizes = self.ir_sizes(q, k, v, p)
         if not self.ints_fit(sizes, n, rows):
             # the printed int offsets would leave int (the template's are long long): the
             # template split kernel + the IR combine (IrMmaSplitKVDecode) runs this call
@@ -79,6 +76,15 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
             combine(op, lse, out)
             return out
         return run
+
+    @staticmethod
+    def ir_sizes(q, k, v, p: dict) -> dict:
+        """The IR split kernel's int scalars (:data:`SPLIT_IR_SCALARS`) of a call planned
+        as ``p``."""
+        return dict(batch=p["B"], heads=p["Hq"], kv_heads=p["Hkv"], group=p["group"],
+                    seqlen_kv=p["Skv"], kv_chunk=p["kv_chunk"], q_sb=q.stride(0),
+                    q_sh=q.stride(1), k_sb=k.stride(0), k_sh=k.stride(1), k_ss=k.stride(2),
+                    v_sb=v.stride(0), v_sh=v.stride(1), v_ss=v.stride(2))
 
     def ints_fit(self, s: dict, n: int, rows: int) -> bool:
         """Whether every value the printed ``int`` offsets take fits (the verifier evaluates

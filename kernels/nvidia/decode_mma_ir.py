@@ -37,7 +37,7 @@ from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode
 from .decode_splitkv import (COMBINE_ELEMS, COMBINE_THREADS, COMBINE_UNROLL, SplitKVDecode,
                              SplitKVDecodeConfig)
 
-__all__ = ["build_decode_combine_ir", "combine_lse_spec", "combine_instances",
+__all__ = ["build_decode_combine_ir", "combine_lse_spec", "lse_merge_statements", "combine_instances",
            "COMBINE_IR_SCALARS", "IrCombine", "IrMmaSplitKVDecode", "IrSplitKVDecode",
            "ir_combine_name"]
 
@@ -77,23 +77,44 @@ def combine_lse_spec(name: str, head_dim: int, out_dtype: str, key_tile: int = 1
         head_symbols=("bat", "h"))
 
 
-def build_decode_combine_ir(cfg: Any) -> AttnKernel:
-    """The combine kernel of ``cfg`` (a split decode configuration of either kernel,
-    :class:`.decode_splitkv.SplitDecodeShape`: its head_dim and output type) as IR with its
-    spec."""
-    D, E, T = cfg.head_dim, COMBINE_ELEMS, COMBINE_THREADS
-    G = workspace_layouts(D)
-    tid, s = sym("tid"), sym("s")
-    ok = sym("qi") < R("batch") * R("heads")
-    x = Frag("x_fr", "f32", E, E)
-    lse = Frag("lse_fr", "f32", 1, 1)
-    o = Frag("o_acc", "f32", E, E)
+def lse_merge_statements(D: int, x: Frag, lse: Frag, o: Frag, m: str, l: str) -> List[Any]:
+    """The merge of one thread's :data:`COMBINE_ELEMS` head dims ``dc`` of row (``bat``,
+    ``h``) over every split ``s``: the maximum of the splits' LSEs, then each partial weighted
+    by ``2^(lse_s - M)``, then the division by the weights' sum (``o`` holds the result).  The
+    combine kernel and the fused split kernel (:mod:`.decode_fused_ir`) print these same
+    statements, so their results are the same bits."""
+    E, G, s = COMBINE_ELEMS, workspace_layouts(D), sym("s")
 
     def load(buf: str, fr: Frag, n: int) -> Access:
         coords = tuple((s, (sym("dc") + j) if n > 1 else 0, sym("h"), sym("bat"))
                        for j in range(n))
         return Access("load", "global", buf, sympy.expand(G[buf](coords[0])), n,
                       fr.regs(range(n)), None, tag=f"{buf}.load", origin=G[buf], coords=coords)
+
+    return [
+        FVar(m, "-inf"),
+        Loop("s", 0, R("n_splits"), [load("LSEp", lse, 1), LseMax(m, lse, 0)],
+             unroll=COMBINE_UNROLL),
+        ZeroFrag(o), FVar(l, "0"),
+        Comment("every split weighted by 2^(lse_s - M): exact, and no weight above 1"),
+        Loop("s", 0, R("n_splits"),
+             [load("LSEp", lse, 1), load("Op", x, E),
+              LseMergeStep(o, tuple(range(E)), x, tuple(range(E)), lse, 0, m, l)],
+             unroll=COMBINE_UNROLL),
+        LseNormalize(o, tuple(range(E)), l)]
+
+
+def build_decode_combine_ir(cfg: Any) -> AttnKernel:
+    """The combine kernel of ``cfg`` (a split decode configuration of either kernel,
+    :class:`.decode_splitkv.SplitDecodeShape`: its head_dim and output type) as IR with its
+    spec."""
+    D, E, T = cfg.head_dim, COMBINE_ELEMS, COMBINE_THREADS
+    G = workspace_layouts(D)
+    tid = sym("tid")
+    ok = sym("qi") < R("batch") * R("heads")
+    x = Frag("x_fr", "f32", E, E)
+    lse = Frag("lse_fr", "f32", 1, 1)
+    o = Frag("o_acc", "f32", E, E)
 
     body: List[Any] = [
         Comment(f"one thread per (row, {E} head dims): row qi = batch x heads + head"),
@@ -105,17 +126,7 @@ def build_decode_combine_ir(cfg: Any) -> AttnKernel:
         Let("dc", E * sympy.Mod(sym("gi"), D // E)),
         Let("bat", sympy.floor(sym("qc") / R("heads"))),
         Let("h", sympy.Mod(sym("qc"), R("heads"))),
-        FVar("m_run", "-inf"),
-        Loop("s", 0, R("n_splits"), [load("LSEp", lse, 1), LseMax("m_run", lse, 0)],
-             unroll=COMBINE_UNROLL),
-        ZeroFrag(o), FVar("l_run", "0"),
-        Comment("every split weighted by 2^(lse_s - M): exact, and no weight above 1"),
-        Loop("s", 0, R("n_splits"),
-             [load("LSEp", lse, 1), load("Op", x, E),
-              LseMergeStep(o, tuple(range(E)), x, tuple(range(E)), lse, 0, "m_run", "l_run")],
-             unroll=COMBINE_UNROLL),
-        LseNormalize(o, tuple(range(E)), "l_run"),
-    ]
+        *lse_merge_statements(D, x, lse, o, "m_run", "l_run")]
     coords = tuple((0, sym("dc") + j, sym("h"), sym("bat")) for j in range(E))
     body.append(Access("store", "global", "O", sympy.expand(G["O"](coords[0])), E,
                        o.regs(range(E)), ok, tag="O.store", origin=G["O"], coords=coords))

@@ -18,6 +18,7 @@ from ..runtime.cuda import device_info
 from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MmaDecodeConfig, heads_per_mma_block, mma_warps
+from .decode_fused_ir import IrFusedMmaDecode
 from .decode_ir import IrSplitMmaDecode, ir_split_supported
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
@@ -442,8 +443,12 @@ def _decode_kernel(q, k, od: str, kv_splits: Optional[int]):
         # the tensor-core kernel's split kernel is IR too where it is built for the
         # configuration (decode_ir: bitwise equal to the template's, 0.99-1.03x its speed at
         # the suite's split rows on an H100, benchmarks/results/nvidia_ir_split_h100_*.json)
+        # ... and in one launch (decode_fused_ir: the last block of a group merges; bitwise
+        # the two-kernel form; H100 2026-11-24, suite split rows: device time 0.990-1.002x,
+        # wall per call back to back B4 H32/8 Skv 4096 d256 96.1 -> 55.1 us,
+        # benchmarks/results/nvidia_ir_fused_h100_2026-11-24.json)
         if isinstance(cfg, MmaDecodeConfig):
-            kind = IrSplitMmaDecode if ir_split_supported(cfg) else IrMmaSplitKVDecode
+            kind = IrFusedMmaDecode if ir_split_supported(cfg) else IrMmaSplitKVDecode
         else:
             kind = IrSplitKVDecode
         dec = _SPLIT_DECODE[cfg] = kind(cfg)

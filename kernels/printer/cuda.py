@@ -59,7 +59,7 @@ SMEM_ALIGN_LINE = ("  unsigned char* const lg_smem = lg_smem_raw + ((1024u - "
                    "(lg_smem_u32(lg_smem_raw) & 1023u)) & 1023u);")
 
 _BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
-_C_TYPE = {"f16": "lg_u16", "bf16": "lg_u16", "f32": "float"}
+_C_TYPE = {"f16": "lg_u16", "bf16": "lg_u16", "f32": "float", "i32": "int"}
 _TO_16 = {"f16": "lg_f32_to_f16", "bf16": "lg_f32_to_bf16"}
 
 

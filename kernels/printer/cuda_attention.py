@@ -15,6 +15,8 @@ reads back for the ``printed_source`` check:
 * the warp statements of :mod:`kernels.printer.cuda_warp` (operand words, shuffles, the
   probabilities split hi + lo) and the split kernel's softmax, loads, stores and warp merge
   (:mod:`kernels.printer.cuda_decode`);
+* the ticket statements of :mod:`kernels.printer.cuda_ticket` (``__threadfence``,
+  ``atomicAdd`` tickets, the last arrival's branch, the counter reset; f32 loads from L2);
 * ``m = fmaxf(m, lse[i]);`` (:class:`~kernels.ir.lse_merge.LseMax`),
   ``lg_lse_merge<N>(m, l, &o[i], &x[j], lse[k]);`` (:class:`~kernels.ir.lse_merge.LseMergeStep`),
   ``lg_lse_normalize<N>(&o[i], l);`` (:class:`~kernels.ir.lse_merge.LseNormalize`).
@@ -36,6 +38,7 @@ from ..nvidia.prelude import PACK
 from .attention import ScalarStatements
 from .cuda import CudaPrinter
 from .cuda_decode import decode_helpers, decode_stmt
+from .cuda_ticket import TICKET_HELPERS, coherent_load_fn, has_ticket, ticket_stmt
 from .cuda_warp import warp_stmt
 
 __all__ = ["CudaAttnPrinter", "emit_cuda_attention", "HELPERS"]
@@ -75,7 +78,8 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
 
     def stmt(self, s: Any, d: int) -> None:
         if self.scalar_stmt(s, d) or warp_stmt(self.out, s, d) or \
-                decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param):
+                decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param) or \
+                ticket_stmt(self, s, d):
             pass
         elif isinstance(s, LseMax):
             self.out(d, f"{s.m} = fmaxf({s.m}, {self.elem(s.lse, s.item)});")
@@ -102,7 +106,9 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
             raise ValueError(f"cuda attention printer: load {a.tag} ({a.width} x "
                              f"{self.buf_dtype[a.buf]} into {a.regs.frag.dtype}): 1 or 4 f32")
         i = self.first(a.regs, f"load {a.tag}")
-        self.out(d, self._pred(a, f"lg_ldg_f32x{a.width}(&{a.regs.frag.name}[{i}], {a.buf} + "
+        # a kernel taking tickets reads other blocks' stores of this launch: from L2
+        fn = coherent_load_fn(a.width) if has_ticket(self.k) else f"lg_ldg_f32x{a.width}"
+        self.out(d, self._pred(a, f"{fn}(&{a.regs.frag.name}[{i}], {a.buf} + "
                                   f"({to_c(a.offset)}));"))
 
     def store4(self, a: Access, d: int) -> None:
@@ -115,7 +121,8 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
                                   f"{PACK[bt]}({r[0]}, {r[1]}), {PACK[bt]}({r[2]}, {r[3]}));"))
 
     def helpers(self) -> str:
-        return super().helpers() + HELPERS + decode_helpers(self.k)
+        return super().helpers() + HELPERS + decode_helpers(self.k) + \
+            (TICKET_HELPERS if has_ticket(self.k) else "")
 
     def params(self) -> List[str]:
         return super().params() + [f"{p.ctype} {p.name}" for p in self.k.scalars]
