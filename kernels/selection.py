@@ -84,7 +84,9 @@ class GemmChoice:
     ``config``, the split-K count (1: none), the launch's CTA count and the reason in words;
     ``pad_rows``: the caller first copies the operands named in ``pad_operands`` ("ab", "a" or
     "b") into buffers whose rows start on multiples of this many bytes (0: the operands run as
-    they are; an operand not named is copied only when the kernel cannot address it)."""
+    they are; an operand not named is copied only when the kernel cannot address it);
+    ``kernel``: the name of the kernel that runs when it is not ``config.name`` (a vendor's
+    dispatch may run another build of the same plan, e.g. the NVIDIA IR-built TMA GEMM)."""
 
     kind: str
     config: Any
@@ -94,8 +96,9 @@ class GemmChoice:
     score: Optional[float] = None
     pad_rows: int = 0
     pad_operands: str = "ab"
+    kernel: str = ""
 
     def __str__(self) -> str:
-        name = getattr(self.config, "name", type(self.config).__name__)
+        name = self.kernel or getattr(self.config, "name", type(self.config).__name__)
         sk = f", split-K {self.splits}" if self.splits > 1 else ""
         return f"{self.kind} {name}{sk} ({self.ctas} CTAs): {self.reason}"

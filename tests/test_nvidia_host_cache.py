@@ -324,6 +324,16 @@ def test_tma_store_configs_dispatch_to_the_verified_ir_kernel(fake):
     assert L[0].kernel == g.kernel_name
 
 
+def test_choose_gemm_names_the_kernel_that_runs(fake):
+    """print(choose_gemm(a, b)) names the kernel gemm() launches: the IR-built one where it
+    runs (the benchmark suite's 'choice' column showed the template's name for the IR kernel),
+    the template's for a split-K choice."""
+    for shape in (((2048, 2048), (2048, 2048)), ((16, 4096), (4096, 4096))):
+        a, b = T(shape[0], BF16), T(shape[1], BF16)
+        (L,) = calls(fake, lambda: dispatch.gemm(a, b))
+        assert str(dispatch.choose_gemm(a, b)).split()[1].rstrip(",") == L.kernel
+
+
 def test_padded_operands_are_kept_per_stream(fake, monkeypatch):
     """A GEMM whose B rows straddle 128-byte lines (the selection copies B alone onto lines):
     the padded buffer and the bound call on it are made once per stream, so later calls launch

@@ -29,7 +29,7 @@ from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
-from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal
+from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from .ws_tma_loads import tma_attention_ready
@@ -112,7 +112,11 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
     if min(m, n, k) < 1:
         raise LaunchError(f"empty GEMM: M={m}, N={n}, K={k}")
     problem = GemmProblem(int(m), int(n), int(k), dt, b_major, row_vector(a, b))
-    return select_gemm(problem, target or device_target(a), atom)
+    choice = select_gemm(problem, target or device_target(a), atom)
+    cfg = choice.config
+    if isinstance(cfg, TmaGemmConfig) and ir_form_refusal(cfg) is None:
+        return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
+    return choice
 
 
 def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto",

@@ -53,7 +53,7 @@ from .wgmma import accumulator_rows_cols
 from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
 
 __all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
-           "default_instances", "ir_form_refusal"]
+           "default_instances", "ir_form_refusal", "ir_kernel_name"]
 
 #: (M, N, K, ctas) launches the verifier runs the kernel at: edge tiles in M, N and K, several
 #: units per CTA, a partial raster group, a single tile
@@ -100,6 +100,12 @@ def ir_form_refusal(cfg: TmaGemmConfig) -> Optional[str]:
         return ("the IR-built TMA GEMM runs one CTA per SM; ctas_per_sm=2 is a template form "
                 f"(kernels.nvidia.wgmma_tma), got ctas_per_sm={cfg.ctas_per_sm}")
     return None
+
+
+def ir_kernel_name(cfg: TmaGemmConfig) -> str:
+    """The IR-built kernel's name for ``cfg`` (``lg_irtma_`` + the template's suffix): what a
+    profiler and ``print(choose_gemm(a, b))`` show when the IR form runs."""
+    return "lg_irtma_" + cfg.name[len("lg_wgmma_tma_"):]
 
 
 class _Builder:
@@ -253,7 +259,7 @@ class _Builder:
             Comment("this CTA's units: bx, bx + ctas, ... (the host launches ctas <= tiles)"),
             Let("nloc", sympy.floor((units - self.bx + ctas - 1) / ctas)),
             self.producer(), self.consumer()]
-        name = "lg_irtma_" + c.name[len("lg_wgmma_tma_"):]
+        name = ir_kernel_name(c)
         header = [f"C[M x N] = A[M x K] (row-major) @ B "
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, f32 "
                   f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
