@@ -1,5 +1,6 @@
 """The timing loops and the report writing the GPU benchmark scripts share (gpu_suite.py,
-gpu_host.py, gpu_splitk_inline.py, nvidia_ir_decode.py and the gpu_decode_*.py studies).
+gpu_host.py, gpu_splitk_inline.py, nvidia_ir_decode.py, nvidia_ir_split.py and the gpu_decode_*.py
+studies).
 
 One copy of each loop, so every script times the same way:
 
@@ -8,6 +9,8 @@ One copy of each loop, so every script times the same way:
 * :func:`kernel_events`: one warm-up call and a synchronize, then ``reps`` calls under
   ``torch.profiler`` (CUPTI); the profiler's CUDA-side events, for the caller to filter and
   reduce (medians per kernel, sums per call).
+* :func:`event_round_us`: one round of ``n`` calls back to back between two CUDA events, the
+  mean microseconds per call (no warm-up: the caller warms up once, then times rounds).
 
 torch is imported inside the functions: the scripts' ``--help`` works without a GPU.
 """
@@ -21,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, List, Sequence
 
-__all__ = ["bench_parser", "gpu_clocks", "host_seconds", "kernel_events", "write_report"]
+__all__ = ["bench_parser", "event_round_us", "gpu_clocks", "host_seconds", "kernel_events",
+           "write_report"]
 
 
 def bench_parser(reps: int, description: str | None = None) -> argparse.ArgumentParser:
@@ -60,6 +64,19 @@ def kernel_events(fn: Callable[[], Any], reps: int) -> List[Any]:
             fn()
         torch.cuda.synchronize()
     return [e for e in prof.events() if e.device_type.name == "CUDA"]
+
+
+def event_round_us(fn: Callable[[], Any], n: int) -> float:
+    """Mean microseconds per call of ``n`` back-to-back calls of ``fn``, timed by two CUDA
+    events around them (no warm-up: callers warm up once and then time interleaved rounds)."""
+    import torch
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / n * 1e3
 
 
 def write_report(out: str | Path, stem: str, lines: Sequence[str], data: Any) -> None:

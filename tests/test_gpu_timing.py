@@ -94,3 +94,25 @@ def test_benchmarks_do_not_shadow_the_visualize_package():
     assert Path(vis.__file__).name == "__init__.py", vis.__file__
     bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
     assert bench not in sys.path[:1]
+
+
+def test_event_round_us_times_n_calls_between_two_events(trace, monkeypatch):
+    class FakeEvent:
+        made = []
+
+        def __init__(self, enable_timing):
+            assert enable_timing
+            self.tag = "start" if not FakeEvent.made else "stop"
+            FakeEvent.made.append(self)
+
+        def record(self):
+            trace.append(self.tag)
+
+        def elapsed_time(self, other):
+            assert (self.tag, other.tag) == ("start", "stop")
+            return 2.0                                  # ms, as CUDA events report
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    us = gpu_timing.event_round_us(lambda: trace.append("call"), n=4)
+    assert trace == ["start"] + ["call"] * 4 + ["stop", "sync"]
+    assert us == pytest.approx(2.0 / 4 * 1e3)           # mean us per call, not the round's ms
