@@ -306,3 +306,37 @@ def test_int_offsets_past_2_31_fall_back_to_the_template_split_kernel(monkeypatc
         assert not dec.ints_fit(dict(ok, k_ss=-128), 16, 256)     # a negative stride
     finally:
         fc.clear_caches()
+
+
+def test_ir_call_resolves_the_plan_scale_and_fit_the_ir_binds_share(monkeypatch):
+    """IrSplitMmaDecode.ir_call is the one place the IR decodes' binds (two-kernel and fused)
+    resolve a call: rows = B * Hq, the split count of the plan, the default scale
+    1/sqrt(head_dim), the output dtype, and ``fits`` False once an int offset would wrap (the
+    bind then hands the call, with the resolved scale, to the template split kernel)."""
+    torch = pytest.importorskip("torch")
+    import math
+    import _fake_cuda as fc
+    from kernels.nvidia.decode_ir import IrSplitMmaDecode
+    from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
+    fc.install(monkeypatch)
+    try:
+        dec = IrSplitMmaDecode(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
+        q = torch.zeros(2, 32, 1, 128, dtype=torch.bfloat16)
+        k = torch.zeros(2, 8, 1000, 128, dtype=torch.bfloat16)
+        c = dec.ir_call(q, k, k, None, None, None, 132)
+        assert (c.rows, c.head_dim, c.out_dtype, c.fits) == (64, 128, torch.float16, True)
+        assert c.splits == c.plan["splits"] >= 1 and c.sizes == dec.ir_sizes(q, k, k, c.plan)
+        assert c.scale == 1.0 / math.sqrt(128)
+        assert dec.ir_call(q, k, k, None, 0.5, None, 132).scale == 0.5
+        seen = {}
+
+        def template_bind(self, q, k, v, out, scale, kv_splits, sms):
+            seen["scale"] = scale
+            return "template"
+        monkeypatch.setattr(IrMmaSplitKVDecode, "bind", template_bind)
+        monkeypatch.setattr(IrSplitMmaDecode, "ints_fit", lambda self, s, n, rows: False)
+        assert not dec.ir_call(q, k, k, None, None, None, 132).fits
+        assert dec.bind(q, k, k, None, None, None, 132) == "template"
+        assert seen["scale"] == 1.0 / math.sqrt(128)
+    finally:
+        fc.clear_caches()
