@@ -21,7 +21,7 @@ from kernels.nvidia.decode_mma import MmaSplitKVDecode
 from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
 from kernels.nvidia.dispatch import choose_decode
 
-from gpu_timing import event_round_us, kernel_events
+from gpu_timing import event_round_us, write_rows_json, kernel_events
 
 # (B, Hq, Hkv, Skv, D): the suite's decode shapes (benchmarks/gpu_suite.py) that split the KV
 SHAPES = [(8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256), (1, 32, 8, 100_000, 128)]
@@ -74,9 +74,7 @@ def main() -> None:
                                 "ir": kernel_times(lambda: ir(q, k, v, out=o_i))}
         rows.append(row)
         print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    write_rows_json(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from kernels.nvidia.decode_mma import MmaSplitKVDecode
 from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
 from kernels.nvidia.dispatch import choose_decode
 
-from gpu_timing import event_round_us
+from gpu_timing import event_round_us, write_rows_json
 
 # (B, Hq, Hkv, Skv, D): the suite's decode rows whose choice is split_kv
 # (benchmarks/results/gpu_suite_h100_2026-11-24_s7_final.txt)
@@ -64,9 +64,7 @@ def main() -> None:
                "bitwise_equal_template": eq, "rounds_us": ts}
         rows.append(row)
         print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    write_rows_json(args.out, rows)
 
 
 if __name__ == "__main__":
