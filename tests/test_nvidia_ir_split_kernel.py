@@ -340,3 +340,23 @@ def test_ir_call_resolves_the_plan_scale_and_fit_the_ir_binds_share(monkeypatch)
         assert seen["scale"] == 1.0 / math.sqrt(128)
     finally:
         fc.clear_caches()
+
+
+def test_ir_decodes_compile_their_printed_sources_under_the_ir_names(monkeypatch):
+    """builder.ir_compiled_kernel, shared by the IR split, combine and fused kernels: each
+    CompiledKernel carries its IR kernel's name, the config's arch and exactly the printed
+    source that was verified (what runs is what was checked)."""
+    pytest.importorskip("torch")
+    import _fake_cuda as fc
+    from kernels.nvidia.decode_fused_ir import IrFusedMmaDecode
+    fc.install(monkeypatch)
+    try:
+        dec = IrFusedMmaDecode(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
+        for kern, ir, src in ((dec.split_kernel, dec.split_ir, dec.split_source),
+                              (dec.combine_kernel, dec.combine_ir, dec.combine_source),
+                              (dec.fused_kernel, dec.fused_ir, dec.fused_source)):
+            assert (kern.cfg.name, kern.cfg.arch) == (ir.name, dec.cfg.arch)
+            assert kern.source is src and kern.backend == "auto"
+        assert len({dec.split_ir.name, dec.combine_ir.name, dec.fused_ir.name}) == 3
+    finally:
+        fc.clear_caches()

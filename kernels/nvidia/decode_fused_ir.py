@@ -215,18 +215,16 @@ class IrFusedMmaDecode(IrSplitMmaDecode):
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         super().__init__(cfg, backend=backend)
-        from types import SimpleNamespace
         from ..printer.cuda import smem_bytes
         from ..printer.cuda_attention import emit_cuda_attention
-        from .builder import CompiledKernel
+        from .builder import ir_compiled_kernel
         self.fused_ir = build_decode_fused_ir(cfg)
         self.fused_source = emit_cuda_attention(self.fused_ir)
         self.fused_verification = verify_fused(
             self.fused_ir, self.fused_source, cfg.arch,
             proved={"split": (self.split_source, self.split_verification),
                     "combine": (self.combine_source, self.verification)})
-        self.fused_kernel = CompiledKernel(
-            SimpleNamespace(name=self.fused_ir.name, arch=cfg.arch), self.fused_source, backend)
+        self.fused_kernel = ir_compiled_kernel(self.fused_ir, cfg.arch, self.fused_source, backend)
         self.fused_smem = smem_bytes(self.fused_ir)
 
     def bind(self, q, k, v, out=None, scale: Optional[float] = None,

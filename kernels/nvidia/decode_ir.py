@@ -12,12 +12,11 @@ would leave int runs the template split kernel (long long offsets) with the IR c
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Any, Dict, NamedTuple, Optional
 
 from ..printer.cuda import smem_bytes
 from ..printer.cuda_attention import emit_cuda_attention
-from .builder import CompiledKernel
+from .builder import ir_compiled_kernel
 from .decode_mma import MmaDecodeConfig
 from .decode_mma_ir import IrMmaSplitKVDecode, build_decode_combine_ir
 from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, check_same_workspace
@@ -54,8 +53,7 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         self.split_verification = verify(self.split_ir, arch=cfg.arch,
                                          source=self.split_source)
         self.split_verification.raise_if_failed()
-        self.split_kernel = CompiledKernel(
-            SimpleNamespace(name=self.split_ir.name, arch=cfg.arch), self.split_source, backend)
+        self.split_kernel = ir_compiled_kernel(self.split_ir, cfg.arch, self.split_source, backend)
         self.split_smem = smem_bytes(self.split_ir)
 
     def bind(self, q, k, v, out=None, scale: Optional[float] = None,
