@@ -15,11 +15,9 @@ from _gqa_reference import gqa_decode_reference
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
 TOL_GEMM = {torch.float16: 1e-3, torch.bfloat16: 6e-3}

@@ -17,11 +17,9 @@ from _gqa_reference import gqa_decode_reference
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.decode_mma import (MmaDecodeConfig, MmaSplitKVDecode,  # noqa: E402
                                        heads_per_mma_block)
