@@ -39,10 +39,7 @@ def main() -> int:
                        f"{'shape':<26}{'variant':<9}{'dev us':>8}{'of copy':>8}{'wall us':>9}"
                        f"{'of copy':>8}  rounds (of copy, device)"]
     for B, Hq, Hkv, Skv, D in SHAPES:
-        q = torch.randn(B, Hq, 1, D, dtype=torch.bfloat16, device="cuda")
-        k = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
-        v = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
-        out = torch.empty(B, Hq, 1, D, dtype=torch.float16, device="cuda")
+        q, k, v, out = gpu_suite.decode_tensors(B, Hq, Hkv, Skv, D)
         nbytes = (q.numel() + k.numel() + v.numel() + out.numel()) * 2
         cfg = choose_decode(q, k).config
         decs = {"combine": MmaSplitKVDecode(dataclasses.replace(cfg, fused=False)),
@@ -54,13 +51,8 @@ def main() -> int:
             outs[name] = o
         torch.cuda.synchronize()
         same = torch.equal(outs["combine"].view(torch.int16), outs["fused"].view(torch.int16))
-        meas = {n: [] for n in decs}
-        for r in range(args.rounds):
-            for name in (list(decs) if r % 2 == 0 else list(decs)[::-1]):
-                dec = decs[name]
-                f = lambda: dec(q, k, v, out=out)
-                gpu_suite.settle()
-                meas[name].append(gpu_suite.timed(f, args.reps, bench))
+        calls = {n: (lambda dec=dec: dec(q, k, v, out=out)) for n, dec in decs.items()}
+        meas = gpu_suite.interleaved_rounds(calls, args.rounds, args.reps, bench)
         shape = f"B{B} H{Hq}/{Hkv} {Skv} d{D}"
         for name, ms in meas.items():
             dev = statistics.median(m["device_s"] for m in ms)

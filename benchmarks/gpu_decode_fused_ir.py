@@ -82,29 +82,25 @@ def main() -> int:
               f"{'shape':<24}{'form':<7}{'dev us':>8}{'ofcopy':>7}{'wall us':>9}{'ofcopy':>7}"
               f"{'b2b us':>8}{'ofcopy':>7}"]
     for B, Hq, Hkv, Skv, D in SHAPES:
-        q = torch.randn(B, Hq, 1, D, dtype=torch.bfloat16, device="cuda")
-        k = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
-        v = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
-        out = torch.empty(B, Hq, 1, D, dtype=torch.float16, device="cuda")
+        q, k, v, out = gpu_suite.decode_tensors(B, Hq, Hkv, Skv, D)
         nbytes = (q.numel() + k.numel() + v.numel() + out.numel()) * 2
         cfg, decs = forms(q, k)
         outs = {n: d(q, k, v).clone() for n, d in decs.items()}
         torch.cuda.synchronize()
         same = torch.equal(outs["two"].view(torch.int16), outs["fused"].view(torch.int16))
-        meas = {n: [] for n in decs}
         b2b = {n: [] for n in decs}
-        for r in range(args.rounds):
-            for name in (list(decs) if r % 2 == 0 else list(decs)[::-1]):
-                dec = decs[name]
-                f = lambda: dec(q, k, v, out=out)
-                gpu_suite.settle()
-                meas[name].append(gpu_suite.timed(f, args.reps, bench))
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(args.calls):
-                    f()
-                torch.cuda.synchronize()
-                b2b[name].append((time.perf_counter() - t0) / args.calls)
+
+        def back_to_back(name, f):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(args.calls):
+                f()
+            torch.cuda.synchronize()
+            b2b[name].append((time.perf_counter() - t0) / args.calls)
+
+        calls = {n: (lambda dec=dec: dec(q, k, v, out=out)) for n, dec in decs.items()}
+        meas = gpu_suite.interleaved_rounds(calls, args.rounds, args.reps, bench,
+                                            after=back_to_back)
         shape = f"B{B} H{Hq}/{Hkv} {Skv} d{D}"
         for name, ms in meas.items():
             dev = statistics.median(m["device_s"] for m in ms)

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_timing import bench_parser, write_report  # noqa: E402
+from gpu_timing import bench_parser, run_header, write_report  # noqa: E402
 
 
 def _tma(dtype="bf16", bm=64, bn=128, stages=8, c=1, store="direct", split=True, bmaj="n",
@@ -204,9 +204,7 @@ def main(argv=None) -> int:
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     skip = set(filter(None, args.skip.split(",")))
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "command": " ".join(sys.argv)}
+    res = run_header()
     t0 = time.time()
     precompile()
     print("precompile s", round(time.time() - t0, 1), flush=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_timing import host_seconds  # noqa: E402
+from gpu_timing import host_seconds, run_header  # noqa: E402
 
 SUITE_SPLIT = [(16, 4096, 4096), (1, 4096, 4096), (64, 4096, 4096), (16, 14336, 4096),
                (128, 4096, 14336), (1024, 1024, 16384)]
@@ -183,9 +183,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     skip = set(filter(None, args.skip.split(",")))
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "command": " ".join(sys.argv)}
+    res = run_header()
     t0 = time.time()
     precompile()
     print("precompile s", time.time() - t0, flush=True)

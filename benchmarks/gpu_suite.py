@@ -140,6 +140,35 @@ def timed(fn: Callable[[], Any], reps: int, bench) -> Dict[str, float]:
     return {"device_s": device_time(fn, reps), "wall_s": bench(fn, reps=reps)[0]}
 
 
+def interleaved_rounds(calls: Dict[str, Callable[[], Any]], rounds: int, reps: int, bench,
+                       after: Optional[Callable[[str, Callable[[], Any]], None]] = None
+                       ) -> Dict[str, List[Dict[str, float]]]:
+    """``rounds`` rounds of every call in ``calls``, the order reversed every other round (so
+    neither variant always runs right after the other), each one :func:`settle`-d and then
+    :func:`timed` with ``reps`` calls; ``after(name, fn)``, when given, runs right after each
+    timing (the fused-decode study's back-to-back clock).  Per name, the timings in round
+    order."""
+    meas: Dict[str, List[Dict[str, float]]] = {n: [] for n in calls}
+    for r in range(rounds):
+        for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+            settle()
+            meas[name].append(timed(calls[name], reps, bench))
+            if after is not None:
+                after(name, calls[name])
+    return meas
+
+
+def decode_tensors(B: int, Hq: int, Hkv: int, Skv: int, D: int):
+    """Random bf16 decode inputs on the GPU, q ``(B, Hq, 1, D)`` and K, V ``(B, Hkv, Skv, D)``,
+    with an fp16 ``out`` of q's shape (uninitialised); ``(q, k, v, out)``."""
+    import torch
+    q = torch.randn(B, Hq, 1, D, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(B, Hkv, Skv, D, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(B, Hq, 1, D, dtype=torch.float16, device="cuda")
+    return q, k, v, out
+
+
 def rel(out, ref) -> float:
     import torch
     out, ref = out.float(), ref.float()

@@ -1,5 +1,6 @@
 """The timing loops and the report writing the GPU benchmark scripts share (gpu_suite.py,
-gpu_host.py, gpu_splitk_inline.py, nvidia_ir_decode.py and the gpu_decode_*.py studies).
+gpu_host.py, gpu_splitk_inline.py, nvidia_ir_decode.py, nvidia_ir_split.py and the gpu_decode_*.py
+studies).
 
 One copy of each loop, so every script times the same way:
 
@@ -8,6 +9,10 @@ One copy of each loop, so every script times the same way:
 * :func:`kernel_events`: one warm-up call and a synchronize, then ``reps`` calls under
   ``torch.profiler`` (CUPTI); the profiler's CUDA-side events, for the caller to filter and
   reduce (medians per kernel, sums per call).
+* :func:`run_header` / :func:`write_rows_json`: the identity a result file starts with (GPU,
+  torch, UTC date, command line) and the ``{"device", "rows"}`` file of the nvidia_ir_*.py runs.
+* :func:`event_round_us`: one round of ``n`` calls back to back between two CUDA events, the
+  mean microseconds per call (no warm-up: the caller warms up once, then times rounds).
 
 torch is imported inside the functions: the scripts' ``--help`` works without a GPU.
 """
@@ -17,11 +22,13 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-__all__ = ["bench_parser", "gpu_clocks", "host_seconds", "kernel_events", "write_report"]
+__all__ = ["bench_parser", "event_round_us", "gpu_clocks", "host_seconds", "kernel_events",
+           "run_header", "write_report", "write_rows_json"]
 
 
 def bench_parser(reps: int, description: str | None = None) -> argparse.ArgumentParser:
@@ -62,6 +69,19 @@ def kernel_events(fn: Callable[[], Any], reps: int) -> List[Any]:
     return [e for e in prof.events() if e.device_type.name == "CUDA"]
 
 
+def event_round_us(fn: Callable[[], Any], n: int) -> float:
+    """Mean microseconds per call of ``n`` back-to-back calls of ``fn``, timed by two CUDA
+    events around them (no warm-up: callers warm up once and then time interleaved rounds)."""
+    import torch
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / n * 1e3
+
+
 def write_report(out: str | Path, stem: str, lines: Sequence[str], data: Any) -> None:
     """Print ``lines`` and write them to ``out/stem.txt``, ``data`` to ``out/stem.json``."""
     text = "\n".join(lines)
@@ -70,6 +90,24 @@ def write_report(out: str | Path, stem: str, lines: Sequence[str], data: Any) ->
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{stem}.txt").write_text(text + "\n")
     (d / f"{stem}.json").write_text(json.dumps(data, indent=1))
+
+
+def run_header() -> Dict[str, str]:
+    """What a result file says of its run: GPU 0's name, the torch version, the UTC date and
+    the command line."""
+    import torch
+    return {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join(sys.argv)}
+
+
+def write_rows_json(path: Optional[str], rows: List[Any]) -> None:
+    """Write ``{"device": GPU 0's name, "rows": rows}`` to ``path`` (indent 1); nothing when
+    ``path`` is None (the scripts' ``--out`` is optional)."""
+    import torch
+    if path:
+        with open(path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
 
 
 def gpu_clocks(timeout: float) -> str:

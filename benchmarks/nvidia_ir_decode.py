@@ -21,21 +21,11 @@ from kernels.nvidia.decode_mma import MmaSplitKVDecode
 from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
 from kernels.nvidia.dispatch import choose_decode
 
-from gpu_timing import kernel_events
+from gpu_timing import event_round_us, write_rows_json, kernel_events
 
 # (B, Hq, Hkv, Skv, D): the suite's decode shapes (benchmarks/gpu_suite.py) that split the KV
 SHAPES = [(8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256), (1, 32, 8, 100_000, 128)]
 MORE = [(1, 32, 8, 131_072, 128), (1, 64, 8, 131_072, 128)]     # --all: the suite's other two
-
-
-def _round(fn, n: int = 50) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(n):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / n * 1e3          # us per call
 
 
 def kernel_times(fn, reps: int = 100) -> dict:
@@ -71,8 +61,8 @@ def main() -> None:
         torch.cuda.synchronize()
         ts = {"template": [], "ir": []}
         for _ in range(args.rounds):
-            ts["template"].append(_round(lambda: tpl(q, k, v, out=o_t)))
-            ts["ir"].append(_round(lambda: ir(q, k, v, out=o_i)))
+            ts["template"].append(event_round_us(lambda: tpl(q, k, v, out=o_t), 50))
+            ts["ir"].append(event_round_us(lambda: ir(q, k, v, out=o_i), 50))
         t_us, i_us = (statistics.median(ts[x]) for x in ("template", "ir"))
         row = {"B": B, "Hq": Hq, "Hkv": Hkv, "Skv": Skv, "D": D, "config": cfg.name,
                "splits": tpl.plan(q, k, v)["splits"], "template_us": round(t_us, 2),
@@ -84,9 +74,7 @@ def main() -> None:
                                 "ir": kernel_times(lambda: ir(q, k, v, out=o_i))}
         rows.append(row)
         print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    write_rows_json(args.out, rows)
 
 
 if __name__ == "__main__":

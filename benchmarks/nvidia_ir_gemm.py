@@ -26,6 +26,8 @@ from kernels.nvidia.wgmma_ir import IrWgmmaGemm
 from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
 from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
 
+from gpu_timing import write_rows_json
+
 # (dtype, m, n, k) per kernel family (the wgmma sizes keep the verification of every k tile on
 # the device's CPU short)
 SHAPES = {"mma": (("f16", 2048, 2048, 2048), ("f16", 4096, 4096, 4096),
@@ -88,10 +90,7 @@ def main() -> None:
                      "cublas_tflops": fl / t_cublas / 1e9,
                      "ir_over_template": t_tpl / t_ir, "bitwise_equal": bool(torch.equal(o1, o2))})
         print(json.dumps(rows[-1]))
-    res = {"device": torch.cuda.get_device_name(0), "rows": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
+    write_rows_json(args.out, rows)
 
 
 if __name__ == "__main__":

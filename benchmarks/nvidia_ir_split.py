@@ -24,20 +24,12 @@ from kernels.nvidia.decode_mma import MmaSplitKVDecode
 from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
 from kernels.nvidia.dispatch import choose_decode
 
+from gpu_timing import event_round_us, write_rows_json
+
 # (B, Hq, Hkv, Skv, D): the suite's decode rows whose choice is split_kv
 # (benchmarks/results/gpu_suite_h100_2026-11-24_s7_final.txt)
 SHAPES = [(64, 32, 8, 8192, 128), (8, 32, 8, 32768, 128), (4, 32, 8, 4096, 256),
           (1, 32, 8, 100_000, 128), (1, 32, 8, 131_072, 128), (1, 64, 8, 131_072, 128)]
-
-
-def _round(fn, n: int = 30) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(n):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / n * 1e3          # us per call
 
 
 def main() -> None:
@@ -61,7 +53,7 @@ def main() -> None:
         ts = {n: [] for n in kinds}
         for _ in range(args.rounds):
             for n, f in calls.items():
-                ts[n].append(_round(f))
+                ts[n].append(event_round_us(f, 30))
         med = {n: statistics.median(x) for n, x in ts.items()}
         eq = bool(torch.equal(outs["template"].view(torch.int16), outs["ir"].view(torch.int16)))
         row = {"B": B, "Hq": Hq, "Hkv": Hkv, "Skv": Skv, "D": D, "config": cfg.name,
@@ -72,9 +64,7 @@ def main() -> None:
                "bitwise_equal_template": eq, "rounds_us": ts}
         rows.append(row)
         print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    write_rows_json(args.out, rows)
 
 
 if __name__ == "__main__":

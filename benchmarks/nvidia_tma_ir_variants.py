@@ -111,6 +111,7 @@ def main() -> None:
     import json
     import statistics
     import torch
+    from gpu_timing import write_rows_json
     from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -153,10 +154,7 @@ def main() -> None:
                "samples_ms": times}
         rows.append(row)
         print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_ms"}), flush=True)
-    res = {"device": torch.cuda.get_device_name(0), "rows": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
+    write_rows_json(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,44 @@ def test_benchmarks_do_not_shadow_the_visualize_package():
     assert Path(vis.__file__).name == "__init__.py", vis.__file__
     bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
     assert bench not in sys.path[:1]
+
+
+def test_event_round_us_times_n_calls_between_two_events(trace, monkeypatch):
+    class FakeEvent:
+        made = []
+
+        def __init__(self, enable_timing):
+            assert enable_timing
+            self.tag = "start" if not FakeEvent.made else "stop"
+            FakeEvent.made.append(self)
+
+        def record(self):
+            trace.append(self.tag)
+
+        def elapsed_time(self, other):
+            assert (self.tag, other.tag) == ("start", "stop")
+            return 2.0                                  # ms, as CUDA events report
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    us = gpu_timing.event_round_us(lambda: trace.append("call"), n=4)
+    assert trace == ["start"] + ["call"] * 4 + ["stop", "sync"]
+    assert us == pytest.approx(2.0 / 4 * 1e3)           # mean us per call, not the round's ms
+
+
+def test_run_header_names_gpu0_torch_utc_date_and_command(monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: asked.append(i) or "GPU X")
+    monkeypatch.setattr(sys, "argv", ["bench.py", "--skip", "timing"])
+    h = gpu_timing.run_header()
+    assert list(h) == ["device", "torch", "date", "command"]      # the result files' key order
+    assert (h["device"], h["torch"], h["command"]) == ("GPU X", torch.__version__,
+                                                       "bench.py --skip timing")
+    assert asked == [0] and h["date"].endswith("Z") and len(h["date"]) == 20
+
+
+def test_write_rows_json_writes_device_and_rows_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: "GPU X")
+    gpu_timing.write_rows_json(None, [{"a": 1}])                   # --out not given: no file
+    assert list(tmp_path.iterdir()) == []
+    gpu_timing.write_rows_json(str(tmp_path / "r.json"), [{"a": 1}])
+    assert json.loads((tmp_path / "r.json").read_text()) == {"device": "GPU X", "rows": [{"a": 1}]}

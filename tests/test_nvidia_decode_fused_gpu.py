@@ -6,17 +6,15 @@ torch, counters reset between calls, two streams, and a planted missing reset ca
 """
 from __future__ import annotations
 
-import math
-
 import pytest
+
+from _gqa_reference import gqa_decode_reference
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 
 def case(B, Hq, Hkv, Skv, D, dtype=torch.bfloat16, cache=None, seed=0):
@@ -25,9 +23,7 @@ def case(B, Hq, Hkv, Skv, D, dtype=torch.bfloat16, cache=None, seed=0):
     q = torch.randn(B, Hq, 1, D, dtype=dtype, device="cuda", generator=g)
     k = torch.randn(B, Hkv, n, D, dtype=dtype, device="cuda", generator=g)[:, :, :Skv]
     v = torch.randn(B, Hkv, n, D, dtype=dtype, device="cuda", generator=g)[:, :, :Skv]
-    grp = Hq // Hkv
-    s = (q.float() @ k.float().repeat_interleave(grp, 1).transpose(-1, -2)) / math.sqrt(D)
-    return q, k, v, torch.softmax(s, -1) @ v.float().repeat_interleave(grp, 1)
+    return q, k, v, gqa_decode_reference(q, k, v)
 
 
 def pair(**kw):

@@ -9,17 +9,15 @@ test_nvidia_gpu.py's: relative Frobenius error against a float32 reference on th
 
 from __future__ import annotations
 
-import math
-
 import pytest
+
+from _gqa_reference import gqa_decode_reference
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
 TOL_GEMM = {torch.float16: 1e-3, torch.bfloat16: 6e-3}
@@ -128,11 +126,7 @@ def decode_case(B, Hq, Hkv, Skv, D, dtype=torch.bfloat16, cache=None):
     n = cache or Skv
     k = torch.randn(B, Hkv, n, D, dtype=dtype, device="cuda")[:, :, :Skv]
     v = torch.randn(B, Hkv, n, D, dtype=dtype, device="cuda")[:, :, :Skv]
-    g = Hq // Hkv
-    kf = k.float().repeat_interleave(g, dim=1)
-    vf = v.float().repeat_interleave(g, dim=1)
-    s = (q.float() @ kf.transpose(-1, -2)) / math.sqrt(D)
-    return q, k, v, torch.softmax(s, dim=-1) @ vf
+    return q, k, v, gqa_decode_reference(q, k, v)
 
 
 DECODE_SHAPES = [(1, 32, 8, 100_000, 128), (64, 32, 8, 8192, 128), (2, 8, 1, 4097, 64),

@@ -11,30 +11,21 @@ reference, and the output is poisoned with NaN first, so an element never writte
 
 from __future__ import annotations
 
-import math
-
 import pytest
+
+from _gqa_reference import gqa_decode_reference
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.decode_mma import (MmaDecodeConfig, MmaSplitKVDecode,  # noqa: E402
                                        heads_per_mma_block)
 from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode  # noqa: E402
 
 DT = {"f16": torch.float16, "bf16": torch.bfloat16}
-
-
-def _reference(q, k, v):
-    g = q.shape[1] // k.shape[1]
-    kf, vf = k.float().repeat_interleave(g, 1), v.float().repeat_interleave(g, 1)
-    s = (q.float() @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    return s.softmax(-1) @ vf
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,Skv,D,ind,outd,splits", [
@@ -62,7 +53,7 @@ def test_ir_combine_equals_template(B, Hq, Hkv, Skv, D, ind, outd, splits):
     tpl, ir = outs
     assert torch.isfinite(ir).all()
     assert torch.equal(tpl.view(torch.int16), ir.view(torch.int16))
-    ref = _reference(q, k, v)
+    ref = gqa_decode_reference(q, k, v)
     err = ((ir.float() - ref).norm() / ref.norm()).item()
     assert err < (1e-2 if outd == "bf16" else 2e-3), err
 
@@ -86,5 +77,5 @@ def test_ir_combine_equals_template_after_the_fma_split_kernel():
         outs.append(out)
     assert torch.isfinite(outs[1]).all()
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
-    ref = _reference(q, k, v)
+    ref = gqa_decode_reference(q, k, v)
     assert ((outs[1].float() - ref).norm() / ref.norm()).item() < 2e-3

@@ -9,29 +9,20 @@ NaN first, and compared with a float32 torch reference."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
+
+from _gqa_reference import gqa_decode_reference
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.decode_ir import IrSplitMmaDecode  # noqa: E402
 from kernels.nvidia.decode_mma import MmaDecodeConfig, MmaSplitKVDecode  # noqa: E402
 
 DT = {"f16": torch.float16, "bf16": torch.bfloat16}
-
-
-def _reference(q, k, v):
-    g = q.shape[1] // k.shape[1]
-    kf, vf = k.float().repeat_interleave(g, 1), v.float().repeat_interleave(g, 1)
-    s = (q.float() @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    return s.softmax(-1) @ vf
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,Skv,D,hg,warps,ind,outd,splits", [
@@ -58,6 +49,6 @@ def test_ir_split_kernel_equals_template(B, Hq, Hkv, Skv, D, hg, warps, ind, out
     assert torch.isfinite(ir).all()
     same = tpl.view(torch.int16) == ir.view(torch.int16)
     assert same.all(), f"{(~same).sum().item()} elements differ"
-    ref = _reference(q, k, v)
+    ref = gqa_decode_reference(q, k, v)
     err = ((ir.float() - ref).norm() / ref.norm()).item()
     assert err < (1e-2 if outd == "bf16" else 2e-3), err

@@ -306,3 +306,57 @@ def test_int_offsets_past_2_31_fall_back_to_the_template_split_kernel(monkeypatc
         assert not dec.ints_fit(dict(ok, k_ss=-128), 16, 256)     # a negative stride
     finally:
         fc.clear_caches()
+
+
+def test_ir_call_resolves_the_plan_scale_and_fit_the_ir_binds_share(monkeypatch):
+    """IrSplitMmaDecode.ir_call is the one place the IR decodes' binds (two-kernel and fused)
+    resolve a call: rows = B * Hq, the split count of the plan, the default scale
+    1/sqrt(head_dim), the output dtype, and ``fits`` False once an int offset would wrap (the
+    bind then hands the call, with the resolved scale, to the template split kernel)."""
+    torch = pytest.importorskip("torch")
+    import math
+    import _fake_cuda as fc
+    from kernels.nvidia.decode_ir import IrSplitMmaDecode
+    from kernels.nvidia.decode_mma_ir import IrMmaSplitKVDecode
+    fc.install(monkeypatch)
+    try:
+        dec = IrSplitMmaDecode(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
+        q = torch.zeros(2, 32, 1, 128, dtype=torch.bfloat16)
+        k = torch.zeros(2, 8, 1000, 128, dtype=torch.bfloat16)
+        c = dec.ir_call(q, k, k, None, None, None, 132)
+        assert (c.rows, c.head_dim, c.out_dtype, c.fits) == (64, 128, torch.float16, True)
+        assert c.splits == c.plan["splits"] >= 1 and c.sizes == dec.ir_sizes(q, k, k, c.plan)
+        assert c.scale == 1.0 / math.sqrt(128)
+        assert dec.ir_call(q, k, k, None, 0.5, None, 132).scale == 0.5
+        seen = {}
+
+        def template_bind(self, q, k, v, out, scale, kv_splits, sms):
+            seen["scale"] = scale
+            return "template"
+        monkeypatch.setattr(IrMmaSplitKVDecode, "bind", template_bind)
+        monkeypatch.setattr(IrSplitMmaDecode, "ints_fit", lambda self, s, n, rows: False)
+        assert not dec.ir_call(q, k, k, None, None, None, 132).fits
+        assert dec.bind(q, k, k, None, None, None, 132) == "template"
+        assert seen["scale"] == 1.0 / math.sqrt(128)
+    finally:
+        fc.clear_caches()
+
+
+def test_ir_decodes_compile_their_printed_sources_under_the_ir_names(monkeypatch):
+    """builder.ir_compiled_kernel, shared by the IR split, combine and fused kernels: each
+    CompiledKernel carries its IR kernel's name, the config's arch and exactly the printed
+    source that was verified (what runs is what was checked)."""
+    pytest.importorskip("torch")
+    import _fake_cuda as fc
+    from kernels.nvidia.decode_fused_ir import IrFusedMmaDecode
+    fc.install(monkeypatch)
+    try:
+        dec = IrFusedMmaDecode(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
+        for kern, ir, src in ((dec.split_kernel, dec.split_ir, dec.split_source),
+                              (dec.combine_kernel, dec.combine_ir, dec.combine_source),
+                              (dec.fused_kernel, dec.fused_ir, dec.fused_source)):
+            assert (kern.cfg.name, kern.cfg.arch) == (ir.name, dec.cfg.arch)
+            assert kern.source is src and kern.backend == "auto"
+        assert len({dec.split_ir.name, dec.combine_ir.name, dec.fused_ir.name}) == 3
+    finally:
+        fc.clear_caches()

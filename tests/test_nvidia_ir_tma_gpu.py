@@ -15,11 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels.cuda.launch import cuda_available  # noqa: E402
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not cuda_available(),
-                                 reason="needs an NVIDIA GPU, torch with CUDA and cuda-python")]
+pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig  # noqa: E402
 from kernels.nvidia.wgmma_tma_ir import IrTmaGemm  # noqa: E402

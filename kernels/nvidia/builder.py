@@ -3,11 +3,12 @@ run time: one configuration's CUDA source, compiled on first use, and torch dtyp
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from ..runtime.launch_cache import BoundedCache, call_key
 
-__all__ = ["CompiledKernel", "TORCH_DT", "dtype_name", "short_dtype"]
+__all__ = ["CompiledKernel", "TORCH_DT", "dtype_name", "ir_compiled_kernel", "short_dtype"]
 
 TORCH_DT = {"f16": "float16", "bf16": "bfloat16"}
 
@@ -62,3 +63,10 @@ class CompiledKernel:
 
     def bind(self, *args: Any) -> Callable[..., Any]:  # pragma: no cover - per kernel class
         raise NotImplementedError
+
+
+def ir_compiled_kernel(ir: Any, arch: str, source: str, backend: str = "auto") -> CompiledKernel:
+    """The :class:`CompiledKernel` of a kernel built as IR (``ir.name``) and printed to
+    ``source`` for ``arch``: its configuration is just that name and arch (the IR decodes'
+    split, combine and fused kernels)."""
+    return CompiledKernel(SimpleNamespace(name=ir.name, arch=arch), source, backend)

@@ -215,18 +215,16 @@ class IrFusedMmaDecode(IrSplitMmaDecode):
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
         super().__init__(cfg, backend=backend)
-        from types import SimpleNamespace
         from ..printer.cuda import smem_bytes
         from ..printer.cuda_attention import emit_cuda_attention
-        from .builder import CompiledKernel
+        from .builder import ir_compiled_kernel
         self.fused_ir = build_decode_fused_ir(cfg)
         self.fused_source = emit_cuda_attention(self.fused_ir)
         self.fused_verification = verify_fused(
             self.fused_ir, self.fused_source, cfg.arch,
             proved={"split": (self.split_source, self.split_verification),
                     "combine": (self.combine_source, self.verification)})
-        self.fused_kernel = CompiledKernel(
-            SimpleNamespace(name=self.fused_ir.name, arch=cfg.arch), self.fused_source, backend)
+        self.fused_kernel = ir_compiled_kernel(self.fused_ir, cfg.arch, self.fused_source, backend)
         self.fused_smem = smem_bytes(self.fused_ir)
 
     def bind(self, q, k, v, out=None, scale: Optional[float] = None,
@@ -238,14 +236,11 @@ class IrFusedMmaDecode(IrSplitMmaDecode):
         from ..runtime.cuda import LaunchSite
         from ..runtime.launch_cache import PerStream
         from ..runtime.rocm import TensorSpec
-        p = self.plan(q, k, v, out, kv_splits, sms)
-        cfg = self.cfg
-        out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
-        scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
-        rows, n, D, B, H = p["B"] * p["Hq"], p["splits"], cfg.head_dim, p["B"], p["Hq"]
-        sizes = self.ir_sizes(q, k, v, p)
-        if not self.ints_fit(sizes, n, rows):
-            return super().bind(q, k, v, out, scale, kv_splits, sms)
+        c = self.ir_call(q, k, v, out, scale, kv_splits, sms)
+        if not c.fits:
+            return super().bind(q, k, v, out, c.scale, kv_splits, sms)
+        cfg, p, out_dt, scale, sizes = self.cfg, c.plan, c.out_dtype, c.scale, c.sizes
+        rows, n, D, B, H = c.rows, c.splits, c.head_dim, p["B"], p["Hq"]
         nscal = len(FUSED_IR_SCALARS)
         site = LaunchSite(self.fused_kernel.module, self.fused_ir.name, (p["blocks"], n),
                           cfg.threads, signature=("ptr",) * 7 + ("i32",) * nscal + ("f32",),

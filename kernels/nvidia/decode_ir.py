@@ -12,19 +12,32 @@ would leave int runs the template split kernel (long long offsets) with the IR c
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
-from typing import Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 from ..printer.cuda import smem_bytes
 from ..printer.cuda_attention import emit_cuda_attention
-from .builder import CompiledKernel
+from .builder import ir_compiled_kernel
 from .decode_mma import MmaDecodeConfig
 from .decode_mma_ir import IrMmaSplitKVDecode, build_decode_combine_ir
 from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, check_same_workspace
 
-__all__ = ["IrSplitMmaDecode", "ir_split_supported"]
+__all__ = ["IrCall", "IrSplitMmaDecode", "ir_split_supported"]
 
 _INT = 2 ** 31
+
+
+class IrCall(NamedTuple):
+    """What a bind of an IR decode launch needs of one call (:meth:`IrSplitMmaDecode.ir_call`):
+    the plan, the output dtype, the resolved softmax scale, rows = B * Hq, the split count, the
+    head dim, the IR split kernel's int scalars and whether its printed int offsets fit."""
+    plan: Dict[str, Any]
+    out_dtype: Any
+    scale: float
+    rows: int
+    splits: int
+    head_dim: int
+    sizes: Dict[str, int]
+    fits: bool
 
 
 class IrSplitMmaDecode(IrMmaSplitKVDecode):
@@ -40,8 +53,7 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         self.split_verification = verify(self.split_ir, arch=cfg.arch,
                                          source=self.split_source)
         self.split_verification.raise_if_failed()
-        self.split_kernel = CompiledKernel(
-            SimpleNamespace(name=self.split_ir.name, arch=cfg.arch), self.split_source, backend)
+        self.split_kernel = ir_compiled_kernel(self.split_ir, cfg.arch, self.split_source, backend)
         self.split_smem = smem_bytes(self.split_ir)
 
     def bind(self, q, k, v, out=None, scale: Optional[float] = None,
@@ -50,16 +62,13 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         import torch
         from ..runtime.cuda import LaunchSite
         from ..runtime.rocm import TensorSpec
-        p = self.plan(q, k, v, out, kv_splits, sms)
-        cfg = self.cfg
-        out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
-        scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
-        rows, n, D = p["B"] * p["Hq"], p["splits"], cfg.head_dim
-        sizes = self.ir_sizes(q, k, v, p)
-        if not self.ints_fit(sizes, n, rows):
+        c = self.ir_call(q, k, v, out, scale, kv_splits, sms)
+        if not c.fits:
             # the printed int offsets would leave int (the template's are long long): the
             # template split kernel + the IR combine (IrMmaSplitKVDecode) runs this call
-            return super().bind(q, k, v, out, scale, kv_splits, sms)
+            return super().bind(q, k, v, out, c.scale, kv_splits, sms)
+        cfg, p, out_dt, scale, sizes = self.cfg, c.plan, c.out_dtype, c.scale, c.sizes
+        rows, n, D = c.rows, c.splits, c.head_dim
         site = LaunchSite(self.split_kernel.module, self.split_ir.name, (p["blocks"], n),
                           cfg.threads, signature=("ptr",) * 5 + ("i32",) * len(SPLIT_IR_SCALARS)
                           + ("f32",), specs=[TensorSpec(strides=())] * 5 +
@@ -76,6 +85,21 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
             combine(op, lse, out)
             return out
         return run
+
+    def ir_call(self, q, k, v, out, scale: Optional[float], kv_splits: Optional[int],
+                sms: Optional[int]) -> IrCall:
+        """The plan and launch values of one call, shared by the binds of the IR decodes (this
+        two-kernel one and :class:`.decode_fused_ir.IrFusedMmaDecode`); ``fits`` False: the
+        caller hands the call to the template split kernel (long long offsets)."""
+        import torch
+        p = self.plan(q, k, v, out, kv_splits, sms)
+        cfg = self.cfg
+        out_dt = torch.float16 if cfg.out_dtype == "f16" else torch.bfloat16
+        scale = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
+        rows, n = p["B"] * p["Hq"], p["splits"]
+        sizes = self.ir_sizes(q, k, v, p)
+        return IrCall(p, out_dt, scale, rows, n, cfg.head_dim, sizes,
+                      self.ints_fit(sizes, n, rows))
 
     @staticmethod
     def ir_sizes(q, k, v, p: dict) -> dict:

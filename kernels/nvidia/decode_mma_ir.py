@@ -20,7 +20,6 @@ same launch and split choice) with this combine kernel in place of the template'
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, List
 
 import sympy
@@ -32,7 +31,7 @@ from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from ..printer.cuda_attention import emit_cuda_attention
 from ..verify.spec import (Dim, Domain, KernelSpec, SplitMerge, Symbol, TensorSpec)
-from .builder import CompiledKernel
+from .builder import ir_compiled_kernel
 from .decode_mma import MmaDecodeConfig, MmaSplitKVDecode
 from .decode_splitkv import (COMBINE_ELEMS, COMBINE_THREADS, COMBINE_UNROLL, SplitKVDecode,
                              SplitKVDecodeConfig)
@@ -186,9 +185,8 @@ class IrCombine:
         self.verification = verify_combine(self.combine_ir, self.combine_source, cfg.arch)
         self.verification.raise_if_failed()
         # its own compiled source (the split kernel's module is the template's)
-        self.combine_kernel = CompiledKernel(
-            SimpleNamespace(name=self.combine_ir.name, arch=cfg.arch), self.combine_source,
-            backend)
+        self.combine_kernel = ir_compiled_kernel(self.combine_ir, cfg.arch, self.combine_source,
+                                                 backend)
 
     @property
     def combine_module(self):
