@@ -12,7 +12,7 @@ and with ``source`` ``printed_ticket``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from layoutalg.verify.result import CheckResult
 
@@ -47,10 +47,11 @@ def _result(name: str, holds: bool, domain: str, cex: Any = None) -> CheckResult
 
 
 def verify_ticket(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],
-                  instances: Optional[Sequence[Any]]) -> GateReport:
+                  instances: Optional[Sequence[Any]], verify: Callable[..., GateReport]
+                  ) -> GateReport:
     """The checks of the module docstring for ``kernel_ir`` at the spec's instances (or
-    ``instances``)."""
-    from .verifier import verify
+    ``instances``); ``verify`` is the one verifier, which proves each part (passed in by
+    :func:`kernels.verify.verifier.verify`: no import of it here, so no cycle)."""
     tp = spec.ticket
     inst = list(instances) if instances is not None else list(spec.domain.instances(kernel_ir))
     where = f"{len(inst)} instances ({', '.join(getattr(i, 'name', '?') for i in inst)})"

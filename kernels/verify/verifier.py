@@ -51,7 +51,7 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
         raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
     require_declared_ticket(kernel_ir, spec)
     if spec.ticket is not None:
-        return verify_ticket(kernel_ir, spec, arch, source, instances)
+        return verify_ticket(kernel_ir, spec, arch, source, instances, verify)
     if spec.warpgroup_roles:
         return _verify_roles(kernel_ir, spec, arch, source, instances)
     _no_carried_variables(kernel_ir, spec)
