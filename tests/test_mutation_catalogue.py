@@ -556,7 +556,8 @@ def test_emulator_combine_more_splits_than_written():
         run(bk.source, bk.combine.name, g2, bk.combine.block, [op, mp, lp, out, lse] + args)
 
 
-# the planted bugs outside PRINTER and DECLS, one per test (parametrised ones counted per case)
+# the planted bugs outside PRINTER and DECLS, one per test (parametrised ones counted per case);
+# the ticket checks' (fused decode) are registered in tests/test_mutation_catalogue_ticket.py
 OTHER = ["escape-lds-read-line", "65536-gemm", "65536-gemm-build", "int-overflow-in-text",
          "long-narrowed-to-int", "runtime-argument-overflow", "ir-lds-halved",
          "ir-barrier-dropped", "ir-pipelined-barrier-dropped", "ir-pipelined-read-hoisted",

@@ -1,32 +1,31 @@
 """The one-launch IR split-KV decode (kernels/nvidia/decode_fused_ir.py) and the ticket rules
-(kernels/verify/ticket_rules.py): the built kernel passes, and each rule refuses a planted bug
-by name (fences, barriers, the ticket's thread, counter slots, the last test, the reset, what
-the last block reads and stores), as does the printed-text read-back."""
+(kernels/verify/ticket_rules.py), all run by the one verifier (``verify(ir, source=...)``) from
+the kernel's spec (a TicketProtocol): the built kernel passes, and each rule refuses a planted
+bug by name through ``verify`` (fences, barriers, the ticket's thread, counter slots, the last
+test, the reset, what the last block reads and stores), as does the printed-text read-back
+(``printed_ticket``); ticket statements under a spec without the protocol are refused."""
 
 from __future__ import annotations
 
 import pytest
 import sympy
 
-from kernels.errors import KernelError
 from kernels.ir.attention import runtime_symbol as R
 from kernels.ir.core import Access, Barrier, Let, Loop, sym, walk
 from kernels.ir.ticket import AtomicTicket, CounterReset, LastArrival, ThreadFence
-from kernels.nvidia.decode_fused_ir import (build_decode_fused_ir, check_printed_ticket,
-                                            fused_instances, verify_fused)
+from kernels.nvidia.decode_fused_ir import (build_decode_fused_ir, fused_instances,
+                                            verify_fused)
 from kernels.nvidia.decode_mma import MmaDecodeConfig
 from kernels.printer.cuda_attention import emit_cuda_attention
-from kernels.verify.ticket_rules import TicketProtocolError, check_ticket_protocol
+from kernels.verify.spec import SpecError
+from kernels.verify.ticket_rules import TICKET_RULES
+from kernels.verify.verifier import verify
 
 CFG = MmaDecodeConfig(head_dim=64, hg=4)
 
 
 def _k():
     return build_decode_fused_ir(CFG)
-
-
-def _check(k):
-    return check_ticket_protocol(k, fused_instances(CFG))
 
 
 def _at(k, kind):
@@ -41,11 +40,13 @@ def _merge(k):
     return next(s for s in _branch(k).body if isinstance(s, Loop))
 
 
-def _refused(k, rule, text=""):
-    with pytest.raises(TicketProtocolError) as e:
-        _check(k)
-    assert e.value.rule == rule, str(e.value)
-    assert text in str(e.value)
+def _refused(k, rule, text="", source=None):
+    """``verify`` refuses ``k`` by the check ``rule``, its counterexample holding ``text``."""
+    rep = verify(k, source=source)
+    assert not rep.holds
+    got = rep.checks[rule]
+    assert not got.holds, {c: r.counterexample for c, r in rep.checks.items() if not r.holds}
+    assert text in str(got.counterexample), got.counterexample
 
 
 def test_built_kernel_passes_every_rule_and_its_text():
@@ -55,6 +56,9 @@ def test_built_kernel_passes_every_rule_and_its_text():
     assert got["ticket"]["instances"] == 4
     assert got["ticket"]["orders"] > 100          # every order of 3, 4 and 5 arrivals (and 1)
     assert got["split"].holds and got["combine"].holds
+    rep = got["report"]                           # the one verifier ran every ticket check
+    assert tuple(rep.checks) == ("ticket_parts",) + TICKET_RULES + ("printed_ticket",)
+    assert rep.holds and rep.details["ticket"]["instances"] == len(fused_instances(CFG))
     assert "atomicAdd(&CNT[block_bh], 1);" in src and "lg_ldcg_f32x4(" in src
     assert "lg_ldg_f32x4(" not in src.split("s_ticket")[1]    # the merge reads from L2
 
@@ -189,8 +193,7 @@ def test_printed_slot_other_than_the_irs_is_refused():
     k = _k()
     src = emit_cuda_attention(k).replace("atomicAdd(&CNT[block_bh], 1)",
                                          "atomicAdd(&CNT[block_bh + 1], 1)")
-    with pytest.raises(KernelError, match="printed slot"):
-        check_printed_ticket(k, src)
+    _refused(k, "printed_ticket", "printed slot", source=src)
 
 
 def test_printed_body_other_than_the_verified_split_kernels_is_refused():
@@ -198,13 +201,57 @@ def test_printed_body_other_than_the_verified_split_kernels_is_refused():
     src = emit_cuda_attention(k)
     line = next(ln for ln in src.splitlines() if "lg_ldg16x8(&" in ln)
     src = src.replace(line, line.replace("lg_ldg16x8(", "lg_ldg16x8( "), 1)
-    with pytest.raises(KernelError, match="verified split kernel"):
-        check_printed_ticket(k, src)
+    _refused(k, "printed_ticket", "verified split kernel", source=src)
 
 
 def test_printed_barrier_missing_after_the_fence_is_refused():
     k = _k()
     src = emit_cuda_attention(k).replace("__threadfence();\n  __syncthreads();",
                                          "__threadfence();", 1)
-    with pytest.raises(KernelError, match="fence and a barrier"):
-        check_printed_ticket(k, src)
+    _refused(k, "printed_ticket", "fence and a barrier", source=src)
+
+
+def test_ticket_kernel_whose_spec_drops_the_protocol_is_refused():
+    """The ticket statements without a TicketProtocol in the spec: verify() refuses the kernel
+    (the ticket rules cannot be skipped by leaving the protocol out)."""
+    import dataclasses
+    k = _k()
+    k.spec = dataclasses.replace(k.spec, ticket=None)
+    with pytest.raises(SpecError, match="declares no ticket protocol"):
+        verify(k)
+
+
+def test_split_kernel_given_a_ticket_is_refused():
+    """A ticket statement added to a kernel whose spec never declared one (the split kernel)."""
+    k = _k().meta["split"]
+    k.body.append(ThreadFence())
+    with pytest.raises(SpecError, match="ThreadFence"):
+        verify(k)
+
+
+def test_counter_other_than_the_specs_is_refused():
+    k = _k()
+    k.body[_at(k, AtomicTicket)].counter = "CNT2"
+    next(s for s in walk(k.body) if isinstance(s, CounterReset)).counter = "CNT2"
+    _refused(k, "ticket_structure", "the spec's counter is 'CNT'")
+
+
+def test_part_failing_its_own_check_is_refused_by_ticket_parts():
+    """A planted bug in the split part (its shared statements): ticket_parts names it."""
+    k = _k()
+    split = k.meta["split"]
+    i = next(j for j, s in enumerate(split.body) if isinstance(s, Barrier))
+    del split.body[i]
+    _refused(k, "ticket_parts", "does not begin with the split kernel's statements")
+    del k.body[i]                               # the fused kernel runs the same bug
+    _refused(k, "ticket_parts", "split.lds_races")
+
+
+def test_a_later_rules_failure_never_reports_an_earlier_per_instance_rule_holding():
+    k = _k()
+    k.body[_at(k, AtomicTicket)].slot = sympy.Integer(0)
+    next(s for s in walk(k.body) if isinstance(s, CounterReset)).slot = sympy.Integer(0)
+    rep = verify(k)
+    assert rep.checks["ticket_structure"].holds
+    assert not rep.checks["ticket_single_thread"].holds
+    assert "not evaluated" in str(rep.checks["ticket_single_thread"].counterexample)

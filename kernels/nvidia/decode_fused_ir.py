@@ -5,7 +5,9 @@ ticket on their group's counter (:mod:`kernels.ir.ticket`); the block that draws
 statements (:func:`.decode_mma_ir.lse_merge_statements`, the same IR the combine kernel
 prints, so the output is the two-kernel form's bits) and zeroes the counter for the next launch.
 
-What proves it (:func:`verify_fused`):
+What proves it: the one verifier (:func:`kernels.verify.verifier.verify`), from the kernel's
+spec (:func:`fused_spec`, a :class:`~kernels.verify.spec.TicketProtocol`); :func:`verify_fused`
+is that call:
 
 * the body up to the ticket IS the split kernel's (the statement objects of
   :func:`.decode_split_ir.build_decode_split_ir`), proved by the one verifier on its instances
@@ -41,6 +43,7 @@ from .decode_splitkv import COMBINE_ELEMS
 from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, split_instance
 
 __all__ = ["IrFusedMmaDecode", "build_decode_fused_ir", "fused_instances", "verify_fused", "check_printed_ticket",
+           "fused_spec", "fused_parts",
            "FUSED_IR_SCALARS", "fused_ir_name"]
 
 FUSED_IR_SCALARS = SPLIT_IR_SCALARS + ("n_splits", "o_sb", "o_sh")
@@ -98,7 +101,8 @@ def build_decode_fused_ir(cfg: MmaDecodeConfig) -> AttnKernel:
                       grid_symbols=("block_bh", "split"), header=header,
                       meta={"kind": "decode_fused_lse", "cfg": cfg, "split": split},
                       scalars=[ScalarParam(n) for n in FUSED_IR_SCALARS] +
-                      [ScalarParam("scale_log2", "float")], min_blocks=1)
+                      [ScalarParam("scale_log2", "float")], min_blocks=1,
+                      spec=fused_spec(name))
 
 
 def fused_instances(cfg: MmaDecodeConfig) -> List[Any]:
@@ -175,35 +179,42 @@ def check_printed_ticket(k: AttnKernel, source: str) -> None:
                           "a fence and a barrier")
 
 
-def verify_fused(k: AttnKernel, source: str, arch: str = "sm_90",
-                 proved: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Everything of the module docstring; raises on the first failure, returns the reports
-    and counts.  ``proved``: ``{"split": (source, report), "combine": (source, report)}``
-    of passing reports already made for these kernels (reused where the source printed here
-    is the one they checked, so a decode class verifies each kernel once)."""
+def fused_parts(k: AttnKernel) -> List[Any]:
+    """The kernels whose verified statements ``k`` runs, ``(name, IR, printed text)``: the
+    split kernel (its body is ``k``'s up to the ticket, the same statement objects) and the
+    combine kernel (the merge statements; the same workspace).  Else
+    :class:`~kernels.errors.KernelError`."""
     from ..printer.cuda_attention import emit_cuda_attention
-    from ..verify.ticket_rules import check_ticket_protocol
-    from ..verify.verifier import verify
     from .decode_mma_ir import build_decode_combine_ir
     from .decode_split_ir import check_same_workspace
-    cfg, split = k.meta["cfg"], k.meta["split"]
+    split = k.meta["split"]
     if k.body[:len(split.body)] != split.body:
         raise KernelError(f"fused decode {k.name}: its body does not begin with the split "
                           "kernel's statements")
-    combine = build_decode_combine_ir(cfg)
+    combine = build_decode_combine_ir(k.meta["cfg"])
     check_same_workspace(split, combine)
-    reports = []
-    for name, kern in (("split", split), ("combine", combine)):
-        text = emit_cuda_attention(kern)
-        src, rep = (proved or {}).get(name, (None, None))
-        if src != text or rep is None or not rep.holds:
-            rep = verify(kern, arch=arch, source=text)
-        rep.raise_if_failed()
-        reports.append(rep)
-    rs, rc = reports
-    counts = check_ticket_protocol(k, fused_instances(cfg))
-    check_printed_ticket(k, source)
-    return {"split": rs, "combine": rc, "ticket": counts}
+    return [(n, kern, emit_cuda_attention(kern)) for n, kern in (("split", split),
+                                                                 ("combine", combine))]
+
+
+def fused_spec(name: str) -> Any:
+    """The fused kernel's spec: a ticket protocol over the split kernel's partials (``Op``,
+    ``LSEp``), counter ``CNT``, output ``O``, composed of :func:`fused_parts`, at
+    :func:`fused_instances`, the printed ticket read back by :func:`check_printed_ticket`."""
+    from ..verify.spec import Domain, KernelSpec, TicketProtocol
+    return KernelSpec(name=name, dims=(), tensors=(),
+                      domain=Domain.on_instances(lambda k: fused_instances(k.meta["cfg"])),
+                      ticket=TicketProtocol("CNT", ("Op", "LSEp"), "O", fused_parts,
+                                            check_printed_ticket))
+
+
+def verify_fused(k: AttnKernel, source: str, arch: str = "sm_90") -> Dict[str, Any]:
+    """The one verifier on ``k`` (its spec, :func:`fused_spec`, selects every check of the
+    module docstring); raises :class:`~kernels.verify.gate.VerificationError` naming the
+    failed checks, returns the parts' reports, the ticket counts and the report."""
+    from ..verify.verifier import verify
+    rep = verify(k, arch=arch, source=source).raise_if_failed()
+    return {**rep.details["parts"], "ticket": rep.details["ticket"], "report": rep}
 
 
 class IrFusedMmaDecode(IrSplitMmaDecode):
@@ -220,10 +231,7 @@ class IrFusedMmaDecode(IrSplitMmaDecode):
         from .builder import ir_compiled_kernel
         self.fused_ir = build_decode_fused_ir(cfg)
         self.fused_source = emit_cuda_attention(self.fused_ir)
-        self.fused_verification = verify_fused(
-            self.fused_ir, self.fused_source, cfg.arch,
-            proved={"split": (self.split_source, self.split_verification),
-                    "combine": (self.combine_source, self.verification)})
+        self.fused_verification = verify_fused(self.fused_ir, self.fused_source, cfg.arch)
         self.fused_kernel = ir_compiled_kernel(self.fused_ir, cfg.arch, self.fused_source, backend)
         self.fused_smem = smem_bytes(self.fused_ir)
 

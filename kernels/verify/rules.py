@@ -92,16 +92,38 @@ RULES: Dict[str, Rule] = {
     "register_budget": _r(("warpgroup_roles",), "each warpgroup's one setmaxnreg is its role's "
                                                 "first statement, a multiple of 8 in 24..256; "
                                                 "the roles fit the 64K register file"),
+    "ticket_parts": _r(("ticket",), "the kernels whose statements a ticket kernel runs pass "
+                                    "the one verifier, each against its own spec and text"),
+    "ticket_structure": _r(("ticket",), "partial stores, fence, barrier, ticket, barrier, then "
+                                        "the last arrival's branch (fence, merge, one reset at "
+                                        "the ticket's slot)"),
+    "ticket_single_thread": _r(("ticket",), "the ticket and the reset are done by exactly one "
+                                            "thread of a block"),
+    "counter_slots": _r(("ticket",), "the blocks of a group share one counter slot, groups "
+                                     "never do, slots lie in the counter buffer"),
+    "arrival_orders": _r(("ticket",), "over every arrival order and two launches the branch "
+                                      "runs once, after all tickets; the counter ends at 0"),
+    "merge_reads_partials": _r(("ticket",), "the last arrival stores each output element once, "
+                                            "reading every split's partial of it once, written "
+                                            "by its own group"),
     "printed_source": _r(_ANY, "the printed text's statements and index expressions are the "
                                "IR's, evaluated with C semantics", "printed"),
     "declarations": _r(_ANY, "printed LDS arrays, vector types and parameters match the IR",
                        "printed"),
     "index_ranges": _r(_ANY, "every printed integer expression fits its C type over its "
                              "symbols' ranges", "printed"),
+    "printed_ticket": _r(("ticket",), "the printed ticket, branch and reset equal the IR's; the "
+                                      "text holds the verified parts' lines", "printed"),
 }
+
+# a ticket kernel is the composition of its parts (each verified with every rule its own spec
+# calls for) and its ticket: its own checks are the ticket's
+_COMPOSITE = "ticket"
 
 
 def checks_for(spec: KernelSpec, stage: str = "ir") -> Tuple[str, ...]:
     """The names of the checks ``spec`` calls for at ``stage``, in report order."""
     feats = spec.features()
+    if _COMPOSITE in feats:
+        return tuple(n for n, r in RULES.items() if r.stage == stage and _COMPOSITE in r.needs)
     return tuple(n for n, r in RULES.items() if r.stage == stage and r.applies(feats))

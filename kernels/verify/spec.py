@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tup
 from ..errors import KernelError
 
 __all__ = ["SpecError", "Dim", "TensorSpec", "Contraction", "OnlineSoftmax", "SplitPartition",
-           "SplitMerge", "Symbol", "Domain", "KernelSpec", "ROLES", "DTYPES", "MFMA_OPERANDS",
+           "SplitMerge", "TicketProtocol", "Symbol", "Domain", "KernelSpec", "ROLES", "DTYPES", "MFMA_OPERANDS",
            "gemm_spec_from_params"]
 
 ROLES = ("input", "output", "workspace")
@@ -141,6 +141,24 @@ class SplitMerge:
 
 
 @dataclass(frozen=True)
+class TicketProtocol:
+    """An inter-block ticket (:mod:`kernels.ir.ticket`): the blocks of a group store their
+    ``partials``, take a ticket on ``counter``, and the last arrival merges them into
+    ``output``.  The kernel is the composition of ``parts(kernel_ir)`` - ``(name, IR, printed
+    text)`` of the kernels whose verified statements it runs (each proved by the one verifier
+    against its own spec; the callable raises :class:`~kernels.errors.KernelError` when the
+    kernel does not hold their statements) - and the ticket, proved by the ticket rules
+    (:mod:`kernels.verify.ticket_rules`) at the spec's instances; ``printed(kernel_ir,
+    source)`` reads the printed ticket lines back (raises KernelError on a mismatch)."""
+
+    counter: str
+    partials: Tuple[str, ...]
+    output: str
+    parts: Callable[[Any], Sequence[Tuple[str, Any, str]]]
+    printed: Callable[[Any, str], None]
+
+
+@dataclass(frozen=True)
 class Symbol:
     """A runtime symbol (a scalar argument) and the range of values the kernel accepts."""
 
@@ -197,6 +215,9 @@ class KernelSpec:
     # or "kv_group" (any query head of its (batch, kv head): a block of several heads merging
     # its warps through shared memory; the dataflow proves the row each stored element holds)
     store_heads: str = "own"
+    # a kernel holding ticket statements (AtomicTicket ...) declares its protocol here: the
+    # verifier then runs the ticket rules and refuses ticket statements without it
+    ticket: Optional[TicketProtocol] = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -290,6 +311,8 @@ class KernelSpec:
             out.add("wave_roles")
         if self.warpgroup_roles:
             out.add("warpgroup_roles")
+        if self.ticket is not None:
+            out.add("ticket")
         out.add(self.domain.kind)
         return frozenset(out)
 
@@ -362,6 +385,9 @@ def _validate(s: KernelSpec) -> None:
             raise SpecError(f"{where}: a split partition needs an online softmax that writes "
                             "its (max, sum) stats or its log-sum-exp")
         s.dim(s.split_partition.over)
+    if s.ticket is not None and s.domain.kind != "instances":
+        raise SpecError(f"{where}: a ticket protocol is proved on launch instances (every "
+                        "block of a group, every arrival order): give Domain.on_instances")
     if s.split_merge is not None:
         m = s.split_merge
         if len(m.partials) not in (2, 3):

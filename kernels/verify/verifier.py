@@ -9,6 +9,10 @@ spec's domain:
 * ``instances``: :func:`kernels.verify.attention_gate.verify_on_instances` - every block,
   iteration and thread of each instance the domain names.
 
+A spec declaring a ticket protocol (``KernelSpec.ticket``) selects
+:func:`kernels.verify.ticket_verify.verify_ticket` (its parts, the ticket rules, the printed
+ticket); ticket statements in a kernel whose spec declares none are refused (SpecError).
+
 With ``source``, the printed-source rules (``printed_source``, ``declarations``,
 ``index_ranges``) are added, on the same domain.  The report's domains say how each check was
 covered.  ``verify_kernel`` and ``verify_attention`` are this function for the kernels' own
@@ -23,6 +27,7 @@ from .attention_gate import verify_on_instances
 from .gate import GateReport, verify_every_block
 from .printed import attach_printed_checks
 from .spec import KernelSpec, SpecError
+from .ticket_verify import require_declared_ticket, verify_ticket
 
 __all__ = ["verify"]
 
@@ -44,6 +49,9 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
                         "kernels.verify.spec.KernelSpec")
     if not isinstance(spec, KernelSpec):
         raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
+    require_declared_ticket(kernel_ir, spec)
+    if spec.ticket is not None:
+        return verify_ticket(kernel_ir, spec, arch, source, instances, verify)
     if spec.warpgroup_roles:
         return _verify_roles(kernel_ir, spec, arch, source, instances)
     _no_carried_variables(kernel_ir, spec)
