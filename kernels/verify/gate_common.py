@@ -274,7 +274,8 @@ class LdsRaces:
         ep = self.epoch
         w_ep, w_th, r_ep, r_th = self.w_ep[b], self.w_th[b], self.r_ep[b], self.r_th[b]
         n = w_ep.shape[0]
-        if addr.min() < 0 or addr.max() >= n:
+        # no thread active (a store whose predicate no lane meets): nothing touched
+        if addr.size == 0 or addr.min() < 0 or addr.max() >= n:
             return []
         out: List[Tuple[str, int, int]] = []
         multi = np.bincount(addr, minlength=n)[addr] > 1
