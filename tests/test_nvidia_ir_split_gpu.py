@@ -32,6 +32,12 @@ DT = {"f16": torch.float16, "bf16": torch.bfloat16}
     (2, 16, 2, 100_003, 128, 8, 8, "bf16", "f16", 7),    # ragged, 8 warps, hg 8
     (2, 8, 2, 37, 128, 4, 4, "f16", "f16", 4),           # splits shorter than one tile
     (16, 32, 8, 2048, 128, 4, 8, "bf16", "f16", 1),      # one split: the combine copies
+    # odd heads per block (the padding head of decode_split_ir.padded_heads)
+    (2, 16, 16, 1000, 128, 1, 4, "bf16", "f16", None),   # MHA: hg 1
+    (3, 24, 8, 5001, 128, 3, 8, "f16", "bf16", 6),       # GQA 3, ragged, 8 warps
+    (2, 40, 8, 4097, 256, 5, 8, "bf16", "f16", 7),       # GQA 5, d256 w8 (73 KiB shared)
+    (1, 56, 8, 333, 64, 7, 4, "f16", "f16", 3),          # GQA 7, d64
+    (2, 8, 8, 37, 256, 1, 4, "bf16", "f16", 4),          # MHA d256, splits shorter than a tile
 ])
 def test_ir_split_kernel_equals_template(B, Hq, Hkv, Skv, D, hg, warps, ind, outd, splits):
     g = torch.Generator(device="cuda").manual_seed(22)

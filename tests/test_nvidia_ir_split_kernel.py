@@ -16,7 +16,7 @@ from kernels.ir.attention import LaneXor
 from kernels.nvidia.decode_mma import MmaDecodeConfig
 from kernels.nvidia.decode_mma_ir import build_decode_combine_ir
 from kernels.nvidia.decode_split_ir import (acc_layout, build_decode_split_ir,
-                                            check_same_workspace)
+                                            check_same_workspace, padded_heads)
 from kernels.nvidia.attention import AttentionConfigError
 from kernels.verify.attention_gate import SPLIT_CHECKS
 from kernels.verify.rules import checks_for
@@ -59,11 +59,57 @@ def test_the_shared_o_layout_is_conflict_free_and_fits():
         assert len(set(offs)) == len(offs) and offs[-1] < n     # injective, inside the array
 
 
-def test_odd_heads_per_block_and_chunked_tiles_are_refused():
-    with pytest.raises(AttentionConfigError, match="even number of heads"):
-        build_decode_split_ir(MmaDecodeConfig(head_dim=128, hg=3, warps=4))
+def test_chunked_tiles_are_refused():
     with pytest.raises(AttentionConfigError, match="one 16-key tile"):
         build_decode_split_ir(MmaDecodeConfig(head_dim=128, hg=8, warps=4, chunk=2))
+
+
+# odd heads per block: every MHA model (hg 1) and the groups 3, 5, 7 (issue 20 item 1)
+ODD = [MmaDecodeConfig(head_dim=128, hg=1, warps=4), MmaDecodeConfig(head_dim=64, hg=3, warps=8),
+       MmaDecodeConfig(head_dim=256, hg=5, warps=8, in_dtype="f16"),
+       MmaDecodeConfig(head_dim=64, hg=7, warps=4, out_dtype="bf16")]
+
+
+@pytest.mark.parametrize("cfg", ODD, ids=lambda c: c.name)
+def test_every_check_holds_at_odd_heads_per_block(cfg):
+    """The lane whose head 2t is the block's last stores its pair into the padding head
+    (padded_heads): proved with the printed text like the even configurations."""
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    k = build_decode_split_ir(cfg)
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
+    assert tuple(r.checks)[:-3] == checks_for(k.spec)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+
+
+def test_the_padding_head_makes_odd_pairs_aligned_and_disjoint():
+    """hg rounded up to even heads: every (warp, head < hg, d) has its own slot, the pair of
+    heads (2t, 2t + 1) lands on 8-byte aligned offsets, and the padding head hg is inside the
+    array, disjoint from every real head's slots."""
+    for hg in (1, 3, 5, 7):
+        cfg = MmaDecodeConfig(head_dim=128, hg=hg, warps=4)
+        assert padded_heads(hg) == hg + 1
+        lay, n = acc_layout(cfg)
+        real = {int(lay((r, h, d))) for r in range(4) for h in range(hg) for d in range(128)}
+        pad = {int(lay((r, hg, d))) for r in range(4) for d in range(128)}
+        assert len(real) == 4 * hg * 128 and not real & pad and max(real | pad) < n
+        assert all(int(lay((r, 2 * t, d))) % 2 == 0 for r in range(4) for t in range(hg // 2 + 1)
+                   for d in range(128))
+
+
+def test_odd_heads_without_the_padding_head_are_refused():
+    """Planted bug: the warps' O laid out over hg = 3 heads (no padding head): the last
+    lane's second column lands on head 0's next d, which another lane writes."""
+    from layoutalg import Layout
+    cfg = MmaDecodeConfig(head_dim=128, hg=3, warps=4)
+    lay, n = acc_layout(cfg)
+    bad = Layout(lay.shape, (lay.stride[0], 1, (3,) + tuple(lay.stride[2][1:])))
+
+    def make(s):
+        return [Access(s.kind, s.space, s.buf, sympy.expand(bad(s.coords[0])), s.width, s.regs,
+                       s.pred, tag=s.tag, origin=bad, coords=s.coords)]
+    failed = _edit(lambda s: isinstance(s, Access) and s.buf == "s_acc" and s.kind == "store",
+                   make, cfg)
+    assert "vector_widths" in failed or "lds_races" in failed, failed
 
 
 def test_the_split_writes_what_the_combine_reads():
@@ -360,3 +406,16 @@ def test_ir_decodes_compile_their_printed_sources_under_the_ir_names(monkeypatch
         assert len({dec.split_ir.name, dec.combine_ir.name, dec.fused_ir.name}) == 3
     finally:
         fc.clear_caches()
+
+
+def test_a_shared_access_no_thread_executes_is_no_crash():
+    """Regression (found building hg 1, whose pair store's predicate no lane met): the race
+    tracker crashed on an empty address array (``zero-size array to reduction``) inside
+    ``verify`` instead of recording nothing."""
+    import numpy as np
+    from types import SimpleNamespace
+    from kernels.verify.gate_common import LdsRaces
+    races = LdsRaces([SimpleNamespace(name="s", count=8)])
+    none = np.zeros(0, dtype=int)
+    assert races.touch("s", none, none, True) == []
+    assert races.touch("s", np.array([1, 1]), np.array([0, 1]), True)[0][0] == "write_twice"

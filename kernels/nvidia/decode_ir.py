@@ -126,5 +126,6 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
 
 def ir_split_supported(cfg: MmaDecodeConfig) -> bool:
     """The configurations the IR split kernel is built for: one 16-key tile per warp in
-    flight, an even number of heads per block, two launches (not ``fused``)."""
-    return cfg.chunk == 1 and cfg.hg % 2 == 0 and not cfg.fused
+    flight, two launches (not the template's ``fused``); any ``hg`` (odd ones store into a
+    padding head: :func:`.decode_split_ir.padded_heads`)."""
+    return cfg.chunk == 1 and not cfg.fused

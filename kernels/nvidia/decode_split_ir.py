@@ -38,6 +38,7 @@ from .decode_mma import QK_LANE, QK_VEC, V_LANE, V_VEC, MmaDecodeConfig, validat
 
 __all__ = ["build_decode_split_ir", "split_instances", "split_loop_statements", "split_frags",
            "qkv_layouts", "split_lse_spec", "merge_tail", "split_ir_name", "acc_layout",
+           "padded_heads",
            "check_same_workspace",
            "SPLIT_IR_SCALARS"]
 
@@ -212,13 +213,23 @@ def split_lse_spec(name: str, head_dim: int, in_dtype: str, instances: Any,
         head_symbols=("bat", "hk", "hc", "bb", "h0", "block_bh"), store_heads="kv_group")
 
 
+def padded_heads(hg: int) -> int:
+    """The heads a warp's O occupies in shared memory: ``hg`` rounded up to even.  A lane
+    stores its two O^T columns, heads ``2t`` and ``2t + 1``, as one 8-byte pair; at odd ``hg``
+    the lane whose ``2t`` is the last head writes its second column (the duplicated Q row's O,
+    see the module docstring) to the padding head, which nothing reads.  (Without it that
+    column would land on the next d of head 0; storing the last head alone instead makes the
+    pairs of odd ``hg`` 4-byte aligned and the single store a 2-way bank conflict.)"""
+    return hg + hg % 2
+
+
 def acc_layout(cfg: MmaDecodeConfig) -> Tuple[Layout, int]:
     """The warps' O in shared memory, ``(warp, head, d) -> offset`` with ``d = (d % 8, d / 8
-    % 8, d / 64)``: heads innermost (a lane's O^T pair, heads 2t and 2t+1, is one 8-byte
+    % 8, d / 64)`` over :func:`padded_heads` heads: heads innermost (a lane's O^T pair, heads 2t and 2t+1, is one 8-byte
     store) and the 8-d groups ``g`` at a stride of 8 (mod 32) floats, so the 16 lanes of an
     8-byte phase hit 16 distinct bank pairs (the template's ``[warp][head][d]`` rows made
     its stores 4-way conflicts).  Returns the layout and its size in floats."""
-    HG, D, W = cfg.hg, cfg.head_dim, cfg.warps
+    HG, D, W = padded_heads(cfg.hg), cfg.head_dim, cfg.warps
     sg = 8 * HG + (8 - 8 * HG) % 32
     sj, J = 8 * sg, max(1, D // 64)
     sr = sj * J
@@ -235,9 +246,6 @@ def merge_tail(cfg: MmaDecodeConfig, F: Dict[str, Frag]) -> Tuple[List[Any], Lis
     from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
     from .decode_mma_ir import workspace_layouts
     HG, D, W, T = cfg.hg, cfg.head_dim, cfg.warps, cfg.threads
-    if HG % 2:
-        raise AttentionConfigError(f"hg={HG}: the IR split kernel stores a lane's two heads "
-                                   "(2t, 2t+1) as one pair: an even number of heads per block")
     o, tid, t, g = F["o"], sym("tid"), sym("t"), sym("g")
     SA, n_acc = acc_layout(cfg)
     shared = [Shared("s_acc", "f32", n_acc), Shared("s_m", "f32", W * HG),

@@ -36,8 +36,8 @@ from .ws_tma_loads import tma_attention_ready
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
-           "decode_attention", "choose_decode", "DecodeChoice", "GemmPlan", "gemm_plan_key",
-           "run_gemm_plan", "gemm_runner", "clear_plans"]
+           "decode_attention", "choose_decode", "DecodeChoice", "mma_decode_config",
+           "GemmPlan", "gemm_plan_key", "run_gemm_plan", "gemm_runner", "clear_plans"]
 
 
 _GEMMS: Dict[Any, CudaGemm] = {}
@@ -383,23 +383,31 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split")
     if q.shape[-1] in (64, 128, 256):
-        hg = heads_per_mma_block(group)
-        warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), q.shape[-1], hg, skv)
-        # not fused=True (one launch, the last split block merges): that merge tail is
-        # compared with the template combine's text, not proved by the verifier; the
-        # two-launch form's combine is the verified IR kernel (decode_mma_ir), and
-        # "verified" must mean what runs
-        cfg = MmaDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
-                              warps=warps)
-        return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {hg} of the "
-                            f"{group} query heads per KV head share each K/V read, dot products "
-                            "on tensor cores; KV split to fill the SMs, merged by the verified "
-                            "combine kernel")
+        cfg = mma_decode_config(q, k, out_dtype)
+        return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {cfg.hg} of "
+                            f"the {group} query heads per KV head share each K/V read, dot "
+                            "products on tensor cores; KV split to fill the SMs; one launch, "
+                            "the last split block of a group merges (IrFusedMmaDecode: split "
+                            "kernel, ticket and merge built as kernel IR and verified)")
     hg = heads_per_block(group)
     cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
     return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: {hg} of the {group} "
                         "query heads per KV head share each K/V read; KV split to fill the SMs")
+
+
+def mma_decode_config(q, k, out_dtype: str = "f16") -> MmaDecodeConfig:
+    """The tensor-core decode's configuration for q (B, Hq, [1,] D) and k (B, Hkv, Skv, D),
+    head_dim 64/128/256: all heads of a KV head up to 8 per block, warps by
+    :func:`~.decode_mma.mma_warps`.  ``chunk`` 1 and not the template's ``fused`` (its merge
+    tail is compared with the template combine's text, not proved): the configurations the
+    verified IR kernels are built for (:func:`~.decode_ir.ir_split_supported`)."""
+    hkv, skv, D = k.shape[1], k.shape[2], q.shape[-1]
+    group = q.shape[1] // hkv
+    hg = heads_per_mma_block(group)
+    warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), D, hg, skv)
+    return MmaDecodeConfig(in_dtype=short_dtype(q), out_dtype=out_dtype, head_dim=D, hg=hg,
+                           warps=warps)
 
 
 _SPLIT_DECODE: Dict[Any, SplitKVDecode] = {}
