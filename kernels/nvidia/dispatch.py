@@ -17,7 +17,7 @@ from ..errors import LaunchError
 from ..runtime.cuda import device_info
 from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
-from .decode_mma import MmaDecodeConfig, heads_per_mma_block, mma_warps
+from .decode_mma import MMA_BLOCKS_PER_SM, MmaDecodeConfig, heads_per_mma_block, mma_warps
 from .decode_fused_ir import IrFusedMmaDecode
 from .decode_ir import IrSplitMmaDecode, ir_split_supported
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
@@ -37,6 +37,7 @@ from .ws_tma_loads import tma_attention_ready
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
            "decode_attention", "choose_decode", "DecodeChoice", "mma_decode_config",
+           "short_cache_on_ir",
            "GemmPlan", "gemm_plan_key", "run_gemm_plan", "gemm_runner", "clear_plans"]
 
 
@@ -337,7 +338,17 @@ def compiled_flash(cfg: Any) -> FlashAttention:
 
 # --------------------------------------------------------------------------------- decode
 
-SHORT_KV = 64      # up to this many keys the one-pass decode kernel (a lane group per row) runs
+SHORT_KV = 64      # up to this many keys no KV split pays: one pass (one split) per row
+SHORT_IR_KEYS = 17     # ... and from this many keys, at d64/d128 and fewer (batch, KV head,
+                       # head chunk) blocks than MMA_BLOCKS_PER_SM per SM, the verified IR
+                       # kernel with one split runs instead of the one-pass template
+                       # (H100 2026-11-24, benchmarks/gpu_decode_all_ir.py, medians of 2
+                       # rounds x 10: B1/8/32 x H32/8 and B1/8 x H32/32, Skv 17 and 64:
+                       # device 4.1-6.9 us against the one-pass's 7.1-22.1 us, back-to-back
+                       # wall 23-42 us against 60-112 us; at Skv 1 the one-pass is faster on
+                       # the device, 1.6-2.0 against 3.9-5.0 us, and with >= 1024 blocks,
+                       # e.g. B32 H32/32 18-41 us against 2-24 us, B30720 10-95x: there the
+                       # one-pass template keeps running)
 
 
 @dataclass(frozen=True)
@@ -380,8 +391,17 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
         raise LaunchError(f"q has {hq} heads, k/v {hkv}: GQA needs Hq a multiple of Hkv")
     group = hq // hkv
     if skv <= SHORT_KV:
+        if short_cache_on_ir(q, k):
+            cfg = mma_decode_config(q, k, out_dtype)
+            return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} <= {SHORT_KV}, >= "
+                                f"{SHORT_IR_KEYS}, few blocks: one split of the tensor-core "
+                                f"kernel, all {cfg.hg} of the {group} query heads per KV head "
+                                "sharing each K/V read (IrFusedMmaDecode: built as kernel IR "
+                                "and verified; measured faster than the one-pass template "
+                                "here)")
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
-                            "per (batch, head) row, no split")
+                            "per (batch, head) row, no split (the one-pass TEMPLATE kernel, "
+                            "not verified IR: the IR kernel measured slower at this size)")
     if q.shape[-1] in (64, 128, 256):
         cfg = mma_decode_config(q, k, out_dtype)
         return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {cfg.hg} of "
@@ -394,6 +414,18 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                               chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
     return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: {hg} of the {group} "
                         "query heads per KV head share each K/V read; KV split to fill the SMs")
+
+
+def short_cache_on_ir(q, k) -> bool:
+    """Whether a cache of at most :data:`SHORT_KV` keys runs the verified IR kernel with one
+    split rather than the one-pass template: :data:`SHORT_IR_KEYS` keys or more, head_dim 64
+    or 128 (the sizes measured), and fewer blocks than ``MMA_BLOCKS_PER_SM`` per SM (4 warps;
+    the one-pass kernel won every row of more)."""
+    D, hkv, skv = q.shape[-1], k.shape[1], k.shape[2]
+    hg = heads_per_mma_block(q.shape[1] // hkv)
+    blocks = q.shape[0] * hkv * (q.shape[1] // hkv // hg)
+    return SHORT_IR_KEYS <= skv <= SHORT_KV and D in (64, 128) and \
+        blocks < MMA_BLOCKS_PER_SM * _sms(q)
 
 
 def mma_decode_config(q, k, out_dtype: str = "f16") -> MmaDecodeConfig:

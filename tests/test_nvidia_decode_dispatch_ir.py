@@ -1,0 +1,55 @@
+"""Which decode kernel ``decode_attention()`` runs, and that its reason says so (issue 20 item
+1): every tensor-core configuration the dispatch makes, odd heads per block (MHA, GQA 3/5/7)
+included, is one the verified IR kernels are built for; short caches run the IR kernel with
+one split where it measured faster than the one-pass template (Skv 17-64, d64/d128, few
+blocks) and the one-pass TEMPLATE elsewhere, and the reason names which."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernels.nvidia.decode_ir import ir_split_supported  # noqa: E402
+from kernels.nvidia.decode_mma import MmaDecodeConfig  # noqa: E402
+from kernels.nvidia.dispatch import SHORT_IR_KEYS, SHORT_KV, choose_decode  # noqa: E402
+
+
+def _qk(B, Hq, Hkv, S, D):
+    q = torch.empty(B, Hq, 1, D, dtype=torch.bfloat16)
+    k = torch.empty(B, Hkv, 1, D, dtype=torch.bfloat16).expand(B, Hkv, S, D)
+    return q, k
+
+
+@pytest.mark.parametrize("shape,hg", [((8, 32, 32, 4096, 128), 1), ((4, 40, 8, 8192, 128), 5),
+                                      ((8, 24, 8, 8192, 64), 3), ((2, 56, 8, 16384, 256), 7),
+                                      ((4, 40, 8, 4096, 256), 5), ((4, 16, 16, 4096, 256), 1),
+                                      ((64, 32, 8, 8192, 128), 4)])
+def test_every_long_cache_runs_the_verified_ir(shape, hg):
+    c = choose_decode(*_qk(*shape))
+    assert c.kind == "split_kv" and isinstance(c.config, MmaDecodeConfig)
+    assert c.config.hg == hg and ir_split_supported(c.config)
+    assert "IrFusedMmaDecode" in c.reason and "verified" in c.reason
+
+
+@pytest.mark.parametrize("shape", [(1, 32, 8, 17, 64), (8, 32, 8, 64, 128), (32, 32, 8, 40, 128),
+                                   (8, 32, 32, 17, 64), (1, 32, 32, 64, 128)])
+def test_short_caches_measured_faster_on_the_ir_run_it(shape):
+    c = choose_decode(*_qk(*shape))
+    assert c.kind == "split_kv" and ir_split_supported(c.config), str(c)
+    assert c.config.warps == 4 and "verified" in c.reason
+
+
+@pytest.mark.parametrize("shape", [(8, 32, 8, 1, 128), (8, 32, 8, SHORT_IR_KEYS - 1, 64),
+                                   (32, 32, 32, 64, 128), (30720, 32, 32, 16, 128),
+                                   (8, 32, 8, 64, 256), (256, 32, 32, 16, 128)])
+def test_short_caches_measured_slower_on_the_ir_keep_the_one_pass_template(shape):
+    c = choose_decode(*_qk(*shape))
+    assert c.kind == "one_pass" and c.config is None
+    assert "TEMPLATE" in c.reason and "not verified" in c.reason
+
+
+def test_the_short_cache_bounds():
+    assert choose_decode(*_qk(8, 32, 8, SHORT_KV, 128)).kind == "split_kv"
+    assert choose_decode(*_qk(8, 32, 8, SHORT_IR_KEYS, 128)).kind == "split_kv"
+    assert choose_decode(*_qk(8, 32, 8, SHORT_IR_KEYS - 1, 128)).kind == "one_pass"
