@@ -179,6 +179,19 @@ def test_decode_f16_inputs_and_scale():
     assert rel(decode_attention(q, k, v, scale=0.3), ref) < 2e-3
 
 
+@pytest.mark.parametrize("shape", [(8, 32, 8, 17, 128), (1, 32, 32, 64, 64), (3, 24, 8, 33, 64)])
+def test_decode_short_kv_on_the_ir_kernel(shape):
+    """Skv 17-64 with few blocks: the verified IR kernel with one split (dispatch
+    SHORT_IR_KEYS), odd hg included."""
+    from kernels.nvidia.dispatch import choose_decode, decode_attention
+    q, k, v, ref = decode_case(*shape)
+    choice = choose_decode(q, k)
+    assert choice.kind == "split_kv" and "verified" in choice.reason, str(choice)
+    out = torch.full(q.shape, float("nan"), dtype=torch.float16, device="cuda")
+    decode_attention(q, k, v, out=out)
+    assert rel(out, ref) < 2e-3, str(choice)
+
+
 def test_decode_short_kv_keeps_the_one_pass_kernel():
     from kernels.nvidia.dispatch import choose_decode, decode_attention
     q, k, v, ref = decode_case(256, 32, 32, 16, 128)
