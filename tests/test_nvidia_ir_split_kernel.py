@@ -327,7 +327,7 @@ def test_a_split_partition_needs_stats_or_an_lse():
 def test_dispatch_keeps_the_template_split_kernel_where_the_ir_is_not_built():
     from kernels.nvidia.decode_ir import ir_split_supported
     assert ir_split_supported(MmaDecodeConfig(head_dim=128, hg=4, warps=4))
-    assert not ir_split_supported(MmaDecodeConfig(head_dim=128, hg=3, warps=4))
+    assert ir_split_supported(MmaDecodeConfig(head_dim=128, hg=3, warps=4))   # odd: padded
     assert not ir_split_supported(MmaDecodeConfig(head_dim=128, hg=4, warps=4, chunk=2))
     assert not ir_split_supported(MmaDecodeConfig(head_dim=128, hg=4, warps=4, fused=True))
 
