@@ -53,3 +53,25 @@ def test_the_short_cache_bounds():
     assert choose_decode(*_qk(8, 32, 8, SHORT_KV, 128)).kind == "split_kv"
     assert choose_decode(*_qk(8, 32, 8, SHORT_IR_KEYS, 128)).kind == "split_kv"
     assert choose_decode(*_qk(8, 32, 8, SHORT_IR_KEYS - 1, 128)).kind == "one_pass"
+
+
+def test_decode_attention_launches_what_choose_decode_names(monkeypatch):
+    """Through decode_attention on a pretend H100 (tests/_fake_cuda.py, nothing compiled): an
+    odd group (hg 3) and a 48-key cache each launch the one-launch IR kernel, once; a 10-key
+    cache launches no IR kernel (the one-pass template)."""
+    import _fake_cuda as fc
+    from kernels.nvidia import dispatch
+    fake = fc.install(monkeypatch)
+    try:
+        bf = torch.bfloat16
+        for (B, Hq, Hkv, S, D), want in (((2, 24, 8, 3000, 64), "lg_decode_fused_ir_bf16_d64_g3"),
+                                         ((1, 8, 2, 48, 128), "lg_decode_fused_ir_bf16_d128_g4"),
+                                         ((1, 8, 2, 10, 128), "lg_decode_bf16_f16_d128")):
+            n = len(fake.launches)
+            q, k = fc.FakeCudaTensor((B, Hq, 1, D), bf), fc.FakeCudaTensor((B, Hkv, S, D), bf)
+            dispatch.decode_attention(q, k, k, out=fc.FakeCudaTensor((B, Hq, 1, D),
+                                                                     torch.float16))
+            names = [L.kernel for L in fake.launches[n:]]
+            assert len(names) == 1 and names[0].startswith(want), names
+    finally:
+        fc.clear_caches()

@@ -273,7 +273,9 @@ def test_both_split_kernels_get_the_verified_combine(monkeypatch):
         q, k = fc.FakeCudaTensor((4, 32, 1, 256), bf), fc.FakeCudaTensor((4, 8, 4096, 256), bf)
         o = fc.FakeCudaTensor((4, 32, 1, 256), torch.float16)
         dispatch.decode_attention(q, k, k, out=o)                       # tensor-core split
-        q2, k2 = fc.FakeCudaTensor((1, 8, 1, 128), bf), fc.FakeCudaTensor((1, 2, 48, 128), bf)
+        # 10 keys: a cache the one-pass kernel serves (Skv 17-64 with few blocks runs the
+        # tensor-core IR kernel now, dispatch.short_cache_on_ir), so forcing splits runs FMA
+        q2, k2 = fc.FakeCudaTensor((1, 8, 1, 128), bf), fc.FakeCudaTensor((1, 2, 10, 128), bf)
         dispatch.decode_attention(q2, k2, k2, out=fc.FakeCudaTensor((1, 8, 1, 128),
                                                                     torch.float16),
                                   kv_splits=3)                          # FMA split, forced
