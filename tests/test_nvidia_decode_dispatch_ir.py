@@ -75,3 +75,10 @@ def test_decode_attention_launches_what_choose_decode_names(monkeypatch):
             assert len(names) == 1 and names[0].startswith(want), names
     finally:
         fc.clear_caches()
+
+
+@pytest.mark.parametrize("D", [32, 80, 96, 160])
+def test_other_head_dims_say_their_split_kernel_is_a_template(D):
+    c = choose_decode(*_qk(2, 32, 8, 4096, D))
+    assert c.kind == "split_kv" and not isinstance(c.config, MmaDecodeConfig)
+    assert "TEMPLATE" in c.reason and "combine kernel is verified IR" in c.reason

@@ -408,12 +408,16 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                             f"the {group} query heads per KV head share each K/V read, dot "
                             "products on tensor cores; KV split to fill the SMs; one launch, "
                             "the last split block of a group merges (IrFusedMmaDecode: split "
-                            "kernel, ticket and merge built as kernel IR and verified)")
+                            "kernel, ticket and merge built as kernel IR and verified; a call "
+                            "whose int offsets would leave int runs the template split kernel "
+                            "+ the IR combine)")
     hg = heads_per_block(group)
     cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
                               chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
     return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: {hg} of the {group} "
-                        "query heads per KV head share each K/V read; KV split to fill the SMs")
+                        "query heads per KV head share each K/V read; KV split to fill the SMs "
+                        f"(head_dim {q.shape[-1]}: the FMA split kernel, a TEMPLATE, not "
+                        "verified IR; its combine kernel is verified IR)")
 
 
 def short_cache_on_ir(q, k) -> bool:
