@@ -3,8 +3,8 @@ tests/test_mutation_catalogue.py is at the line limit): one planted bug per rule
 brought into the attention checks - ``cp.async`` groups and ``ldmatrix`` in the attention
 dataflow (kernels/verify/attention_async.py), ``cp.async`` accesses in the static pass, P as
 the A operand of ``O = P V`` and :class:`~kernels.ir.warp_registers.RoundProbs`
-(kernels/verify/warp_register_rules.py), the CUDA forms of RoundProbs and FinalNormalize read
-back (kernels/verify/source_decode.py) - each refused by ``verify(ir, source=...)`` under the
+(kernels/verify/warp_register_rules.py), the CUDA forms of RoundProbs, FinalNormalize and
+the row-guarded ExpScores read back (kernels/verify/source_decode.py) - each refused by ``verify(ir, source=...)`` under the
 named check.  A bug in the IR is printed with it (the text agrees with the IR, so the IR check
 must catch it); a bug in the text alone must be caught by ``printed_source``."""
 
@@ -126,6 +126,11 @@ def _text_normalize(src):
                        "{ const float lg_inv = l01 > 0.f ? 1.f / l01 : 0.f;", 1)
 
 
+def _text_guard_dropped(src):
+    return src.replace("const float mc00_g = mc00 == LG_NEG_INF ? 0.f : mc00;",
+                       "const float mc00_g = mc00;", 1)
+
+
 def _text_kv_predicate(src):
     return src.replace("< seqlen_kv) ? 16 : 0)", "< seqlen_kv + 1) ? 16 : 0)", 1)
 
@@ -147,6 +152,7 @@ FLASH_IR_CASES = [
     ("flash-text-round-probs", CFG, "printed_source", None, _text_round),
     ("flash-text-normalize", CFG, "printed_source", None, _text_normalize),
     ("flash-text-kv-predicate", CFG, "printed_source", None, _text_kv_predicate),
+    ("flash-text-row-guard-dropped", CFG, "printed_source", None, _text_guard_dropped),
 ]
 
 

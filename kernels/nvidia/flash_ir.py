@@ -138,12 +138,26 @@ class _Builder:
     def lds(self, t: str, tile_off: Any, stage: Any) -> Tuple[Let, Any, Any]:
         """(let of the linear offset, printed swizzled offset, coordinates of element j)."""
         sw, elems, stages = self.tiles[t]
-        lin = tile_off + (stage * elems if stages > 1 else 0)
-        let, s = self.let(f"s{t.lower()}_", lin)
+        # the constant part of the tile offset in whole swizzle periods is added outside the
+        # XOR (it changes no bit the swizzle reads): the lane's swizzled offsets are a few
+        # loop-invariant values and the rest an immediate, as the template's swz_split
+        const, rest = sympy.expand(sympy.sympify(tile_off)).as_coeff_Add()
+        period = 2 ** (sw.base + sw.shift + sw.bits) if sw is not None else 1
+        hi = int(const) - int(const) % period
+        let, s = self.let(f"s{t.lower()}_", rest + (int(const) - hi))
+        off = (swizzle_expr(sw, s) if sw is not None else s) + hi
+        if stages > 1:
+            # the stage offset lies above every bit the swizzle reads or writes, so it is added
+            # outside the XOR: the swizzled tile offset is loop-invariant (the verifier checks
+            # the printed sum against the swizzled (tile offset, stage) layout at every point)
+            if sw is not None and elems % 2 ** (sw.base + sw.shift + sw.bits):
+                raise AttentionConfigError(f"{t} stage of {elems} elements is not a multiple of "
+                                           f"the swizzle {sw}'s period")
+            off = off + stage * elems
 
         def coords(j: int) -> Any:
             return (tile_off + j,) if stages == 1 else (tile_off + j, stage)
-        return let, swizzle_expr(sw, s) if sw is not None else s, coords
+        return let, off, coords
 
     # ---- global -> shared -----------------------------------------------------------------
     def copy(self, t: str, row0: Any, stage: Any) -> List[Any]:
@@ -263,7 +277,7 @@ class _Builder:
                         LaneXor(f"mx{r}", "max", "shfl_xor", 2),
                         SoftmaxUpdate(f"m{r}", f"mx{r}", f"alpha{r}", f"mc{r}"),
                         ExpScores(self.pf, items, self.sc, items, f"mc{r}", f"l{r}",
-                                  f"alpha{r}"),
+                                  f"alpha{r}", row_guard=True),
                         Rescale(self.o, tuple((i * self.dt + n) * 4 + 2 * hh + e
                                               for n in range(self.dt) for e in range(2)),
                                 f"alpha{r}")]

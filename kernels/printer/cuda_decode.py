@@ -11,7 +11,8 @@ so the running maximum needs no further scale:
 * ``SoftmaxUpdate`` -> ``const float mc = fmaxf(m, mx);`` ``const float alpha = mc == m ? 1.f
   : lg_exp2(m - mc);`` ``m = mc;`` (``mc == m`` also covers no key yet: both -inf);
 * ``ExpScores`` -> ``l *= alpha;`` then per item ``p[k] = sc[i] == LG_NEG_INF ? 0.f :
-  lg_exp2(sc[i] - mc); l += p[k];``
+  lg_exp2(sc[i] - mc); l += p[k];`` (``row_guard``: ``const float mc_g = mc == LG_NEG_INF ?
+  0.f : mc;`` once, then ``p[k] = lg_exp2(sc[i] - mc_g); l += p[k];``: the same values)
 * ``Rescale`` -> ``o[i] *= alpha;`` per item;
 * ``FinalNormalize`` (the prefill, :mod:`kernels.nvidia.flash_ir`) -> one line ``{ const float
   lg_inv = l > 0.f ? 1.f / l : 0.f; o[i] *= lg_inv; ... lse[0] = l > 0.f ? (mc + log2f(l)) *
@@ -150,9 +151,14 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
             raise ValueError(f"cuda printer: exp into {s.p.name}: f32 probabilities (split "
                              "them with SplitProbs)")
         out(d, f"{s.l} *= {s.alpha};")
+        if s.row_guard:
+            out(d, f"const float {s.mc}_g = {s.mc} == LG_NEG_INF ? 0.f : {s.mc};")
         for k, i in zip(s.p_items, s.s_items):
             p, x = f"{s.p.name}[{k}]", f"{s.s.name}[{i}]"
-            out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")
+            if s.row_guard:
+                out(d, f"{p} = lg_exp2({x} - {s.mc}_g); {s.l} += {p};")
+            else:
+                out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")
     elif isinstance(s, Rescale):
         out(d, " ".join(f"{s.frag.name}[{i}] *= {s.alpha};" for i in s.items))
     elif isinstance(s, FinalNormalize):

@@ -51,6 +51,8 @@ _SETM = re.compile(r"^(\w+) = (\w+);$")
 _SCALE_L = re.compile(r"^(\w+) \*= (\w+);$")
 _EXP = re.compile(rf"^{_R} = {_R} == LG_NEG_INF \? 0\.f : lg_exp2\(\3\[\4\] - (\w+)\); "
                   r"(\w+) \+= \1\[\2\];$")
+_GUARD = re.compile(r"^const float (\w+)_g = \1 == LG_NEG_INF \? 0\.f : \1;$")
+_EXPG = re.compile(rf"^{_R} = lg_exp2\({_R} - (\w+)_g\); (\w+) \+= \1\[\2\];$")
 _RESCALE = re.compile(rf"^(?:{_R} \*= (\w+);\s*)+$")
 _PHI = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R}, {_R}\);$")
 _PLO = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R} - (lg_\w+_lo)\({_R}\), {_R} - "
@@ -173,6 +175,13 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     if m:
         g = m.groups()
         return ("exp", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5]), ()
+    m = _GUARD.match(s)
+    if m:
+        return ("exp_guard", m.group(1)), ()
+    m = _EXPG.match(s)
+    if m:
+        g = m.groups()
+        return ("exp_g", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5]), ()
     m = _RESCALE.match(s)
     if m:
         parts = re.findall(rf"{_R} \*= (\w+);", s)
@@ -232,6 +241,10 @@ def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
     if isinstance(s, SoftmaxUpdate):
         return [_w(("update_mc", s.mc, s.m, s.m_tile)), _w(("update_alpha", s.alpha, s.mc, s.m)),
                 _w(("update_m", s.m, s.mc))]
+    if isinstance(s, ExpScores) and s.row_guard:
+        return [_w(("scale_l", s.l, s.alpha)), _w(("exp_guard", s.mc))] + [
+            _w(("exp_g", s.p.name, k, s.s.name, i, s.mc, s.l)) for k, i in zip(s.p_items,
+                                                                             s.s_items)]
     if isinstance(s, ExpScores):
         return [_w(("scale_l", s.l, s.alpha))] + [
             _w(("exp", s.p.name, k, s.s.name, i, s.mc, s.l)) for k, i in zip(s.p_items, s.s_items)]
