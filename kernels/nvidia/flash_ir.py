@@ -30,9 +30,11 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
 import sympy
 
 from layoutalg import ComposedLayout, Layout
+from layoutalg.symbolic import Xor
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 
 from ..errors import LaunchError
@@ -159,6 +161,50 @@ class _Builder:
             return (tile_off + j,) if stages == 1 else (tile_off + j, stage)
         return let, off, coords
 
+    def base_lets(self) -> List[Any]:
+        """Each shared access pattern's swizzled lane (or thread) base, computed once: an access
+        at constant ``c`` from it is then ``(base ^ lo) + hi`` (:func:`.gemm.swz_split`, proved
+        for every lane and warp; the template's form), one XOR and an immediate."""
+        from .gemm import lane_bases
+        c, p, tid = self.c, self.p, self.tid
+        T = c.threads
+        copy_bases = {n: np.array([cpl.off((t, 0, 0)) for t in range(T)], dtype=np.int64)
+                      for n, cpl in (("q", p.q_copy), ("kv", p.kv_copy))}
+        self.bases = {
+            "q_rd": ("Q", p.q_read((self.lane, 0, (0, 0, sym("warp")))),
+                     lane_bases(p.q_read, 3, c.warps)),
+            "k_rd": ("K", p.k_read((self.lane, 0, (0, 0))), lane_bases(p.k_read, 2, 1)),
+            "v_rd": ("V", p.v_read((self.lane, 0, (0, 0))), lane_bases(p.v_read, 2, 1)),
+            "q_cp": ("Q", p.q_copy.off((tid, 0, 0)), copy_bases["q"]),
+            "k_cp": ("K", p.kv_copy.off((tid, 0, 0)), copy_bases["kv"]),
+            "v_cp": ("V", p.kv_copy.off((tid, 0, 0)), copy_bases["kv"])}
+        out: List[Any] = [Comment("swizzled shared bases of this thread (loop-invariant)")]
+        for key, (t, expr, _) in self.bases.items():
+            sw = self.tiles[t][0]
+            e = sympy.expand(expr)
+            out.append(Let(f"{key}_sw", swizzle_expr(sw, e) if sw is not None else e))
+        return out
+
+    def lds_at(self, key: str, c: int, stage: Any) -> Tuple[List[Any], Any, Any]:
+        """(lets, printed offset, coordinates of element j) of the shared vector at constant
+        offset ``c`` from base ``key``: ``(base ^ lo) + hi [+ stage offset]`` where the split is
+        proved, else the swizzle of the whole offset (:meth:`lds`)."""
+        from .gemm import swz_split
+        t, expr, bases = self.bases[key]
+        sw, elems, stages = self.tiles[t]
+        tile_off = sympy.expand(expr + c)
+        sp = swz_split(sw, bases, int(c))
+        if sp is None:
+            let, off, coords = self.lds(t, tile_off, stage)
+            return [let], off, coords
+        lo, hi = sp
+        b = sym(f"{key}_sw")
+        off = (Xor(b, lo) if lo else b) + hi + (stage * elems if stages > 1 else 0)
+
+        def coords(j: int) -> Any:
+            return (tile_off + j,) if stages == 1 else (tile_off + j, stage)
+        return [], off, coords
+
     # ---- global -> shared -----------------------------------------------------------------
     def copy(self, t: str, row0: Any, stage: Any) -> List[Any]:
         """The tile of ``t`` whose first row is ``row0``: one predicated 16-byte ``cp.async``
@@ -175,16 +221,18 @@ class _Builder:
             regs = self.stage.regs(range(8))
             load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs, _lt(row, rows),
                           tag=f"{t}.cp.async.load", origin=G, coords=cs)
-            let, soff, coords = self.lds(t, cpl.off((self.tid, 0, i)), stage)
+            c = int(cpl.off((0, 0, i)) - cpl.off((0, 0, 0)))
+            lets, soff, coords = self.lds_at(f"{t.lower()}_cp", c, stage)
             store = Access("store", "lds", f"s{t}", soff, 8, regs, tag=f"{t}.cp.async.store",
                            origin=self.origin(t), coords=tuple(coords(j) for j in range(8)))
-            out += [let, CpAsync(load, store, tag=f"{t}.cp.async")]
+            out += lets + [CpAsync(load, store, tag=f"{t}.cp.async")]
         return out
 
-    def ldm(self, t: str, off: Any, stage: Any, fr: Frag, first: int, trans: bool,
+    def ldm(self, key: str, c: int, stage: Any, fr: Frag, first: int, trans: bool,
             tag: str) -> List[Any]:
-        let, soff, coords = self.lds(t, off, stage)
-        return [let, LdMatrixLoad("load", "lds", f"s{t}", soff, 8, fr.regs(range(first,
+        t = self.bases[key][0]
+        lets, soff, coords = self.lds_at(key, c, stage)
+        return lets + [LdMatrixLoad("load", "lds", f"s{t}", soff, 8, fr.regs(range(first,
                                                                                  first + 8)),
                                   tag=tag, origin=self.origin(t),
                                   coords=tuple(coords(j) for j in range(8)),
@@ -198,10 +246,10 @@ class _Builder:
         out: List[Any] = [ZeroFrag(self.sc)]
         for kk in range(self.kd):
             for i in range(mt):
-                out += self.ldm("Q", p.q_read((self.lane, 0, (kk, i, sym("warp")))), 0,
+                out += self.ldm("q_rd", p.q_read((0, 0, (kk, i, 0))), 0,
                                 self.qf, 8 * i, False, "Q.ldmatrix")
             for n in range(nt // 2):
-                out += self.ldm("K", p.k_read((self.lane, 0, (kk, n))), st, self.kb, 0, False,
+                out += self.ldm("k_rd", p.k_read((0, 0, (kk, n))), st, self.kb, 0, False,
                                 "K.ldmatrix")
                 for i in range(mt):
                     for h in range(2):
@@ -224,7 +272,7 @@ class _Builder:
                 a0 = (i * nt + 2 * kb) * 4
                 out.append(RoundProbs(self.pa, self.pf, tuple(range(a0, a0 + 8))))
             for n in range(self.kd):
-                out += self.ldm("V", p.v_read((self.lane, 0, (kb, n))), st, self.vb, 0, True,
+                out += self.ldm("v_rd", p.v_read((0, 0, (kb, n))), st, self.vb, 0, True,
                                 "V.ldmatrix.trans")
                 for i in range(mt):
                     a0 = (i * nt + 2 * kb) * 4
@@ -327,7 +375,7 @@ class _Builder:
             out.append(Let("qb", sym("block_q")))
         out += [Let("m0", bm * sym("qb")),
                 Let("row0", sym("m0") + c.rpw * sym("warp") + crow((self.lane, 0))),
-                Let("col0", ccol((self.lane, 0)))]
+                Let("col0", ccol((self.lane, 0)))] + self.base_lets()
         if c.causal:
             out += [Comment("keys [0, n_end) reach the block's last row; blocks below n_full "
                             "are visible to its first row"),
