@@ -23,6 +23,11 @@ K / V copies are always predicated on ``key < seqlen_kv`` (no predicate-free fas
 whole blocks); key blocks wholly visible to the whole query block run an unmasked copy of the
 loop body (the template tests ``need_mask`` at run time).  Index arithmetic is 32-bit ``int``:
 the launcher refuses tensors whose element offsets reach 2^31.
+
+Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 0.90-0.94x
+the template at d64 and 0.88-0.90x at d128 (B8 H32 S2K / S8K), so
+:func:`kernels.nvidia.dispatch.flash_attention` still runs the template; ``IrFlashAttention``
+is opt-in.  Not in the IR form: ``q_in_regs``.
 """
 
 from __future__ import annotations
