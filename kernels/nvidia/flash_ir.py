@@ -247,7 +247,7 @@ class _Builder:
     def scores(self, st: Any) -> List[Any]:
         """``S = Q K^T`` of the key block in stage ``st``: per 16-wide d step, the warp's Q
         fragments and K fragments by ``ldmatrix``, one ``mma.sync`` per (16 rows, 8 keys)."""
-        c, p, mt, nt = self.c, self.p, self.c.mt, self.nt
+        p, mt, nt = self.p, self.c.mt, self.nt
         out: List[Any] = [ZeroFrag(self.sc)]
         for kk in range(self.kd):
             for i in range(mt):
@@ -263,7 +263,6 @@ class _Builder:
                                         self.qf.regs(range(8 * i, 8 * i + 8)),
                                         self.kb.regs(range(4 * h, 4 * h + 4)),
                                         tag=f"S(k{kk},m{i},n{2 * n + h})"))
-        del c
         return out
 
     def pv(self, st: Any) -> List[Any]:
