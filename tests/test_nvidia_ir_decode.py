@@ -224,10 +224,10 @@ def test_dropped_merge_line_is_refused():
 
 
 def test_unknown_attention_statements_are_refused_by_the_cuda_printer():
-    from kernels.ir.attention import FinalNormalize
+    from kernels.ir.attention import MergeFinal
     k = _ir()
-    k.body.append(FinalNormalize(k.frags[0], (0,), "l_run", "m_run", k.frags[1]))
-    with pytest.raises(TypeError, match="FinalNormalize has no CUDA form"):
+    k.body.append(MergeFinal(k.frags[0], (0,), "l_run", "m_run", k.frags[1]))
+    with pytest.raises(TypeError, match="MergeFinal has no CUDA form"):
         emit_cuda_attention(k)
 
 

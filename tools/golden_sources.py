@@ -215,6 +215,13 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
              dict(causal=True)]
     for kw in flash:
         yield (f"nvidia/mma-flash/{_kw(kw)}", lambda kw=kw: emit_flash(FlashConfig(**kw)))
+    # ... and built as verified IR (kernels.nvidia.flash_ir), the mma.sync defaults
+    from kernels.nvidia.flash_ir import build_flash_ir
+    from kernels.printer.cuda_attention import emit_cuda_attention as emit_attn_ir
+    for kw in (dict(), dict(causal=True, dtype="bf16"), dict(head_dim=64),
+               dict(head_dim=64, causal=True), dict(head_dim=256, bm=64, bn=32)):
+        yield (f"nvidia/mma-flash-ir/{_kw(kw)}",
+               lambda kw=kw: emit_attn_ir(build_flash_ir(FlashConfig(**kw))))
     for kw in (dict(), dict(head_dim=256, chunk=8), dict(head_dim=256), dict(head_dim=64)):
         yield (f"nvidia/decode/{_kw(kw)}", lambda kw=kw: emit_decode(DecodeConfig(**kw)))
     wg = [dict(), dict(dtype="bf16", b_major="k"), dict(bk=32, stages=6),

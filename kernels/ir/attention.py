@@ -132,6 +132,10 @@ class ExpScores:
     l: str
     alpha: str
     rounding: str = "rtne"       # f32 -> 16-bit P: one of kernels.ir.p_rounding.P_ROUNDINGS
+    # CUDA form only: guard the row's maximum once (``mc`` of a row with no key yet is -inf:
+    # subtract 0 instead) rather than every score (``s == -inf ? 0``); the same values, since
+    # exp2(-inf - finite) = 0, with two instructions fewer per score (kernels.nvidia.flash_ir)
+    row_guard: bool = False
 
 
 @dataclass

@@ -14,6 +14,8 @@ the split kernel's engine pieces (2)-(4)):
 * :class:`SplitProbs` splits the f32 probabilities :class:`~kernels.ir.attention.ExpScores`
   wrote in two 16-bit operands: ``hi`` = P rounded and ``lo`` = P - hi rounded, so that two
   ``mma.sync`` per step (``hi`` then ``lo``) keep ~16 mantissa bits of P.
+* :class:`RoundProbs` rounds them once into one 16-bit operand (``dst[j] = round16(p[j])``):
+  the prefill's ``P`` A operand (:mod:`kernels.nvidia.flash_ir`), one ``mma.sync`` per step.
 
 The rules the verifier applies (:mod:`kernels.verify.warp_register_rules`):
 
@@ -23,6 +25,8 @@ The rules the verifier applies (:mod:`kernels.verify.warp_register_rules`):
   the source lane is computed from the printed expression with hardware semantics (``lane &
   31`` within the warp), so a rescale by it (:class:`~kernels.ir.attention.Rescale`) checks
   that the lane owns the row of the column it scales (``online_softmax``);
+* :class:`RoundProbs`: ``dst`` holds the (row, key, maximum version) of ``p`` at the same
+  items (the ``mma.sync`` rules then check the product it feeds);
 * :class:`SplitProbs`: ``hi`` and ``lo`` hold the (row, key, maximum version) of ``p``; an O
   accumulated from ``hi`` must also be accumulated from ``lo`` for exactly the same keys (each
   part once: "no key twice" counts the pair once, and only a whole pair) before its partial
@@ -36,7 +40,7 @@ from typing import Any, Optional, Tuple
 
 from .core import Frag
 
-__all__ = ["PackWord", "ShflBroadcast", "SplitProbs", "word_form", "PERM_LO", "PERM_HI"]
+__all__ = ["PackWord", "ShflBroadcast", "SplitProbs", "RoundProbs", "word_form", "PERM_LO", "PERM_HI"]
 
 PERM_LO, PERM_HI = 0x5410, 0x7632     # __byte_perm selectors: low halves / high halves
 
@@ -114,3 +118,27 @@ class SplitProbs:
                                                                self.items[0] + len(self.items))):
             raise ValueError(f"split probs {self.p.name}: whole words of consecutive items, got "
                              f"{list(self.items)}")
+
+
+@dataclass
+class RoundProbs:
+    """``dst[j] = round16(p[j])`` for the items ``j`` of the f32 probabilities ``p``
+    (:class:`~kernels.ir.attention.ExpScores` wrote them), whole 32-bit words: one 16-bit
+    ``mma.sync`` operand holding P rounded once (round to nearest even, the ``cvt.rn`` of the
+    prelude's pack helpers)."""
+
+    dst: Frag
+    p: Frag
+    items: Tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not _is16(self.dst) or self.p.dtype != "f32":
+            raise ValueError(f"round probs {self.p.name} -> {self.dst.name}: f32 probabilities "
+                             "into a 16-bit frag")
+        if len(self.items) % 2 or self.items[0] % 2 or \
+                list(self.items) != list(range(self.items[0], self.items[0] + len(self.items))):
+            raise ValueError(f"round probs {self.p.name}: whole words of consecutive items "
+                             f"starting at an even one, got {list(self.items)}")
+        if self.items[-1] >= min(self.dst.count, self.p.count):
+            raise ValueError(f"round probs: item {self.items[-1]} past {self.dst.name} "
+                             f"({self.dst.count}) or {self.p.name} ({self.p.count})")

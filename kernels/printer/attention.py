@@ -111,6 +111,9 @@ class AttnPrinter(ScalarStatements, Printer):
             self.out(d + 1, f"{s.m} = mn_;")
             self.out(d, "}")
         elif isinstance(s, ExpScores):
+            if s.row_guard:
+                raise ValueError("hip printer: ExpScores(row_guard=True) is a CUDA form "
+                                 "(kernels/printer/cuda_decode.py)")
             self.out(d, f"{s.l} *= {s.alpha};")
             conv = p_conversion(s.p.dtype, s.rounding)
             for pi, si in zip(s.p_items, s.s_items):

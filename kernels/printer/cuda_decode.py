@@ -11,8 +11,12 @@ so the running maximum needs no further scale:
 * ``SoftmaxUpdate`` -> ``const float mc = fmaxf(m, mx);`` ``const float alpha = mc == m ? 1.f
   : lg_exp2(m - mc);`` ``m = mc;`` (``mc == m`` also covers no key yet: both -inf);
 * ``ExpScores`` -> ``l *= alpha;`` then per item ``p[k] = sc[i] == LG_NEG_INF ? 0.f :
-  lg_exp2(sc[i] - mc); l += p[k];``
+  lg_exp2(sc[i] - mc); l += p[k];`` (``row_guard``: ``const float mc_g = mc == LG_NEG_INF ?
+  0.f : mc;`` once, then ``p[k] = lg_exp2(sc[i] - mc_g); l += p[k];``: the same values)
 * ``Rescale`` -> ``o[i] *= alpha;`` per item;
+* ``FinalNormalize`` (the prefill, :mod:`kernels.nvidia.flash_ir`) -> one line ``{ const float
+  lg_inv = l > 0.f ? 1.f / l : 0.f; o[i] *= lg_inv; ... lse[0] = l > 0.f ? (mc + log2f(l)) *
+  0.6931471805599453f : LG_NEG_INF; }`` (the template's ``inv``: a row with no key stores zeros);
 * a 16-bit global load of 8 elements -> ``lg_ldg16x8(&frag[word], buf + (offset)[, pred]);``
   (``ld.global.nc.L1::no_allocate``; zeros where the predicate is off);
 * an f32 global store of 4 / 1 registers -> ``*reinterpret_cast<float4*>(buf + (offset)) =
@@ -32,11 +36,11 @@ from typing import Any, Callable, Dict
 
 from layoutalg.symbolic import to_c
 
-from ..ir.attention import ExpScores, MaskScores, Rescale, RowMax, SoftmaxUpdate
+from ..ir.attention import LN2, ExpScores, FinalNormalize, MaskScores, Rescale, RowMax, SoftmaxUpdate
 from ..ir.core import Access, walk
 from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
 
-__all__ = ["decode_stmt", "decode_helpers", "DECODE_HELPERS"]
+__all__ = ["decode_stmt", "decode_helpers", "normalize_line", "DECODE_HELPERS"]
 
 DECODE_HELPERS = r"""LG_DEV void lg_ldg16x8(lg_u32* r, const lg_u16* p) {
   lg_u32x4 v;
@@ -116,6 +120,14 @@ def _warp_combine(out: Callable[[int, str], None], s: WarpCombine, d: int) -> No
                        f"r * {s.rows} + {j}, {s.s_acc}, {to_c(s.x_offset)}, {s.s_inv}, {j});"))
 
 
+def normalize_line(s: FinalNormalize) -> str:
+    """The one line of a :class:`~kernels.ir.attention.FinalNormalize` (``mc``: the running
+    maximum in base-2 units, as the mask prints the scores)."""
+    scale = " ".join(f"{s.o.name}[{i}] *= lg_inv;" for i in s.items)
+    return (f"{{ const float lg_inv = {s.l} > 0.f ? 1.f / {s.l} : 0.f; {scale} "
+            f"{s.lse.name}[0] = {s.l} > 0.f ? ({s.mc} + log2f({s.l})) * {LN2!r}f : LG_NEG_INF; }}")
+
+
 def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[str, str],
                 scale: str) -> bool:
     """Print ``s`` through ``out(depth, line)`` if it is one of this module's forms."""
@@ -139,11 +151,18 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
             raise ValueError(f"cuda printer: exp into {s.p.name}: f32 probabilities (split "
                              "them with SplitProbs)")
         out(d, f"{s.l} *= {s.alpha};")
+        if s.row_guard:
+            out(d, f"const float {s.mc}_g = {s.mc} == LG_NEG_INF ? 0.f : {s.mc};")
         for k, i in zip(s.p_items, s.s_items):
             p, x = f"{s.p.name}[{k}]", f"{s.s.name}[{i}]"
-            out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")
+            if s.row_guard:
+                out(d, f"{p} = lg_exp2({x} - {s.mc}_g); {s.l} += {p};")
+            else:
+                out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")
     elif isinstance(s, Rescale):
         out(d, " ".join(f"{s.frag.name}[{i}] *= {s.alpha};" for i in s.items))
+    elif isinstance(s, FinalNormalize):
+        out(d, normalize_line(s))
     elif isinstance(s, StoreVar):
         out(d, _if(s.pred, f"{s.buf}[{to_c(s.offset)}] = {s.var};"))
     elif isinstance(s, WarpStats):

@@ -10,6 +10,8 @@ two words prints two lines), for :class:`kernels.printer.cuda_attention.CudaAttn
   ``hi[w] = lg_pack_*x2(p[i], p[i+1]);`` and ``lo[w] = lg_pack_*x2(p[i] - lg_*_lo(hi[w]),
   p[i+1] - lg_*_hi(hi[w]));`` (the template's rounding of the residual, operation for
   operation);
+* :class:`~kernels.ir.warp_registers.RoundProbs` -> per word ``w``: ``dst[w] =
+  lg_pack_*x2(p[i], p[i+1]);`` (the form of SplitProbs' ``hi`` line);
 * ``LaneXor(method="shfl_xor")`` -> ``v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, P));`` or
   ``v += __shfl_xor_sync(0xffffffffu, v, P);``.
 
@@ -24,7 +26,7 @@ from typing import Any, Callable
 from layoutalg.symbolic import to_c
 
 from ..ir.attention import LaneXor
-from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs, word_form
+from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs, word_form
 from ..nvidia.prelude import PACK
 
 __all__ = ["warp_stmt", "FULL_MASK"]
@@ -60,6 +62,10 @@ def warp_stmt(out: Callable[[int, str], None], s: Any, d: int) -> bool:
             h = f"{s.hi.name}[{w}]"
             out(d, f"{h} = {pack}({p0}, {p1});")
             out(d, f"{s.lo.name}[{w}] = {pack}({p0} - {lo}({h}), {p1} - {hi}({h}));")
+    elif isinstance(s, RoundProbs):
+        pack = PACK[s.dst.dtype]
+        for i in s.items[::2]:
+            out(d, f"{s.dst.name}[{i // 2}] = {pack}({s.p.name}[{i}], {s.p.name}[{i + 1}]);")
     elif isinstance(s, LaneXor) and s.method == "shfl_xor":
         if s.frag is not None or s.op not in ("max", "sum"):
             raise ValueError(f"cuda printer: __shfl_xor_sync of {s.var or s.frag.name} "

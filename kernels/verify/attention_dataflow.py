@@ -24,7 +24,9 @@ from .lse_merge_rules import LseMergeRules
 from .warp_register_rules import WarpRegisterRules
 from .warp_merge_rules import WarpMergeRules
 from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
-from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
+from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs
+from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
+from .attention_async import AsyncSharedRules
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
@@ -32,7 +34,8 @@ from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
 __all__ = ["AttentionDataflow"]
 
 
-class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMergeRules):
+class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMergeRules,
+                        AsyncSharedRules):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
@@ -144,6 +147,14 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                 self.shfl_broadcast(s, env)
             elif isinstance(s, SplitProbs):
                 self.split_probs(s)
+            elif isinstance(s, RoundProbs):
+                self.round_probs(s)
+            elif isinstance(s, CpAsync):
+                self.cp_async(s, env)
+            elif isinstance(s, CpAsyncCommit):
+                self.cp_async_commit()
+            elif isinstance(s, CpAsyncWait):
+                self.cp_async_wait(s.pending)
             elif isinstance(s, StoreVar):
                 self.store_var(s, env)
             elif isinstance(s, WarpStats):
@@ -186,6 +197,9 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
         if a.space == "lds" and a.kind == "load" and self.holds_records(a.buf):
             self.load_record(a, env)
             return
+        if getattr(a, "atom", None) is not None:        # ldmatrix (kernels.ir.nvidia)
+            self.ldmatrix(a, env)
+            return
         T = self.T
         off = np.broadcast_to(np.asarray(eval_expr(a.offset, env), dtype=np.int64), (T,))
         pred = np.broadcast_to(np.asarray(True if a.pred is None else eval_expr(a.pred, env)), (T,))
@@ -208,9 +222,11 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                 continue   # outside the LDS array: the static pass reports it as in_bounds
             elif a.kind == "store":
                 self.lds_touch(a, addr, th, True)
+                self.in_flight(a.buf, addr, th, "writes", a.tag)
                 self.lds[a.buf][addr] = self.regs[fr][:, i]
             else:
                 self.lds_touch(a, addr, th, False)
+                self.in_flight(a.buf, addr, th, "reads", a.tag)
                 vals = self.lds[a.buf][addr]
                 if (vals == UNSET).any():
                     t = int(np.argmax(vals == UNSET))
@@ -328,8 +344,12 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
         self.mfma_issues += W
         base = (np.arange(W) * L)[:, None, None]
         a_idx, b_idx = np.array(m.a.idx), np.array(m.b.idx)
-        A = self.regs[m.a.frag.name][base + sp.a_lane[None], a_idx[sp.a_item][None]]  # [W,M,K]
         where = f"MFMA {m.tag}"
+        a_acc = self.acc.get(m.a.frag.name)
+        if a_acc is not None and a_acc.kind == PROBS:   # O = P V (mma.sync: P as A)
+            self.mma_pv_pa(m, sp, a_acc, a_idx, b_idx, where)
+            return
+        A = self.regs[m.a.frag.name][base + sp.a_lane[None], a_idx[sp.a_item][None]]  # [W,M,K]
         if (A == UNSET).any():
             self.fail("lane_mfma_operands", f"{where}: an A register was never loaded")
             return
@@ -344,7 +364,9 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
             return
         bt, bbh, brow, bcol, bz = decode_ids(B)
         q, kk = self.roles.query, self.roles.key
-        if ((at == self.tensor.get(q)) | az).all() and not az.all():
+        q_in_a = ((at == self.tensor.get(q)) | az).all()
+        if q_in_a and (not az.all() or (bt == self.tensor.get(kk)).all()):
+            # (all of A zero-filled, e.g. Q rows past seqlen_q: B says which product it is)
             self.mma_scores_qk(m, sp, A, B, where)     # S = Q K^T (mma.sync: Q as A)
             return
         if (at != self.tensor.get(kk)).any() or (bt != self.tensor.get(q)).any():
@@ -479,8 +501,9 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
         if kind == OUT:
             vis = np.bitwise_or.reduce(np.where(~q_masked[..., None], qb[:, :, None, :],
                                                 np.uint64(0)), axis=1)       # [W, N, nbits]
-            acc.vbits[th_b, it_b] = acc.vbits[th_b, it_b] | vis[wv, sp.c_j[None]]
-            want_ver = ver_j[wv, sp.c_j[None]]
+            rix = sp.c_i if rows_on_i else sp.c_j      # the C index of the query row
+            acc.vbits[th_b, it_b] = acc.vbits[th_b, it_b] | vis[wv, rix[None]]
+            want_ver = ver_j[wv, rix[None]]
             cur_ver = acc.ver[th_b, it_b]
             if (cur_ver != want_ver).any():
                 self.fail("online_softmax", f"{where}: O accumulated under maximum version "

@@ -16,8 +16,9 @@ from .spec import KernelSpec
 from ..errors import KernelError
 from ..ir.attention import LetMinMax
 from ..ir.core import Access, If, Let, Loop, c_eval, is_group_barrier, sym
+from ..ir.nvidia import CpAsync
 from .attention_ids import POS_MASK
-from .gate_common import BYTES, Fail, bank_result, compose_offset, leaves
+from .gate_common import BYTES, Fail, bank_result, compose_offset, lds_instruction, leaves
 
 __all__ = ["Instance", "default_instances", "eval_layout", "eval_expr", "let_value",
            "AttentionStatic"]
@@ -207,6 +208,9 @@ class AttentionStatic:
                 self.stmts(s.body, dict(env), active & cond, where)
             elif isinstance(s, Access):
                 self.access(s, env, active, where)
+            elif isinstance(s, CpAsync):        # NVIDIA: the global read and the shared write
+                for a in s.accesses():
+                    self.access(a, env, active, where)
 
     def _at(self, mask: np.ndarray, where: str) -> str:
         b, t = (int(x) for x in np.argwhere(mask)[0])
@@ -314,7 +318,7 @@ class AttentionStatic:
     def banks(self, a: Access, off: np.ndarray, act: np.ndarray, eb: int, what: str,
               where: str) -> None:
         kind = "read" if a.kind == "load" else "write"
-        instr = f"ds_{kind}_b{a.width * eb * 8}"
+        instr = lds_instruction(self.arch, a, eb)
         rows = np.nonzero(act.all(axis=1))[0]
         if rows.size == 0:
             if act.any():

@@ -23,10 +23,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
-from ..ir.attention import ExpScores, LaneXor, Rescale, RowMax, SoftmaxUpdate
+from ..ir.attention import ExpScores, FinalNormalize, LaneXor, Rescale, RowMax, SoftmaxUpdate
 from ..ir.core import sym
 from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
-from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs, word_form
+from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs, word_form
 from ..nvidia.prelude import PACK
 from .cexpr import CExprError, parse
 from .source_text import SourceStmt, split_args
@@ -51,10 +51,15 @@ _SETM = re.compile(r"^(\w+) = (\w+);$")
 _SCALE_L = re.compile(r"^(\w+) \*= (\w+);$")
 _EXP = re.compile(rf"^{_R} = {_R} == LG_NEG_INF \? 0\.f : lg_exp2\(\3\[\4\] - (\w+)\); "
                   r"(\w+) \+= \1\[\2\];$")
+_GUARD = re.compile(r"^const float (\w+)_g = \1 == LG_NEG_INF \? 0\.f : \1;$")
+_EXPG = re.compile(rf"^{_R} = lg_exp2\({_R} - (\w+)_g\); (\w+) \+= \1\[\2\];$")
 _RESCALE = re.compile(rf"^(?:{_R} \*= (\w+);\s*)+$")
 _PHI = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R}, {_R}\);$")
 _PLO = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R} - (lg_\w+_lo)\({_R}\), {_R} - "
                   rf"(lg_\w+_hi)\({_R}\)\);$")
+_NORM = re.compile(r"^\{ const float lg_inv = (\w+) > 0\.f \? 1\.f / \1 : 0\.f; "
+                   rf"((?:{_R} \*= lg_inv; )+)(\w+)\[0\] = \1 > 0\.f \? \((\w+) \+ "
+                   r"log2f\(\1\)\) \* 0\.6931471805599453f : LG_NEG_INF; \}$")
 _STATS = re.compile(r"^lg_warp_stats<(\d+), (\d+)>\((\w+), (\w+), (\w+), (\w+), (\w+), tid\);$")
 _COMBINE = re.compile(r"^LG_WARP_COMBINE\((.*)\);$")
 
@@ -170,6 +175,13 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     if m:
         g = m.groups()
         return ("exp", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5]), ()
+    m = _GUARD.match(s)
+    if m:
+        return ("exp_guard", m.group(1)), ()
+    m = _EXPG.match(s)
+    if m:
+        g = m.groups()
+        return ("exp_g", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5]), ()
     m = _RESCALE.match(s)
     if m:
         parts = re.findall(rf"{_R} \*= (\w+);", s)
@@ -183,6 +195,10 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
         g = m.groups()
         return ("p_lo", g[0], int(g[1]), g[2], g[3], int(g[4]), g[5], g[6], int(g[7]), g[8],
                 int(g[9]), g[10], g[11], int(g[12])), ()
+    m = _NORM.match(s)
+    if m:
+        items = tuple((f, int(i)) for f, i in re.findall(rf"{_R} \*= lg_inv;", m.group(2)))
+        return ("normalize", m.group(1), items, m.group(5), m.group(6)), ()
     m = _SCALE_L.match(s)
     if m:
         return ("scale_l", m.group(1), m.group(2)), ()
@@ -195,7 +211,8 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
 # ---------------------------------------------------------------------------- the IR side
 
 DECODE_IR_KINDS = ("PackWord", "ShflBroadcast", "SplitProbs", "StoreVar", "WarpStats",
-                   "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale")
+                   "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale",
+                   "RoundProbs", "FinalNormalize")
 
 
 def _w(regs: tuple, exprs: tuple = ()) -> SourceStmt:
@@ -224,6 +241,10 @@ def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
     if isinstance(s, SoftmaxUpdate):
         return [_w(("update_mc", s.mc, s.m, s.m_tile)), _w(("update_alpha", s.alpha, s.mc, s.m)),
                 _w(("update_m", s.m, s.mc))]
+    if isinstance(s, ExpScores) and s.row_guard:
+        return [_w(("scale_l", s.l, s.alpha)), _w(("exp_guard", s.mc))] + [
+            _w(("exp_g", s.p.name, k, s.s.name, i, s.mc, s.l)) for k, i in zip(s.p_items,
+                                                                             s.s_items)]
     if isinstance(s, ExpScores):
         return [_w(("scale_l", s.l, s.alpha))] + [
             _w(("exp", s.p.name, k, s.s.name, i, s.mc, s.l)) for k, i in zip(s.p_items, s.s_items)]
@@ -239,6 +260,12 @@ def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
                     _w(("p_lo", s.lo.name, w, pack, p, i, lo, s.hi.name, w, p, i + 1, hi,
                         s.hi.name, w))]
         return out
+    if isinstance(s, RoundProbs):
+        pack, p = PACK[s.dst.dtype], s.p.name
+        return [_w(("p_hi", s.dst.name, i // 2, pack, p, i, p, i + 1)) for i in s.items[::2]]
+    if isinstance(s, FinalNormalize):
+        return [_w(("normalize", s.l, tuple((s.o.name, i) for i in s.items), s.lse.name,
+                    s.mc))]
     if isinstance(s, StoreVar):
         return [_w(("store_var", s.buf, s.var), (s.offset, s.pred if s.pred is not None
                                                  else sympy.true))]

@@ -17,15 +17,17 @@ from typing import Dict
 
 import numpy as np
 
-from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
-from .attention_ids import PAD, PROBS, SCORES, ZERO_ID, VarIds, decode_ids, result_text, rowid
+from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs
+from .attention_ids import (OUT, PAD, PROBS, SCORES, UNSET, ZERO_ID, VarIds, decode_ids,
+                            result_text, rowid)
 from .attention_static import eval_expr
 
 __all__ = ["WarpRegisterRules", "PAD", "ZERO_ID"]
 
 
 class WarpRegisterRules:
-    """``pack_word`` / ``shfl_broadcast`` / ``split_probs`` / ``mma_scores_qk``."""
+    """``pack_word`` / ``shfl_broadcast`` / ``split_probs`` / ``round_probs`` /
+    ``mma_scores_qk`` / ``mma_pv_pa``."""
 
     def _parts(self) -> Dict[str, str]:
         if not hasattr(self, "_prob_parts"):
@@ -70,6 +72,21 @@ class WarpRegisterRules:
             for f in ("row", "col", "masked", "ver"):
                 getattr(dst, f)[:, idx] = getattr(P, f)[:, idx]
             self._parts()[fr.name] = part
+
+    def round_probs(self, s: RoundProbs) -> None:
+        """``dst`` holds the probabilities' (row, key, masked, maximum version) at the same
+        items: one 16-bit operand of P rounded once."""
+        P = self.acc.get(s.p.name)
+        idx = np.array(s.items)
+        if P is None or P.kind != PROBS or (P.row[:, idx] == -1).any():
+            self.fail("online_softmax", f"round probs: {s.p.name}{list(s.items)} holds no "
+                                        "probabilities")
+            return
+        dst = self.accs(s.dst.name)
+        dst.kind = PROBS
+        for f in ("row", "col", "masked", "ver"):
+            getattr(dst, f)[:, idx] = getattr(P, f)[:, idx]
+        self._parts().pop(s.dst.name, None)
 
     def prob_part(self, frag: str) -> str:
         """"hi" / "lo" for the two frags of a :class:`SplitProbs`, "" for any other."""
@@ -131,3 +148,50 @@ class WarpRegisterRules:
         # proves its score masked
         self.acc_update(m, sp, SCORES, np.where(real, row_i, PAD), key_j, dq, None, None,
                         where, rows_on_i=True)
+
+    # ---- (5) O = P V with P as the A operand (the prefill, kernels.nvidia.flash_ir) --------
+    def mma_pv_pa(self, m, sp, P, a_idx: np.ndarray, b_idx: np.ndarray, where: str) -> None:
+        """A[i][q] = P(row_i, key_q) from the probabilities' registers, B[q][j] = V(key_q,
+        d_j): each C element (row i, d j) adds the keys q under one maximum version."""
+        W, L = self.T // sp.lanes, sp.lanes
+        base = (np.arange(W) * L)[:, None, None]
+        th, it = np.broadcast_arrays(base + sp.a_lane[None], a_idx[sp.a_item][None])
+        prow, pkey, pm, pv = P.row[th, it], P.col[th, it], P.masked[th, it], P.ver[th, it]
+        if (prow == -1).any():
+            self.fail("lane_mfma_operands", f"{where}: a P register holds no probability")
+            return
+        B = self.regs[m.b.frag.name][base + sp.b_lane[None], b_idx[sp.b_item][None]]  # [W,K,N]
+        if (B == UNSET).any():
+            self.fail("lane_mfma_operands", f"{where}: a B register was never loaded")
+            return
+        bt, bbh, brow, bcol, bz = decode_ids(B)
+        val = self.roles.value
+        if (bt != self.tensor.get(val)).any():
+            self.fail("lane_mfma_operands", f"{where}: O = P {val} needs {val} in B")
+            return
+        d_j = bcol[:, 0, :]                                   # [W, N]
+        if (bcol != d_j[:, None, :]).any():
+            self.fail("lane_mfma_operands", f"{where}: an mma column of {val} mixes head dims")
+            return
+        kq = brow[:, :, 0]                                    # [W, K]
+        if (brow != kq[:, :, None]).any() or (pkey != kq[:, None, :]).any():
+            self.fail("lane_mfma_operands", f"{where}: P and {val} disagree on the key of a "
+                                            "reduction slot")
+            return
+        row_i = prow[:, :, 0]                                 # [W, M]
+        if (prow != row_i[:, :, None]).any():
+            self.fail("lane_mfma_operands", f"{where}: a P row mixes query rows")
+            return
+        real = row_i != PAD
+        kv_i = self.kv_of(row_i >> 22)
+        if (bbh != bbh[:, :1, :1]).any() or ((bbh[:, 0, 0][:, None] != kv_i) & real).any():
+            self.fail("lane_mfma_operands", f"{where}: {val} of another (batch, kv head) than "
+                                            "the probabilities' rows (GQA mapping)")
+            return
+        ver_i = pv[:, :, 0]
+        if (pv != ver_i[:, :, None]).any():
+            self.fail("online_softmax", f"{where}: one query row's probabilities come from "
+                                        "different running maxima")
+            return
+        self.acc_update(m, sp, OUT, row_i, d_j, kq, np.swapaxes(pm, 1, 2), ver_i, where,
+                        rows_on_i=True, part=self.prob_part(m.a.frag.name))

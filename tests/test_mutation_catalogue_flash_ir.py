@@ -1,0 +1,172 @@
+"""The mutation catalogue's entries for the prefill built as IR (kernels/nvidia/flash_ir.py;
+tests/test_mutation_catalogue.py is at the line limit): one planted bug per rule the prefill
+brought into the attention checks - ``cp.async`` groups and ``ldmatrix`` in the attention
+dataflow (kernels/verify/attention_async.py), ``cp.async`` accesses in the static pass, P as
+the A operand of ``O = P V`` and :class:`~kernels.ir.warp_registers.RoundProbs`
+(kernels/verify/warp_register_rules.py), the CUDA forms of RoundProbs, FinalNormalize and
+the row-guarded ExpScores read back (kernels/verify/source_decode.py) - each refused by ``verify(ir, source=...)`` under the
+named check.  A bug in the IR is printed with it (the text agrees with the IR, so the IR check
+must catch it); a bug in the text alone must be caught by ``printed_source``."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+
+from kernels.ir.attention import FinalNormalize, MaskScores, Rescale
+from kernels.ir.core import Loop, Shared, walk
+from kernels.ir.nvidia import CpAsyncCommit, CpAsyncWait, LdMatrixLoad
+from kernels.ir.warp_registers import RoundProbs
+from kernels.nvidia.attention import FlashConfig
+from kernels.nvidia.flash_ir import build_flash_ir
+from kernels.printer.cuda_attention import emit_cuda_attention
+from kernels.verify.verifier import verify
+
+CFG = FlashConfig(head_dim=64, bm=128, bn=64, warps=4, dtype="f16")
+CAUSAL = FlashConfig(head_dim=64, bm=128, bn=64, warps=4, dtype="f16", causal=True)
+
+
+def _loops(k):
+    return [s for s in k.body if isinstance(s, Loop)]
+
+
+def _first(body, cls, pred=lambda s: True):
+    return next(s for s in walk(body) if isinstance(s, cls) and pred(s))
+
+
+def _drop(body, target) -> bool:
+    for i, s in enumerate(body):
+        if s is target:
+            del body[i]
+            return True
+        for attr in ("body",):
+            if isinstance(getattr(s, attr, None), list) and _drop(getattr(s, attr), target):
+                return True
+    return False
+
+
+def _k_wait_dropped(k):
+    """Both loops: the wait before S = Q K^T: K of block j may still be in flight."""
+    for lp in _loops(k):
+        _drop(lp.body, _first(lp.body, CpAsyncWait))
+
+
+def _v_commit_dropped(k):
+    """The prologue's second commit: V of block 0 joins K of block 1's group, so the wait
+    before P V does not retire it."""
+    commits = [i for i, s in enumerate(k.body) if isinstance(s, CpAsyncCommit)]
+    del k.body[commits[1]]
+
+
+def _v_not_transposed(k):
+    for s in walk(k.body):
+        if isinstance(s, LdMatrixLoad) and s.buf == "sV":
+            s.atom = _first(k.body, LdMatrixLoad, lambda x: x.buf == "sK").atom
+
+
+def _k_other_stage(k):
+    """K fragments read from the stage being filled for the next block."""
+    for lp in _loops(k):
+        for s in walk(lp.body):
+            if isinstance(s, LdMatrixLoad) and s.buf == "sK":
+                j = sympy.Symbol("j", integer=True, nonnegative=True)
+                s.coords = tuple((c[0], sympy.Mod(j + 1, 2)) for c in s.coords)
+
+
+def _round_wrong_tile(k):
+    """P of keys 16-31 rounded into the operand of keys 0-15."""
+    for s in walk(k.body):
+        if isinstance(s, RoundProbs) and s.items[0] % 32 == 0:
+            s.items = tuple(i + 8 for i in s.items)
+
+
+def _round_dropped(k):
+    for lp in _loops(k):
+        for s in [x for x in walk(lp.body) if isinstance(x, RoundProbs)][:1]:
+            _drop(lp.body, s)
+
+
+def _rescale_dropped(k):
+    for lp in _loops(k):
+        _drop(lp.body, _first(lp.body, Rescale))
+
+
+def _ragged_mask_dropped(k):
+    masked = _loops(k)[1]
+    m = _first(masked.body, MaskScores)
+    m.conds = tuple(sympy.true for _ in m.conds)
+
+
+def _causal_off_by_one(k):
+    for lp in _loops(k):
+        m = _first(lp.body, MaskScores)
+        m.conds = tuple(sympy.And(*[a if not isinstance(a, sympy.Le) else
+                                    sympy.StrictLessThan(a.lhs, a.rhs, evaluate=False)
+                                    for a in c.args]) if isinstance(c, sympy.And) else c
+                        for c in m.conds)
+
+
+def _sk_halved(k):
+    k.shared = [Shared(s.name, s.dtype, s.count // 2) if s.name == "sK" else s
+                for s in k.shared]
+
+
+def _normalize_other_row(k):
+    fins = [s for s in k.body if isinstance(s, FinalNormalize)]
+    fins[0].l = fins[1].l
+
+
+def _text_round(src):
+    return src.replace("pa[0] = lg_pack_f16x2(pf[0], pf[1]);",
+                       "pa[0] = lg_pack_f16x2(pf[2], pf[3]);")
+
+
+def _text_normalize(src):
+    return src.replace("{ const float lg_inv = l00 > 0.f ? 1.f / l00 : 0.f;",
+                       "{ const float lg_inv = l01 > 0.f ? 1.f / l01 : 0.f;", 1)
+
+
+def _text_guard_dropped(src):
+    return src.replace("const float mc00_g = mc00 == LG_NEG_INF ? 0.f : mc00;",
+                       "const float mc00_g = mc00;", 1)
+
+
+def _text_kv_predicate(src):
+    return src.replace("< seqlen_kv) ? 16 : 0)", "< seqlen_kv + 1) ? 16 : 0)", 1)
+
+
+# (case, config, check that refuses it, IR mutation or None, text mutation or None)
+FLASH_IR_CASES = [
+    ("flash-k-wait-dropped", CFG, "lds_races", _k_wait_dropped, None),
+    ("flash-v-commit-dropped", CFG, "lds_races", _v_commit_dropped, None),
+    ("flash-v-ldmatrix-not-trans", CFG, "lane_mfma_operands", _v_not_transposed, None),
+    ("flash-k-other-stage", CFG, "emitted_index_math", _k_other_stage, None),
+    ("flash-round-probs-wrong-tile", CFG, "lane_mfma_operands", _round_wrong_tile, None),
+    ("flash-round-probs-dropped", CFG, "lane_mfma_operands", _round_dropped, None),
+    ("flash-rescale-dropped", CFG, "online_softmax", _rescale_dropped, None),
+    ("flash-ragged-mask-dropped", CFG, "masking_and_tile_skipping", _ragged_mask_dropped, None),
+    ("flash-causal-mask-off-by-one", CAUSAL, "masking_and_tile_skipping", _causal_off_by_one,
+     None),
+    ("flash-cp-async-store-past-sK", CFG, "in_bounds", _sk_halved, None),
+    ("flash-normalize-by-other-row", CFG, "online_softmax", _normalize_other_row, None),
+    ("flash-text-round-probs", CFG, "printed_source", None, _text_round),
+    ("flash-text-normalize", CFG, "printed_source", None, _text_normalize),
+    ("flash-text-kv-predicate", CFG, "printed_source", None, _text_kv_predicate),
+    ("flash-text-row-guard-dropped", CFG, "printed_source", None, _text_guard_dropped),
+]
+
+
+@pytest.mark.parametrize("case", FLASH_IR_CASES, ids=[c[0] for c in FLASH_IR_CASES])
+def test_flash_ir_planted_bug_is_refused(case):
+    name, cfg, check, ir_bug, text_bug = case
+    k = build_flash_ir(cfg)
+    if ir_bug is not None:
+        ir_bug(k)
+    src = emit_cuda_attention(k)
+    if text_bug is not None:
+        bad = text_bug(src)
+        assert bad != src, f"{name}: the text mutation changed nothing"
+        src = bad
+    r = verify(k, arch="sm_90", source=src)
+    assert not r.checks[check].holds, (name, {n: c.holds for n, c in r.checks.items()})
+    assert r.checks[check].counterexample

@@ -1,0 +1,65 @@
+"""The mma.sync prefill built as kernel IR (kernels/nvidia/flash_ir.py): the one verifier proves
+the IR and its printed CUDA for the configurations the mma.sync dispatch runs (f16 / bf16, head
+dims 64 and 128, causal or not, 16 or 32 rows per warp); what the IR form refuses; the
+launcher's 32-bit offset rule.  The planted bugs are in tests/test_mutation_catalogue_flash_ir.py;
+the GPU comparison with the template in tests/test_nvidia_flash_ir_gpu.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kernels.nvidia.attention import AttentionConfigError, FlashConfig
+from kernels.nvidia.flash_ir import (IrFlashAttention, build_flash_ir, flash_ir_instances,
+                                     int_offsets_fit)
+from kernels.printer.cuda_attention import emit_cuda_attention
+from kernels.verify.verifier import verify
+
+
+@pytest.mark.parametrize("cfg", [
+    FlashConfig(dtype="f16", head_dim=64, bm=128, bn=64, warps=4),
+    FlashConfig(dtype="bf16", head_dim=128, bm=128, bn=64, warps=4, causal=True),
+    FlashConfig(dtype="f16", head_dim=64, bm=64, bn=32, warps=4, causal=True),
+], ids=["f16-d64", "bf16-d128-causal", "f16-d64-mt1-causal"])
+def test_flash_ir_is_verified_ir_and_text(cfg):
+    k = build_flash_ir(cfg)
+    src = emit_cuda_attention(k)
+    r = verify(k, arch="sm_90", source=src)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    for name in ("lds_races", "lane_mfma_operands", "online_softmax", "printed_source",
+                 "masking_and_tile_skipping", "bank_conflicts_lds_read"):
+        assert name in r.checks
+    # the instances are the edges the docstring names; causal adds the two diagonal shapes
+    names = [i.name for i in flash_ir_instances(k)]
+    assert ("q-longer" in names) == cfg.causal and "one-row-one-key" in names
+    assert f"void __launch_bounds__({cfg.threads}, 1) {k.name}(" in src
+    assert "long long" not in src.split("__global__")[1]
+
+
+def test_q_in_registers_is_not_in_the_ir_form():
+    with pytest.raises(AttentionConfigError, match="q_in_regs"):
+        build_flash_ir(FlashConfig(head_dim=64, bm=64, bn=64, warps=4, q_in_regs=True))
+
+
+def test_the_launcher_verifies_before_compiling(monkeypatch):
+    monkeypatch.setenv("LAYOUTALG_VERIFY_CACHE", "0")
+    cfg = FlashConfig(dtype="f16", head_dim=64, bm=128, bn=64, warps=4)
+    fa = IrFlashAttention(cfg)
+    assert fa.report.holds and fa._module is None
+    assert fa.source == emit_cuda_attention(build_flash_ir(cfg))
+    assert fa.kernel_name == fa.ir.name
+
+
+def _t(shape, stride):
+    return SimpleNamespace(shape=shape, stride=lambda d=None: stride if d is None else stride[d])
+
+
+def test_int_offsets_fit_is_the_last_element():
+    D = 128
+    ok = _t((8, 32, 8191, D), (32 * 8191 * D, 8191 * D, D, 1))
+    assert int_offsets_fit(ok)
+    edge = _t((8, 32, 65536, D), (32 * 65536 * D, 65536 * D, D, 1))  # last offset 2^31 - 1
+    assert int_offsets_fit(ok, edge)
+    big = _t((8, 32, 65537, D), (32 * 65537 * D, 65537 * D, D, 1))
+    assert not int_offsets_fit(ok, big)
