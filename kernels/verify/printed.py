@@ -313,7 +313,8 @@ def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
         c.fails.add("printed_source", f"line {t.line}: stores {got}, the IR "
                                       f"{want[0]}{list(want[1])} ({s.text})")
     dt = {p.name: p.dtype for p in (*c.k.params, *c.k.shared)}.get(s.name)
-    fn = "" if dt == "f32" else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
+    rdt = {f.name: f.dtype for f in c.k.frags}.get(want[0])
+    fn = "" if dt in ("f32", rdt) else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
                                                                   else 1]
     if t.regs[1] != fn:
         c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "

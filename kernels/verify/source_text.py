@@ -369,6 +369,9 @@ _CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit"
 _CU_LDG = re.compile(r"^lg_ldg_f32x(\d)\(&(\w+)\[(\d+)\], (\w+) \+ (.*)\);$")
 _CU_ST4 = re.compile(r"^lg_st_u32x2\((.*)\);$")
 _CU_PACK = re.compile(r"^(lg_pack_\w+)\((.*)\)$")
+# the edge copy of the runtime-size GEMMs (kernels.printer.cuda_gemm_edge)
+_CU_LD16 = re.compile(r"^(\w+)\[(\d+)\] (\|?=) lg_ld16z\((.*)\)( << 16)?;$")
+_CU_STV4 = re.compile(r"^lg_st_shared_v4\((.*)\);$")
 _CU_FVAR = re.compile(r"^float \w+ = (LG_NEG_INF|0\.f);$")
 _CU_PRAGMA = re.compile(r"^#pragma unroll \d+$")
 _CU_LSE_MAX = re.compile(r"^(\w+) = fmaxf\(\1, (\w+)\[(\d+)\]\);$")
@@ -550,6 +553,9 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
             m.group(1), (acc[0], tuple(range(acc[1], acc[1] + 4))),
             (a[0], tuple(range(2 * a[1], 2 * a[1] + 8))),
             (b[0], tuple(range(2 * b[1], 2 * b[1] + 4)))))]
+    edge = _cuda_edge_statement(s, ln, vt)
+    if edge is not None:
+        return [edge]
     if _CU_FVAR.match(s) or _CU_PRAGMA.match(s):
         return []          # no index math (a scheduling hint; a float variable's declaration)
     lse = _cuda_lse_statement(s, ln)
@@ -588,6 +594,37 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
     if dec is not None:
         return dec
     raise CExprError(f"line {ln}: a statement the CUDA printer does not print: {s}")
+
+
+def _cuda_edge_statement(s: str, ln: int, vt: Callable[[str, int], Tuple[Optional[str], int]]
+                         ) -> Optional[SourceStmt]:
+    """The edge copy's element load (``ev[w] = lg_ld16z(buf + (off), pred);``, the odd element
+    ``ev[w] |= ... << 16;``) or its 16-byte shared store (``lg_st_shared_v4(lg_smem_u32(sA +
+    (off)), &ev[w]);``); None for any other line."""
+    m = _CU_LD16.match(s)
+    if m:
+        args = split_args(m.group(4))
+        gm = _CU_GADDR.match(args[0]) if len(args) == 2 else None
+        odd = m.group(3) == "|="
+        if gm is None or odd != bool(m.group(5)):
+            raise CExprError(f"line {ln}: unreadable edge load (the even element '=', the odd "
+                             f"'|= ... << 16'): {s}")
+        elem = 2 * int(m.group(2)) + int(odd)
+        return SourceStmt("mem", ln, gm.group(1), (parse(_paren(gm.group(2))),), store=False,
+                          vtype=vt(gm.group(1), 2), pred=parse(args[1]), text=s,
+                          regs=((m.group(1), (elem,)), ""))
+    m = _CU_STV4.match(s)
+    if m:
+        args = split_args(m.group(1))
+        sm = _CU_SADDR.match(args[0]) if len(args) == 2 else None
+        rm = _CU_AREG.match(args[1]) if sm else None
+        if rm is None:
+            raise CExprError(f"line {ln}: unreadable edge store: {s}")
+        w = int(rm.group(2))
+        return SourceStmt("mem", ln, sm.group(1), (parse(_paren(sm.group(2))),), store=True,
+                          vtype=vt(sm.group(1), 16), text=s,
+                          regs=((rm.group(1), tuple(range(2 * w, 2 * w + 8))), ""))
+    return None
 
 
 def _cuda_lse_statement(s: str, ln: int) -> Optional[SourceStmt]:
