@@ -60,6 +60,9 @@ __all__ = ["RT_SCALARS", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
 #: the kernel's runtime arguments after the pointers A, B, C (``vec_ok``: 1 when the host saw
 #: lda, ldb multiples of 8 and A, B 16-byte aligned)
 RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "vec_ok")
+#: matrices of this many elements (rows x leading dimension) or more run on the template: the
+#: IR's offsets are 32-bit ints
+INT_OFFSETS = 2 ** 31
 
 
 def rt_ir_refusal(cfg: WgmmaGemmConfig) -> Any:
@@ -164,21 +167,44 @@ class _Builder:
             glob, row_ok = self.b_glob, _lt(self.n0 + row, self.N)
         return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
 
+    def copy_bases(self) -> List[Any]:
+        """Per operand, this thread's first vector once, before the k loop: ``{x}g0`` its
+        global offset at k tile 0, ``{x}s0`` its swizzled offset in a stage.  Every copy is a
+        base plus a constant (the plan proves the shared constants at every thread,
+        :func:`~kernels.nvidia.wgmma.check_copy_offsets`; the verifier checks every printed
+        offset against the layouts), as the template's copies are."""
+        out: List[Any] = []
+        for op in (self.p.a, self.p.b):
+            coords, glob, _ = self.vector(op, 0, 0)
+            x = op.name.lower()
+            pre = composition(op.smem.inner, op.copy.off)
+            out += [Let(f"{x}g0", sympy.expand(glob(coords[0]))),
+                    Let(f"{x}s0", swizzle_expr(op.smem.outer, pre((self.tid, 0, 0))))]
+        return out
+
     def copy_tile(self, op: Operand, kt: Any, stage: Any, edge: bool) -> List[Any]:
         c, t, vec = self.c, self.tid, self.c.vec
         pre = composition(op.smem.inner, op.copy.off)
         origin = self.staged(op)
+        x = op.name.lower()
+        base_coords, glob, _ = self.vector(op, 0, 0)
+        g0 = sympy.expand(glob(base_coords[0]))
         out: List[Any] = []
-        for i in range(op.copy.iters):
+        for i, (_, _, ds, b) in enumerate(op.copy_consts):
+            if b != 0:
+                raise GemmConfigError(f"{c.name}: the {op.name} copy needs a second shared base")
             coords, glob, row_ok = self.vector(op, kt, i)
+            delta = sympy.expand(glob(coords[0]) - g0)
+            if t in delta.free_symbols:
+                raise GemmConfigError(f"{c.name}: {op.name} copy iteration {i} is not the "
+                                      f"first vector plus a thread-free step ({delta})")
+            goff = sym(f"{x}g0") + delta
             off = pre((t, 0, i))
-            let, s = self.let(f"s{op.name.lower()}_", off + stage * self.elems[op.name])
-            out.append(let)
             scoords = tuple((off + j, stage) for j in range(vec))
-            saddr = swizzle_expr(op.smem.outer, s)
+            saddr = sym(f"{x}s0") + ds + stage * self.elems[op.name]
             if not edge:
                 regs = self.stage_frag.regs(range(vec))
-                load = Access("load", "global", op.name, sympy.expand(glob(coords[0])), vec,
+                load = Access("load", "global", op.name, goff, vec,
                               regs, tag=f"{op.name}.cp.async.load", origin=glob,
                               coords=tuple(coords))
                 store = Access("store", "lds", f"s{op.name}", saddr, vec, regs,
@@ -188,7 +214,7 @@ class _Builder:
             lim = self.K if op.name == "A" or c.b_major == "k" else self.N
             kpos = 1 if op.name == "A" or c.b_major == "k" else 0
             for j, cc in enumerate(coords):
-                out.append(Access("load", "global", op.name, sympy.expand(glob(cc)), 1,
+                out.append(Access("load", "global", op.name, goff + j, 1,
                                   self.edge_frag.regs([j]), pred=sympy.And(row_ok, _lt(cc[kpos], lim)),
                                   tag=f"{op.name}.edge.load", origin=glob, coords=(cc,)))
             out.append(Access("store", "lds", f"s{op.name}", saddr, vec,
@@ -261,7 +287,8 @@ class _Builder:
     def build(self) -> AttnKernel:
         c, S = self.c, self.S
         kt, KT = sym("kt"), sym("KT")
-        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + [
+        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + \
+            self.copy_bases() + [
             ZeroFrag(self.acc),
             Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each")]
         for s in range(S - 2):
@@ -269,7 +296,7 @@ class _Builder:
         nxt = kt + S - 2
         loop = Loop("kt", 0, KT)
         loop.body += [
-            Let("rs", sympy.Mod(kt, S)),
+            Let("rs", sympy.Mod(kt, S)), Let("ws", sympy.Mod(nxt, S)),
             Comment(f"k tile kt has landed once at most {S - 3} newer groups are pending; the "
                     "proxy fence makes the landed writes (cp.async and edge stores) visible "
                     "to wgmma, the barrier every thread's"),
@@ -279,7 +306,7 @@ class _Builder:
             WgmmaCommit(),
             Comment("the stage the next copy overwrites was read by the wgmma group retired "
                     "by the previous iteration's wait"),
-            If(nxt < KT, self.load_stage(nxt, sympy.Mod(nxt, S))),
+            If(nxt < KT, self.load_stage(nxt, sym("ws"))),
             CpAsyncCommit(), WgmmaWait(1, ("acc",))]
         body += [loop, WgmmaWait(0, ("acc",)), CpAsyncWait(0)]
         body += self.epilogue()
@@ -327,6 +354,15 @@ class IrWgmmaRtGemm(CompiledKernel):
         self.gemm_cfg = cfg
         CompiledKernel.__init__(self, cfg, source, backend)
         self.kernel_name = self.ir.name
+        self._template: Any = None
+
+    def template(self) -> Any:
+        """The string-template kernel of the same configuration (matrices of 2^31 elements
+        or more)."""
+        if self._template is None:
+            from .wgmma import WgmmaGemm
+            self._template = WgmmaGemm(self.cfg, backend=self.backend)
+        return self._template
 
     def check_args(self, a, b, out=None):
         from .gemm import CudaGemm
@@ -348,6 +384,10 @@ class IrWgmmaRtGemm(CompiledKernel):
         M, N, K = self.check_args(a, b, out)
         cfg = self.cfg
         lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
+        if max(M * lda, b.shape[0] * ldb, M * ldc) >= INT_OFFSETS:
+            # the IR's offsets are 32-bit ints (index_ranges proves them at its launches): a
+            # bigger matrix runs on the template, whose pointers step in size_t
+            return self.template().bind(a, b, out)
         vec_ok = int((lda | ldb) % 8 == 0 and a.data_ptr() % 16 == 0 and
                      b.data_ptr() % 16 == 0)
         site = LaunchSite(self.module, self.kernel_name, -(-M // cfg.bm) * -(-N // cfg.bn),
