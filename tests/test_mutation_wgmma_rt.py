@@ -1,6 +1,6 @@
 """Planted bugs in the runtime-size cp.async wgmma GEMM (kernels/nvidia/wgmma_rt_ir.py), each
 refused by the check that owns it when the verifier runs the kernel at its launches: the edge
-copy's predicates (in_bounds), the fast path's bounds and the host's vec_ok word
+copy's predicates (in_bounds), the fast path's bounds and the host's a_vec word
 (in_bounds / vector_widths), the epilogue's pair-or-single rule and the raster (coverage), the
 printed edge statements (printed_source)."""
 
@@ -44,7 +44,8 @@ def test_fast_path_without_its_k_bound_is_refused():
     """The cp.async path taken for a k tile that reaches past K (and the edge path too)."""
     k = build_wgmma_rt_ir(SMALL)
     fast = [s for s in walk(k.body) if isinstance(s, If) and isinstance(s.cond, sympy.And)
-            and sym("vec_ok") in s.cond.free_symbols]
+            and sym("a_vec") in s.cond.free_symbols and not any(
+                isinstance(c, sympy.Not) for c in s.cond.args)]
     assert fast
     for s in fast:
         s.cond = sympy.And(*[c for c in s.cond.args if K not in c.free_symbols])
@@ -52,10 +53,11 @@ def test_fast_path_without_its_k_bound_is_refused():
     assert {"in_bounds", "lds_races"} & set(bad), set(bad)
 
 
-def test_vec_ok_with_an_odd_lda_is_refused():
+def test_a_vec_with_an_odd_lda_is_refused():
     """The host claims 16-byte rows where lda is odd: the fast path's vectors are misaligned."""
     k = build_wgmma_rt_ir(SMALL)
-    lie = RuntimeInstance("lie", dict(M=64, N=64, K=64, lda=65, ldb=64, ldc=64, vec_ok=1),
+    lie = RuntimeInstance("lie", dict(M=64, N=64, K=64, lda=65, ldb=64, ldc=64, a_vec=1,
+                                      b_vec=1),
                           (1, 1, 1))
     bad = _failed(k, [lie])
     assert "vector_widths" in bad and "A.cp.async.load" in str(
@@ -91,3 +93,17 @@ def test_printed_edge_copy_bugs_are_refused(old, new):
     # at every launch (the first edge load's k < K differs from k <= K only where K < 64)
     res = verify_printed(k, src.replace(old, new, 1), instances=list(rt_instances(SMALL)))
     assert not res["printed_source"].holds
+
+
+def test_edge_copy_also_on_inside_tiles_is_refused():
+    """The edge copy's condition without 'not the fast path': an inside k tile of 16-byte rows
+    is copied twice, by cp.async and by the 2-byte loads, into the same shared vectors."""
+    k = build_wgmma_rt_ir(SMALL)
+    n = 0
+    for s in walk(k.body):
+        if isinstance(s, If) and isinstance(s.cond, sympy.And) and len(s.cond.args) == 2 \
+                and all(isinstance(c, sympy.Not) for c in s.cond.args):
+            s.cond, n = s.cond.args[0], n + 1
+    assert n == 4           # A and B, prologue and loop
+    bad = _failed(k, _inst("edge_odd"))
+    assert "lds_races" in bad and "in flight" in str(bad["lds_races"].counterexample)

@@ -41,20 +41,26 @@ def test_every_check_holds_at_every_launch(cfg):
 
 
 def test_launches_hit_every_path():
-    """Edge tiles in M, N and K, an odd N, odd leading dimensions, both copy paths (vec_ok 0
-    and 1), a k tile on the fast path next to an edge one, a partial raster group."""
+    """Edge tiles in M, N and K, an odd N, odd leading dimensions, every copy path (16-byte
+    rows or not, K a multiple of 8 or not), a k tile on the fast path next to an edge one, a
+    partial raster group."""
     cfg = WgmmaGemmConfig()
     insts = rt_instances(cfg)
     v = [i.values for i in insts]
     assert any(x["M"] % cfg.bm and x["N"] % cfg.bn and x["K"] % cfg.bk for x in v)
     assert any(x["N"] % 2 for x in v) and any(x["K"] % 8 for x in v)
     assert any(x["lda"] % 2 for x in v) and any(x["ldc"] % 2 for x in v)
-    assert {x["vec_ok"] for x in v} == {0, 1}
-    assert any(x["vec_ok"] and x["K"] > cfg.bk and x["K"] % cfg.bk for x in v)
+    assert {x["a_vec"] for x in v} == {0, 1} and {x["b_vec"] for x in v} == {0, 1}
+    # A with 16-byte rows at a K edge that cuts vectors (edge copy) and one that does not
+    # (predicated cp.async), each next to inside k tiles (unpredicated cp.async)
+    assert any(x["a_vec"] and x["K"] > cfg.bk and x["K"] % 8 for x in v)
+    assert any(x["a_vec"] and x["K"] > cfg.bk and x["K"] % cfg.bk and not x["K"] % 8
+               for x in v)
     assert any(-(-x["M"] // cfg.bm) > cfg.group_m for x in v)
     assert any((x["M"], x["N"], x["K"]) == (1, 1, 8) for x in v)
-    for i in insts:    # the host's vec_ok rule (IrWgmmaRtGemm.bind), aligned pointers
-        assert i.values["vec_ok"] == int(i.values["lda"] % 8 == 0 and i.values["ldb"] % 8 == 0)
+    for i in insts:    # the host's rule (IrWgmmaRtGemm.bind), aligned pointers
+        assert i.values["a_vec"] == int(i.values["lda"] % 8 == 0)
+        assert i.values["b_vec"] == int(i.values["ldb"] % 8 == 0)
 
 
 def test_printed_kernel_takes_runtime_sizes_and_edge_copy():
@@ -63,10 +69,10 @@ def test_printed_kernel_takes_runtime_sizes_and_edge_copy():
     head = next(line for line in src.splitlines() if k.name + "(" in line)
     assert head.endswith(", ".join(f"int {n}" for n in RT_SCALARS) + ") {")
     assert "lg_ld16z(" in src and "lg_st_shared_v4(" in src and "lg_cp_async16(" in src
-    # the fast path and the edge path are each other's negation, block-uniform
+    # the copy paths are chosen by block-uniform conditions on the host's a_vec
     ifs = [s for s in walk(k.body) if isinstance(s, If) and any(
         isinstance(a, Access) and a.tag == "A.edge.load" for a in s.body)]
-    assert ifs and all("vec_ok" in str(s.cond) for s in ifs)
+    assert ifs and all("a_vec" in str(s.cond) for s in ifs)
 
 
 def test_split_k_is_refused():

@@ -9,11 +9,13 @@ template's runtime behaviour, every statement IR:
 * ``M``, ``N``, ``K`` and the leading dimensions ``lda``, ``ldb``, ``ldc`` are ``int``
   arguments; a 1-D grid of ``ceil(M/bm) ceil(N/bn)`` blocks walks the tiles in the template's
   grouped raster (``group_m`` tile rows walk N together);
-* a k tile whose block tile lies inside M x N, whose k range lies inside K, with ``vec_ok``
-  (the host's word: ``lda`` and ``ldb`` multiples of 8 and A, B 16-byte aligned) is copied by
-  unpredicated ``cp.async``; any other takes the **edge copy**: per 16-byte vector, 8
-  predicated 2-byte loads (off: zero) into registers and one 16-byte shared store to the
-  address the ``cp.async`` would write (the template's ``lg_copy_edge``; printed by
+* per operand and k tile (block-uniform): a tile inside the matrix with 16-byte rows (``a_vec``
+  / ``b_vec``, the host's word: leading dimension a multiple of 8, pointer 16-byte aligned) is
+  copied by unpredicated ``cp.async``; an edge tile with 16-byte rows whose vectors the edge
+  never cuts (K, or N for an N-major B, a multiple of 8) by ``cp.async`` predicated on the
+  whole vector (zero fill); any other by the **edge copy**: per 16-byte vector, 8 predicated
+  2-byte loads (off: zero) into registers and one 16-byte shared store to the address the
+  ``cp.async`` would write (the template's ``lg_copy_edge``; printed by
   :mod:`kernels.printer.cuda_gemm_edge`);
 * C is stored as 4-byte pairs where both columns exist and ``ldc`` is even, else as single
   elements, rows past M and columns past N never.
@@ -23,13 +25,13 @@ Proved by :func:`kernels.verify.verify` (its spec's domain: the launches of :fun
 partial raster group): every check of the every-block engine at each launch (zero-filled
 elements contribute nothing: the contraction check sums exactly k < K) and the printed text at
 all of them.  The edge copy's loads are each "on exactly when the element is in range"
-(``in_bounds``), the fast path's vectors aligned (``vector_widths``: an instance whose
-``vec_ok`` lied about an odd ``lda`` fails there).
+(``in_bounds``), the ``cp.async`` vectors aligned (``vector_widths``: a launch whose ``a_vec``
+lied about an odd ``lda`` fails there).
 
 Scope: no split-K (the template :class:`~kernels.nvidia.wgmma.WgmmaGemm` runs split-K
 configurations); shared-memory A only.  The edge copy is all 2-byte loads where the template
-still takes ``cp.async`` for whole, aligned vectors of an edge tile (one row in eight with an
-odd ``lda``).
+decides per vector and still takes ``cp.async`` for the whole, aligned ones (one row in eight
+with an odd ``lda``; the vectors of a K edge that K leaves whole).
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_g
 __all__ = ["RT_SCALARS", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
            "IrWgmmaRtGemm", "rt_ir_refusal", "rt_kernel_name"]
 
-#: the kernel's runtime arguments after the pointers A, B, C (``vec_ok``: 1 when the host saw
-#: lda, ldb multiples of 8 and A, B 16-byte aligned)
-RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "vec_ok")
+#: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
+#: host saw that operand's leading dimension a multiple of 8 and its pointer 16-byte aligned)
+RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "a_vec", "b_vec")
 #: matrices of this many elements (rows x leading dimension) or more run on the template: the
 #: IR's offsets are 32-bit ints
 INT_OFFSETS = 2 ** 31
@@ -81,23 +83,25 @@ def rt_kernel_name(cfg: WgmmaGemmConfig) -> str:
 
 
 def rt_instances(cfg: WgmmaGemmConfig) -> Tuple[RuntimeInstance, ...]:
-    """The launches the kernel is verified at: (a) edge tiles in M, N (odd) and K
-    (``K = 2 bk + 2``, unaligned rows: every copy takes the edge path); (b) whole and edge k
-    tiles on the fast path's aligned rows, padded leading dimensions; (c) 1 x 1 x 8; (d) a
-    partial raster group (``group_m + 1`` tile rows), odd ``lda``, odd ``ldc``."""
+    """The launches the kernel is verified at: (a) edge tiles in M, N (odd) and K (``K = 2 bk +
+    2``, not a multiple of 8): A's 16-byte rows take ``cp.async`` on inside k tiles and the
+    2-byte edge copy at the K edge, B's odd rows the edge copy throughout; (b) 16-byte rows, K
+    and N multiples of 8: inside k tiles ``cp.async``, the K edge predicated whole-vector
+    ``cp.async``; (c) 1 x 1 x 8; (d) a partial raster group (``group_m + 1`` tile rows), odd
+    ``lda``, odd ``ldc``."""
     bm, bn, bk, g = cfg.bm, cfg.bn, cfg.bk, cfg.group_m
     b_rows = lambda n, k: n if cfg.b_major == "n" else k     # noqa: E731 - ldb's minimum
-    raw = [("edge_odd", 2 * bm - 3, bn + 41, 2 * bk + 2, 0, 0, 0),
+    raw = [("edge_odd", 2 * bm - 3, bn + 41, 2 * bk + 2, 6, 0, 0),
            ("aligned_k_edge", bm, 2 * bn, 2 * bk + 8, 8, 16, 0),
            ("one", 1, 1, 8, 0, 0, 0),
            ("raster_odd_ld", g * bm + 1, bn + 8, bk, 3, 0, 1)]
     out = []
     for name, m, n, k, pa, pb, pc in raw:
         lda, ldb, ldc = k + pa, b_rows(n, k) + pb, n + pc
-        ok = int(lda % 8 == 0 and ldb % 8 == 0)
         tiles = -(-m // bm) * -(-n // bn)
         out.append(RuntimeInstance(name, dict(M=m, N=n, K=k, lda=lda, ldb=ldb, ldc=ldc,
-                                              vec_ok=ok), (tiles, 1, 1)))
+                                              a_vec=int(lda % 8 == 0), b_vec=int(ldb % 8 == 0)),
+                                   (tiles, 1, 1)))
     return tuple(out)
 
 
@@ -126,8 +130,9 @@ class _Builder:
         if refusal is not None:
             raise GemmConfigError(refusal)
         self.c, self.p, self.S = cfg, plan_wgmma_gemm(cfg), cfg.stages
-        M, N, K, lda, ldb, ldc, ok = (sym(n) for n in RT_SCALARS)
-        self.M, self.N, self.K, self.ldc, self.ok = M, N, K, ldc, ok
+        M, N, K, lda, ldb, ldc, a_vec, b_vec = (sym(n) for n in RT_SCALARS)
+        self.M, self.N, self.K, self.ldc = M, N, K, ldc
+        self.vec = {"A": a_vec, "B": b_vec}
         self.tid, self.wg, self.m0, self.n0 = sym("tid"), sym("wg"), sym("m0"), sym("n0")
         self.n_lets = 0
         self.stage_frag = Frag("cp_stage", cfg.dtype, cfg.vec, cfg.vec)
@@ -182,13 +187,18 @@ class _Builder:
                     Let(f"{x}s0", swizzle_expr(op.smem.outer, pre((self.tid, 0, 0))))]
         return out
 
-    def copy_tile(self, op: Operand, kt: Any, stage: Any, edge: bool) -> List[Any]:
+    def copy_tile(self, op: Operand, kt: Any, stage: Any, mode: str) -> List[Any]:
+        """Operand ``op``'s k tile ``kt`` into ``stage``: ``mode`` "fast" (unpredicated
+        ``cp.async``), "whole" (``cp.async`` predicated on the whole vector lying inside the
+        matrix, zero fill otherwise: no vector is cut when the edge extent is a multiple of 8)
+        or "edge" (8 predicated 2-byte loads and one 16-byte shared store)."""
         c, t, vec = self.c, self.tid, self.c.vec
         pre = composition(op.smem.inner, op.copy.off)
         origin = self.staged(op)
         x = op.name.lower()
         base_coords, glob, _ = self.vector(op, 0, 0)
         g0 = sympy.expand(glob(base_coords[0]))
+        lim, kpos = self.edge_limit(op)
         out: List[Any] = []
         for i, (_, _, ds, b) in enumerate(op.copy_consts):
             if b != 0:
@@ -202,35 +212,51 @@ class _Builder:
             off = pre((t, 0, i))
             scoords = tuple((off + j, stage) for j in range(vec))
             saddr = sym(f"{x}s0") + ds + stage * self.elems[op.name]
-            if not edge:
+            if mode != "edge":
                 regs = self.stage_frag.regs(range(vec))
-                load = Access("load", "global", op.name, goff, vec,
-                              regs, tag=f"{op.name}.cp.async.load", origin=glob,
-                              coords=tuple(coords))
+                pred = None if mode == "fast" else \
+                    sympy.And(row_ok, _lt(coords[-1][kpos], lim))
+                load = Access("load", "global", op.name, goff, vec, regs, pred=pred,
+                              tag=f"{op.name}.cp.async.load", origin=glob, coords=tuple(coords))
                 store = Access("store", "lds", f"s{op.name}", saddr, vec, regs,
                                tag=f"{op.name}.cp.async.store", origin=origin, coords=scoords)
                 out.append(CpAsync(load, store, tag=f"{op.name}.cp.async"))
                 continue
-            lim = self.K if op.name == "A" or c.b_major == "k" else self.N
-            kpos = 1 if op.name == "A" or c.b_major == "k" else 0
             for j, cc in enumerate(coords):
                 out.append(Access("load", "global", op.name, goff + j, 1,
-                                  self.edge_frag.regs([j]), pred=sympy.And(row_ok, _lt(cc[kpos], lim)),
+                                  self.edge_frag.regs([j]),
+                                  pred=sympy.And(row_ok, _lt(cc[kpos], lim)),
                                   tag=f"{op.name}.edge.load", origin=glob, coords=(cc,)))
             out.append(Access("store", "lds", f"s{op.name}", saddr, vec,
                               self.edge_frag.regs(range(vec)), tag=f"{op.name}.edge.store",
                               origin=origin, coords=scoords))
         return out
 
-    def load_stage(self, kt: Any, stage: Any) -> List[Any]:
+    def edge_limit(self, op: Operand) -> Tuple[Any, int]:
+        """The extent a copy vector runs along (K for A and a K-major B, N for an N-major B)
+        and that coordinate's position in the operand's (m, k) / (n, k) coordinates."""
+        if op.name == "A" or self.c.b_major == "k":
+            return self.K, 1
+        return self.N, 0
+
+    def load_operand(self, op: Operand, kt: Any, stage: Any) -> List[Any]:
+        """The copy path of ``op``'s k tile ``kt``, block-uniform: a tile inside the matrix
+        with 16-byte rows takes ``cp.async``; one at an edge whose vectors are never cut
+        (16-byte rows, edge extent a multiple of 8) predicated ``cp.async``; any other the
+        2-byte edge copy (the template's ``lg_copy_edge`` per vector)."""
         c = self.c
-        fast = sympy.And(self.m0 + c.bm <= self.M, self.n0 + c.bn <= self.N,
-                         kt * c.bk + c.bk <= self.K, self.ok >= 1)
-        p = self.p
-        return [If(fast, self.copy_tile(p.a, kt, stage, False) +
-                   self.copy_tile(p.b, kt, stage, False)),
-                If(sympy.Not(fast), self.copy_tile(p.a, kt, stage, True) +
-                   self.copy_tile(p.b, kt, stage, True))]
+        lim, _ = self.edge_limit(op)
+        inside = (self.m0 + c.bm <= self.M) if op.name == "A" else (self.n0 + c.bn <= self.N)
+        aligned = self.vec[op.name] >= 1
+        uncut = sympy.And(aligned, sympy.Mod(lim, 8) < 1)
+        fast = sympy.And(aligned, inside, kt * c.bk + c.bk <= self.K)
+        return [If(fast, self.copy_tile(op, kt, stage, "fast")),
+                If(sympy.And(uncut, sympy.Not(fast)), self.copy_tile(op, kt, stage, "whole")),
+                If(sympy.And(sympy.Not(uncut), sympy.Not(fast)),
+                   self.copy_tile(op, kt, stage, "edge"))]
+
+    def load_stage(self, kt: Any, stage: Any) -> List[Any]:
+        return self.load_operand(self.p.a, kt, stage) + self.load_operand(self.p.b, kt, stage)
 
     # ---- wgmma and epilogue -------------------------------------------------------------
     def k_steps(self, stage: Any) -> List[Any]:
@@ -388,17 +414,17 @@ class IrWgmmaRtGemm(CompiledKernel):
             # the IR's offsets are 32-bit ints (index_ranges proves them at its launches): a
             # bigger matrix runs on the template, whose pointers step in size_t
             return self.template().bind(a, b, out)
-        vec_ok = int((lda | ldb) % 8 == 0 and a.data_ptr() % 16 == 0 and
-                     b.data_ptr() % 16 == 0)
+        a_vec = int(lda % 8 == 0 and a.data_ptr() % 16 == 0)
+        b_vec = int(ldb % 8 == 0 and b.data_ptr() % 16 == 0)
         site = LaunchSite(self.module, self.kernel_name, -(-M // cfg.bm) * -(-N // cfg.bn),
-                          cfg.threads, signature=("ptr", "ptr", "ptr") + ("i32",) * 7,
+                          cfg.threads, signature=("ptr", "ptr", "ptr") + ("i32",) * 8,
                           specs=[Spec(strides=(), align=2), Spec(strides=(), align=2),
-                                 Spec(strides=(), align=4)] + [None] * 7,
+                                 Spec(strides=(), align=4)] + [None] * 8,
                           smem_bytes=smem_bytes(self.ir))
 
         def run(a, b, out):
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            site([a, b, out, M, N, K, lda, ldb, ldc, vec_ok])
+            site([a, b, out, M, N, K, lda, ldb, ldc, a_vec, b_vec])
             return out
         return run
