@@ -316,9 +316,10 @@ class _Builder:
         body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + \
             self.copy_bases() + [
             ZeroFrag(self.acc),
-            Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each")]
-        for s in range(S - 2):
-            body += [If(s < KT, self.load_stage(s, s)), CpAsyncCommit()]
+            Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each (a loop:"
+                    " the copy paths printed once, not per stage)"),
+            Loop("ps", 0, S - 2, [If(sym("ps") < KT, self.load_stage(sym("ps"), sym("ps"))),
+                                  CpAsyncCommit()], unroll=1)]
         nxt = kt + S - 2
         loop = Loop("kt", 0, KT)
         loop.body += [
