@@ -107,3 +107,20 @@ def test_edge_copy_also_on_inside_tiles_is_refused():
     assert n == 4           # A and B, prologue and loop
     bad = _failed(k, _inst("edge_odd"))
     assert "lds_races" in bad and "in flight" in str(bad["lds_races"].counterexample)
+
+
+@pytest.mark.parametrize("old,new,check", [
+    # a 32-bit base defined from the other array: every access through it lands in sB
+    ("const lg_u32 sA_u32 = lg_smem_u32(sA);", "const lg_u32 sA_u32 = lg_smem_u32(sB);",
+     "printed_source"),
+    # the offset scaled as 4-byte elements
+    ("(sA_u32 + 2 * (", "(sA_u32 + 4 * (", "printed_source"),
+    # the descriptor helper from a 32-bit base, edited (its text is checked, not its name)
+    ("(lg_u64)(((base & 0x3FFFF) >> 4)", "(lg_u64)(((base & 0x3FFFF) >> 3)", "declarations"),
+])
+def test_printed_32bit_shared_bases_are_checked(old, new, check):
+    k = build_wgmma_rt_ir(SMALL)
+    src = emit_cuda_gemm_rt(k)
+    assert old in src
+    res = verify_printed(k, src.replace(old, new, 1), instances=_inst("edge_odd"))
+    assert not res[check].holds

@@ -369,6 +369,10 @@ _CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit"
 _CU_LDG = re.compile(r"^lg_ldg_f32x(\d)\(&(\w+)\[(\d+)\], (\w+) \+ (.*)\);$")
 _CU_ST4 = re.compile(r"^lg_st_u32x2\((.*)\);$")
 _CU_PACK = re.compile(r"^(lg_pack_\w+)\((.*)\)$")
+# the runtime-size GEMMs' 32-bit shared bases and their uses (kernels.printer.cuda_gemm_edge)
+_CU_U32 = re.compile(r"^const lg_u32 (\w+) = lg_smem_u32\((\w+)\);$")
+_CU_U32_ADDR = re.compile(r"\((\w+) \+ (\d+) \* (?=\()")
+_CU_DESC_U32 = re.compile(r"lg_gmma_desc_u32\((0x[0-9a-f]{16}ull), (\w+), ")
 # the edge copy of the runtime-size GEMMs (kernels.printer.cuda_gemm_edge)
 _CU_LD16 = re.compile(r"^(\w+)\[(\d+)\] (\|?=) lg_ld16z\((.*)\)( << 16)?;$")
 _CU_STV4 = re.compile(r"^lg_st_shared_v4\((.*)\);$")
@@ -456,6 +460,11 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str],
         if m:
             out.typedefs.append(("zero", int(m.group(1)), m.group(2), ln))
             continue
+        m = _CU_U32.match(s)
+        if m and m.group(2) in out.shared:     # a shared array's 32-bit address, once
+            out.alias[m.group(1)] = ("lg_u32", m.group(2), ln)
+            continue
+        s = _u32_addresses(s, ln, out.alias, dtypes)
         m = _FRAG.match(s)
         if m and m.group(1) in ("lg_u32", "float"):
             out.frags[m.group(2)] = (m.group(1), int(m.group(3)), ln)
@@ -479,6 +488,28 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str],
             continue
         stack[-1].extend(_cuda_statement(s, ln, dtypes, extra))
     return out
+
+
+def _u32_addresses(s: str, ln: int, alias: Dict[str, Tuple[str, str, int]],
+                   dtypes: Dict[str, str]) -> str:
+    """``s`` with each shared address written from a 32-bit base (``(sA_u32 + 2 * (off))``,
+    ``lg_gmma_desc_u32(bits, sA_u32, start)``; the runtime-size GEMMs'
+    :mod:`kernels.printer.cuda_gemm_edge`) in the generic forms the statement readers take
+    (``lg_smem_u32(sA + (off))``, ``lg_gmma_desc(bits, sA, start)``): only names the text
+    defined as ``const lg_u32 X = lg_smem_u32(array);``, each scaled by its array's element
+    size (else the line is refused)."""
+    def addr(m: "re.Match[str]") -> str:
+        name, scale = m.group(1), int(m.group(2))
+        if name not in alias:
+            return m.group(0)
+        arr = alias[name][1]
+        if scale != ELEM_TYPES[dtypes[arr]].bytes:
+            raise CExprError(f"line {ln}: {name} + {scale} * (...) addresses {arr}, whose "
+                             f"elements are {ELEM_TYPES[dtypes[arr]].bytes} bytes: {s}")
+        return f"lg_smem_u32({arr} + "
+    s = _CU_U32_ADDR.sub(addr, s)
+    return _CU_DESC_U32.sub(lambda m: f"lg_gmma_desc({m.group(1)}, {alias[m.group(2)][1]}, "
+                            if m.group(2) in alias else m.group(0), s)
 
 
 def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
