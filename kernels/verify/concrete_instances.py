@@ -6,7 +6,8 @@ compile-time grid.  :func:`verify_at_instances` proves it at **instances**: for 
 runtime symbol in every statement (offsets, predicates, coordinates, ``Let`` and loop bounds,
 the origin layouts' shapes and strides) is replaced by the instance's value
 (:func:`concretize`), and the resulting kernel, with the instance's grid and a spec of the
-instance's sizes, goes through :func:`kernels.verify.verify` (the every-block engine: every
+instance's sizes, goes through the every-block engine (:func:`kernels.verify.gate
+.verify_every_block`, what :func:`kernels.verify.verify` runs for such a spec: every
 block, loop iteration and thread statically; dataflow on every block, since a grouped raster
 is no block translation).  The printed text is then checked once against the runtime IR at
 all instances (:func:`kernels.verify.printed.verify_printed`: the printed expressions evaluated
@@ -27,7 +28,7 @@ from layoutalg import ComposedLayout, Layout
 from layoutalg.verify.result import CheckResult
 
 from ..ir.core import Frag, Kernel, Regs, sym
-from .gate import GateReport
+from .gate import GateReport, verify_every_block
 from .printed import verify_printed
 from .spec import Dim, Domain, KernelSpec, SpecError
 
@@ -95,15 +96,14 @@ def verify_at_instances(k: Any, spec: KernelSpec, arch: str, source: Optional[st
     spec's domain's) on the kernel with the launch substituted (:func:`concretize`,
     :func:`spec_at`), and with ``source`` the printed-source checks at all of them; one
     report whose checks hold where they hold at every launch."""
-    from .verifier import verify
     t0 = time.perf_counter()
     insts = list(instances) if instances is not None else list(spec.domain.instances(k))
     if not insts:
         raise SpecError(f"spec {spec.name}: no launches to verify at")
     merged: Dict[str, List[Tuple[RuntimeInstance, CheckResult]]] = {}
     for inst in insts:
-        ck = concretize(k, inst.values, inst.grid, spec_at(spec, inst))
-        rep = verify(ck, arch=arch)
+        at = spec_at(spec, inst)
+        rep = verify_every_block(concretize(k, inst.values, inst.grid, at), at, arch=arch)
         for name, res in rep.checks.items():
             merged.setdefault(name, []).append((inst, res))
     checks: Dict[str, CheckResult] = {}
