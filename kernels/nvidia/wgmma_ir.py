@@ -14,10 +14,11 @@ slots its accumulator layout needs, summed over every k once; the wgmma group wa
 accumulators and the stage the next copy overwrites; the proxy fence orders the ``cp.async``
 writes before the async-proxy reads.
 
-Scope today (differences from the template, so ``gemm()`` does not dispatch here yet): sizes are
-compile-time multiples of the tile (the template takes any M/N/K at run time, with edge
-copies); blocks are launched row-major over (M/bm, N/bn) (no group-M rasterisation); no
-split-K.  The printed text differs from the template's (descriptor arithmetic per k step is an
+Scope (differences from the template; ``gemm()`` runs the runtime-size form of
+:mod:`kernels.nvidia.wgmma_rt_ir` instead): sizes are compile-time multiples of the tile (the
+template takes any M/N/K at run time, with edge copies); blocks are launched row-major over
+(M/bm, N/bn) (no group-M rasterisation); no split-K.  The register-A (``.rs``) form lives here
+only.  The printed text differs from the template's (descriptor arithmetic per k step is an
 address expression, not ``desc + (offset >> 4)``), so equality with the template is a GPU
 comparison, not byte identity.
 """
