@@ -41,20 +41,19 @@ from typing import Any, List, Tuple
 import sympy
 
 from layoutalg import ComposedLayout, Layout, composition
-from mfma_specs.nvidia_wgmma import wgmma
 
 from ..ir.attention import AttnKernel, ScalarParam
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Param, Shared, ZeroFrag,
                        swizzle_expr, sym)
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
-from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma,
-                               WgmmaWait)
+from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaWait
 from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
 from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import CompiledKernel
 from .gemm import GemmConfigError
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
+from .wgmma_ir import shared_k_steps
 
 __all__ = ["RT_SCALARS", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
            "IrWgmmaRtGemm", "rt_ir_refusal", "rt_kernel_name"]
@@ -259,19 +258,6 @@ class _Builder:
         return self.load_operand(self.p.a, kt, stage) + self.load_operand(self.p.b, kt, stage)
 
     # ---- wgmma and epilogue -------------------------------------------------------------
-    def k_steps(self, stage: Any) -> List[Any]:
-        c, p = self.c, self.p
-        atom = wgmma(c.dtype, c.bn)
-        out: List[Any] = []
-        for s in range(c.bk // 16):
-            a0 = stage * self.elems["A"] + p.a.k_starts[s] // 2 + self.wg * (p.a.wg_step // 2)
-            b0 = stage * self.elems["B"] + p.b.k_starts[s] // 2
-            out.append(WgmmaMma(atom, self.acc.regs(range(self.acc.count)),
-                                GmmaOperand("sA", sympy.expand(a0), p.a.desc, p.a.major, 64),
-                                GmmaOperand("sB", sympy.expand(b0), p.b.desc, p.b.major, c.bn),
-                                tag=f"wgmma(k{s})"))
-        return out
-
     def epilogue(self) -> List[Any]:
         """Pairs as one 4-byte store where both columns exist and ldc is even, else each
         element alone; nothing past M or N (the template's ``emit_pair_store``)."""
@@ -328,7 +314,7 @@ class _Builder:
                     "proxy fence makes the landed writes (cp.async and edge stores) visible "
                     "to wgmma, the barrier every thread's"),
             CpAsyncWait(S - 3), FenceProxyAsync(), Barrier(), WgmmaFence()]
-        loop.body += self.k_steps(sym("rs"))
+        loop.body += shared_k_steps(c, self.p, self.acc, sym("rs"), self.wg)
         loop.body += [
             WgmmaCommit(),
             Comment("the stage the next copy overwrites was read by the wgmma group retired "
