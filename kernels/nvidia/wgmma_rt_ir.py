@@ -397,7 +397,8 @@ class IrWgmmaRtGemm(CompiledKernel):
         M, N, K = self.check_args(a, b, out)
         cfg = self.cfg
         lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
-        if max(M * lda, b.shape[0] * ldb, M * ldc) >= INT_OFFSETS:
+        pad = max(cfg.bm, cfg.bn, cfg.bk)     # rows past the edge a predicated-off copy names
+        if max((M + pad) * lda, (b.shape[0] + pad) * ldb, (M + pad) * ldc) >= INT_OFFSETS:
             # the IR's offsets are 32-bit ints (index_ranges proves them at its launches): a
             # bigger matrix runs on the template, whose pointers step in size_t
             return self.template().bind(a, b, out)
