@@ -51,7 +51,7 @@ def calls(fake, fn, n=1):
 GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
     (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x64x64_s12_ds_ski_a16"),  # TMA split-K
     (2048, 2048, 2048, BF16, {}, "lg_irtma_bf16_n_128x256x64_s3"),  # TMA persistent, IR-built
-    (777, 333, 130, F16, {}, "lg_wgmma_f16_n_64x64x64_s6"),                    # cp.async wgmma
+    (777, 333, 130, F16, {}, "lg_irwgmma_rt_f16_n_64x64x64_s6"),  # cp.async wgmma, IR-built
     (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync
     (64, 256, 2048, F16, {"config": WgmmaGemmConfig(bm=64, bn=128, split_k=True), "splits": 4},
      "lg_wgmma_f16_n_64x128x64"),                                              # wgmma split-K

@@ -247,6 +247,14 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
         yield (f"nvidia/wgmma-gemm-ir-rs/{_kw(kw)}-{'x'.join(map(str, shape))}",
                lambda kw=kw, shape=shape: emit_cuda(build_wgmma_gemm_ir(
                    WgmmaGemmConfig(**kw), *shape, a_from="registers")))
+    # ... and at runtime sizes, the form gemm() runs (kernels.nvidia.wgmma_rt_ir): the
+    # selection's four tiles
+    from kernels.nvidia.wgmma_rt_ir import build_wgmma_rt_ir
+    from kernels.printer.cuda_gemm_edge import emit_cuda_gemm_rt
+    for kw in (dict(), dict(bm=128, bn=128, stages=6, dtype="bf16", b_major="k"),
+               dict(bm=64, bn=128, stages=4), dict(bm=64, bn=64, stages=6)):
+        yield (f"nvidia/wgmma-gemm-ir-rt/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_gemm_rt(build_wgmma_rt_ir(WgmmaGemmConfig(**kw))))
     from kernels.nvidia.wgmma_tma import TmaGemmConfig, emit_tma_gemm
     # issue 20 item 4: the TMA GEMM the selection runs (persistent, TMA store; split-K units)
     tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),

@@ -30,11 +30,12 @@ from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
+from .wgmma_rt_ir import IrWgmmaRtGemm, rt_ir_refusal, rt_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from .ws_tma_loads import tma_attention_ready
 
-__all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm",
+__all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm", "wgmma_gemm",
            "flash_attention", "compiled_flash", "device_target", "row_vector",
            "decode_attention", "choose_decode", "DecodeChoice", "mma_decode_config",
            "short_cache_on_ir",
@@ -117,6 +118,8 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
     cfg = choice.config
     if isinstance(cfg, TmaGemmConfig) and ir_form_refusal(cfg) is None:
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
+    if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
+        return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
     return choice
 
 
@@ -268,8 +271,23 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     g = _GEMMS.get(cfg)
     if g is None:
         g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
-                           WgmmaGemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else CudaGemm(cfg))
+                           wgmma_gemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else
+                           CudaGemm(cfg))
     return g
+
+
+#: run the non-split-K cp.async wgmma GEMM as the IR-built runtime-size kernel
+#: (:class:`IrWgmmaRtGemm`) instead of the template (see :func:`wgmma_gemm`)
+CP_ASYNC_WGMMA_IR = True
+
+
+def wgmma_gemm(cfg: WgmmaGemmConfig) -> Any:
+    """The kernel that runs ``cfg``: the verified IR-built runtime-size one
+    (:mod:`.wgmma_rt_ir`) where it has the form (no split-K) and :data:`CP_ASYNC_WGMMA_IR`,
+    else the string template :class:`WgmmaGemm`."""
+    if CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
+        return IrWgmmaRtGemm(cfg)
+    return WgmmaGemm(cfg)
 
 
 def tma_gemm(cfg: TmaGemmConfig) -> TmaGemm:

@@ -14,10 +14,11 @@ slots its accumulator layout needs, summed over every k once; the wgmma group wa
 accumulators and the stage the next copy overwrites; the proxy fence orders the ``cp.async``
 writes before the async-proxy reads.
 
-Scope today (differences from the template, so ``gemm()`` does not dispatch here yet): sizes are
-compile-time multiples of the tile (the template takes any M/N/K at run time, with edge
-copies); blocks are launched row-major over (M/bm, N/bn) (no group-M rasterisation); no
-split-K.  The printed text differs from the template's (descriptor arithmetic per k step is an
+Scope (differences from the template; ``gemm()`` runs the runtime-size form of
+:mod:`kernels.nvidia.wgmma_rt_ir` instead): sizes are compile-time multiples of the tile (the
+template takes any M/N/K at run time, with edge copies); blocks are launched row-major over
+(M/bm, N/bn) (no group-M rasterisation); no split-K.  The register-A (``.rs``) form lives here
+only.  The printed text differs from the template's (descriptor arithmetic per k step is an
 address expression, not ``desc + (offset >> 4)``), so equality with the template is a GPU
 comparison, not byte identity.
 """
@@ -44,7 +45,7 @@ from .gemm import GemmConfigError
 from .gemm_ir import IrMmaGemm, mma_gemm_spec
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
 
-__all__ = ["build_wgmma_gemm_ir", "IrWgmmaGemm"]
+__all__ = ["build_wgmma_gemm_ir", "IrWgmmaGemm", "shared_k_steps"]
 
 
 A_FROM = ("shared", "registers")
@@ -237,6 +238,25 @@ class _Builder:
                       c.threads, grid,
                       header=header, meta={"plan": self.p},
                       spec=mma_gemm_spec(name, c.dtype, self.m, self.n, self.k, grid[:2]))
+
+
+def shared_k_steps(cfg: Any, plan: Any, acc: Frag, stage: Any, wg: Any) -> List[Any]:
+    """One ``WgmmaMma`` per 16-deep k step of shared-memory stage ``stage``, A and B through
+    descriptors (warpgroup ``wg``'s A rows): the k loop body the runtime-size cp.async GEMM
+    (:mod:`.wgmma_rt_ir`) and the TMA GEMM (:mod:`.wgmma_tma_ir`) share; the starts are the
+    plan's proved ones (``cfg``: a configuration with ``a_stage`` / ``b_stage`` / ``bk`` /
+    ``bn`` / ``dtype``)."""
+    p = plan
+    atom = wgmma(cfg.dtype, cfg.bn)
+    out: List[Any] = []
+    for s in range(cfg.bk // 16):
+        a0 = stage * (cfg.a_stage // 2) + p.a.k_starts[s] // 2 + wg * (p.a.wg_step // 2)
+        b0 = stage * (cfg.b_stage // 2) + p.b.k_starts[s] // 2
+        out.append(WgmmaMma(atom, acc.regs(range(acc.count)),
+                            GmmaOperand("sA", sympy.expand(a0), p.a.desc, p.a.major, 64),
+                            GmmaOperand("sB", sympy.expand(b0), p.b.desc, p.b.major, cfg.bn),
+                            tag=f"wgmma(k{s})"))
+    return out
 
 
 def build_wgmma_gemm_ir(cfg: WgmmaGemmConfig, m: int, n: int, k: int,

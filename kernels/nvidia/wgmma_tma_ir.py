@@ -36,20 +36,19 @@ from typing import Any, List, Optional, Sequence, Tuple
 import sympy
 
 from layoutalg.symbolic import Xor
-from mfma_specs.nvidia_wgmma import wgmma
 
 from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Shared, ZeroFrag, sym
 from ..ir.nvidia_tma import (BulkCommit, BulkWait, IntParam, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, RoleBranch, Setmaxnreg, TensorMap, TmaLoad,
                              TmaPrefetch, TmaStore, VarInit, VarSet)
-from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma,
-                               WgmmaWait)
+from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaWait
 from ..printer.cuda import emit_cuda
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import CompiledKernel
 from .gemm import GemmConfigError
 from .wgmma import accumulator_rows_cols
+from .wgmma_ir import shared_k_steps
 from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
 
 __all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
@@ -183,20 +182,6 @@ class _Builder:
                                              LeaderOnly(body)])
 
     # ---- consumers -----------------------------------------------------------------------
-    def k_steps(self) -> List[Any]:
-        c, p = self.c, self.p
-        atom = wgmma(c.dtype, c.bn)
-        st, cg = sym("st"), sym("cg")
-        out = []
-        for s in range(c.bk // 16):
-            a0 = st * self.elems["A"] + p.a.k_starts[s] // 2 + cg * (p.a.wg_step // 2)
-            b0 = st * self.elems["B"] + p.b.k_starts[s] // 2
-            out.append(WgmmaMma(atom, self.acc.regs(range(self.acc.count)),
-                                GmmaOperand("sA", sympy.expand(a0), p.a.desc, p.a.major, 64),
-                                GmmaOperand("sB", sympy.expand(b0), p.b.desc, p.b.major, c.bn),
-                                tag=f"wgmma(k{s})"))
-        return out
-
     def epilogue(self) -> List[Any]:
         """Accumulators -> this consumer's swizzled C buffer (the TMA store's box layout) ->
         ``bn / 64`` TMA stores of 64 x 64 boxes."""
@@ -227,7 +212,8 @@ class _Builder:
         crow, ccol = accumulator_rows_cols(c.bn)
         st, kk, KT = sym("st"), sym("kk"), sym("KT")
         kloop = Loop("kk", 0, KT, [
-            MbarrierWait("full", st, sym("ph")), WgmmaFence()] + self.k_steps() + [
+            MbarrierWait("full", st, sym("ph")), WgmmaFence()]
+            + shared_k_steps(c, self.p, self.acc, st, sym("cg")) + [
             WgmmaCommit(), WgmmaWait(1, ("acc",)),
             Comment("the group before this one has retired: release its stage"),
             If(kk > 0, [MbarrierArrive("empty", sym("prev"))])] + self.ring_advance())

@@ -176,7 +176,8 @@ class StaticChecks:
                                    f"the vector is {rng} (a predicated load must be on exactly "
                                    "for in-range vectors, so zero-filled means out of range)")
         if a.width > 1:
-            mis = np.broadcast_to(on, np.shape(off)) & (off % a.width != 0)
+            shp = np.broadcast_shapes(np.shape(on), np.shape(off))    # an If's mask may vary
+            mis = np.broadcast_to(on, shp) & (np.broadcast_to(off, shp) % a.width != 0)
             if mis.any():
                 f.add("vector_widths", f"{where} at {self._at(mis)}: offset {int(off[mis][0])} "
                                        f"is not a multiple of the {a.width}-element vector")

@@ -313,7 +313,8 @@ def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
         c.fails.add("printed_source", f"line {t.line}: stores {got}, the IR "
                                       f"{want[0]}{list(want[1])} ({s.text})")
     dt = {p.name: p.dtype for p in (*c.k.params, *c.k.shared)}.get(s.name)
-    fn = "" if dt == "f32" else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
+    rdt = {f.name: f.dtype for f in c.k.frags}.get(want[0])
+    fn = "" if dt in ("f32", rdt) else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
                                                                   else 1]
     if t.regs[1] != fn:
         c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "
@@ -479,14 +480,17 @@ def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
     atom's instruction (shape, dtype, tnspB), and the fence / wait / pin / descriptor helpers
     once each (a wrapper printing another instruction would pass every other check)."""
     from ..ir.nvidia_wgmma import WgmmaMma
-    from ..nvidia.wgmma_prelude import GMMA_DESC, HELPERS, PIN_WORDS, wgmma_fn, wgmma_wrapper
+    from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
+                                        wgmma_wrapper)
     ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
     if not ms:
         return
     want = {(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms}
     pins = [(PIN_WORDS, "lg_pin of a flat lg_u32 array")] if any(w[3] for w in want) else []
     for text, what in ([(HELPERS, "the wgmma fence / wait / pin helpers"),
-                        (GMMA_DESC, "lg_gmma_desc")] + pins +
+                        # the descriptor helper the calls use (from a 32-bit base or not)
+                        (GMMA_DESC_U32, "lg_gmma_desc_u32") if "lg_gmma_desc_u32(0x" in source
+                        else (GMMA_DESC, "lg_gmma_desc")] + pins +
                        [(wgmma_wrapper(wgmma_fn(*w), *w), f"{wgmma_fn(*w)} ({w[0]} "
                          f"m64n{w[1]}k16, tnspB {w[2]}, A from "
                          f"{'registers' if w[3] else 'shared memory'})") for w in sorted(want)]):

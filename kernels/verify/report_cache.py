@@ -55,8 +55,8 @@ def verifier_version() -> str:
 def report_key(kernel_ir: Any, source: str, arch: str) -> str:
     """The content key of one verification (see the module docstring)."""
     spec = kernel_ir.spec
-    inst = repr(list(spec.domain.instances(kernel_ir))) if spec.domain.kind == "instances" \
-        else spec.domain.kind
+    inst = repr(list(spec.domain.instances(kernel_ir))) \
+        if spec.domain.kind in ("instances", "launches") else spec.domain.kind
     return content_key(source, arch, kernel_ir.name, repr(kernel_ir.body),
                        repr(kernel_ir.params), repr(kernel_ir.shared), repr(kernel_ir.frags),
                        repr(spec.name), repr(spec.tensors), repr(spec.warpgroup_roles), inst,

@@ -369,6 +369,13 @@ _CU_SIMPLE = {"lg_wgmma_fence();": "wg_fence", "lg_wgmma_commit();": "wg_commit"
 _CU_LDG = re.compile(r"^lg_ldg_f32x(\d)\(&(\w+)\[(\d+)\], (\w+) \+ (.*)\);$")
 _CU_ST4 = re.compile(r"^lg_st_u32x2\((.*)\);$")
 _CU_PACK = re.compile(r"^(lg_pack_\w+)\((.*)\)$")
+# the runtime-size GEMMs' 32-bit shared bases and their uses (kernels.printer.cuda_gemm_edge)
+_CU_U32 = re.compile(r"^const lg_u32 (\w+) = lg_smem_u32\((\w+)\);$")
+_CU_U32_ADDR = re.compile(r"\((\w+) \+ (\d+) \* (?=\()")
+_CU_DESC_U32 = re.compile(r"lg_gmma_desc_u32\((0x[0-9a-f]{16}ull), (\w+), ")
+# the edge copy of the runtime-size GEMMs (kernels.printer.cuda_gemm_edge)
+_CU_LD16 = re.compile(r"^(\w+)\[(\d+)\] (\|?=) lg_ld16z\((.*)\)( << 16)?;$")
+_CU_STV4 = re.compile(r"^lg_st_shared_v4\((.*)\);$")
 _CU_FVAR = re.compile(r"^float \w+ = (LG_NEG_INF|0\.f);$")
 _CU_PRAGMA = re.compile(r"^#pragma unroll \d+$")
 _CU_LSE_MAX = re.compile(r"^(\w+) = fmaxf\(\1, (\w+)\[(\d+)\]\);$")
@@ -453,6 +460,11 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str],
         if m:
             out.typedefs.append(("zero", int(m.group(1)), m.group(2), ln))
             continue
+        m = _CU_U32.match(s)
+        if m and m.group(2) in out.shared:     # a shared array's 32-bit address, once
+            out.alias[m.group(1)] = ("lg_u32", m.group(2), ln)
+            continue
+        s = _u32_addresses(s, ln, out.alias, dtypes)
         m = _FRAG.match(s)
         if m and m.group(1) in ("lg_u32", "float"):
             out.frags[m.group(2)] = (m.group(1), int(m.group(3)), ln)
@@ -476,6 +488,28 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str],
             continue
         stack[-1].extend(_cuda_statement(s, ln, dtypes, extra))
     return out
+
+
+def _u32_addresses(s: str, ln: int, alias: Dict[str, Tuple[str, str, int]],
+                   dtypes: Dict[str, str]) -> str:
+    """``s`` with each shared address written from a 32-bit base (``(sA_u32 + 2 * (off))``,
+    ``lg_gmma_desc_u32(bits, sA_u32, start)``; the runtime-size GEMMs'
+    :mod:`kernels.printer.cuda_gemm_edge`) in the generic forms the statement readers take
+    (``lg_smem_u32(sA + (off))``, ``lg_gmma_desc(bits, sA, start)``): only names the text
+    defined as ``const lg_u32 X = lg_smem_u32(array);``, each scaled by its array's element
+    size (else the line is refused)."""
+    def addr(m: "re.Match[str]") -> str:
+        name, scale = m.group(1), int(m.group(2))
+        if name not in alias:
+            return m.group(0)
+        arr = alias[name][1]
+        if scale != ELEM_TYPES[dtypes[arr]].bytes:
+            raise CExprError(f"line {ln}: {name} + {scale} * (...) addresses {arr}, whose "
+                             f"elements are {ELEM_TYPES[dtypes[arr]].bytes} bytes: {s}")
+        return f"lg_smem_u32({arr} + "
+    s = _CU_U32_ADDR.sub(addr, s)
+    return _CU_DESC_U32.sub(lambda m: f"lg_gmma_desc({m.group(1)}, {alias[m.group(2)][1]}, "
+                            if m.group(2) in alias else m.group(0), s)
 
 
 def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
@@ -550,6 +584,9 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
             m.group(1), (acc[0], tuple(range(acc[1], acc[1] + 4))),
             (a[0], tuple(range(2 * a[1], 2 * a[1] + 8))),
             (b[0], tuple(range(2 * b[1], 2 * b[1] + 4)))))]
+    edge = _cuda_edge_statement(s, ln, vt)
+    if edge is not None:
+        return [edge]
     if _CU_FVAR.match(s) or _CU_PRAGMA.match(s):
         return []          # no index math (a scheduling hint; a float variable's declaration)
     lse = _cuda_lse_statement(s, ln)
@@ -588,6 +625,37 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
     if dec is not None:
         return dec
     raise CExprError(f"line {ln}: a statement the CUDA printer does not print: {s}")
+
+
+def _cuda_edge_statement(s: str, ln: int, vt: Callable[[str, int], Tuple[Optional[str], int]]
+                         ) -> Optional[SourceStmt]:
+    """The edge copy's element load (``ev[w] = lg_ld16z(buf + (off), pred);``, the odd element
+    ``ev[w] |= ... << 16;``) or its 16-byte shared store (``lg_st_shared_v4(lg_smem_u32(sA +
+    (off)), &ev[w]);``); None for any other line."""
+    m = _CU_LD16.match(s)
+    if m:
+        args = split_args(m.group(4))
+        gm = _CU_GADDR.match(args[0]) if len(args) == 2 else None
+        odd = m.group(3) == "|="
+        if gm is None or odd != bool(m.group(5)):
+            raise CExprError(f"line {ln}: unreadable edge load (the even element '=', the odd "
+                             f"'|= ... << 16'): {s}")
+        elem = 2 * int(m.group(2)) + int(odd)
+        return SourceStmt("mem", ln, gm.group(1), (parse(_paren(gm.group(2))),), store=False,
+                          vtype=vt(gm.group(1), 2), pred=parse(args[1]), text=s,
+                          regs=((m.group(1), (elem,)), ""))
+    m = _CU_STV4.match(s)
+    if m:
+        args = split_args(m.group(1))
+        sm = _CU_SADDR.match(args[0]) if len(args) == 2 else None
+        rm = _CU_AREG.match(args[1]) if sm else None
+        if rm is None:
+            raise CExprError(f"line {ln}: unreadable edge store: {s}")
+        w = int(rm.group(2))
+        return SourceStmt("mem", ln, sm.group(1), (parse(_paren(sm.group(2))),), store=True,
+                          vtype=vt(sm.group(1), 16), text=s,
+                          regs=((rm.group(1), tuple(range(2 * w, 2 * w + 8))), ""))
+    return None
 
 
 def _cuda_lse_statement(s: str, ln: int) -> Optional[SourceStmt]:

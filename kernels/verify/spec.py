@@ -171,7 +171,9 @@ class Symbol:
 class Domain:
     """Where the verdicts hold: ``every_block`` (every block of the compile-time grid, by the
     block-translation lemma where its symbolic conditions hold, else by enumeration) or
-    ``instances`` (the launches ``instances(kernel_ir)`` returns, each enumerated)."""
+    ``instances`` (the launches ``instances(kernel_ir)`` returns, each enumerated) or
+    ``launches`` (each of those launches substituted into the IR and proved by the every-block
+    engine: :meth:`at_launches`)."""
 
     kind: str
     instances: Optional[Callable[[Any], Sequence[Any]]] = None
@@ -183,6 +185,14 @@ class Domain:
     @staticmethod
     def on_instances(make: Callable[[Any], Sequence[Any]]) -> "Domain":
         return Domain("instances", make)
+
+    @staticmethod
+    def at_launches(make: Callable[[Any], Sequence[Any]]) -> "Domain":
+        """The launches ``make(kernel_ir)`` returns
+        (:class:`~kernels.verify.concrete_instances.RuntimeInstance`), each checked by the
+        every-block engine on the kernel with the launch's values substituted
+        (:mod:`kernels.verify.concrete_instances`)."""
+        return Domain("launches", make)
 
 
 @dataclass(frozen=True)
@@ -414,12 +424,12 @@ def _validate(s: KernelSpec) -> None:
                         "groups, in wave order (e.g. ('ping', 'pong'))")
     if s.store_heads not in ("own", "kv_group"):
         raise SpecError(f"{where}: store_heads {s.store_heads!r} (valid: own, kv_group)")
-    if s.domain.kind not in ("every_block", "instances"):
+    if s.domain.kind not in ("every_block", "instances", "launches"):
         raise SpecError(f"{where}: unknown domain {s.domain.kind!r} (valid: every_block, "
-                        "instances)")
-    if (s.domain.kind == "instances") != (s.domain.instances is not None):
-        raise SpecError(f"{where}: an 'instances' domain needs its instances function, "
-                        "'every_block' takes none")
+                        "instances, launches)")
+    if (s.domain.kind != "every_block") != (s.domain.instances is not None):
+        raise SpecError(f"{where}: an 'instances' or 'launches' domain needs its instances "
+                        "function, 'every_block' takes none")
 
 
 # ---------------------------------------------------------------------------- constructors

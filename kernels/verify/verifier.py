@@ -7,7 +7,9 @@ spec's domain:
   block (by the block-translation lemma where its symbolic conditions hold, else by
   enumeration) and the dataflow pass on representative blocks;
 * ``instances``: :func:`kernels.verify.attention_gate.verify_on_instances` - every block,
-  iteration and thread of each instance the domain names.
+  iteration and thread of each instance the domain names;
+* ``launches``: :func:`kernels.verify.concrete_instances.verify_at_instances` - each launch
+  the domain names substituted into the IR and proved by the every-block engine.
 
 A spec declaring a ticket protocol (``KernelSpec.ticket``) selects
 :func:`kernels.verify.ticket_verify.verify_ticket` (its parts, the ticket rules, the printed
@@ -55,6 +57,9 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
     if spec.warpgroup_roles:
         return _verify_roles(kernel_ir, spec, arch, source, instances)
     _no_carried_variables(kernel_ir, spec)
+    if spec.domain.kind == "launches":
+        from .concrete_instances import verify_at_instances
+        return verify_at_instances(kernel_ir, spec, arch, source, instances)
     if spec.domain.kind == "every_block":
         if spec.wave_roles:
             raise SpecError(f"spec {spec.name}: wave_roles are checked per wave on instances "

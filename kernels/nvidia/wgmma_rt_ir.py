@@ -1,0 +1,418 @@
+"""The ``cp.async`` + ``wgmma`` GEMM of :mod:`kernels.nvidia.wgmma` as kernel IR at **runtime
+sizes** (issue 20 item 1): the form :func:`kernels.nvidia.dispatch.gemm` runs.
+
+Same plan as the template (:func:`~kernels.nvidia.wgmma.plan_wgmma_gemm`: stage layouts, copy
+partitions, descriptors), same program as the compile-time IR form
+(:mod:`kernels.nvidia.wgmma_ir`: ``stages - 2`` tiles ahead, one wgmma group in flight), and the
+template's runtime behaviour, every statement IR:
+
+* ``M``, ``N``, ``K`` and the leading dimensions ``lda``, ``ldb``, ``ldc`` are ``int``
+  arguments; a 1-D grid of ``ceil(M/bm) ceil(N/bn)`` blocks walks the tiles in the template's
+  grouped raster (``group_m`` tile rows walk N together);
+* per operand and k tile (block-uniform): a tile inside the matrix with 16-byte rows (``a_vec``
+  / ``b_vec``, the host's word: leading dimension a multiple of 8, pointer 16-byte aligned) is
+  copied by unpredicated ``cp.async``; an edge tile with 16-byte rows whose vectors the edge
+  never cuts (K, or N for an N-major B, a multiple of 8) by ``cp.async`` predicated on the
+  whole vector (zero fill); any other by the **edge copy**: per 16-byte vector, 8 predicated
+  2-byte loads (off: zero) into registers and one 16-byte shared store to the address the
+  ``cp.async`` would write (the template's ``lg_copy_edge``; printed by
+  :mod:`kernels.printer.cuda_gemm_edge`);
+* C is stored as 4-byte pairs where both columns exist and ``ldc`` is even, else as single
+  elements, rows past M and columns past N never.
+
+Proved by :func:`kernels.verify.verify` (its spec's domain: the launches of :func:`rt_instances`,
+:func:`kernels.verify.concrete_instances.verify_at_instances`) (edge tiles in M, N and K, odd K / N / leading dimensions, 1x1x8, a
+partial raster group): every check of the every-block engine at each launch (zero-filled
+elements contribute nothing: the contraction check sums exactly k < K) and the printed text at
+all of them.  The edge copy's loads are each "on exactly when the element is in range"
+(``in_bounds``), the ``cp.async`` vectors aligned (``vector_widths``: a launch whose ``a_vec``
+lied about an odd ``lda`` fails there).
+
+Scope: no split-K (the template :class:`~kernels.nvidia.wgmma.WgmmaGemm` runs split-K
+configurations); shared-memory A only.  The edge copy is all 2-byte loads where the template
+decides per vector and still takes ``cp.async`` for the whole, aligned ones (one row in eight
+with an odd ``lda``; the vectors of a K edge that K leaves whole).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import sympy
+
+from layoutalg import ComposedLayout, Layout, composition
+
+from ..ir.attention import AttnKernel, ScalarParam
+from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Param, Shared, ZeroFrag,
+                       swizzle_expr, sym)
+from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
+from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaWait
+from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
+from ..verify.concrete_instances import RuntimeInstance
+from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
+from .builder import CompiledKernel
+from .gemm import GemmConfigError
+from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
+from .wgmma_ir import shared_k_steps
+
+__all__ = ["RT_SCALARS", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
+           "IrWgmmaRtGemm", "rt_ir_refusal", "rt_kernel_name"]
+
+#: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
+#: host saw that operand's leading dimension a multiple of 8 and its pointer 16-byte aligned)
+RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "a_vec", "b_vec")
+#: matrices of this many elements (rows x leading dimension) or more run on the template: the
+#: IR's offsets are 32-bit ints
+INT_OFFSETS = 2 ** 31
+
+
+def rt_ir_refusal(cfg: WgmmaGemmConfig) -> Any:
+    """Why the runtime-size IR form cannot run ``cfg`` (None: it can); dispatch and the
+    builder read this one rule."""
+    if cfg.split_k:
+        return ("the IR-built cp.async wgmma GEMM has no split-K form; the template WgmmaGemm "
+                "runs WgmmaGemmConfig(split_k=True)")
+    return None
+
+
+def rt_kernel_name(cfg: WgmmaGemmConfig) -> str:
+    """The IR-built kernel's name (``lg_irwgmma_rt_`` + the template's suffix): what a
+    profiler and ``print(choose_gemm(a, b))`` show."""
+    return "lg_irwgmma_rt_" + cfg.name[len("lg_wgmma_"):]
+
+
+def rt_instances(cfg: WgmmaGemmConfig) -> Tuple[RuntimeInstance, ...]:
+    """The launches the kernel is verified at: (a) edge tiles in M, N (odd) and K (``K = 2 bk +
+    2``, not a multiple of 8): A's 16-byte rows take ``cp.async`` on inside k tiles and the
+    2-byte edge copy at the K edge, B's odd rows the edge copy throughout; (b) 16-byte rows, K
+    and N multiples of 8: inside k tiles ``cp.async``, the K edge predicated whole-vector
+    ``cp.async``; (c) 1 x 1 x 8; (d) a partial raster group (``group_m + 1`` tile rows), odd
+    ``lda``, odd ``ldc``."""
+    bm, bn, bk, g = cfg.bm, cfg.bn, cfg.bk, cfg.group_m
+    b_rows = lambda n, k: n if cfg.b_major == "n" else k     # noqa: E731 - ldb's minimum
+    raw = [("edge_odd", 2 * bm - 3, bn + 41, 2 * bk + 2, 6, 0, 0),
+           ("aligned_k_edge", bm, 2 * bn, 2 * bk + 8, 8, 16, 0),
+           ("one", 1, 1, 8, 0, 0, 0),
+           ("raster_odd_ld", g * bm + 1, bn + 8, bk, 3, 0, 1)]
+    out = []
+    for name, m, n, k, pa, pb, pc in raw:
+        lda, ldb, ldc = k + pa, b_rows(n, k) + pb, n + pc
+        tiles = -(-m // bm) * -(-n // bn)
+        out.append(RuntimeInstance(name, dict(M=m, N=n, K=k, lda=lda, ldb=ldb, ldc=ldc,
+                                              a_vec=int(lda % 8 == 0), b_vec=int(ldb % 8 == 0)),
+                                   (tiles, 1, 1)))
+    return tuple(out)
+
+
+def rt_gemm_spec(name: str, cfg: WgmmaGemmConfig) -> KernelSpec:
+    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime M, N, K, proved at the launches of
+    :func:`rt_instances`."""
+    return KernelSpec(
+        name=name, dims=(Dim("m", "M"), Dim("n", "N"), Dim("k", "K")),
+        tensors=(TensorSpec("A", ("m", "k"), "input", cfg.dtype),
+                 TensorSpec("B", ("n", "k"), "input", cfg.dtype),
+                 TensorSpec("C", ("m", "n"), "output", cfg.dtype)),
+        contractions=(Contraction("C", "A", "B", ("k",), None),),
+        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in RT_SCALARS),
+        domain=Domain.at_launches(lambda k: rt_instances(cfg)))
+
+
+def _lt(a: Any, b: Any) -> Any:
+    """``a < b`` as written (sympy would turn ``floor(tid / 8) < K`` into ``tid / 8 < K``, a
+    rational the printed C cannot have)."""
+    return sympy.StrictLessThan(sympy.expand(a), sympy.expand(b), evaluate=False)
+
+
+class _Builder:
+    def __init__(self, cfg: WgmmaGemmConfig) -> None:
+        refusal = rt_ir_refusal(cfg)
+        if refusal is not None:
+            raise GemmConfigError(refusal)
+        self.c, self.p, self.S = cfg, plan_wgmma_gemm(cfg), cfg.stages
+        M, N, K, lda, ldb, ldc, a_vec, b_vec = (sym(n) for n in RT_SCALARS)
+        self.M, self.N, self.K, self.ldc = M, N, K, ldc
+        self.vec = {"A": a_vec, "B": b_vec}
+        self.tid, self.wg, self.m0, self.n0 = sym("tid"), sym("wg"), sym("m0"), sym("n0")
+        self.n_lets = 0
+        self.stage_frag = Frag("cp_stage", cfg.dtype, cfg.vec, cfg.vec)
+        self.edge_frag = Frag("ev", cfg.dtype, cfg.vec, cfg.vec)
+        self.acc = Frag("acc", "f32", cfg.bn // 2)
+        self.a_glob = Layout((M, K), (lda, 1))
+        self.b_glob = Layout((N, K), (1, ldb)) if cfg.b_major == "n" else \
+            Layout((N, K), (ldb, 1))
+        self.c_glob = Layout((M, N), (ldc, 1))
+        self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2}
+
+    def let(self, stem: str, expr: Any) -> Tuple[Let, Any]:
+        self.n_lets += 1
+        name = f"{stem}{self.n_lets}"
+        return Let(name, sympy.expand(sympy.sympify(expr))), sym(name)
+
+    def staged(self, op: Operand) -> Any:
+        """``(pre-swizzle stage offset, stage) -> element of the shared array``."""
+        e = self.elems[op.name]
+        return ComposedLayout(op.smem.outer, 0, Layout((e, self.S), (1, e)))
+
+    # ---- global -> shared ---------------------------------------------------------------
+    def vector(self, op: Operand, kt: Any, i: int) -> Tuple[List[Tuple[Any, Any]], Any, Any]:
+        """Copy iteration ``i`` of this thread: the 8 global coordinates (n, k order for B),
+        the global layout, and whether the vector's row is inside the matrix."""
+        c, t = self.c, self.tid
+        row, col = op.copy.row((t, i)), op.copy.col((t, i))
+        k0 = kt * c.bk
+        if op.name == "A":
+            coords = [(self.m0 + row, k0 + col + j) for j in range(c.vec)]
+            glob, row_ok = self.a_glob, _lt(self.m0 + row, self.M)
+        elif c.b_major == "n":          # tile rows are k, columns n
+            coords = [(self.n0 + col + j, k0 + row) for j in range(c.vec)]
+            glob, row_ok = self.b_glob, _lt(k0 + row, self.K)
+        else:                           # tile rows are n, columns k
+            coords = [(self.n0 + row, k0 + col + j) for j in range(c.vec)]
+            glob, row_ok = self.b_glob, _lt(self.n0 + row, self.N)
+        return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
+
+    def copy_bases(self) -> List[Any]:
+        """Per operand, this thread's first vector once, before the k loop: ``{x}g0`` its
+        global offset at k tile 0, ``{x}s0`` its swizzled offset in a stage.  Every copy is a
+        base plus a constant (the plan proves the shared constants at every thread,
+        :func:`~kernels.nvidia.wgmma.check_copy_offsets`; the verifier checks every printed
+        offset against the layouts), as the template's copies are."""
+        out: List[Any] = []
+        for op in (self.p.a, self.p.b):
+            coords, glob, _ = self.vector(op, 0, 0)
+            x = op.name.lower()
+            pre = composition(op.smem.inner, op.copy.off)
+            out += [Let(f"{x}g0", sympy.expand(glob(coords[0]))),
+                    Let(f"{x}s0", swizzle_expr(op.smem.outer, pre((self.tid, 0, 0))))]
+        return out
+
+    def copy_tile(self, op: Operand, kt: Any, stage: Any, mode: str) -> List[Any]:
+        """Operand ``op``'s k tile ``kt`` into ``stage``: ``mode`` "fast" (unpredicated
+        ``cp.async``), "whole" (``cp.async`` predicated on the whole vector lying inside the
+        matrix, zero fill otherwise: no vector is cut when the edge extent is a multiple of 8)
+        or "edge" (8 predicated 2-byte loads and one 16-byte shared store)."""
+        c, t, vec = self.c, self.tid, self.c.vec
+        pre = composition(op.smem.inner, op.copy.off)
+        origin = self.staged(op)
+        x = op.name.lower()
+        base_coords, glob, _ = self.vector(op, 0, 0)
+        g0 = sympy.expand(glob(base_coords[0]))
+        lim, kpos = self.edge_limit(op)
+        out: List[Any] = []
+        for i, (_, _, ds, b) in enumerate(op.copy_consts):
+            if b != 0:
+                raise GemmConfigError(f"{c.name}: the {op.name} copy needs a second shared base")
+            coords, glob, row_ok = self.vector(op, kt, i)
+            delta = sympy.expand(glob(coords[0]) - g0)
+            if t in delta.free_symbols:
+                raise GemmConfigError(f"{c.name}: {op.name} copy iteration {i} is not the "
+                                      f"first vector plus a thread-free step ({delta})")
+            goff = sym(f"{x}g0") + delta
+            off = pre((t, 0, i))
+            scoords = tuple((off + j, stage) for j in range(vec))
+            saddr = sym(f"{x}s0") + ds + stage * self.elems[op.name]
+            if mode != "edge":
+                regs = self.stage_frag.regs(range(vec))
+                pred = None if mode == "fast" else \
+                    sympy.And(row_ok, _lt(coords[-1][kpos], lim))
+                load = Access("load", "global", op.name, goff, vec, regs, pred=pred,
+                              tag=f"{op.name}.cp.async.load", origin=glob, coords=tuple(coords))
+                store = Access("store", "lds", f"s{op.name}", saddr, vec, regs,
+                               tag=f"{op.name}.cp.async.store", origin=origin, coords=scoords)
+                out.append(CpAsync(load, store, tag=f"{op.name}.cp.async"))
+                continue
+            for j, cc in enumerate(coords):
+                out.append(Access("load", "global", op.name, goff + j, 1,
+                                  self.edge_frag.regs([j]),
+                                  pred=sympy.And(row_ok, _lt(cc[kpos], lim)),
+                                  tag=f"{op.name}.edge.load", origin=glob, coords=(cc,)))
+            out.append(Access("store", "lds", f"s{op.name}", saddr, vec,
+                              self.edge_frag.regs(range(vec)), tag=f"{op.name}.edge.store",
+                              origin=origin, coords=scoords))
+        return out
+
+    def edge_limit(self, op: Operand) -> Tuple[Any, int]:
+        """The extent a copy vector runs along (K for A and a K-major B, N for an N-major B)
+        and that coordinate's position in the operand's (m, k) / (n, k) coordinates."""
+        if op.name == "A" or self.c.b_major == "k":
+            return self.K, 1
+        return self.N, 0
+
+    def load_operand(self, op: Operand, kt: Any, stage: Any) -> List[Any]:
+        """The copy path of ``op``'s k tile ``kt``, block-uniform: a tile inside the matrix
+        with 16-byte rows takes ``cp.async``; one at an edge whose vectors are never cut
+        (16-byte rows, edge extent a multiple of 8) predicated ``cp.async``; any other the
+        2-byte edge copy (the template's ``lg_copy_edge`` per vector)."""
+        c = self.c
+        lim, _ = self.edge_limit(op)
+        inside = (self.m0 + c.bm <= self.M) if op.name == "A" else (self.n0 + c.bn <= self.N)
+        aligned = self.vec[op.name] >= 1
+        uncut = sympy.And(aligned, sympy.Mod(lim, 8) < 1)
+        fast = sympy.And(aligned, inside, kt * c.bk + c.bk <= self.K)
+        return [If(fast, self.copy_tile(op, kt, stage, "fast")),
+                If(sympy.And(uncut, sympy.Not(fast)), self.copy_tile(op, kt, stage, "whole")),
+                If(sympy.And(sympy.Not(uncut), sympy.Not(fast)),
+                   self.copy_tile(op, kt, stage, "edge"))]
+
+    def load_stage(self, kt: Any, stage: Any) -> List[Any]:
+        return self.load_operand(self.p.a, kt, stage) + self.load_operand(self.p.b, kt, stage)
+
+    # ---- wgmma and epilogue -------------------------------------------------------------
+    def epilogue(self) -> List[Any]:
+        """Pairs as one 4-byte store where both columns exist and ldc is even, else each
+        element alone; nothing past M or N (the template's ``emit_pair_store``)."""
+        c, M, N = self.c, self.M, self.N
+        crow, ccol = accumulator_rows_cols(c.bn)
+        t = sym("t")
+        even = sympy.Mod(self.ldc, 2) < 1
+        out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the wgmma "
+                                  "accumulator layout"), Let("t", self.tid - 128 * self.wg)]
+        for it in range(0, c.bn // 2, 2):
+            r = sympy.expand(self.m0 + self.wg * 64 + crow((t, it)))
+            q = sympy.expand(self.n0 + ccol((t, it)))
+            pair = sympy.And(r < M, q + 1 < N, even)
+            out.append(Access("store", "global", "C", sympy.expand(self.c_glob((r, q))), 2,
+                              self.acc.regs([it, it + 1]), pred=pair, tag="C.store",
+                              origin=self.c_glob, coords=((r, q), (r, q + 1))))
+            for e in range(2):
+                single = sympy.And(r < M, q + e < N, sympy.Not(pair))
+                out.append(Access("store", "global", "C",
+                                  sympy.expand(self.c_glob((r, q + e))), 1,
+                                  self.acc.regs([it + e]), pred=single, tag="C.store1",
+                                  origin=self.c_glob, coords=((r, q + e),)))
+        return out
+
+    def raster(self) -> List[Any]:
+        """``m0`` / ``n0`` of block ``pid``: the template's grouped raster."""
+        c = self.c
+        pid, group, grid_m = sym("pid"), sym("group"), sym("grid_m")
+        first_m, gsize = sym("first_m"), sym("gsize")
+        return [Let("grid_m", sympy.floor((self.M + c.bm - 1) / c.bm)),
+                Let("grid_n", sympy.floor((self.N + c.bn - 1) / c.bn)),
+                Let("group", c.group_m * sym("grid_n")),
+                Let("first_m", sympy.floor(pid / group) * c.group_m),
+                Let("gsize", sympy.Min(grid_m - first_m, c.group_m)),
+                Let("m0", (first_m + sympy.Mod(sympy.Mod(pid, group), gsize)) * c.bm),
+                Let("n0", sympy.floor(sympy.Mod(pid, group) / gsize) * c.bn),
+                Let("KT", sympy.floor((self.K + c.bk - 1) / c.bk))]
+
+    def build(self) -> AttnKernel:
+        c, S = self.c, self.S
+        kt, KT = sym("kt"), sym("KT")
+        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + \
+            self.copy_bases() + [
+            ZeroFrag(self.acc),
+            Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each (a loop:"
+                    " the copy paths printed once, not per stage)"),
+            Loop("ps", 0, S - 2, [If(sym("ps") < KT, self.load_stage(sym("ps"), sym("ps"))),
+                                  CpAsyncCommit()], unroll=1)]
+        nxt = kt + S - 2
+        loop = Loop("kt", 0, KT)
+        loop.body += [
+            Let("rs", sympy.Mod(kt, S)), Let("ws", sympy.Mod(nxt, S)),
+            Comment(f"k tile kt has landed once at most {S - 3} newer groups are pending; the "
+                    "proxy fence makes the landed writes (cp.async and edge stores) visible "
+                    "to wgmma, the barrier every thread's"),
+            CpAsyncWait(S - 3), FenceProxyAsync(), Barrier(), WgmmaFence()]
+        loop.body += shared_k_steps(c, self.p, self.acc, sym("rs"), self.wg)
+        loop.body += [
+            WgmmaCommit(),
+            Comment("the stage the next copy overwrites was read by the wgmma group retired "
+                    "by the previous iteration's wait"),
+            If(nxt < KT, self.load_stage(nxt, sym("ws"))),
+            CpAsyncCommit(), WgmmaWait(1, ("acc",))]
+        body += [loop, WgmmaWait(0, ("acc",)), CpAsyncWait(0)]
+        body += self.epilogue()
+        name = rt_kernel_name(c)
+        header = [f"C[M x N] = A[M x K] (row-major, lda) @ B "
+                  f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major, ldb), {c.dtype}, f32 "
+                  f"accumulation, runtime M/N/K and leading dimensions; block tile "
+                  f"{c.bm}x{c.bn}x{c.bk}, {c.warpgroups} warpgroups, {S} stages, cp.async 16 B "
+                  f"(edge tiles: 2-byte loads, zero fill), wgmma m64n{c.bn}k16, group_m "
+                  f"{c.group_m}",
+                  "layouts (every index below is one of these, evaluated on the named symbols):"]
+        header += [f"  {k}: {v}" for k, v in self.p.describe().items()
+                   if "banks" not in k and "coverage" not in k]
+        return AttnKernel(name, [Param("A", c.dtype), Param("B", c.dtype),
+                                 Param("C", c.dtype, const=False)],
+                          [Shared("sA", c.dtype, S * self.elems["A"]),
+                           Shared("sB", c.dtype, S * self.elems["B"])],
+                          [self.stage_frag, self.edge_frag, self.acc], body, c.threads,
+                          (1, 1, 1), grid_symbols=("pid",), header=header,
+                          meta={"plan": self.p, "cfg": c}, min_blocks=1,
+                          scalars=[ScalarParam(n) for n in RT_SCALARS],
+                          spec=rt_gemm_spec(name, c))
+
+
+def build_wgmma_rt_ir(cfg: WgmmaGemmConfig = WgmmaGemmConfig()) -> AttnKernel:
+    """The runtime-size IR of ``cfg`` (any M, N, K, leading dimensions); raises
+    :class:`~kernels.nvidia.gemm.GemmConfigError` for split-K or a plan that fails its proofs."""
+    return _Builder(cfg).build()
+
+
+class IrWgmmaRtGemm(CompiledKernel):
+    """The IR-built runtime-size kernel of ``cfg``, verified (IR and printed CUDA, at
+    :func:`rt_instances`; a passing verdict is remembered on disk by content) before anything
+    is compiled: ``g(a, b, out=None) -> c`` with the template
+    :class:`~kernels.nvidia.wgmma.WgmmaGemm`'s arguments and checks, any M/N/K and strides."""
+
+    def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(), *,
+                 backend: str = "auto") -> None:
+        from ..verify.report_cache import verified
+        self.ir = build_wgmma_rt_ir(cfg)
+        source = emit_cuda_gemm_rt(self.ir)
+        # verified here, or an identical passing verification remembered on disk
+        self.report = verified(self.ir, source, cfg.arch)
+        self.plan = plan_wgmma_gemm(cfg)
+        self.gemm_cfg = cfg
+        CompiledKernel.__init__(self, cfg, source, backend)
+        self.kernel_name = self.ir.name
+        self._template: Any = None
+
+    def template(self) -> Any:
+        """The string-template kernel of the same configuration (matrices of 2^31 elements
+        or more)."""
+        if self._template is None:
+            from .wgmma import WgmmaGemm
+            self._template = WgmmaGemm(self.cfg, backend=self.backend)
+        return self._template
+
+    def check_args(self, a, b, out=None):
+        from .gemm import CudaGemm
+        return CudaGemm.check_args(self, a, b, out)
+
+    def __call__(self, a, b, out=None, splits: int = 1):
+        return self.bound(a, b, out, splits)(a, b, out)
+
+    def bind(self, a, b, out=None, splits: int = 1):
+        """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``."""
+        import torch
+        from ..errors import LaunchError
+        from ..printer.cuda import smem_bytes
+        from ..runtime.cuda import LaunchSite
+        from ..runtime.rocm import TensorSpec as Spec
+        if splits != 1:
+            raise LaunchError(f"{self.kernel_name}: the IR-built cp.async wgmma GEMM has no "
+                              f"split-K; splits={splits} needs WgmmaGemmConfig(split_k=True)")
+        M, N, K = self.check_args(a, b, out)
+        cfg = self.cfg
+        lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
+        pad = max(cfg.bm, cfg.bn, cfg.bk)     # rows past the edge a predicated-off copy names
+        if max((M + pad) * lda, (b.shape[0] + pad) * ldb, (M + pad) * ldc) >= INT_OFFSETS:
+            # the IR's offsets are 32-bit ints (index_ranges proves them at its launches): a
+            # bigger matrix runs on the template, whose pointers step in size_t
+            return self.template().bind(a, b, out)
+        a_vec = int(lda % 8 == 0 and a.data_ptr() % 16 == 0)
+        b_vec = int(ldb % 8 == 0 and b.data_ptr() % 16 == 0)
+        site = LaunchSite(self.module, self.kernel_name, -(-M // cfg.bm) * -(-N // cfg.bn),
+                          cfg.threads, signature=("ptr", "ptr", "ptr") + ("i32",) * 8,
+                          specs=[Spec(strides=(), align=2), Spec(strides=(), align=2),
+                                 Spec(strides=(), align=4)] + [None] * 8,
+                          smem_bytes=smem_bytes(self.ir))
+
+        def run(a, b, out):
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            site([a, b, out, M, N, K, lda, ldb, ldc, a_vec, b_vec])
+            return out
+        return run
