@@ -77,8 +77,38 @@ def test_decode_attention_launches_what_choose_decode_names(monkeypatch):
         fc.clear_caches()
 
 
+@pytest.mark.parametrize("shape,hg,warps", [((2, 32, 8, 4096, 32), 4, 4),
+                                            ((2, 32, 8, 4096, 80), 4, 4),
+                                            ((4, 40, 8, 8192, 96), 5, 4),
+                                            ((2, 56, 8, 16384, 160), 7, 4),
+                                            ((8, 32, 32, 20, 80), 1, 4),
+                                            ((1, 8, 8, 1, 48), 1, 4),
+                                            ((64, 32, 8, 8192, 112), 4, 8)])
+def test_padded_head_dims_run_the_verified_ir_at_every_cache_length(shape, hg, warps):
+    """Head dims other than 64/128/256 (multiples of 16): the IR kernel over padded widths
+    for every cache length (no template decode kernel takes them, the one-pass one neither),
+    warps by the rule of the policy head dim (112 -> 128's: 8 warps with 512 blocks)."""
+    c = choose_decode(*_qk(*shape))
+    D = shape[-1]
+    assert c.kind == "split_kv" and isinstance(c.config, MmaDecodeConfig), str(c)
+    assert c.config.head_dim == D and c.config.hg == hg and c.config.warps == warps, str(c)
+    assert ir_split_supported(c.config)
+    assert "IrFusedMmaDecode" in c.reason and "verified" in c.reason
+    assert f"head_dim {D}" in c.reason and "TEMPLATE" not in c.reason
+
+
 @pytest.mark.parametrize("D", [32, 80, 96, 160])
-def test_other_head_dims_say_their_split_kernel_is_a_template(D):
+def test_the_padded_rule_switched_off_restores_the_template_choice(D, monkeypatch):
+    """The one switch the lead turns off if a GPU run disagrees: the FMA split TEMPLATE is
+    named again (which refuses these head dims when built, as before this rule)."""
+    import kernels.nvidia.decode_padded as dp
+    monkeypatch.setattr(dp, "PADDED_HEAD_DIMS_ON_IR", False)
     c = choose_decode(*_qk(2, 32, 8, 4096, D))
     assert c.kind == "split_kv" and not isinstance(c.config, MmaDecodeConfig)
     assert "TEMPLATE" in c.reason and "combine kernel is verified IR" in c.reason
+
+
+@pytest.mark.parametrize("D", [8, 40, 264, 272])
+def test_head_dims_the_ir_is_not_built_for_are_not_dispatched_to_it(D):
+    from kernels.nvidia.decode_padded import padded_decode_on_ir
+    assert not padded_decode_on_ir(D)

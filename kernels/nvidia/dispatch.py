@@ -19,6 +19,7 @@ from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MMA_BLOCKS_PER_SM, MmaDecodeConfig, heads_per_mma_block, mma_warps
 from .decode_fused_ir import IrFusedMmaDecode
+from .decode_padded import padded_decode_on_ir, policy_head_dim, qk_width, v_width
 from .decode_ir import IrSplitMmaDecode, ir_split_supported
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
@@ -390,6 +391,16 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     if hkv < 1 or hq % hkv:
         raise LaunchError(f"q has {hq} heads, k/v {hkv}: GQA needs Hq a multiple of Hkv")
     group = hq // hkv
+    if padded_decode_on_ir(q.shape[-1]):
+        cfg = mma_decode_config(q, k, out_dtype)
+        D = q.shape[-1]
+        return DecodeChoice("split_kv", cfg, f"head_dim {D} (no template decode kernel takes "
+                            f"it): all {cfg.hg} of the {group} query heads per KV head share "
+                            f"each K/V read, dot products on tensor cores over D padded to "
+                            f"{qk_width(D)} (Q K^T) / {v_width(D)} (P V) with zero-filled "
+                            "loads, KV split to fill the SMs, one launch "
+                            "(IrFusedMmaDecode: built as kernel IR and verified at this "
+                            "head_dim; rule decode_padded.padded_decode_on_ir)")
     if skv <= SHORT_KV:
         if short_cache_on_ir(q, k):
             cfg = mma_decode_config(q, k, out_dtype)
@@ -441,7 +452,8 @@ def mma_decode_config(q, k, out_dtype: str = "f16") -> MmaDecodeConfig:
     hkv, skv, D = k.shape[1], k.shape[2], q.shape[-1]
     group = q.shape[1] // hkv
     hg = heads_per_mma_block(group)
-    warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), D, hg, skv)
+    # a padded head_dim (decode_padded) takes the warp rule of its policy head dim
+    warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), policy_head_dim(D), hg, skv)
     return MmaDecodeConfig(in_dtype=short_dtype(q), out_dtype=out_dtype, head_dim=D, hg=hg,
                            warps=warps)
 
