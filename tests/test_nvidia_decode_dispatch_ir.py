@@ -98,17 +98,28 @@ def test_padded_head_dims_run_the_verified_ir_at_every_cache_length(shape, hg, w
 
 
 @pytest.mark.parametrize("D", [32, 80, 96, 160])
-def test_the_padded_rule_switched_off_restores_the_template_choice(D, monkeypatch):
-    """The one switch the lead turns off if a GPU run disagrees: the FMA split TEMPLATE is
-    named again (which refuses these head dims when built, as before this rule)."""
+def test_the_padded_rule_switched_off_refuses_by_name(D, monkeypatch):
+    """The one switch the lead turns off if a GPU run disagrees: these head dims are then
+    refused by choose_decode, naming the switch (no template decode kernel takes them:
+    before this rule choose_decode named the FMA split template, which refused them when
+    built)."""
     import kernels.nvidia.decode_padded as dp
+    from kernels.errors import LaunchError
     monkeypatch.setattr(dp, "PADDED_HEAD_DIMS_ON_IR", False)
-    c = choose_decode(*_qk(2, 32, 8, 4096, D))
-    assert c.kind == "split_kv" and not isinstance(c.config, MmaDecodeConfig)
-    assert "TEMPLATE" in c.reason and "combine kernel is verified IR" in c.reason
+    for skv in (4096, 20):
+        with pytest.raises(LaunchError, match=f"head_dim {D}: .*PADDED_HEAD_DIMS_ON_IR, is "
+                                              "switched off"):
+            choose_decode(*_qk(2, 32, 8, skv, D))
 
 
-@pytest.mark.parametrize("D", [8, 40, 264, 272])
-def test_head_dims_the_ir_is_not_built_for_are_not_dispatched_to_it(D):
+@pytest.mark.parametrize("D", [8, 40, 72, 264, 320])
+def test_head_dims_no_kernel_takes_are_refused_by_choose_decode(D):
+    """Regression: choose_decode used to name the FMA split template for every other head_dim
+    (and decode_attention then failed inside its build); now a LaunchError says which are
+    taken, and the IR is never dispatched for them."""
+    from kernels.errors import LaunchError
     from kernels.nvidia.decode_padded import padded_decode_on_ir
     assert not padded_decode_on_ir(D)
+    with pytest.raises(LaunchError, match="take 64, 128 and 256, and on the verified IR kernel "
+                                          "every other multiple of 16 from 16 to 256$"):
+        choose_decode(*_qk(2, 32, 8, 4096, D))
