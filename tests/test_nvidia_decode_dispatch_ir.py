@@ -77,8 +77,49 @@ def test_decode_attention_launches_what_choose_decode_names(monkeypatch):
         fc.clear_caches()
 
 
+@pytest.mark.parametrize("shape,hg,warps", [((2, 32, 8, 4096, 32), 4, 4),
+                                            ((2, 32, 8, 4096, 80), 4, 4),
+                                            ((4, 40, 8, 8192, 96), 5, 4),
+                                            ((2, 56, 8, 16384, 160), 7, 4),
+                                            ((8, 32, 32, 20, 80), 1, 4),
+                                            ((1, 8, 8, 1, 48), 1, 4),
+                                            ((64, 32, 8, 8192, 112), 4, 8)])
+def test_padded_head_dims_run_the_verified_ir_at_every_cache_length(shape, hg, warps):
+    """Head dims other than 64/128/256 (multiples of 16): the IR kernel over padded widths
+    for every cache length (no template decode kernel takes them, the one-pass one neither),
+    warps by the rule of the policy head dim (112 -> 128's: 8 warps with 512 blocks)."""
+    c = choose_decode(*_qk(*shape))
+    D = shape[-1]
+    assert c.kind == "split_kv" and isinstance(c.config, MmaDecodeConfig), str(c)
+    assert c.config.head_dim == D and c.config.hg == hg and c.config.warps == warps, str(c)
+    assert ir_split_supported(c.config)
+    assert "IrFusedMmaDecode" in c.reason and "verified" in c.reason
+    assert f"head_dim {D}" in c.reason and "TEMPLATE" not in c.reason
+
+
 @pytest.mark.parametrize("D", [32, 80, 96, 160])
-def test_other_head_dims_say_their_split_kernel_is_a_template(D):
-    c = choose_decode(*_qk(2, 32, 8, 4096, D))
-    assert c.kind == "split_kv" and not isinstance(c.config, MmaDecodeConfig)
-    assert "TEMPLATE" in c.reason and "combine kernel is verified IR" in c.reason
+def test_the_padded_rule_switched_off_refuses_by_name(D, monkeypatch):
+    """The one switch the lead turns off if a GPU run disagrees: these head dims are then
+    refused by choose_decode, naming the switch (no template decode kernel takes them:
+    before this rule choose_decode named the FMA split template, which refused them when
+    built)."""
+    import kernels.nvidia.decode_padded as dp
+    from kernels.errors import LaunchError
+    monkeypatch.setattr(dp, "PADDED_HEAD_DIMS_ON_IR", False)
+    for skv in (4096, 20):
+        with pytest.raises(LaunchError, match=f"head_dim {D}: .*PADDED_HEAD_DIMS_ON_IR, is "
+                                              "switched off"):
+            choose_decode(*_qk(2, 32, 8, skv, D))
+
+
+@pytest.mark.parametrize("D", [8, 40, 72, 264, 320])
+def test_head_dims_no_kernel_takes_are_refused_by_choose_decode(D):
+    """Regression: choose_decode used to name the FMA split template for every other head_dim
+    (and decode_attention then failed inside its build); now a LaunchError says which are
+    taken, and the IR is never dispatched for them."""
+    from kernels.errors import LaunchError
+    from kernels.nvidia.decode_padded import padded_decode_on_ir
+    assert not padded_decode_on_ir(D)
+    with pytest.raises(LaunchError, match="take 64, 128 and 256, and on the verified IR kernel "
+                                          "every other multiple of 16 from 16 to 256$"):
+        choose_decode(*_qk(2, 32, 8, 4096, D))

@@ -309,7 +309,10 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                # odd heads per block (MHA, GQA 3/5/7: decode_split_ir.padded_heads)
                dict(hg=1, warps=4), dict(head_dim=64, hg=3, warps=8),
                dict(head_dim=256, hg=5, warps=8, in_dtype="f16"),
-               dict(head_dim=64, hg=7, warps=4, out_dtype="bf16")):
+               dict(head_dim=64, hg=7, warps=4, out_dtype="bf16"),
+               # head dims over padded widths (kernels.nvidia.decode_padded)
+               dict(head_dim=32, hg=8, warps=4), dict(head_dim=80, hg=3, warps=8),
+               dict(head_dim=96, hg=8, warps=8), dict(head_dim=160, hg=5, warps=4)):
         yield (f"nvidia/decode-split-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda_attention(build_decode_split_ir(MmaDecodeConfig(**kw))))
     # ... and the one-launch form (kernels.nvidia.decode_fused_ir), dispatched for the same
@@ -319,7 +322,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=64, hg=4, warps=2, in_dtype="f16", out_dtype="bf16"),
                dict(hg=1, warps=4), dict(head_dim=64, hg=3, warps=8),
                dict(head_dim=256, hg=5, warps=8, in_dtype="f16"),
-               dict(head_dim=64, hg=7, warps=4, out_dtype="bf16")):
+               dict(head_dim=64, hg=7, warps=4, out_dtype="bf16"),
+               dict(head_dim=32, hg=8, warps=4), dict(head_dim=80, hg=3, warps=8),
+               dict(head_dim=96, hg=8, warps=8), dict(head_dim=160, hg=5, warps=4)):
         yield (f"nvidia/decode-fused-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda_attention(build_decode_fused_ir(MmaDecodeConfig(**kw))))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),

@@ -246,7 +246,7 @@ class IrFusedMmaDecode(IrSplitMmaDecode):
         from ..runtime.rocm import TensorSpec
         c = self.ir_call(q, k, v, out, scale, kv_splits, sms)
         if not c.fits:
-            return super().bind(q, k, v, out, c.scale, kv_splits, sms)
+            return self.template_bind(q, k, v, out, c.scale, kv_splits, sms)
         cfg, p, out_dt, scale, sizes = self.cfg, c.plan, c.out_dtype, c.scale, c.sizes
         rows, n, D, B, H = c.rows, c.splits, c.head_dim, p["B"], p["Hq"]
         nscal = len(FUSED_IR_SCALARS)

@@ -19,6 +19,7 @@ from ..printer.cuda_attention import emit_cuda_attention
 from .builder import ir_compiled_kernel
 from .decode_mma import MmaDecodeConfig
 from .decode_mma_ir import IrMmaSplitKVDecode, build_decode_combine_ir
+from .decode_padded import TEMPLATE_HEAD_DIMS, ir_head_dim_ok
 from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, check_same_workspace
 
 __all__ = ["IrCall", "IrSplitMmaDecode", "ir_split_supported"]
@@ -66,7 +67,7 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         if not c.fits:
             # the printed int offsets would leave int (the template's are long long): the
             # template split kernel + the IR combine (IrMmaSplitKVDecode) runs this call
-            return super().bind(q, k, v, out, c.scale, kv_splits, sms)
+            return self.template_bind(q, k, v, out, c.scale, kv_splits, sms)
         cfg, p, out_dt, scale, sizes = self.cfg, c.plan, c.out_dtype, c.scale, c.sizes
         rows, n, D = c.rows, c.splits, c.head_dim
         site = LaunchSite(self.split_kernel.module, self.split_ir.name, (p["blocks"], n),
@@ -85,6 +86,26 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
             combine(op, lse, out)
             return out
         return run
+
+    def split_template_source(self, cfg: MmaDecodeConfig) -> str:
+        """The template split kernel where it exists (head_dim 64 / 128 / 256); at the padded
+        head dims (:mod:`.decode_padded`) none: an empty source that nothing compiles, since
+        :meth:`template_bind` refuses the calls it would take."""
+        return super().split_template_source(cfg) if \
+            cfg.head_dim in TEMPLATE_HEAD_DIMS else ""
+
+    def template_bind(self, q, k, v, out, scale: float, kv_splits: Optional[int],
+                      sms: Optional[int]):
+        """A call whose int offsets leave int: the template split kernel (long long offsets)
+        + the IR combine; at a padded head dim, which has no template, a
+        :class:`~kernels.errors.LaunchError`."""
+        if self.cfg.head_dim not in TEMPLATE_HEAD_DIMS:
+            from ..errors import LaunchError
+            raise LaunchError(f"head_dim {self.cfg.head_dim}: the IR decode's int offsets "
+                              "would leave [0, 2^31) for these tensors, and the template "
+                              "split kernel (long long offsets) exists only at head_dim 64, "
+                              "128 and 256; split the batch")
+        return IrMmaSplitKVDecode.bind(self, q, k, v, out, scale, kv_splits, sms)
 
     def ir_call(self, q, k, v, out, scale: Optional[float], kv_splits: Optional[int],
                 sms: Optional[int]) -> IrCall:
@@ -127,5 +148,6 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
 def ir_split_supported(cfg: MmaDecodeConfig) -> bool:
     """The configurations the IR split kernel is built for: one 16-key tile per warp in
     flight, two launches (not the template's ``fused``); any ``hg`` (odd ones store into a
-    padding head: :func:`.decode_split_ir.padded_heads`)."""
-    return cfg.chunk == 1 and not cfg.fused
+    padding head: :func:`.decode_split_ir.padded_heads`); head_dim a multiple of 16 up to 256
+    (other than 64 / 128 / 256 over padded widths: :mod:`.decode_padded`)."""
+    return cfg.chunk == 1 and not cfg.fused and ir_head_dim_ok(cfg.head_dim)

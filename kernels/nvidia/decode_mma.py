@@ -39,6 +39,7 @@ from .decode_splitkv import (SPLIT_DECODE_PARAMS, SplitDecodeShape, SplitKVDecod
                              check_decode_dtypes, choose_splits, emit_combine,
                              emit_decode_helpers, emit_row_merge)
 from .decode_fused_combine import FUSED_PARAM, SplitCounters, emit_fused_combine
+from .decode_padded import policy_head_dim
 from .prelude import MMA, PACK, source_head
 
 __all__ = ["MmaDecodeConfig", "MmaSplitKVDecode", "emit_mma_decode", "fragment_maps",
@@ -254,8 +255,9 @@ def mma_blocks_per_sm(cfg: MmaDecodeConfig) -> int:
     """Blocks per SM the split count aims for.  At head_dim 256 a lane holds 236 registers
     (NVRTC 13; 240 allocated), so exactly ``8 // warps`` blocks fit an SM's 64K registers and
     the count is rounded to whole waves of them (:func:`.decode_splitkv.choose_splits`'s
-    ``whole_waves``); at 64/128 (<= 148 registers) :data:`MMA_BLOCKS_PER_SM`."""
-    return max(1, 8 // cfg.warps) if cfg.head_dim == 256 else MMA_BLOCKS_PER_SM
+    ``whole_waves``); at 64/128 (<= 148 registers) :data:`MMA_BLOCKS_PER_SM`.  Other head
+    dims (the IR kernel's) as their :func:`.decode_padded.policy_head_dim`."""
+    return max(1, 8 // cfg.warps) if policy_head_dim(cfg.head_dim) == 256 else MMA_BLOCKS_PER_SM
 
 
 class MmaSplitKVDecode(SplitKVDecode):
@@ -263,12 +265,16 @@ class MmaSplitKVDecode(SplitKVDecode):
     combine) with the tensor-core split kernel."""
 
     def __init__(self, cfg: MmaDecodeConfig = MmaDecodeConfig(), *, backend: str = "auto"):
-        CompiledKernel.__init__(self, cfg, emit_mma_decode(cfg), backend)
+        CompiledKernel.__init__(self, cfg, self.split_template_source(cfg), backend)
         # head_dim 256: a split count a few blocks past a wave pays a whole tail wave (H100,
         # B4 H32/8 Skv 4096, 4 warps: 8 splits, 256 blocks, 0.82 of a copy; 9 splits 0.62).
         # At 64/128 a third block fits and absorbs the overshoot.
-        self.whole_waves = cfg.head_dim == 256
+        self.whole_waves = policy_head_dim(cfg.head_dim) == 256
         self.blocks_per_sm = mma_blocks_per_sm(cfg)
+
+    def split_template_source(self, cfg: MmaDecodeConfig) -> str:
+        """The source this object compiles: the template split kernel (and its combine)."""
+        return emit_mma_decode(cfg)
 
     def fused_combine_args(self, blocks: int):
         """``cfg.fused``: the counter buffer per stream (:class:`.decode_fused_combine
@@ -307,7 +313,7 @@ def mma_warps(blocks: int, sms: int, head_dim: int = 128, hg: int = MMA_MAX_HEAD
     rounds (benchmarks/gpu_decode_spread.py): B4 H32/8 Skv 4096 8 warps x 4 splits 0.83-0.88
     of a copy (median 0.86) against 4 x 8 0.81-0.86 (0.85); B1 H32/8 Skv 32K 8 x 16 0.90
     against 4 x 32 0.86: half the splits, half the partials for the combine to merge."""
-    if head_dim != 256:
+    if policy_head_dim(head_dim) != 256:      # other head dims as their policy head dim
         return 8 if blocks >= MMA_BLOCKS_PER_SM * sms else 4
     wide = MmaDecodeConfig(head_dim=256, hg=hg, warps=8)
     if merge_smem_bytes(wide) > MAX_STATIC_SMEM:

@@ -35,11 +35,13 @@ from ..ir.core import Access, Comment, Frag, Let, Loop, Mfma, ZeroFrag, sym
 from ..ir.warp_registers import PackWord, ShflBroadcast, SplitProbs
 from .attention import AttentionConfigError
 from .decode_mma import QK_LANE, QK_VEC, V_LANE, V_VEC, MmaDecodeConfig, validate
+from .decode_padded import (TEMPLATE_HEAD_DIMS, IR_MAX_HEAD_DIM, ir_head_dim_ok,
+                            policy_head_dim, qk_width, v_width)
 
 __all__ = ["build_decode_split_ir", "split_instances", "split_loop_statements", "split_frags",
            "qkv_layouts", "split_lse_spec", "merge_tail", "split_ir_name", "acc_layout",
            "padded_heads",
-           "check_same_workspace",
+           "check_same_workspace", "validate_ir",
            "SPLIT_IR_SCALARS"]
 
 SPLIT_IR_SCALARS = ("batch", "heads", "kv_heads", "group", "seqlen_kv", "kv_chunk", "q_sb",
@@ -56,17 +58,45 @@ def qkv_layouts(D: int) -> Dict[str, Layout]:
                         (R("v_ss"), 1, R("v_sh"), R("v_sb")))}
 
 
+def validate_ir(cfg: MmaDecodeConfig) -> None:
+    """:func:`.decode_mma.validate` for the IR kernels: any head_dim of
+    :func:`.decode_padded.ir_head_dim_ok`, the rest of the configuration checked as at its
+    :func:`.decode_padded.policy_head_dim` (whose registers and shared memory bound its
+    own); else :class:`~.attention.AttentionConfigError`."""
+    from dataclasses import replace
+    D = cfg.head_dim
+    if not ir_head_dim_ok(D):
+        raise AttentionConfigError(f"head_dim {D}: the tensor-core decode's IR kernel takes a "
+                                   f"multiple of 16 from 16 to {IR_MAX_HEAD_DIM}")
+    validate(cfg if D in TEMPLATE_HEAD_DIMS else replace(cfg, head_dim=policy_head_dim(D)))
+
+
 def split_frags(cfg: MmaDecodeConfig) -> Dict[str, Frag]:
     """The registers of a lane: Q vectors and the A operand built from them, one tile's K / V
     vectors, the scores of two mmas, the f32 probabilities and their 16-bit hi / lo, the V^T
-    operand words and O^T."""
+    operand words and O^T.  Q / K span :func:`.decode_padded.qk_width` head dims, V and O^T
+    :func:`.decode_padded.v_width` (both ``head_dim`` at 64 / 128 / 256)."""
     D, dt = cfg.head_dim, cfg.in_dtype
-    KV, VV, KS = D // 32, D // 64, D // 16
+    KV, VV, KS, MT = qk_width(D) // 32, v_width(D) // 64, qk_width(D) // 16, v_width(D) // 16
     return {"qv": Frag("qv", dt, 8 * KV), "qa": Frag("qa", dt, 8 * KS),
             "kr": Frag("kr", dt, 2 * 8 * KV), "vr": Frag("vr", dt, 4 * 8 * VV),
             "sc": Frag("sc", "f32", 8), "pf": Frag("pf", "f32", 4),
             "ph": Frag("ph", dt, 4), "pl": Frag("pl", dt, 4),
-            "va": Frag("va", dt, 8 * KS), "o": Frag("o_acc", "f32", 4 * KS)}
+            "va": Frag("va", dt, 8 * MT), "o": Frag("o_acc", "f32", 4 * MT)}
+
+
+def d_pred(D: int, lane: Any, lanes: int, first: int) -> Any:
+    """Whether the 8 head dims ``8 lane + first ..`` of a lane's 16-byte vector (``lane`` one
+    of ``lanes``: t of 4 for Q / K, g of 8 for V) are inside ``[0, D)`` (``D`` a multiple of
+    16, so a vector is wholly inside or outside): None where every lane's is, else ``lane <
+    (D - first) / 8``."""
+    if first + 8 * lanes <= D:
+        return None
+    return sympy.StrictLessThan(lane, (D - first) // 8)
+
+
+def _and(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else sympy.And(a, b)
 
 
 def _load(buf: str, G: Layout, fr: Frag, first: int, coords: Tuple[Any, ...], pred: Any,
@@ -103,11 +133,11 @@ def q_operand(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layout]) ->
     D = cfg.head_dim
     qv, qa = F["qv"], F["qa"]
     out: List[Any] = [Comment("Q as the A operand: head gq, rows 8-15 zero")]
-    for i in range(D // 32):
+    for i in range(qk_width(D) // 32):
         out.append(_load("Q", G["Q"], qv, 8 * i, (sym("split"), QK_LANE * sym("t") + QK_VEC * i,
                                                    sym("h0") + sym("gq"), sym("bat")),
-                         None, "Q.load"))
-    for s in range(D // 16):
+                         d_pred(D, sym("t"), QK_VEC // QK_LANE, QK_VEC * i), "Q.load"))
+    for s in range(qk_width(D) // 16):
         out += [PackWord(qa, 4 * s, (qv, 4 * s), (qv, 4 * s + 1)), PackWord(qa, 4 * s + 1, None, None),
                 PackWord(qa, 4 * s + 2, (qv, 4 * s + 2), (qv, 4 * s + 3)),
                 PackWord(qa, 4 * s + 3, None, None)]
@@ -118,7 +148,7 @@ def tile_statements(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layou
     """One warp's 16-key tile ``[kb, kb + 16)``: loads, ``S = Q K^T``, the online softmax, the
     alpha broadcast, P split hi + lo and ``O^T += V^T P^T`` twice."""
     D, W = cfg.head_dim, cfg.warps
-    KV, VV, KS = D // 32, D // 64, D // 16
+    KV, VV, KS, MT = qk_width(D) // 32, v_width(D) // 64, qk_width(D) // 16, v_width(D) // 16
     spec = mma_m16n8k16(cfg.in_dtype)
     kr, vr, sc, pf, ph, pl, va, o, qa = (F[n] for n in ("kr", "vr", "sc", "pf", "ph", "pl", "va",
                                                          "o", "qa"))
@@ -129,13 +159,15 @@ def tile_statements(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layou
         for i in range(KV):
             out.append(_load("K", G["K"], kr, 8 * (r * KV + i),
                              (key, QK_LANE * t + QK_VEC * i, sym("hk"), sym("bat")),
-                             key < R("seqlen_kv"), "K.load"))
+                             _and(key < R("seqlen_kv"), d_pred(D, t, QK_VEC // QK_LANE, QK_VEC * i)),
+                             "K.load"))
     vkeys = [kb + 2 * t + (r & 1) + 8 * (r >> 1) for r in range(4)]
     for r in range(4):                                   # V rows of keys 2t, 2t+1, 8+2t, 9+2t
         for i in range(VV):
             out.append(_load("V", G["V"], vr, 8 * (r * VV + i),
                              (vkeys[r], V_LANE * g + V_VEC * i, sym("hk"), sym("bat")),
-                             vkeys[r] < R("seqlen_kv"), "V.load"))
+                             _and(vkeys[r] < R("seqlen_kv"), d_pred(D, g, V_VEC // V_LANE, V_VEC * i)),
+                             "V.load"))
     out.append(ZeroFrag(sc))
     for s in range(KS):
         for r in range(2):
@@ -152,10 +184,10 @@ def tile_statements(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layou
             ExpScores(pf, (0, 1, 2, 3), sc, items, "mc", "l_run", "alpha"),
             Comment("O^T columns of this lane: heads 2t, 2t+1; their alphas from lanes 8t, 8t+4"),
             ShflBroadcast("a_lo", "alpha", 8 * t), ShflBroadcast("a_hi", "alpha", 8 * t + 4)]
-    for j in range(KS):
+    for j in range(MT):
         out += [Rescale(o, (4 * j, 4 * j + 2), "a_lo"), Rescale(o, (4 * j + 1, 4 * j + 3), "a_hi")]
     out.append(SplitProbs(ph, pl, pf, (0, 1, 2, 3)))
-    for j in range(KS):
+    for j in range(MT):
         e = [8 * (r * VV + j // 4) + 2 * (j % 4) for r in range(4)]
         out += [PackWord(va, 4 * j, (vr, e[0]), (vr, e[1])),
                 PackWord(va, 4 * j + 1, (vr, e[0] + 1), (vr, e[1] + 1)),
@@ -170,7 +202,7 @@ def tile_statements(cfg: MmaDecodeConfig, F: Dict[str, Frag], G: Dict[str, Layou
 def split_loop_statements(cfg: MmaDecodeConfig) -> Tuple[List[Any], Dict[str, Frag]]:
     """The block's lets, Q operand and KV loop (every warp's tiles), then each lane's sum over
     its row's four lanes: the body the warps' merge will follow."""
-    validate(cfg)
+    validate_ir(cfg)
     if cfg.chunk != 1:
         raise AttentionConfigError(f"chunk={cfg.chunk}: the IR split kernel takes one 16-key "
                                    "tile in flight per warp (the dispatched configurations)")
@@ -231,7 +263,7 @@ def acc_layout(cfg: MmaDecodeConfig) -> Tuple[Layout, int]:
     its stores 4-way conflicts).  Returns the layout and its size in floats."""
     HG, D, W = padded_heads(cfg.hg), cfg.head_dim, cfg.warps
     sg = 8 * HG + (8 - 8 * HG) % 32
-    sj, J = 8 * sg, max(1, D // 64)
+    sj, J = 8 * sg, max(1, v_width(D) // 64)
     sr = sj * J
     return Layout((W, HG, (8, 8, J)), (sr, 1, (HG, sg, sj))), W * sr
 
@@ -257,12 +289,14 @@ def merge_tail(cfg: MmaDecodeConfig, F: Dict[str, Frag]) -> Tuple[List[Any], Lis
         Comment("the warp's (m, l) per head and its O^T pairs (heads 2t, 2t+1) to shared"),
         StoreVar("s_m", sym("rg") * HG + g, "m_run", lead, "s_m.store"),
         StoreVar("s_l", sym("rg") * HG + g, "l_run", lead, "s_l.store")]
-    for j in range(D // 16):
+    for j in range(v_width(D) // 16):
+        # O^T rows past D (zero V^T rows of a padded head_dim) stay in registers
+        keep = _and(2 * t < HG, d_pred(D, g, V_VEC // V_LANE, V_VEC * (j // 4)))
         for h in range(2):
             d = V_LANE * g + V_VEC * (j // 4) + 2 * (j % 4) + h
             cs = ((sym("rg"), 2 * t, d), (sym("rg"), 2 * t + 1, d))
             out.append(Access("store", "lds", "s_acc", sympy.expand(SA(cs[0])), 2,
-                              o.regs((4 * j + 2 * h, 4 * j + 2 * h + 1)), 2 * t < HG,
+                              o.regs((4 * j + 2 * h, 4 * j + 2 * h + 1)), keep,
                               tag="s_acc.store", origin=SA, coords=cs))
     G = workspace_layouts(D)
     per_row = D // 8

@@ -19,6 +19,8 @@ from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_mma import MMA_BLOCKS_PER_SM, MmaDecodeConfig, heads_per_mma_block, mma_warps
 from .decode_fused_ir import IrFusedMmaDecode
+from .decode_padded import (TEMPLATE_HEAD_DIMS, ir_head_dim_ok, padded_decode_on_ir,
+                            policy_head_dim, qk_width, v_width)
 from .decode_ir import IrSplitMmaDecode, ir_split_supported
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
@@ -408,6 +410,17 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
     if hkv < 1 or hq % hkv:
         raise LaunchError(f"q has {hq} heads, k/v {hkv}: GQA needs Hq a multiple of Hkv")
     group = hq // hkv
+    check_decode_head_dim(q.shape[-1])
+    if padded_decode_on_ir(q.shape[-1]):
+        cfg = mma_decode_config(q, k, out_dtype)
+        D = q.shape[-1]
+        return DecodeChoice("split_kv", cfg, f"head_dim {D} (no template decode kernel takes "
+                            f"it): all {cfg.hg} of the {group} query heads per KV head share "
+                            f"each K/V read, dot products on tensor cores over D padded to "
+                            f"{qk_width(D)} (Q K^T) / {v_width(D)} (P V) with zero-filled "
+                            "loads, KV split to fill the SMs, one launch "
+                            "(IrFusedMmaDecode: built as kernel IR and verified at this "
+                            "head_dim; rule decode_padded.padded_decode_on_ir)")
     if skv <= SHORT_KV:
         if short_cache_on_ir(q, k):
             cfg = mma_decode_config(q, k, out_dtype)
@@ -420,22 +433,28 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split (the one-pass TEMPLATE kernel, "
                             "not verified IR: the IR kernel measured slower at this size)")
-    if q.shape[-1] in (64, 128, 256):
-        cfg = mma_decode_config(q, k, out_dtype)
-        return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {cfg.hg} of "
-                            f"the {group} query heads per KV head share each K/V read, dot "
-                            "products on tensor cores; KV split to fill the SMs; one launch, "
-                            "the last split block of a group merges (IrFusedMmaDecode: split "
-                            "kernel, ticket and merge built as kernel IR and verified; a call "
-                            "whose int offsets would leave int runs the template split kernel "
-                            "+ the IR combine)")
-    hg = heads_per_block(group)
-    cfg = SplitKVDecodeConfig(in_dtype=dt, out_dtype=out_dtype, head_dim=q.shape[-1], hg=hg,
-                              chunk=4)   # 4 keys in flight: best at every hg <= 4 (H100 sweep)
-    return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: {hg} of the {group} "
-                        "query heads per KV head share each K/V read; KV split to fill the SMs "
-                        f"(head_dim {q.shape[-1]}: the FMA split kernel, a TEMPLATE, not "
-                        "verified IR; its combine kernel is verified IR)")
+    cfg = mma_decode_config(q, k, out_dtype)      # head_dim 64 / 128 / 256 here
+    return DecodeChoice("split_kv", cfg, f"seqlen_kv {skv} > {SHORT_KV}: all {cfg.hg} of "
+                        f"the {group} query heads per KV head share each K/V read, dot "
+                        "products on tensor cores; KV split to fill the SMs; one launch, "
+                        "the last split block of a group merges (IrFusedMmaDecode: split "
+                        "kernel, ticket and merge built as kernel IR and verified; a call "
+                        "whose int offsets would leave int runs the template split kernel "
+                        "+ the IR combine)")
+
+
+def check_decode_head_dim(D: int) -> None:
+    """A :class:`~kernels.errors.LaunchError` for a head_dim no decode kernel takes, naming the
+    ones that are taken: 64 / 128 / 256 (the templates and the IR kernel) and every other
+    multiple of 16 from 16 to 256 on the IR kernel while :func:`~.decode_padded
+    .padded_decode_on_ir` holds (before that rule, such head dims were refused by the
+    templates when built, after :func:`choose_decode` had named one)."""
+    if D in TEMPLATE_HEAD_DIMS or padded_decode_on_ir(D):
+        return
+    off = " (that rule, decode_padded.PADDED_HEAD_DIMS_ON_IR, is switched off)" \
+        if ir_head_dim_ok(D) else ""
+    raise LaunchError(f"head_dim {D}: the decode kernels take 64, 128 and 256, and on the "
+                      f"verified IR kernel every other multiple of 16 from 16 to 256{off}")
 
 
 def short_cache_on_ir(q, k) -> bool:
@@ -459,7 +478,8 @@ def mma_decode_config(q, k, out_dtype: str = "f16") -> MmaDecodeConfig:
     hkv, skv, D = k.shape[1], k.shape[2], q.shape[-1]
     group = q.shape[1] // hkv
     hg = heads_per_mma_block(group)
-    warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), D, hg, skv)
+    # a padded head_dim (decode_padded) takes the warp rule of its policy head dim
+    warps = mma_warps(q.shape[0] * hkv * (group // hg), _sms(q), policy_head_dim(D), hg, skv)
     return MmaDecodeConfig(in_dtype=short_dtype(q), out_dtype=out_dtype, head_dim=D, hg=hg,
                            warps=warps)
 

@@ -483,7 +483,8 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
             if part:
                 acc.paired[th_b, it_b] = True
         srt = np.sort(q_val, axis=1)
-        if (srt[:, 1:] == srt[:, :-1]).any():
+        # -1: a zero reduction slot (warp_register_rules: padding head dims), no index
+        if ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any():
             self.fail("lane_mfma_operands", f"{where}: two reduction slots carry the same index")
             return
         if (q_val >= 64 * nbits).any():

@@ -9,6 +9,13 @@ Zero-padded rows: an A row whose every element is a zero (a :class:`~kernels.ir.
 hold the row :data:`PAD`, which every later rule carries along (its probabilities, the O^T
 columns they make) and which no store may write (``lane_accumulator_writeback``: a stored
 element must hold the row it is stored to).
+
+Zero reduction slots (a head_dim padded to the lane maps' width, :mod:`kernels.nvidia
+.decode_padded`): a slot whose A column and B row are both zero fill (predicated-off loads, or
+constant zero halves) contributes no head dim; zero fill on one side only is refused (a real
+row with a zero element, or a zero-filled K element, is as before: a key past seqlen_kv keeps
+its key and must be masked).  The scores' head-dim sets are then checked by the softmax rules
+to be exactly ``[0, D)``, so a slot zeroed that should have been summed is a missing head dim.
 """
 
 from __future__ import annotations
@@ -111,10 +118,13 @@ class WarpRegisterRules:
         at, abh, arow, acol, az = decode_ids(A)          # [W, M, K]
         bt, bbh, brow, bcol, bz = decode_ids(B)          # [W, K, N]
         q, kk = self.roles.query, self.roles.key
+        # a reduction slot zero in every A row and every B column: padding head dims
+        zslot = az.all(axis=1) & bz.all(axis=2)          # [W, K]
         pad = az.all(axis=2)                             # [W, M]
         real = ~pad
-        if (az.any(axis=2) & real).any():
-            w, i = (int(x) for x in np.argwhere(az.any(axis=2) & real)[0])
+        mixed = (az & ~zslot[:, None, :]).any(axis=2) & real
+        if mixed.any():
+            w, i = (int(x) for x in np.argwhere(mixed)[0])
             self.fail("lane_mfma_operands", f"{where}: warp {w} A row {i} mixes {q} elements "
                                             "and zeros")
             return
@@ -139,15 +149,16 @@ class WarpRegisterRules:
                                             "(batch, kv head) (GQA mapping)")
             return
         dq = bcol[:, :, 0]                               # [W, K]
-        if (bcol != dq[:, :, None]).any() or \
-                ((acol != dq[:, None, :]) & real[:, :, None]).any():
+        live = ~zslot
+        if ((bcol != dq[:, :, None]) & live[:, :, None]).any() or \
+                ((acol != dq[:, None, :]) & real[:, :, None] & live[:, None, :]).any():
             self.fail("lane_mfma_operands", f"{where}: A and B disagree on the head dim of a "
                                             "reduction slot")
             return
         # a zero-filled K element (a key past the split) keeps its key coordinate: MaskScores
-        # proves its score masked
-        self.acc_update(m, sp, SCORES, np.where(real, row_i, PAD), key_j, dq, None, None,
-                        where, rows_on_i=True)
+        # proves its score masked; a zero slot adds no head dim (-1: acc_update skips it)
+        self.acc_update(m, sp, SCORES, np.where(real, row_i, PAD), key_j,
+                        np.where(live, dq, -1), None, None, where, rows_on_i=True)
 
     # ---- (5) O = P V with P as the A operand (the prefill, kernels.nvidia.flash_ir) --------
     def mma_pv_pa(self, m, sp, P, a_idx: np.ndarray, b_idx: np.ndarray, where: str) -> None:
