@@ -12,7 +12,7 @@ element must hold the row it is stored to).
 
 Zero reduction slots (a head_dim padded to the lane maps' width, :mod:`kernels.nvidia
 .decode_padded`): a slot whose A column and B row are both zero fill (predicated-off loads, or
-constant zero halves) contributes no head dim; zero fill on one side only is refused (a real
+constant zero halves) at a K head dim past D contributes no head dim; zero fill on one side only is refused (a real
 row with a zero element, or a zero-filled K element, is as before: a key past seqlen_kv keeps
 its key and must be masked).  The scores' head-dim sets are then checked by the softmax rules
 to be exactly ``[0, D)``, so a slot zeroed that should have been summed is a missing head dim.
@@ -118,8 +118,10 @@ class WarpRegisterRules:
         at, abh, arow, acol, az = decode_ids(A)          # [W, M, K]
         bt, bbh, brow, bcol, bz = decode_ids(B)          # [W, K, N]
         q, kk = self.roles.query, self.roles.key
-        # a reduction slot zero in every A row and every B column: padding head dims
-        zslot = az.all(axis=1) & bz.all(axis=2)          # [W, K]
+        # a reduction slot zero in every A row and every B column at a head dim past D:
+        # padding head dims (a K tile past seqlen_kv meeting a Q tile past seqlen_q, as in
+        # the prefill, is zero on both sides inside D: its head dims still count)
+        zslot = az.all(axis=1) & bz.all(axis=2) & (bcol[:, :, 0] >= self.D)   # [W, K]
         pad = az.all(axis=2)                             # [W, M]
         real = ~pad
         mixed = (az & ~zslot[:, None, :]).any(axis=2) & real
