@@ -200,6 +200,12 @@ def clear_caches() -> None:
               *dispatch._SPLIT_DECODE.values(), *attention._DECODE.values()]:
         g.forget_calls()
         g._module = None
+        # the kernels a built object holds besides itself (the IR decodes' split, combine
+        # and fused kernels): a module compiled by an earlier real-GPU test in the same
+        # process would otherwise reach the fake driver (and a fake one a real launch)
+        for part in vars(g).values():
+            if isinstance(part, builder.CompiledKernel):
+                part._module = None
         maps = getattr(g, "_maps", None)
         if maps is not None:
             maps.clear()

@@ -409,3 +409,19 @@ def test_stream_handle_uses_torch_raw_entry_when_present(monkeypatch):
     monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream", raising=False)
     monkeypatch.setattr(lc, "RAW_STREAM", True)
     assert lc.stream_handle(0) == 55
+
+
+def test_fake_driver_drops_the_modules_of_every_kernel_part(monkeypatch):
+    """Regression (H100 run of the merged main, 2026-11-24): the IR decodes hold their split,
+    combine and fused kernels as parts; a module a real-GPU test compiled earlier in the same
+    process survived the fake fixture's reset and reached the fake driver (AttributeError on
+    a real CUfunction). Every CompiledKernel part is dropped now."""
+    from types import SimpleNamespace
+    from kernels.nvidia.builder import CompiledKernel
+
+    part = CompiledKernel(SimpleNamespace(name="lg_part", arch="sm_90"), "", "auto")
+    part._module = "a real module"
+    holder = SimpleNamespace(forget_calls=lambda: None, _module="real", fused_kernel=part)
+    monkeypatch.setitem(dispatch._SPLIT_DECODE, "regression-key", holder)
+    fc.clear_caches()
+    assert holder._module is None and part._module is None
