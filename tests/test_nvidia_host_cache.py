@@ -308,15 +308,16 @@ def test_keys_and_bounded_cache():
 
 def test_tma_store_configs_dispatch_to_the_verified_ir_kernel(fake):
     """gemm()'s TMA path runs the IR-built kernel (verified when built) for TMA-store,
-    non-split-K configurations, the template for the direct-store and split-K forms the IR
+    and direct-store non-split-K configurations, the template for the split-K forms the IR
     does not have (issue 20 item 1)."""
     from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
     from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
     g = dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16"))
     assert isinstance(g, IrTmaGemm) and g.report.holds
     assert dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16")) is g      # verified once
-    for cfg in (TmaGemmConfig(store="direct"),
-                TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True, reduce="inline")):
+    d = dispatch.compiled_gemm(TmaGemmConfig(store="direct"))
+    assert isinstance(d, IrTmaGemm) and d.report.holds and d.kernel_name.endswith("_ds")
+    for cfg in (TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True, reduce="inline"),):
         t = dispatch.compiled_gemm(cfg)
         assert type(t) is TmaGemm, cfg.name
     a, b = T((2048, 2048), BF16), T((2048, 2048), BF16)

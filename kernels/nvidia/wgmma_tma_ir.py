@@ -16,9 +16,13 @@ Every statement is IR (:mod:`kernels.ir.core`, :mod:`kernels.ir.nvidia_wgmma`,
 :func:`kernels.verify.verify` on its per-role phase model (:mod:`kernels.verify.gate_tma`) at
 the spec's instances (runtime sizes incl. edge tiles, several CTAs, units per CTA > 1).
 
-Scope (differences from the template): the TMA-store epilogue only (``store="tma"``; the
-template's direct-store form, used when C's rows are not 16-byte aligned, is not IR); no
-split-K (the template's split-K work units); one CTA per SM.  Short A boxes (``a_rows``) are
+Both epilogues of the template: the TMA store (``store="tma"``) and the direct store
+(``store="direct"``, used when C's rows are not 16-byte aligned: every accumulator pair goes
+from registers to global memory as one 4-byte store where the row stride ``ldc`` is even,
+else as two 2-byte stores, rows past M and columns past N skipped; the per-role model reads the
+C element of every stored address back through ``ldc`` and checks it is the accumulator's own,
+inside M x N, stored once).  Scope (differences from the template): no split-K (the
+template's split-K work units); one CTA per SM.  Short A boxes (``a_rows``) are
 IR: the A map's box and ``expect_tx`` carry ``a_rows`` rows, and the per-role model checks
 that the shared rows no box wrote feed only C rows past M (verified at M <= a_rows).  The ring position (stage, phase parity, previous
 stage) is carried through each role's loops as the template's counters are
@@ -38,7 +42,7 @@ import sympy
 from layoutalg.symbolic import Xor
 from mfma_specs.nvidia_wgmma import wgmma
 
-from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Shared, ZeroFrag, sym
+from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Param, Shared, ZeroFrag, sym
 from ..ir.nvidia_tma import (BulkCommit, BulkWait, IntParam, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, RoleBranch, Setmaxnreg, TensorMap, TmaLoad,
@@ -53,7 +57,8 @@ from .wgmma import accumulator_rows_cols
 from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
 
 __all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
-           "default_instances", "ir_form_refusal", "ir_kernel_name"]
+           "DIRECT_INSTANCES", "default_instances", "instance_symbols", "ir_form_refusal",
+           "ir_kernel_name"]
 
 #: (M, N, K, ctas) launches the verifier runs the kernel at: edge tiles in M, N and K, several
 #: units per CTA, a partial raster group, a single tile
@@ -61,21 +66,42 @@ DEFAULT_INSTANCES: Tuple[Tuple[int, int, int, int], ...] = (
     (200, 300, 136, 3), (128, 256, 64, 1), (520, 264, 200, 4))
 
 
-def default_instances(cfg: TmaGemmConfig) -> Tuple[Tuple[int, int, int, int], ...]:
-    """The launches ``cfg`` is verified at: :data:`DEFAULT_INSTANCES`, or with a short A box
+#: the direct-store form's launches (M, N, K, ctas, ldc): odd N with ldc = N (every row's pairs
+#: alternate between 4-byte and 2-byte stores), ldc > N even, ldc > N odd
+DIRECT_INSTANCES: Tuple[Tuple[int, ...], ...] = (
+    (200, 301, 136, 3, 301), (128, 256, 64, 1, 264), (520, 264, 200, 4, 267))
+
+
+def default_instances(cfg: TmaGemmConfig) -> Tuple[Tuple[int, ...], ...]:
+    """The launches ``cfg`` is verified at: :data:`DEFAULT_INSTANCES` (the direct store:
+    :data:`DIRECT_INSTANCES`, which add C's row stride ``ldc``), or with a short A box
     (``a_rows``; the runner takes M <= a_rows only) M = a_rows, an odd M below it and M = 1,
     with edge tiles in N and K and several units per CTA."""
     r = cfg.a_rows
+    direct = cfg.store == "direct"
     if not r:
-        return DEFAULT_INSTANCES
+        return DIRECT_INSTANCES if direct else DEFAULT_INSTANCES
+    if direct:
+        return ((r, 301, 136, 3, 301), (r - 3, 264, 200, 4, 267), (1, 128, 64, 1, 130))
     return ((r, 300, 136, 3), (r - 3, 264, 200, 4), (1, 128, 64, 1))
 
 
-def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int, int]],
-                  max_m: int = 2 ** 20) -> KernelSpec:
+def instance_symbols(store: str) -> Tuple[str, ...]:
+    """The runtime symbols of one launch instance, in the order its tuple lists them."""
+    return ("M", "N", "K", "ctas") + (("ldc",) if store == "direct" else ())
+
+
+def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, ...]],
+                  max_m: int = 2 ** 20, store: str = "tma") -> KernelSpec:
     """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime sizes (M <= ``max_m``: a short A box's
-    rows), proved on the per-role phase model at ``instances`` ((M, N, K, ctas) launches)."""
-    inst = [dict(zip(("M", "N", "K", "ctas"), v)) for v in instances]
+    rows), proved on the per-role phase model at ``instances`` ((M, N, K, ctas) launches; the
+    direct store's add C's row stride ``ldc``)."""
+    names = instance_symbols(store)
+    for v in instances:
+        if len(v) != len(names):
+            raise GemmConfigError(f"instance {tuple(v)}: the {store}-store form's launches are "
+                                  f"{names} tuples")
+    inst = [dict(zip(names, v)) for v in instances]
     return KernelSpec(
         name=name, dims=(Dim("m", None), Dim("n", None), Dim("k", None)),
         tensors=(TensorSpec("A", ("m", "k"), "input", dtype),
@@ -83,19 +109,20 @@ def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int
                  TensorSpec("C", ("m", "n"), "output", dtype)),
         contractions=(Contraction("C", "A", "B", ("k",), None),),
         symbols=(Symbol("M", 1, max_m), Symbol("N", 1, 2 ** 20), Symbol("K", 1, 2 ** 20),
-                 Symbol("ctas", 1, 1024)),
+                 Symbol("ctas", 1, 1024)) + ((Symbol("ldc", 1, 2 ** 20),) if store == "direct"
+                                             else ()),
         domain=Domain.on_instances(lambda k: inst), warpgroup_roles=("producer", "consumer"))
 
 
 def ir_form_refusal(cfg: TmaGemmConfig) -> Optional[str]:
     """Why the IR-built TMA GEMM cannot run ``cfg`` (``None``: it can).  The IR has the
-    TMA-store epilogue without split-K, whole or short (``a_rows``) A boxes, one CTA per SM;
-    the template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other form.  Dispatch
-    (``kernels.nvidia.dispatch.tma_gemm``) and the builder read this one rule."""
-    if cfg.split_k or cfg.store != "tma":
-        return ("the IR-built TMA GEMM has the TMA-store epilogue and no split-K; use "
-                "TmaGemmConfig(store='tma', split_k=False) (the template TmaGemm runs the "
-                f"others), got store={cfg.store!r}, split_k={cfg.split_k}")
+    TMA-store and direct-store epilogues without split-K, whole or short (``a_rows``) A boxes,
+    one CTA per SM; the template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other
+    form.  Dispatch (``kernels.nvidia.dispatch.tma_gemm``) and the builder read this one
+    rule."""
+    if cfg.split_k:
+        return ("the IR-built TMA GEMM has no split-K; use TmaGemmConfig(split_k=False) (the "
+                f"template TmaGemm runs split-K), got split_k={cfg.split_k}")
     if cfg.ctas_per_sm != 1:     # the IR's launch bounds and setmaxnreg shares
         return ("the IR-built TMA GEMM runs one CTA per SM; ctas_per_sm=2 is a template form "
                 f"(kernels.nvidia.wgmma_tma), got ctas_per_sm={cfg.ctas_per_sm}")
@@ -127,7 +154,9 @@ class _Builder:
             self.tm_b = TensorMap("tmB", "B", ("n", "k"), self.N, self.K, 64, cfg.bk, dt)
         else:
             self.tm_b = TensorMap("tmB", "B", ("k", "n"), self.K, self.N, 64, cfg.bn, dt)
-        self.tm_c = TensorMap("tmC", "C", ("n", "m"), self.N, self.M, 64, 64, dt)
+        self.direct = cfg.store == "direct"
+        self.tm_c = None if self.direct else TensorMap("tmC", "C", ("n", "m"), self.N, self.M,
+                                                       64, 64, dt)
 
     # ---- shared pieces -------------------------------------------------------------------
     def unit_lets(self) -> List[Any]:
@@ -222,6 +251,33 @@ class _Builder:
         out.append(LeaderOnly(stores + [BulkCommit()]))
         return out
 
+    def direct_epilogue(self) -> List[Any]:
+        """Accumulators -> C in global memory (the template's direct store): accumulator pair
+        ``4j + 2h`` of the thread is C[rr + 8h][cc + 8j .. + 1]; one 4-byte store where both
+        columns exist and ``ldc`` is even (the pair is then 4-byte aligned: C's base is, the
+        runner checks), else a 2-byte store of each column that exists; rows >= M skipped."""
+        c = self.c
+        rr, cc, ldc = sym("rr"), sym("cc"), sym("ldc")
+        even = sympy.Eq(sympy.Mod(ldc, 2), 0)
+        out: List[Any] = [Let("rr", sym("m0") + 64 * sym("cg") + sym("r0")),
+                          Let("cc", sym("n0") + sym("c0"))]
+        for j in range(c.bn // 8):
+            for h in range(2):
+                r, col, it = rr + 8 * h, cc + 8 * j, 4 * j + 2 * h
+                pair = sympy.And(r < self.M, col + 1 < self.N, even)
+                out += [
+                    Access("store", "global", "C", r * ldc + col, 2, self.acc.regs([it, it + 1]),
+                           pred=pair, tag="C.store2", coords=((r, col), (r, col + 1))),
+                    Access("store", "global", "C", r * ldc + col, 1, self.acc.regs([it]),
+                           pred=sympy.And(r < self.M, col < self.N,
+                                          sympy.Not(sympy.And(col + 1 < self.N, even))),
+                           tag="C.store.lo", coords=((r, col),)),
+                    Access("store", "global", "C", r * ldc + col + 1, 1,
+                           self.acc.regs([it + 1]),
+                           pred=sympy.And(r < self.M, col + 1 < self.N, sympy.Not(even)),
+                           tag="C.store.hi", coords=((r, col + 1),))]
+        return out
+
     def consumer(self) -> RoleBranch:
         c = self.c
         crow, ccol = accumulator_rows_cols(c.bn)
@@ -233,11 +289,14 @@ class _Builder:
             If(kk > 0, [MbarrierArrive("empty", sym("prev"))])] + self.ring_advance())
         unit = self.unit_lets() + [ZeroFrag(self.acc), kloop, WgmmaWait(0, ("acc",)),
                                    MbarrierArrive("empty", sym("prev"))]
-        unit += self.epilogue()
-        return RoleBranch("consumer", 1, c.consumers, [
-            Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
-            Let("t", self.tid - 128 * self.wg),
-            Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0))),
+        unit += self.direct_epilogue() if self.direct else self.epilogue()
+        lets = [Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
+                Let("t", self.tid - 128 * self.wg),
+                Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0)))]
+        if self.direct:
+            return RoleBranch("consumer", 1, c.consumers, lets + self.ring_state() + [
+                Loop("iu", 0, sym("nloc"), unit)])
+        return RoleBranch("consumer", 1, c.consumers, lets + [
             Let("rx", sympy.Mod(sym("r0"), 8) * 8)] + self.ring_state() + [
             Loop("iu", 0, sym("nloc"), unit),
             LeaderOnly([BulkWait(read=False)])])
@@ -264,23 +323,34 @@ class _Builder:
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, f32 "
                   f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
                   f"producer + {c.consumers} consumer warpgroups, persistent over "
-                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, TMA-store epilogue"
+                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, "
+                  + ("direct-store epilogue (C row stride ldc)" if self.direct else
+                     "TMA-store epilogue")
                   + (f"; A boxes of {c.a_rows} rows (M <= {c.a_rows})" if c.a_rows else ""),
                   "plan (proved by kernels.nvidia.wgmma_tma.plan_tma_gemm):"]
         header += [f"  {k}: {v}" for k, v in self.p.describe().items()]
         shared = [Shared("sA", c.dtype, S * self.elems["A"]),
-                  Shared("sB", c.dtype, S * self.elems["B"]),
-                  Shared("sC", c.dtype, c.consumers * self.elems["C"])]
-        params = [self.tm_a, self.tm_b, self.tm_c] + [IntParam(n) for n in ("M", "N", "K",
-                                                                            "ctas")]
+                  Shared("sB", c.dtype, S * self.elems["B"])]
+        if self.direct:
+            params: List[Any] = [self.tm_a, self.tm_b, Param("C", c.dtype, const=False)]
+            maps: Tuple[Any, ...] = (self.tm_a, self.tm_b)
+        else:
+            shared.append(Shared("sC", c.dtype, c.consumers * self.elems["C"]))
+            params, maps = [self.tm_a, self.tm_b, self.tm_c], (self.tm_a, self.tm_b, self.tm_c)
+        params += [IntParam(n) for n in instance_symbols(c.store)]
         return Kernel(name, params, shared, [self.acc], body, c.threads, (1, 1, 1),
                       grid_symbols=("bx",), header=header,
                       # one CTA per SM: the roles' setmaxnreg budgets are shares of the whole
                       # register file (__launch_bounds__(threads, 1); without it ptxas gave
                       # the 64x128 tile 110 registers, below the consumers' 232)
                       min_blocks=1,
-                      meta={"plan": self.p, "maps": (self.tm_a, self.tm_b, self.tm_c)},
-                      spec=tma_gemm_spec(name, c.dtype, instances, c.a_rows or 2 ** 20))
+                      # row_stride: the host's contract for a tensor stored through a pointer
+                      # (row-major, this row stride); the per-role model reads each stored
+                      # address back to its (row, column) through it
+                      meta={"plan": self.p, "maps": maps,
+                            "row_stride": {"C": sym("ldc")} if self.direct else {}},
+                      spec=tma_gemm_spec(name, c.dtype, instances, c.a_rows or 2 ** 20,
+                                         c.store))
 
 
 def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
@@ -330,23 +400,33 @@ class IrTmaGemm(TmaGemm):
             raise LaunchError(f"{self.kernel_name} loads {self.cfg.a_rows} rows of A (a_rows): "
                               f"M = {M} needs a_rows=0 (the whole {self.cfg.bm}-row tile) or "
                               "a_rows >= M")
-        if N % 8:
-            raise LaunchError(f"N = {N}: the TMA store needs C rows of a 16-byte multiple; the "
-                              "template TmaGemm(store='direct') runs this shape")
+        direct = self.cfg.store == "direct"
+        ldc = N if out is None else out.stride(0)
+        if direct and M * ldc >= 2 ** 31:
+            # the printed store offsets are 32-bit ints (r * ldc + col)
+            raise LaunchError(f"{self.kernel_name}: C of {M} rows x row stride {ldc} has "
+                              f"{M * ldc} elements; the IR's direct store indexes C with 32-bit "
+                              "ints (< 2^31): the template TmaGemm(store='direct') runs it")
+        if N % 8 and not direct:
+            raise LaunchError(f"N = {N}: the TMA store needs C rows of a 16-byte multiple; "
+                              "TmaGemmConfig(store='direct') runs this shape")
         for t, nm in ((a, "a"), (b, "b"), (out, "out")):
             if t is not None and not getattr(t, "is_cuda", False):
                 raise LaunchError(f"{nm}: the TMA GEMM takes torch CUDA tensors on an NVIDIA GPU, "
                                   f"got device {t.device}")
-            if t is not None:
+            if t is not None and (nm != "out" or not direct):
                 check_aligned(t, nm)
         cfg = self.cfg
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
         ctas = min(tiles, device_info(index)["sms"])
         from ..printer.cuda import smem_bytes
+        # the direct store's C is a pointer (4-byte aligned: check_args) and its row stride
+        c_spec = Spec(strides=(), align=4) if direct else Spec(strides=(), align=64)
+        sizes = len(self.ir.params) - 3
         main = LaunchSite(self.module, self.kernel_name, ctas, cfg.threads,
-                          signature=("ptr", "ptr", "ptr") + ("i32",) * 4,
-                          specs=[Spec(strides=(), align=64)] * 3 + [None] * 4,
+                          signature=("ptr", "ptr", "ptr") + ("i32",) * sizes,
+                          specs=[Spec(strides=(), align=64)] * 2 + [c_spec] + [None] * sizes,
                           smem_bytes=smem_bytes(self.ir))
         # the boxes the host encodes are the verified IR's tensor maps (A's: a_rows rows)
         boxes = [(tm.box_inner, tm.box_outer) for tm in self.ir.meta["maps"]]
@@ -354,7 +434,10 @@ class IrTmaGemm(TmaGemm):
         def run(a, b, out):
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            main([self.tensor_map(t, *box) for t, box in zip((a, b, out), boxes)]
-                 + [M, N, K, ctas])
+            maps = [self.tensor_map(t, *box) for t, box in zip((a, b, out), boxes)]
+            if direct:
+                main(maps + [out, M, N, K, ctas, out.stride(0)])
+            else:
+                main(maps + [M, N, K, ctas])
             return out
         return run

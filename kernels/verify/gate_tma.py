@@ -265,6 +265,8 @@ class _Cta(DataRules):
             self.acc_busy(a, s.frag.name, env, "zeroes")
             a.acc[s.frag.name] = AccState(zeroed=True)
             a.unfenced.add(s.frag.name)
+        elif isinstance(s, Access) and s.space == "global":
+            self.global_store(a, s, env)
         elif isinstance(s, Access):
             self.c_store(a, s, env)
         else:

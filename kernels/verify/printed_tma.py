@@ -35,12 +35,13 @@ import sympy
 
 from layoutalg.verify.result import CheckResult
 
-from ..ir.core import Access, If, Let, Loop, c_eval, walk
+from ..ir.core import Access, If, Let, Loop, Param, c_eval, walk
 from ..ir.nvidia_tma import (BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
                              RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore, VarInit,
                              VarSet)
 from ..ir.nvidia_wgmma import WgmmaMma
+from ..nvidia.prelude import PACK
 from ..nvidia.tma import TMA_HELPERS
 from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_wrapper
 from .cexpr import CExprError, evaluate, parse
@@ -118,6 +119,35 @@ def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
     return None
 
 
+_TO_16 = {"f16": "lg_f32_to_f16", "bf16": "lg_f32_to_bf16"}
+
+
+def _global_store(s: Access, dtype: str) -> "re.Pattern[str]":
+    """The printed line of a predicated global store of accumulators (pred, offset, the
+    conversion and the registers as groups): ``if (pred) *reinterpret_cast<lg_u32*>(C +
+    (offset)) = lg_pack_*(acc[i], acc[i + 1]);`` or ``if (pred) C[offset] =
+    lg_f32_to_*(acc[i]);``."""
+    if s.width == 2:
+        return re.compile(rf"^if \((?P<pred>.*)\) \*reinterpret_cast<lg_u32\*>\({s.buf} \+ "
+                          rf"\((?P<off>.*)\)\) = (?P<fn>\w+)\((?P<regs>[^()]*)\);$")
+    return re.compile(rf"^if \((?P<pred>.*)\) {s.buf}\[(?P<off>.*)\] = (?P<fn>\w+)"
+                      rf"\((?P<regs>[^()]*)\);$")
+
+
+def _global_store_line(s: Access, dtype: str, line: str) -> Optional[str]:
+    """None if ``line`` is the printed form of ``s`` (its conversion and registers; the
+    predicate and offset are read back by :func:`_expressions`), else what differs."""
+    m = _global_store(s, dtype).match(line)
+    if m is None:
+        return f"{line!r} is not a predicated {s.width}-element store to {s.buf}"
+    fn = PACK[dtype] if s.width == 2 else _TO_16[dtype]
+    regs = ", ".join(f"{s.regs.frag.name}[{i}]" for i in s.regs.idx)
+    if (m.group("fn"), m.group("regs")) != (fn, regs):
+        return (f"{line!r} stores {m.group('fn')}({m.group('regs')}); the IR's {s.tag} stores "
+                f"{fn}({regs})")
+    return None
+
+
 def _txt_exprs(line: str) -> List[str]:
     """The index expressions of a printed line, in the order :func:`_ir_exprs` lists them."""
     if line.startswith("const int "):
@@ -180,8 +210,27 @@ def _same(ir: Any, text: str, rng: np.random.Generator) -> Optional[str]:
 def _expressions(k: Any, body: str, f: Fail) -> None:
     lines = [ln.strip() for ln in body.splitlines()]
     rng = np.random.default_rng(20)
+    dtypes = {p.name: p.dtype for p in k.params if isinstance(p, Param)}
     pos = 0
     for s in walk(k.body):
+        glob = isinstance(s, Access) and s.space == "global"
+        if glob:
+            pat = _global_store(s, dtypes.get(s.buf, "f16"))
+            while pos < len(lines) and not pat.match(lines[pos]):
+                pos += 1
+            if pos == len(lines):
+                f.add("printed_source", f"global store {s.tag}: no printed predicated "
+                                        f"{s.width}-element store to {s.buf} where the IR has one")
+                return
+            why = _global_store_line(s, dtypes[s.buf], lines[pos])
+            m = pat.match(lines[pos])
+            for ir, t in ((s.pred, m.group("pred")), (s.offset, m.group("off"))):
+                why = why or _same(ir, t, rng)
+            if why:
+                f.add("printed_source", f"line {lines[pos]!r}: {why}")
+                return
+            pos += 1
+            continue
         spec = _ir_exprs(s)
         if spec is None:
             continue
@@ -255,7 +304,9 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
                               f"{k.block} threads and one CTA per SM (setmaxnreg)")
     got = [p.strip() for p in m.group(4).split(",")]
     want = [(f"const void* __restrict__ {p.name}" if isinstance(p, TensorMap) else
-             f"int {p.name}" if getattr(p, "ctype", None) == "int" else None) for p in k.params]
+             f"int {p.name}" if getattr(p, "ctype", None) == "int" else
+             f"{'const ' if p.const else ''}lg_u16* __restrict__ {p.name}"
+             if isinstance(p, Param) and p.dtype in PACK else None) for p in k.params]
     if got != want:
         f.add("declarations", f"printed parameters {got}; the IR's are {want}")
     at = 0
