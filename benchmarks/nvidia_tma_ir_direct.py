@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
+from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded
 from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
 
 SPLIT64 = TmaGemmConfig(dtype="bf16", bm=64, bn=64, stages=12, store="direct", split_k=True,
@@ -70,6 +70,7 @@ def main() -> None:
         g = torch.Generator(device="cuda").manual_seed(20)
         a = torch.randn((m, k), device="cuda", generator=g).to(dt)
         b = torch.randn((k, n), device="cuda", generator=g).to(dt)
+        a, b = tma_padded(a), tma_padded(b)     # rows on 16 bytes, as gemm() pads them
         t0 = time.perf_counter()
         ir = IrTmaGemm(cfg)
         build = time.perf_counter() - t0

@@ -335,6 +335,29 @@ def test_choose_gemm_names_the_kernel_that_runs(fake):
         assert str(dispatch.choose_gemm(a, b)).split()[1].rstrip(",") == L.kernel
 
 
+def test_one_split_choices_run_the_ir_direct_store(fake):
+    """A split-K TMA choice of ONE split (16x14336x4096, 128x4096x14336: the suite's skinny
+    shapes) computes what the non-split direct store does: gemm() runs the verified IR kernel
+    of that form (one launch, no workspace, no counter), and choose_gemm names it; two splits
+    stay on the template's split-K."""
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    for (m, n, k), suffix in (((16, 14336, 4096), "_64x128x64_s8_ds_a16"),
+                              ((128, 4096, 14336), "_64x64x64_s12_ds")):
+        a, b = T((m, k), BF16), T((k, n), BF16)
+        ch = dispatch.choose_gemm(a, b)
+        assert ch.splits == 1 and not ch.config.split_k and ch.config.store == "direct"
+        assert ch.kernel == "lg_irtma_bf16_n" + suffix and "one split" in ch.reason
+        (L,) = calls(fake, lambda: dispatch.gemm(a, b))
+        assert L.kernel == ch.kernel and L.args[-1] == n        # ldc: C's row stride
+    assert dispatch.one_split_form(TmaGemmConfig(bm=64, bn=64, stages=4, store="direct",
+                                                 split_k=True, reduce="inline")) == \
+        TmaGemmConfig(bm=64, bn=64, stages=4, store="direct")
+    a, b = T((16, 4096), BF16), T((4096, 4096), BF16)
+    assert dispatch.choose_gemm(a, b).splits == 2
+    (L,) = calls(fake, lambda: dispatch.gemm(a, b))
+    assert L.kernel.startswith("lg_wgmma_tma_") and "_ski" in L.kernel
+
+
 def test_padded_operands_are_kept_per_stream(fake, monkeypatch):
     """A GEMM whose B rows straddle 128-byte lines (the selection copies B alone onto lines):
     the padded buffer and the bound call on it are made once per stream, so later calls launch

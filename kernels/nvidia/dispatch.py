@@ -114,9 +114,24 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
     problem = GemmProblem(int(m), int(n), int(k), dt, b_major, row_vector(a, b))
     choice = select_gemm(problem, target or device_target(a), atom)
     cfg = choice.config
+    if isinstance(cfg, TmaGemmConfig) and cfg.split_k and choice.splits == 1 and \
+            ir_form_refusal(one_split_form(cfg)) is None:
+        # one split needs no workspace, ticket or reduce: the verified IR direct store runs it
+        cfg = one_split_form(cfg)
+        choice = replace(choice, config=cfg, reason=choice.reason + f"; one split: {cfg.name} "
+                         "(the direct store, no workspace)")
     if isinstance(cfg, TmaGemmConfig) and ir_form_refusal(cfg) is None:
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     return choice
+
+
+def one_split_form(cfg: TmaGemmConfig) -> TmaGemmConfig:
+    """The non-split direct-store configuration of split-K ``cfg`` (same tile, stages, group
+    and A box): what a launch of ``cfg`` with ONE split computes (the inline form then rounds
+    ``0.f + acc`` straight to C, the reduce-kernel form rounds ``0.f + W[0]`` = the same
+    accumulator; a wgmma sum is never -0.0, so ``0.f + acc`` has acc's bits), bitwise, and
+    the form the verified IR kernel has (``wgmma_tma_ir``)."""
+    return replace(cfg, split_k=False, reduce="kernel", store="direct")
 
 
 def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto",
