@@ -23,6 +23,7 @@ import statistics
 import time
 
 import torch
+from gpu_timing import event_round_us, run_header
 
 from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig, tma_padded
 from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
@@ -48,19 +49,14 @@ CASES = (
 
 
 def _sample(fn) -> float:
+    """Milliseconds per call: 3 warm-ups, then one 10-call event round (gpu_timing)."""
     for _ in range(3):
         fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(10):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / 10
+    return event_round_us(fn, 10) / 1e3
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
@@ -102,8 +98,7 @@ def main() -> None:
                "rel_err_vs_fp32": err, "samples_ms": times}
         rows.append(row)
         print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_ms"}), flush=True)
-    res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows}
+    res = dict(run_header(), rows=rows)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(res, f, indent=1)
