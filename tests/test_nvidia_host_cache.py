@@ -358,6 +358,24 @@ def test_one_split_choices_run_the_ir_direct_store(fake):
     assert L.kernel.startswith("lg_wgmma_tma_") and "_ski" in L.kernel
 
 
+def test_ir_direct_store_passes_the_row_stride_and_refuses_int32_overflow(fake):
+    """The IR direct store takes C's row stride as its last argument (a strided out: the
+    stride, not N) and refuses a C of 2^31 elements or more: its printed offsets are 32-bit
+    ints (the template's are size_t)."""
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
+    g = dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16", store="direct"))
+    assert isinstance(g, IrTmaGemm)
+    a, b = T((300, 256), BF16), T((256, 301), BF16, stride=(304, 1))     # B rows padded
+    out = T((300, 301), BF16, stride=(310, 1))
+    (L,) = calls(fake, lambda: g(a, b, out))
+    # M, N, K, ctas (3 x 2 tiles of 128x256), ldc
+    assert L.kernel == g.kernel_name and tuple(L.args[-5:]) == (300, 301, 256, 6, 310)
+    big_a, big_b = T((65536, 64), BF16), T((64, 32768), BF16)
+    with pytest.raises(LaunchError, match="32-bit"):
+        g(big_a, big_b)
+
+
 def test_padded_operands_are_kept_per_stream(fake, monkeypatch):
     """A GEMM whose B rows straddle 128-byte lines (the selection copies B alone onto lines):
     the padded buffer and the bound call on it are made once per stream, so later calls launch
