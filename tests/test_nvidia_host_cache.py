@@ -361,7 +361,7 @@ def test_one_split_choices_run_the_ir_direct_store(fake):
 def test_ir_direct_store_passes_the_row_stride_and_refuses_int32_overflow(fake):
     """The IR direct store takes C's row stride as its last argument (a strided out: the
     stride, not N) and refuses a C of 2^31 elements or more: its printed offsets are 32-bit
-    ints (the template's are size_t)."""
+    ints (the template's are size_t, and gemm() runs the template there)."""
     from kernels.nvidia.wgmma_tma import TmaGemmConfig
     from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
     g = dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16", store="direct"))
@@ -374,6 +374,11 @@ def test_ir_direct_store_passes_the_row_stride_and_refuses_int32_overflow(fake):
     big_a, big_b = T((65536, 64), BF16), T((64, 32768), BF16)
     with pytest.raises(LaunchError, match="32-bit"):
         g(big_a, big_b)
+    # gemm() runs such a C on the template (size_t offsets): no refusal, no overflow
+    big_b = T((64, 32769), BF16, stride=(32776, 1))
+    assert dispatch.choose_gemm(big_a, big_b).kernel.endswith("_ds")
+    (L,) = calls(fake, lambda: dispatch.gemm(big_a, big_b))
+    assert L.kernel.startswith("lg_wgmma_tma_") and L.kernel.endswith("_ds")
 
 
 def test_padded_operands_are_kept_per_stream(fake, monkeypatch):

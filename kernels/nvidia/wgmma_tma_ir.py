@@ -384,6 +384,12 @@ class IrTmaGemm(TmaGemm):
         self.kernel_name = self.ir.name
         self._maps = DeviceMaps()
 
+    def fits(self, m: int, ldc: int) -> bool:
+        """Can this kernel address C of ``m`` rows of stride ``ldc``?  The direct store's
+        printed offsets ``r * ldc + col`` are 32-bit ints: fewer than 2^31 elements (the
+        template's are size_t; dispatch runs it beyond)."""
+        return self.cfg.store != "direct" or m * ldc < 2 ** 31
+
     def bind(self, a, b, out=None, splits: int = 1):
         """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``: the
         output, the three tensor maps and one launch of ``min(tiles, SMs)`` CTAs."""
@@ -402,7 +408,7 @@ class IrTmaGemm(TmaGemm):
                               "a_rows >= M")
         direct = self.cfg.store == "direct"
         ldc = N if out is None else out.stride(0)
-        if direct and M * ldc >= 2 ** 31:
+        if not self.fits(M, ldc):
             # the printed store offsets are 32-bit ints (r * ldc + col)
             raise LaunchError(f"{self.kernel_name}: C of {M} rows x row stride {ldc} has "
                               f"{M * ldc} elements; the IR's direct store indexes C with 32-bit "
