@@ -175,6 +175,20 @@ def test_planted_direct_store_bug_is_refused(base, bug):
     assert check in bad, (name, bad)
 
 
+def test_a_store_before_its_lets_is_an_ill_formed_ir(base):
+    """A statement moved before the Lets it reads: SpecError naming the symbol, not a deep
+    KeyError from the model."""
+    from kernels.verify.spec import SpecError
+    k = copy.deepcopy(base)
+    role = next(s for s in k.body if isinstance(s, RoleBranch) and s.role == "consumer")
+    unit = next(s for s in role.body if isinstance(s, Loop) and s.var == "iu")
+    w = next(i for i, s in enumerate(unit.body) if isinstance(s, WgmmaWait))
+    st_i = next(i for i, s in enumerate(unit.body) if isinstance(s, Access))
+    unit.body.insert(w, unit.body.pop(st_i))
+    with pytest.raises(SpecError, match="uses cc, which no Let"):
+        verify(k, arch="sm_90a")
+
+
 def test_every_global_store_rule_has_a_planted_bug():
     """The checks the global-store rule reports under (gate_tma_data.global_store) each have a
     planted bug here."""

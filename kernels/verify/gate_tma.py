@@ -312,6 +312,12 @@ class _Cta(DataRules):
                     a.done = True
                     live.remove(i)
                     return
+                except KeyError as e:
+                    # c_eval of an expression naming a symbol no Let / loop / launch binds
+                    # here: an ill-formed IR (a statement moved before its Let), not a verdict
+                    raise SpecError(f"kernel {self.k.name}: {self.where0}, warpgroup {a.wg}"
+                                    f" ({a.role}): a statement uses {e.args[0]}, which no Let, "
+                                    "loop or launch symbol binds before it") from None
                 if (a.waiting, sum(b.completed for b in self.bars.values()), a.clock) != before \
                         or not a.waiting:
                     moved = True
