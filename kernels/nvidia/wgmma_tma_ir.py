@@ -35,7 +35,7 @@ nvidia_tma_ir_variants_h100_2026-11-24.json``).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import sympy
 
@@ -135,7 +135,11 @@ def ir_kernel_name(cfg: TmaGemmConfig) -> str:
     return "lg_irtma_" + cfg.name[len("lg_wgmma_tma_"):]
 
 
-class _Builder:
+class TmaIrBuilder:
+    """Builds the IR of one configuration (the forms :func:`ir_form_refusal` accepts); the
+    split-K form (:mod:`kernels.nvidia.wgmma_tma_ir_split`) overrides the unit decomposition
+    (``unit_lets``, ``kbound``, ``kcoord``), the epilogue, the parameters and the spec."""
+
     def __init__(self, cfg: TmaGemmConfig) -> None:
         refusal = ir_form_refusal(cfg)
         if refusal is not None:
@@ -155,21 +159,30 @@ class _Builder:
         else:
             self.tm_b = TensorMap("tmB", "B", ("k", "n"), self.K, self.N, 64, cfg.bn, dt)
         self.direct = cfg.store == "direct"
+        # the k tiles of a unit: kk in [0, kbound), k tile kcoord(kk) (split-K: kn and kt0 + kk)
+        self.kbound = sym("KT")
         self.tm_c = None if self.direct else TensorMap("tmC", "C", ("n", "m"), self.N, self.M,
                                                        64, 64, dt)
 
     # ---- shared pieces -------------------------------------------------------------------
     def unit_lets(self) -> List[Any]:
-        """``m0`` / ``n0`` of this CTA's ``i``-th unit: the template's grouped raster (groups of
-        ``group_m`` tile rows walk N together)."""
+        """``m0`` / ``n0`` of this CTA's ``i``-th unit ``u`` (a tile)."""
+        return [Let("u", self.bx + sym("iu") * self.ctas)] + self.raster(sym("u"))
+
+    def raster(self, tile: Any) -> List[Any]:
+        """``m0`` / ``n0`` of ``tile``: the template's grouped raster (groups of ``group_m``
+        tile rows walk N together)."""
         c = self.c
-        iu, u, group, grid_m = sym("iu"), sym("u"), sym("group"), sym("grid_m")
+        group, grid_m = sym("group"), sym("grid_m")
         first_m, gsize = sym("first_m"), sym("gsize")
-        return [Let("u", self.bx + iu * self.ctas),
-                Let("first_m", sympy.floor(u / group) * c.group_m),
+        return [Let("first_m", sympy.floor(tile / group) * c.group_m),
                 Let("gsize", sympy.Min(grid_m - first_m, c.group_m)),
-                Let("m0", (first_m + sympy.Mod(sympy.Mod(u, group), gsize)) * c.bm),
-                Let("n0", sympy.floor(sympy.Mod(u, group) / gsize) * c.bn)]
+                Let("m0", (first_m + sympy.Mod(sympy.Mod(tile, group), gsize)) * c.bm),
+                Let("n0", sympy.floor(sympy.Mod(tile, group) / gsize) * c.bn)]
+
+    def kcoord(self, kk: Any) -> Any:
+        """The k tile of the unit's ``kk``-th step."""
+        return kk
 
     def ring_state(self) -> List[Any]:
         """The ring position carried through a role's loops (the template's counters): stage
@@ -191,17 +204,18 @@ class _Builder:
     def producer(self) -> RoleBranch:
         c, p = self.c, self.p
         st, kk, m0, n0 = sym("st"), sym("kk"), sym("m0"), sym("n0")
+        kt = self.kcoord(kk)
         loads: List[Any] = [
-            TmaLoad(self.tm_a, kk * c.bk, m0, "sA", st * self.elems["A"], "full", st, "A.tma")]
+            TmaLoad(self.tm_a, kt * c.bk, m0, "sA", st * self.elems["A"], "full", st, "A.tma")]
         bl = p.b_load
         for j in range(bl.boxes):
             off = st * self.elems["B"] + j * (bl.stride // 2)
             if c.b_major == "n":
-                loads.append(TmaLoad(self.tm_b, n0 + j * bl.box_inner, kk * c.bk, "sB", off,
+                loads.append(TmaLoad(self.tm_b, n0 + j * bl.box_inner, kt * c.bk, "sB", off,
                                      "full", st, f"B.tma{j}"))
             else:
-                loads.append(TmaLoad(self.tm_b, kk * c.bk, n0, "sB", off, "full", st, "B.tma"))
-        kloop = Loop("kk", 0, sym("KT"), [
+                loads.append(TmaLoad(self.tm_b, kt * c.bk, n0, "sB", off, "full", st, "B.tma"))
+        kloop = Loop("kk", 0, self.kbound, [
             Comment("the consumers released this stage (parity of the previous round; a fresh "
                     "barrier passes parity 1)"),
             MbarrierWait("empty", st, sympy.Mod(sym("ph") + 1, 2)),
@@ -251,7 +265,7 @@ class _Builder:
         out.append(LeaderOnly(stores + [BulkCommit()]))
         return out
 
-    def direct_epilogue(self) -> List[Any]:
+    def direct_epilogue(self, buf: str = "C") -> List[Any]:
         """Accumulators -> C in global memory (the template's direct store): accumulator pair
         ``4j + 2h`` of the thread is C[rr + 8h][cc + 8j .. + 1]; one 4-byte store where both
         columns exist and ``ldc`` is even (the pair is then 4-byte aligned: C's base is, the
@@ -266,30 +280,34 @@ class _Builder:
                 r, col, it = rr + 8 * h, cc + 8 * j, 4 * j + 2 * h
                 pair = sympy.And(r < self.M, col + 1 < self.N, even)
                 out += [
-                    Access("store", "global", "C", r * ldc + col, 2, self.acc.regs([it, it + 1]),
+                    Access("store", "global", buf, r * ldc + col, 2, self.acc.regs([it, it + 1]),
                            pred=pair, tag="C.store2", coords=((r, col), (r, col + 1))),
-                    Access("store", "global", "C", r * ldc + col, 1, self.acc.regs([it]),
+                    Access("store", "global", buf, r * ldc + col, 1, self.acc.regs([it]),
                            pred=sympy.And(r < self.M, col < self.N,
                                           sympy.Not(sympy.And(col + 1 < self.N, even))),
                            tag="C.store.lo", coords=((r, col),)),
-                    Access("store", "global", "C", r * ldc + col + 1, 1,
+                    Access("store", "global", buf, r * ldc + col + 1, 1,
                            self.acc.regs([it + 1]),
                            pred=sympy.And(r < self.M, col + 1 < self.N, sympy.Not(even)),
                            tag="C.store.hi", coords=((r, col + 1),))]
         return out
 
+    def unit_epilogue(self) -> List[Any]:
+        """What a consumer does with a unit's accumulators."""
+        return self.direct_epilogue() if self.direct else self.epilogue()
+
     def consumer(self) -> RoleBranch:
         c = self.c
         crow, ccol = accumulator_rows_cols(c.bn)
-        st, kk, KT = sym("st"), sym("kk"), sym("KT")
-        kloop = Loop("kk", 0, KT, [
+        st, kk = sym("st"), sym("kk")
+        kloop = Loop("kk", 0, self.kbound, [
             MbarrierWait("full", st, sym("ph")), WgmmaFence()] + self.k_steps() + [
             WgmmaCommit(), WgmmaWait(1, ("acc",)),
             Comment("the group before this one has retired: release its stage"),
             If(kk > 0, [MbarrierArrive("empty", sym("prev"))])] + self.ring_advance())
         unit = self.unit_lets() + [ZeroFrag(self.acc), kloop, WgmmaWait(0, ("acc",)),
                                    MbarrierArrive("empty", sym("prev"))]
-        unit += self.direct_epilogue() if self.direct else self.epilogue()
+        unit += self.unit_epilogue()
         lets = [Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
                 Let("t", self.tid - 128 * self.wg),
                 Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0)))]
@@ -304,7 +322,7 @@ class _Builder:
     def build(self, instances: Sequence[Tuple[int, int, int, int]]) -> Kernel:
         c, S = self.c, self.S
         M, N, K, ctas = self.M, self.N, self.K, self.ctas
-        units = sym("tiles")
+        units = self.units()
         body: List[Any] = [
             Let("wg", sympy.floor(self.tid / 128)),
             MbarrierInit("full", S, 1),
@@ -324,20 +342,14 @@ class _Builder:
                   f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
                   f"producer + {c.consumers} consumer warpgroups, persistent over "
                   f"min(tiles, SMs) CTAs, group_m {c.group_m}, "
-                  + ("direct-store epilogue (C row stride ldc)" if self.direct else
-                     "TMA-store epilogue")
+                  + self.epilogue_words()
                   + (f"; A boxes of {c.a_rows} rows (M <= {c.a_rows})" if c.a_rows else ""),
                   "plan (proved by kernels.nvidia.wgmma_tma.plan_tma_gemm):"]
         header += [f"  {k}: {v}" for k, v in self.p.describe().items()]
         shared = [Shared("sA", c.dtype, S * self.elems["A"]),
                   Shared("sB", c.dtype, S * self.elems["B"])]
-        if self.direct:
-            params: List[Any] = [self.tm_a, self.tm_b, Param("C", c.dtype, const=False)]
-            maps: Tuple[Any, ...] = (self.tm_a, self.tm_b)
-        else:
-            shared.append(Shared("sC", c.dtype, c.consumers * self.elems["C"]))
-            params, maps = [self.tm_a, self.tm_b, self.tm_c], (self.tm_a, self.tm_b, self.tm_c)
-        params += [IntParam(n) for n in instance_symbols(c.store)]
+        params, extra, meta = self.interface()
+        shared += extra
         return Kernel(name, params, shared, [self.acc], body, c.threads, (1, 1, 1),
                       grid_symbols=("bx",), header=header,
                       # one CTA per SM: the roles' setmaxnreg budgets are shares of the whole
@@ -347,10 +359,46 @@ class _Builder:
                       # row_stride: the host's contract for a tensor stored through a pointer
                       # (row-major, this row stride); the per-role model reads each stored
                       # address back to its (row, column) through it
-                      meta={"plan": self.p, "maps": maps,
-                            "row_stride": {"C": sym("ldc")} if self.direct else {}},
-                      spec=tma_gemm_spec(name, c.dtype, instances, c.a_rows or 2 ** 20,
-                                         c.store))
+                      meta=dict(meta, plan=self.p),
+                      spec=self.spec(name, instances))
+
+    # ---- the forms' hooks ------------------------------------------------------------------
+    def units(self) -> Any:
+        """The launch's work units (the persistent loop's extent)."""
+        return sym("tiles")
+
+    def epilogue_words(self) -> str:
+        return "direct-store epilogue (C row stride ldc)" if self.direct else \
+            "TMA-store epilogue"
+
+    def interface(self) -> Tuple[List[Any], List[Any], Dict[str, Any]]:
+        """(parameters, shared arrays besides sA / sB, meta: the host's tensor maps and the
+        row strides of the tensors stored through pointers)."""
+        c = self.c
+        if self.direct:
+            params: List[Any] = [self.tm_a, self.tm_b, Param("C", c.dtype, const=False)]
+            extra: List[Any] = []
+            # row_stride: the host's contract for a tensor stored through a pointer
+            # (row-major, this row stride); the per-role model reads each stored address
+            # back to its (row, column) through it
+            meta = {"maps": (self.tm_a, self.tm_b), "row_stride": {"C": sym("ldc")}}
+        else:
+            extra = [Shared("sC", c.dtype, c.consumers * self.elems["C"])]
+            params = [self.tm_a, self.tm_b, self.tm_c]
+            meta = {"maps": (self.tm_a, self.tm_b, self.tm_c), "row_stride": {}}
+        return params + [IntParam(n) for n in instance_symbols(c.store)], extra, meta
+
+    def spec(self, name: str, instances: Sequence[Tuple[int, ...]]) -> KernelSpec:
+        c = self.c
+        return tma_gemm_spec(name, c.dtype, instances, c.a_rows or 2 ** 20, c.store)
+
+
+def builder_for(cfg: TmaGemmConfig) -> TmaIrBuilder:
+    """The builder of ``cfg``'s form (the split-K one lives in its own module)."""
+    if cfg.split_k:
+        from .wgmma_tma_ir_split import SplitTmaIrBuilder
+        return SplitTmaIrBuilder(cfg)
+    return TmaIrBuilder(cfg)
 
 
 def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
@@ -360,7 +408,7 @@ def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
     spec verifies it at ``instances`` ((M, N, K, ctas) launches; default
     :func:`default_instances`).  Raises :class:`~kernels.nvidia.gemm.GemmConfigError` for a
     configuration the IR form does not have or whose plan fails its proofs."""
-    return _Builder(cfg).build(default_instances(cfg) if instances is None else instances)
+    return builder_for(cfg).build(default_instances(cfg) if instances is None else instances)
 
 
 class IrTmaGemm(TmaGemm):
