@@ -395,7 +395,7 @@ class TmaIrBuilder:
 
 def builder_for(cfg: TmaGemmConfig) -> TmaIrBuilder:
     """The builder of ``cfg``'s form (the split-K one lives in its own module)."""
-    if cfg.split_k:
+    if cfg.split_k and ir_form_refusal(cfg) is None:
         from .wgmma_tma_ir_split import SplitTmaIrBuilder
         return SplitTmaIrBuilder(cfg)
     return TmaIrBuilder(cfg)
