@@ -49,7 +49,7 @@ def calls(fake, fn, n=1):
 
 
 GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
-    (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x64x64_s12_ds_ski_a16"),  # TMA split-K
+    (16, 4096, 4096, BF16, {}, "lg_irtma_bf16_n_64x64x64_s12_ds_ski_a16"),  # TMA split-K, IR
     (2048, 2048, 2048, BF16, {}, "lg_irtma_bf16_n_128x256x64_s3"),  # TMA persistent, IR-built
     (777, 333, 130, F16, {}, "lg_wgmma_f16_n_64x64x64_s6"),                    # cp.async wgmma
     (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync
@@ -237,7 +237,7 @@ def test_inline_split_k_workspaces_are_per_stream(fake, monkeypatch):
         monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None, s=s: SimpleNamespace(cuda_stream=s))
         (L,) = calls(fake, lambda: dispatch.gemm(a, b, c))
         assert "_ski" in L.kernel and L.stream == ("stream", s)
-        ws = (L.args[3], L.args[11])          # partials, counters
+        ws = (L.args[2], L.args[4])           # partials, counters (the IR kernel's W, cnt)
         assert all(w is not None for w in ws)
         assert seen.setdefault(s, ws) == ws
     assert not set(seen[7]) & set(seen[9])
@@ -317,7 +317,12 @@ def test_tma_store_configs_dispatch_to_the_verified_ir_kernel(fake):
     assert dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16")) is g      # verified once
     d = dispatch.compiled_gemm(TmaGemmConfig(store="direct"))
     assert isinstance(d, IrTmaGemm) and d.report.holds and d.kernel_name.endswith("_ds")
-    for cfg in (TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True, reduce="inline"),):
+    sk = dispatch.compiled_gemm(TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True,
+                                              reduce="inline"))
+    assert isinstance(sk, IrTmaGemm) and sk.report.holds and sk.kernel_name.endswith("_ski")
+    for cfg in (TmaGemmConfig(bm=64, bn=256, stages=4, store="direct", split_k=True),
+                TmaGemmConfig(bm=64, bn=64, stages=4, store="direct", split_k=True,
+                              reduce="inline", ctas_per_sm=2)):
         t = dispatch.compiled_gemm(cfg)
         assert type(t) is TmaGemm, cfg.name
     a, b = T((2048, 2048), BF16), T((2048, 2048), BF16)
@@ -355,7 +360,7 @@ def test_one_split_choices_run_the_ir_direct_store(fake):
     a, b = T((16, 4096), BF16), T((4096, 4096), BF16)
     assert dispatch.choose_gemm(a, b).splits == 2
     (L,) = calls(fake, lambda: dispatch.gemm(a, b))
-    assert L.kernel.startswith("lg_wgmma_tma_") and "_ski" in L.kernel
+    assert L.kernel.startswith("lg_irtma_") and "_ski" in L.kernel      # the IR split-K
 
 
 def test_ir_direct_store_passes_the_row_stride_and_refuses_int32_overflow(fake):

@@ -13,6 +13,8 @@ with NaN first, so an element the kernel never writes fails.  The direct-store f
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -58,7 +60,26 @@ def test_ir_direct_store_equals_template(cfg, shape, ldc):
     _compare(cfg, shape, ldc)
 
 
-def _compare(cfg, shape, ldc):
+SPLIT = TmaGemmConfig(dtype="bf16", bm=64, bn=64, stages=12, store="direct", split_k=True,
+                      reduce="inline")
+
+
+# the one-launch split-K: partials, the per-warpgroup ticket, the last arrival's ordered sum;
+# interior and edge tiles, odd N (4-byte partials and loads), 1-5 splits, a short A box, the
+# 128x128 tile; twice in a row (the counters must be back at 0)
+@pytest.mark.parametrize("cfg,shape,ldc,splits", [
+    (SPLIT, (64, 4096, 4096), None, 2), (SPLIT, (130, 1001, 640), 1010, 3),
+    (dataclasses.replace(SPLIT, a_rows=16), (16, 4096, 4096), None, 4),
+    (dataclasses.replace(SPLIT, bn=128, stages=8, dtype="f16", b_major="k"),
+     (77, 333, 1300), 341, 5),
+    (dataclasses.replace(SPLIT, bm=128, bn=128, stages=6), (1024, 1024, 4096), None, 2),
+    (SPLIT, (64, 512, 512), None, 1),
+], ids=lambda x: getattr(x, "name", str(x)))
+def test_ir_split_k_equals_template(cfg, shape, ldc, splits):
+    _compare(cfg, shape, ldc, splits, repeat=2)
+
+
+def _compare(cfg, shape, ldc, splits=1, repeat=1):
     m, n, k = shape
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[cfg.dtype]
     g = torch.Generator(device="cuda").manual_seed(20)
@@ -70,8 +91,10 @@ def _compare(cfg, shape, ldc):
     ir_out, tpl_out = (f[:, :n] for f in full)
     ir = IrTmaGemm(cfg)
     assert ir.report.holds and ir.kernel_name.startswith("lg_irtma_")
-    ir(a, b, ir_out)
-    TmaGemm(cfg)(a, b, tpl_out)
+    for _ in range(repeat):
+        ir_out.fill_(float("nan"))
+        ir(a, b, ir_out, splits)
+    TmaGemm(cfg)(a, b, tpl_out, splits)
     torch.cuda.synchronize()
     assert torch.isfinite(ir_out.float()).all()
     if ldc:

@@ -212,7 +212,7 @@ def run_gemm_plan(plan: GemmPlan, a, b, out=None):
         # pad_rows-byte lines (at least 16 bytes: what TMA can address)
         a = a if tma_ready(a, plan.line("a")) else tma_padded(a, plan.line("a"))
         b = b if tma_ready(b, plan.line("b")) else tma_padded(b, plan.line("b"))
-        return tma_kernel_for(g, a, b, out)(a, b, out, splits=plan.splits)
+        return tma_kernel_for(g, a, b, out, plan.splits)(a, b, out, splits=plan.splits)
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=plan.splits)
     return g(a, b, out)
@@ -226,7 +226,7 @@ def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
     g = plan.kernel
     config = g.cfg
     if isinstance(config, TmaGemmConfig):
-        g = tma_kernel_for(g, a, b, out)
+        g = tma_kernel_for(g, a, b, out, plan.splits)
         pad_a, pad_b = not tma_ready(a, plan.line("a")), not tma_ready(b, plan.line("b"))
         if pad_a or pad_b:
             return padded_runner(g, plan, a, b, out, pad_a, pad_b)
@@ -283,16 +283,17 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     return g
 
 
-def tma_kernel_for(g: TmaGemm, a, b, out) -> TmaGemm:
+def tma_kernel_for(g: TmaGemm, a, b, out, splits: int = 1) -> TmaGemm:
     """The TMA kernel that runs these tensors for plan kernel ``g``: the direct-store form
     where ``out``'s rows are not 16-byte aligned (the TMA store cannot address them), and the
-    template where the IR direct store's 32-bit C offsets would overflow
+    template where the IR's 32-bit C or workspace offsets would overflow
     (:meth:`IrTmaGemm.fits`)."""
     cfg = g.cfg
     if cfg.store == "tma" and out is not None and not tma_ready(out):
         g = compiled_gemm(replace(cfg, store="direct"))
     n = b.shape[1] if cfg.b_major == "n" else b.shape[0]
-    if isinstance(g, IrTmaGemm) and not g.fits(a.shape[0], n if out is None else out.stride(0)):
+    if isinstance(g, IrTmaGemm) and not g.fits(a.shape[0], n if out is None else out.stride(0),
+                                               n, splits):
         g = _TEMPLATES.get(g.cfg) or _TEMPLATES.setdefault(g.cfg, TmaGemm(g.cfg))
     return g
 

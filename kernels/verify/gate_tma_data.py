@@ -88,6 +88,13 @@ class Agent:
         self.named_ids: set = set()
         self.waiting: str = ""
         self.done = False
+        # the inter-CTA ticket (gate_tma_ticket): partial stores not yet under a ticket, the
+        # slot taken, inside the last arrival's branch, its partial reads and stores
+        self.pending_w: List[np.ndarray] = []
+        self.slot: Optional[int] = None
+        self.in_last = False
+        self.psum: Dict[int, List[np.ndarray]] = {}
+        self.merge_parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
 
 
@@ -340,7 +347,8 @@ class DataRules:
         self.gen[s.buf][flat] = 1
         self.writer[s.buf][flat] = a.wg
 
-    def acc_ids(self, a: Agent, s: Access, shape: Tuple[int, ...]) -> np.ndarray:
+    def acc_ids(self, a: Agent, s: Access, shape: Tuple[int, ...],
+                complete: bool = True) -> np.ndarray:
         """The identities of the accumulator registers ``s`` stores, per (thread, element):
         the C element each holds, :data:`INCOMPLETE` if its sums are not over every k < K
         once, :data:`UNDEFINED` if fed by shared elements nothing wrote."""
@@ -349,7 +357,7 @@ class DataRules:
         if st is not None and st.rows is not None:
             K = self.values["K"]
             bad = [k_ for k_, c in st.kcount.items() if c != 1 or k_ < 0]
-            miss = [k_ for k_ in range(K) if k_ not in st.kcount]
+            miss = [k_ for k_ in range(K) if k_ not in st.kcount] if complete else []
             if not bad and not miss:
                 ci, cj = self.g.acc_table(s)
                 rows = st.rows[ci[:, list(s.regs.idx)]]
@@ -370,7 +378,7 @@ class DataRules:
         M x N [``in_bounds``], be aligned to the store's width (C's base is 4-byte aligned)
         [``in_bounds``], and hold its own accumulator summed over every k < K once
         [``lane_accumulator_writeback``]; each element is counted for ``coverage``."""
-        out = [t.name for t in self.g.spec.tensors if t.role == "output"]
+        out = [t.name for t in self.g.spec.tensors if t.role in ("output", "workspace")]
         ld_expr = getattr(self.k, "meta", {}).get("row_stride", {}).get(s.buf)
         if s.kind != "store" or a.leader or s.buf not in out or ld_expr is None:
             self.f.add("lds_races", self.where(
@@ -385,6 +393,12 @@ class DataRules:
         ld = int(c_eval(ld_expr, env))
         M, N = self.values["M"], self.values["N"]
         el = off[:, None] + np.arange(s.width)[None, :]
+        if s.buf in self.k.meta.get("plane_stride", {}):
+            self.workspace_store(a, s, env, el, on)     # gate_tma_ticket
+            return
+        if a.in_last:
+            self.merged_store(a, s, env, el, on, ld)
+            return
         ids = self.acc_ids(a, s, el.shape)
         if not on.any():
             return
