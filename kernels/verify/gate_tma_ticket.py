@@ -40,6 +40,8 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from layoutalg.symbolic import to_c
+
 from ..ir.core import c_eval, walk
 from ..ir.nvidia_tma import WARPGROUP, NamedBarrier
 from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
@@ -95,6 +97,7 @@ class TicketLedger:
         self.owner: Dict[int, set] = {}
         self.slot_of: Dict[Tuple, set] = {}
         self.merges: Dict[int, List[Tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self.last_test = "splits - 1"   # set from the kernel's LastArrival (last_arrival)
 
     def kset(self, ks: Tuple[int, ...]) -> int:
         i = self.ksets.get(ks)
@@ -120,7 +123,8 @@ class TicketLedger:
                 f.add("counter_slots", f"{where}: (m0, n0, warpgroup) {key} takes tickets at "
                                        f"slots {sorted(slots)}: no arrival sees every split")
                 return
-        proto = InlineReduceProtocol(last="old == splits - 1", reset=True)
+        # the branch's own test (the IR's LastArrival.last), as the template's protocol prints
+        proto = InlineReduceProtocol(last=f"old == {self.last_test}", reset=True)
         for slot, count in self.arrivals.items():
             try:
                 check_arrival_protocol(proto, n, count)
@@ -232,6 +236,7 @@ class TicketModel:
             self.f.add("ticket_structure", self.where(a, "a last-arrival branch before any "
                                                          "ticket", env))
             raise Stop()
+        self.g.ledger.last_test = to_c(s.last)
         a.in_last, a.psum, a.merge_parts = True, {}, []
         yield from self.run(a, s.body, env)
         a.in_last = False
