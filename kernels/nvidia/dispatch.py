@@ -270,12 +270,14 @@ def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig`, ``WgmmaGemmConfig`` or ``TmaGemmConfig``,
-    built once per configuration (its module compiles on first launch).  A non-split-K
-    ``TmaGemmConfig`` (TMA store or direct store) runs the IR-built kernel
+    built once per configuration (its module compiles on first launch).  A ``TmaGemmConfig``
+    of TMA store, direct store or one-launch split-K (``reduce="inline"``) runs the IR-built
+    kernel
     (:class:`IrTmaGemm`: its IR and printed text verified when it is built, ~2-4 s once per
     configuration, a passing verdict kept on disk by content: kernels.verify.report_cache;
-    0.99-1.03x the template's speed and bitwise equal on the H100, docs/PERFORMANCE.md); the
-    split-K forms run the template :class:`TmaGemm`."""
+    0.99-1.05x the template's device time and bitwise equal on the H100,
+    docs/PERFORMANCE.md); the split-K form with a reduce launch (``reduce="kernel"``) and two
+    CTAs per SM run the template :class:`TmaGemm`."""
     g = _GEMMS.get(cfg)
     if g is None:
         g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
@@ -303,8 +305,8 @@ _TEMPLATES: Dict[Any, TmaGemm] = {}
 
 def tma_gemm(cfg: TmaGemmConfig) -> TmaGemm:
     """The kernel that runs ``cfg``: the verified IR-built one where the IR has the form
-    (``wgmma_tma_ir.ir_form_refusal``: TMA or direct store, no split-K, one CTA per SM; whole
-    or short A boxes), else the string template."""
+    (``wgmma_tma_ir.ir_form_refusal``: TMA or direct store, no split-K or the inline one, one
+    CTA per SM; whole or short A boxes), else the string template."""
     return IrTmaGemm(cfg) if ir_form_refusal(cfg) is None else TmaGemm(cfg)
 
 
