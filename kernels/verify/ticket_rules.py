@@ -25,7 +25,10 @@ counter; the score loop does not take part and is skipped):
   over all groups the output is stored exactly once.
 
 A failure raises :class:`TicketProtocolError` naming the rule, the instance and the first
-counterexample.
+counterexample.  :func:`check_ticket_structure` is the structure rule alone on any block of
+statements and barrier kind: the TMA GEMM's per-warpgroup ticket inside its persistent loop
+(named barriers; partial reads as :class:`~kernels.ir.ticket.PartialAdd`) uses it from the
+per-role model (:mod:`kernels.verify.gate_tma_ticket`), which checks the other rules there.
 """
 
 from __future__ import annotations
