@@ -15,6 +15,7 @@ import dataclasses
 
 import pytest
 import sympy
+from hypothesis import given, settings, strategies as st
 
 from kernels.ir.core import Access, If, Loop, sym, walk
 from kernels.ir.nvidia_tma import NamedBarrier, RoleBranch
@@ -51,6 +52,14 @@ def test_split_k_ir_verifies(cfg):
     assert set(TICKET_RULES) <= set(r.checks)
     assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
     assert "atomicAdd(&cnt[" in src and src.count("__threadfence();") == 2
+
+
+@settings(max_examples=5, deadline=None)
+@given(m=st.integers(1, 140), n=st.integers(1, 200), pad=st.integers(0, 9),
+       k=st.integers(1, 700), ctas=st.integers(1, 4), splits=st.integers(1, 6))
+def test_split_k_verifies_at_any_size(m, n, pad, k, ctas, splits):
+    kern = build_tma_gemm_ir(SPLIT, ((m, n, k, ctas, n + pad, splits),))
+    assert _bad(kern) == {}
 
 
 def test_reduce_kernel_form_is_not_ir():
