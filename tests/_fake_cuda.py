@@ -196,7 +196,7 @@ def clear_caches() -> None:
     neither a pretend launch nor a fake module outlives the test."""
     from kernels.nvidia import attention, dispatch
     dispatch.clear_plans()
-    for g in [*dispatch._GEMMS.values(), *dispatch._FLASH.values(),
+    for g in [*dispatch._GEMMS.values(), *dispatch._TEMPLATES.values(), *dispatch._FLASH.values(),
               *dispatch._SPLIT_DECODE.values(), *attention._DECODE.values()]:
         g.forget_calls()
         g._module = None

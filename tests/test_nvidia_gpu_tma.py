@@ -96,7 +96,8 @@ def test_skinny_choices_run_and_match():
     for M, N, K in ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 14336)):
         a, b, ref = case(M, N, K, torch.bfloat16, "n")
         c = choose_gemm(a, b)
-        assert c.kind == "wgmma_tma" and c.config.split_k, str(c)
+        # one split (128x4096x14336) runs the non-split direct store (the IR kernel)
+        assert c.kind == "wgmma_tma" and (c.config.split_k or "one split" in c.reason), str(c)
         assert rel(gemm(a, b), ref) < TOL[torch.bfloat16], str(c)
 
 

@@ -49,7 +49,7 @@ def calls(fake, fn, n=1):
 
 
 GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
-    (16, 4096, 4096, BF16, {}, "lg_wgmma_tma_bf16_n_64x64x64_s12_ds_ski_a16"),  # TMA split-K
+    (16, 4096, 4096, BF16, {}, "lg_irtma_bf16_n_64x64x64_s12_ds_ski_a16"),  # TMA split-K, IR
     (2048, 2048, 2048, BF16, {}, "lg_irtma_bf16_n_128x256x64_s3"),  # TMA persistent, IR-built
     (777, 333, 130, F16, {}, "lg_irwgmma_rt_f16_n_64x64x64_s6"),  # cp.async wgmma, IR-built
     (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync
@@ -237,7 +237,7 @@ def test_inline_split_k_workspaces_are_per_stream(fake, monkeypatch):
         monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None, s=s: SimpleNamespace(cuda_stream=s))
         (L,) = calls(fake, lambda: dispatch.gemm(a, b, c))
         assert "_ski" in L.kernel and L.stream == ("stream", s)
-        ws = (L.args[3], L.args[11])          # partials, counters
+        ws = (L.args[2], L.args[4])           # partials, counters (the IR kernel's W, cnt)
         assert all(w is not None for w in ws)
         assert seen.setdefault(s, ws) == ws
     assert not set(seen[7]) & set(seen[9])
@@ -308,15 +308,21 @@ def test_keys_and_bounded_cache():
 
 def test_tma_store_configs_dispatch_to_the_verified_ir_kernel(fake):
     """gemm()'s TMA path runs the IR-built kernel (verified when built) for TMA-store,
-    non-split-K configurations, the template for the direct-store and split-K forms the IR
+    and direct-store non-split-K configurations, the template for the split-K forms the IR
     does not have (issue 20 item 1)."""
     from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
     from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
     g = dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16"))
     assert isinstance(g, IrTmaGemm) and g.report.holds
     assert dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16")) is g      # verified once
-    for cfg in (TmaGemmConfig(store="direct"),
-                TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True, reduce="inline")):
+    d = dispatch.compiled_gemm(TmaGemmConfig(store="direct"))
+    assert isinstance(d, IrTmaGemm) and d.report.holds and d.kernel_name.endswith("_ds")
+    sk = dispatch.compiled_gemm(TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True,
+                                              reduce="inline"))
+    assert isinstance(sk, IrTmaGemm) and sk.report.holds and sk.kernel_name.endswith("_ski")
+    for cfg in (TmaGemmConfig(bm=64, bn=256, stages=4, store="direct", split_k=True),
+                TmaGemmConfig(bm=64, bn=64, stages=4, store="direct", split_k=True,
+                              reduce="inline", ctas_per_sm=2)):
         t = dispatch.compiled_gemm(cfg)
         assert type(t) is TmaGemm, cfg.name
     a, b = T((2048, 2048), BF16), T((2048, 2048), BF16)
@@ -332,6 +338,52 @@ def test_choose_gemm_names_the_kernel_that_runs(fake):
         a, b = T(shape[0], BF16), T(shape[1], BF16)
         (L,) = calls(fake, lambda: dispatch.gemm(a, b))
         assert str(dispatch.choose_gemm(a, b)).split()[1].rstrip(",") == L.kernel
+
+
+def test_one_split_choices_run_the_ir_direct_store(fake):
+    """A split-K TMA choice of ONE split (16x14336x4096, 128x4096x14336: the suite's skinny
+    shapes) computes what the non-split direct store does: gemm() runs the verified IR kernel
+    of that form (one launch, no workspace, no counter), and choose_gemm names it; two splits
+    stay on the template's split-K."""
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    for (m, n, k), suffix in (((16, 14336, 4096), "_64x128x64_s8_ds_a16"),
+                              ((128, 4096, 14336), "_64x64x64_s12_ds")):
+        a, b = T((m, k), BF16), T((k, n), BF16)
+        ch = dispatch.choose_gemm(a, b)
+        assert ch.splits == 1 and not ch.config.split_k and ch.config.store == "direct"
+        assert ch.kernel == "lg_irtma_bf16_n" + suffix and "one split" in ch.reason
+        (L,) = calls(fake, lambda: dispatch.gemm(a, b))
+        assert L.kernel == ch.kernel and L.args[-1] == n        # ldc: C's row stride
+    assert dispatch.one_split_form(TmaGemmConfig(bm=64, bn=64, stages=4, store="direct",
+                                                 split_k=True, reduce="inline")) == \
+        TmaGemmConfig(bm=64, bn=64, stages=4, store="direct")
+    a, b = T((16, 4096), BF16), T((4096, 4096), BF16)
+    assert dispatch.choose_gemm(a, b).splits == 2
+    (L,) = calls(fake, lambda: dispatch.gemm(a, b))
+    assert L.kernel.startswith("lg_irtma_") and "_ski" in L.kernel      # the IR split-K
+
+
+def test_ir_direct_store_passes_the_row_stride_and_refuses_int32_overflow(fake):
+    """The IR direct store takes C's row stride as its last argument (a strided out: the
+    stride, not N) and refuses a C of 2^31 elements or more: its printed offsets are 32-bit
+    ints (the template's are size_t, and gemm() runs the template there)."""
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
+    g = dispatch.compiled_gemm(TmaGemmConfig(dtype="bf16", store="direct"))
+    assert isinstance(g, IrTmaGemm)
+    a, b = T((300, 256), BF16), T((256, 301), BF16, stride=(304, 1))     # B rows padded
+    out = T((300, 301), BF16, stride=(310, 1))
+    (L,) = calls(fake, lambda: g(a, b, out))
+    # M, N, K, ctas (3 x 2 tiles of 128x256), ldc
+    assert L.kernel == g.kernel_name and tuple(L.args[-5:]) == (300, 301, 256, 6, 310)
+    big_a, big_b = T((65536, 64), BF16), T((64, 32768), BF16)
+    with pytest.raises(LaunchError, match="32-bit"):
+        g(big_a, big_b)
+    # gemm() runs such a C on the template (size_t offsets): no refusal, no overflow
+    big_b = T((64, 32769), BF16, stride=(32776, 1))
+    assert dispatch.choose_gemm(big_a, big_b).kernel.endswith("_ds")
+    (L,) = calls(fake, lambda: dispatch.gemm(big_a, big_b))
+    assert L.kernel.startswith("lg_wgmma_tma_") and L.kernel.endswith("_ds")
 
 
 def test_padded_operands_are_kept_per_stream(fake, monkeypatch):

@@ -125,9 +125,10 @@ def fake(monkeypatch):
 
 @pytest.mark.parametrize("splits", [1, 4])
 def test_inline_split_k_is_one_launch_with_reused_workspaces(fake, splits):
+    """The template's host path (gemm() runs the IR kernel: the IR test below)."""
     import _fake_cuda as fc
-    from kernels.nvidia.dispatch import compiled_gemm
-    g = compiled_gemm(INLINE[0])
+    from kernels.nvidia.wgmma_tma import TmaGemm
+    g = TmaGemm(INLINE[0])
     a, b, out = (fc.FakeCudaTensor(s, torch.bfloat16) for s in ((16, 4096), (4096, 4096),
                                                                  (16, 4096)))
     n0 = len(fake.launches)
@@ -143,6 +144,34 @@ def test_inline_split_k_is_one_launch_with_reused_workspaces(fake, splits):
         assert not args[3] and not args[11], "one split needs no workspace"
     else:
         assert args[3] and args[11]
+    assert L[1].args == args, "the second call re-uses the same workspaces"
+
+
+@pytest.mark.parametrize("splits", [1, 4])
+def test_ir_inline_split_k_is_one_launch_with_reused_workspaces(fake, splits):
+    """gemm()'s kernel for an inline split-K configuration is the verified IR one: one launch
+    of (tmA, tmB, W, C, cnt, M, N, K, ctas, ldc, splits, kt_per), its workspaces kept for the
+    next call, none with one split."""
+    import _fake_cuda as fc
+    from kernels.nvidia.dispatch import compiled_gemm
+    from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
+    g = compiled_gemm(INLINE[0])
+    assert isinstance(g, IrTmaGemm) and g.report.holds
+    a, b, out = (fc.FakeCudaTensor(s, torch.bfloat16) for s in ((16, 4096), (4096, 4096),
+                                                                 (16, 4096)))
+    n0 = len(fake.launches)
+    g(a, b, out, splits=splits)
+    g(a, b, out, splits=splits)
+    L = fake.launches[n0:]
+    assert [x.kernel for x in L] == [g.kernel_name] * 2, "one launch per call"
+    args = L[0].args
+    assert args[3] == out.data_ptr() and args[5:] == (16, 4096, 4096, L[0].grid[0], 4096,
+                                                      splits, 64 // splits)
+    assert L[0].grid[0] == min(4096 // INLINE[0].bn * splits, 132)    # units on the SMs
+    if splits == 1:
+        assert not args[2] and not args[4], "one split needs no workspace"
+    else:
+        assert args[2] and args[4]
     assert L[1].args == args, "the second call re-uses the same workspaces"
 
 
@@ -170,7 +199,7 @@ def test_gemm_fast_path_skips_choice_and_checks_but_bad_input_raises_every_time(
     bf = torch.bfloat16
     a, b, out = (fc.FakeCudaTensor(s, bf) for s in ((16, 4096), (4096, 4096), (16, 4096)))
     dispatch.gemm(a, b, out)
-    assert fake.launches[-1].kernel == "lg_wgmma_tma_bf16_n_64x64x64_s12_ds_ski_a16"
+    assert fake.launches[-1].kernel == "lg_irtma_bf16_n_64x64x64_s12_ds_ski_a16"
     seen = []
     monkeypatch.setattr(dispatch, "choose_gemm", lambda *x, **k: seen.append("choose"))
     monkeypatch.setattr(dispatch, "gemm_runner", lambda *x, **k: seen.append("runner"))
@@ -178,7 +207,7 @@ def test_gemm_fast_path_skips_choice_and_checks_but_bad_input_raises_every_time(
     a2 = fc.FakeCudaTensor((16, 4096), bf)           # a new pointer, the same key
     dispatch.gemm(a2, b, out)
     assert seen == [] and len(fake.launches) == n0 + 1
-    assert fake.launches[-1].args[10] == out.data_ptr()
+    assert fake.launches[-1].args[3] == out.data_ptr()
     monkeypatch.undo()
     fake = fc.install(monkeypatch)
     bad = fc.FakeCudaTensor((16, 4096), torch.float16)   # out of another dtype than a and b

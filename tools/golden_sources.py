@@ -278,7 +278,18 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
     for kw in (dict(), dict(dtype="bf16", b_major="k"), dict(bm=64, bn=128, stages=6),
                dict(bm=64, bn=64, stages=6, dtype="bf16", a_rows=16),
-               dict(bm=64, bn=128, stages=8, b_major="k", a_rows=8)):
+               dict(bm=64, bn=128, stages=8, b_major="k", a_rows=8),
+               # the direct-store epilogue (C rows not 16-byte aligned; one-split skinny shapes)
+               dict(store="direct"), dict(dtype="bf16", b_major="k", store="direct"),
+               dict(bm=64, bn=64, stages=12, dtype="bf16", store="direct"),
+               dict(bm=64, bn=128, stages=8, dtype="bf16", store="direct", a_rows=16),
+               # the one-launch split-K (partials, per-warpgroup ticket, ordered merge)
+               dict(bm=64, bn=64, stages=12, dtype="bf16", store="direct", split_k=True,
+                    reduce="inline", a_rows=16),
+               dict(bm=64, bn=128, stages=8, b_major="k", store="direct", split_k=True,
+                    reduce="inline"),
+               dict(bm=128, bn=128, stages=6, dtype="bf16", store="direct", split_k=True,
+                    reduce="inline")):
         yield (f"nvidia/wgmma-tma-gemm-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda(build_tma_gemm_ir(TmaGemmConfig(**kw))))
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode

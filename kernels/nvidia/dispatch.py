@@ -118,11 +118,26 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
     problem = GemmProblem(int(m), int(n), int(k), dt, b_major, row_vector(a, b))
     choice = select_gemm(problem, target or device_target(a), atom)
     cfg = choice.config
+    if isinstance(cfg, TmaGemmConfig) and cfg.split_k and choice.splits == 1 and \
+            ir_form_refusal(one_split_form(cfg)) is None:
+        # one split needs no workspace, ticket or reduce: the verified IR direct store runs it
+        cfg = one_split_form(cfg)
+        choice = replace(choice, config=cfg, reason=choice.reason + f"; one split: {cfg.name} "
+                         "(the direct store, no workspace)")
     if isinstance(cfg, TmaGemmConfig) and ir_form_refusal(cfg) is None:
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
     return choice
+
+
+def one_split_form(cfg: TmaGemmConfig) -> TmaGemmConfig:
+    """The non-split direct-store configuration of split-K ``cfg`` (same tile, stages, group
+    and A box): what a launch of ``cfg`` with ONE split computes (the inline form then rounds
+    ``0.f + acc`` straight to C, the reduce-kernel form rounds ``0.f + W[0]`` = the same
+    accumulator; a wgmma sum is never -0.0, so ``0.f + acc`` has acc's bits), bitwise, and
+    the form the verified IR kernel has (``wgmma_tma_ir``)."""
+    return replace(cfg, split_k=False, reduce="kernel", store="direct")
 
 
 def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = "auto",
@@ -203,9 +218,7 @@ def run_gemm_plan(plan: GemmPlan, a, b, out=None):
         # pad_rows-byte lines (at least 16 bytes: what TMA can address)
         a = a if tma_ready(a, plan.line("a")) else tma_padded(a, plan.line("a"))
         b = b if tma_ready(b, plan.line("b")) else tma_padded(b, plan.line("b"))
-        if config.store == "tma" and out is not None and not tma_ready(out):
-            g = compiled_gemm(replace(config, store="direct"))
-        return g(a, b, out, splits=plan.splits)
+        return tma_kernel_for(g, a, b, out, plan.splits)(a, b, out, splits=plan.splits)
     if isinstance(config, WgmmaGemmConfig):
         return g(a, b, out, splits=plan.splits)
     return g(a, b, out)
@@ -219,8 +232,7 @@ def gemm_runner(plan: GemmPlan, a, b, out=None) -> Callable[..., Any]:
     g = plan.kernel
     config = g.cfg
     if isinstance(config, TmaGemmConfig):
-        if config.store == "tma" and out is not None and not tma_ready(out):
-            g = compiled_gemm(replace(config, store="direct"))
+        g = tma_kernel_for(g, a, b, out, plan.splits)
         pad_a, pad_b = not tma_ready(a, plan.line("a")), not tma_ready(b, plan.line("b"))
         if pad_a or pad_b:
             return padded_runner(g, plan, a, b, out, pad_a, pad_b)
@@ -264,12 +276,14 @@ def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig`, ``WgmmaGemmConfig`` or ``TmaGemmConfig``,
-    built once per configuration (its module compiles on first launch).  A TMA-store,
-    non-split-K ``TmaGemmConfig`` runs the IR-built kernel (:class:`IrTmaGemm`: its IR and
-    printed text verified when it is built, ~2-4 s once per configuration, a passing verdict
-    kept on disk by content: kernels.verify.report_cache;
-    0.99-1.01x the template's speed and bitwise equal on the H100, docs/PERFORMANCE.md); the
-    direct-store and split-K forms run the template :class:`TmaGemm`."""
+    built once per configuration (its module compiles on first launch).  A ``TmaGemmConfig``
+    of TMA store, direct store or one-launch split-K (``reduce="inline"``) runs the IR-built
+    kernel
+    (:class:`IrTmaGemm`: its IR and printed text verified when it is built, ~2-4 s once per
+    configuration, a passing verdict kept on disk by content: kernels.verify.report_cache;
+    0.99-1.05x the template's device time and bitwise equal on the H100,
+    docs/PERFORMANCE.md); the split-K form with a reduce launch (``reduce="kernel"``) and two
+    CTAs per SM run the template :class:`TmaGemm`."""
     g = _GEMMS.get(cfg)
     if g is None:
         g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
@@ -292,10 +306,28 @@ def wgmma_gemm(cfg: WgmmaGemmConfig) -> Any:
     return WgmmaGemm(cfg)
 
 
+def tma_kernel_for(g: TmaGemm, a, b, out, splits: int = 1) -> TmaGemm:
+    """The TMA kernel that runs these tensors for plan kernel ``g``: the direct-store form
+    where ``out``'s rows are not 16-byte aligned (the TMA store cannot address them), and the
+    template where the IR's 32-bit C or workspace offsets would overflow
+    (:meth:`IrTmaGemm.fits`)."""
+    cfg = g.cfg
+    if cfg.store == "tma" and out is not None and not tma_ready(out):
+        g = compiled_gemm(replace(cfg, store="direct"))
+    n = b.shape[1] if cfg.b_major == "n" else b.shape[0]
+    if isinstance(g, IrTmaGemm) and not g.fits(a.shape[0], n if out is None else out.stride(0),
+                                               n, splits):
+        g = _TEMPLATES.get(g.cfg) or _TEMPLATES.setdefault(g.cfg, TmaGemm(g.cfg))
+    return g
+
+
+_TEMPLATES: Dict[Any, TmaGemm] = {}
+
+
 def tma_gemm(cfg: TmaGemmConfig) -> TmaGemm:
     """The kernel that runs ``cfg``: the verified IR-built one where the IR has the form
-    (``wgmma_tma_ir.ir_form_refusal``: TMA store, no split-K, one CTA per SM; whole or short A
-    boxes), else the string template."""
+    (``wgmma_tma_ir.ir_form_refusal``: TMA or direct store, no split-K or the inline one, one
+    CTA per SM; whole or short A boxes), else the string template."""
     return IrTmaGemm(cfg) if ir_form_refusal(cfg) is None else TmaGemm(cfg)
 
 
@@ -548,6 +580,6 @@ def clear_plans() -> None:
     from ..runtime.cuda import clear_prepared
     for c in (_GEMM_PLANS, _GEMM_RUNS, _FLASH_PLANS, _DECODE_PLANS):
         c.clear()
-    for g in (*_GEMMS.values(), *_FLASH.values(), *_SPLIT_DECODE.values()):
+    for g in (*_GEMMS.values(), *_TEMPLATES.values(), *_FLASH.values(), *_SPLIT_DECODE.values()):
         g.forget_calls()
     clear_prepared()

@@ -16,9 +16,16 @@ Every statement is IR (:mod:`kernels.ir.core`, :mod:`kernels.ir.nvidia_wgmma`,
 :func:`kernels.verify.verify` on its per-role phase model (:mod:`kernels.verify.gate_tma`) at
 the spec's instances (runtime sizes incl. edge tiles, several CTAs, units per CTA > 1).
 
-Scope (differences from the template): the TMA-store epilogue only (``store="tma"``; the
-template's direct-store form, used when C's rows are not 16-byte aligned, is not IR); no
-split-K (the template's split-K work units); one CTA per SM.  Short A boxes (``a_rows``) are
+Both epilogues of the template: the TMA store (``store="tma"``) and the direct store
+(``store="direct"``, used when C's rows are not 16-byte aligned: every accumulator pair goes
+from registers to global memory as one 4-byte store where the row stride ``ldc`` is even,
+else as two 2-byte stores, rows past M and columns past N skipped; the per-role model reads the
+C element of every stored address back through ``ldc`` and checks it is the accumulator's own,
+inside M x N, stored once).  The one-launch split-K (``split_k=True, reduce="inline"``) is
+:mod:`kernels.nvidia.wgmma_tma_ir_split` (work units, fp32 partials, a per-warpgroup ticket, the
+last arrival's ordered sum).  Scope (differences from the template): not the split-K form with
+a second reduce launch (``reduce="kernel"``), not two CTAs per SM (``ctas_per_sm=2``); the base
+builder is :mod:`kernels.nvidia.wgmma_tma_ir_builder`.  Short A boxes (``a_rows``) are
 IR: the A map's box and ``expect_tx`` carry ``a_rows`` rows, and the per-role model checks
 that the shared rows no box wrote feed only C rows past M (verified at M <= a_rows).  The ring position (stage, phase parity, previous
 stage) is carried through each role's loops as the template's counters are
@@ -31,242 +38,33 @@ nvidia_tma_ir_variants_h100_2026-11-24.json``).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
-import sympy
-
-from layoutalg.symbolic import Xor
-
-from ..ir.core import Access, Comment, Frag, If, Kernel, Let, Loop, Shared, ZeroFrag, sym
-from ..ir.nvidia_tma import (BulkCommit, BulkWait, IntParam, LeaderOnly, MbarrierArrive,
-                             MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
-                             NamedBarrier, RoleBranch, Setmaxnreg, TensorMap, TmaLoad,
-                             TmaPrefetch, TmaStore, VarInit, VarSet)
-from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaWait
+from ..ir.core import Kernel
 from ..printer.cuda import emit_cuda
-from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import CompiledKernel
-from .gemm import GemmConfigError
-from .wgmma import accumulator_rows_cols
-from .wgmma_ir import shared_k_steps
-from .wgmma_tma import (CONSUMER_REGS, PRODUCER_REGS, TmaGemm, TmaGemmConfig, plan_tma_gemm)
+from .wgmma_tma import TmaGemm, TmaGemmConfig, plan_tma_gemm
+from .wgmma_tma_ir_builder import (DEFAULT_INSTANCES, DIRECT_INSTANCES, TmaIrBuilder,
+                                   instance_symbols, ir_form_refusal, ir_kernel_name,
+                                   plain_instances, tma_gemm_spec)
+from .wgmma_tma_ir_split import SplitTmaIrBuilder, split_instances, split_run
 
 __all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
-           "default_instances", "ir_form_refusal", "ir_kernel_name"]
+           "DIRECT_INSTANCES", "default_instances", "instance_symbols", "ir_form_refusal",
+           "ir_kernel_name"]
 
-#: (M, N, K, ctas) launches the verifier runs the kernel at: edge tiles in M, N and K, several
-#: units per CTA, a partial raster group, a single tile
-DEFAULT_INSTANCES: Tuple[Tuple[int, int, int, int], ...] = (
-    (200, 300, 136, 3), (128, 256, 64, 1), (520, 264, 200, 4))
-
-
-def default_instances(cfg: TmaGemmConfig) -> Tuple[Tuple[int, int, int, int], ...]:
-    """The launches ``cfg`` is verified at: :data:`DEFAULT_INSTANCES`, or with a short A box
-    (``a_rows``; the runner takes M <= a_rows only) M = a_rows, an odd M below it and M = 1,
-    with edge tiles in N and K and several units per CTA."""
-    r = cfg.a_rows
-    if not r:
-        return DEFAULT_INSTANCES
-    return ((r, 300, 136, 3), (r - 3, 264, 200, 4), (1, 128, 64, 1))
+def default_instances(cfg: TmaGemmConfig) -> Tuple[Tuple[int, ...], ...]:
+    """The launches ``cfg`` is verified at: the split-K form's
+    (:func:`~kernels.nvidia.wgmma_tma_ir_split.split_instances`: (M, N, K, ctas, ldc, splits))
+    or :func:`~kernels.nvidia.wgmma_tma_ir_builder.plain_instances`."""
+    return split_instances(cfg) if cfg.split_k else plain_instances(cfg)
 
 
-def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, int, int, int]],
-                  max_m: int = 2 ** 20) -> KernelSpec:
-    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime sizes (M <= ``max_m``: a short A box's
-    rows), proved on the per-role phase model at ``instances`` ((M, N, K, ctas) launches)."""
-    inst = [dict(zip(("M", "N", "K", "ctas"), v)) for v in instances]
-    return KernelSpec(
-        name=name, dims=(Dim("m", None), Dim("n", None), Dim("k", None)),
-        tensors=(TensorSpec("A", ("m", "k"), "input", dtype),
-                 TensorSpec("B", ("n", "k"), "input", dtype),
-                 TensorSpec("C", ("m", "n"), "output", dtype)),
-        contractions=(Contraction("C", "A", "B", ("k",), None),),
-        symbols=(Symbol("M", 1, max_m), Symbol("N", 1, 2 ** 20), Symbol("K", 1, 2 ** 20),
-                 Symbol("ctas", 1, 1024)),
-        domain=Domain.on_instances(lambda k: inst), warpgroup_roles=("producer", "consumer"))
-
-
-def ir_form_refusal(cfg: TmaGemmConfig) -> Optional[str]:
-    """Why the IR-built TMA GEMM cannot run ``cfg`` (``None``: it can).  The IR has the
-    TMA-store epilogue without split-K, whole or short (``a_rows``) A boxes, one CTA per SM;
-    the template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other form.  Dispatch
-    (``kernels.nvidia.dispatch.tma_gemm``) and the builder read this one rule."""
-    if cfg.split_k or cfg.store != "tma":
-        return ("the IR-built TMA GEMM has the TMA-store epilogue and no split-K; use "
-                "TmaGemmConfig(store='tma', split_k=False) (the template TmaGemm runs the "
-                f"others), got store={cfg.store!r}, split_k={cfg.split_k}")
-    if cfg.ctas_per_sm != 1:     # the IR's launch bounds and setmaxnreg shares
-        return ("the IR-built TMA GEMM runs one CTA per SM; ctas_per_sm=2 is a template form "
-                f"(kernels.nvidia.wgmma_tma), got ctas_per_sm={cfg.ctas_per_sm}")
-    return None
-
-
-def ir_kernel_name(cfg: TmaGemmConfig) -> str:
-    """The IR-built kernel's name for ``cfg`` (``lg_irtma_`` + the template's suffix): what a
-    profiler and ``print(choose_gemm(a, b))`` show when the IR form runs."""
-    return "lg_irtma_" + cfg.name[len("lg_wgmma_tma_"):]
-
-
-class _Builder:
-    def __init__(self, cfg: TmaGemmConfig) -> None:
-        refusal = ir_form_refusal(cfg)
-        if refusal is not None:
-            raise GemmConfigError(refusal)
-        self.c, self.p = cfg, plan_tma_gemm(cfg)
-        self.S = cfg.stages
-        self.M, self.N, self.K, self.ctas = (sym(n) for n in ("M", "N", "K", "ctas"))
-        self.tid, self.wg, self.bx = sym("tid"), sym("wg"), sym("bx")
-        self.acc = Frag("acc", "f32", cfg.bn // 2)
-        self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2, "C": cfg.c_stage // 2}
-        dt = cfg.dtype
-        # a_rows: the box carries the tile's first a_rows rows (plan: check_short_a_box);
-        # the wgmma reads all 64, the rest feed C rows >= M the gate sees are never stored
-        self.tm_a = TensorMap("tmA", "A", ("k", "m"), self.K, self.M, 64, cfg.a_box_rows, dt)
-        if cfg.b_major == "n":
-            self.tm_b = TensorMap("tmB", "B", ("n", "k"), self.N, self.K, 64, cfg.bk, dt)
-        else:
-            self.tm_b = TensorMap("tmB", "B", ("k", "n"), self.K, self.N, 64, cfg.bn, dt)
-        self.tm_c = TensorMap("tmC", "C", ("n", "m"), self.N, self.M, 64, 64, dt)
-
-    # ---- shared pieces -------------------------------------------------------------------
-    def unit_lets(self) -> List[Any]:
-        """``m0`` / ``n0`` of this CTA's ``i``-th unit: the template's grouped raster (groups of
-        ``group_m`` tile rows walk N together)."""
-        c = self.c
-        iu, u, group, grid_m = sym("iu"), sym("u"), sym("group"), sym("grid_m")
-        first_m, gsize = sym("first_m"), sym("gsize")
-        return [Let("u", self.bx + iu * self.ctas),
-                Let("first_m", sympy.floor(u / group) * c.group_m),
-                Let("gsize", sympy.Min(grid_m - first_m, c.group_m)),
-                Let("m0", (first_m + sympy.Mod(sympy.Mod(u, group), gsize)) * c.bm),
-                Let("n0", sympy.floor(sympy.Mod(u, group) / gsize) * c.bn)]
-
-    def ring_state(self) -> List[Any]:
-        """The ring position carried through a role's loops (the template's counters): stage
-        ``st`` and phase parity ``ph`` of the CTA's ``g``-th fill, ``prev`` the stage before."""
-        return [VarInit("st", 0), VarInit("ph", 0), VarInit("prev", 0)]
-
-    def ring_advance(self) -> List[Any]:
-        """The next fill's stage and parity: ``wrap`` = max(0, st + 2 - S) is 1 at the last
-        stage, else 0 (st < S); ``ph`` flips by it (first: it reads the old ``st``) and ``st``
-        steps back by S.  A compare and select in SASS, where ``(st + 1) % S`` is a multiply-
-        high division (the H100 runs showed such ALU chains in these loops cost time)."""
-        st, ph = sym("st"), sym("ph")
-        wrap = sympy.Max(0, st + 2 - self.S)
-        return [VarSet("prev", st),
-                VarSet("ph", Xor(ph, wrap)),
-                VarSet("st", st + 1 - self.S * wrap)]
-
-    # ---- producer ------------------------------------------------------------------------
-    def producer(self) -> RoleBranch:
-        c, p = self.c, self.p
-        st, kk, m0, n0 = sym("st"), sym("kk"), sym("m0"), sym("n0")
-        loads: List[Any] = [
-            TmaLoad(self.tm_a, kk * c.bk, m0, "sA", st * self.elems["A"], "full", st, "A.tma")]
-        bl = p.b_load
-        for j in range(bl.boxes):
-            off = st * self.elems["B"] + j * (bl.stride // 2)
-            if c.b_major == "n":
-                loads.append(TmaLoad(self.tm_b, n0 + j * bl.box_inner, kk * c.bk, "sB", off,
-                                     "full", st, f"B.tma{j}"))
-            else:
-                loads.append(TmaLoad(self.tm_b, kk * c.bk, n0, "sB", off, "full", st, "B.tma"))
-        kloop = Loop("kk", 0, sym("KT"), [
-            Comment("the consumers released this stage (parity of the previous round; a fresh "
-                    "barrier passes parity 1)"),
-            MbarrierWait("empty", st, sympy.Mod(sym("ph") + 1, 2)),
-            MbarrierExpectTx("full", st, p.stage_tx_bytes)] + loads + self.ring_advance()[1:])
-        body = [TmaPrefetch(self.tm_a), TmaPrefetch(self.tm_b)] + self.ring_state()[:2] + [
-            Loop("iu", 0, sym("nloc"), self.unit_lets() + [kloop])]
-        return RoleBranch("producer", 0, 1, [Setmaxnreg(False, PRODUCER_REGS),
-                                             LeaderOnly(body)])
-
-    # ---- consumers -----------------------------------------------------------------------
-    def epilogue(self) -> List[Any]:
-        """Accumulators -> this consumer's swizzled C buffer (the TMA store's box layout) ->
-        ``bn / 64`` TMA stores of 64 x 64 boxes."""
-        c, cl = self.c, self.p.c_load
-        cg = sym("cg")
-        r0, c0, rx = sym("r0"), sym("c0"), sym("rx")
-        out: List[Any] = [LeaderOnly([BulkWait(read=True)]), NamedBarrier(1 + cg, 128)]
-        for j in range(c.bn // 8):
-            for h in range(2):
-                # row r0 + 8h, column c0 + 8j of the buffer (c0 < 8: the box is j // 8, the
-                # column in it c0 + 8 (j % 8)); the 128-byte swizzle XORs the 16-byte chunk
-                # with the row mod 8 (the gate checks every thread against the TMA model)
-                off = (cg * self.elems["C"] + (8 * j // 64) * (cl.stride // 2)
-                       + Xor(r0 * 64 + 512 * h + c0 + 8 * (j % 8), rx))
-                it = 4 * j + 2 * h
-                out.append(Access("store", "lds", "sC", off, 2, self.acc.regs([it, it + 1]),
-                                  tag="C.shared"))
-        out += [FenceProxyAsync(), NamedBarrier(1 + cg, 128)]
-        stores: List[Any] = [
-            TmaStore(self.tm_c, "sC", cg * self.elems["C"] + j * (cl.stride // 2),
-                     sym("n0") + 64 * j, sym("m0") + 64 * cg, f"C.tma{j}")
-            for j in range(cl.boxes)]
-        out.append(LeaderOnly(stores + [BulkCommit()]))
-        return out
-
-    def consumer(self) -> RoleBranch:
-        c = self.c
-        crow, ccol = accumulator_rows_cols(c.bn)
-        st, kk, KT = sym("st"), sym("kk"), sym("KT")
-        kloop = Loop("kk", 0, KT, [
-            MbarrierWait("full", st, sym("ph")), WgmmaFence()]
-            + shared_k_steps(c, self.p, self.acc, st, sym("cg")) + [
-            WgmmaCommit(), WgmmaWait(1, ("acc",)),
-            Comment("the group before this one has retired: release its stage"),
-            If(kk > 0, [MbarrierArrive("empty", sym("prev"))])] + self.ring_advance())
-        unit = self.unit_lets() + [ZeroFrag(self.acc), kloop, WgmmaWait(0, ("acc",)),
-                                   MbarrierArrive("empty", sym("prev"))]
-        unit += self.epilogue()
-        return RoleBranch("consumer", 1, c.consumers, [
-            Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
-            Let("t", self.tid - 128 * self.wg),
-            Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0))),
-            Let("rx", sympy.Mod(sym("r0"), 8) * 8)] + self.ring_state() + [
-            Loop("iu", 0, sym("nloc"), unit),
-            LeaderOnly([BulkWait(read=False)])])
-
-    def build(self, instances: Sequence[Tuple[int, int, int, int]]) -> Kernel:
-        c, S = self.c, self.S
-        M, N, K, ctas = self.M, self.N, self.K, self.ctas
-        units = sym("tiles")
-        body: List[Any] = [
-            Let("wg", sympy.floor(self.tid / 128)),
-            MbarrierInit("full", S, 1),
-            MbarrierInit("empty", S, 4 * c.consumers),
-            MbarrierInitFence(),
-            Let("grid_m", sympy.floor((M + c.bm - 1) / c.bm)),
-            Let("grid_n", sympy.floor((N + c.bn - 1) / c.bn)),
-            Let("tiles", sym("grid_m") * sym("grid_n")),
-            Let("group", c.group_m * sym("grid_n")),
-            Let("KT", sympy.floor((K + c.bk - 1) / c.bk)),
-            Comment("this CTA's units: bx, bx + ctas, ... (the host launches ctas <= tiles)"),
-            Let("nloc", sympy.floor((units - self.bx + ctas - 1) / ctas)),
-            self.producer(), self.consumer()]
-        name = ir_kernel_name(c)
-        header = [f"C[M x N] = A[M x K] (row-major) @ B "
-                  f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, f32 "
-                  f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
-                  f"producer + {c.consumers} consumer warpgroups, persistent over "
-                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, TMA-store epilogue"
-                  + (f"; A boxes of {c.a_rows} rows (M <= {c.a_rows})" if c.a_rows else ""),
-                  "plan (proved by kernels.nvidia.wgmma_tma.plan_tma_gemm):"]
-        header += [f"  {k}: {v}" for k, v in self.p.describe().items()]
-        shared = [Shared("sA", c.dtype, S * self.elems["A"]),
-                  Shared("sB", c.dtype, S * self.elems["B"]),
-                  Shared("sC", c.dtype, c.consumers * self.elems["C"])]
-        params = [self.tm_a, self.tm_b, self.tm_c] + [IntParam(n) for n in ("M", "N", "K",
-                                                                            "ctas")]
-        return Kernel(name, params, shared, [self.acc], body, c.threads, (1, 1, 1),
-                      grid_symbols=("bx",), header=header,
-                      # one CTA per SM: the roles' setmaxnreg budgets are shares of the whole
-                      # register file (__launch_bounds__(threads, 1); without it ptxas gave
-                      # the 64x128 tile 110 registers, below the consumers' 232)
-                      min_blocks=1,
-                      meta={"plan": self.p, "maps": (self.tm_a, self.tm_b, self.tm_c)},
-                      spec=tma_gemm_spec(name, c.dtype, instances, c.a_rows or 2 ** 20))
+def builder_for(cfg: TmaGemmConfig) -> TmaIrBuilder:
+    """The builder of ``cfg``'s form (the split-K one lives in its own module)."""
+    if cfg.split_k and ir_form_refusal(cfg) is None:
+        return SplitTmaIrBuilder(cfg)
+    return TmaIrBuilder(cfg)
 
 
 def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
@@ -276,7 +74,7 @@ def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
     spec verifies it at ``instances`` ((M, N, K, ctas) launches; default
     :func:`default_instances`).  Raises :class:`~kernels.nvidia.gemm.GemmConfigError` for a
     configuration the IR form does not have or whose plan fails its proofs."""
-    return _Builder(cfg).build(default_instances(cfg) if instances is None else instances)
+    return builder_for(cfg).build(default_instances(cfg) if instances is None else instances)
 
 
 class IrTmaGemm(TmaGemm):
@@ -300,6 +98,14 @@ class IrTmaGemm(TmaGemm):
         self.kernel_name = self.ir.name
         self._maps = DeviceMaps()
 
+    def fits(self, m: int, ldc: int, n: int = 0, splits: int = 1) -> bool:
+        """Can this kernel address C of ``m`` rows of stride ``ldc``?  The direct store's
+        printed offsets ``r * ldc + col`` are 32-bit ints: fewer than 2^31 elements (the
+        template's are size_t; dispatch runs it beyond)."""
+        if self.cfg.split_k:     # and the workspace's offsets split * M * N + r * N + col
+            return m * ldc < 2 ** 31 and splits * m * n < 2 ** 31
+        return self.cfg.store != "direct" or m * ldc < 2 ** 31
+
     def bind(self, a, b, out=None, splits: int = 1):
         """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``: the
         output, the three tensor maps and one launch of ``min(tiles, SMs)`` CTAs."""
@@ -308,31 +114,45 @@ class IrTmaGemm(TmaGemm):
         from ..runtime.cuda import LaunchSite, device_info
         from ..runtime.rocm import TensorSpec as Spec
         from .wgmma_tma import check_aligned
-        if splits != 1:
-            raise LaunchError(f"{self.kernel_name}: the IR-built TMA GEMM has no split-K; "
-                              f"splits={splits} needs the template TmaGemm")
+        if splits != 1 and not self.cfg.split_k:
+            raise LaunchError(f"{self.kernel_name} is not a split-K configuration; "
+                              f"splits={splits} needs TmaGemmConfig(split_k=True, "
+                              "reduce='inline')")
         M, N, K = self.check_args(a, b, out)
         if self.cfg.a_rows and M > self.cfg.a_rows:
             raise LaunchError(f"{self.kernel_name} loads {self.cfg.a_rows} rows of A (a_rows): "
                               f"M = {M} needs a_rows=0 (the whole {self.cfg.bm}-row tile) or "
                               "a_rows >= M")
-        if N % 8:
-            raise LaunchError(f"N = {N}: the TMA store needs C rows of a 16-byte multiple; the "
-                              "template TmaGemm(store='direct') runs this shape")
+        direct = self.cfg.store == "direct"
+        ldc = N if out is None else out.stride(0)
+        if not self.fits(M, ldc, N, splits):
+            # the printed store offsets are 32-bit ints (r * ldc + col)
+            raise LaunchError(f"{self.kernel_name}: C of {M} rows x row stride {ldc} has "
+                              f"{M * ldc} elements (its split-K workspace {splits} x {M} x "
+                              f"{N}); the IR indexes them with 32-bit ints (< 2^31): the "
+                              "template TmaGemm runs it")
+        if N % 8 and not direct:
+            raise LaunchError(f"N = {N}: the TMA store needs C rows of a 16-byte multiple; "
+                              "TmaGemmConfig(store='direct') runs this shape")
         for t, nm in ((a, "a"), (b, "b"), (out, "out")):
             if t is not None and not getattr(t, "is_cuda", False):
                 raise LaunchError(f"{nm}: the TMA GEMM takes torch CUDA tensors on an NVIDIA GPU, "
                                   f"got device {t.device}")
-            if t is not None:
+            if t is not None and (nm != "out" or not direct):
                 check_aligned(t, nm)
         cfg = self.cfg
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+        if cfg.split_k:
+            return split_run(self, M, N, K, splits, tiles, device_info(index)["sms"])
         ctas = min(tiles, device_info(index)["sms"])
         from ..printer.cuda import smem_bytes
+        # the direct store's C is a pointer (4-byte aligned: check_args) and its row stride
+        c_spec = Spec(strides=(), align=4) if direct else Spec(strides=(), align=64)
+        sizes = len(self.ir.params) - 3
         main = LaunchSite(self.module, self.kernel_name, ctas, cfg.threads,
-                          signature=("ptr", "ptr", "ptr") + ("i32",) * 4,
-                          specs=[Spec(strides=(), align=64)] * 3 + [None] * 4,
+                          signature=("ptr", "ptr", "ptr") + ("i32",) * sizes,
+                          specs=[Spec(strides=(), align=64)] * 2 + [c_spec] + [None] * sizes,
                           smem_bytes=smem_bytes(self.ir))
         # the boxes the host encodes are the verified IR's tensor maps (A's: a_rows rows)
         boxes = [(tm.box_inner, tm.box_outer) for tm in self.ir.meta["maps"]]
@@ -340,7 +160,10 @@ class IrTmaGemm(TmaGemm):
         def run(a, b, out):
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            main([self.tensor_map(t, *box) for t, box in zip((a, b, out), boxes)]
-                 + [M, N, K, ctas])
+            maps = [self.tensor_map(t, *box) for t, box in zip((a, b, out), boxes)]
+            if direct:
+                main(maps + [out, M, N, K, ctas, out.stride(0)])
+            else:
+                main(maps + [M, N, K, ctas])
             return out
         return run

@@ -49,6 +49,7 @@ from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMm
 from ..nvidia.prelude import MMA, PACK, PRELUDE
 from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
                                     wgmma_wrapper)
+from .cuda_ticket import ticket_stmt
 from .cuda_tma import has_tma, tma_decls, tma_helpers, tma_param, tma_stmt, u32_base
 from .hip import Printer
 
@@ -114,7 +115,7 @@ class CudaPrinter(Printer):
 
     # ---- statements ----------------------------------------------------------------------
     def stmt(self, s: Any, d: int) -> None:
-        if tma_stmt(self.out, s, d):
+        if tma_stmt(self.out, s, d) or ticket_stmt(self, s, d):
             return
         if isinstance(s, CpAsync):
             ld, st = s.load, s.store
@@ -200,6 +201,9 @@ class CudaPrinter(Printer):
         """The one plain access the NVIDIA builders print: f32 accumulators -> 16-bit C (a
         global tensor, or a shared buffer the TMA store reads)."""
         bt, rt = self.buf_dtype[a.buf], a.regs.frag.dtype
+        if (a.kind, rt, bt) == ("store", "f32", "f32") and a.width in (1, 2):
+            self.out(d, f32_store_line(a))     # fp32 partials (split-K workspace)
+            return
         if (a.kind, rt) != ("store", "f32") or bt not in PACK or \
                 a.width not in (1, 2):
             raise ValueError(f"cuda printer: access {a.tag} ({a.kind} {a.space} {rt} -> {bt}, "
@@ -257,6 +261,18 @@ class CudaPrinter(Printer):
             at += _align(s.count * _BYTES[s.dtype], align)
         head += tma_decls(k)
         return "\n".join(head + body + ["}", ""])
+
+
+def f32_store_line(a: Access) -> str:
+    """``if (pred) *reinterpret_cast<float2*>(buf + (offset)) = make_float2(r0, r1);`` or
+    ``if (pred) buf[offset] = r0;``: f32 accumulators to an f32 global buffer."""
+    regs = [f"{a.regs.frag.name}[{i}]" for i in a.regs.idx]
+    if a.width == 2:
+        line = (f"*reinterpret_cast<float2*>({a.buf} + ({to_c(a.offset)})) = "
+                f"make_float2({regs[0]}, {regs[1]});")
+    else:
+        line = f"{a.buf}[{to_c(a.offset)}] = {regs[0]};"
+    return f"if ({to_c(a.pred)}) {line}" if a.pred is not None else line
 
 
 def emit_cuda(kernel: Kernel) -> str:

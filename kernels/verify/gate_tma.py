@@ -37,8 +37,11 @@ from ..ir.nvidia_tma import (WARPGROUP, BulkCommit, BulkWait, LeaderOnly, Mbarri
                              NamedBarrier, RoleBranch, Setmaxnreg, TmaLoad, TmaPrefetch,
                              TmaStore)
 from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait
+from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
 from .gate_common import NVIDIA_SMEM_BYTES, Fail
 from .gate_tma_data import AccState, Agent, Bar, DataRules, Stop
+from .gate_tma_ticket import (TICKET_RULES, TicketLedger, TicketModel, has_tickets,
+                              ticket_structure)
 from .spec import KernelSpec, SpecError
 
 __all__ = ["ROLE_CHECKS", "verify_roles"]
@@ -53,7 +56,7 @@ _ROLE_STMT = (Setmaxnreg,)
 SCHEDULES = ("interleaved", "producer", "consumers")
 
 
-class _Cta(DataRules):
+class _Cta(DataRules, TicketModel):
     """One CTA of one instance: shared memory identities, barriers, agents."""
 
     def __init__(self, g: "_Gate", values: Dict[str, int], bx: int, order: str) -> None:
@@ -150,6 +153,8 @@ class _Cta(DataRules):
                 env[sym(s.var)] = v
                 yield from self.run(a, s.body, env)
             env.pop(sym(s.var), None)
+        elif isinstance(s, LastArrival):
+            yield from self.last_arrival(a, s, env)
         elif isinstance(s, If):
             if self.uni(a, s.cond, env, "a branch condition"):
                 yield from self.run(a, s.body, env)
@@ -265,6 +270,10 @@ class _Cta(DataRules):
             self.acc_busy(a, s.frag.name, env, "zeroes")
             a.acc[s.frag.name] = AccState(zeroed=True)
             a.unfenced.add(s.frag.name)
+        elif isinstance(s, (ThreadFence, AtomicTicket, CounterReset, PartialAdd)):
+            self.ticket_action(a, s, env)
+        elif isinstance(s, Access) and s.space == "global":
+            self.global_store(a, s, env)
         elif isinstance(s, Access):
             self.c_store(a, s, env)
         else:
@@ -310,6 +319,12 @@ class _Cta(DataRules):
                     a.done = True
                     live.remove(i)
                     return
+                except KeyError as e:
+                    # c_eval of an expression naming a symbol no Let / loop / launch binds
+                    # here: an ill-formed IR (a statement moved before its Let), not a verdict
+                    raise SpecError(f"kernel {self.k.name}: {self.where0}, warpgroup {a.wg}"
+                                    f" ({a.role}): a statement uses {e.args[0]}, which no Let, "
+                                    "loop or launch symbol binds before it") from None
                 if (a.waiting, sum(b.completed for b in self.bars.values()), a.clock) != before \
                         or not a.waiting:
                     moved = True
@@ -401,6 +416,9 @@ class _Gate:
         if cap is None or need > cap:
             self.f.add("lds_capacity", f"{need} bytes of shared memory (arrays + mbarriers); "
                                        f"{self.arch} allows {cap}")
+        self.tickets = has_tickets(self.k)
+        if self.tickets:
+            ticket_structure(self.k, self.f)
         inits, body = self.prologue(self.k.body)
         self.last_agents: List[Agent] = []
         for values in instances:
@@ -410,6 +428,7 @@ class _Gate:
             bad = False
             for order in SCHEDULES:
                 self.cover = np.zeros((M, N), np.int64)
+                self.ledger = TicketLedger(values, values.get("splits", 1))
                 for bx in range(values["ctas"]):
                     cta = _Cta(self, values, bx, order)
                     cta.bars = {k_: Bar(c[0], c[0]) for k_, c in inits.items()}
@@ -422,6 +441,12 @@ class _Gate:
                         break
                 if bad:
                     break
+                if self.tickets:
+                    self.ledger.resolve(self.f, self.cover, f"instance {values} ({order} "
+                                                           "first)")
+                    if self.f.first:
+                        bad = True
+                        break
                 c = self.cover
                 if (c != 1).any():
                     i, j = (int(x) for x in np.argwhere(c != 1)[0])
@@ -445,6 +470,7 @@ def verify_roles(k: Any, spec: KernelSpec, arch: str, instances: List[Dict[str, 
     g.run(list(instances))
     dom = (f"instances {[tuple(v.values()) for v in instances]} of ({', '.join(instances[0])}):"
            " every CTA, warpgroup, unit, k tile and element; schedules " + ", ".join(SCHEDULES))
-    return GateReport(k.name, g.f.results(ROLE_CHECKS, {c: dom for c in ROLE_CHECKS}),
+    checks = ROLE_CHECKS + (TICKET_RULES if g.tickets else ())
+    return GateReport(k.name, g.f.results(checks, {c: dom for c in checks}),
                       details={"engine": "per-role phase model (kernels.verify.gate_tma)"},
                       seconds=time.time() - t0)

@@ -88,6 +88,13 @@ class Agent:
         self.named_ids: set = set()
         self.waiting: str = ""
         self.done = False
+        # the inter-CTA ticket (gate_tma_ticket): partial stores not yet under a ticket, the
+        # slot taken, inside the last arrival's branch, its partial reads and stores
+        self.pending_w: List[np.ndarray] = []
+        self.slot: Optional[int] = None
+        self.in_last = False
+        self.psum: Dict[int, List[np.ndarray]] = {}
+        self.merge_parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
 
 
@@ -336,12 +343,21 @@ class DataRules:
             why = ("a bulk store not yet waited on still reads it" if busy.max() == 1 else
                    "the bulk wait has not been published by a barrier")
             self.f.add("lds_races", self.where(a, f"{s.tag} rewrites {s.buf}[{i}]: {why}", env))
-        st = a.acc.get(fr)
-        ids = np.full(el.shape, INCOMPLETE, np.int64)
+        self.smem[s.buf][el] = self.acc_ids(a, s, el.shape)
+        self.gen[s.buf][flat] = 1
+        self.writer[s.buf][flat] = a.wg
+
+    def acc_ids(self, a: Agent, s: Access, shape: Tuple[int, ...],
+                complete: bool = True) -> np.ndarray:
+        """The identities of the accumulator registers ``s`` stores, per (thread, element):
+        the C element each holds, :data:`INCOMPLETE` if its sums are not over every k < K
+        once, :data:`UNDEFINED` if fed by shared elements nothing wrote."""
+        st = a.acc.get(s.regs.frag.name)
+        ids = np.full(shape, INCOMPLETE, np.int64)
         if st is not None and st.rows is not None:
             K = self.values["K"]
             bad = [k_ for k_, c in st.kcount.items() if c != 1 or k_ < 0]
-            miss = [k_ for k_ in range(K) if k_ not in st.kcount]
+            miss = [k_ for k_ in range(K) if k_ not in st.kcount] if complete else []
             if not bad and not miss:
                 ci, cj = self.g.acc_table(s)
                 rows = st.rows[ci[:, list(s.regs.idx)]]
@@ -352,7 +368,70 @@ class DataRules:
                 self.g.incomplete[a.wg] = (
                     f"k {bad[:3]} summed {[st.kcount[x] for x in bad[:3]]} times" if bad
                     else f"k {miss[:3]} never summed")
-        self.smem[s.buf][el] = ids
-        self.gen[s.buf][flat] = 1
-        self.writer[s.buf][flat] = a.wg
+        return ids
 
+    def global_store(self, a: Agent, s: Access, env) -> None:
+        """A consumer's accumulators -> an output tensor in global memory (the direct-store
+        epilogue), predicated per thread.  The tensor is row-major with the row stride the
+        kernel's ``meta["row_stride"]`` names (the host's contract): every address a thread
+        stores at is read back to its (row, column) through it and must lie inside the spec's
+        M x N [``in_bounds``], be aligned to the store's width (C's base is 4-byte aligned)
+        [``in_bounds``], and hold its own accumulator summed over every k < K once
+        [``lane_accumulator_writeback``]; each element is counted for ``coverage``."""
+        out = [t.name for t in self.g.spec.tensors if t.role in ("output", "workspace")]
+        ld_expr = getattr(self.k, "meta", {}).get("row_stride", {}).get(s.buf)
+        if s.kind != "store" or a.leader or s.buf not in out or ld_expr is None:
+            self.f.add("lds_races", self.where(
+                a, f"{s.tag}: only warpgroup-wide stores of accumulators to an output tensor "
+                   "whose row stride the kernel declares (meta['row_stride']) are modelled "
+                   "in global memory", env))
+            raise Stop()
+        self.acc_busy(a, s.regs.frag.name, env, "stores")
+        off = np.broadcast_to(np.asarray(c_eval(s.offset, env), dtype=np.int64), (WARPGROUP,))
+        on = np.ones(WARPGROUP, bool) if s.pred is None else \
+            np.broadcast_to(np.asarray(c_eval(s.pred, env), dtype=bool), (WARPGROUP,))
+        ld = int(c_eval(ld_expr, env))
+        M, N = self.values["M"], self.values["N"]
+        el = off[:, None] + np.arange(s.width)[None, :]
+        if s.buf in self.k.meta.get("plane_stride", {}):
+            self.workspace_store(a, s, env, el, on)     # gate_tma_ticket
+            return
+        if a.in_last:
+            self.merged_store(a, s, env, el, on, ld)
+            return
+        ids = self.acc_ids(a, s, el.shape)
+        if not on.any():
+            return
+        el, ids, first = el[on], ids[on], off[on]
+        r, c = el // ld, el % ld
+        out_of = (el < 0) | (r >= M) | (c >= N)
+        if out_of.any():
+            i = tuple(np.argwhere(out_of)[0])
+            self.f.add("in_bounds", self.where(
+                a, f"{s.tag} stores {s.buf} element {int(el[i])} (row {int(r[i])}, column "
+                   f"{int(c[i])} at row stride {ld}): outside the {M} x {N} tensor", env))
+            return
+        if ((first * 2) % (2 * s.width)).any():
+            i = int(first[np.argmax((first * 2) % (2 * s.width) != 0)])
+            self.f.add("in_bounds", self.where(
+                a, f"{s.tag}: a {2 * s.width}-byte store at {s.buf} element {i} is not "
+                   f"{2 * s.width}-byte aligned (row stride {ld})", env))
+            return
+        want = (self.g.tensor_id[s.buf] << SHT) | (r << SH0) | c
+        if (ids == INCOMPLETE).any():
+            self.f.add("lane_accumulator_writeback", self.where(
+                a, f"{s.tag} stores an accumulator not summed over every k < K exactly once "
+                   f"({self.g.incomplete.get(a.wg, '')})", env))
+        elif (ids == UNDEFINED).any():
+            i = tuple(np.argwhere(ids == UNDEFINED)[0])
+            self.f.add("lds_races", self.where(
+                a, f"{s.tag} stores C[{int(r[i])}, {int(c[i])}], summed from shared operand "
+                   "elements read before anything was written (e.g. rows past a short A box: "
+                   "M must not exceed the box's rows)", env))
+        elif (ids != want).any():
+            i = tuple(np.argwhere(ids != want)[0])
+            got = int(ids[i])
+            self.f.add("lane_accumulator_writeback", self.where(
+                a, f"{s.tag} stores C[{int(r[i])}, {int(c[i])}] from the accumulator of "
+                   f"C[{(got >> SH0) & ((1 << 25) - 1)}, {got & ((1 << 25) - 1)}]", env))
+        np.add.at(self.g.cover, (r.ravel(), c.ravel()), 1)

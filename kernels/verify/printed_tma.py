@@ -35,12 +35,16 @@ import sympy
 
 from layoutalg.verify.result import CheckResult
 
-from ..ir.core import Access, If, Let, Loop, c_eval, walk
+from ..ir.core import Access, If, Let, Loop, Param, c_eval, walk
 from ..ir.nvidia_tma import (BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
                              RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore, VarInit,
                              VarSet)
 from ..ir.nvidia_wgmma import WgmmaMma
+from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
+from ..nvidia.prelude import PACK
+from ..printer.cuda import f32_store_line
+from ..printer.cuda_ticket import ticket_stmt
 from ..nvidia.tma import TMA_HELPERS
 from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_wrapper
 from .cexpr import CExprError, evaluate, parse
@@ -118,6 +122,87 @@ def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
     return None
 
 
+_TO_16 = {"f16": "lg_f32_to_f16", "bf16": "lg_f32_to_bf16"}
+_PTR = {"f16": "lg_u16", "bf16": "lg_u16", "f32": "float", "i32": "int"}
+
+
+def _global_store(s: Access, dtype: str) -> "re.Pattern[str]":
+    """The printed line of a predicated global store of accumulators (pred, offset, the
+    conversion and the registers as groups): ``if (pred) *reinterpret_cast<lg_u32*>(C +
+    (offset)) = lg_pack_*(acc[i], acc[i + 1]);`` or ``if (pred) C[offset] =
+    lg_f32_to_*(acc[i]);``."""
+    if s.width == 2:
+        return re.compile(rf"^if \((?P<pred>.*)\) \*reinterpret_cast<lg_u32\*>\({s.buf} \+ "
+                          rf"\((?P<off>.*)\)\) = (?P<fn>\w+)\((?P<regs>[^()]*)\);$")
+    return re.compile(rf"^if \((?P<pred>.*)\) {s.buf}\[(?P<off>.*)\] = (?P<fn>\w+)"
+                      rf"\((?P<regs>[^()]*)\);$")
+
+
+def _global_store_line(s: Access, dtype: str, line: str) -> Optional[str]:
+    """None if ``line`` is the printed form of ``s`` (its conversion and registers; the
+    predicate and offset are read back by :func:`_expressions`), else what differs."""
+    m = _global_store(s, dtype).match(line)
+    if m is None:
+        return f"{line!r} is not a predicated {s.width}-element store to {s.buf}"
+    fn = PACK[dtype] if s.width == 2 else _TO_16[dtype]
+    regs = ", ".join(f"{s.regs.frag.name}[{i}]" for i in s.regs.idx)
+    if (m.group("fn"), m.group("regs")) != (fn, regs):
+        return (f"{line!r} stores {m.group('fn')}({m.group('regs')}); the IR's {s.tag} stores "
+                f"{fn}({regs})")
+    return None
+
+
+def _canonical(s: Any, dtypes: Dict[str, str]) -> Optional[List[str]]:
+    """The exact printed lines of a statement read back as text (the inter-CTA ticket's
+    statements, partial reads and fp32 partial stores: kernels.printer.cuda_ticket /
+    cuda.f32_store_line print them from the IR), or None for the others."""
+    if isinstance(s, ThreadFence):
+        return ["__threadfence();"]
+    if isinstance(s, (AtomicTicket, LastArrival, CounterReset, PartialAdd)):
+        out: List[str] = []
+        ticket_stmt(_Lines(out), s if not isinstance(s, LastArrival) else
+                    LastArrival(s.dst, s.last, [], index=s.index), 0)
+        return out[:-1] if isinstance(s, LastArrival) else out
+    if isinstance(s, Access) and s.space == "global" and dtypes.get(s.buf) == "f32":
+        return [f32_store_line(s)]
+    return None
+
+
+class _Lines:
+    """A stand-in printer collecting the stripped lines ``ticket_stmt`` prints."""
+
+    def __init__(self, out: List[str]) -> None:
+        self.lines = out
+
+    def out(self, d: int, text: str) -> None:
+        self.lines.append(text.strip())
+
+    def stmts(self, body: List[Any], d: int) -> None:
+        pass
+
+
+#: text every such line holds, and the IR statements that print it: their counts must agree
+#: (a stray fence, ticket, reset or partial read the IR does not have is refused)
+_COUNTED = (("__threadfence();", (ThreadFence,)), ("atomicAdd(", (AtomicTicket,)),
+            ("__ldcg(", (PartialAdd,)))
+
+
+def _counted(k: Any, body: str, f: Fail) -> None:
+    for token, kinds in _COUNTED:
+        want = sum(1 for s in walk(k.body) if isinstance(s, kinds))
+        got = sum(1 for ln in body.splitlines() if token in ln)
+        if got != want:
+            f.add("printed_source", f"{got} printed lines hold {token!r}; the IR has {want} "
+                                    f"such statements ({', '.join(c.__name__ for c in kinds)})")
+    resets = [s for s in walk(k.body) if isinstance(s, CounterReset)]
+    for cnt in {s.counter for s in resets}:
+        got = sum(1 for ln in body.splitlines() if re.search(rf"\b{cnt}\[.*\] = 0;", ln))
+        want = sum(1 for s in resets if s.counter == cnt)
+        if got != want:
+            f.add("printed_source", f"{got} printed lines zero {cnt}; the IR resets it {want} "
+                                    "times")
+
+
 def _txt_exprs(line: str) -> List[str]:
     """The index expressions of a printed line, in the order :func:`_ir_exprs` lists them."""
     if line.startswith("const int "):
@@ -180,8 +265,37 @@ def _same(ir: Any, text: str, rng: np.random.Generator) -> Optional[str]:
 def _expressions(k: Any, body: str, f: Fail) -> None:
     lines = [ln.strip() for ln in body.splitlines()]
     rng = np.random.default_rng(20)
+    dtypes = {p.name: p.dtype for p in k.params if isinstance(p, Param)}
     pos = 0
     for s in walk(k.body):
+        canon = _canonical(s, dtypes)
+        if canon is not None:
+            for line in canon:
+                at = lines.index(line, pos) if line in lines[pos:] else -1
+                if at < 0:
+                    f.add("printed_source", f"{type(s).__name__} {getattr(s, 'tag', '')}: no "
+                                            f"printed line {line!r} (the IR's) after line {pos}")
+                    return
+                pos = at + 1
+            continue
+        glob = isinstance(s, Access) and s.space == "global"
+        if glob:
+            pat = _global_store(s, dtypes.get(s.buf, "f16"))
+            while pos < len(lines) and not pat.match(lines[pos]):
+                pos += 1
+            if pos == len(lines):
+                f.add("printed_source", f"global store {s.tag}: no printed predicated "
+                                        f"{s.width}-element store to {s.buf} where the IR has one")
+                return
+            why = _global_store_line(s, dtypes[s.buf], lines[pos])
+            m = pat.match(lines[pos])
+            for ir, t in ((s.pred, m.group("pred")), (s.offset, m.group("off"))):
+                why = why or _same(ir, t, rng)
+            if why:
+                f.add("printed_source", f"line {lines[pos]!r}: {why}")
+                return
+            pos += 1
+            continue
         spec = _ir_exprs(s)
         if spec is None:
             continue
@@ -255,7 +369,9 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
                               f"{k.block} threads and one CTA per SM (setmaxnreg)")
     got = [p.strip() for p in m.group(4).split(",")]
     want = [(f"const void* __restrict__ {p.name}" if isinstance(p, TensorMap) else
-             f"int {p.name}" if getattr(p, "ctype", None) == "int" else None) for p in k.params]
+             f"int {p.name}" if getattr(p, "ctype", None) == "int" else
+             f"{'const ' if p.const else ''}{_PTR.get(p.dtype)}* __restrict__ {p.name}"
+             if isinstance(p, Param) and p.dtype in _PTR else None) for p in k.params]
     if got != want:
         f.add("declarations", f"printed parameters {got}; the IR's are {want}")
     at = 0
@@ -295,6 +411,7 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
         pos = end
     _expressions(k, body, f)
     _carried(k, body, f)
+    _counted(k, body, f)
     return f
 
 

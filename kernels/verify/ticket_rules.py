@@ -25,7 +25,10 @@ counter; the score loop does not take part and is skipped):
   over all groups the output is stored exactly once.
 
 A failure raises :class:`TicketProtocolError` naming the rule, the instance and the first
-counterexample.
+counterexample.  :func:`check_ticket_structure` is the structure rule alone on any block of
+statements and barrier kind: the TMA GEMM's per-warpgroup ticket inside its persistent loop
+(named barriers; partial reads as :class:`~kernels.ir.ticket.PartialAdd`) uses it from the
+per-role model (:mod:`kernels.verify.gate_tma_ticket`), which checks the other rules there.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ from layoutalg.symbolic import to_c
 from ..errors import KernelError
 from ..ir.attention import LetMinMax
 from ..ir.core import Access, Barrier, If, Let, Loop, c_eval, sym, walk
-from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, ThreadFence
+from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
 
-__all__ = ["TicketProtocolError", "check_ticket_protocol", "TICKET_RULES"]
+__all__ = ["TicketProtocolError", "check_ticket_protocol", "check_ticket_structure",
+           "TICKET_RULES"]
 
 TICKET_RULES = ("ticket_structure", "ticket_single_thread", "counter_slots", "arrival_orders",
                 "merge_reads_partials")
@@ -65,12 +69,32 @@ def _need(ok: bool, rule: str, msg: str) -> None:
 
 
 def _touches(s: Any, bufs: Iterable[str], kinds: Tuple[str, ...] = ("load", "store")) -> bool:
+    """Does ``s`` access a global buffer of ``bufs`` that way (a :class:`PartialAdd` is a load
+    of its buffer)?"""
     bufs = set(bufs)
-    return any(isinstance(x, Access) and x.space == "global" and x.buf in bufs and
-               x.kind in kinds for x in walk([s]))
+    return any((isinstance(x, Access) and x.space == "global" and x.buf in bufs and
+                x.kind in kinds) or
+               (isinstance(x, PartialAdd) and x.buf in bufs and "load" in kinds)
+               for x in walk([s]))
 
 
-def _structure(body: List[Any], partials: Sequence[str], output: str
+def check_ticket_structure(body: List[Any], partials: Sequence[str], output: str,
+                           barriers: Tuple[type, ...] = (Barrier,)
+                           ) -> Tuple[AtomicTicket, LastArrival, CounterReset]:
+    """``ticket_structure`` on the statements ``body`` (the kernel's top level, or the block a
+    per-warpgroup ticket sits in, whose barriers are then the warpgroup's named barrier:
+    ``barriers``); returns the ticket, branch and reset, raises :class:`TicketProtocolError`.
+    A per-warpgroup ticket's branch must test the ticket's own shared int."""
+    t, last, r = _structure(body, partials, output, barriers)
+    if (t.dst_index is None) != (last.index is None) or (
+            t.dst_index is not None and sympy.simplify(t.dst_index - last.index) != 0):
+        raise TicketProtocolError("ticket_structure", f"the branch tests {last.dst}"
+                                  f"[{last.index}], the ticket is in {t.dst}[{t.dst_index}]")
+    return t, last, r
+
+
+def _structure(body: List[Any], partials: Sequence[str], output: str,
+               barriers: Tuple[type, ...] = (Barrier,)
                ) -> Tuple[AtomicTicket, LastArrival, CounterReset]:
     """``ticket_structure`` on the top-level statements; the ticket, branch and reset."""
     R = "ticket_structure"
@@ -90,10 +114,10 @@ def _structure(body: List[Any], partials: Sequence[str], output: str
     fences = [i for i in range(max(stores) + 1, ti) if isinstance(body[i], ThreadFence)]
     _need(bool(fences), R, "no __threadfence between the last partial store and the ticket: a "
           "block drawing the last ticket may read partials not yet visible")
-    _need(any(isinstance(body[i], Barrier) for i in range(fences[0] + 1, ti)), R,
+    _need(any(isinstance(body[i], barriers) for i in range(fences[0] + 1, ti)), R,
           "no barrier between the fence and the ticket: the ticket may be taken before the "
           "other threads' partial stores are fenced")
-    _need(li > ti and any(isinstance(body[i], Barrier) for i in range(ti + 1, li)), R,
+    _need(li > ti and any(isinstance(body[i], barriers) for i in range(ti + 1, li)), R,
           "no barrier between the ticket and the last-arrival branch: threads read the shared "
           "ticket before it is written")
     t, last = body[ti], body[li]

@@ -30,8 +30,9 @@ TICKET_STATEMENTS = (ThreadFence, AtomicTicket, LastArrival, CounterReset)
 
 def require_declared_ticket(kernel_ir: Any, spec: KernelSpec) -> None:
     """Ticket statements in a kernel whose spec declares no ticket protocol: SpecError (the
-    ticket rules would not run)."""
-    if spec.ticket is not None:
+    ticket rules would not run).  A warpgroup-role spec needs none: its per-role model runs the
+    ticket rules on every kernel holding a ticket (:mod:`.gate_tma_ticket`)."""
+    if spec.ticket is not None or spec.warpgroup_roles:
         return
     hit = next((s for s in walk(getattr(kernel_ir, "body", []))
                 if isinstance(s, TICKET_STATEMENTS)), None)
