@@ -17,11 +17,12 @@ dataflow applies (:mod:`kernels.verify.gate_dataflow`, the docstring of
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, List
 
 import numpy as np
 
 from .attention_ids import UNSET
+from .gate_common import ldmatrix_lane_table
 from .attention_static import eval_expr
 
 __all__ = ["AsyncSharedRules"]
@@ -35,7 +36,6 @@ class AsyncSharedRules:
             self.inflight = {n: np.zeros(a.size, bool) for n, a in self.lds.items()}
             self.open_group: List[Any] = []
             self.async_groups: List[List[Any]] = []
-            self.ldm_tables: Dict[Any, Any] = {}
 
     def in_flight(self, buf: str, addr: np.ndarray, thr: np.ndarray, what: str,
                   tag: str) -> None:
@@ -84,12 +84,7 @@ class AsyncSharedRules:
         ``8*matrix + row`` of its warp addresses."""
         self._async_state()
         T, atom = self.T, a.atom
-        tab = self.ldm_tables.get(atom)
-        if tab is None:
-            items = 2 * atom.num
-            el = np.array([[atom.element(l, e) for e in range(items)] for l in range(32)])
-            tab = self.ldm_tables[atom] = (8 * el[..., 2] + el[..., 0], el[..., 1])
-        src_lane, col = tab                                        # [32, items]
+        src_lane, col = ldmatrix_lane_table(atom)                 # [32, items]
         off = np.broadcast_to(np.asarray(eval_expr(a.offset, env), dtype=np.int64), (T,))
         th = np.arange(T)
         src = (th // 32 * 32)[:, None] + src_lane[th % 32]         # [T, items]

@@ -6,6 +6,7 @@ messages, stay in the two gates."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Iterable, List, Tuple
 
 import numpy as np
@@ -300,3 +301,14 @@ class LdsRaces:
             r_ep[addr] = ep
             r_th[addr] = np.where(multi, -1, new_th)
         return out
+
+
+@functools.lru_cache(maxsize=None)
+def ldmatrix_lane_table(atom: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """``(source lane, column)`` per (lane, item) of an ``ldmatrix`` atom: lane ``l`` item
+    ``e`` receives element ``col`` of the row that lane ``8 * matrix + row`` of its warp
+    addresses (``atom.element(l, e)`` is ``(row, col, matrix)``).  One table per atom, shared
+    by the GEMM and attention dataflows (read only: both index with it)."""
+    items = 2 * atom.num
+    el = np.array([[atom.element(l, e) for e in range(items)] for l in range(32)])
+    return 8 * el[..., 2] + el[..., 0], el[..., 1]

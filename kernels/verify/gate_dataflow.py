@@ -12,8 +12,8 @@ from ..ir.core import Access, Barrier, If, Kernel, Let, Loop, Mfma, ZeroFrag, c_
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
 from ..ir.nvidia_wgmma import WGMMA_STATEMENTS, WgmmaMma
 from .gate_common import (ACC_SH, ID_MASK, ID_MASK0, ID_SH_BUF, ID_SH_C0, ID_ZERO, Fail,
-                          LdsRaces, MfmaTables, bits_below, bits_to_list, leaves, mode_coords,
-                          mode_extents)
+                          LdsRaces, MfmaTables, bits_below, bits_to_list, ldmatrix_lane_table,
+                          leaves, mode_coords, mode_extents)
 from .gate_wgmma import WgmmaRules
 from .spec import KernelSpec, SpecError
 
@@ -107,7 +107,6 @@ class GemmDataflow:
         self.inflight = {s.name: np.zeros(s.count, bool) for s in k.shared}
         self.open_group: List[Any] = []
         self.async_groups: List[List[Any]] = []
-        self.ldm_tables: Dict[Any, Any] = {}
         accs = {m.acc.frag.name for m in _mfmas(k.body)}
         self.wg = WgmmaRules(self)      # wgmma groups and proxy fences (kernels.ir.nvidia_wgmma)
         self.acc_frags = accs
@@ -268,12 +267,7 @@ class GemmDataflow:
         """Lane ``l`` receives item ``e`` = element ``col`` of the row that lane
         ``8*matrix + row`` of its warp addresses (``atom.element(l, e)``)."""
         T, atom = self.T, a.atom
-        tab = self.ldm_tables.get(atom)
-        if tab is None:
-            items = 2 * atom.num
-            el = np.array([[atom.element(l, e) for e in range(items)] for l in range(32)])
-            tab = self.ldm_tables[atom] = (8 * el[..., 2] + el[..., 0], el[..., 1])
-        src_lane, col = tab                                        # [32, items]
+        src_lane, col = ldmatrix_lane_table(atom)                 # [32, items]
         th = np.arange(T)
         src = (th // 32 * 32)[:, None] + src_lane[th % 32]         # [T, items]
         addr = off[src] + col[th % 32]                             # [T, items]
