@@ -62,9 +62,12 @@ def test_split_k_verifies_at_any_size(m, n, pad, k, ctas, splits):
     assert _bad(kern) == {}
 
 
-def test_reduce_kernel_form_is_not_ir():
+def test_reduce_kernel_form_is_ir_too():
+    """The two-launch form (reduce="kernel") is IR as well (tests/test_nvidia_ir_tma_reduce.py):
+    a split kernel without ticket, then the reduce kernel."""
     cfg = dataclasses.replace(SPLIT, bn=256, stages=4, reduce="kernel")
-    assert "reduce='kernel'" in ir_form_refusal(cfg)
+    assert ir_form_refusal(cfg) is None and \
+        not any(isinstance(s, AtomicTicket) for s in walk(build_tma_gemm_ir(cfg).body))
 
 
 # ---------------------------------------------------------------------------- planted bugs

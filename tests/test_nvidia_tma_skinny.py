@@ -120,15 +120,14 @@ def test_wide_copy_dtype_of_rows():
                                                              x.view(torch.int16))
 
 
-def test_ir_form_refuses_two_ctas_per_sm():
-    """The IR-built TMA GEMM prints one CTA per SM (launch bounds, setmaxnreg shares): a config
-    with two CTAs per SM would print a kernel whose register shares do not match its launch,
-    so it is refused, not built (short A boxes are IR: tests/test_nvidia_ir_tma_short_a.py)."""
+def test_ir_form_builds_two_ctas_per_sm():
+    """Two CTAs per SM are a builder option of the IR-built TMA GEMM (launch bounds 2, the
+    consumers' setmaxnreg share of half the file; tests/test_nvidia_ir_tma_two_ctas.py proves
+    them and plants bugs): the builder no longer refuses the form."""
     from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
     cfg = TmaGemmConfig(dtype="bf16", bm=64, stages=3, bn=128, ctas_per_sm=2)
-    plan_tma_gemm(cfg)                  # the template form itself is valid
-    with pytest.raises(GemmConfigError, match="template form"):
-        build_tma_gemm_ir(cfg)
+    plan_tma_gemm(cfg)
+    assert build_tma_gemm_ir(cfg).min_blocks == 2
 
 
 def test_row_copier_copies_each_source_of_the_key_bitwise():

@@ -42,14 +42,16 @@ from typing import Optional, Sequence, Tuple
 
 from ..ir.core import Kernel
 from ..printer.cuda import emit_cuda
+from ..verify.gate_split_reduce import reduce_text
 from .builder import CompiledKernel
 from .wgmma_tma import TmaGemm, TmaGemmConfig, plan_tma_gemm
 from .wgmma_tma_ir_builder import (DEFAULT_INSTANCES, DIRECT_INSTANCES, TmaIrBuilder,
                                    instance_symbols, ir_form_refusal, ir_kernel_name,
                                    plain_instances, tma_gemm_spec)
+from .wgmma_tma_ir_reduce import ReduceSplitTmaIrBuilder, reduce_run
 from .wgmma_tma_ir_split import SplitTmaIrBuilder, split_instances, split_run
 
-__all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "DEFAULT_INSTANCES",
+__all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "tma_ir_source", "DEFAULT_INSTANCES",
            "DIRECT_INSTANCES", "default_instances", "instance_symbols", "ir_form_refusal",
            "ir_kernel_name"]
 
@@ -61,8 +63,10 @@ def default_instances(cfg: TmaGemmConfig) -> Tuple[Tuple[int, ...], ...]:
 
 
 def builder_for(cfg: TmaGemmConfig) -> TmaIrBuilder:
-    """The builder of ``cfg``'s form (the split-K one lives in its own module)."""
-    if cfg.split_k and ir_form_refusal(cfg) is None:
+    """The builder of ``cfg``'s form (the split-K ones live in their own modules)."""
+    if cfg.split_k and cfg.reduce == "kernel":
+        return ReduceSplitTmaIrBuilder(cfg)
+    if cfg.split_k:
         return SplitTmaIrBuilder(cfg)
     return TmaIrBuilder(cfg)
 
@@ -77,6 +81,16 @@ def build_tma_gemm_ir(cfg: TmaGemmConfig = TmaGemmConfig(),
     return builder_for(cfg).build(default_instances(cfg) if instances is None else instances)
 
 
+def tma_ir_source(ir: Kernel) -> str:
+    """The CUDA text of a built TMA GEMM IR: the kernel, and for the two-launch split-K its
+    reduce kernel after it (one module; the verifier checks the reduce part is exactly the
+    verified reduce IR's text)."""
+    source = emit_cuda(ir)
+    if "reduce" in ir.meta:
+        source += reduce_text(ir.meta["reduce"])
+    return source
+
+
 class IrTmaGemm(TmaGemm):
     """The IR-built TMA GEMM of ``cfg``, verified (:func:`kernels.verify.verify`, the IR and its
     printed CUDA; a passing verdict is remembered on disk by content,
@@ -88,7 +102,7 @@ class IrTmaGemm(TmaGemm):
         from ..verify.report_cache import verified
         from .tma import DeviceMaps
         self.ir = build_tma_gemm_ir(cfg)
-        source = emit_cuda(self.ir)
+        source = tma_ir_source(self.ir)
         # verified here, or an identical passing verification remembered on disk (keyed by
         # the source, the IR, its instances and the verifier's code: report_cache)
         self.report = verified(self.ir, source, cfg.arch)
@@ -116,8 +130,7 @@ class IrTmaGemm(TmaGemm):
         from .wgmma_tma import check_aligned
         if splits != 1 and not self.cfg.split_k:
             raise LaunchError(f"{self.kernel_name} is not a split-K configuration; "
-                              f"splits={splits} needs TmaGemmConfig(split_k=True, "
-                              "reduce='inline')")
+                              f"splits={splits} needs TmaGemmConfig(split_k=True)")
         M, N, K = self.check_args(a, b, out)
         if self.cfg.a_rows and M > self.cfg.a_rows:
             raise LaunchError(f"{self.kernel_name} loads {self.cfg.a_rows} rows of A (a_rows): "
@@ -143,9 +156,12 @@ class IrTmaGemm(TmaGemm):
         cfg = self.cfg
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
         index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+        # ctas_per_sm CTAs per SM (the kernel's __launch_bounds__ and register shares)
+        slots = cfg.ctas_per_sm * device_info(index)["sms"]
         if cfg.split_k:
-            return split_run(self, M, N, K, splits, tiles, device_info(index)["sms"])
-        ctas = min(tiles, device_info(index)["sms"])
+            run = reduce_run if cfg.reduce == "kernel" else split_run
+            return run(self, M, N, K, splits, tiles, slots)
+        ctas = min(tiles, slots)
         from ..printer.cuda import smem_bytes
         # the direct store's C is a pointer (4-byte aligned: check_args) and its row stride
         c_spec = Spec(strides=(), align=4) if direct else Spec(strides=(), align=64)

@@ -23,7 +23,7 @@ from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSp
 from .gemm import GemmConfigError
 from .wgmma import accumulator_rows_cols
 from .wgmma_ir import shared_k_steps
-from .wgmma_tma import CONSUMER_REGS, PRODUCER_REGS, TmaGemmConfig, plan_tma_gemm
+from .wgmma_tma import PRODUCER_REGS, TmaGemmConfig, plan_tma_gemm
 
 __all__ = ["TmaIrBuilder", "tma_gemm_spec", "DEFAULT_INSTANCES", "DIRECT_INSTANCES",
            "plain_instances", "instance_symbols", "ir_form_refusal", "ir_kernel_name"]
@@ -84,18 +84,15 @@ def tma_gemm_spec(name: str, dtype: str, instances: Sequence[Tuple[int, ...]],
 
 
 def ir_form_refusal(cfg: TmaGemmConfig) -> Optional[str]:
-    """Why the IR-built TMA GEMM cannot run ``cfg`` (``None``: it can).  The IR has the
-    TMA-store and direct-store epilogues without split-K, whole or short (``a_rows``) A boxes,
-    one CTA per SM; the template :class:`~kernels.nvidia.wgmma_tma.TmaGemm` runs every other
-    form.  Dispatch (``kernels.nvidia.dispatch.tma_gemm``) and the builder read this one
-    rule."""
-    if cfg.split_k and cfg.reduce != "inline":
-        return ("the IR-built TMA GEMM's split-K is the one-launch inline reduce; use "
-                "TmaGemmConfig(reduce='inline') or split_k=False (the template TmaGemm runs "
-                f"reduce='kernel'), got reduce={cfg.reduce!r}")
-    if cfg.ctas_per_sm != 1:     # the IR's launch bounds and setmaxnreg shares
-        return ("the IR-built TMA GEMM runs one CTA per SM; ctas_per_sm=2 is a template form "
-                f"(kernels.nvidia.wgmma_tma), got ctas_per_sm={cfg.ctas_per_sm}")
+    """Why the IR-built TMA GEMM cannot run ``cfg`` (``None``: it can).  The IR has every form
+    of the template :class:`~kernels.nvidia.wgmma_tma.TmaGemm`: the TMA-store and
+    direct-store epilogues, both split-K forms (one launch, :mod:`.wgmma_tma_ir_split`; a
+    reduce kernel after the split kernel, :mod:`.wgmma_tma_ir_reduce`), whole or short
+    (``a_rows``) A boxes, one or two CTAs per SM (``ctas_per_sm``: launch bounds, setmaxnreg
+    shares and shared memory proved by the per-role model), so it refuses none; the seam
+    stays, read by dispatch (``kernels.nvidia.dispatch.tma_gemm``) and the builder, for a
+    template form added later."""
+    del cfg
     return None
 
 
@@ -270,7 +267,9 @@ class TmaIrBuilder:
         unit = self.unit_lets() + [ZeroFrag(self.acc), kloop, WgmmaWait(0, ("acc",)),
                                    MbarrierArrive("empty", sym("prev"))]
         unit += self.unit_epilogue()
-        lets = [Setmaxnreg(True, CONSUMER_REGS), Let("cg", self.wg - 1),
+        # the consumers' share of the register file of ctas_per_sm CTAs (232 with one CTA per
+        # SM, 216 for one consumer with two: TmaGemmConfig.consumer_regs)
+        lets = [Setmaxnreg(True, c.consumer_regs), Let("cg", self.wg - 1),
                 Let("t", self.tid - 128 * self.wg),
                 Let("r0", crow((sym("t"), 0))), Let("c0", ccol((sym("t"), 0)))]
         if self.direct:
@@ -303,7 +302,10 @@ class TmaIrBuilder:
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major), {c.dtype}, f32 "
                   f"accumulation, runtime M/N/K; tile {c.bm}x{c.bn}x{c.bk}, {S} stages, 1 "
                   f"producer + {c.consumers} consumer warpgroups, persistent over "
-                  f"min(tiles, SMs) CTAs, group_m {c.group_m}, "
+                  + ("min(tiles, SMs) CTAs" if c.ctas_per_sm == 1 else
+                     f"min(units, {c.ctas_per_sm} x SMs) CTAs ({c.ctas_per_sm} per SM: "
+                     f"setmaxnreg {PRODUCER_REGS} / {c.consumer_regs})")
+                  + f", group_m {c.group_m}, "
                   + self.epilogue_words()
                   + (f"; A boxes of {c.a_rows} rows (M <= {c.a_rows})" if c.a_rows else ""),
                   "plan (proved by kernels.nvidia.wgmma_tma.plan_tma_gemm):"]
@@ -314,10 +316,12 @@ class TmaIrBuilder:
         shared += extra
         return Kernel(name, params, shared, [self.acc], body, c.threads, (1, 1, 1),
                       grid_symbols=("bx",), header=header,
-                      # one CTA per SM: the roles' setmaxnreg budgets are shares of the whole
-                      # register file (__launch_bounds__(threads, 1); without it ptxas gave
-                      # the 64x128 tile 110 registers, below the consumers' 232)
-                      min_blocks=1,
+                      # ctas_per_sm CTAs per SM: the roles' setmaxnreg budgets are shares of
+                      # the register file of that many CTAs (__launch_bounds__(threads, 1);
+                      # without it ptxas gave the 64x128 tile 110 registers, below the
+                      # consumers' 232); the per-role model checks the shares and the shared
+                      # memory of min_blocks CTAs against the SM
+                      min_blocks=c.ctas_per_sm,
                       # row_stride: the host's contract for a tensor stored through a pointer
                       # (row-major, this row stride); the per-role model reads each stored
                       # address back to its (row, column) through it

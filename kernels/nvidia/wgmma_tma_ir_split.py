@@ -197,7 +197,8 @@ class SplitTmaIrBuilder(TmaIrBuilder):
 
 def split_run(g: Any, M: int, N: int, K: int, splits: int, tiles: int, sms: int):
     """``run(a, b, out)`` of IR split-K kernel ``g`` (an ``IrTmaGemm``; its argument checks
-    passed): one launch of ``min(units, SMs)`` CTAs.  The ``n x M x N`` fp32 partials and the
+    passed): one launch of ``min(units, sms)`` CTAs (``sms``: the CTA slots, ``ctas_per_sm``
+    x the SM count).  The ``n x M x N`` fp32 partials and the
     zeroed per-(tile, warpgroup) counters (which the kernel leaves at zero) are kept per CUDA
     stream, as the template's (launches on one stream run in order); one split needs neither
     (null pointers: the kernel rounds its accumulators straight to C)."""

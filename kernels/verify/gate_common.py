@@ -57,6 +57,11 @@ class Fail:
 # shared memory one block may allocate (opt-in maximum), CUDA C programming guide table 21
 NVIDIA_SMEM_BYTES = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024,
                      "sm_90": 227 * 1024, "sm_90a": 227 * 1024}
+# shared memory of one SM, which the resident blocks share (same table), and what the driver
+# reserves per resident block (sm_80 and later)
+NVIDIA_SM_SMEM_BYTES = {"sm_80": 164 * 1024, "sm_86": 100 * 1024, "sm_89": 100 * 1024,
+                        "sm_90": 228 * 1024, "sm_90a": 228 * 1024}
+SMEM_RESERVED = 1024
 
 
 def is_nvidia(arch: str) -> bool:

@@ -38,8 +38,9 @@ from ..ir.nvidia_tma import (WARPGROUP, BulkCommit, BulkWait, LeaderOnly, Mbarri
                              TmaStore)
 from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait
 from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
-from .gate_common import NVIDIA_SMEM_BYTES, Fail
+from .gate_common import NVIDIA_SM_SMEM_BYTES, NVIDIA_SMEM_BYTES, SMEM_RESERVED, Fail
 from .gate_tma_data import AccState, Agent, Bar, DataRules, Stop
+from .gate_split_reduce import REDUCE_RULE, check_reduce
 from .gate_tma_ticket import (TICKET_RULES, TicketLedger, TicketModel, has_tickets,
                               ticket_structure)
 from .spec import KernelSpec, SpecError
@@ -403,10 +404,15 @@ class _Gate:
                 self.f.add("register_budget", f"warpgroup {a.wg}: setmaxnreg {r} (a multiple of "
                                               "8 in 24..256)")
             total += WARPGROUP * r
-        if total > _REGISTER_FILE:
+        # __launch_bounds__(threads, min_blocks): min_blocks CTAs share the register file
+        per_cta = _REGISTER_FILE // self.min_blocks
+        if total > per_cta:
             self.f.add("register_budget", f"the roles ask for {total} registers "
                                           f"({', '.join(f'wg {a.wg}: {a.setmaxnreg[0].regs}' for a in self.last_agents if a.setmaxnreg)} "
-                                          f"x 128); the register file has {_REGISTER_FILE}")
+                                          f"x 128); the register file has {_REGISTER_FILE}"
+                                          + (f", {per_cta} for each of the {self.min_blocks} "
+                                             "CTAs per SM the launch bounds ask for"
+                                             if self.min_blocks > 1 else ""))
 
     def run(self, instances: List[Dict[str, int]]) -> None:
         from ..printer.cuda import smem_bytes
@@ -416,9 +422,26 @@ class _Gate:
         if cap is None or need > cap:
             self.f.add("lds_capacity", f"{need} bytes of shared memory (arrays + mbarriers); "
                                        f"{self.arch} allows {cap}")
+        # min_blocks CTAs resident on one SM (launch bounds): each also costs the 1 KiB the
+        # driver reserves per block, and together they must fit the SM's shared memory
+        self.min_blocks = max(1, int(getattr(self.k, "min_blocks", 0) or 0))
+        per_sm = NVIDIA_SM_SMEM_BYTES.get(self.arch)
+        if self.min_blocks > 1 and (per_sm is None or
+                                    self.min_blocks * (need + SMEM_RESERVED) > per_sm):
+            self.f.add("lds_capacity", f"{self.min_blocks} CTAs per SM (__launch_bounds__) x "
+                                       f"({need} bytes + {SMEM_RESERVED} reserved) of shared "
+                                       f"memory; an {self.arch} SM has {per_sm}")
         self.tickets = has_tickets(self.k)
         if self.tickets:
             ticket_structure(self.k, self.f)
+        # partials in a workspace are summed by the last ticket's arrival or by a reduce
+        # kernel the split kernel names (meta["reduce"], gate_split_reduce); with neither,
+        # nothing ever reads them
+        self.reduce = getattr(self.k, "meta", {}).get("reduce")
+        if any(t.role == "workspace" for t in self.spec.tensors) and not self.tickets and \
+                self.reduce is None:
+            self.f.add(REDUCE_RULE, f"{self.k.name} stores partials to a workspace but takes "
+                                    "no ticket and names no reduce kernel (meta['reduce'])")
         inits, body = self.prologue(self.k.body)
         self.last_agents: List[Agent] = []
         for values in instances:
@@ -444,9 +467,11 @@ class _Gate:
                 if self.tickets:
                     self.ledger.resolve(self.f, self.cover, f"instance {values} ({order} "
                                                            "first)")
-                    if self.f.first:
-                        bad = True
-                        break
+                elif self.reduce is not None:       # the second launch (gate_split_reduce)
+                    check_reduce(self.k, self, values, f"instance {values} ({order} first)")
+                if self.f.first:
+                    bad = True
+                    break
                 c = self.cover
                 if (c != 1).any():
                     i, j = (int(x) for x in np.argwhere(c != 1)[0])
@@ -470,7 +495,8 @@ def verify_roles(k: Any, spec: KernelSpec, arch: str, instances: List[Dict[str, 
     g.run(list(instances))
     dom = (f"instances {[tuple(v.values()) for v in instances]} of ({', '.join(instances[0])}):"
            " every CTA, warpgroup, unit, k tile and element; schedules " + ", ".join(SCHEDULES))
-    checks = ROLE_CHECKS + (TICKET_RULES if g.tickets else ())
+    checks = ROLE_CHECKS + (TICKET_RULES if g.tickets else (REDUCE_RULE,) if any(
+        t.role == "workspace" for t in spec.tensors) else ())
     return GateReport(k.name, g.f.results(checks, {c: dom for c in checks}),
                       details={"engine": "per-role phase model (kernels.verify.gate_tma)"},
                       seconds=time.time() - t0)

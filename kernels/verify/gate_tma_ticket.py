@@ -131,9 +131,6 @@ class TicketLedger:
             except GemmConfigError as e:
                 f.add("arrival_orders", f"{where}, slot {slot}: {e}")
                 return
-        kmin = np.array([k[0] for k in self.kinfo] + [0], np.int64)
-        kmax = np.array([k[1] for k in self.kinfo] + [-2], np.int64)
-        ksize = np.array([k[2] for k in self.kinfo] + [0], np.int64)
         R = "merge_reads_partials"
         for slot, merges in self.merges.items():
             first = merges[0]
@@ -142,42 +139,59 @@ class TicketLedger:
                     f.add(R, f"{where}, slot {slot}: the arrivals' merges store other elements "
                              "or read other partials")
                     return
-            rows, cols, seqs = first
-            if seqs.shape[1] != n or (seqs < 0).any():
-                f.add(R, f"{where}, slot {slot}: a stored element sums {seqs.shape[1]} partial "
-                         f"reads, not one of each of the {n} splits")
+            if not self.check_merge(f, *first, f"{where}, slot {slot}", cover, slot):
                 return
-            planes = seqs // (M * N)
-            if (planes != np.arange(n)[None, :]).any():
-                i = int(np.argwhere(planes != np.arange(n)[None, :])[0][0])
-                f.add(R, f"{where}, slot {slot}: C[{int(rows[i])}, {int(cols[i])}] sums the "
-                         f"workspace planes {planes[i].tolist()}, not 0..{n - 1} in order")
-                return
-            want = (self.c_tensor << SHT) | (rows[:, None] << SH0) | cols[:, None]
-            ids, cnt, sl = self.w_id[seqs], self.w_count[seqs], self.w_slot[seqs]
-            if (cnt != 1).any() or (ids != want).any() or (sl != slot).any():
-                i, j = (int(x) for x in np.argwhere((cnt != 1) | (ids != want) |
-                                                   (sl != slot))[0])
-                why = (f"written {int(cnt[i, j])} times" if cnt[i, j] != 1 else
-                       "written by a warpgroup that took its ticket at another slot (no ticket "
-                       "orders it before the read)" if sl[i, j] != slot else
-                       "holding another element's accumulator")
-                f.add(R, f"{where}, slot {slot}: C[{int(rows[i])}, {int(cols[i])}] reads "
-                         f"W[{j}] element {int(seqs[i, j])}, {why}")
-                return
-            ks = self.w_k[seqs]
-            lo, hi, sz = kmin[ks], kmax[ks], ksize[ks]
-            ok = (sz == hi - lo + 1) & (lo[:, :1] == 0).all(axis=1)[:, None] & \
-                (hi[:, -1:] == K - 1).all(axis=1)[:, None]
-            ok &= np.concatenate([np.ones((len(rows), 1), bool), lo[:, 1:] == hi[:, :-1] + 1],
-                                 axis=1)
-            if not ok.all():
-                i = int(np.argwhere(~ok)[0][0])
-                f.add(R, f"{where}, slot {slot}: C[{int(rows[i])}, {int(cols[i])}]'s partials "
-                         f"hold k ranges {list(zip(lo[i].tolist(), hi[i].tolist()))}, not "
-                         f"ascending ranges partitioning [0, {K})")
-                return
-            np.add.at(cover, (rows, cols), 1)
+
+    def check_merge(self, f: Any, rows: np.ndarray, cols: np.ndarray, seqs: np.ndarray,
+                    where: str, cover: np.ndarray, slot: Any = None) -> bool:
+        """``merge_reads_partials`` on one merge: stored elements ``(rows, cols)``, each with
+        the workspace elements it summed in order (``seqs``, one row each): ``splits`` reads,
+        planes 0..splits-1 in order, each element stored exactly once (under ticket ``slot``;
+        ``None``: a reduce kernel, ordered after every store by the kernel boundary) holding
+        the accumulator of its (r, c) over one k range, the ranges ascending and partitioning
+        [0, K).  Counts each element once in ``cover``; False (and a failure in ``f``) if not."""
+        v = self.values
+        n, M, N, K = v["splits"], v["M"], v["N"], v["K"]
+        R = "merge_reads_partials"
+        kmin = np.array([k[0] for k in self.kinfo] + [0], np.int64)
+        kmax = np.array([k[1] for k in self.kinfo] + [-2], np.int64)
+        ksize = np.array([k[2] for k in self.kinfo] + [0], np.int64)
+        if seqs.shape[1] != n or (seqs < 0).any():
+            f.add(R, f"{where}: a stored element sums {seqs.shape[1]} partial reads, not one "
+                     f"of each of the {n} splits")
+            return False
+        planes = seqs // (M * N)
+        if (planes != np.arange(n)[None, :]).any():
+            i = int(np.argwhere(planes != np.arange(n)[None, :])[0][0])
+            f.add(R, f"{where}: C[{int(rows[i])}, {int(cols[i])}] sums the workspace planes "
+                     f"{planes[i].tolist()}, not 0..{n - 1} in order")
+            return False
+        want = (self.c_tensor << SHT) | (rows[:, None] << SH0) | cols[:, None]
+        ids, cnt, sl = self.w_id[seqs], self.w_count[seqs], self.w_slot[seqs]
+        other = (sl != slot) if slot is not None else np.zeros(sl.shape, bool)
+        if (cnt != 1).any() or (ids != want).any() or other.any():
+            i, j = (int(x) for x in np.argwhere((cnt != 1) | (ids != want) | other)[0])
+            why = (f"written {int(cnt[i, j])} times" if cnt[i, j] != 1 else
+                   "written by a warpgroup that took its ticket at another slot (no ticket "
+                   "orders it before the read)" if other[i, j] else
+                   "holding another element's accumulator")
+            f.add(R, f"{where}: C[{int(rows[i])}, {int(cols[i])}] reads W[{j}] element "
+                     f"{int(seqs[i, j])}, {why}")
+            return False
+        ks = self.w_k[seqs]
+        lo, hi, sz = kmin[ks], kmax[ks], ksize[ks]
+        ok = (sz == hi - lo + 1) & (lo[:, :1] == 0).all(axis=1)[:, None] & \
+            (hi[:, -1:] == K - 1).all(axis=1)[:, None]
+        ok &= np.concatenate([np.ones((len(rows), 1), bool), lo[:, 1:] == hi[:, :-1] + 1],
+                             axis=1)
+        if not ok.all():
+            i = int(np.argwhere(~ok)[0][0])
+            f.add(R, f"{where}: C[{int(rows[i])}, {int(cols[i])}]'s partials hold k ranges "
+                     f"{list(zip(lo[i].tolist(), hi[i].tolist()))}, not ascending ranges "
+                     f"partitioning [0, {K})")
+            return False
+        np.add.at(cover, (rows, cols), 1)
+        return True
 
 
 class TicketModel:

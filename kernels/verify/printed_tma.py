@@ -3,8 +3,9 @@
 ``declarations``: the printed helpers are exactly the texts the PTX rules were written against
 (:data:`kernels.nvidia.tma.TMA_HELPERS`, the wgmma helpers and one wrapper per wgmma shape of
 :mod:`kernels.nvidia.wgmma_prelude`, each defined once); the signature's parameters are the IR's
-(tensor maps ``const void*``, sizes ``int``); ``__launch_bounds__(threads, 1)`` (the
-``setmaxnreg`` budgets are shares of one CTA's register file); every shared array is carved at
+(tensor maps ``const void*``, sizes ``int``); ``__launch_bounds__(threads, min_blocks)``
+with the IR's ``min_blocks`` (the ``setmaxnreg`` budgets are shares of the register file of
+that many CTAs, which the per-role model's ``register_budget`` checks); every shared array is carved at
 a 1024-byte aligned offset with the IR's element count, and every mbarrier array has the IR's
 length.
 
@@ -364,9 +365,11 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
     if m is None or m.group(3) != k.name:
         f.add("declarations", f"no __launch_bounds__ signature of {k.name}")
         return f
-    if int(m.group(1)) != k.block or m.group(2) != "1":
+    blocks = max(1, int(getattr(k, "min_blocks", 0) or 0))
+    if int(m.group(1)) != k.block or m.group(2) != str(blocks):
         f.add("declarations", f"__launch_bounds__({m.group(1)}, {m.group(2)}); the IR has "
-                              f"{k.block} threads and one CTA per SM (setmaxnreg)")
+                              f"{k.block} threads and {blocks} CTA(s) per SM (its setmaxnreg "
+                              "shares)")
     got = [p.strip() for p in m.group(4).split(",")]
     want = [(f"const void* __restrict__ {p.name}" if isinstance(p, TensorMap) else
              f"int {p.name}" if getattr(p, "ctype", None) == "int" else

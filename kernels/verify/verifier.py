@@ -106,5 +106,15 @@ def _verify_roles(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[
     inst = list(instances) if instances is not None else list(spec.domain.instances(kernel_ir))
     report = verify_roles(kernel_ir, spec, arch, inst)
     if source is not None:
+        f = None
+        if "reduce" in getattr(kernel_ir, "meta", {}):
+            # a split kernel with its reduce kernel printed after it (gate_split_reduce)
+            from .gate_common import Fail
+            from .gate_split_reduce import check_printed_reduce
+            f = Fail()
+            source = check_printed_reduce(f, kernel_ir, source)
         attach_printed_tma(report, kernel_ir, source)
+        if f is not None and f.first:
+            report.checks.update(f.results(("printed_source",), {
+                "printed_source": "the printed text: split kernel, then its reduce kernel"}))
     return report
