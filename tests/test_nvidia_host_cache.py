@@ -320,14 +320,39 @@ def test_tma_store_configs_dispatch_to_the_verified_ir_kernel(fake):
     sk = dispatch.compiled_gemm(TmaGemmConfig(bm=64, bn=128, store="direct", split_k=True,
                                               reduce="inline"))
     assert isinstance(sk, IrTmaGemm) and sk.report.holds and sk.kernel_name.endswith("_ski")
-    for cfg in (TmaGemmConfig(bm=64, bn=256, stages=4, store="direct", split_k=True),
-                TmaGemmConfig(bm=64, bn=64, stages=4, store="direct", split_k=True,
-                              reduce="inline", ctas_per_sm=2)):
+    # the two-launch split-K and two CTAs per SM are IR too; their switches off: the template
+    rest = (TmaGemmConfig(bm=64, bn=256, stages=4, store="direct", split_k=True),
+            TmaGemmConfig(bm=64, bn=64, stages=4, store="direct", split_k=True,
+                          reduce="inline", ctas_per_sm=2))
+    for cfg in rest:
         t = dispatch.compiled_gemm(cfg)
-        assert type(t) is TmaGemm, cfg.name
+        assert isinstance(t, IrTmaGemm) and t.report.holds, cfg.name
+    for switch in ("REDUCE_LAUNCH_ON_IR", "TWO_CTAS_ON_IR"):
+        old = getattr(dispatch, switch)
+        setattr(dispatch, switch, False)
+        try:
+            assert type(dispatch.tma_gemm(rest[switch == "TWO_CTAS_ON_IR"])) is TmaGemm
+        finally:
+            setattr(dispatch, switch, old)
     a, b = T((2048, 2048), BF16), T((2048, 2048), BF16)
     L = calls(fake, lambda: dispatch.gemm(a, b))
     assert L[0].kernel == g.kernel_name
+
+
+def test_two_launch_split_k_runs_both_ir_kernels(fake):
+    """The two-launch IR split-K launches its split kernel, then its reduce kernel on the same
+    stream (workspace, M, N, ldc, the split count), and choose_gemm names the split kernel and
+    the reduce kernel at the selection's 64x256 shape (192x3072x32768: 3 splits)."""
+    from kernels.nvidia.wgmma_tma import TmaGemmConfig
+    cfg = TmaGemmConfig(dtype="bf16", bm=64, bn=256, stages=5, store="direct", split_k=True)
+    a, b = T((192, 32768), BF16), T((32768, 3072), BF16)
+    ch = dispatch.choose_gemm(a, b)
+    assert ch.config == cfg and ch.splits == 3, ch
+    assert ch.kernel == "lg_irtma_bf16_n_64x256x64_s5_ds_sk" and ch.kernel + "_reduce" in ch.reason
+    L = calls(fake, lambda: dispatch.gemm(a, b))
+    assert [x.kernel for x in L] == [ch.kernel, ch.kernel + "_reduce"]
+    assert L[0].stream == L[1].stream and tuple(L[1].args[2:]) == (192, 3072, 3072, 3)
+    assert L[0].args[2] == L[1].args[0]          # the reduce reads the split kernel's W
 
 
 def test_choose_gemm_names_the_kernel_that_runs(fake):

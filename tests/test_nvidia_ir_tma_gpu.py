@@ -102,3 +102,38 @@ def _compare(cfg, shape, ldc, splits=1, repeat=1):
     err = ((ir_out.float() - ref).norm() / ref.norm()).item()
     assert err < TOL[dt], err
     assert torch.equal(ir_out, tpl_out), (ir_out.float() - tpl_out.float()).abs().max().item()
+
+
+RED = TmaGemmConfig(dtype="bf16", bm=64, bn=256, stages=5, store="direct", split_k=True,
+                    reduce="kernel")
+
+
+# the two-launch split-K (reduce="kernel"): the IR split kernel's partials, then the IR reduce
+# kernel; the selection's 64x256 tile (192x3072x32768: 3 splits), odd N with a padded C, one
+# split, a short A box, the 128x128 tile; twice in a row (the workspace is kept per stream)
+@pytest.mark.parametrize("cfg,shape,ldc,splits", [
+    (RED, (192, 3072, 32768), None, 3), (RED, (130, 1001, 640), 1010, 3),
+    (RED, (64, 512, 512), None, 1),
+    (dataclasses.replace(RED, dtype="f16", b_major="k", a_rows=16), (16, 4096, 4096), None, 4),
+    (dataclasses.replace(RED, bm=128, bn=128, stages=6), (1024, 1024, 4096), None, 2),
+], ids=lambda x: getattr(x, "name", str(x)))
+def test_ir_reduce_launch_split_k_equals_template(cfg, shape, ldc, splits):
+    _compare(cfg, shape, ldc, splits, repeat=2)
+
+
+C2 = TmaGemmConfig(dtype="bf16", bm=64, bn=64, stages=6, store="direct", split_k=True,
+                   reduce="inline", ctas_per_sm=2)
+
+
+# two CTAs per SM (launch bounds 2, setmaxnreg 40 / 216): the one-launch split-K, the direct
+# and the TMA store
+@pytest.mark.parametrize("cfg,shape,ldc,splits", [
+    (C2, (128, 4096, 14336), None, 2), (dataclasses.replace(C2, a_rows=16), (16, 4096, 4096),
+                                        None, 2),
+    (dataclasses.replace(C2, split_k=False, reduce="kernel", bn=128, stages=4),
+     (1000, 3001, 1000), 3010, 1),
+    (dataclasses.replace(C2, split_k=False, reduce="kernel", store="tma", bn=128, stages=3),
+     (1024, 4096, 1000), None, 1),
+], ids=lambda x: getattr(x, "name", str(x)))
+def test_ir_two_ctas_per_sm_equals_template(cfg, shape, ldc, splits):
+    _compare(cfg, shape, ldc, splits, repeat=2)

@@ -32,6 +32,7 @@ from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
+from .wgmma_tma_ir_reduce import reduce_kernel_name
 from .wgmma_rt_ir import IrWgmmaRtGemm, rt_ir_refusal, rt_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
@@ -124,7 +125,10 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
         cfg = one_split_form(cfg)
         choice = replace(choice, config=cfg, reason=choice.reason + f"; one split: {cfg.name} "
                          "(the direct store, no workspace)")
-    if isinstance(cfg, TmaGemmConfig) and ir_form_refusal(cfg) is None:
+    if isinstance(cfg, TmaGemmConfig) and tma_on_ir(cfg):
+        if cfg.split_k and cfg.reduce == "kernel":      # two launches: name both
+            choice = replace(choice, reason=choice.reason + f"; then {reduce_kernel_name(cfg)}"
+                             " (the IR reduce kernel)")
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
@@ -324,11 +328,31 @@ def tma_kernel_for(g: TmaGemm, a, b, out, splits: int = 1) -> TmaGemm:
 _TEMPLATES: Dict[Any, TmaGemm] = {}
 
 
+#: run the two-launch split-K (``reduce="kernel"``: the selection's 64x256 split tile) as the
+#: IR split kernel + IR reduce kernel (:mod:`.wgmma_tma_ir_reduce`) instead of the template
+REDUCE_LAUNCH_ON_IR = True
+#: run ``ctas_per_sm=2`` configurations (``config=`` only; the selection makes none) as the
+#: IR-built kernel with launch bounds 2 instead of the template
+TWO_CTAS_ON_IR = True
+
+
+def tma_on_ir(cfg: TmaGemmConfig) -> bool:
+    """Does :func:`tma_gemm` run ``cfg`` as the verified IR-built kernel?  Every form the
+    template has is IR (``wgmma_tma_ir.ir_form_refusal``); the two-launch split-K and two CTAs
+    per SM follow their switches (:data:`REDUCE_LAUNCH_ON_IR`, :data:`TWO_CTAS_ON_IR`: on
+    where the H100 measured them at parity, docs/PERFORMANCE.md)."""
+    if ir_form_refusal(cfg) is not None:
+        return False
+    if cfg.split_k and cfg.reduce == "kernel" and not REDUCE_LAUNCH_ON_IR:
+        return False
+    return cfg.ctas_per_sm == 1 or TWO_CTAS_ON_IR
+
+
 def tma_gemm(cfg: TmaGemmConfig) -> TmaGemm:
-    """The kernel that runs ``cfg``: the verified IR-built one where the IR has the form
-    (``wgmma_tma_ir.ir_form_refusal``: TMA or direct store, no split-K or the inline one, one
-    CTA per SM; whole or short A boxes), else the string template."""
-    return IrTmaGemm(cfg) if ir_form_refusal(cfg) is None else TmaGemm(cfg)
+    """The kernel that runs ``cfg``: the verified IR-built one where :func:`tma_on_ir` says
+    so (TMA or direct store; no split-K, the one-launch or the two-launch split-K; one or two
+    CTAs per SM; whole or short A boxes), else the string template :class:`TmaGemm`."""
+    return IrTmaGemm(cfg) if tma_on_ir(cfg) else TmaGemm(cfg)
 
 
 def capability_of(t) -> Tuple[int, int]:
