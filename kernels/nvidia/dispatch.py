@@ -132,6 +132,9 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
+    if isinstance(cfg, WgmmaGemmConfig) and cfg.split_k:
+        return replace(choice, reason=choice.reason + "; the cp.async split-K runs the string "
+                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR")
     return choice
 
 
@@ -280,14 +283,19 @@ def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
 
 def compiled_gemm(cfg: Any) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig`, ``WgmmaGemmConfig`` or ``TmaGemmConfig``,
-    built once per configuration (its module compiles on first launch).  A ``TmaGemmConfig``
-    of TMA store, direct store or one-launch split-K (``reduce="inline"``) runs the IR-built
-    kernel
-    (:class:`IrTmaGemm`: its IR and printed text verified when it is built, ~2-4 s once per
-    configuration, a passing verdict kept on disk by content: kernels.verify.report_cache;
-    0.99-1.05x the template's device time and bitwise equal on the H100,
-    docs/PERFORMANCE.md); the split-K form with a reduce launch (``reduce="kernel"``) and two
-    CTAs per SM run the template :class:`TmaGemm`."""
+    built once per configuration (its module compiles on first launch).  Every
+    ``TmaGemmConfig`` runs the IR-built kernel (:func:`tma_gemm`; :class:`IrTmaGemm`: its IR
+    and printed text verified when it is built, ~1-4 s once per configuration, a passing
+    verdict kept on disk by content: kernels.verify.report_cache; bitwise equal on the H100 at
+    0.98-1.05x the template's device time, docs/PERFORMANCE.md), the template
+    :class:`TmaGemm` only where :func:`tma_kernel_for` finds the IR's 32-bit offsets too small
+    or a switch is turned off.
+
+    What still runs a string template (not verified IR): a ``WgmmaGemmConfig(split_k=True)``
+    (the cp.async wgmma GEMM's split-K: :class:`WgmmaGemm` with gridDim.y splits and the
+    template reduce kernel of :mod:`.splitk`; the selection makes it for split-K problems whose
+    rows are not 16-byte aligned), the mma.sync :class:`CudaGemm`, and a TMA call whose C or
+    workspace has 2^31 elements or more."""
     g = _GEMMS.get(cfg)
     if g is None:
         g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
@@ -329,10 +337,14 @@ _TEMPLATES: Dict[Any, TmaGemm] = {}
 
 
 #: run the two-launch split-K (``reduce="kernel"``: the selection's 64x256 split tile) as the
-#: IR split kernel + IR reduce kernel (:mod:`.wgmma_tma_ir_reduce`) instead of the template
+#: IR split kernel + IR reduce kernel (:mod:`.wgmma_tma_ir_reduce`) instead of the template:
+#: H100 2026-11-24, bitwise equal, device time (split + reduce, CUPTI) 1.006x the template's
+#: at the selection's 192x3072x32768 (3 splits), 1.016-1.018x at two config= shapes
+#: (benchmarks/results/nvidia_tma_ir_rest_h100_2026-11-24.json)
 REDUCE_LAUNCH_ON_IR = True
 #: run ``ctas_per_sm=2`` configurations (``config=`` only; the selection makes none) as the
-#: IR-built kernel with launch bounds 2 instead of the template
+#: IR-built kernel with launch bounds 2 instead of the template: same run, bitwise equal,
+#: device time 0.982x (TMA store, 1024x4096x1000) to 1.011x (one-launch split-K, direct store)
 TWO_CTAS_ON_IR = True
 
 

@@ -23,9 +23,11 @@ else as two 2-byte stores, rows past M and columns past N skipped; the per-role 
 C element of every stored address back through ``ldc`` and checks it is the accumulator's own,
 inside M x N, stored once).  The one-launch split-K (``split_k=True, reduce="inline"``) is
 :mod:`kernels.nvidia.wgmma_tma_ir_split` (work units, fp32 partials, a per-warpgroup ticket, the
-last arrival's ordered sum).  Scope (differences from the template): not the split-K form with
-a second reduce launch (``reduce="kernel"``), not two CTAs per SM (``ctas_per_sm=2``); the base
-builder is :mod:`kernels.nvidia.wgmma_tma_ir_builder`.  Short A boxes (``a_rows``) are
+last arrival's ordered sum); the split-K with a second reduce launch (``reduce="kernel"``) is
+:mod:`kernels.nvidia.wgmma_tma_ir_reduce` (the split kernel's partial stores, then the reduce
+kernel as IR, proved together); two CTAs per SM (``ctas_per_sm=2``) is a builder option
+(launch bounds, the consumers' ``setmaxnreg`` share); the base builder is
+:mod:`kernels.nvidia.wgmma_tma_ir_builder`.  Every form of the template is IR.  Short A boxes (``a_rows``) are
 IR: the A map's box and ``expect_tx`` carry ``a_rows`` rows, and the per-role model checks
 that the shared rows no box wrote feed only C rows past M (verified at M <= a_rows).  The ring position (stage, phase parity, previous
 stage) is carried through each role's loops as the template's counters are
