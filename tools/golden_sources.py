@@ -275,7 +275,7 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
     for kw in tm:
         yield (f"nvidia/wgmma-tma-gemm/{_kw(kw)}", lambda kw=kw: emit_tma_gemm(TmaGemmConfig(**kw)))
     # issue 20 item 1: the TMA GEMM built as kernel IR (kernels.nvidia.wgmma_tma_ir)
-    from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir
+    from kernels.nvidia.wgmma_tma_ir import build_tma_gemm_ir, tma_ir_source
     for kw in (dict(), dict(dtype="bf16", b_major="k"), dict(bm=64, bn=128, stages=6),
                dict(bm=64, bn=64, stages=6, dtype="bf16", a_rows=16),
                dict(bm=64, bn=128, stages=8, b_major="k", a_rows=8),
@@ -289,9 +289,15 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(bm=64, bn=128, stages=8, b_major="k", store="direct", split_k=True,
                     reduce="inline"),
                dict(bm=128, bn=128, stages=6, dtype="bf16", store="direct", split_k=True,
-                    reduce="inline")):
+                    reduce="inline"),
+               # the split-K with a second launch: split kernel + IR reduce kernel, one text
+               dict(bm=64, bn=256, stages=5, dtype="bf16", store="direct", split_k=True),
+               # two CTAs per SM (launch bounds 2, setmaxnreg 216)
+               dict(bm=64, bn=64, stages=6, dtype="bf16", store="direct", split_k=True,
+                    reduce="inline", ctas_per_sm=2),
+               dict(bm=64, bn=128, stages=3, dtype="bf16", ctas_per_sm=2)):
         yield (f"nvidia/wgmma-tma-gemm-ir/{_kw(kw)}",
-               lambda kw=kw: emit_cuda(build_tma_gemm_ir(TmaGemmConfig(**kw))))
+               lambda kw=kw: tma_ir_source(build_tma_gemm_ir(TmaGemmConfig(**kw))))
     from kernels.nvidia.decode_splitkv import SplitKVDecodeConfig, emit_splitkv_decode
     for kw in (dict(), dict(head_dim=64, hg=8, chunk=2), dict(head_dim=256, hg=1),
                dict(in_dtype="f16", out_dtype="bf16", hg=3)):
