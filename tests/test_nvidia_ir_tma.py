@@ -46,9 +46,15 @@ def test_ir_tma_gemm_verifies(cfg):
     assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
 
 
-def test_ir_tma_gemm_refuses_forms_it_does_not_have():
-    with pytest.raises(GemmConfigError, match="split-K"):
-        build_tma_gemm_ir(TmaGemmConfig(store="direct", split_k=True))
+def test_ir_tma_gemm_refuses_invalid_configurations():
+    """Every form of the template is IR now (the two-launch split-K and two CTAs per SM too:
+    tests/test_nvidia_ir_tma_reduce.py, test_nvidia_ir_tma_two_ctas.py); what the plan refuses,
+    the builder refuses with the plan's message."""
+    with pytest.raises(GemmConfigError, match="direct stores"):
+        build_tma_gemm_ir(TmaGemmConfig(split_k=True))
+    with pytest.raises(GemmConfigError, match="228 KiB"):
+        build_tma_gemm_ir(TmaGemmConfig(bm=64, bn=128, stages=6, store="direct",
+                                        ctas_per_sm=2))
 
 
 def test_ir_tma_gemm_compiles_without_spills(tmp_path):
