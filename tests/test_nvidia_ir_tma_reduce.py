@@ -140,7 +140,19 @@ def _stored_twice(k):
     body.append(copy.deepcopy(_store(k)))
 
 
+def _last_element_skipped(k):
+    s = _store(k)
+    s.pred = sym("e") < sym("M") * sym("N") - 1
+
+
+def _unmodelled_statement(k):
+    from kernels.ir.core import Barrier
+    _red(k).body.insert(1, Barrier())
+
+
 REDUCE_BUGS = (
+    ("the last C element never stored", _last_element_skipped, "coverage"),
+    ("a statement the reduce model does not run", _unmodelled_statement, "lds_races"),
     ("splits summed in reverse order", _reverse_order, "merge_reads_partials"),
     ("a split left out", _split_short, "merge_reads_partials"),
     ("a split summed twice", _split_twice, "merge_reads_partials"),

@@ -12,6 +12,7 @@ import copy
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kernels.ir.nvidia_tma import RoleBranch, Setmaxnreg
 from kernels.nvidia.wgmma_tma import TmaGemmConfig
@@ -45,6 +46,16 @@ def test_two_ctas_per_sm_verifies(cfg):
     regs = [s.regs for s in _setmaxnregs(k)]
     assert sorted(regs) == [40, cfg.consumer_regs] and cfg.consumer_regs == 216
     assert not _bad(k, src)
+
+
+@settings(max_examples=4, deadline=None)
+@given(m=st.integers(1, 140), n=st.integers(1, 300), pad=st.integers(0, 9),
+       k=st.integers(1, 500), ctas=st.integers(1, 4), splits=st.integers(1, 5))
+def test_two_ctas_split_k_verifies_at_any_size(m, n, pad, k, ctas, splits):
+    """The two-CTA one-launch split-K at any size (the host launches up to 2 x SMs CTAs: any
+    CTA count is a launch it may make)."""
+    cfg = replace(TWO, stages=4, split_k=True, reduce="inline")
+    assert not _bad(build_tma_gemm_ir(cfg, ((m, n, k, ctas, n + pad, splits),)))
 
 
 def test_one_cta_per_sm_prints_what_it_did():
