@@ -211,9 +211,11 @@ class _Builder:
         return [], off, coords
 
     # ---- global -> shared -----------------------------------------------------------------
-    def copy(self, t: str, row0: Any, stage: Any) -> List[Any]:
+    def copy(self, t: str, row0: Any, stage: Any, whole: bool = False) -> List[Any]:
         """The tile of ``t`` whose first row is ``row0``: one predicated 16-byte ``cp.async``
-        per copy vector (rows past the sequence are zero-filled)."""
+        per copy vector (rows past the sequence are zero-filled); ``whole``: unpredicated (the
+        caller runs it only where every row of the tile is inside the sequence: the
+        verifier's bounds check proves that on every instance)."""
         cpl = self.p.q_copy if t == "Q" else self.p.kv_copy
         G = self.G[t]
         rows = R("seqlen_q") if t == "Q" else R("seqlen_kv")
@@ -224,7 +226,8 @@ class _Builder:
             col = sympy.expand(cpl.col((self.tid, i)))
             cs = tuple((row, col + j, head, sym("bat")) for j in range(8))
             regs = self.stage.regs(range(8))
-            load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs, _lt(row, rows),
+            load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs,
+                          None if whole else _lt(row, rows),
                           tag=f"{t}.cp.async.load", origin=G, coords=cs)
             c = int(cpl.off((0, 0, i)) - cpl.off((0, 0, 0)))
             lets, soff, coords = self.lds_at(f"{t.lower()}_cp", c, stage)
@@ -232,6 +235,16 @@ class _Builder:
                            origin=self.origin(t), coords=tuple(coords(j) for j in range(8)))
             out += lets + [CpAsync(load, store, tag=f"{t}.cp.async")]
         return out
+
+    def copy_kv(self, t: str, blk: Any, stage: Any) -> List[Any]:
+        """Key block ``blk`` of ``t`` (K or V): unpredicated where the block lies wholly
+        inside the sequence (``blk < n_whole``), else predicated row by row (the template's
+        ``fast_copy``)."""
+        row0 = blk * self.c.bn
+        return [If(sympy.StrictLessThan(blk, sym("n_whole"), evaluate=False),
+                   self.copy(t, row0, stage, whole=True)),
+                If(sympy.GreaterThan(blk, sym("n_whole"), evaluate=False),
+                   self.copy(t, row0, stage))]
 
     def ldm(self, key: str, c: int, stage: Any, fr: Frag, first: int, trans: bool,
             tag: str) -> List[Any]:
@@ -292,10 +305,10 @@ class _Builder:
     def row_of(self, i: int, e: int) -> Any:
         return sym("row0") + 16 * i + 8 * (e >> 1)
 
-    def mask(self, masked: bool) -> List[Any]:
-        """Scale the scores to base 2 (the CUDA form of :class:`MaskScores`) and, in masked
-        blocks, set the invisible ones to -inf (``key < seqlen_kv``; causal: ``key <=
-        row``)."""
+    def mask(self) -> List[Any]:
+        """Set the invisible scores to -inf (``key < seqlen_kv``; causal: ``key <= row``): the
+        masked blocks only (the scores stay raw; the scale is folded into the exponent's
+        ``fma``, ``meta["softmax_fold"]``)."""
         mt, nt = self.c.mt, self.nt
         items, rows, keys, conds = [], [], [], []
         for i in range(mt):
@@ -303,11 +316,9 @@ class _Builder:
                 for e in range(4):
                     row = self.row_of(i, e)
                     key = sym("n0") + 8 * n + sym("col0") + (e & 1)
-                    cond: Any = sympy.true
-                    if masked:
-                        cond = _lt(key, R("seqlen_kv"))
-                        if self.c.causal:
-                            cond = sympy.And(cond, sympy.Le(key, row, evaluate=False))
+                    cond: Any = _lt(key, R("seqlen_kv"))
+                    if self.c.causal:
+                        cond = sympy.And(cond, sympy.Le(key, row, evaluate=False))
                     items.append((i * nt + n) * 4 + e)
                     rows.append(row)
                     keys.append(key)
@@ -329,7 +340,7 @@ class _Builder:
                         LaneXor(f"mx{r}", "max", "shfl_xor", 2),
                         SoftmaxUpdate(f"m{r}", f"mx{r}", f"alpha{r}", f"mc{r}"),
                         ExpScores(self.pf, items, self.sc, items, f"mc{r}", f"l{r}",
-                                  f"alpha{r}", row_guard=True),
+                                  f"alpha{r}"),
                         Rescale(self.o, tuple((i * self.dt + n) * 4 + 2 * hh + e
                                               for n in range(self.dt) for e in range(2)),
                                 f"alpha{r}")]
@@ -346,17 +357,16 @@ class _Builder:
             Comment("K of block j (with Q at j = 0) has landed; the barrier also retires every "
                     "warp's reads of the stage the next K copy overwrites"),
             CpAsyncWait(1), Barrier(),
-            If(j + 1 < sym("n_blocks"), self.copy("K", sym("n0") + bn, nxt)),
+            If(j + 1 < sym("n_blocks"), self.copy_kv("K", j + 1, nxt)),
             CpAsyncCommit(),
             *self.scores(st),
-            Comment("scores to base 2" + (", keys past seqlen_kv" + (" and above the diagonal"
-                                                                     if self.c.causal else "")
-                                          + " masked" if masked else "")),
-            *self.mask(masked),
+            *([Comment("keys past seqlen_kv" + (" and above the diagonal" if self.c.causal
+                                                  else "") + " masked"),
+               *self.mask()] if masked else []),
             *self.softmax(),
             Comment("V of block j has landed"),
             CpAsyncWait(1), Barrier(),
-            If(j + 1 < sym("n_blocks"), self.copy("V", sym("n0") + bn, nxt)),
+            If(j + 1 < sym("n_blocks"), self.copy_kv("V", j + 1, nxt)),
             CpAsyncCommit(),
             *self.pv(st)]
 
@@ -389,6 +399,8 @@ class _Builder:
         else:
             out += [Let("n_end", skv), Let("n_full", sympy.floor(skv / bn))]
         out.append(Let("n_blocks", sympy.floor((sym("n_end") + bn - 1) / bn)))
+        out += [Comment("key blocks below n_whole lie wholly inside the sequence: their copies "
+                        "need no predicate"), Let("n_whole", sympy.floor(skv / bn))]
         return out
 
     def epilogue(self) -> List[Any]:
@@ -418,8 +430,8 @@ class _Builder:
         body: List[Any] = self.block_lets()
         body += [Comment("Q and K block 0: group 0; V block 0: group 1")]
         body += self.copy("Q", sym("m0"), 0)
-        body += self.copy("K", 0, 0) + [CpAsyncCommit()] + self.copy("V", 0, 0) + \
-            [CpAsyncCommit()]
+        body += self.copy_kv("K", sympy.Integer(0), 0) + [CpAsyncCommit()] + \
+            self.copy_kv("V", sympy.Integer(0), 0) + [CpAsyncCommit()]
         for i in range(mt):
             for hh in range(2):
                 body += [FVar(f"m{i}{hh}", "-inf"), FVar(f"l{i}{hh}", "0")]
@@ -446,7 +458,8 @@ class _Builder:
                  self.lse]
         return AttnKernel(name, params, shared, frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_bh"), header=header,
-                          meta={"kind": "flash_ir", "cfg": c, "plan": self.p},
+                          meta={"kind": "flash_ir", "cfg": c, "plan": self.p,
+                                "u32_shared": True, "softmax_fold": True},
                           scalars=[ScalarParam(n) for n in FLASH_IR_SCALARS] +
                           [ScalarParam("scale_log2", "float")], min_blocks=c.min_blocks,
                           spec=flash_ir_spec(name, c, flash_ir_instances))
