@@ -80,9 +80,9 @@ def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
         assert mma_prefill_on_ir(c.config) == on_ir
         assert ("verified IR kernel" if on_ir else "the template") in c.reason
     cfg = FlashConfig(dtype="f16", head_dim=64, causal=True, **FLASH_DEFAULTS[64])
-    assert (64, True) in IR_PREFILL_AT_PARITY and (64, False) not in IR_PREFILL_AT_PARITY
-    assert type(dispatch.compiled_flash(FlashConfig(dtype="f16", head_dim=64,
-                                                    **FLASH_DEFAULTS[64]))) is FlashAttention
+    assert (64, True) in IR_PREFILL_AT_PARITY and (128, True) not in IR_PREFILL_AT_PARITY
+    assert type(dispatch.compiled_flash(FlashConfig(dtype="f16", head_dim=128, causal=True,
+                                                    **FLASH_DEFAULTS[128]))) is FlashAttention
     fa = dispatch.compiled_flash(cfg)
     assert isinstance(fa, IrFlashAttention) and fa.report.holds
     assert dispatch.compiled_flash(cfg) is fa

@@ -16,18 +16,22 @@ O coverage, shared capacity, ``ldmatrix -> mma`` operands, cross-lane reductions
 softmax, masking, the write-back and races (the ``cp.async`` group rule included), and the
 printed source read back against the IR.
 
-What differs from the template (the function computed is the same; values differ in the last
-bits): the scores are scaled once where they are masked (``s * scale_log2``, then ``exp2(s -
-m)``; the template folds the scale into an ``fma``) and ``l`` accumulates each ``p`` in turn;
-K / V copies are always predicated on ``key < seqlen_kv`` (no predicate-free fast path for
-whole blocks); key blocks wholly visible to the whole query block run an unmasked copy of the
-loop body (the template tests ``need_mask`` at run time).  Index arithmetic is 32-bit ``int``:
-the launcher refuses tensors whose element offsets reach 2^31.
+What the template does and the IR does too, instruction for instruction (SASS compared with
+nvdisasm, sm_90): shared addresses from 32-bit bases computed once (``meta["u32_shared"]``);
+the softmax folded as the template computes it (``meta["softmax_fold"]``: raw scores, the
+maximum scaled once per row, ``p = exp2(fma(s, scale, -m))``, ``l = fma(l, alpha, pairwise
+sum)``), so the output is bitwise the template's; K / V copies of whole key blocks (``blk <
+n_whole``) without predicates (the template's ``fast_copy``).  Where the two still differ: key
+blocks wholly visible to the whole query block run an unmasked copy of the loop body (the
+template tests ``need_mask`` at run time); index arithmetic is 32-bit ``int`` (the launcher
+refuses tensors whose element offsets reach 2^31; the dispatch then runs the template).
 
-Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 0.90-0.94x
-the template at d64 and 0.88-0.90x at d128 (B8 H32 S2K / S8K), so
-:func:`kernels.nvidia.dispatch.flash_attention` still runs the template; ``IrFlashAttention``
-is opt-in.  Not in the IR form: ``q_in_regs``.
+Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 0.97-1.01x
+the template's device time at B8 H32 S2K / S8K (from 0.88-0.94x); at parity (>= 0.98x at every
+shape) at d64 causal and d128 non-causal, where
+:func:`kernels.nvidia.dispatch.flash_attention` runs it
+(:data:`kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY`).  Not in the IR form:
+``q_in_regs``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ from .builder import CompiledKernel
 
 __all__ = ["build_flash_ir", "flash_ir_spec", "flash_ir_instances", "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
+
+#: head dims whose IR waits for V (and prefetches the next block's) right after S = Q K^T, before
+#: the softmax: ptxas then interleaves the exponentials with the P V mma.sync (SASS: MUFU among
+#: the P V HMMAs; 227 registers against 232): d64 1.04-1.07x the template on an H100 against
+#: 0.97-1.00x waiting after the softmax (benchmarks/nvidia_ir_flash.py --v-early, 2026-11-24).
+#: Not d128: 156 bytes of spills there (ptxas -v), not measured.
+V_WAIT_EARLY_HEAD_DIMS: frozenset = frozenset({64})
 
 FLASH_IR_SCALARS = ("seqlen_q", "seqlen_kv", "heads", "group", "q_sb", "q_sh", "q_ss", "k_sb", "k_sh",
                     "k_ss", "v_sb", "v_sh", "v_ss", "o_sb", "o_sh", "o_ss")
@@ -106,7 +117,8 @@ def flash_ir_spec(name: str, cfg: FlashConfig, instances: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, cfg: FlashConfig) -> None:
+    def __init__(self, cfg: FlashConfig, v_early: Optional[bool] = None) -> None:
+        self.v_early = cfg.head_dim in V_WAIT_EARLY_HEAD_DIMS if v_early is None else v_early
         why = ir_flash_supported(cfg)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
@@ -363,12 +375,18 @@ class _Builder:
             *([Comment("keys past seqlen_kv" + (" and above the diagonal" if self.c.causal
                                                   else "") + " masked"),
                *self.mask()] if masked else []),
+            *(self.v_wait(j, nxt) if self.v_early else []),
             *self.softmax(),
-            Comment("V of block j has landed"),
-            CpAsyncWait(1), Barrier(),
-            If(j + 1 < sym("n_blocks"), self.copy_kv("V", j + 1, nxt)),
-            CpAsyncCommit(),
+            *(self.v_wait(j, nxt) if not self.v_early else []),
             *self.pv(st)]
+
+    def v_wait(self, j: Any, nxt: Any) -> List[Any]:
+        """Wait for V of block ``j``, then prefetch V of block ``j + 1`` into the other stage
+        (the barrier retires every warp's P V reads of that stage, one block back)."""
+        return [Comment("V of block j has landed"),
+                CpAsyncWait(1), Barrier(),
+                If(j + 1 < sym("n_blocks"), self.copy_kv("V", j + 1, nxt)),
+                CpAsyncCommit()]
 
     def block_lets(self) -> List[Any]:
         c = self.c
@@ -475,10 +493,12 @@ def _c_rows(spec: Any) -> Tuple[Layout, Layout]:
     return split_rows(spec.tv_layout("C"), 16)
 
 
-def build_flash_ir(cfg: FlashConfig) -> AttnKernel:
+def build_flash_ir(cfg: FlashConfig, v_early: Optional[bool] = None) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
-    template's plan refuses ``cfg`` or the IR form does not cover it."""
-    return _Builder(cfg).build()
+    template's plan refuses ``cfg`` or the IR form does not cover it.  ``v_early``: wait for V
+    (and prefetch the next block's) right after ``S = Q K^T`` instead of after the softmax
+    (default: :data:`V_WAIT_EARLY_HEAD_DIMS`)."""
+    return _Builder(cfg, v_early).build()
 
 
 # ---------------------------------------------------------------------------- verification
@@ -538,10 +558,11 @@ class IrFlashAttention(FlashAttention):
     checks (:class:`~.attention.FlashAttention`), plus 32-bit element offsets.  ``report`` is
     the verifier's."""
 
-    def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto") -> None:
+    def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto",
+                 v_early: Optional[bool] = None) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_flash_ir(cfg)
+        self.ir = build_flash_ir(cfg, v_early)
         source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_flash(cfg)
