@@ -26,9 +26,13 @@ blocks wholly visible to the whole query block run an unmasked copy of the loop 
 template tests ``need_mask`` at run time); index arithmetic is 32-bit ``int`` (the launcher
 refuses tensors whose element offsets reach 2^31; the dispatch then runs the template).
 
-Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 0.97-1.01x
-the template's device time at B8 H32 S2K / S8K (from 0.88-0.94x); at parity (>= 0.98x at every
-shape) at d64 causal and d128 non-causal, where
+At d64 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`): ptxas
+then interleaves the exponentials with ``O += P V``.
+
+Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 1.04-1.07x
+the template's device time at d64, 0.99-1.01x at d128 non-causal, 0.97-0.98x at d128 causal
+(B8 H32 S2K / S8K; from 0.88-0.94x); at parity (>= 0.98x at every shape) at d64 and d128
+non-causal, where
 :func:`kernels.nvidia.dispatch.flash_attention` runs it
 (:data:`kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY`).  Not in the IR form:
 ``q_in_regs``.
