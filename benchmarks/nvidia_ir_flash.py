@@ -1,13 +1,16 @@
 """The mma.sync prefill built as verified IR (kernels.nvidia.flash_ir.IrFlashAttention) against
 its template (kernels.nvidia.attention.FlashAttention) at the same FlashConfig, one run:
 
-    python3 benchmarks/nvidia_ir_flash.py --out results.json [--rounds 7]
+    python3 benchmarks/nvidia_ir_flash.py --out results.json [--rounds 7] [--head-dim D] [--v-early]
 
 Per shape (B, H, S, D, causal; the mma.sync defaults FLASH_DEFAULTS of the head_dim), the two
 kernels are timed in interleaved rounds (CUDA events, mean of 10 calls per round, median over
-rounds); the outputs are compared with each other (max abs) and with a float32 torch
-reference.  The IR kernel scales the scores once and then subtracts the maximum (the template
-folds the scale into an fma), so the two differ in the last bits, not bitwise.
+rounds); the outputs are compared with each other (bitwise, and max abs) and with a float32
+torch reference.  Since the IR prints the template's softmax arithmetic operation for
+operation (the scale folded into one fma, the row sum in pairs), the two are expected to be
+bitwise equal.  The shapes: B8 H32 S2K / S8K, d64 / d128, causal and not, f16, and S2K bf16;
+``--head-dim D`` keeps one head dim, ``--v-early`` also times the IR kernel that waits for V
+before the softmax (``build_flash_ir(cfg, v_early=True)``).
 """
 
 from __future__ import annotations
@@ -23,24 +26,31 @@ from kernels.nvidia.flash_ir import IrFlashAttention
 
 from gpu_timing import event_round_us, run_header, write_rows_json
 
-SHAPES = [(8, 32, 2048, 64, False), (8, 32, 8192, 64, False), (8, 32, 2048, 64, True),
-          (8, 32, 8192, 64, True), (8, 32, 2048, 128, False), (8, 32, 8192, 128, True)]
+# (B, H, S, D, causal, dtype): B8 H32 S2K / S8K, d64 / d128, causal and not, f16; bf16 at S2K
+SHAPES = [(8, 32, S, D, c, "f16") for D in (64, 128) for S in (2048, 8192) for c in (False, True)]
+SHAPES += [(8, 32, 2048, D, c, "bf16") for D in (64, 128) for c in (False, True)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--dtype", default="f16")
+    ap.add_argument("--head-dim", type=int, default=0, help="only this head_dim (0: all)")
+    ap.add_argument("--v-early", action="store_true",
+                    help="also time the IR kernel that waits for V before the softmax")
     args = ap.parse_args()
-    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
     rows = []
-    for B, H, S, D, causal in SHAPES:
+    for B, H, S, D, causal, dtype in SHAPES:
+        if args.head_dim and D != args.head_dim:
+            continue
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
         g = torch.Generator(device="cuda").manual_seed(5)
         q, k, v = (torch.randn(B, H, S, D, device="cuda", generator=g).to(dt) for _ in range(3))
-        cfg = FlashConfig(dtype=args.dtype, head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
+        cfg = FlashConfig(dtype=dtype, head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
         kinds = {"template": FlashAttention(cfg), "ir": IrFlashAttention(cfg)}
+        if args.v_early:
+            kinds["ir_v_early"] = IrFlashAttention(cfg, v_early=True)
         outs = {n: torch.empty_like(q) for n in kinds}
         calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
         for f in calls.values():
@@ -52,13 +62,15 @@ def main() -> None:
                 ts[n].append(event_round_us(f, 10))
         med = {n: statistics.median(x) for n, x in ts.items()}
         diff = (outs["ir"].float() - outs["template"].float()).abs().max().item()
+        bitwise = all(torch.equal(o, outs["template"]) for o in outs.values())
         ref = torch.nn.functional.scaled_dot_product_attention(
             q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
         err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
-        row = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": args.dtype,
+        row = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": dtype,
                "config": cfg.name, **{f"{n}_us": round(t, 1) for n, t in med.items()},
-               "ir_speed_vs_template": round(med["template"] / med["ir"], 3),
-               "max_abs_ir_vs_template": diff,
+               **{f"{n}_speed_vs_template": round(med["template"] / med[n], 3)
+                  for n in kinds if n != "template"},
+               "bitwise_equal": bitwise, "max_abs_ir_vs_template": diff,
                **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
                "rounds_us": ts}
         rows.append(row)

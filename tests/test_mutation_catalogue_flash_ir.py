@@ -4,8 +4,9 @@ brought into the attention checks - ``cp.async`` groups and ``ldmatrix`` in the 
 dataflow (kernels/verify/attention_async.py), ``cp.async`` accesses in the static pass, P as
 the A operand of ``O = P V`` and :class:`~kernels.ir.warp_registers.RoundProbs`
 (kernels/verify/warp_register_rules.py), the CUDA forms of RoundProbs, FinalNormalize and
-the row-guarded ExpScores read back (kernels/verify/source_decode.py) - each refused by ``verify(ir, source=...)`` under the
-named check.  A bug in the IR is printed with it (the text agrees with the IR, so the IR check
+the folded softmax (mask, update, exponent, row sum) read back (kernels/verify/source_decode.py),
+the unpredicated copy of whole key blocks (bounds in the IR, its condition in the text) - each
+refused by ``verify(ir, source=...)`` under the named check.  A bug in the IR is printed with it (the text agrees with the IR, so the IR check
 must catch it); a bug in the text alone must be caught by ``printed_source``."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 import sympy
 
 from kernels.ir.attention import FinalNormalize, MaskScores, Rescale
-from kernels.ir.core import Loop, Shared, walk
+from kernels.ir.core import Barrier, If, Loop, Shared, sym, walk
 from kernels.ir.nvidia import CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from kernels.ir.warp_registers import RoundProbs
 from kernels.nvidia.attention import FlashConfig
@@ -98,12 +99,20 @@ def _ragged_mask_dropped(k):
 
 
 def _causal_off_by_one(k):
-    for lp in _loops(k):
+    for lp in _loops(k)[1:]:       # the masked loop (the unmasked one has no mask)
         m = _first(lp.body, MaskScores)
         m.conds = tuple(sympy.And(*[a if not isinstance(a, sympy.Le) else
                                     sympy.StrictLessThan(a.lhs, a.rhs, evaluate=False)
                                     for a in c.args]) if isinstance(c, sympy.And) else c
                         for c in m.conds)
+
+
+def _v_barrier_dropped(k):
+    """The barrier after the V wait (before the softmax at d64): other threads' cp.async
+    writes of V are not yet visible to the P V ldmatrix reads."""
+    for lp in _loops(k):
+        bars = [s for s in lp.body if isinstance(s, Barrier)]
+        _drop(lp.body, bars[1])
 
 
 def _sk_halved(k):
@@ -127,8 +136,50 @@ def _text_normalize(src):
 
 
 def _text_guard_dropped(src):
-    return src.replace("const float mc00_g = mc00 == LG_NEG_INF ? 0.f : mc00;",
-                       "const float mc00_g = mc00;", 1)
+    """The folded maximum without its guard (a row with no key yet: -inf * scale)."""
+    return src.replace("const float mc00 = mc00_n == LG_NEG_INF ? 0.f : mc00_n * scale_log2;",
+                       "const float mc00 = mc00_n * scale_log2;", 1)
+
+
+def _text_exp_other_row(src):
+    """A score's exponent subtracts the next row's folded maximum."""
+    return src.replace("pf[0] = lg_exp2(fmaf(sc[0], scale_log2, -mc00));",
+                       "pf[0] = lg_exp2(fmaf(sc[0], scale_log2, -mc01));", 1)
+
+
+def _text_exp_unscaled(src):
+    """A score's exponent with the scale left out (the folded form's one fma)."""
+    return src.replace("pf[0] = lg_exp2(fmaf(sc[0], scale_log2, -mc00));",
+                       "pf[0] = lg_exp2(fmaf(sc[0], alpha00, -mc00));", 1)
+
+
+def _text_mask_scales(src):
+    """A masked score scaled at the mask as well (the decode's form): scaled twice."""
+    line = next(ln for ln in src.splitlines() if ": LG_NEG_INF;" in ln and "sc[0] = (" in ln)
+    return src.replace(line, line.replace("? sc[0] :", "? sc[0] * scale_log2 :"), 1)
+
+
+def _text_pair_dropped(src):
+    """One pair of probabilities left out of the row sum."""
+    return src.replace("    l00_s += pf[4] + pf[5];\n", "", 1)
+
+
+def _text_l_other_alpha(src):
+    """The row sum rescaled by the other row's alpha."""
+    return src.replace("l00 = fmaf(l00, alpha00, l00_s);", "l00 = fmaf(l00, alpha01, l00_s);", 1)
+
+
+def _text_fast_copy_bound(src):
+    """The unpredicated copy taken for the last (ragged) key block too."""
+    return src.replace("if (j + 1 < n_whole) {", "if (j + 1 <= n_whole) {", 1)
+
+
+def _fast_copy_past_sequence(k):
+    """The IR's unpredicated copy under an off-by-one bound: reads rows past seqlen_kv."""
+    for s in walk(k.body):
+        if isinstance(s, If) and isinstance(s.cond, sympy.StrictLessThan) and \
+                s.cond.rhs == sym("n_whole"):
+            s.cond = sympy.LessThan(s.cond.lhs, s.cond.rhs, evaluate=False)
 
 
 def _text_kv_predicate(src):
@@ -152,7 +203,15 @@ FLASH_IR_CASES = [
     ("flash-text-round-probs", CFG, "printed_source", None, _text_round),
     ("flash-text-normalize", CFG, "printed_source", None, _text_normalize),
     ("flash-text-kv-predicate", CFG, "printed_source", None, _text_kv_predicate),
-    ("flash-text-row-guard-dropped", CFG, "printed_source", None, _text_guard_dropped),
+    ("flash-text-max-guard-dropped", CFG, "printed_source", None, _text_guard_dropped),
+    ("flash-text-exp-other-row", CFG, "printed_source", None, _text_exp_other_row),
+    ("flash-text-exp-unscaled", CFG, "printed_source", None, _text_exp_unscaled),
+    ("flash-text-mask-scales-twice", CAUSAL, "printed_source", None, _text_mask_scales),
+    ("flash-text-row-sum-pair-dropped", CFG, "printed_source", None, _text_pair_dropped),
+    ("flash-text-row-sum-other-alpha", CFG, "printed_source", None, _text_l_other_alpha),
+    ("flash-text-fast-copy-bound", CFG, "printed_source", None, _text_fast_copy_bound),
+    ("flash-fast-copy-past-sequence", CFG, "in_bounds", _fast_copy_past_sequence, None),
+    ("flash-v-barrier-dropped", CFG, "lds_races", _v_barrier_dropped, None),
 ]
 
 

@@ -63,3 +63,39 @@ def test_int_offsets_fit_is_the_last_element():
     assert int_offsets_fit(ok, edge)
     big = _t((8, 32, 65537, D), (32 * 65537 * D, 65537 * D, D, 1))
     assert not int_offsets_fit(ok, big)
+
+
+def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
+    """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified IR
+    kernel for the defaults of a measured (head_dim, mask), the template otherwise (another
+    tile, d256, or asked for), and a call whose offsets reach 2^31 falls back to the template."""
+    from kernels.nvidia import dispatch
+    from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention
+    from kernels.nvidia.prefill_select import (IR_PREFILL_AT_PARITY, choose_prefill,
+                                               mma_prefill_on_ir)
+    monkeypatch.setattr(dispatch, "_FLASH", {})
+    for (d, causal) in [(64, False), (64, True), (128, False), (128, True), (256, False)]:
+        c = choose_prefill("f16", d, causal, "mma")
+        on_ir = (d, causal) in IR_PREFILL_AT_PARITY
+        assert mma_prefill_on_ir(c.config) == on_ir
+        assert ("verified IR kernel" if on_ir else "the template") in c.reason
+    cfg = FlashConfig(dtype="f16", head_dim=64, causal=True, **FLASH_DEFAULTS[64])
+    assert (64, True) in IR_PREFILL_AT_PARITY and (128, True) not in IR_PREFILL_AT_PARITY
+    assert type(dispatch.compiled_flash(FlashConfig(dtype="f16", head_dim=128, causal=True,
+                                                    **FLASH_DEFAULTS[128]))) is FlashAttention
+    fa = dispatch.compiled_flash(cfg)
+    assert isinstance(fa, IrFlashAttention) and fa.report.holds
+    assert dispatch.compiled_flash(cfg) is fa
+    tpl = dispatch.compiled_flash(cfg, template=True)
+    assert type(tpl) is FlashAttention and tpl.cfg == cfg
+    other = FlashConfig(dtype="f16", head_dim=64, bm=64, bn=64, warps=4, causal=True)
+    assert not mma_prefill_on_ir(other) and type(dispatch.compiled_flash(other)) is FlashAttention
+    assert not mma_prefill_on_ir(FlashConfig(dtype="f16", head_dim=64, fast_copy=False,
+                                             causal=True, **FLASH_DEFAULTS[64]))
+    D = 64
+    small = _t((1, 1, 128, D), (128 * D, 128 * D, D, 1))
+    big = _t((16, 32, 65537, D), (32 * 65537 * D, 65537 * D, D, 1))     # last offset > 2^31
+    assert dispatch._within_offsets(fa, small, small, small, None) is fa
+    assert dispatch._within_offsets(fa, small, small, small, big) is tpl
+    assert dispatch._within_offsets(fa, big, small, small, None) is tpl
+    assert dispatch._within_offsets(tpl, big, big, big, None) is tpl

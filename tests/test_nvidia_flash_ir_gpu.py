@@ -3,10 +3,11 @@ against its template (kernels.nvidia.attention.FlashAttention, same FlashConfig)
 (skipped without).
 
 Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_flash_ir_gpu.py``.
-The IR kernel scales the scores before subtracting the maximum (the template folds the scale
-into an fma) and sums ``l`` element by element, so the outputs differ in the last bits: the
-test bounds their difference and each one's error against a float32 torch reference; the
-output is poisoned with NaN first (every element must be written)."""
+The IR kernel prints the template's softmax arithmetic operation for operation (the scale
+folded into one fma, the row sum in pairs, ``meta["softmax_fold"]``), so the outputs must be
+bitwise equal; each one's error against a float32 torch reference is bounded too; the output
+is poisoned with NaN first (every element must be written).  ``flash_attention(atom="mma")``
+runs the kernel :func:`~kernels.nvidia.prefill_select.choose_prefill` names."""
 
 from __future__ import annotations
 
@@ -67,3 +68,21 @@ def test_ir_flash_matches_template(B, Hq, Hkv, Sq, Skv, D, dt, causal, bshd):
     diff = (o_ir.float() - o_t.float()).abs().max().item()
     assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
     assert diff <= tol, diff
+    assert torch.equal(o_ir, o_t), f"not bitwise the template: max abs {diff}"
+
+
+@pytest.mark.parametrize("D,causal", [(64, False), (64, True), (128, False), (128, True),
+                                      (256, True)])
+def test_mma_dispatch_runs_the_chosen_kernel(D, causal):
+    from kernels.nvidia import dispatch
+    from kernels.nvidia.prefill_select import choose_prefill, mma_prefill_on_ir
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 333, D, device="cuda", generator=g).half() for _ in range(3))
+    choice = choose_prefill("f16", D, causal, "mma")
+    on_ir = mma_prefill_on_ir(choice.config)
+    assert ("verified IR kernel" in choice.reason) == on_ir
+    out = dispatch.flash_attention(q, k, v, causal=causal, atom="mma")
+    assert isinstance(dispatch.compiled_flash(choice.config), IrFlashAttention) == on_ir
+    want = FlashAttention(choice.config)(q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)       # the IR kernel is bitwise the template

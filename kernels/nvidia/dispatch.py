@@ -29,7 +29,8 @@ from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
-from .prefill_select import choose_prefill
+from .flash_ir import IrFlashAttention, int_offsets_fit
+from .prefill_select import choose_prefill, mma_prefill_on_ir
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
 from .wgmma_tma_ir_reduce import reduce_kernel_name
@@ -405,22 +406,36 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
             config = choose_prefill(dt, d, causal, pick_atom(capability_of(q), 8, atom),
                                     tma_ok=tma_ok, seq=seq, seq_kv=k.shape[2]).config
             fa = _FLASH_PLANS.put(key, compiled_flash(config))
-        return fa(q, k, v, out=out, scale=scale)
+        return _within_offsets(fa, q, k, v, out)(q, k, v, out=out, scale=scale)
     if config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
-    return compiled_flash(config)(q, k, v, out=out, scale=scale)
+    return _within_offsets(compiled_flash(config), q, k, v, out)(q, k, v, out=out, scale=scale)
+
+
+def _within_offsets(fa: FlashAttention, q, k, v, out) -> FlashAttention:
+    """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and an
+    element offset of the tensors reaches 2^31 (the IR indexes with 32-bit ``int``)."""
+    if isinstance(fa, IrFlashAttention) and not int_offsets_fit(
+            q, k, v, *(() if out is None else (out,))):
+        return compiled_flash(fa.cfg, template=True)
+    return fa
 
 
 _FLASH_PLANS: BoundedCache = BoundedCache(256)
 
 
-def compiled_flash(cfg: Any) -> FlashAttention:
+def compiled_flash(cfg: Any, template: bool = False) -> FlashAttention:
     """The kernel of a :class:`FlashConfig`, ``WgmmaFlashConfig`` or ``WsFlashConfig``, built once per
-    configuration (its module compiles on first launch)."""
-    fa = _FLASH.get(cfg)
+    configuration (its module compiles on first launch): an mma.sync configuration the IR
+    prefill runs at parity (:func:`.prefill_select.mma_prefill_on_ir`) is the verified
+    :class:`~.flash_ir.IrFlashAttention` unless ``template``."""
+    ir = not template and mma_prefill_on_ir(cfg)
+    key = cfg if ir or not mma_prefill_on_ir(cfg) else ("template", cfg)
+    fa = _FLASH.get(key)
     if fa is None:
         kind = {WgmmaFlashConfig: WgmmaFlashAttention, WsFlashConfig: WsFlashAttention}
-        fa = _FLASH[cfg] = kind.get(type(cfg), FlashAttention)(cfg)
+        fa = _FLASH[key] = IrFlashAttention(cfg) if ir else \
+            kind.get(type(cfg), FlashAttention)(cfg)
     return fa
 
 

@@ -16,18 +16,26 @@ O coverage, shared capacity, ``ldmatrix -> mma`` operands, cross-lane reductions
 softmax, masking, the write-back and races (the ``cp.async`` group rule included), and the
 printed source read back against the IR.
 
-What differs from the template (the function computed is the same; values differ in the last
-bits): the scores are scaled once where they are masked (``s * scale_log2``, then ``exp2(s -
-m)``; the template folds the scale into an ``fma``) and ``l`` accumulates each ``p`` in turn;
-K / V copies are always predicated on ``key < seqlen_kv`` (no predicate-free fast path for
-whole blocks); key blocks wholly visible to the whole query block run an unmasked copy of the
-loop body (the template tests ``need_mask`` at run time).  Index arithmetic is 32-bit ``int``:
-the launcher refuses tensors whose element offsets reach 2^31.
+What the template does and the IR does too, instruction for instruction (SASS compared with
+nvdisasm, sm_90): shared addresses from 32-bit bases computed once (``meta["u32_shared"]``);
+the softmax folded as the template computes it (``meta["softmax_fold"]``: raw scores, the
+maximum scaled once per row, ``p = exp2(fma(s, scale, -m))``, ``l = fma(l, alpha, pairwise
+sum)``), so the output is bitwise the template's; K / V copies of whole key blocks (``blk <
+n_whole``) without predicates (the template's ``fast_copy``).  Where the two still differ: key
+blocks wholly visible to the whole query block run an unmasked copy of the loop body (the
+template tests ``need_mask`` at run time); index arithmetic is 32-bit ``int`` (the launcher
+refuses tensors whose element offsets reach 2^31; the dispatch then runs the template).
 
-Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 0.90-0.94x
-the template at d64 and 0.88-0.90x at d128 (B8 H32 S2K / S8K), so
-:func:`kernels.nvidia.dispatch.flash_attention` still runs the template; ``IrFlashAttention``
-is opt-in.  Not in the IR form: ``q_in_regs``.
+At d64 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`): ptxas
+then interleaves the exponentials with ``O += P V``.
+
+Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 1.04-1.07x
+the template's device time at d64, 0.99-1.01x at d128 non-causal, 0.97-0.98x at d128 causal
+(B8 H32 S2K / S8K; from 0.88-0.94x); at parity (>= 0.98x at every shape) at d64 and d128
+non-causal, where
+:func:`kernels.nvidia.dispatch.flash_attention` runs it
+(:data:`kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY`).  Not in the IR form:
+``q_in_regs``.
 """
 
 from __future__ import annotations
@@ -55,6 +63,13 @@ from .builder import CompiledKernel
 
 __all__ = ["build_flash_ir", "flash_ir_spec", "flash_ir_instances", "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
+
+#: head dims whose IR waits for V (and prefetches the next block's) right after S = Q K^T, before
+#: the softmax: ptxas then interleaves the exponentials with the P V mma.sync (SASS: MUFU among
+#: the P V HMMAs; 227 registers against 232): d64 1.04-1.07x the template on an H100 against
+#: 0.97-1.00x waiting after the softmax (benchmarks/nvidia_ir_flash.py --v-early, 2026-11-24).
+#: Not d128: 156 bytes of spills there (ptxas -v), not measured.
+V_WAIT_EARLY_HEAD_DIMS: frozenset = frozenset({64})
 
 FLASH_IR_SCALARS = ("seqlen_q", "seqlen_kv", "heads", "group", "q_sb", "q_sh", "q_ss", "k_sb", "k_sh",
                     "k_ss", "v_sb", "v_sh", "v_ss", "o_sb", "o_sh", "o_ss")
@@ -106,7 +121,8 @@ def flash_ir_spec(name: str, cfg: FlashConfig, instances: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, cfg: FlashConfig) -> None:
+    def __init__(self, cfg: FlashConfig, v_early: Optional[bool] = None) -> None:
+        self.v_early = cfg.head_dim in V_WAIT_EARLY_HEAD_DIMS if v_early is None else v_early
         why = ir_flash_supported(cfg)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
@@ -211,9 +227,11 @@ class _Builder:
         return [], off, coords
 
     # ---- global -> shared -----------------------------------------------------------------
-    def copy(self, t: str, row0: Any, stage: Any) -> List[Any]:
+    def copy(self, t: str, row0: Any, stage: Any, whole: bool = False) -> List[Any]:
         """The tile of ``t`` whose first row is ``row0``: one predicated 16-byte ``cp.async``
-        per copy vector (rows past the sequence are zero-filled)."""
+        per copy vector (rows past the sequence are zero-filled); ``whole``: unpredicated (the
+        caller runs it only where every row of the tile is inside the sequence: the
+        verifier's bounds check proves that on every instance)."""
         cpl = self.p.q_copy if t == "Q" else self.p.kv_copy
         G = self.G[t]
         rows = R("seqlen_q") if t == "Q" else R("seqlen_kv")
@@ -224,7 +242,8 @@ class _Builder:
             col = sympy.expand(cpl.col((self.tid, i)))
             cs = tuple((row, col + j, head, sym("bat")) for j in range(8))
             regs = self.stage.regs(range(8))
-            load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs, _lt(row, rows),
+            load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs,
+                          None if whole else _lt(row, rows),
                           tag=f"{t}.cp.async.load", origin=G, coords=cs)
             c = int(cpl.off((0, 0, i)) - cpl.off((0, 0, 0)))
             lets, soff, coords = self.lds_at(f"{t.lower()}_cp", c, stage)
@@ -232,6 +251,16 @@ class _Builder:
                            origin=self.origin(t), coords=tuple(coords(j) for j in range(8)))
             out += lets + [CpAsync(load, store, tag=f"{t}.cp.async")]
         return out
+
+    def copy_kv(self, t: str, blk: Any, stage: Any) -> List[Any]:
+        """Key block ``blk`` of ``t`` (K or V): unpredicated where the block lies wholly
+        inside the sequence (``blk < n_whole``), else predicated row by row (the template's
+        ``fast_copy``)."""
+        row0 = blk * self.c.bn
+        return [If(sympy.StrictLessThan(blk, sym("n_whole"), evaluate=False),
+                   self.copy(t, row0, stage, whole=True)),
+                If(sympy.GreaterThan(blk, sym("n_whole"), evaluate=False),
+                   self.copy(t, row0, stage))]
 
     def ldm(self, key: str, c: int, stage: Any, fr: Frag, first: int, trans: bool,
             tag: str) -> List[Any]:
@@ -292,10 +321,10 @@ class _Builder:
     def row_of(self, i: int, e: int) -> Any:
         return sym("row0") + 16 * i + 8 * (e >> 1)
 
-    def mask(self, masked: bool) -> List[Any]:
-        """Scale the scores to base 2 (the CUDA form of :class:`MaskScores`) and, in masked
-        blocks, set the invisible ones to -inf (``key < seqlen_kv``; causal: ``key <=
-        row``)."""
+    def mask(self) -> List[Any]:
+        """Set the invisible scores to -inf (``key < seqlen_kv``; causal: ``key <= row``): the
+        masked blocks only (the scores stay raw; the scale is folded into the exponent's
+        ``fma``, ``meta["softmax_fold"]``)."""
         mt, nt = self.c.mt, self.nt
         items, rows, keys, conds = [], [], [], []
         for i in range(mt):
@@ -303,11 +332,9 @@ class _Builder:
                 for e in range(4):
                     row = self.row_of(i, e)
                     key = sym("n0") + 8 * n + sym("col0") + (e & 1)
-                    cond: Any = sympy.true
-                    if masked:
-                        cond = _lt(key, R("seqlen_kv"))
-                        if self.c.causal:
-                            cond = sympy.And(cond, sympy.Le(key, row, evaluate=False))
+                    cond: Any = _lt(key, R("seqlen_kv"))
+                    if self.c.causal:
+                        cond = sympy.And(cond, sympy.Le(key, row, evaluate=False))
                     items.append((i * nt + n) * 4 + e)
                     rows.append(row)
                     keys.append(key)
@@ -329,7 +356,7 @@ class _Builder:
                         LaneXor(f"mx{r}", "max", "shfl_xor", 2),
                         SoftmaxUpdate(f"m{r}", f"mx{r}", f"alpha{r}", f"mc{r}"),
                         ExpScores(self.pf, items, self.sc, items, f"mc{r}", f"l{r}",
-                                  f"alpha{r}", row_guard=True),
+                                  f"alpha{r}"),
                         Rescale(self.o, tuple((i * self.dt + n) * 4 + 2 * hh + e
                                               for n in range(self.dt) for e in range(2)),
                                 f"alpha{r}")]
@@ -346,19 +373,24 @@ class _Builder:
             Comment("K of block j (with Q at j = 0) has landed; the barrier also retires every "
                     "warp's reads of the stage the next K copy overwrites"),
             CpAsyncWait(1), Barrier(),
-            If(j + 1 < sym("n_blocks"), self.copy("K", sym("n0") + bn, nxt)),
+            If(j + 1 < sym("n_blocks"), self.copy_kv("K", j + 1, nxt)),
             CpAsyncCommit(),
             *self.scores(st),
-            Comment("scores to base 2" + (", keys past seqlen_kv" + (" and above the diagonal"
-                                                                     if self.c.causal else "")
-                                          + " masked" if masked else "")),
-            *self.mask(masked),
+            *([Comment("keys past seqlen_kv" + (" and above the diagonal" if self.c.causal
+                                                  else "") + " masked"),
+               *self.mask()] if masked else []),
+            *(self.v_wait(j, nxt) if self.v_early else []),
             *self.softmax(),
-            Comment("V of block j has landed"),
-            CpAsyncWait(1), Barrier(),
-            If(j + 1 < sym("n_blocks"), self.copy("V", sym("n0") + bn, nxt)),
-            CpAsyncCommit(),
+            *(self.v_wait(j, nxt) if not self.v_early else []),
             *self.pv(st)]
+
+    def v_wait(self, j: Any, nxt: Any) -> List[Any]:
+        """Wait for V of block ``j``, then prefetch V of block ``j + 1`` into the other stage
+        (the barrier retires every warp's P V reads of that stage, one block back)."""
+        return [Comment("V of block j has landed"),
+                CpAsyncWait(1), Barrier(),
+                If(j + 1 < sym("n_blocks"), self.copy_kv("V", j + 1, nxt)),
+                CpAsyncCommit()]
 
     def block_lets(self) -> List[Any]:
         c = self.c
@@ -389,6 +421,8 @@ class _Builder:
         else:
             out += [Let("n_end", skv), Let("n_full", sympy.floor(skv / bn))]
         out.append(Let("n_blocks", sympy.floor((sym("n_end") + bn - 1) / bn)))
+        out += [Comment("key blocks below n_whole lie wholly inside the sequence: their copies "
+                        "need no predicate"), Let("n_whole", sympy.floor(skv / bn))]
         return out
 
     def epilogue(self) -> List[Any]:
@@ -418,8 +452,8 @@ class _Builder:
         body: List[Any] = self.block_lets()
         body += [Comment("Q and K block 0: group 0; V block 0: group 1")]
         body += self.copy("Q", sym("m0"), 0)
-        body += self.copy("K", 0, 0) + [CpAsyncCommit()] + self.copy("V", 0, 0) + \
-            [CpAsyncCommit()]
+        body += self.copy_kv("K", sympy.Integer(0), 0) + [CpAsyncCommit()] + \
+            self.copy_kv("V", sympy.Integer(0), 0) + [CpAsyncCommit()]
         for i in range(mt):
             for hh in range(2):
                 body += [FVar(f"m{i}{hh}", "-inf"), FVar(f"l{i}{hh}", "0")]
@@ -446,7 +480,8 @@ class _Builder:
                  self.lse]
         return AttnKernel(name, params, shared, frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_bh"), header=header,
-                          meta={"kind": "flash_ir", "cfg": c, "plan": self.p},
+                          meta={"kind": "flash_ir", "cfg": c, "plan": self.p,
+                                "u32_shared": True, "softmax_fold": True},
                           scalars=[ScalarParam(n) for n in FLASH_IR_SCALARS] +
                           [ScalarParam("scale_log2", "float")], min_blocks=c.min_blocks,
                           spec=flash_ir_spec(name, c, flash_ir_instances))
@@ -462,10 +497,12 @@ def _c_rows(spec: Any) -> Tuple[Layout, Layout]:
     return split_rows(spec.tv_layout("C"), 16)
 
 
-def build_flash_ir(cfg: FlashConfig) -> AttnKernel:
+def build_flash_ir(cfg: FlashConfig, v_early: Optional[bool] = None) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
-    template's plan refuses ``cfg`` or the IR form does not cover it."""
-    return _Builder(cfg).build()
+    template's plan refuses ``cfg`` or the IR form does not cover it.  ``v_early``: wait for V
+    (and prefetch the next block's) right after ``S = Q K^T`` instead of after the softmax
+    (default: :data:`V_WAIT_EARLY_HEAD_DIMS`)."""
+    return _Builder(cfg, v_early).build()
 
 
 # ---------------------------------------------------------------------------- verification
@@ -525,10 +562,11 @@ class IrFlashAttention(FlashAttention):
     checks (:class:`~.attention.FlashAttention`), plus 32-bit element offsets.  ``report`` is
     the verifier's."""
 
-    def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto") -> None:
+    def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto",
+                 v_early: Optional[bool] = None) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_flash_ir(cfg)
+        self.ir = build_flash_ir(cfg, v_early)
         source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_flash(cfg)

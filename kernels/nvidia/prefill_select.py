@@ -49,20 +49,22 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   at S8K in three runs (a small gain, inside one S8K run's spread).  Neither the deferred wait
   nor the warp-voted rescale nor V loaded behind K beat the 192-key non-causal kernel.
 
-Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run.
+Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run: built as verified IR
+(:mod:`.flash_ir`, :func:`mma_prefill_on_ir`) where that kernel measured at parity with the
+template (:data:`IR_PREFILL_AT_PARITY`), else the template (:mod:`.attention`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, FrozenSet, Tuple
 
 from ..errors import LaunchError
 from .attention import FLASH_DEFAULTS, FlashConfig
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
-__all__ = ["PrefillChoice", "choose_prefill", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
+__all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
 
@@ -91,6 +93,26 @@ WIDE_KEYS_MIN_SEQ = 1024
 # P V wait deferred (H100, select / this in rotated rounds: 1.014x (13 of 13 rounds) at B2
 # H32/8 S4K; 1.034x, 1.017x, 0.985x in three runs at B8 H32 S8K, 22 of 35 rounds faster)
 CAUSAL_LONG: Dict[str, Any] = dict(stages=2, defer_pv_wait=True)
+
+# (head_dim, causal) of the mma.sync defaults (FLASH_DEFAULTS) whose IR-built kernel
+# (kernels.nvidia.flash_ir, bitwise the template's output) measured at parity with the
+# template: >= 0.98x its device time at B8 H32 S2K and S8K f16 and S2K bf16 (H100 2026-11-24,
+# medians of 7 interleaved rounds, benchmarks/nvidia_ir_flash.py, docs/PERFORMANCE.md):
+# d64 (V waited for before the softmax, flash_ir.V_WAIT_EARLY_HEAD_DIMS) 1.059 / 1.038 / 1.066
+# non-causal, 1.050 / 1.050 / 1.050 causal; d128 non-causal 0.994 / 1.014 / 0.991.  Not at
+# parity, so the template runs: d128 causal 0.971 / 0.980 (0.9799) / 0.981; d256 not measured.
+IR_PREFILL_AT_PARITY: FrozenSet[Tuple[int, bool]] = frozenset(
+    {(64, False), (64, True), (128, False)})
+
+
+def mma_prefill_on_ir(cfg: Any) -> bool:
+    """Does the mma.sync configuration ``cfg`` run the IR-built kernel
+    (:class:`~.flash_ir.IrFlashAttention`)?  The defaults tile of a measured (head_dim, mask),
+    with the template's copy form (``fast_copy``), else the template runs."""
+    return (type(cfg) is FlashConfig and (cfg.head_dim, cfg.causal) in IR_PREFILL_AT_PARITY
+            and cfg == FlashConfig(dtype=cfg.dtype, head_dim=cfg.head_dim, causal=cfg.causal,
+                                   arch=cfg.arch, **FLASH_DEFAULTS[cfg.head_dim]))
+
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
 WGMMA_PREFILL_TILES: Dict[Tuple[int, bool], Tuple[Dict[str, int], str]] = {
@@ -148,6 +170,8 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                              f"sm_90a wgmma, {why} (H100 sweep)")
     if atom != "mma":
         raise LaunchError(f"atom must be 'wgmma' or 'mma' here, got {atom!r}")
-    return PrefillChoice("mma", FlashConfig(dtype=dtype, head_dim=head_dim, causal=causal,
-                                            **FLASH_DEFAULTS[head_dim]),
-                         "mma.sync (no wgmma on this device, or asked for)")
+    cfg = FlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **FLASH_DEFAULTS[head_dim])
+    kernel = ("the verified IR kernel (kernels.nvidia.flash_ir, at parity with the template, "
+              "H100)" if mma_prefill_on_ir(cfg) else "the template (kernels.nvidia.attention)")
+    return PrefillChoice("mma", cfg, f"mma.sync (no wgmma on this device, or asked for), "
+                                     f"{kernel}")

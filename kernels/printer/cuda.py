@@ -89,6 +89,11 @@ class CudaPrinter(Printer):
         self.staging: Set[str] = {s.load.regs.frag.name for s in walk(k.body)
                                   if isinstance(s, CpAsync)}
         self.tma = has_tma(k)       # shared addresses as 32-bit bases computed once
+        # cp.async / ldmatrix shared addresses from each array's 32-bit base, computed once
+        # (``(sA_u32 + 2 * (offset))``) where the kernel asks (``meta["u32_shared"]``): a
+        # generic pointer converted per use costs 64-bit address math and registers in the
+        # loop (the IR prefill and the runtime-size GEMMs, issue 20 item 1)
+        self.u32_shared = bool(getattr(k, "meta", {}).get("u32_shared"))
 
     # ---- operands ------------------------------------------------------------------------
     def words(self, r: Regs, what: str) -> int:
@@ -111,6 +116,8 @@ class CudaPrinter(Printer):
         return f"{f.name}[{i}]"
 
     def saddr(self, a: Access) -> str:
+        if self.u32_shared:
+            return f"({u32_base(a.buf)} + {_BYTES[self.buf_dtype[a.buf]]} * ({to_c(a.offset)}))"
         return f"lg_smem_u32({a.buf} + ({to_c(a.offset)}))"
 
     # ---- statements ----------------------------------------------------------------------
@@ -259,6 +266,9 @@ class CudaPrinter(Printer):
             head.append(f"  {ct}* const {s.name} = reinterpret_cast<{ct}*>(lg_smem + {at});"
                         f"  // {s.count} x {s.dtype}")
             at += _align(s.count * _BYTES[s.dtype], align)
+        if self.u32_shared and not has_tma(k):   # (tma_decls prints them in a TMA kernel)
+            head += [f"  const lg_u32 {u32_base(s.name)} = lg_smem_u32({s.name});"
+                     for s in k.shared]
         head += tma_decls(k)
         return "\n".join(head + body + ["}", ""])
 

@@ -14,6 +14,16 @@ so the running maximum needs no further scale:
   lg_exp2(sc[i] - mc); l += p[k];`` (``row_guard``: ``const float mc_g = mc == LG_NEG_INF ?
   0.f : mc;`` once, then ``p[k] = lg_exp2(sc[i] - mc_g); l += p[k];``: the same values)
 * ``Rescale`` -> ``o[i] *= alpha;`` per item;
+* the folded form (a kernel with ``meta["softmax_fold"]``: the prefill,
+  :mod:`kernels.nvidia.flash_ir`, printed as its template
+  :func:`kernels.nvidia.attention.emit_flash` computes, operation for operation): the scores
+  stay raw and the scale is folded into one ``fmaf`` per score, as the IR statements define
+  it: ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] : LG_NEG_INF;``; ``SoftmaxUpdate`` ->
+  ``const float mc_n = fmaxf(m, mx);`` ``const float mc = mc_n == LG_NEG_INF ? 0.f : mc_n *
+  scale_log2;`` ``const float alpha = lg_exp2(fmaf(m, scale_log2, -mc));`` ``m = mc_n;``;
+  ``ExpScores`` (an even number of items, summed in pairs) -> per item ``p[k] =
+  lg_exp2(fmaf(sc[i], scale_log2, -mc));``, then ``float l_s = p[a] + p[b];`` ``l_s += p[c] +
+  p[d];`` ... ``l = fmaf(l, alpha, l_s);``;
 * ``FinalNormalize`` (the prefill, :mod:`kernels.nvidia.flash_ir`) -> one line ``{ const float
   lg_inv = l > 0.f ? 1.f / l : 0.f; o[i] *= lg_inv; ... lse[0] = l > 0.f ? (mc + log2f(l)) *
   0.6931471805599453f : LG_NEG_INF; }`` (the template's ``inv``: a row with no key stores zeros);
@@ -128,11 +138,39 @@ def normalize_line(s: FinalNormalize) -> str:
             f"{s.lse.name}[0] = {s.l} > 0.f ? ({s.mc} + log2f({s.l})) * {LN2!r}f : LG_NEG_INF; }}")
 
 
+def _folded(out: Callable[[int, str], None], s: Any, d: int, c: str) -> None:
+    """The folded form of a mask, update or exponent (module docstring)."""
+    if isinstance(s, MaskScores):
+        for i, cond in zip(s.items, s.conds):
+            e = f"{s.frag.name}[{i}]"
+            out(d, f"{e} = ({to_c(cond)}) ? {e} : LG_NEG_INF;")
+    elif isinstance(s, SoftmaxUpdate):
+        out(d, f"const float {s.mc}_n = fmaxf({s.m}, {s.m_tile});")
+        out(d, f"const float {s.mc} = {s.mc}_n == LG_NEG_INF ? 0.f : {s.mc}_n * {c};")
+        out(d, f"const float {s.alpha} = lg_exp2(fmaf({s.m}, {c}, -{s.mc}));")
+        out(d, f"{s.m} = {s.mc}_n;")
+    else:
+        if s.p.dtype != "f32" or len(s.p_items) % 2 or s.row_guard:
+            raise ValueError(f"cuda printer: folded exp into {s.p.name}: an even number of "
+                             "f32 probabilities, no row guard (the folded maximum is guarded)")
+        ps = [f"{s.p.name}[{k}]" for k in s.p_items]
+        for p, i in zip(ps, s.s_items):
+            out(d, f"{p} = lg_exp2(fmaf({s.s.name}[{i}], {c}, -{s.mc}));")
+        for j in range(0, len(ps), 2):
+            op = f"float {s.l}_s =" if j == 0 else f"{s.l}_s +="
+            out(d, f"{op} {ps[j]} + {ps[j + 1]};")
+        out(d, f"{s.l} = fmaf({s.l}, {s.alpha}, {s.l}_s);")
+
+
 def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[str, str],
-                scale: str) -> bool:
-    """Print ``s`` through ``out(depth, line)`` if it is one of this module's forms."""
+                scale: str, fold: bool = False) -> bool:
+    """Print ``s`` through ``out(depth, line)`` if it is one of this module's forms
+    (``fold``: the folded softmax of the module docstring)."""
     if isinstance(s, Access):
         return _access(out, s, d, dtypes)
+    if fold and isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)):
+        _folded(out, s, d, scale)
+        return True
     if isinstance(s, MaskScores):
         for i, cond in zip(s.items, s.conds):
             e = f"{s.frag.name}[{i}]"

@@ -22,11 +22,7 @@ from typing import Any, List
 from layoutalg.symbolic import to_c
 
 from ..ir.core import Access
-from ..ir.dtypes import ELEM_TYPES
 from .cuda import CudaPrinter
-from .cuda_tma import u32_base
-
-_BYTES = {name: t.bytes for name, t in ELEM_TYPES.items()}
 
 __all__ = ["EDGE_HELPERS", "CudaGemmEdgePrinter", "emit_cuda_gemm_rt"]
 
@@ -51,17 +47,7 @@ class CudaGemmEdgePrinter(CudaPrinter):
     def __init__(self, k: Any) -> None:
         super().__init__(k)
         self.tma = True         # CudaPrinter's switch to the 32-bit descriptor form
-
-    def saddr(self, a: Access) -> str:
-        return f"({u32_base(a.buf)} + {_BYTES[self.buf_dtype[a.buf]]} * ({to_c(a.offset)}))"
-
-    def kernel(self, prelude: bool = True) -> str:
-        lines = super().kernel(prelude).split("\n")
-        last = max(i for i, line in enumerate(lines)
-                   if "= reinterpret_cast<" in line and "(lg_smem + " in line)
-        decls = [f"  const lg_u32 {u32_base(s.name)} = lg_smem_u32({s.name});"
-                 for s in self.k.shared]
-        return "\n".join(lines[:last + 1] + decls + lines[last + 1:])
+        self.u32_shared = True  # ... and to 32-bit shared bases (CudaPrinter.saddr)
 
     def stmt(self, s: Any, d: int) -> None:
         if isinstance(s, Access) and s.regs.frag.dtype != "f32" and (

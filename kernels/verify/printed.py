@@ -58,13 +58,15 @@ PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
 
 # ---------------------------------------------------------------------------- the IR side
 
-def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
-    """The IR statements that print index math, in printing order, as :class:`SourceStmt`."""
+def _ir_stmts(body: Sequence[Any], cuda: bool = False,
+              form: Tuple[bool, str] = (False, "scale_log2")) -> List[SourceStmt]:
+    """The IR statements that print index math, in printing order, as :class:`SourceStmt`
+    (``form``: the CUDA softmax's (folded, scale parameter), :func:`_softmax_form`)."""
     out: List[SourceStmt] = []
     for s in body:
         kind = type(s).__name__
-        dec = decode_ir_stmts(s) if cuda and (kind in DECODE_IR_KINDS or kind == "LaneXor") \
-            else None
+        dec = decode_ir_stmts(s, *form) if cuda and (kind in DECODE_IR_KINDS or
+                                                    kind == "LaneXor") else None
         if dec is not None:             # the NVIDIA split decode's forms (source_decode)
             out += dec
         elif isinstance(s, Let):
@@ -74,9 +76,9 @@ def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
                                                                s.a, s.b),)))
         elif isinstance(s, Loop):
             out.append(SourceStmt("loop", name=s.var, exprs=(s.start, s.stop),
-                                  body=_ir_stmts(s.body, cuda)))
+                                  body=_ir_stmts(s.body, cuda, form)))
         elif isinstance(s, If):
-            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda)))
+            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda, form)))
         elif kind == "CpAsync":         # NVIDIA: the global read, then the shared write
             out += [SourceStmt("mem", name=a.buf, exprs=(a.offset,), store=a.kind == "store",
                                vtype=(None, a.width), pred=a.pred, text=s.tag)
@@ -115,6 +117,13 @@ def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
             elif s.method == "swizzle":
                 out.append(SourceStmt("swz", exprs=(int(s.pattern),)))
     return out
+
+
+def _softmax_form(k: Kernel) -> Tuple[bool, str]:
+    """(whether the CUDA printer folds the scale into the exponent, the scale parameter): the
+    kernel's ``meta["softmax_fold"]`` and ``scale_param`` (:mod:`kernels.printer.cuda_decode`)."""
+    return (bool(getattr(k, "meta", {}).get("softmax_fold")),
+            getattr(k, "scale_param", "scale_log2"))
 
 
 _LSE_KINDS = {"LseMax": "lse_max", "LseMergeStep": "lse_merge", "LseNormalize": "lse_norm"}
@@ -687,7 +696,7 @@ def verify_printed(k: Kernel, source: str, *,
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails, cuda)
-    ir_body = _ir_stmts(k.body, cuda)
+    ir_body = _ir_stmts(k.body, cuda, _softmax_form(k))
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
     if instances is None:
         if scalars:

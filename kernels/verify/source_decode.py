@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
-from ..ir.attention import ExpScores, FinalNormalize, LaneXor, Rescale, RowMax, SoftmaxUpdate
+from ..ir.attention import (ExpScores, FinalNormalize, LaneXor, MaskScores, Rescale, RowMax,
+                            SoftmaxUpdate)
 from ..ir.core import sym
 from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
 from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs, word_form
@@ -43,7 +44,7 @@ _PERM = re.compile(rf"^{_R} = __byte_perm\({_R}, {_R}, 0x([0-9a-f]{{4}})\);$")
 _SHFL = re.compile(r"^const float (\w+) = __shfl_sync\(0xffffffffu, (\w+), (.*)\);$")
 _XMAX = re.compile(r"^(\w+) = fmaxf\(\1, __shfl_xor_sync\(0xffffffffu, \1, (\d+)\)\);$")
 _XSUM = re.compile(r"^(\w+) \+= __shfl_xor_sync\(0xffffffffu, \1, (\d+)\);$")
-_MASK = re.compile(rf"^{_R} = \((.*)\) \? \1\[\2\] \* (\w+) : LG_NEG_INF;$")
+_MASK = re.compile(rf"^{_R} = \((.*)\) \? \1\[\2\](?: \* (\w+))? : LG_NEG_INF;$")
 _ROWMAX = re.compile(r"^float (\w+) = (fmaxf\(.*\));$")
 _MC = re.compile(r"^const float (\w+) = fmaxf\((\w+), (\w+)\);$")
 _ALPHA = re.compile(r"^const float (\w+) = (\w+) == (\w+) \? 1\.f : lg_exp2\(\3 - \2\);$")
@@ -53,6 +54,12 @@ _EXP = re.compile(rf"^{_R} = {_R} == LG_NEG_INF \? 0\.f : lg_exp2\(\3\[\4\] - (\
                   r"(\w+) \+= \1\[\2\];$")
 _GUARD = re.compile(r"^const float (\w+)_g = \1 == LG_NEG_INF \? 0\.f : \1;$")
 _EXPG = re.compile(rf"^{_R} = lg_exp2\({_R} - (\w+)_g\); (\w+) \+= \1\[\2\];$")
+# the folded softmax (kernels.printer.cuda_decode, meta["softmax_fold"]: the prefill)
+_MCS = re.compile(r"^const float (\w+) = (\w+) == LG_NEG_INF \? 0\.f : \2 \* (\w+);$")
+_ALPHA_F = re.compile(r"^const float (\w+) = lg_exp2\(fmaf\((\w+), (\w+), -(\w+)\)\);$")
+_EXP_F = re.compile(rf"^{_R} = lg_exp2\(fmaf\({_R}, (\w+), -(\w+)\)\);$")
+_LSUM = re.compile(rf"^(float )?(\w+)_s (=|\+=) {_R} \+ {_R};$")
+_LFOLD = re.compile(r"^(\w+) = fmaf\(\1, (\w+), \1_s\);$")
 _RESCALE = re.compile(rf"^(?:{_R} \*= (\w+);\s*)+$")
 _PHI = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R}, {_R}\);$")
 _PLO = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R} - (lg_\w+_lo)\({_R}\), {_R} - "
@@ -130,8 +137,10 @@ def read_decode_statement(s: str, ln: int, dt: Dict[str, str],
     if _COMBINE.match(s):
         return [_combine_read(s, ln, pred)]
     m = _MASK.match(s)
-    if m:
-        return [SourceStmt("mask", ln, exprs=(parse(m.group(3)),), text=s)]
+    if m:       # the condition, then which register it masks and the scale it applies
+        return [SourceStmt("mask", ln, exprs=(parse(m.group(3)),), text=s),
+                SourceStmt("warp", ln, text=s, regs=("mask", m.group(1), int(m.group(2)),
+                                                     m.group(4) or ""))]
     m = _STATS.match(s)
     if m and pred is not None:
         return [SourceStmt("warp", ln, text=s, exprs=(pred,),
@@ -182,6 +191,9 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     if m:
         g = m.groups()
         return ("exp_g", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5]), ()
+    folded = _folded_regs(s)
+    if folded is not None:
+        return folded, ()
     m = _RESCALE.match(s)
     if m:
         parts = re.findall(rf"{_R} \*= (\w+);", s)
@@ -208,9 +220,31 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     return None
 
 
+def _folded_regs(s: str) -> Optional[tuple]:
+    """The folded softmax's lines (module :mod:`kernels.printer.cuda_decode`), or None."""
+    m = _MCS.match(s)
+    if m:
+        return ("update_mcs", *m.groups())
+    m = _ALPHA_F.match(s)
+    if m:
+        return ("update_alpha_f", *m.groups())
+    m = _EXP_F.match(s)
+    if m:
+        g = m.groups()
+        return ("exp_f", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5])
+    m = _LSUM.match(s)
+    if m and bool(m.group(1)) == (m.group(3) == "="):
+        g = m.groups()
+        return ("l_pair", g[1], g[2], g[3], int(g[4]), g[5], int(g[6]))
+    m = _LFOLD.match(s)
+    if m:
+        return ("l_fold", m.group(1), m.group(2))
+    return None
+
+
 # ---------------------------------------------------------------------------- the IR side
 
-DECODE_IR_KINDS = ("PackWord", "ShflBroadcast", "SplitProbs", "StoreVar", "WarpStats",
+DECODE_IR_KINDS = ("MaskScores", "PackWord", "ShflBroadcast", "SplitProbs", "StoreVar", "WarpStats",
                    "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale",
                    "RoundProbs", "FinalNormalize")
 
@@ -219,10 +253,37 @@ def _w(regs: tuple, exprs: tuple = ()) -> SourceStmt:
     return SourceStmt("warp", regs=regs, exprs=exprs, text=str(regs[0]))
 
 
-def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
+def _folded_ir(s: Any, c: str) -> List[SourceStmt]:
+    """The records of the folded form of a mask, update or exponent (scale parameter ``c``)."""
+    if isinstance(s, MaskScores):
+        return _mask_ir(s, "")
+    if isinstance(s, SoftmaxUpdate):
+        n = f"{s.mc}_n"
+        return [_w(("update_mc", n, s.m, s.m_tile)), _w(("update_mcs", s.mc, n, c)),
+                _w(("update_alpha_f", s.alpha, s.m, c, s.mc)), _w(("update_m", s.m, n))]
+    p, k = s.p.name, s.p_items
+    out = [_w(("exp_f", p, pk, s.s.name, si, c, s.mc)) for pk, si in zip(k, s.s_items)]
+    out += [_w(("l_pair", s.l, "=" if j == 0 else "+=", p, k[j], p, k[j + 1]))
+            for j in range(0, len(k) - 1, 2)]
+    return out + [_w(("l_fold", s.l, s.alpha))]
+
+
+def _mask_ir(s: Any, scale: str) -> List[SourceStmt]:
+    out: List[SourceStmt] = []
+    for i, cond in zip(s.items, s.conds):
+        out += [SourceStmt("mask", exprs=(cond,)), _w(("mask", s.frag.name, i, scale))]
+    return out
+
+
+def decode_ir_stmts(s: Any, fold: bool = False,
+                    scale: str = "scale_log2") -> Optional[List[SourceStmt]]:
     """What the CUDA printer prints for one split-kernel statement, as records equal to what
     :func:`read_decode_statement` reads from the text; None for a statement it does not
-    cover."""
+    cover (``fold``: the kernel prints the folded softmax, ``scale`` its scale parameter)."""
+    if fold and isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)):
+        return _folded_ir(s, scale)
+    if isinstance(s, MaskScores):
+        return _mask_ir(s, scale)
     if isinstance(s, PackWord):
         kind, how = word_form(s.lo, s.hi)
         head = ("pack", s.dst.name, s.word)
