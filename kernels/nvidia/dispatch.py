@@ -27,7 +27,8 @@ from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
 from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
-from .gemm import CudaGemm
+from .gemm import CudaGemm, CudaGemmConfig
+from .gemm_rt_ir import IrMmaRtGemm, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
@@ -128,6 +129,8 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
+    if isinstance(cfg, CudaGemmConfig) and MMA_RT_IR and mma_rt_refusal(cfg) is None:
+        return replace(choice, kernel=mma_rt_kernel_name(cfg))     # what mma_gemm(cfg) runs
     return choice
 
 
@@ -288,8 +291,23 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     if g is None:
         g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
                            wgmma_gemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else
-                           CudaGemm(cfg))
+                           mma_gemm(cfg))
     return g
+
+
+#: run the mma.sync GEMM as the IR-built runtime-size kernel (:class:`IrMmaRtGemm`) instead of
+#: the template where it has the form (see :func:`mma_gemm`)
+MMA_RT_IR = True
+
+
+def mma_gemm(cfg: CudaGemmConfig) -> Any:
+    """The kernel that runs ``cfg``: the verified IR-built runtime-size one
+    (:mod:`.gemm_rt_ir`, bitwise the template) where it has the form (``mma_rt_refusal``:
+    16-byte copy vectors, an even number of k steps per tile) and :data:`MMA_RT_IR`, else the
+    string template :class:`CudaGemm`."""
+    if MMA_RT_IR and mma_rt_refusal(cfg) is None:
+        return IrMmaRtGemm(cfg)
+    return CudaGemm(cfg)
 
 
 #: run the non-split-K cp.async wgmma GEMM as the IR-built runtime-size kernel

@@ -492,7 +492,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
             w(f"    if (kt + {S - 1} < KT) load_stage(ws, kt + {S - 1});")
             w("    lg_cp_async_commit();")
             w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
-        for i, j in _mma_order(cfg.mma_order, mt, nt):
+        for i, j in mma_issue_order(cfg.mma_order, mt, nt):
             w(f"    {mma}(acc[{i}][{j}], af[{cur}][{i}], bf[{cur}][{j}]);")
     w("  }")
     L[decl_at:decl_at] = xa.declarations() + xb.declarations()
@@ -544,7 +544,9 @@ def emit_pair_store(w, dtype: str, lo: str, hi: str) -> None:
     w("      }\n    }\n  }\n}")
 
 
-def _mma_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
+def mma_issue_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
+    """The (m fragment, n fragment) order a warp issues its ``mma`` in: ``mn``, ``nm``
+    (n outer) or ``serp`` (serpentine)."""
     if order == "mn":
         return [(i, j) for i in range(mt) for j in range(nt)]
     if order == "nm":
