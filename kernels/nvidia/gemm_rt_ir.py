@@ -230,22 +230,42 @@ class _Builder:
                               origin=origin, coords=scoords))
         return out
 
+    def fast_lets(self) -> List[Let]:
+        """Once per block, before any copy: ``{x}_fkt``, how many leading k tiles of operand
+        ``x`` take unpredicated ``cp.async`` (all ``floor(K / bk)`` whole k tiles when its
+        rows are 16-byte aligned and the block's tile lies inside M (A) or N (B), else none),
+        and ``ab_fkt``, their minimum: a k tile ``t`` is on the fast path exactly when
+        ``t < {x}_fkt``, one compare of loop-invariant registers (the template's ``full``)."""
+        c = self.c
+        whole_kt = sympy.floor(self.K / c.bk)
+        out: List[Let] = []
+        for op, room in (("A", self.M - self.m0 - c.bm), ("B", self.N - self.n0 - c.bn)):
+            inside = sympy.Max(0, sympy.Min(1, room + 1))        # 1 iff the tile is inside
+            out.append(Let(f"{op.lower()}_fkt",
+                           sympy.Min(self.vec[op], inside) * whole_kt))
+        out.append(Let("ab_fkt", sympy.Min(sym("a_fkt"), sym("b_fkt"))))
+        return out
+
     def load_operand(self, op: str, kt: Any, stage: Any) -> List[Any]:
         """The copy path of ``op``'s k tile ``kt``, block-uniform (as the runtime-size wgmma
-        GEMM's: :meth:`kernels.nvidia.wgmma_rt_ir._Builder.load_operand`)."""
-        c = self.c
+        GEMM's, :mod:`kernels.nvidia.wgmma_rt_ir`): ``kt < {x}_fkt`` unpredicated ``cp.async``;
+        else an edge that cuts no vector (16-byte rows, edge extent a multiple of 8)
+        predicated ``cp.async``; else the 2-byte edge copy."""
         lim, _ = self.edge_limit(op)
-        inside = (self.m0 + c.bm <= self.M) if op == "A" else (self.n0 + c.bn <= self.N)
-        aligned = self.vec[op] >= 1
-        uncut = sympy.And(aligned, sympy.Mod(lim, c.vec) < 1)
-        fast = sympy.And(aligned, inside, kt * c.bk + c.bk <= self.K)
-        return [If(fast, self.copy_tile(op, kt, stage, "fast")),
-                If(sympy.And(uncut, sympy.Not(fast)), self.copy_tile(op, kt, stage, "whole")),
-                If(sympy.And(sympy.Not(uncut), sympy.Not(fast)),
+        fkt = sym(f"{op.lower()}_fkt")
+        uncut = sympy.And(self.vec[op] >= 1, sympy.Mod(lim, self.c.vec) < 1)
+        return [If(lt(kt, fkt), self.copy_tile(op, kt, stage, "fast")),
+                If(sympy.And(uncut, kt >= fkt), self.copy_tile(op, kt, stage, "whole")),
+                If(sympy.And(sympy.Not(uncut), kt >= fkt),
                    self.copy_tile(op, kt, stage, "edge"))]
 
     def load_stage(self, kt: Any, stage: Any) -> List[Any]:
-        return self.load_operand("A", kt, stage) + self.load_operand("B", kt, stage)
+        """Both operands' k tile ``kt``: one branch when both take the fast path (the
+        template's ``full``), else each operand's own paths."""
+        return [If(lt(kt, sym("ab_fkt")), self.copy_tile("A", kt, stage, "fast")
+                   + self.copy_tile("B", kt, stage, "fast")),
+                If(kt >= sym("ab_fkt"), self.load_operand("A", kt, stage)
+                   + self.load_operand("B", kt, stage))]
 
     # ---- shared -> registers (double-buffered) -> mma ------------------------------------
     def lane_lets(self) -> List[Any]:
@@ -334,7 +354,7 @@ class _Builder:
             Let("wm", sympy.Mod(sympy.floor(self.tid / 32), c.warps_m)),
             Let("wn", sympy.floor(self.tid / (32 * c.warps_m)))]
         body += raster_lets(c.bm, c.bn, c.bk, c.group_m, self.M, self.N, self.K)
-        body += self.copy_bases() + self.lane_lets() + [
+        body += self.copy_bases() + self.fast_lets() + self.lane_lets() + [
             ZeroFrag(self.acc),
             Comment(f"prologue: k tiles 0..{S - 2} in flight, one cp.async group each (a loop:"
                     " the copy paths printed once, not per stage)"),
