@@ -2,7 +2,8 @@
 against the string template (kernels.nvidia.gemm.CudaGemm) of the same configuration on a GPU
 (issue 20 item 1: the evidence for letting gemm() dispatch to it on the mma.sync path).
 
-Per shape of the suite (benchmarks/gpu_suite.py GEMM_SHAPES, A (M, K) and B (K, N) row-major)
+Per shape of the suite (benchmarks/gpu_suite.py GEMM_SHAPES, A (M, K) and B (K, N) row-major; then three with B
+(N, K) row-major, ``EXTRA_K_MAJOR``)
 the configuration is the selection's with ``atom="mma"`` (``choose_gemm(a, b, atom="mma")``:
 the template's); a configuration the IR form refuses (``mma_rt_refusal``: 8- or 4-byte rows)
 is recorded and skipped.  Outputs NaN-poisoned, compared with the float32 reference and
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from gpu_suite import GEMM_SHAPES
+
+#: beyond the suite (whose B is N-major): B K-major (a @ b.T), the other copy and ldmatrix form
+EXTRA_K_MAJOR = [(4096, 4096, 4096, "f16"), (2048, 2048, 2048, "bf16"), (4000, 3000, 1000, "f16")]
 from gpu_timing import bench_parser, kernel_events, run_header
 
 
@@ -47,15 +51,17 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: List[Dict[str, Any]] = []
     built: Dict[Any, Any] = {}
-    pick = [int(x) for x in args.only.split(",") if x] or range(len(GEMM_SHAPES))
+    shapes = [s + ("n",) for s in GEMM_SHAPES] + [s + ("k",) for s in EXTRA_K_MAJOR]
+    pick = [int(x) for x in args.only.split(",") if x] or range(len(shapes))
     for idx in pick:
-        m, n, k, dtype = GEMM_SHAPES[idx]
+        m, n, k, dtype, bmaj = shapes[idx]
         dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
         g = torch.Generator(device="cuda").manual_seed(m + n + k)
         a = torch.randn((m, k), device="cuda", generator=g).to(dt)
-        b = torch.randn((k, n), device="cuda", generator=g).to(dt)
-        cfg = choose_gemm(a, b, atom="mma").config
-        row: Dict[str, Any] = {"dtype": dtype, "m,n,k": [m, n, k], "config": cfg.name}
+        b = torch.randn((k, n) if bmaj == "n" else (n, k), device="cuda", generator=g).to(dt)
+        cfg = choose_gemm(a, b, b_major=bmaj, atom="mma").config
+        row: Dict[str, Any] = {"dtype": dtype, "m,n,k": [m, n, k], "b_major": bmaj,
+                               "config": cfg.name}
         refusal = mma_rt_refusal(cfg)
         if refusal is not None:
             row["ir_refused"] = refusal
@@ -79,7 +85,7 @@ def main() -> None:
         run_ir(a, b, o_ir)
         run_tp(a, b, o_tp)
         torch.cuda.synchronize()
-        ref = a.float() @ b.float()
+        ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
         err = ((o_ir.float() - ref).norm() / ref.norm()).item()
         fns = {"ir": lambda: run_ir(a, b, o_ir), "template": lambda: run_tp(a, b, o_tp)}
         names = {"ir": ir.kernel_name, "template": cfg.name}

@@ -104,6 +104,11 @@ def test_wrong_ldmatrix_xor_base_is_refused():
     ("const int ab_fkt = min(a_fkt, b_fkt);", "const int ab_fkt = max(a_fkt, b_fkt);"),
     ("const int a_x16 = ((a_sw) ^ (16));", "const int a_x16 = ((a_sw) ^ (8));"),
     ("if (kt + 1 < KT) {", "if (kt < KT) {"),
+    # the split shared offsets (per-thread base + uniform rest), each term read back
+    ("(sA_u32 + 2 * (a_x0) + 2 * (512))", "(sA_u32 + 2 * (a_x0) + 2 * (520))"),
+    ("(sA_u32 + 2 * (a_x16) + 2 * (2048*rs + 512))", "(sA_u32 + 2 * (a_x16) + 2 * (2048*rn + 512))"),
+    # the same bytes at another scale: not joined, read as 2 * (a_x0) + 4 * 256, refused
+    ("(sA_u32 + 2 * (a_x0) + 2 * (512))", "(sA_u32 + 2 * (a_x0) + 4 * (256))"),
     ("lg_cp_async_wait<1>();\n    __syncthreads();", "lg_cp_async_wait<2>();\n    __syncthreads();"),
 ])
 def test_printed_bugs_are_refused(old, new):

@@ -399,7 +399,8 @@ class _Builder:
                            Shared("sB", c.dtype, S * self.elems["B"])],
                           [self.stage_frag, self.edge_frag, self.af, self.bf, self.acc], body,
                           c.threads, (1, 1, 1), grid_symbols=("pid",), header=header,
-                          meta={"plan": self.p, "cfg": c}, min_blocks=c.min_blocks,
+                          meta={"plan": self.p, "cfg": c, "split_shared_offsets": True},
+                          min_blocks=c.min_blocks,
                           scalars=[ScalarParam(n) for n in RT_SCALARS],
                           spec=mma_rt_spec(name, c))
 

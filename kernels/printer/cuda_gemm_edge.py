@@ -13,12 +13,21 @@ off reads zero) and one 16-byte shared store of those registers to the address t
   ``ev[w] |= lg_ld16z(A + (offset), pred) << 16;`` (element ``2w + 1``);
 * ``lg_st_shared_v4((sA_u32 + 2 * (offset)), &ev[w]);`` (8 elements from ``2w``; shared
   addresses are the arrays' 32-bit bases, computed once, plus the offset's bytes).
+
+A kernel whose ``meta["split_shared_offsets"]`` is set (the runtime-size mma.sync GEMM,
+:mod:`kernels.nvidia.gemm_rt_ir`) prints each shared offset with a per-thread base and a
+block-uniform rest as ``(sA_u32 + 2 * (base) + 2 * (rest))``: the compiler then keeps ``2 *
+base`` in a register and ``sA_u32 + 2 * rest`` in a uniform one, and ``ldmatrix`` / ``cp.async``
+address ``[R + UR + imm]`` as the template's do (one ``2 * (base + rest)`` cost two
+instructions per access).  The reader joins the terms back
+(:func:`kernels.verify.source_text.read_cuda_source`).
 """
 
 from __future__ import annotations
 
 from typing import Any, List
 
+import sympy
 from layoutalg.symbolic import to_c
 
 from ..ir.core import Access
@@ -53,7 +62,18 @@ class CudaGemmEdgePrinter(CudaPrinter):
         self.tma = True         # CudaPrinter's switch to the 32-bit descriptor form
 
     def saddr(self, a: Access) -> str:
-        return f"({u32_base(a.buf)} + {_BYTES[self.buf_dtype[a.buf]]} * ({to_c(a.offset)}))"
+        scale, base = _BYTES[self.buf_dtype[a.buf]], u32_base(a.buf)
+        if self.k.meta.get("split_shared_offsets"):
+            # the bare symbols (a per-thread base, loop-invariant) scaled apart from the rest
+            # (the stage, constants: block-uniform), so the compiler keeps the first in a
+            # register and folds the second into a uniform register and the immediate
+            terms = sympy.Add.make_args(sympy.expand(a.offset))
+            own = [t for t in terms if isinstance(t, sympy.Symbol)]
+            rest = [t for t in terms if not isinstance(t, sympy.Symbol)]
+            if own and rest:
+                return (f"({base} + {scale} * ({to_c(sympy.Add(*own))}) + {scale} * "
+                        f"({to_c(sympy.Add(*rest))}))")
+        return f"({base} + {scale} * ({to_c(a.offset)}))"
 
     def kernel(self, prelude: bool = True) -> str:
         lines = super().kernel(prelude).split("\n")
