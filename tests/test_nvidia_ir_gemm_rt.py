@@ -123,3 +123,22 @@ def test_switch_off_keeps_the_template(monkeypatch):
     a = torch.zeros((64, 64), dtype=torch.float16)
     ch = dispatch.choose_gemm(a, a, atom="mma")
     assert not ch.kernel and str(ch).startswith("mma lg_gemm_")
+
+
+@pytest.mark.parametrize("shape,b_major,ir", [
+    ((4000, 3000, 1000), "n", True),     # edges in M, N and K: 1.15x on the H100
+    ((16, 4096, 4096), "n", True),       # an M edge: 1.22x
+    ((4096, 4096, 4096), "n", False),    # no edge, N-major: 0.97x -> the template
+    ((4096, 4096, 4096), "k", True),     # B K-major: 1.01x
+    ((1, 1, 8), "n", False),             # one block, one k tile: 0.91x -> the template
+])
+def test_choose_gemm_runs_the_ir_form_where_it_measured_at_parity(shape, b_major, ir):
+    m, n, k = shape
+    a = torch.zeros((m, k), dtype=torch.float16)
+    b = torch.zeros((k, n) if b_major == "n" else (n, k), dtype=torch.float16)
+    ch = dispatch.choose_gemm(a, b, b_major=b_major, atom="mma")
+    assert isinstance(ch.config, CudaGemmConfig)
+    assert ch.kernel.startswith("lg_irgemm_rt_") is ir, ch
+    assert ("verified IR form" in ch.reason) is ir and ("; the template (" in ch.reason) is not ir
+    g = dispatch.compiled_gemm(ch.config, template=not ch.kernel)
+    assert isinstance(g, IrMmaRtGemm) is ir and isinstance(g, CudaGemm) is not ir

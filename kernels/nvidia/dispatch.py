@@ -28,7 +28,7 @@ from .builder import short_dtype
 from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm, CudaGemmConfig
-from .gemm_rt_ir import IrMmaRtGemm, mma_rt_kernel_name, mma_rt_refusal
+from .gemm_rt_ir import IrMmaRtGemm, mma_rt_at_parity, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .prefill_select import choose_prefill
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
@@ -130,7 +130,11 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
     if isinstance(cfg, CudaGemmConfig) and MMA_RT_IR and mma_rt_refusal(cfg) is None:
-        return replace(choice, kernel=mma_rt_kernel_name(cfg))     # what mma_gemm(cfg) runs
+        if mma_rt_at_parity(problem, cfg):          # what compiled_gemm(cfg) runs
+            return replace(choice, kernel=mma_rt_kernel_name(cfg), reason=choice.reason +
+                           "; the verified IR form (at least the template's speed here)")
+        return replace(choice, reason=choice.reason + "; the template (the IR form measured "
+                       "below 0.98x of it on edge-free N-major problems and one-tile launches)")
     return choice
 
 
@@ -169,7 +173,9 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         plan = _GEMM_PLANS.get(key)
         if plan is None:
             choice = choose_gemm(a, b, b_major=b_major, atom=atom)
-            plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config), choice.splits,
+            plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config,
+                                                               template=not choice.kernel),
+                                                 choice.splits,
                                                  choice.pad_rows, choice.pad_operands))
         run = gemm_runner(plan, a, b, out)
         c = run(a, b, out)
@@ -277,7 +283,7 @@ def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
     return run
 
 
-def compiled_gemm(cfg: Any) -> CudaGemm:
+def compiled_gemm(cfg: Any, template: bool = False) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig`, ``WgmmaGemmConfig`` or ``TmaGemmConfig``,
     built once per configuration (its module compiles on first launch).  A ``TmaGemmConfig``
     of TMA store, direct store or one-launch split-K (``reduce="inline"``) runs the IR-built
@@ -286,12 +292,16 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     configuration, a passing verdict kept on disk by content: kernels.verify.report_cache;
     0.99-1.05x the template's device time and bitwise equal on the H100,
     docs/PERFORMANCE.md); the split-K form with a reduce launch (``reduce="kernel"``) and two
-    CTAs per SM run the template :class:`TmaGemm`."""
-    g = _GEMMS.get(cfg)
+    CTAs per SM run the template :class:`TmaGemm`.  A :class:`CudaGemmConfig` runs the IR-built
+    runtime-size kernel where it has the form (:func:`mma_gemm`), the template
+    :class:`CudaGemm` with ``template=True`` (what :func:`gemm` asks for where
+    :func:`choose_gemm` did not name the IR kernel)."""
+    key = (cfg, "template") if template and isinstance(cfg, CudaGemmConfig) else cfg
+    g = _GEMMS.get(key)
     if g is None:
-        g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
+        g = _GEMMS[key] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
                            wgmma_gemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else
-                           mma_gemm(cfg))
+                           CudaGemm(cfg) if key != cfg else mma_gemm(cfg))
     return g
 
 

@@ -53,6 +53,7 @@ from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Para
                        ZeroFrag, swizzle_expr, sym)
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
+from ..selection import GemmProblem, cdiv
 from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import CompiledKernel
@@ -62,7 +63,7 @@ from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
 from .wgmma_rt_ir import INT_OFFSETS, RT_SCALARS, rt_instances
 
 __all__ = ["build_mma_rt_ir", "mma_rt_instances", "mma_rt_spec", "mma_rt_refusal",
-           "mma_rt_kernel_name", "IrMmaRtGemm"]
+           "mma_rt_at_parity", "mma_rt_kernel_name", "IrMmaRtGemm"]
 
 
 def mma_rt_refusal(cfg: CudaGemmConfig) -> Optional[str]:
@@ -76,6 +77,23 @@ def mma_rt_refusal(cfg: CudaGemmConfig) -> Optional[str]:
                 f"so a tile needs an even number of 16-wide k steps (bk a multiple of 32), got "
                 f"bk={cfg.bk}")
     return None
+
+
+def mma_rt_at_parity(p: GemmProblem, cfg: CudaGemmConfig) -> bool:
+    """Whether the IR form runs ``p`` at least as fast as the template, as measured (H100,
+    2026-11-24, ``benchmarks/nvidia_mma_rt_ir.py``: the suite's 14 GEMM shapes and 3 with B
+    K-major, docs/PERFORMANCE.md): 1.06-1.34x where a block of the problem reaches an edge
+    (M, N or K not a multiple of the tile, or rows not 16-byte aligned: the template's ``full``
+    sends both operands of such a block through its per-vector edge branches, the IR only the
+    operand at the edge) and 1.01x with B K-major; 0.96-0.97x (one 1.02x) on N-major
+    problems with no edge, where its k loop runs ~5 % more instructions, and 0.91x for one
+    block of one k tile (1x1x8: launch-bound, +0.4 us).  The dispatch runs the template
+    there."""
+    one_launch_tile = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn) == 1 and p.k <= cfg.bk
+    if one_launch_tile:
+        return False
+    edge = p.m % cfg.bm or p.n % cfg.bn or p.k % cfg.bk or p.vec != 8
+    return bool(edge) or cfg.b_major == "k"
 
 
 def mma_rt_kernel_name(cfg: CudaGemmConfig) -> str:
