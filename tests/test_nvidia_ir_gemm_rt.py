@@ -99,13 +99,24 @@ def test_printed_kernel_takes_runtime_sizes_and_paths():
     assert sum(isinstance(s, CpAsync) for s in walk(k.body)) > 0
 
 
-@pytest.mark.parametrize("kw,what", [(dict(vec=4), "vec=8"), (dict(bk=16, stages=4), "bk a mult")])
-def test_forms_it_does_not_build_are_refused(kw, what):
-    cfg = CudaGemmConfig(**kw)
-    assert what in mma_rt_refusal(cfg)
-    with pytest.raises(GemmConfigError, match=what.split()[0]):
+def test_forms_it_does_not_build_are_refused():
+    cfg = CudaGemmConfig(vec=4)
+    assert "vec=8" in mma_rt_refusal(cfg)
+    with pytest.raises(GemmConfigError, match="vec=8"):
         build_mma_rt_ir(cfg)
     assert type(dispatch.mma_gemm(cfg)) is CudaGemm
+    assert "bk a multiple of 32" in mma_rt_refusal(CudaGemmConfig(bk=16, stages=4))
+
+
+def test_template_refuses_one_k_step_per_tile():
+    """Regression: the template CudaGemm alternates its two fragment buffers statically per
+    k step; at bk=16 (one k step per tile) the next tile's fragments went to buffer 1 while
+    every mma read buffer 0, k tile 0's: a silent wrong answer (found by reading while
+    building the IR form, 2026-11-24; never run on a GPU).  Now refused by the plan."""
+    with pytest.raises(GemmConfigError, match="bk a multiple of 32"):
+        CudaGemm(CudaGemmConfig(bk=16, stages=4))
+    with pytest.raises(GemmConfigError, match="bk a multiple of 32"):
+        build_mma_rt_ir(CudaGemmConfig(bk=16, stages=4))
 
 
 def test_choose_gemm_names_the_ir_kernel():
@@ -142,3 +153,19 @@ def test_choose_gemm_runs_the_ir_form_where_it_measured_at_parity(shape, b_major
     assert ("verified IR form" in ch.reason) is ir and ("; the template (" in ch.reason) is not ir
     g = dispatch.compiled_gemm(ch.config, template=not ch.kernel)
     assert isinstance(g, IrMmaRtGemm) is ir and isinstance(g, CudaGemm) is not ir
+
+
+def test_nvrtc_registers_and_spills(tmp_path):
+    """The default tile as NVRTC compiles it (what gemm() runs): 255 registers and 8 bytes of
+    spill, stored before the k loop and reloaded after it (the loop itself, SASS-read on
+    2026-11-24, has none; the template: 240 registers, none).  A regression past that fails."""
+    import re
+    from kernels.cache import Cache
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("needs NVRTC (cuda-python)")
+    for cfg in (CudaGemmConfig(), CudaGemmConfig(dtype="bf16", b_major="k")):
+        m = compile_cuda(emit_cuda_gemm_rt(build_mma_rt_ir(cfg)), cfg.arch,
+                         ["--ptxas-options=-v"], name=f"{cfg.name}.cu", cache=Cache(tmp_path))
+        spilled = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
+        assert spilled and max(spilled) <= 8, m.log

@@ -123,6 +123,10 @@ def _validate(cfg: CudaGemmConfig) -> None:
     need(cfg.stages >= 2, "stages must be >= 2")
     need(cfg.vec in (2, 4, 8), f"vec must be 2, 4 or 8 elements, got {cfg.vec}")
     need(cfg.bk % 16 == 0, f"bk={cfg.bk} must be a multiple of 16 (the mma k)")
+    # the fragments alternate between two buffers per 16-wide k step, statically: with one
+    # k step per tile (bk=16) every tile's mma would read k tile 0's fragments again
+    need(cfg.bk % 32 == 0, f"bk={cfg.bk}: the double-buffered fragments need an even number "
+          "of 16-wide k steps per tile, so bk a multiple of 32 (32, 64, ...)")
     need(cfg.wtm % 16 == 0, f"bm/warps_m = {cfg.wtm} must be a multiple of 16")
     need(cfg.wtn % 16 == 0, f"bn/warps_n = {cfg.wtn} must be a multiple of 16 (ldmatrix.x4 "
           "loads two n8 fragments)")
