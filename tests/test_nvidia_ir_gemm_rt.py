@@ -169,3 +169,29 @@ def test_nvrtc_registers_and_spills(tmp_path):
                          ["--ptxas-options=-v"], name=f"{cfg.name}.cu", cache=Cache(tmp_path))
         spilled = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
         assert spilled and max(spilled) <= 8, m.log
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import _fake_cuda as fc
+    f = fc.install(monkeypatch)
+    yield f
+    fc.clear_caches()
+
+
+def test_launch_arguments_and_the_int_offset_fallback(fake):
+    """The host's words: sizes, leading dimensions, a_vec / b_vec from the strides and
+    pointers (an odd lda: a_vec 0); a matrix of 2^31 elements or more runs the template (the
+    IR's offsets are 32-bit ints)."""
+    import _fake_cuda as fc
+    g = IrMmaRtGemm(CudaGemmConfig())
+    a = fc.FakeCudaTensor((300, 200), torch.float16, stride=(201, 1))
+    b = fc.FakeCudaTensor((200, 520), torch.float16)
+    g(a, b, fc.FakeCudaTensor((300, 520), torch.float16))
+    L = fake.launches[-1]
+    assert L.kernel == "lg_irgemm_rt_f16_n_128x256x32_w2x4_s4_v8"
+    assert L.grid == (3 * 3, 1, 1) and L.args[3:] == (300, 520, 200, 201, 520, 520, 0, 1)
+    big = fc.FakeCudaTensor((70000, 40000), torch.float16)
+    b2 = fc.FakeCudaTensor((40000, 256), torch.float16)
+    g(big, b2, fc.FakeCudaTensor((70000, 256), torch.float16))
+    assert fake.launches[-1].kernel == "lg_gemm_f16_n_128x256x32_w2x4_s4_v8"
