@@ -13,7 +13,9 @@ every statement IR:
 * ``stages - 1`` k tiles in flight, one ``cp.async`` group each; per operand and k tile the
   runtime-size wgmma GEMM's three copy paths (:mod:`kernels.nvidia.wgmma_rt_ir`: unpredicated
   ``cp.async`` inside, whole-vector predicated ``cp.async`` at an edge that cuts no vector,
-  else the 2-byte edge copy);
+  else the 2-byte edge copy), the first chosen by one compare of loop-invariant ``Let`` s
+  (``a_fkt`` / ``b_fkt``: how many leading k tiles of the operand are inside, counted once
+  per block; ``ab_fkt``: both, one branch as the template's ``full``);
 * the fragments **double-buffered** as the template's: the ``ldmatrix`` of k step ``s + 1``
   is issued before the ``mma`` of step ``s``, and across the k tile boundary (the wait and
   barrier sit before the last k step's ``mma``, whose next fragments are the next tile's
@@ -32,9 +34,15 @@ Proved by :func:`kernels.verify.verify` at the launches of :func:`mma_rt_instanc
 tiles in M, N and K, odd K / N / leading dimensions, 1x1x8, a partial raster group, every copy
 path), IR and printed text, as :mod:`kernels.nvidia.wgmma_rt_ir` is.
 
+Shared offsets are printed as a per-thread base and a block-uniform rest scaled apart
+(``meta["split_shared_offsets"]``, :mod:`kernels.printer.cuda_gemm_edge`), so the compiler
+adds the stage once per k tile rather than an add and a scale per access.
+
 Scope (:func:`mma_rt_refusal`): 16-byte copy vectors (``vec=8``; 8- and 4-byte rows run on
 the template ``CudaGemm``) and an even number of 16-wide k steps per tile (``bk`` a multiple
-of 32: the fragment buffers alternate statically).
+of 32: the fragment buffers alternate statically; the template now refuses ``bk=16`` too).
+Where the dispatch runs it: :func:`mma_rt_at_parity` (measured on an H100,
+docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -44,11 +52,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import sympy
 
 from layoutalg import ComposedLayout, Layout
+from layoutalg.symbolic import Xor
 from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
 
 from ..ir.attention import AttnKernel, ScalarParam
-from layoutalg.symbolic import Xor
-
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared,
                        ZeroFrag, swizzle_expr, sym)
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
