@@ -52,7 +52,8 @@ GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
     (16, 4096, 4096, BF16, {}, "lg_irtma_bf16_n_64x64x64_s12_ds_ski_a16"),  # TMA split-K, IR
     (2048, 2048, 2048, BF16, {}, "lg_irtma_bf16_n_128x256x64_s3"),  # TMA persistent, IR-built
     (777, 333, 130, F16, {}, "lg_irwgmma_rt_f16_n_64x64x64_s6"),  # cp.async wgmma, IR-built
-    (64, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),                     # mma.sync
+    (64, 256, 512, F16, {"atom": "mma"}, "lg_irgemm_rt_f16_n"),  # mma.sync, IR (an M edge)
+    (256, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),    # mma.sync template (no edge)
     (64, 256, 2048, F16, {"config": WgmmaGemmConfig(bm=64, bn=128, split_k=True), "splits": 4},
      "lg_wgmma_f16_n_64x128x64"),                                              # wgmma split-K
 ]
@@ -245,7 +246,7 @@ def test_inline_split_k_workspaces_are_per_stream(fake, monkeypatch):
 
 def test_launch_site_rechecks_when_a_scalar_changes(fake):
     a, b = T((64, 128)), T((128, 64))
-    g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"))
+    g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"), template=True)
     run = g.bind(a, b, None)
     run(a, b, None)
     run(a, b, None)
@@ -271,11 +272,12 @@ def test_prepared_launch_makes_its_context_current_when_another_is(fake, monkeyp
     assert len(entered) == n                   # steady state: no device guard
     fake.ctx = 0xD0                            # another context current on this thread
     dispatch.gemm(a, b, atom="mma")
-    assert len(entered) > n and fake.launches[-1].kernel.startswith("lg_gemm_f16")
+    # (64 rows: an M edge, so the IR-built runtime-size mma.sync kernel)
+    assert len(entered) > n and fake.launches[-1].kernel.startswith("lg_irgemm_rt_f16")
 
 
 def test_runtime_launch_caches_per_key(fake):
-    g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"))
+    g = dispatch.compiled_gemm(CudaGemmConfig(dtype="f16"), template=True)
     a, b, c = T((64, 128)), T((128, 64)), T((64, 64))
     kw = dict(signature=("ptr", "ptr", "ptr") + ("i32",) * 6, smem_bytes=g.cfg.smem_bytes)
     args = [a, b, c, 64, 64, 128, 128, 64, 64]

@@ -255,6 +255,14 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(bm=64, bn=128, stages=4), dict(bm=64, bn=64, stages=6)):
         yield (f"nvidia/wgmma-gemm-ir-rt/{_kw(kw)}",
                lambda kw=kw: emit_cuda_gemm_rt(build_wgmma_rt_ir(WgmmaGemmConfig(**kw))))
+    # ... and the mma.sync GEMM at runtime sizes with the template's schedule, what gemm()
+    # runs on the mma.sync path (kernels.nvidia.gemm_rt_ir)
+    from kernels.nvidia.gemm_rt_ir import build_mma_rt_ir
+    for kw in (dict(), dict(dtype="bf16", b_major="k"),
+               dict(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=3),
+               dict(bk=64, stages=3, mma_order="serp", group_m=4)):
+        yield (f"nvidia/mma-gemm-ir-rt/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_gemm_rt(build_mma_rt_ir(CudaGemmConfig(**kw))))
     from kernels.nvidia.wgmma_tma import TmaGemmConfig, emit_tma_gemm
     # issue 20 item 4: the TMA GEMM the selection runs (persistent, TMA store; split-K units)
     tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),

@@ -27,7 +27,8 @@ from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype
 from ..select import select_gemm
 from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
-from .gemm import CudaGemm
+from .gemm import CudaGemm, CudaGemmConfig
+from .gemm_rt_ir import IrMmaRtGemm, mma_rt_at_parity, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
 from .flash_ir import IrFlashAttention, int_offsets_fit
 from .prefill_select import choose_prefill, mma_prefill_on_ir
@@ -136,6 +137,12 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
     if isinstance(cfg, WgmmaGemmConfig) and cfg.split_k:
         return replace(choice, reason=choice.reason + "; the cp.async split-K runs the string "
                        "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR")
+    if isinstance(cfg, CudaGemmConfig) and MMA_RT_IR and mma_rt_refusal(cfg) is None:
+        if mma_rt_at_parity(problem, cfg):          # what compiled_gemm(cfg) runs
+            return replace(choice, kernel=mma_rt_kernel_name(cfg), reason=choice.reason +
+                           "; the verified IR form (at least the template's speed here)")
+        return replace(choice, reason=choice.reason + "; the template (the IR form measured "
+                       "below 0.98x of it on edge-free N-major problems and one-tile launches)")
     return choice
 
 
@@ -174,7 +181,9 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         plan = _GEMM_PLANS.get(key)
         if plan is None:
             choice = choose_gemm(a, b, b_major=b_major, atom=atom)
-            plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config), choice.splits,
+            plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config,
+                                                               template=not choice.kernel),
+                                                 choice.splits,
                                                  choice.pad_rows, choice.pad_operands))
         run = gemm_runner(plan, a, b, out)
         c = run(a, b, out)
@@ -282,7 +291,7 @@ def padded_runner(g, plan: GemmPlan, a, b, out, pad_a: bool, pad_b: bool
     return run
 
 
-def compiled_gemm(cfg: Any) -> CudaGemm:
+def compiled_gemm(cfg: Any, template: bool = False) -> CudaGemm:
     """The kernel of a :class:`CudaGemmConfig`, ``WgmmaGemmConfig`` or ``TmaGemmConfig``,
     built once per configuration (its module compiles on first launch).  Every
     ``TmaGemmConfig`` runs the IR-built kernel (:func:`tma_gemm`; :class:`IrTmaGemm`: its IR
@@ -295,14 +304,33 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     What still runs a string template (not verified IR): a ``WgmmaGemmConfig(split_k=True)``
     (the cp.async wgmma GEMM's split-K: :class:`WgmmaGemm` with gridDim.y splits and the
     template reduce kernel of :mod:`.splitk`; the selection makes it for split-K problems whose
-    rows are not 16-byte aligned), the mma.sync :class:`CudaGemm`, and a TMA call whose C or
-    workspace has 2^31 elements or more."""
-    g = _GEMMS.get(cfg)
+    rows are not 16-byte aligned), a TMA call whose C or workspace has 2^31 elements or more,
+    and the mma.sync :class:`CudaGemm` where the IR form is not at parity: a
+    :class:`CudaGemmConfig` runs the IR-built runtime-size kernel where it has the form
+    (:func:`mma_gemm`), the template :class:`CudaGemm` with ``template=True`` (what
+    :func:`gemm` asks for where :func:`choose_gemm` did not name the IR kernel)."""
+    key = (cfg, "template") if template and isinstance(cfg, CudaGemmConfig) else cfg
+    g = _GEMMS.get(key)
     if g is None:
-        g = _GEMMS[cfg] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
+        g = _GEMMS[key] = (tma_gemm(cfg) if isinstance(cfg, TmaGemmConfig) else
                            wgmma_gemm(cfg) if isinstance(cfg, WgmmaGemmConfig) else
-                           CudaGemm(cfg))
+                           CudaGemm(cfg) if key != cfg else mma_gemm(cfg))
     return g
+
+
+#: run the mma.sync GEMM as the IR-built runtime-size kernel (:class:`IrMmaRtGemm`) instead of
+#: the template where it has the form (see :func:`mma_gemm`)
+MMA_RT_IR = True
+
+
+def mma_gemm(cfg: CudaGemmConfig) -> Any:
+    """The kernel that runs ``cfg``: the verified IR-built runtime-size one
+    (:mod:`.gemm_rt_ir`, bitwise the template) where it has the form (``mma_rt_refusal``:
+    16-byte copy vectors, an even number of k steps per tile) and :data:`MMA_RT_IR`, else the
+    string template :class:`CudaGemm`."""
+    if MMA_RT_IR and mma_rt_refusal(cfg) is None:
+        return IrMmaRtGemm(cfg)
+    return CudaGemm(cfg)
 
 
 #: run the non-split-K cp.async wgmma GEMM as the IR-built runtime-size kernel

@@ -123,6 +123,10 @@ def _validate(cfg: CudaGemmConfig) -> None:
     need(cfg.stages >= 2, "stages must be >= 2")
     need(cfg.vec in (2, 4, 8), f"vec must be 2, 4 or 8 elements, got {cfg.vec}")
     need(cfg.bk % 16 == 0, f"bk={cfg.bk} must be a multiple of 16 (the mma k)")
+    # the fragments alternate between two buffers per 16-wide k step, statically: with one
+    # k step per tile (bk=16) every tile's mma would read k tile 0's fragments again
+    need(cfg.bk % 32 == 0, f"bk={cfg.bk}: the double-buffered fragments need an even number "
+          "of 16-wide k steps per tile, so bk a multiple of 32 (32, 64, ...)")
     need(cfg.wtm % 16 == 0, f"bm/warps_m = {cfg.wtm} must be a multiple of 16")
     need(cfg.wtn % 16 == 0, f"bn/warps_n = {cfg.wtn} must be a multiple of 16 (ldmatrix.x4 "
           "loads two n8 fragments)")
@@ -492,7 +496,7 @@ def emit_gemm(cfg: CudaGemmConfig) -> str:
             w(f"    if (kt + {S - 1} < KT) load_stage(ws, kt + {S - 1});")
             w("    lg_cp_async_commit();")
             w(f"    ws = ws + 1 == {S} ? 0 : ws + 1;")
-        for i, j in _mma_order(cfg.mma_order, mt, nt):
+        for i, j in mma_issue_order(cfg.mma_order, mt, nt):
             w(f"    {mma}(acc[{i}][{j}], af[{cur}][{i}], bf[{cur}][{j}]);")
     w("  }")
     L[decl_at:decl_at] = xa.declarations() + xb.declarations()
@@ -544,7 +548,9 @@ def emit_pair_store(w, dtype: str, lo: str, hi: str) -> None:
     w("      }\n    }\n  }\n}")
 
 
-def _mma_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
+def mma_issue_order(order: str, mt: int, nt: int) -> List[Tuple[int, int]]:
+    """The (m fragment, n fragment) order a warp issues its ``mma`` in: ``mn``, ``nm``
+    (n outer) or ``serp`` (serpentine)."""
     if order == "mn":
         return [(i, j) for i in range(mt) for j in range(nt)]
     if order == "nm":

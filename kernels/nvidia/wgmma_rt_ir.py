@@ -52,6 +52,7 @@ from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .builder import CompiledKernel
 from .gemm import GemmConfigError
+from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
 from .wgmma_ir import shared_k_steps
 
@@ -117,12 +118,6 @@ def rt_gemm_spec(name: str, cfg: WgmmaGemmConfig) -> KernelSpec:
         domain=Domain.at_launches(lambda k: rt_instances(cfg)))
 
 
-def _lt(a: Any, b: Any) -> Any:
-    """``a < b`` as written (sympy would turn ``floor(tid / 8) < K`` into ``tid / 8 < K``, a
-    rational the printed C cannot have)."""
-    return sympy.StrictLessThan(sympy.expand(a), sympy.expand(b), evaluate=False)
-
-
 class _Builder:
     def __init__(self, cfg: WgmmaGemmConfig) -> None:
         refusal = rt_ir_refusal(cfg)
@@ -162,13 +157,13 @@ class _Builder:
         k0 = kt * c.bk
         if op.name == "A":
             coords = [(self.m0 + row, k0 + col + j) for j in range(c.vec)]
-            glob, row_ok = self.a_glob, _lt(self.m0 + row, self.M)
+            glob, row_ok = self.a_glob, lt(self.m0 + row, self.M)
         elif c.b_major == "n":          # tile rows are k, columns n
             coords = [(self.n0 + col + j, k0 + row) for j in range(c.vec)]
-            glob, row_ok = self.b_glob, _lt(k0 + row, self.K)
+            glob, row_ok = self.b_glob, lt(k0 + row, self.K)
         else:                           # tile rows are n, columns k
             coords = [(self.n0 + row, k0 + col + j) for j in range(c.vec)]
-            glob, row_ok = self.b_glob, _lt(self.n0 + row, self.N)
+            glob, row_ok = self.b_glob, lt(self.n0 + row, self.N)
         return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
 
     def copy_bases(self) -> List[Any]:
@@ -214,7 +209,7 @@ class _Builder:
             if mode != "edge":
                 regs = self.stage_frag.regs(range(vec))
                 pred = None if mode == "fast" else \
-                    sympy.And(row_ok, _lt(coords[-1][kpos], lim))
+                    sympy.And(row_ok, lt(coords[-1][kpos], lim))
                 load = Access("load", "global", op.name, goff, vec, regs, pred=pred,
                               tag=f"{op.name}.cp.async.load", origin=glob, coords=tuple(coords))
                 store = Access("store", "lds", f"s{op.name}", saddr, vec, regs,
@@ -224,7 +219,7 @@ class _Builder:
             for j, cc in enumerate(coords):
                 out.append(Access("load", "global", op.name, goff + j, 1,
                                   self.edge_frag.regs([j]),
-                                  pred=sympy.And(row_ok, _lt(cc[kpos], lim)),
+                                  pred=sympy.And(row_ok, lt(cc[kpos], lim)),
                                   tag=f"{op.name}.edge.load", origin=glob, coords=(cc,)))
             out.append(Access("store", "lds", f"s{op.name}", saddr, vec,
                               self.edge_frag.regs(range(vec)), tag=f"{op.name}.edge.store",
@@ -264,37 +259,18 @@ class _Builder:
         c, M, N = self.c, self.M, self.N
         crow, ccol = accumulator_rows_cols(c.bn)
         t = sym("t")
-        even = sympy.Mod(self.ldc, 2) < 1
         out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the wgmma "
                                   "accumulator layout"), Let("t", self.tid - 128 * self.wg)]
         for it in range(0, c.bn // 2, 2):
-            r = sympy.expand(self.m0 + self.wg * 64 + crow((t, it)))
-            q = sympy.expand(self.n0 + ccol((t, it)))
-            pair = sympy.And(r < M, q + 1 < N, even)
-            out.append(Access("store", "global", "C", sympy.expand(self.c_glob((r, q))), 2,
-                              self.acc.regs([it, it + 1]), pred=pair, tag="C.store",
-                              origin=self.c_glob, coords=((r, q), (r, q + 1))))
-            for e in range(2):
-                single = sympy.And(r < M, q + e < N, sympy.Not(pair))
-                out.append(Access("store", "global", "C",
-                                  sympy.expand(self.c_glob((r, q + e))), 1,
-                                  self.acc.regs([it + e]), pred=single, tag="C.store1",
-                                  origin=self.c_glob, coords=((r, q + e),)))
+            r = self.m0 + self.wg * 64 + crow((t, it))
+            out += pair_or_single_stores(self.c_glob, self.acc, it, r, self.n0 + ccol((t, it)),
+                                         M, N, self.ldc)
         return out
 
     def raster(self) -> List[Any]:
         """``m0`` / ``n0`` of block ``pid``: the template's grouped raster."""
         c = self.c
-        pid, group, grid_m = sym("pid"), sym("group"), sym("grid_m")
-        first_m, gsize = sym("first_m"), sym("gsize")
-        return [Let("grid_m", sympy.floor((self.M + c.bm - 1) / c.bm)),
-                Let("grid_n", sympy.floor((self.N + c.bn - 1) / c.bn)),
-                Let("group", c.group_m * sym("grid_n")),
-                Let("first_m", sympy.floor(pid / group) * c.group_m),
-                Let("gsize", sympy.Min(grid_m - first_m, c.group_m)),
-                Let("m0", (first_m + sympy.Mod(sympy.Mod(pid, group), gsize)) * c.bm),
-                Let("n0", sympy.floor(sympy.Mod(pid, group) / gsize) * c.bn),
-                Let("KT", sympy.floor((self.K + c.bk - 1) / c.bk))]
+        return raster_lets(c.bm, c.bn, c.bk, c.group_m, self.M, self.N, self.K)
 
     def build(self) -> AttnKernel:
         c, S = self.c, self.S

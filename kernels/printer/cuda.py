@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any, List, Set
 
+import sympy
 from layoutalg.symbolic import to_c
 
 from ..ir.core import (Access, Kernel, Mfma, Regs, SchedBarrier, SchedGroupBarrier, SetPrio,
@@ -116,9 +117,20 @@ class CudaPrinter(Printer):
         return f"{f.name}[{i}]"
 
     def saddr(self, a: Access) -> str:
-        if self.u32_shared:
-            return f"({u32_base(a.buf)} + {_BYTES[self.buf_dtype[a.buf]]} * ({to_c(a.offset)}))"
-        return f"lg_smem_u32({a.buf} + ({to_c(a.offset)}))"
+        if not self.u32_shared:
+            return f"lg_smem_u32({a.buf} + ({to_c(a.offset)}))"
+        scale, base = _BYTES[self.buf_dtype[a.buf]], u32_base(a.buf)
+        if self.k.meta.get("split_shared_offsets"):
+            # the bare symbols (a per-thread base, loop-invariant) scaled apart from the rest
+            # (the stage, constants: block-uniform), so the compiler keeps the first in a
+            # register and folds the second into a uniform register and the immediate
+            terms = sympy.Add.make_args(sympy.expand(a.offset))
+            own = [t for t in terms if isinstance(t, sympy.Symbol)]
+            rest = [t for t in terms if not isinstance(t, sympy.Symbol)]
+            if own and rest:
+                return (f"({base} + {scale} * ({to_c(sympy.Add(*own))}) + {scale} * "
+                        f"({to_c(sympy.Add(*rest))}))")
+        return f"({base} + {scale} * ({to_c(a.offset)}))"
 
     # ---- statements ----------------------------------------------------------------------
     def stmt(self, s: Any, d: int) -> None:

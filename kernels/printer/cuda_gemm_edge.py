@@ -13,6 +13,14 @@ off reads zero) and one 16-byte shared store of those registers to the address t
   ``ev[w] |= lg_ld16z(A + (offset), pred) << 16;`` (element ``2w + 1``);
 * ``lg_st_shared_v4((sA_u32 + 2 * (offset)), &ev[w]);`` (8 elements from ``2w``; shared
   addresses are the arrays' 32-bit bases, computed once, plus the offset's bytes).
+
+A kernel whose ``meta["split_shared_offsets"]`` is set (the runtime-size mma.sync GEMM,
+:mod:`kernels.nvidia.gemm_rt_ir`) prints each shared offset with a per-thread base and a
+block-uniform rest as ``(sA_u32 + 2 * (base) + 2 * (rest))``: the compiler then keeps ``2 *
+base`` in a register and ``sA_u32 + 2 * rest`` in a uniform one, and ``ldmatrix`` / ``cp.async``
+address ``[R + UR + imm]`` as the template's do (one ``2 * (base + rest)`` cost two
+instructions per access).  The reader joins the terms back
+(:func:`kernels.verify.source_text.read_cuda_source`).
 """
 
 from __future__ import annotations

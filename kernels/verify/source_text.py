@@ -498,6 +498,8 @@ def _u32_addresses(s: str, ln: int, alias: Dict[str, Tuple[str, str, int]],
     (``lg_smem_u32(sA + (off))``, ``lg_gmma_desc(bits, sA, start)``): only names the text
     defined as ``const lg_u32 X = lg_smem_u32(array);``, each scaled by its array's element
     size (else the line is refused)."""
+    s = _join_split_offsets(s, alias)
+
     def addr(m: "re.Match[str]") -> str:
         name, scale = m.group(1), int(m.group(2))
         if name not in alias:
@@ -510,6 +512,43 @@ def _u32_addresses(s: str, ln: int, alias: Dict[str, Tuple[str, str, int]],
     s = _CU_U32_ADDR.sub(addr, s)
     return _CU_DESC_U32.sub(lambda m: f"lg_gmma_desc({m.group(1)}, {alias[m.group(2)][1]}, "
                             if m.group(2) in alias else m.group(0), s)
+
+
+def _closing(s: str, i: int) -> int:
+    """The index of the ``)`` matching the ``(`` at ``s[i]`` (-1: none)."""
+    depth = 0
+    for j in range(i, len(s)):
+        depth += {"(": 1, ")": -1}.get(s[j], 0)
+        if depth == 0:
+            return j
+    return -1
+
+
+def _join_split_offsets(s: str, alias: Dict[str, Tuple[str, str, int]]) -> str:
+    """``(sA_u32 + 2 * (a) + 2 * (b) ...)`` (an offset printed as several scaled terms, so
+    the compiler keeps the per-thread term in a register and the stage term in a uniform
+    one: :mod:`kernels.printer.cuda_gemm_edge`) as ``(sA_u32 + 2 * ((a) + (b) ...))``, the
+    one-offset form the readers take; only names defined as 32-bit bases, only terms of one
+    scale, the whole parenthesised address (anything else is left as written)."""
+    out, i = [], 0
+    for m in _CU_U32_ADDR.finditer(s):
+        if m.start() < i or m.group(1) not in alias:
+            continue
+        scale = f" + {m.group(2)} * ("
+        terms, j = [], m.end()
+        while True:
+            end = _closing(s, j)
+            if end < 0:
+                break
+            terms.append(s[j:end + 1])
+            if s.startswith(scale, end + 1):
+                j = end + len(scale)
+                continue
+            if s.startswith(")", end + 1) and len(terms) > 1:
+                out += [s[i:m.end()], "(", " + ".join(terms), "))"]
+                i = end + 2
+            break
+    return "".join(out) + s[i:]
 
 
 def _cuda_statement(s: str, ln: int, dt: Dict[str, str],

@@ -1,0 +1,498 @@
+"""The ``mma.sync`` GEMM of :mod:`kernels.nvidia.gemm` as kernel IR at **runtime sizes** with
+the template's schedule (issue 20 item 1): the form :func:`kernels.nvidia.dispatch.gemm` runs
+on the mma.sync path.
+
+Same plan as the template (:func:`~kernels.nvidia.gemm.plan_gemm`: swizzled stage layouts,
+copy partitions, ``ldmatrix`` address layouts, all proved there) and the template's program,
+every statement IR:
+
+* ``M``, ``N``, ``K`` and the leading dimensions ``lda``, ``ldb``, ``ldc`` are ``int``
+  arguments (plus the host's ``a_vec`` / ``b_vec``: that operand's rows are 16-byte aligned);
+  a 1-D grid of ``ceil(M/bm) ceil(N/bn)`` blocks walks the tiles in the template's grouped
+  raster (:func:`~kernels.nvidia.rt_gemm_parts.raster_lets`);
+* ``stages - 1`` k tiles in flight, one ``cp.async`` group each; per operand and k tile the
+  runtime-size wgmma GEMM's three copy paths (:mod:`kernels.nvidia.wgmma_rt_ir`: unpredicated
+  ``cp.async`` inside, whole-vector predicated ``cp.async`` at an edge that cuts no vector,
+  else the 2-byte edge copy), the first chosen by one compare of loop-invariant ``Let`` s
+  (``a_fkt`` / ``b_fkt``: how many leading k tiles of the operand are inside, counted once
+  per block; ``ab_fkt``: both, one branch as the template's ``full``);
+* the fragments **double-buffered** as the template's: the ``ldmatrix`` of k step ``s + 1``
+  is issued before the ``mma`` of step ``s``, and across the k tile boundary (the wait and
+  barrier sit before the last k step's ``mma``, whose next fragments are the next tile's
+  first: CUTLASS-style); ``ldmatrix`` addresses are the template's per-lane swizzled base
+  XOR a constant plus an immediate (:func:`~kernels.nvidia.gemm.swz_split`, proved at every
+  lane and warp), the stage base ``kt % stages`` (the template's ring counter);
+* each warp's ``mma`` in the template's order (``mma_order``); C as 4-byte pairs where both
+  columns exist and ``ldc`` is even, else element by element, never past M or N.
+
+The one difference from the template: the next tile's first fragments are loaded only when
+there is a next tile (``kt + 1 < KT``; the template reads the stale stage and never uses it),
+so no thread reads shared memory nothing wrote.  The sums are the template's, in its k order:
+the output is bitwise the template's.
+
+Proved by :func:`kernels.verify.verify` at the launches of :func:`mma_rt_instances` (edge
+tiles in M, N and K, odd K / N / leading dimensions, 1x1x8, a partial raster group, every copy
+path), IR and printed text, as :mod:`kernels.nvidia.wgmma_rt_ir` is.
+
+Shared offsets are printed as a per-thread base and a block-uniform rest scaled apart
+(``meta["split_shared_offsets"]``, :mod:`kernels.printer.cuda_gemm_edge`), so the compiler
+adds the stage once per k tile rather than an add and a scale per access.
+
+Scope (:func:`mma_rt_refusal`): 16-byte copy vectors (``vec=8``; 8- and 4-byte rows run on
+the template ``CudaGemm``) and an even number of 16-wide k steps per tile (``bk`` a multiple
+of 32: the fragment buffers alternate statically; the template now refuses ``bk=16`` too).
+Where the dispatch runs it: :func:`mma_rt_at_parity` (measured on an H100,
+docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import sympy
+
+from layoutalg import ComposedLayout, Layout
+from layoutalg.symbolic import Xor
+from mfma_specs.nvidia import ldmatrix, mma_m16n8k16
+
+from ..ir.attention import AttnKernel, ScalarParam
+from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Mfma, Param, Shared,
+                       ZeroFrag, swizzle_expr, sym)
+from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
+from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
+from ..selection import GemmProblem, cdiv
+from ..verify.concrete_instances import RuntimeInstance
+from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
+from .builder import CompiledKernel
+from .gemm import (CopyPlan, CudaGemmConfig, GemmConfigError, copy_steps, lane_bases,
+                   mma_issue_order, plan_gemm, split_rows, swz_split)
+from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
+from .wgmma_rt_ir import INT_OFFSETS, RT_SCALARS, rt_instances
+
+__all__ = ["build_mma_rt_ir", "mma_rt_instances", "mma_rt_spec", "mma_rt_refusal",
+           "mma_rt_at_parity", "mma_rt_kernel_name", "IrMmaRtGemm"]
+
+
+def mma_rt_refusal(cfg: CudaGemmConfig) -> Optional[str]:
+    """Why the runtime-size IR form cannot run ``cfg`` (None: it can); dispatch and the
+    builder read this one rule."""
+    if cfg.vec != 8:
+        return (f"the IR-built mma.sync GEMM copies 16-byte vectors (vec=8), got vec={cfg.vec}; "
+                "the template CudaGemm runs 8- and 4-byte copies")
+    if (cfg.bk // 16) % 2:
+        return (f"the IR-built mma.sync GEMM alternates its two fragment buffers per k step, "
+                f"so a tile needs an even number of 16-wide k steps (bk a multiple of 32), got "
+                f"bk={cfg.bk}")
+    return None
+
+
+def mma_rt_at_parity(p: GemmProblem, cfg: CudaGemmConfig) -> bool:
+    """Whether the IR form runs ``p`` at least as fast as the template, as measured (H100,
+    2026-11-24, ``benchmarks/nvidia_mma_rt_ir.py``: the suite's 14 GEMM shapes and 3 with B
+    K-major, docs/PERFORMANCE.md): 1.06-1.34x where a block of the problem reaches an edge
+    (M, N or K not a multiple of the tile, or rows not 16-byte aligned: the template's ``full``
+    sends both operands of such a block through its per-vector edge branches, the IR only the
+    operand at the edge) and 1.01x with B K-major; 0.96-0.97x (one 1.02x) on N-major
+    problems with no edge, where its k loop runs ~5 % more instructions, and 0.91x for one
+    block of one k tile (1x1x8: launch-bound, +0.4 us).  The dispatch runs the template
+    there."""
+    one_launch_tile = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn) == 1 and p.k <= cfg.bk
+    if one_launch_tile:
+        return False
+    edge = p.m % cfg.bm or p.n % cfg.bn or p.k % cfg.bk or p.vec != 8
+    return bool(edge) or cfg.b_major == "k"
+
+
+def mma_rt_kernel_name(cfg: CudaGemmConfig) -> str:
+    """The IR-built kernel's name (``lg_irgemm_rt_`` + the template's suffix): what a profiler
+    and ``print(choose_gemm(a, b))`` show."""
+    return "lg_irgemm_rt_" + cfg.name[len("lg_gemm_"):]
+
+
+def mma_rt_instances(cfg: CudaGemmConfig) -> Tuple[RuntimeInstance, ...]:
+    """The launches the kernel is verified at: those of the runtime-size wgmma GEMM
+    (:func:`~kernels.nvidia.wgmma_rt_ir.rt_instances`: edge tiles in M, N and K with odd N and
+    ``K = 2 bk + 2``, 16-byte rows with K and N multiples of 8, 1 x 1 x 8, a partial raster
+    group with odd ``lda`` and ``ldc``) and one k tile short of the pipeline (``K`` under
+    ``(stages - 2) bk``: prologue loads skipped, the cross-tile fragment load never taken)."""
+    short = RuntimeInstance("short_k", dict(M=cfg.bm, N=cfg.bn, K=cfg.bk, lda=cfg.bk,
+                                            ldb=cfg.bn if cfg.b_major == "n" else cfg.bk,
+                                            ldc=cfg.bn, a_vec=1, b_vec=1), (1, 1, 1))
+    return tuple(rt_instances(cfg)) + (short,)
+
+
+def mma_rt_spec(name: str, cfg: CudaGemmConfig) -> KernelSpec:
+    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime M, N, K, proved at the launches of
+    :func:`mma_rt_instances`."""
+    return KernelSpec(
+        name=name, dims=(Dim("m", "M"), Dim("n", "N"), Dim("k", "K")),
+        tensors=(TensorSpec("A", ("m", "k"), "input", cfg.dtype),
+                 TensorSpec("B", ("n", "k"), "input", cfg.dtype),
+                 TensorSpec("C", ("m", "n"), "output", cfg.dtype)),
+        contractions=(Contraction("C", "A", "B", ("k",), None),),
+        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in RT_SCALARS),
+        domain=Domain.at_launches(lambda k: mma_rt_instances(cfg)))
+
+
+class _Builder:
+    def __init__(self, cfg: CudaGemmConfig) -> None:
+        refusal = mma_rt_refusal(cfg)
+        if refusal is not None:
+            raise GemmConfigError(refusal)
+        self.c, self.p, self.S = cfg, plan_gemm(cfg), cfg.stages
+        M, N, K, lda, ldb, ldc, a_vec, b_vec = (sym(n) for n in RT_SCALARS)
+        self.M, self.N, self.K, self.ldc = M, N, K, ldc
+        self.vec = {"A": a_vec, "B": b_vec}
+        self.tid, self.lane, self.wm, self.wn = sym("tid"), sym("lane"), sym("wm"), sym("wn")
+        self.m0, self.n0 = sym("m0"), sym("n0")
+        self.kk, self.mt, self.nt = cfg.bk // 16, cfg.wtm // 16, cfg.wtn // 8
+        self.stage_frag = Frag("cp_stage", cfg.dtype, cfg.vec, cfg.vec)
+        self.edge_frag = Frag("ev", cfg.dtype, cfg.vec, cfg.vec)
+        # two fragment buffers (the template's af[2][mt][4], bf[2][nt][2])
+        self.af = Frag("af", cfg.dtype, 2 * self.mt * 8, 8)
+        self.bf = Frag("bf", cfg.dtype, 2 * self.nt * 4, 4)
+        self.acc = Frag("acc", "f32", self.mt * self.nt * 4, 4)
+        self.a_glob = Layout((M, K), (lda, 1))
+        self.b_glob = Layout((N, K), (1, ldb)) if cfg.b_major == "n" else \
+            Layout((N, K), (ldb, 1))
+        self.c_glob = Layout((M, N), (ldc, 1))
+        br, bc = (cfg.bk, cfg.bn) if cfg.b_major == "n" else (cfg.bn, cfg.bk)
+        self.elems = {"A": cfg.bm * cfg.bk, "B": br * bc}
+        self.sw = {"A": self.p.sw_a, "B": self.p.sw_b}
+        self.copy = {"A": self.p.a_copy, "B": self.p.b_copy}
+        self.steps = {op: copy_steps(self.copy[op], self.p.flat_smem(op)) for op in "AB"}
+        for op, steps in self.steps.items():
+            if any(ds is None for _, _, ds in steps):
+                raise GemmConfigError(f"{cfg.name}: the {op} copy's shared offsets are not one "
+                                      "per-thread base plus constants")
+        self.xor_lets: Dict[str, Dict[Any, str]] = {"A": {}, "B": {}}
+
+    def staged(self, op: str) -> Any:
+        """``(tile offset, stage) -> element of the shared array``: stages of the plan's
+        swizzled tile (the swizzle's bits lie inside one stage)."""
+        e, sw = self.elems[op], self.sw[op]
+        lay = Layout((e, self.S), (1, e))
+        return ComposedLayout(sw, 0, lay) if sw is not None else lay
+
+    def swz(self, op: str, x: Any) -> Any:
+        sw = self.sw[op]
+        return swizzle_expr(sw, x) if sw is not None else x
+
+    # ---- global -> shared ---------------------------------------------------------------
+    def vector(self, op: str, cpl: CopyPlan, kt: Any, i: int
+               ) -> Tuple[List[Tuple[Any, Any]], Any, Any]:
+        """Copy iteration ``i`` of this thread: the global coordinates of its vector ((m, k)
+        for A, (n, k) for B), the global layout and whether the vector's row is inside."""
+        c, t = self.c, self.tid
+        row, col = cpl.row((t, i)), cpl.col((t, i))
+        k0 = kt * c.bk
+        if op == "A":
+            coords = [(self.m0 + row, k0 + col + j) for j in range(c.vec)]
+            glob, row_ok = self.a_glob, lt(self.m0 + row, self.M)
+        elif c.b_major == "n":          # tile rows are k, columns n
+            coords = [(self.n0 + col + j, k0 + row) for j in range(c.vec)]
+            glob, row_ok = self.b_glob, lt(k0 + row, self.K)
+        else:                           # tile rows are n, columns k
+            coords = [(self.n0 + row, k0 + col + j) for j in range(c.vec)]
+            glob, row_ok = self.b_glob, lt(self.n0 + row, self.N)
+        return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
+
+    def copy_bases(self) -> List[Any]:
+        """Per operand, this thread's first vector once, before the k loop: ``{x}g0`` its
+        global offset at k tile 0, ``{x}s0`` its swizzled offset in a stage (the template's
+        ``ag`` / ``as``); every copy is a base plus a constant (``copy_steps`` proves the
+        shared constants at every thread; the verifier checks every printed offset)."""
+        out: List[Any] = []
+        for op in "AB":
+            cpl = self.copy[op]
+            coords, glob, _ = self.vector(op, cpl, 0, 0)
+            x = op.lower()
+            out += [Let(f"{x}g0", sympy.expand(glob(coords[0]))),
+                    Let(f"{x}s0", self.swz(op, cpl.off((self.tid, 0, 0))))]
+        return out
+
+    def edge_limit(self, op: str) -> Tuple[Any, int]:
+        """The extent a copy vector runs along and its position in the coordinates."""
+        if op == "A" or self.c.b_major == "k":
+            return self.K, 1
+        return self.N, 0
+
+    def copy_tile(self, op: str, kt: Any, stage: Any, mode: str) -> List[Any]:
+        """Operand ``op``'s k tile ``kt`` into ``stage``: ``mode`` "fast" (unpredicated
+        ``cp.async``), "whole" (``cp.async`` predicated on the whole vector) or "edge" (8
+        predicated 2-byte loads and one 16-byte shared store)."""
+        c, t, vec = self.c, self.tid, self.c.vec
+        cpl, origin, x = self.copy[op], self.staged(op), op.lower()
+        base, glob, _ = self.vector(op, cpl, 0, 0)
+        g0 = sympy.expand(glob(base[0]))
+        lim, kpos = self.edge_limit(op)
+        out: List[Any] = []
+        for i, (_, _, ds) in enumerate(self.steps[op]):
+            coords, glob, row_ok = self.vector(op, cpl, kt, i)
+            delta = sympy.expand(glob(coords[0]) - g0)
+            if t in delta.free_symbols:
+                raise GemmConfigError(f"{c.name}: {op} copy iteration {i} is not the first "
+                                      f"vector plus a thread-free step ({delta})")
+            goff = sym(f"{x}g0") + delta
+            off = cpl.off((t, 0, i))
+            scoords = tuple((off + j, stage) for j in range(vec))
+            saddr = sym(f"{x}s0") + ds + stage * self.elems[op]
+            if mode != "edge":
+                regs = self.stage_frag.regs(range(vec))
+                pred = None if mode == "fast" else sympy.And(row_ok, lt(coords[-1][kpos], lim))
+                load = Access("load", "global", op, goff, vec, regs, pred=pred,
+                              tag=f"{op}.cp.async.load", origin=glob, coords=tuple(coords))
+                store = Access("store", "lds", f"s{op}", saddr, vec, regs,
+                               tag=f"{op}.cp.async.store", origin=origin, coords=scoords)
+                out.append(CpAsync(load, store, tag=f"{op}.cp.async"))
+                continue
+            for j, cc in enumerate(coords):
+                out.append(Access("load", "global", op, goff + j, 1, self.edge_frag.regs([j]),
+                                  pred=sympy.And(row_ok, lt(cc[kpos], lim)),
+                                  tag=f"{op}.edge.load", origin=glob, coords=(cc,)))
+            out.append(Access("store", "lds", f"s{op}", saddr, vec,
+                              self.edge_frag.regs(range(vec)), tag=f"{op}.edge.store",
+                              origin=origin, coords=scoords))
+        return out
+
+    def fast_lets(self) -> List[Let]:
+        """Once per block, before any copy: ``{x}_fkt``, how many leading k tiles of operand
+        ``x`` take unpredicated ``cp.async`` (all ``floor(K / bk)`` whole k tiles when its
+        rows are 16-byte aligned and the block's tile lies inside M (A) or N (B), else none),
+        and ``ab_fkt``, their minimum: a k tile ``t`` is on the fast path exactly when
+        ``t < {x}_fkt``, one compare of loop-invariant registers (the template's ``full``)."""
+        c = self.c
+        whole_kt = sympy.floor(self.K / c.bk)
+        out: List[Let] = []
+        for op, room in (("A", self.M - self.m0 - c.bm), ("B", self.N - self.n0 - c.bn)):
+            inside = sympy.Max(0, sympy.Min(1, room + 1))        # 1 iff the tile is inside
+            out.append(Let(f"{op.lower()}_fkt",
+                           sympy.Min(self.vec[op], inside) * whole_kt))
+        out.append(Let("ab_fkt", sympy.Min(sym("a_fkt"), sym("b_fkt"))))
+        return out
+
+    def load_operand(self, op: str, kt: Any, stage: Any) -> List[Any]:
+        """The copy path of ``op``'s k tile ``kt``, block-uniform (as the runtime-size wgmma
+        GEMM's, :mod:`kernels.nvidia.wgmma_rt_ir`): ``kt < {x}_fkt`` unpredicated ``cp.async``;
+        else an edge that cuts no vector (16-byte rows, edge extent a multiple of 8)
+        predicated ``cp.async``; else the 2-byte edge copy."""
+        lim, _ = self.edge_limit(op)
+        fkt = sym(f"{op.lower()}_fkt")
+        uncut = sympy.And(self.vec[op] >= 1, sympy.Mod(lim, self.c.vec) < 1)
+        return [If(lt(kt, fkt), self.copy_tile(op, kt, stage, "fast")),
+                If(sympy.And(uncut, kt >= fkt), self.copy_tile(op, kt, stage, "whole")),
+                If(sympy.And(sympy.Not(uncut), kt >= fkt),
+                   self.copy_tile(op, kt, stage, "edge"))]
+
+    def load_stage(self, kt: Any, stage: Any) -> List[Any]:
+        """Both operands' k tile ``kt``: one branch when both take the fast path (the
+        template's ``full``), else each operand's own paths."""
+        return [If(lt(kt, sym("ab_fkt")), self.copy_tile("A", kt, stage, "fast")
+                   + self.copy_tile("B", kt, stage, "fast")),
+                If(kt >= sym("ab_fkt"), self.load_operand("A", kt, stage)
+                   + self.load_operand("B", kt, stage))]
+
+    # ---- shared -> registers (double-buffered) -> mma ------------------------------------
+    def lane_lets(self) -> List[Any]:
+        """``a_sw`` / ``b_sw``: the swizzled ldmatrix row of this lane and warp at k step 0 of
+        fragment 0 (the template's ``lg_swz_a(a_ld)``), and one ``{x}_x{lo}`` per constant's
+        swizzle bits (``swizzle(base + c) = (swizzle(base) ^ lo) + hi``, proved at every lane
+        and warp by :func:`~kernels.nvidia.gemm.swz_split`; the template's ``_XorRegs``)."""
+        p = self.p
+        out = [Let("a_ld", p.a_read((self.lane, 0, (0, 0, self.wm)))),
+               Let("b_ld", p.b_read((self.lane, 0, (0, 0, self.wn))))]
+        out += [Let("a_sw", self.swz("A", sym("a_ld"))), Let("b_sw", self.swz("B", sym("b_ld")))]
+        for op, read, wext in (("A", p.a_read, self.c.warps_m), ("B", p.b_read, self.c.warps_n)):
+            bases = lane_bases(read, 3, wext)
+            x = op.lower()
+            n_frag = self.mt if op == "A" else self.nt // 2
+            for k in range(self.kk):
+                for f in range(n_frag):
+                    const = read((0, 0, (k, f, 0)))
+                    split = swz_split(self.sw[op], bases, const)
+                    if split is None:
+                        raise GemmConfigError(f"{self.c.name}: the {op} ldmatrix constant "
+                                              f"{const} is not swizzle(base) ^ lo + hi")
+                    lo = split[0]
+                    if lo not in self.xor_lets[op]:
+                        name = f"{x}_x{lo}"
+                        self.xor_lets[op][lo] = name
+                        out.append(Let(name, Xor(sym(f"{x}_sw"), lo) if lo else sym(f"{x}_sw")))
+        return out
+
+    def frags(self, buf: int, k: int, stage: Any) -> List[Any]:
+        """The ldmatrix of k step ``k`` of ``stage`` into fragment buffer ``buf``."""
+        c, p = self.c, self.p
+        ldm_a, ldm_b = ldmatrix(4, False), ldmatrix(4, c.b_major == "n")
+        out: List[Any] = []
+        for op, read, wsym, n_frag in (("A", p.a_read, self.wm, self.mt),
+                                       ("B", p.b_read, self.wn, self.nt // 2)):
+            bases = lane_bases(read, 3, c.warps_m if op == "A" else c.warps_n)
+            for f in range(n_frag):
+                lo, hi = swz_split(self.sw[op], bases, read((0, 0, (k, f, 0))))
+                off = read((self.lane, 0, (k, f, wsym)))
+                soff = sym(self.xor_lets[op][lo]) + hi + stage * self.elems[op]
+                if op == "A":
+                    r0 = (buf * self.mt + f) * 8
+                    regs, atom, tag = self.af.regs(range(r0, r0 + 8)), ldm_a, "A.ldmatrix"
+                else:
+                    r0 = (buf * self.nt + 2 * f) * 4
+                    regs, atom, tag = self.bf.regs(range(r0, r0 + 8)), ldm_b, "B.ldmatrix"
+                out.append(LdMatrixLoad("load", "lds", f"s{op}", sympy.expand(soff), 8, regs,
+                                        tag=tag, origin=self.staged(op),
+                                        coords=tuple((off + j, stage) for j in range(8)),
+                                        atom=atom))
+        return out
+
+    def mmas(self, buf: int, k: int) -> List[Any]:
+        spec = mma_m16n8k16(self.c.dtype)
+        out: List[Any] = []
+        for i, j in mma_issue_order(self.c.mma_order, self.mt, self.nt):
+            a0, b0, c0 = (buf * self.mt + i) * 8, (buf * self.nt + j) * 4, (i * self.nt + j) * 4
+            out.append(Mfma(spec, self.acc.regs(range(c0, c0 + 4)),
+                            self.af.regs(range(a0, a0 + 8)), self.bf.regs(range(b0, b0 + 4)),
+                            tag=f"mma(k{k},m{i},n{j})"))
+        return out
+
+    # ---- epilogue -----------------------------------------------------------------------
+    def epilogue(self) -> List[Any]:
+        c = self.c
+        crow, ccol = split_rows(mma_m16n8k16(c.dtype).tv_layout("C"), 16)
+        out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the mma C "
+                                  "layout")]
+        for i in range(self.mt):
+            for j in range(self.nt):
+                for h in range(2):
+                    r = self.m0 + self.wm * c.wtm + 16 * i + crow((self.lane, 2 * h))
+                    q = self.n0 + self.wn * c.wtn + 8 * j + ccol((self.lane, 2 * h))
+                    out += pair_or_single_stores(self.c_glob, self.acc,
+                                                 (i * self.nt + j) * 4 + 2 * h, r, q, self.M,
+                                                 self.N, self.ldc)
+        return out
+
+    # ---- the kernel ---------------------------------------------------------------------
+    def build(self) -> AttnKernel:
+        c, S, kk = self.c, self.S, self.kk
+        kt, KT = sym("kt"), sym("KT")
+        body: List[Any] = [
+            Let("lane", sympy.Mod(self.tid, 32)),
+            Let("wm", sympy.Mod(sympy.floor(self.tid / 32), c.warps_m)),
+            Let("wn", sympy.floor(self.tid / (32 * c.warps_m)))]
+        body += raster_lets(c.bm, c.bn, c.bk, c.group_m, self.M, self.N, self.K)
+        body += self.copy_bases() + self.fast_lets() + self.lane_lets() + [
+            ZeroFrag(self.acc),
+            Comment(f"prologue: k tiles 0..{S - 2} in flight, one cp.async group each (a loop:"
+                    " the copy paths printed once, not per stage)"),
+            Loop("ps", 0, S - 1, [If(sym("ps") < KT, self.load_stage(sym("ps"), sym("ps"))),
+                                  CpAsyncCommit()], unroll=1),
+            CpAsyncWait(S - 2), Barrier(),
+            Comment("k step 0 of k tile 0 into fragment buffer 0")]
+        body += self.frags(0, 0, 0)
+        loop = Loop("kt", 0, KT)
+        loop.body += [Let("rs", sympy.Mod(kt, S)), Let("rn", sympy.Mod(kt + 1, S))]
+        nxt = kt + S - 1
+        for k in range(kk):
+            cur = k % 2
+            if k == kk - 1:
+                loop.body += [
+                    Comment(f"k tile kt + 1 has landed once at most {S - 2} newer groups are "
+                            "pending; the barrier makes every thread's copies visible and "
+                            "retires this tile's earlier reads of the stage the next copy "
+                            "overwrites"),
+                    CpAsyncWait(S - 2), Barrier(),
+                    If(kt + 1 < KT, self.frags(1 - cur, 0, sym("rn")))]
+            else:
+                loop.body += self.frags(1 - cur, k + 1, sym("rs"))
+            if k == 0:
+                loop.body += [If(nxt < KT, self.load_stage(nxt, sympy.Mod(nxt, S))),
+                              CpAsyncCommit()]
+            loop.body += self.mmas(cur, k)
+        body += [loop, CpAsyncWait(0)] + self.epilogue()
+        name = mma_rt_kernel_name(c)
+        header = [f"C[M x N] = A[M x K] (row-major, lda) @ B "
+                  f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major, ldb), {c.dtype}, f32 "
+                  f"accumulation, runtime M/N/K and leading dimensions; block tile "
+                  f"{c.bm}x{c.bn}x{c.bk}, {c.warps_m}x{c.warps_n} warps, {S} stages, cp.async "
+                  f"16 B (edge tiles: 2-byte loads, zero fill), ldmatrix.x4 double-buffered, "
+                  f"mma.sync m16n8k16, group_m {c.group_m}",
+                  "layouts (every index below is one of these, evaluated on the named symbols):"]
+        header += [f"  {k}: {v}" for k, v in self.p.describe().items()
+                   if "banks" not in k and "lanes" not in k and "coverage" not in k]
+        return AttnKernel(name, [Param("A", c.dtype), Param("B", c.dtype),
+                                 Param("C", c.dtype, const=False)],
+                          [Shared("sA", c.dtype, S * self.elems["A"]),
+                           Shared("sB", c.dtype, S * self.elems["B"])],
+                          [self.stage_frag, self.edge_frag, self.af, self.bf, self.acc], body,
+                          c.threads, (1, 1, 1), grid_symbols=("pid",), header=header,
+                          meta={"plan": self.p, "cfg": c, "split_shared_offsets": True},
+                          min_blocks=c.min_blocks,
+                          scalars=[ScalarParam(n) for n in RT_SCALARS],
+                          spec=mma_rt_spec(name, c))
+
+
+def build_mma_rt_ir(cfg: CudaGemmConfig = CudaGemmConfig()) -> AttnKernel:
+    """The runtime-size IR of ``cfg`` (any M, N, K, leading dimensions); raises
+    :class:`~kernels.nvidia.gemm.GemmConfigError` where :func:`mma_rt_refusal` says so or the
+    plan fails its proofs."""
+    return _Builder(cfg).build()
+
+
+class IrMmaRtGemm(CompiledKernel):
+    """The IR-built runtime-size mma.sync kernel of ``cfg``, verified (IR and printed CUDA, at
+    :func:`mma_rt_instances`; a passing verdict is remembered on disk by content) before
+    anything is compiled: ``g(a, b, out=None) -> c`` with the template
+    :class:`~kernels.nvidia.gemm.CudaGemm`'s arguments and checks, any M/N/K and strides."""
+
+    def __init__(self, cfg: CudaGemmConfig = CudaGemmConfig(), *, backend: str = "auto") -> None:
+        from ..verify.report_cache import verified
+        self.ir = build_mma_rt_ir(cfg)
+        source = emit_cuda_gemm_rt(self.ir)
+        self.report = verified(self.ir, source, cfg.arch)
+        self.plan = plan_gemm(cfg)
+        self.gemm_cfg = cfg
+        CompiledKernel.__init__(self, cfg, source, backend)
+        self.kernel_name = self.ir.name
+        self._template: Any = None
+
+    def template(self) -> Any:
+        """The string-template kernel of the same configuration (matrices of 2^31 elements
+        or more)."""
+        if self._template is None:
+            from .gemm import CudaGemm
+            self._template = CudaGemm(self.cfg, backend=self.backend)
+        return self._template
+
+    def check_args(self, a, b, out=None):
+        from .gemm import CudaGemm
+        return CudaGemm.check_args(self, a, b, out)
+
+    def __call__(self, a, b, out=None):
+        return self.bound(a, b, out)(a, b, out)
+
+    def bind(self, a, b, out=None):
+        """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``."""
+        import torch
+        from ..printer.cuda import smem_bytes
+        from ..runtime.cuda import LaunchSite
+        from ..runtime.rocm import TensorSpec as Spec
+        M, N, K = self.check_args(a, b, out)
+        cfg = self.cfg
+        lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
+        pad = max(cfg.bm, cfg.bn, cfg.bk)     # rows past the edge a predicated-off copy names
+        if max((M + pad) * lda, (b.shape[0] + pad) * ldb, (M + pad) * ldc) >= INT_OFFSETS:
+            # the IR's offsets are 32-bit ints: a bigger matrix runs on the template
+            return self.template().bind(a, b, out)
+        a_vec = int(lda % 8 == 0 and a.data_ptr() % 16 == 0)
+        b_vec = int(ldb % 8 == 0 and b.data_ptr() % 16 == 0)
+        site = LaunchSite(self.module, self.kernel_name, -(-M // cfg.bm) * -(-N // cfg.bn),
+                          cfg.threads, signature=("ptr", "ptr", "ptr") + ("i32",) * 8,
+                          specs=[Spec(strides=(), align=2), Spec(strides=(), align=2),
+                                 Spec(strides=(), align=4)] + [None] * 8,
+                          smem_bytes=smem_bytes(self.ir))
+
+        def run(a, b, out):
+            if out is None:
+                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+            site([a, b, out, M, N, K, lda, ldb, ldc, a_vec, b_vec])
+            return out
+        return run

@@ -1,0 +1,61 @@
+"""The IR pieces both runtime-size ``cp.async`` GEMMs build the same way (issue 20 item 1):
+the wgmma one (:mod:`kernels.nvidia.wgmma_rt_ir`) and the mma.sync one
+(:mod:`kernels.nvidia.gemm_rt_ir`).
+
+* :func:`lt`: ``a < b`` as written (never rewritten by sympy);
+* :func:`raster_lets`: ``m0`` / ``n0`` / ``KT`` of block ``pid`` in the templates' grouped
+  raster (:func:`kernels.nvidia.gemm.emit_block_origin`: ``group_m`` tile rows walk N
+  together, the last group may be partial);
+* :func:`pair_or_single_stores`: one accumulator pair to C as a 4-byte store where both
+  columns exist and ``ldc`` is even, else element by element, nothing past M or N (the
+  templates' :func:`kernels.nvidia.gemm.emit_pair_store`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+import sympy
+
+from ..ir.core import Access, Frag, Let, sym
+
+__all__ = ["lt", "raster_lets", "pair_or_single_stores"]
+
+
+def lt(a: Any, b: Any) -> Any:
+    """``a < b`` as written (sympy would turn ``floor(tid / 8) < K`` into ``tid / 8 < K``, a
+    rational the printed C cannot have)."""
+    return sympy.StrictLessThan(sympy.expand(a), sympy.expand(b), evaluate=False)
+
+
+def raster_lets(bm: int, bn: int, bk: int, group_m: int, M: Any, N: Any, K: Any) -> List[Let]:
+    """``grid_m``, ``grid_n``, ``group``, ``first_m``, ``gsize``, ``m0``, ``n0``, ``KT`` of
+    block ``pid`` (the 1-D grid symbol): the templates' grouped raster."""
+    pid, group, grid_m = sym("pid"), sym("group"), sym("grid_m")
+    first_m, gsize = sym("first_m"), sym("gsize")
+    return [Let("grid_m", sympy.floor((M + bm - 1) / bm)),
+            Let("grid_n", sympy.floor((N + bn - 1) / bn)),
+            Let("group", group_m * sym("grid_n")),
+            Let("first_m", sympy.floor(pid / group) * group_m),
+            Let("gsize", sympy.Min(grid_m - first_m, group_m)),
+            Let("m0", (first_m + sympy.Mod(sympy.Mod(pid, group), gsize)) * bm),
+            Let("n0", sympy.floor(sympy.Mod(pid, group) / gsize) * bn),
+            Let("KT", sympy.floor((K + bk - 1) / bk))]
+
+
+def pair_or_single_stores(c_glob: Any, acc: Frag, item: int, r: Any, q: Any, M: Any, N: Any,
+                          ldc: Any) -> List[Access]:
+    """Accumulators ``item``, ``item + 1`` (C[r][q], C[r][q + 1]): the pair as one 4-byte
+    store where both columns exist and ``ldc`` is even (tag ``C.store``), else each element
+    that exists alone (``C.store1``); rows past M never."""
+    r, q = sympy.expand(r), sympy.expand(q)
+    pair = sympy.And(r < M, q + 1 < N, sympy.Mod(ldc, 2) < 1)
+    out = [Access("store", "global", "C", sympy.expand(c_glob((r, q))), 2,
+                  acc.regs([item, item + 1]), pred=pair, tag="C.store", origin=c_glob,
+                  coords=((r, q), (r, q + 1)))]
+    for e in range(2):
+        single = sympy.And(r < M, q + e < N, sympy.Not(pair))
+        out.append(Access("store", "global", "C", sympy.expand(c_glob((r, q + e))), 1,
+                          acc.regs([item + e]), pred=single, tag="C.store1", origin=c_glob,
+                          coords=((r, q + e),)))
+    return out
