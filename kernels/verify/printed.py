@@ -49,6 +49,7 @@ from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
 from .source_decode import DECODE_IR_KINDS, decode_ir_stmts, read_decode_statement
+from .source_onepass import check_onepass_helpers
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
                           read_source, register_operand)
 
@@ -314,7 +315,7 @@ def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
                                       f"{want[0]}{list(want[1])} ({s.text})")
     dt = {p.name: p.dtype for p in (*c.k.params, *c.k.shared)}.get(s.name)
     rdt = {f.name: f.dtype for f in c.k.frags}.get(want[0])
-    fn = "" if dt in ("f32", rdt) else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
+    fn = "" if dt in ("f32", rdt) else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4, 8)
                                                                   else 1]
     if t.regs[1] != fn:
         c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "
@@ -684,6 +685,8 @@ def verify_printed(k: Kernel, source: str, *,
         _cuda_declarations(k, src, fails)
         _wgmma_helpers(k, source, fails)
         _lse_helpers(k, source, fails)
+        for msg in check_onepass_helpers(k, source):
+            fails.add("declarations", msg)
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails, cuda)

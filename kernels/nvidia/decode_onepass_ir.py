@@ -1,0 +1,316 @@
+"""The one-pass decode (:class:`~.attention.DecodeAttention`, ``emit_decode``) built as kernel IR
+and verified (issue 20 item 1): what ``decode_attention()`` runs for short caches where the
+tensor-core IR kernel measured slower (fewer than ``SHORT_IR_KEYS`` keys, many blocks, d256).
+
+The same lane layout and schedule as the template: ``G = D / 8`` lanes own one (batch, head)
+row (``qi = block_q x rows_per_block + tid / G``), each lane 8 head dims ``dc = 8 (tid % G)``
+(16-byte loads); per step of ``U = chunk`` keys every K and V row of the step is loaded before
+the first use, each lane's partial dot product (8 ``fmaf`` from ``0.f``, the template's order) is
+summed over its lane group by ``__shfl_xor_sync`` (xor 1, 2, .., G / 2), the scores are masked
+and scaled to base 2 (``s * scale_log2``, the template's), the online softmax runs across the
+steps and the 8 accumulators are divided by ``l`` and stored as one 16-byte vector.  The
+statements are the AMD decode's (:mod:`kernels.amd.decode`: ``VecDot``, ``LaneXor``,
+``MaskScores``, ``RowMax``, ``SoftmaxUpdate``, ``ExpScores``, ``Rescale``, ``VecAxpy``,
+``FinalNormalize``) with ``LaneXor(method="shfl_xor")`` on a 32-lane warp, printed by
+:mod:`kernels.printer.cuda_attention` (:mod:`kernels.printer.cuda_onepass`: the dot, axpy and
+16-byte store helpers) and proved with its printed text by :func:`kernels.verify.verify` on
+launches covering its edges (one key, ragged GQA, a partial last block, strided q / k / v /
+out, every step count).
+
+Two differences from the template, neither in a stored value for finite inputs:
+
+* keys past ``seqlen_kv`` in the last step are loaded predicated off (zeros) where the
+  template clamps them to the last key (a clamped key would be seen twice by the verifier);
+  their scores are masked either way, so ``p = 0`` and ``fmaf(0, v, acc) = acc``;
+* lanes of rows past ``batch x heads`` (a partial last block) load nothing (predicated off)
+  where the template reloads the last row; they store nothing either way.
+
+Offsets are 32-bit ``int`` (the template's strides are ``long long``): a call whose offsets
+reach 2^31 runs the template (:func:`int_offsets_fit`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+import sympy
+
+from layoutalg import Layout
+
+from ..errors import LaunchError
+from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, MaskScores,
+                            Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy, VecDot,
+                            runtime_symbol as R)
+from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
+from .attention import AttentionConfigError, DecodeAttention, DecodeConfig, emit_decode
+from .builder import CompiledKernel
+
+__all__ = ["build_onepass_ir", "onepass_ir_spec", "onepass_instances", "onepass_ir_name",
+           "onepass_layouts", "IrOnePassDecode", "ONEPASS_SCALARS", "int_offsets_fit",
+           "onepass_config"]
+
+ONEPASS_SCALARS = ("batch", "heads", "group", "seqlen_kv", "q_sb", "q_sh", "k_sb", "k_sh",
+                   "k_ss", "v_sb", "v_sh", "v_ss", "o_sb", "o_sh")
+
+
+def onepass_layouts(D: int) -> Dict[str, Layout]:
+    """``(row, d, head, batch) -> element offset`` of Q / O (one query row: stride 0) and
+    ``(key, d, kv_head, batch)`` of K / V, on the runtime strides."""
+    out = {}
+    for t in ("Q", "O"):
+        p = t.lower()
+        out[t] = Layout((1, D, R("heads"), R("batch")), (0, 1, R(f"{p}_sh"), R(f"{p}_sb")))
+    for t in ("K", "V"):
+        p = t.lower()
+        out[t] = Layout((R("seqlen_kv"), D, R("kv_heads"), R("batch")),
+                        (R(f"{p}_ss"), 1, R(f"{p}_sh"), R(f"{p}_sb")))
+    return out
+
+
+def onepass_ir_name(cfg: DecodeConfig) -> str:
+    return (f"lg_decode_ir_{cfg.in_dtype}_{cfg.out_dtype}_d{cfg.head_dim}_c{cfg.chunk}"
+            f"_w{cfg.warps}")
+
+
+def onepass_ir_spec(name: str, cfg: DecodeConfig, instances: Any) -> Any:
+    """``S = Q K^T`` over d, the online softmax over the keys (masked past seqlen_kv), ``O = P
+    V`` over the keys, normalised; no log-sum-exp (the template stores none)."""
+    from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax, Symbol,
+                               TensorSpec)
+    dt = cfg.in_dtype
+    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", cfg.head_dim),
+            Dim("head", "heads"), Dim("kv_head", "kv_heads"), Dim("batch", "batch"))
+    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", dt),
+               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", dt),
+               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", dt),
+               TensorSpec("O", ("row", "d", "head", "batch"), "output", cfg.out_dtype))
+    return KernelSpec(
+        name=name, dims=dims, tensors=tensors,
+        contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("O", "P", "V", ("key",))),
+        softmax=OnlineSoftmax("S", "P", "key", "d", cfg.chunk),
+        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in ONEPASS_SCALARS),
+        domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
+        head_symbols=("bat", "h", "hk", "qi", "block_q"))
+
+
+def _xors(G: int) -> List[int]:
+    return [1 << i for i in range(int(math.log2(G)))]
+
+
+class _Builder:
+    def __init__(self, cfg: DecodeConfig) -> None:
+        emit_decode(cfg)                # the template's validation (dtypes, head_dim, chunk)
+        if cfg.threads % cfg.lanes_per_row:
+            raise AttentionConfigError(f"{cfg.threads} threads are not whole rows of "
+                                       f"{cfg.lanes_per_row} lanes")
+        self.c = cfg
+        U, dt = cfg.chunk, cfg.in_dtype
+        self.G = onepass_layouts(cfg.head_dim)
+        self.q = Frag("q_fr", dt, 8)
+        self.k = Frag("k_ld", dt, 8 * U)
+        self.v = Frag("v_ld", dt, 8 * U)
+        self.s = Frag("s_fr", "f32", U)
+        self.p = Frag("p_fr", "f32", U)
+        self.o = Frag("o_acc", "f32", 8)
+        self.lse = Frag("lse_v", "f32", 1)
+
+    def _vec(self, t: str, row: Any, head: Any, fr: Frag, first: int, pred: Any) -> Access:
+        """A 16-byte access of tensor ``t`` at (row, dc .. dc + 7, head, bat)."""
+        G = self.G[t]
+        cs = tuple((row, sym("dc") + j, head, sym("bat")) for j in range(8))
+        kind = "store" if t == "O" else "load"
+        return Access(kind, "global", t, sympy.expand(G(cs[0])), 8,
+                      fr.regs(range(first, first + 8)), pred, tag=f"{t}.{kind}", origin=G,
+                      coords=cs)
+
+    def step(self) -> List[Any]:
+        """One step of ``U`` keys: every K / V load, then per key the dot product, its lane-group
+        sum and mask, then the online softmax and ``O += P V`` (the template's order)."""
+        U, Gl = self.c.chunk, self.c.lanes_per_row
+        q_ok = sym("qi") < R("batch") * R("heads")
+        keys = [sym("it") * U + u for u in range(U)]
+        out: List[Any] = [Comment(f"{U} keys: every K and V load in flight, then the math")]
+        for u in range(U):
+            ok = sympy.And(q_ok, sympy.StrictLessThan(keys[u], R("seqlen_kv")))
+            out += [self._vec("K", keys[u], sym("hk"), self.k, 8 * u, ok),
+                    self._vec("V", keys[u], sym("hk"), self.v, 8 * u, ok)]
+        for u in range(U):
+            out.append(VecDot(self.s, u, self.q, tuple(range(8)), self.k,
+                              tuple(range(8 * u, 8 * u + 8))))
+            out += [LaneXor("", "sum", "shfl_xor", pattern=m, frag=self.s, item=u)
+                    for m in _xors(Gl)]
+            out.append(MaskScores(self.s, (u,), (0,), (keys[u],),
+                                  (sympy.StrictLessThan(keys[u], R("seqlen_kv")),)))
+        items = tuple(range(U))
+        out += [RowMax("mt", self.s, items), SoftmaxUpdate("m_run", "mt", "alpha", "mc"),
+                ExpScores(self.p, items, self.s, items, "mc", "l_run", "alpha"),
+                Rescale(self.o, tuple(range(8)), "alpha")]
+        out += [VecAxpy(self.o, tuple(range(8)), self.p, u, self.v,
+                        tuple(range(8 * u, 8 * u + 8))) for u in range(U)]
+        return out
+
+    def build(self) -> AttnKernel:
+        c = self.c
+        D, U, Gl, rpb = c.head_dim, c.chunk, c.lanes_per_row, c.rows_per_block
+        tid = sym("tid")
+        q_ok = sym("qi") < R("batch") * R("heads")
+        body: List[Any] = [
+            Comment(f"{Gl} lanes per (batch, head) row, {rpb} rows per block, 8 head dims a "
+                    "lane"),
+            Let("qi", sym("block_q") * rpb + sympy.floor(tid / Gl)),
+            Let("dc", 8 * sympy.Mod(tid, Gl)),
+            Let("bat", sympy.floor(sym("qi") / R("heads"))),
+            Let("h", sympy.Mod(sym("qi"), R("heads"))),
+            Let("hk", sympy.floor(sym("h") / R("group"))),
+            Let("n_steps", sympy.floor((R("seqlen_kv") + U - 1) / U)),
+            Comment("rows past batch x heads load and store nothing (no early exit: the "
+                    "shuffles need every lane)"),
+            self._vec("Q", 0, sym("h"), self.q, 0, q_ok),
+            FVar("m_run", "-inf"), FVar("l_run", "0"), ZeroFrag(self.o),
+            Loop("it", 0, sym("n_steps"), self.step()),
+            FinalNormalize(self.o, tuple(range(8)), "l_run", "m_run", self.lse),
+            self._vec("O", 0, sym("h"), self.o, 0, q_ok)]
+        name = onepass_ir_name(c)
+        dt, ot = c.in_dtype, c.out_dtype
+        params = [Param("Q", dt), Param("K", dt), Param("V", dt), Param("O", ot, const=False)]
+        header = [f"one-pass decode (kernels/nvidia/decode_onepass_ir.py): {dt} in, {ot} out, "
+                  f"head_dim {D}, {Gl} lanes per (batch, head) row, {U} keys per step, FMA "
+                  "dot products and lane-group shuffles; built as kernel IR and verified"]
+        return AttnKernel(name, params, [], [self.q, self.k, self.v, self.s, self.p, self.o,
+                                             self.lse],
+                          body, c.threads, (0, 0, 1), grid_symbols=("block_q",), header=header,
+                          meta={"kind": "decode_onepass", "cfg": c},
+                          scalars=[ScalarParam(n) for n in ONEPASS_SCALARS] +
+                          [ScalarParam("scale_log2", "float")],
+                          spec=onepass_ir_spec(name, c, onepass_instances))
+
+
+def build_onepass_ir(cfg: DecodeConfig) -> AttnKernel:
+    """The IR of the one-pass decode ``cfg`` with its spec (the template's validation:
+    :class:`~.attention.AttentionConfigError` for what it refuses)."""
+    return _Builder(cfg).build()
+
+
+# ---------------------------------------------------------------------------- verification
+
+def onepass_instance(cfg: DecodeConfig, name: str, B: int, H: int, HK: int, skv: int,
+                     layout: str = "bhsd") -> Any:
+    """A launch of ``B x H`` rows over ``HK`` kv heads and ``skv`` keys: contiguous BHSD
+    tensors, or (``layout="strided"``) q / out rows padded by 8 elements per head and K / V in
+    BSHD order with their rows padded (every stride a different symbol value)."""
+    from ..verify.attention_gate import Instance
+    D = cfg.head_dim
+    v: Dict[str, int] = dict(batch=B, heads=H, kv_heads=HK, group=H // HK, seqlen_q=1,
+                             seqlen_kv=skv)
+    if layout == "strided":
+        v.update(q_sh=D + 8, q_sb=H * (D + 8) + 16, o_sh=D + 16, o_sb=H * (D + 16))
+        for t, pad in (("k", 8), ("v", 24)):
+            ss = HK * D + pad
+            v.update({f"{t}_ss": ss, f"{t}_sh": D, f"{t}_sb": skv * ss})
+    else:
+        v.update(q_sh=D, q_sb=H * D, o_sh=D, o_sb=H * D)
+        for t in ("k", "v"):
+            v.update({f"{t}_ss": D, f"{t}_sh": skv * D, f"{t}_sb": HK * skv * D})
+    return Instance(name, v, (-(-B * H // cfg.rows_per_block), 1, 1), False)
+
+
+def onepass_instances(k: Any) -> List[Any]:
+    """One key (MQA, 5 heads); ragged GQA over 2 kv heads with a partial last step and a
+    partial last block; whole steps only; strided q / k / v / out over 3 blocks' rows."""
+    c = k.meta["cfg"]
+    U, rpb = c.chunk, c.rows_per_block
+    many = 2 * rpb + 3
+    return [onepass_instance(c, "one-key-mqa", 2, 5, 1, 1),
+            onepass_instance(c, "ragged-gqa", 3, 4, 2, 2 * U + 3),
+            onepass_instance(c, "whole-steps", 1, 2, 2, U),
+            onepass_instance(c, "strided-many-blocks", 1, many, 1, U + 1, layout="strided")]
+
+
+# ---------------------------------------------------------------------------- runtime
+
+def int_offsets_fit(*tensors: Any) -> bool:
+    """Every element offset of the tensors fits the IR's 32-bit ``int`` math."""
+    for t in tensors:
+        if sum((n - 1) * s for n, s in zip(t.shape, t.stride())) >= 2 ** 31:
+            return False
+    return True
+
+
+def onepass_config(q: Any, k: Any, out_dtype: str = "f16") -> DecodeConfig:
+    """The one-pass configuration :func:`.attention.decode_attention` builds for q and k:
+    ``chunk`` the power of two at least ``min(seqlen_kv, 16)``."""
+    from .builder import short_dtype
+    skv = k.shape[2] if k.dim() == 4 else 1
+    chunk = 1
+    while chunk < min(skv, 16):
+        chunk *= 2
+    return DecodeConfig(in_dtype=short_dtype(q), out_dtype=out_dtype, head_dim=q.shape[-1],
+                        chunk=chunk)
+
+
+class IrOnePassDecode(DecodeAttention):
+    """The IR-built one-pass decode of ``cfg``, verified (IR and printed CUDA; a passing verdict
+    is remembered on disk by content, :mod:`kernels.verify.report_cache`) before anything is
+    compiled: ``dec(q, k, v, out=None, scale=None) -> out`` with the template's arguments and
+    checks; a call whose element offsets reach 2^31 runs the template
+    (:class:`~.attention.DecodeAttention`, 64-bit strides) instead.  ``report`` is the
+    verifier's."""
+
+    def __init__(self, cfg: DecodeConfig = DecodeConfig(), *, backend: str = "auto") -> None:
+        from ..printer.cuda_attention import emit_cuda_attention
+        from ..verify.report_cache import verified
+        self.ir = build_onepass_ir(cfg)
+        source = emit_cuda_attention(self.ir)
+        self.report = verified(self.ir, source, cfg.arch)
+        CompiledKernel.__init__(self, cfg, source, backend)
+        self.kernel_name = self.ir.name
+        self.template: Optional[DecodeAttention] = None
+
+    def fits(self, q: Any, k: Any, v: Any, out: Any = None) -> bool:
+        """Whether the IR's 32-bit offsets reach every element of the call's tensors."""
+        return int_offsets_fit(q, k, v) and (out is None or int_offsets_fit(out))
+
+    def __call__(self, q, k, v, out=None, scale: Optional[float] = None):
+        import torch
+        from ..runtime.cuda import launch
+        from ..runtime.rocm import TensorSpec
+        B, Hq, Hkv, Skv = self.check_args(q, k, v, out)
+        cfg = self.cfg
+        if out is None:
+            from .builder import TORCH_DT
+            out = torch.empty(q.shape, dtype=getattr(torch, TORCH_DT[cfg.out_dtype]),
+                              device=q.device)
+        if not self.fits(q, k, v, out):
+            if self.template is None:
+                self.template = DecodeAttention(cfg)
+            return self.template(q, k, v, out=out, scale=scale)
+        s = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
+        if not math.isfinite(s):
+            raise LaunchError(f"scale must be finite, got {s}")
+        grid = -(-(B * Hq) // cfg.rows_per_block)
+        args = [q, k, v, out, B, Hq, Hq // Hkv, Skv, q.stride(0), q.stride(1),
+                k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+                out.stride(0), out.stride(1), s * math.log2(math.e)]
+        sig = ("ptr",) * 4 + ("i32",) * len(ONEPASS_SCALARS) + ("f32",)
+        launch(self.module, self.kernel_name, grid, cfg.threads, args, signature=sig,
+               specs=[TensorSpec(strides=())] * 4 + [None] * (len(ONEPASS_SCALARS) + 1))
+        return out
+
+
+_IR_DECODE: Dict[DecodeConfig, IrOnePassDecode] = {}
+
+
+def onepass_ir_decode(q, k, v, *, out_dtype: str = "f16", scale: Optional[float] = None,
+                      out=None) -> Any:
+    """:func:`.attention.decode_attention` on the IR-built kernel (its configuration from
+    :func:`onepass_config`)."""
+    cfg = onepass_config(q, k, out_dtype)
+    dec = _IR_DECODE.get(cfg)
+    if dec is None:
+        dec = _IR_DECODE[cfg] = IrOnePassDecode(cfg)
+    return dec(q, k, v, out=out, scale=scale)
+
+
+__all__ += ["onepass_ir_decode"]
+del Tuple
