@@ -40,7 +40,7 @@ from ..nvidia.prelude import PACK
 from .attention import ScalarStatements
 from .cuda import CudaPrinter
 from .cuda_decode import decode_helpers, decode_stmt
-from .cuda_onepass import onepass_helpers, onepass_stmt
+from .cuda_onepass import is_onepass, onepass_helpers, onepass_stmt
 from .cuda_ticket import TICKET_HELPERS, coherent_load_fn, has_ticket, ticket_stmt
 from .cuda_warp import warp_stmt
 
@@ -80,7 +80,10 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
     FLOAT_INIT = {"-inf": "LG_NEG_INF", "0": "0.f"}
 
     def stmt(self, s: Any, d: int) -> None:
-        if self.scalar_stmt(s, d) or onepass_stmt(self.out, s, d, self.buf_dtype) or \
+        if getattr(self, "_onepass", None) is None:
+            self._onepass = is_onepass(self.k)
+        if self.scalar_stmt(s, d) or onepass_stmt(self.out, s, d, self.buf_dtype,
+                                                  self._onepass) or \
                 warp_stmt(self.out, s, d) or decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param) or \
                 ticket_stmt(self, s, d):
             pass

@@ -2,6 +2,8 @@
 the ``printed_source`` check, in the records of :mod:`kernels.verify.source_decode` (whose
 reader and IR side call this module's first):
 
+* ``lg_ldg16x8z(&r[w], buf + (offset), pred);`` (a predicated 16-byte load, zeros where
+  ``pred`` is off) -> a ``mem`` record like ``lg_ldg16x8``'s;
 * ``s[i] = lg_dot8_<t>(&a[w], &b[v]);`` -> a ``warp`` record ``("dot", s, i, fn, a, w, b,
   v)``;
 * ``lg_axpy8_<t>(&o[i], p[j], &x[v]);`` -> ``("axpy", fn, o, i, p, j, x, v)``;
@@ -35,6 +37,7 @@ _DOT = re.compile(rf"^{_R} = (lg_dot8_\w+)\(&{_R}, &{_R}\);$")
 _AXPY = re.compile(rf"^(lg_axpy8_\w+)\(&{_R}, {_R}, &{_R}\);$")
 _XITEM = re.compile(rf"^{_R} \+= __shfl_xor_sync\(0xffffffffu, \1\[\2\], (\d+)\);$")
 _ST16 = re.compile(r"^lg_st_u32x4\((.*)\);$")
+_LDZ = re.compile(r"^lg_ldg16x8z\(&(\w+)\[(\d+)\], (\w+) \+ \((.*)\), (.*)\);$")
 _PACK = re.compile(rf"^(lg_pack_\w+)\({_R}, {_R}\)$")
 
 
@@ -66,6 +69,12 @@ def read_onepass_statement(s: str, ln: int, dt: Dict[str, str],
         return [_store16(s, ln, dt, pred)]
     if pred is not None:
         return None
+    m = _LDZ.match(s)
+    if m:
+        w = int(m.group(2))
+        return [SourceStmt("mem", ln, m.group(3), (parse(m.group(4)),), store=False,
+                           vtype=(dt.get(m.group(3)), 8), pred=parse(m.group(5)), text=s,
+                           regs=((m.group(1), tuple(range(2 * w, 2 * w + 8))), ""))]
     m = _DOT.match(s)
     if m:
         g = m.groups()
