@@ -279,34 +279,51 @@ class IrOnePassDecode(DecodeAttention):
         self.template: Optional[DecodeAttention] = None
 
     def fits(self, q: Any, k: Any, v: Any, out: Any = None) -> bool:
-        """Whether the IR's 32-bit offsets reach every element of the call's tensors."""
-        return int_offsets_fit(q, k, v) and (out is None or int_offsets_fit(out))
+        """Whether the IR's 32-bit offsets reach every element of the call's tensors (and of
+        the contiguous output it allocates when ``out`` is None)."""
+        if not int_offsets_fit(q, k, v):
+            return False
+        if out is None:
+            return q.shape[0] * q.shape[1] * self.cfg.head_dim <= 2 ** 31
+        return int_offsets_fit(out)
 
     def __call__(self, q, k, v, out=None, scale: Optional[float] = None):
+        return self.bound(q, k, v, out, scale)(q, k, v, out)
+
+    def bind(self, q, k, v, out=None, scale: Optional[float] = None):
+        """Check the arguments (the template's checks, 32-bit offsets, the scale);
+        ``run(q, k, v, out)`` for every call with their ``call_key`` (one prepared launch;
+        the template's 64-bit kernel where the offsets do not fit)."""
         import torch
-        from ..runtime.cuda import launch
+        from ..runtime.cuda import LaunchSite
         from ..runtime.rocm import TensorSpec
+        from .builder import TORCH_DT
         B, Hq, Hkv, Skv = self.check_args(q, k, v, out)
         cfg = self.cfg
-        if out is None:
-            from .builder import TORCH_DT
-            out = torch.empty(q.shape, dtype=getattr(torch, TORCH_DT[cfg.out_dtype]),
-                              device=q.device)
         if not self.fits(q, k, v, out):
             if self.template is None:
                 self.template = DecodeAttention(cfg)
-            return self.template(q, k, v, out=out, scale=scale)
+            tpl = self.template
+            return lambda q, k, v, out: tpl(q, k, v, out=out, scale=scale)
         s = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         if not math.isfinite(s):
             raise LaunchError(f"scale must be finite, got {s}")
-        grid = -(-(B * Hq) // cfg.rows_per_block)
-        args = [q, k, v, out, B, Hq, Hq // Hkv, Skv, q.stride(0), q.stride(1),
-                k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-                out.stride(0), out.stride(1), s * math.log2(math.e)]
-        sig = ("ptr",) * 4 + ("i32",) * len(ONEPASS_SCALARS) + ("f32",)
-        launch(self.module, self.kernel_name, grid, cfg.threads, args, signature=sig,
-               specs=[TensorSpec(strides=())] * 4 + [None] * (len(ONEPASS_SCALARS) + 1))
-        return out
+        site = LaunchSite(self.module, self.kernel_name, -(-(B * Hq) // cfg.rows_per_block),
+                          cfg.threads,
+                          signature=("ptr",) * 4 + ("i32",) * len(ONEPASS_SCALARS) + ("f32",),
+                          specs=[TensorSpec(strides=())] * 4 + [None] * (len(ONEPASS_SCALARS)
+                                                                          + 1))
+        head = [B, Hq, Hq // Hkv, Skv, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                k.stride(2), v.stride(0), v.stride(1), v.stride(2)]
+        odt = getattr(torch, TORCH_DT[cfg.out_dtype])
+        log2_scale = s * math.log2(math.e)
+
+        def run(q, k, v, out):
+            if out is None:
+                out = torch.empty(q.shape, dtype=odt, device=q.device)
+            site([q, k, v, out, *head, out.stride(0), out.stride(1), log2_scale])
+            return out
+        return run
 
 
 _IR_DECODE: Dict[DecodeConfig, IrOnePassDecode] = {}
