@@ -48,6 +48,7 @@ from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor
 from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 from .attention import AttentionConfigError, DecodeAttention, DecodeConfig, emit_decode
 from .builder import CompiledKernel
+from .flash_ir import int_offsets_fit
 
 __all__ = ["build_onepass_ir", "onepass_ir_spec", "onepass_instances", "onepass_ir_name",
            "onepass_layouts", "IrOnePassDecode", "ONEPASS_SCALARS", "int_offsets_fit",
@@ -239,14 +240,6 @@ def onepass_instances(k: Any) -> List[Any]:
 
 
 # ---------------------------------------------------------------------------- runtime
-
-def int_offsets_fit(*tensors: Any) -> bool:
-    """Every element offset of the tensors fits the IR's 32-bit ``int`` math."""
-    for t in tensors:
-        if sum((n - 1) * s for n, s in zip(t.shape, t.stride())) >= 2 ** 31:
-            return False
-    return True
-
 
 def onepass_config(q: Any, k: Any, out_dtype: str = "f16") -> DecodeConfig:
     """The one-pass configuration :func:`.attention.decode_attention` builds for q and k:

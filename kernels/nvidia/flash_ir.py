@@ -501,10 +501,12 @@ def flash_ir_instances(k: Any) -> List[Any]:
 
 
 def int_offsets_fit(*tensors: Any) -> bool:
-    """Every element offset of the (B, H, S, D) tensors fits the IR's 32-bit ``int`` math."""
+    """Every element offset of the (B, H, S, D) tensors, and every stride (each an ``int``
+    argument, even of a dimension of extent 1: a stride of 2^31 there adds no offset but the
+    launch refuses it as an i32), fits the IR's 32-bit ``int`` math."""
     for t in tensors:
         last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-        if last >= 2 ** 31:
+        if last >= 2 ** 31 or max(t.stride()) >= 2 ** 31:
             return False
     return True
 
