@@ -48,7 +48,7 @@ from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor
 from ..ir.core import Access, Comment, Frag, Let, Loop, Param, ZeroFrag, sym
 from .attention import AttentionConfigError, DecodeAttention, DecodeConfig, emit_decode
 from .builder import CompiledKernel
-from .flash_ir import int_offsets_fit
+from .flash_ir import attention_ir_spec, int_offsets_fit
 
 __all__ = ["build_onepass_ir", "onepass_ir_spec", "onepass_instances", "onepass_ir_name",
            "onepass_layouts", "IrOnePassDecode", "ONEPASS_SCALARS", "int_offsets_fit",
@@ -78,24 +78,11 @@ def onepass_ir_name(cfg: DecodeConfig) -> str:
 
 
 def onepass_ir_spec(name: str, cfg: DecodeConfig, instances: Any) -> Any:
-    """``S = Q K^T`` over d, the online softmax over the keys (masked past seqlen_kv), ``O = P
-    V`` over the keys, normalised; no log-sum-exp (the template stores none)."""
-    from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax, Symbol,
-                               TensorSpec)
-    dt = cfg.in_dtype
-    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", cfg.head_dim),
-            Dim("head", "heads"), Dim("kv_head", "kv_heads"), Dim("batch", "batch"))
-    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", dt),
-               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", dt),
-               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", dt),
-               TensorSpec("O", ("row", "d", "head", "batch"), "output", cfg.out_dtype))
-    return KernelSpec(
-        name=name, dims=dims, tensors=tensors,
-        contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("O", "P", "V", ("key",))),
-        softmax=OnlineSoftmax("S", "P", "key", "d", cfg.chunk),
-        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in ONEPASS_SCALARS),
-        domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
-        head_symbols=("bat", "h", "hk"))
+    """``S = Q K^T`` over d, the online softmax over the keys (masked past seqlen_kv) in steps
+    of ``chunk``, ``O = P V`` over the keys, normalised; no log-sum-exp (the template stores
+    none); its (batch, head) symbols ``bat``, ``h``, ``hk`` enter global accesses only."""
+    return attention_ir_spec(name, cfg.in_dtype, cfg.out_dtype, cfg.head_dim, cfg.chunk,
+                             ONEPASS_SCALARS, instances, ("bat", "h", "hk"))
 
 
 def _xors(G: int) -> List[int]:

@@ -53,7 +53,8 @@ from ..ir.warp_registers import RoundProbs
 from .attention import AttentionConfigError, FlashAttention, FlashConfig, plan_flash
 from .builder import CompiledKernel
 
-__all__ = ["build_flash_ir", "flash_ir_spec", "flash_ir_instances", "flash_ir_name",
+__all__ = ["build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
+           "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
 
 FLASH_IR_SCALARS = ("seqlen_q", "seqlen_kv", "heads", "group", "q_sb", "q_sh", "q_ss", "k_sb", "k_sh",
@@ -87,22 +88,31 @@ def global_layouts(D: int) -> Dict[str, Layout]:
 def flash_ir_spec(name: str, cfg: FlashConfig, instances: Any) -> Any:
     """``S = Q K^T`` over d, online softmax over the keys (masked past seqlen_kv and, causal,
     above the top-left diagonal), ``O = P V`` over the keys, normalised; no log-sum-exp."""
+    return attention_ir_spec(name, cfg.dtype, cfg.dtype, cfg.head_dim, cfg.bn, FLASH_IR_SCALARS,
+                             instances, ("bat", "h", "hk", "block_bh"))
+
+
+def attention_ir_spec(name: str, in_dtype: str, out_dtype: str, head_dim: int, key_tile: int,
+                      scalars: Any, instances: Any, head_symbols: Any) -> Any:
+    """The spec of an NVIDIA attention kernel built as IR that stores O and no log-sum-exp (the
+    prefill here, the one-pass decode of :mod:`.decode_onepass_ir`): ``S = Q K^T`` over d, the
+    online softmax over the keys in steps of ``key_tile``, ``O = P V``, normalised; the int
+    ``scalars`` in [0, 2^31), the domain ``instances``."""
     from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax, Symbol,
                                TensorSpec)
-    dt = cfg.dtype
-    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", cfg.head_dim),
+    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", head_dim),
             Dim("head", "heads"), Dim("kv_head", "kv_heads"), Dim("batch", "batch"))
-    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", dt),
-               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", dt),
-               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", dt),
-               TensorSpec("O", ("row", "d", "head", "batch"), "output", dt))
+    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", in_dtype),
+               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", in_dtype),
+               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", in_dtype),
+               TensorSpec("O", ("row", "d", "head", "batch"), "output", out_dtype))
     return KernelSpec(
         name=name, dims=dims, tensors=tensors,
         contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("O", "P", "V", ("key",))),
-        softmax=OnlineSoftmax("S", "P", "key", "d", cfg.bn),
-        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in FLASH_IR_SCALARS),
+        softmax=OnlineSoftmax("S", "P", "key", "d", key_tile),
+        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in scalars),
         domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
-        head_symbols=("bat", "h", "hk", "block_bh"))
+        head_symbols=tuple(head_symbols))
 
 
 class _Builder:

@@ -82,9 +82,10 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
     def stmt(self, s: Any, d: int) -> None:
         if getattr(self, "_onepass", None) is None:
             self._onepass = is_onepass(self.k)
-        if self.scalar_stmt(s, d) or onepass_stmt(self.out, s, d, self.buf_dtype,
-                                                  self._onepass) or \
-                warp_stmt(self.out, s, d) or decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param) or \
+        if self.scalar_stmt(s, d) or \
+                onepass_stmt(self.out, s, d, self.buf_dtype, self._onepass) or \
+                warp_stmt(self.out, s, d) or \
+                decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param) or \
                 ticket_stmt(self, s, d):
             pass
         elif isinstance(s, LseMax):
@@ -127,7 +128,8 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
                                   f"{PACK[bt]}({r[0]}, {r[1]}), {PACK[bt]}({r[2]}, {r[3]}));"))
 
     def helpers(self) -> str:
-        return super().helpers() + HELPERS + decode_helpers(self.k) + onepass_helpers(self.k) + \
+        return super().helpers() + HELPERS + decode_helpers(self.k) + \
+            onepass_helpers(self.k) + \
             (TICKET_HELPERS if has_ticket(self.k) else "")
 
     def params(self) -> List[str]:
