@@ -8,7 +8,12 @@ rounds (``gpu_suite.interleaved_rounds``: settled, profiler device time + CUDA-e
 medians of ``--reps``) and back-to-back wall per call; both outputs checked bitwise against
 each other and against a float64 reference.
 
-    python3 benchmarks/gpu_decode_onepass_ir.py [--out DIR] [--rounds 3] [--reps 10]
+Part 2 (``--parts 2``): the IR one-pass kernel against the tensor-core IR kernel with one split
+(``IrFusedMmaDecode``, what ``dispatch.short_cache_on_ir`` runs for Skv 17-64 at d64 / d128 and
+few blocks) at B1 / 8 / 32 x H32/8 x Skv 17 / 32 / 64 x d64 / d128: the measurement the
+``SHORT_IR_KEYS`` boundary was taken from, against the template.
+
+    python3 benchmarks/gpu_decode_onepass_ir.py [--out DIR] [--rounds 3] [--reps 10] [--parts 12]
 """
 from __future__ import annotations
 
@@ -40,10 +45,24 @@ def forms(q, k):
                  "onepass_ir": lambda q, k, v, out: ir(q, k, v, out=out)}
 
 
+BOUNDARY = [(B, 32, 8, s, d) for d in (64, 128) for B in (1, 8, 32) for s in (17, 32, 64)]
+
+
+def boundary_forms(q, k):
+    from kernels.nvidia.decode_fused_ir import IrFusedMmaDecode
+    from kernels.nvidia.decode_onepass_ir import IrOnePassDecode, onepass_config
+    from kernels.nvidia.dispatch import mma_decode_config
+    cfg = mma_decode_config(q, k)
+    fused, ir = IrFusedMmaDecode(cfg), IrOnePassDecode(onepass_config(q, k, "f16"))
+    return cfg, {"fused_ir": lambda q, k, v, out: fused(q, k, v, out=out),
+                 "onepass_ir": lambda q, k, v, out: ir(q, k, v, out=out)}
+
+
 def main() -> int:
     ap = bench_parser(reps=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--parts", default="1")
     args = ap.parse_args()
     import torch
     import gpu_suite
@@ -51,6 +70,12 @@ def main() -> int:
     lines, rows = [str(run_header())], []
     copy = gpu_suite.copy_device_gbps(args.reps)
     lines.append(f"copy {copy:.0f} GB/s (1 GiB, profiler device time)")
+    if "2" in args.parts:
+        timing(lines, rows, BOUNDARY, boundary_forms, args, "boundary", copy)
+    if "1" not in args.parts:
+        write_report(args.out, "decode_onepass_ir", lines,
+                     dict(header=run_header(), copy_GBps=copy, rows=rows))
+        return 0
     timing(lines, rows, SHORT, forms, args, "onepass", copy)
     # bitwise: the two outputs of every row, on fresh buffers poisoned with NaN
     lines.append("bitwise (template vs onepass_ir, same inputs):")
@@ -72,6 +97,8 @@ def main() -> int:
     lines.append("ratio template / onepass_ir device time (>= 1: the IR kernel is as fast):")
     by = {}
     for r in rows:
+        if r["part"] != "onepass":
+            continue
         by.setdefault((r["B"], r["Hq"], r["Hkv"], r["Skv"], r["D"]), {})[r["form"]] = r
     for key, fs in by.items():
         t, i = fs["template"], fs["onepass_ir"]
