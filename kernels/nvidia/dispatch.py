@@ -407,11 +407,12 @@ SHORT_IR_KEYS = 17     # ... and from this many keys, at d64/d128 and fewer (bat
 
 
 #: run the short caches' one-pass decode as the IR-built, verified kernel
-#: (:class:`~.decode_onepass_ir.IrOnePassDecode`) instead of the template: bitwise equal and
-#: 0.98-2.15x the template's device time at every row measured (H100 2026-11-24,
-#: benchmarks/gpu_decode_onepass_ir.py: Skv 1/8/16 at B1/B32 x H32/8 and H32/32 x d64/d128,
-#: d256 Skv 32, Skv 17/64 at B32 H32/32, B30720; lowest 0.981 at B32 H32/32 Skv 1 d64,
-#: benchmarks/results/nvidia_onepass_ir_h100_2026-11-24.txt)
+#: (:class:`~.decode_onepass_ir.IrOnePassDecode`) instead of the template: bitwise equal at
+#: every row measured (H100 2026-11-24, benchmarks/gpu_decode_onepass_ir.py: Skv 1/8/16 at
+#: B1/B32 x H32/8 and H32/32 x d64/d128, d256 Skv 32, Skv 17/64 at B32 H32/32, B30720), device
+#: time 1.17-2.15x the template's from 8 keys on, 0.93-1.14x at one key (1.6-1.8 us,
+#: launch-bound: B32 H32/32 Skv 1 d128 measured 1.010 and 0.929 in two runs), back-to-back wall
+#: 2.0-3.4x lower (its call binds once); benchmarks/results/nvidia_onepass_ir_h100_2026-11-24*
 ONE_PASS_IR = True
 
 
@@ -481,9 +482,9 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
             return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane "
                                 "group per (batch, head) row, no split (IrOnePassDecode "
                                 f"{name}: the one-pass kernel built as kernel IR and "
-                                "verified; bitwise the template, 0.98-2.15x its device time "
-                                "on the H100; a call whose offsets reach 2^31 runs the "
-                                "template)")
+                                "verified; bitwise the template on the H100, 1.2-2.1x its "
+                                "device time from 8 keys, 0.93-1.14x at one key; a call "
+                                "whose offsets reach 2^31 runs the template)")
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split (the one-pass TEMPLATE kernel, "
                             "not verified IR: the IR kernel measured slower at this size)")
