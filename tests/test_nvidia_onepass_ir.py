@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kernels.nvidia.attention import AttentionConfigError, DecodeConfig, emit_decode
 from kernels.nvidia.decode_onepass_ir import (build_onepass_ir, int_offsets_fit,
@@ -128,3 +129,24 @@ def test_launches_bind_once_and_fall_back_past_int_offsets(monkeypatch):
         assert fake.launches[-1].kernel.startswith("lg_decode_bf16_f16_d128_c8_w8")
     finally:
         fc.clear_caches()
+
+
+@given(st.data())
+@settings(max_examples=25, deadline=None)
+def test_onepass_ir_verifies_at_any_launch(data):
+    """Any (batch, heads, GQA group, seqlen_kv, layout) launch of a configuration: the verifier
+    (IR and printed text) holds on it - not only on the spec's four instances."""
+    from kernels.nvidia.decode_onepass_ir import onepass_instance
+    D = data.draw(st.sampled_from([64, 128, 256]), "D")
+    chunk = data.draw(st.sampled_from([1, 2, 4, 8, 16]), "chunk")
+    hk = data.draw(st.integers(1, 3), "kv heads")
+    group = data.draw(st.integers(1, 5), "group")
+    B = data.draw(st.integers(1, 3), "batch")
+    skv = data.draw(st.integers(1, 3 * chunk + 2), "seqlen_kv")
+    layout = data.draw(st.sampled_from(["bhsd", "strided"]), "layout")
+    cfg = DecodeConfig(head_dim=D, chunk=chunk)
+    k = build_onepass_ir(cfg)
+    inst = onepass_instance(cfg, "drawn", B, hk * group, hk, skv, layout=layout)
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k), instances=[inst])
+    bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert not bad, bad
