@@ -144,3 +144,24 @@ def test_unmutated_kernel_passes():
     k = build_onepass_ir(CFG)
     r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
     assert all(c.holds for c in r.checks.values())
+
+
+def test_the_32_bit_form_is_refused_past_2_31():
+    """index_ranges refuses the int form at a launch whose offsets pass 2^31 (what the runtime's
+    int_offsets_fit routes to the template or the wide form) ..."""
+    from kernels.nvidia.decode_onepass_ir import onepass_instance
+    k = build_onepass_ir(CFG)
+    inst = onepass_instance(CFG, "past", 3, 4, 2, 6, layout="past-2^31")
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k), instances=[inst])
+    assert not r.checks["index_ranges"].holds
+    assert "outside the C int" in r.checks["index_ranges"].counterexample
+
+
+def test_a_wide_form_with_one_int_stride_is_refused():
+    """... and the wide form with one stride left int (k_sb) at its own past-2^31 launch."""
+    from kernels.ir.attention import ScalarParam
+    k = build_onepass_ir(CFG, wide=True)
+    k.scalars = [ScalarParam(p.name, "int") if p.name == "k_sb" else p for p in k.scalars]
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
+    assert not r.checks["index_ranges"].holds
+    assert "k_sb" in r.checks["index_ranges"].counterexample

@@ -150,3 +150,37 @@ def test_onepass_ir_verifies_at_any_launch(data):
     r = verify(k, arch="sm_90", source=emit_cuda_attention(k), instances=[inst])
     bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
     assert not bad, bad
+
+
+@pytest.mark.parametrize("D,chunk", [(128, 8), (64, 1), (256, 16)])
+def test_wide_form_verifies_past_2_31(D, chunk):
+    """The wide form (long long strides) verifies, text included, on the four launches and one
+    whose batches lie 2^31 to 2^32 elements apart (index_ranges proves its 64-bit offsets)."""
+    k = build_onepass_ir(DecodeConfig(head_dim=D, chunk=chunk), wide=True)
+    src = emit_cuda_attention(k)
+    assert "long long k_sb" in src and k.name.endswith("_i64")
+    r = verify(k, arch="sm_90", source=src)
+    bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert not bad, bad
+    assert "offsets-past-2^31" in r.checks["index_ranges"].domain
+
+
+def test_wide_fallback_launches_the_wide_ir_form(monkeypatch):
+    """With WIDE_FALLBACK_ON_IR, a cache whose offsets reach 2^31 launches the wide IR form
+    with 64-bit stride arguments (pretend H100, nothing compiled)."""
+    torch = pytest.importorskip("torch")
+    import _fake_cuda as fc
+    from kernels.nvidia import decode_onepass_ir as op
+    fake = fc.install(monkeypatch)
+    monkeypatch.setattr(op, "WIDE_FALLBACK_ON_IR", True)
+    try:
+        bf, D = torch.bfloat16, 128
+        dec = op.IrOnePassDecode(DecodeConfig(head_dim=D, chunk=8))
+        big = fc.FakeCudaTensor((2, 2, 8, D), bf, stride=(2 ** 31 + 128, 8 * D, D, 1))
+        dec(fc.FakeCudaTensor((2, 8, 1, D), bf), big, big,
+            out=fc.FakeCudaTensor((2, 8, 1, D), torch.float16))
+        assert fake.launches[-1].kernel == "lg_decode_ir_bf16_f16_d128_c8_w8_i64"
+        sig = fake.signatures["lg_decode_ir_bf16_f16_d128_c8_w8_i64"]
+        assert sig[4:8] == ("i32",) * 4 and sig[8:18] == ("i64",) * 10
+    finally:
+        fc.clear_caches()

@@ -80,3 +80,30 @@ def test_dispatch_runs_the_ir_one_pass_bitwise():
     want = DecodeAttention(onepass_config(q, k))(q, k, v)
     torch.cuda.synchronize()
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def test_wide_form_past_2_31_equals_template():
+    """The wide IR form (long long strides) against the template on K / V whose batches lie
+    2^31 + 128 elements apart in one 4 GiB buffer (the 32-bit form cannot address them), and
+    at an ordinary launch; bitwise."""
+    from kernels.nvidia.decode_onepass_ir import int_offsets_fit
+    B, Hq, Hkv, Skv, D = 2, 8, 2, 12, 128
+    stride_b = 2 ** 31 + 128
+    g = torch.Generator(device="cuda").manual_seed(3)
+    # k from element 0, v from 64 D: each batch's rows are whole inside the buffer
+    buf = torch.randn(stride_b + 64 * D + Hkv * Skv * D, device="cuda",
+                      generator=g).to(torch.bfloat16)
+    k = buf.as_strided((B, Hkv, Skv, D), (stride_b, Skv * D, D, 1))
+    v = buf[64 * D:].as_strided((B, Hkv, Skv, D), (stride_b, Skv * D, D, 1))
+    q = torch.randn((B, Hq, 1, D), device="cuda", generator=g).to(torch.bfloat16)
+    assert not int_offsets_fit(k)
+    cfg = onepass_config(q, k, "f16")
+    want = DecodeAttention(cfg)(q, k, v)
+    got = IrOnePassDecode(cfg, wide=True)(q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    q2, k2, v2 = _inputs(3, 12, 4, 37, 64, "f16", True)
+    cfg2 = onepass_config(q2, k2, "f16")
+    a, b = DecodeAttention(cfg2)(q2, k2, v2), IrOnePassDecode(cfg2, wide=True)(q2, k2, v2)
+    torch.cuda.synchronize()
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))

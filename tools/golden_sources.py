@@ -345,6 +345,9 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=64, chunk=4, in_dtype="f16", out_dtype="bf16")):
         yield (f"nvidia/decode-onepass-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda_attention(build_onepass_ir(DecodeConfig(**kw))))
+    for kw in (dict(chunk=8), dict(head_dim=256, chunk=1, in_dtype="f16")):
+        yield (f"nvidia/decode-onepass-ir-i64/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_attention(build_onepass_ir(DecodeConfig(**kw), wide=True)))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),

@@ -50,7 +50,7 @@ from .attention import AttentionConfigError, DecodeAttention, DecodeConfig, emit
 from .builder import CompiledKernel
 from .flash_ir import attention_ir_spec, int_offsets_fit
 
-__all__ = ["build_onepass_ir", "onepass_ir_spec", "onepass_instances", "onepass_ir_name",
+__all__ = ["WIDE_FALLBACK_ON_IR", "STRIDE_SCALARS", "build_onepass_ir", "onepass_ir_spec", "onepass_instances", "onepass_ir_name",
            "onepass_layouts", "IrOnePassDecode", "ONEPASS_SCALARS", "int_offsets_fit",
            "onepass_config"]
 
@@ -72,17 +72,22 @@ def onepass_layouts(D: int) -> Dict[str, Layout]:
     return out
 
 
-def onepass_ir_name(cfg: DecodeConfig) -> str:
+#: the strides, ``long long`` arguments in the wide form (:func:`build_onepass_ir`)
+STRIDE_SCALARS = ONEPASS_SCALARS[4:]
+
+
+def onepass_ir_name(cfg: DecodeConfig, wide: bool = False) -> str:
     return (f"lg_decode_ir_{cfg.in_dtype}_{cfg.out_dtype}_d{cfg.head_dim}_c{cfg.chunk}"
-            f"_w{cfg.warps}")
+            f"_w{cfg.warps}{'_i64' if wide else ''}")
 
 
-def onepass_ir_spec(name: str, cfg: DecodeConfig, instances: Any) -> Any:
+def onepass_ir_spec(name: str, cfg: DecodeConfig, instances: Any, wide: bool = False) -> Any:
     """``S = Q K^T`` over d, the online softmax over the keys (masked past seqlen_kv) in steps
     of ``chunk``, ``O = P V`` over the keys, normalised; no log-sum-exp (the template stores
     none); its (batch, head) symbols ``bat``, ``h``, ``hk`` enter global accesses only."""
     return attention_ir_spec(name, cfg.in_dtype, cfg.out_dtype, cfg.head_dim, cfg.chunk,
-                             ONEPASS_SCALARS, instances, ("bat", "h", "hk"))
+                             ONEPASS_SCALARS, instances, ("bat", "h", "hk"),
+                             wide=STRIDE_SCALARS if wide else ())
 
 
 def _xors(G: int) -> List[int]:
@@ -90,12 +95,12 @@ def _xors(G: int) -> List[int]:
 
 
 class _Builder:
-    def __init__(self, cfg: DecodeConfig) -> None:
+    def __init__(self, cfg: DecodeConfig, wide: bool = False) -> None:
         emit_decode(cfg)                # the template's validation (dtypes, head_dim, chunk)
         if cfg.threads % cfg.lanes_per_row:
             raise AttentionConfigError(f"{cfg.threads} threads are not whole rows of "
                                        f"{cfg.lanes_per_row} lanes")
-        self.c = cfg
+        self.c, self.wide = cfg, wide
         U, dt = cfg.chunk, cfg.in_dtype
         self.G = onepass_layouts(cfg.head_dim)
         self.q = Frag("q_fr", dt, 8)
@@ -170,7 +175,7 @@ class _Builder:
         body += [
             FinalNormalize(self.o, tuple(range(8)), "l_run", "m_run", self.lse),
             self._vec("O", 0, sym("h"), self.o, 0, q_ok)]
-        name = onepass_ir_name(c)
+        name = onepass_ir_name(c, self.wide)
         dt, ot = c.in_dtype, c.out_dtype
         params = [Param("Q", dt), Param("K", dt), Param("V", dt), Param("O", ot, const=False)]
         header = [f"one-pass decode (kernels/nvidia/decode_onepass_ir.py): {dt} in, {ot} out, "
@@ -179,16 +184,20 @@ class _Builder:
         return AttnKernel(name, params, [], [self.q, self.k, self.v, self.s, self.p, self.o,
                                              self.lse],
                           body, c.threads, (0, 0, 1), grid_symbols=("block_q",), header=header,
-                          meta={"kind": "decode_onepass", "cfg": c},
-                          scalars=[ScalarParam(n) for n in ONEPASS_SCALARS] +
+                          meta={"kind": "decode_onepass", "cfg": c, "wide": self.wide},
+                          scalars=[ScalarParam(n, "long long" if self.wide and
+                                               n in STRIDE_SCALARS else "int")
+                                   for n in ONEPASS_SCALARS] +
                           [ScalarParam("scale_log2", "float")],
-                          spec=onepass_ir_spec(name, c, onepass_instances))
+                          spec=onepass_ir_spec(name, c, onepass_instances, self.wide))
 
 
-def build_onepass_ir(cfg: DecodeConfig) -> AttnKernel:
+def build_onepass_ir(cfg: DecodeConfig, wide: bool = False) -> AttnKernel:
     """The IR of the one-pass decode ``cfg`` with its spec (the template's validation:
-    :class:`~.attention.AttentionConfigError` for what it refuses)."""
-    return _Builder(cfg).build()
+    :class:`~.attention.AttentionConfigError` for what it refuses).  ``wide``: the strides are
+    ``long long`` arguments, so every offset (a product with a stride) is 64-bit C arithmetic
+    (the template's form), proved by ``index_ranges`` at a launch whose offsets pass 2^31."""
+    return _Builder(cfg, wide).build()
 
 
 # ---------------------------------------------------------------------------- verification
@@ -202,7 +211,11 @@ def onepass_instance(cfg: DecodeConfig, name: str, B: int, H: int, HK: int, skv:
     D = cfg.head_dim
     v: Dict[str, int] = dict(batch=B, heads=H, kv_heads=HK, group=H // HK, seqlen_q=1,
                              seqlen_kv=skv)
-    if layout == "strided":
+    if layout == "past-2^31":        # every batch of q / k / v / out 2^31 elements or more apart
+        v.update(q_sh=D, q_sb=2 ** 32 + 8, o_sh=D + 8, o_sb=2 ** 31 + 64)
+        for t, base in (("k", 2 ** 31 + 128), ("v", 3 * 2 ** 31)):
+            v.update({f"{t}_ss": D, f"{t}_sh": skv * D, f"{t}_sb": base})
+    elif layout == "strided":
         v.update(q_sh=D + 8, q_sb=H * (D + 8) + 16, o_sh=D + 16, o_sb=H * (D + 16))
         for t, pad in (("k", 8), ("v", 24)):
             ss = HK * D + pad
@@ -216,14 +229,17 @@ def onepass_instance(cfg: DecodeConfig, name: str, B: int, H: int, HK: int, skv:
 
 def onepass_instances(k: Any) -> List[Any]:
     """One key (MQA, 5 heads); ragged GQA over 2 kv heads with a partial last step and a
-    partial last block; whole steps only; strided q / k / v / out over 3 blocks' rows."""
+    partial last block; whole steps only; strided q / k / v / out over 3 blocks' rows; the
+    wide form also batches 2^31 to 2^32 elements apart (offsets up to ~2^33.6)."""
     c = k.meta["cfg"]
     U, rpb = c.chunk, c.rows_per_block
     many = 2 * rpb + 3
     return [onepass_instance(c, "one-key-mqa", 2, 5, 1, 1),
             onepass_instance(c, "ragged-gqa", 3, 4, 2, 2 * U + 3),
             onepass_instance(c, "whole-steps", 1, 2, 2, U),
-            onepass_instance(c, "strided-many-blocks", 1, many, 1, U + 1, layout="strided")]
+            onepass_instance(c, "strided-many-blocks", 1, many, 1, U + 1, layout="strided")] + \
+        ([onepass_instance(c, "offsets-past-2^31", 3, 4, 2, U + 2, layout="past-2^31")]
+         if k.meta.get("wide") else [])
 
 
 # ---------------------------------------------------------------------------- runtime
@@ -240,27 +256,51 @@ def onepass_config(q: Any, k: Any, out_dtype: str = "f16") -> DecodeConfig:
                         chunk=chunk)
 
 
+#: a call whose 32-bit offsets do not fit runs the wide IR form (``long long`` strides,
+#: verified with a launch past 2^31) instead of the template.  Off until the wide form has run
+#: on a GPU (tests/test_nvidia_onepass_ir_gpu.py::test_wide_form_past_2_31_equals_template,
+#: written 2026-11-24, not run: the session's device budget was spent)
+WIDE_FALLBACK_ON_IR = False
+
+
 class IrOnePassDecode(DecodeAttention):
     """The IR-built one-pass decode of ``cfg``, verified (IR and printed CUDA; a passing verdict
     is remembered on disk by content, :mod:`kernels.verify.report_cache`) before anything is
     compiled: ``dec(q, k, v, out=None, scale=None) -> out`` with the template's arguments and
     checks; a call whose element offsets reach 2^31 runs the template
-    (:class:`~.attention.DecodeAttention`, 64-bit strides) instead.  ``report`` is the
-    verifier's."""
+    (:class:`~.attention.DecodeAttention`, 64-bit strides) instead, or with
+    :data:`WIDE_FALLBACK_ON_IR` the ``wide`` form.  ``wide=True``: the strides are ``long long``
+    arguments (:func:`build_onepass_ir`), every call fits.  ``report`` is the verifier's."""
 
-    def __init__(self, cfg: DecodeConfig = DecodeConfig(), *, backend: str = "auto") -> None:
+    def __init__(self, cfg: DecodeConfig = DecodeConfig(), *, backend: str = "auto",
+                 wide: bool = False) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_onepass_ir(cfg)
+        self.wide = wide
+        self.ir = build_onepass_ir(cfg, wide)
         source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, cfg.arch)
         CompiledKernel.__init__(self, cfg, source, backend)
         self.kernel_name = self.ir.name
-        self.template: Optional[DecodeAttention] = None
+        self.template: Optional[DecodeAttention] = None       # built on first need
+        self.wide_kernel: Optional[IrOnePassDecode] = None
+
+    def fallback(self) -> DecodeAttention:
+        """The kernel of a call whose offsets do not fit: the wide IR form with
+        :data:`WIDE_FALLBACK_ON_IR`, else the template."""
+        if WIDE_FALLBACK_ON_IR:
+            if self.wide_kernel is None:
+                self.wide_kernel = IrOnePassDecode(self.cfg, wide=True)
+            return self.wide_kernel
+        if self.template is None:
+            self.template = DecodeAttention(self.cfg)
+        return self.template
 
     def fits(self, q: Any, k: Any, v: Any, out: Any = None) -> bool:
         """Whether the IR's 32-bit offsets reach every element of the call's tensors (and of
-        the contiguous output it allocates when ``out`` is None)."""
+        the contiguous output it allocates when ``out`` is None); always, in the wide form."""
+        if self.wide:
+            return True
         if not int_offsets_fit(q, k, v):
             return False
         if out is None:
@@ -281,16 +321,16 @@ class IrOnePassDecode(DecodeAttention):
         B, Hq, Hkv, Skv = self.check_args(q, k, v, out)
         cfg = self.cfg
         if not self.fits(q, k, v, out):
-            if self.template is None:
-                self.template = DecodeAttention(cfg)
-            tpl = self.template
+            tpl = self.fallback()
             return lambda q, k, v, out: tpl(q, k, v, out=out, scale=scale)
         s = 1.0 / math.sqrt(cfg.head_dim) if scale is None else float(scale)
         if not math.isfinite(s):
             raise LaunchError(f"scale must be finite, got {s}")
         site = LaunchSite(self.module, self.kernel_name, -(-(B * Hq) // cfg.rows_per_block),
                           cfg.threads,
-                          signature=("ptr",) * 4 + ("i32",) * len(ONEPASS_SCALARS) + ("f32",),
+                          signature=("ptr",) * 4 + tuple("i64" if self.wide and n in
+                                                         STRIDE_SCALARS else "i32"
+                                                         for n in ONEPASS_SCALARS) + ("f32",),
                           specs=[TensorSpec(strides=())] * 4 + [None] * (len(ONEPASS_SCALARS)
                                                                           + 1))
         head = [B, Hq, Hq // Hkv, Skv, q.stride(0), q.stride(1), k.stride(0), k.stride(1),

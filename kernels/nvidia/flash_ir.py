@@ -93,11 +93,12 @@ def flash_ir_spec(name: str, cfg: FlashConfig, instances: Any) -> Any:
 
 
 def attention_ir_spec(name: str, in_dtype: str, out_dtype: str, head_dim: int, key_tile: int,
-                      scalars: Any, instances: Any, head_symbols: Any) -> Any:
+                      scalars: Any, instances: Any, head_symbols: Any, wide: Any = ()) -> Any:
     """The spec of an NVIDIA attention kernel built as IR that stores O and no log-sum-exp (the
     prefill here, the one-pass decode of :mod:`.decode_onepass_ir`): ``S = Q K^T`` over d, the
     online softmax over the keys in steps of ``key_tile``, ``O = P V``, normalised; the int
-    ``scalars`` in [0, 2^31), the domain ``instances``."""
+    ``scalars`` in [0, 2^31) (those in ``wide``, ``long long`` arguments: [0, 2^63)), the
+    domain ``instances``."""
     from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax, Symbol,
                                TensorSpec)
     dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", head_dim),
@@ -110,7 +111,7 @@ def attention_ir_spec(name: str, in_dtype: str, out_dtype: str, head_dim: int, k
         name=name, dims=dims, tensors=tensors,
         contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("O", "P", "V", ("key",))),
         softmax=OnlineSoftmax("S", "P", "key", "d", key_tile),
-        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in scalars),
+        symbols=tuple(Symbol(n, 0, 2 ** (63 if n in wide else 31) - 1) for n in scalars),
         domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
         head_symbols=tuple(head_symbols))
 

@@ -37,7 +37,7 @@ import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 import sympy
@@ -583,9 +583,9 @@ def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
                         f"(over {c.describe(node)}){c.where}; the kernel would need 64-bit "
                         f"index arithmetic there, which this builder does not emit: use a "
                         f"smaller problem or split it")
-        ivs = [bound(e, c.ranges, report) for e in t.exprs if isinstance(e, tuple)]
+        ivs = [bound(e, c.ranges, report, c.longs) for e in t.exprs if isinstance(e, tuple)]
         if t.pred is not None:
-            bound(t.pred, c.ranges, report)
+            bound(t.pred, c.ranges, report, c.longs)
         c.exprs += len(ivs)
         if t.kind in ("let", "loop"):       # `const int x = ...` / `int v = ...; v < ...`
             for e, (iv, ctype) in zip(t.exprs, ivs):
@@ -608,6 +608,7 @@ class _RangeCtx:
     ranges: Dict[str, Tuple[int, int]]
     where: str
     exprs: int = 0
+    longs: FrozenSet[str] = frozenset()     # the kernel's long long arguments
 
     def describe(self, node: Any) -> str:
         names: List[str] = []
@@ -691,7 +692,8 @@ def verify_printed(k: Kernel, source: str, *,
         _declarations(k, src, fails)
     _p_rounding(k, source, fails, cuda)
     ir_body = _ir_stmts(k.body, cuda)
-    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype in ("int", "long long")]
+    longs = frozenset(p.name for p in getattr(k, "scalars", ()) if p.ctype == "long long")
     if instances is None:
         if scalars:
             raise ValueError(f"kernel {k.name} has runtime arguments {scalars}: pass instances")
@@ -719,7 +721,7 @@ def verify_printed(k: Kernel, source: str, *,
         ranges = {"tid": (0, k.block - 1)}
         ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(names, grid)})
         ranges.update({n: (v, v) for n, v in values.items()})
-        rc = _RangeCtx(fails, ranges, where)
+        rc = _RangeCtx(fails, ranges, where, longs=longs)
         try:
             _ranges(rc, src.body)
         except CExprError as e:
@@ -765,7 +767,8 @@ def index_ranges_at(k: Kernel, source: str, values: Dict[str, int],
     Like :func:`verify_printed`'s check it ignores the predicates guarding an access, so it
     over-approximates: an address that C never evaluates (a predicated-off prefetch past the
     last tile) can make it fail.  A pass is a proof; a failure may be conservative."""
-    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype in ("int", "long long")]
+    longs = frozenset(p.name for p in getattr(k, "scalars", ()) if p.ctype == "long long")
     vals = {n: int(values[n]) for n in scalars}
     key = (k.name, hash(source), tuple(sorted(vals.items())), tuple(int(g) for g in grid))
     hit = _AT_CACHE.get(key)
@@ -775,7 +778,7 @@ def index_ranges_at(k: Kernel, source: str, values: Dict[str, int],
     ranges = {"tid": (0, k.block - 1)}
     ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(k.grid_symbols[:3], grid)})
     ranges.update({n: (v, v) for n, v in vals.items()})
-    rc = _RangeCtx(fails, ranges, " (at this launch's arguments)")
+    rc = _RangeCtx(fails, ranges, " (at this launch's arguments)", longs=longs)
     try:
         memory = [p.name for p in k.params] + [s.name for s in k.shared]
         _ranges(rc, read_source(source, k.name, memory).body)
