@@ -27,8 +27,11 @@ template's device time on an H100 at 8 / 16 keys per step, 2026-11-24).  Lanes o
 ``batch x heads`` (a partial last block) compute the last row again (``qc = min(qi, rows -
 1)``, the template's clamp) and store nothing.
 
-Offsets are 32-bit ``int`` (the template's strides are ``long long``): a call whose offsets
-reach 2^31 runs the template (:func:`int_offsets_fit`).
+Offsets are 32-bit ``int`` (the template's strides are ``long long``): a call whose offsets or
+strides reach 2^31 runs the template (:func:`~.flash_ir.int_offsets_fit`), or, with
+:data:`WIDE_FALLBACK_ON_IR`, the ``wide`` form: the same IR with the strides as ``long long``
+arguments (64-bit offsets, as the template's), proved with a launch whose batches lie 2^31 to
+2^32 elements apart (``index_ranges`` types the ``long long`` arguments).
 """
 
 from __future__ import annotations
