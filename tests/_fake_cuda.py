@@ -197,7 +197,8 @@ def clear_caches() -> None:
     from kernels.nvidia import attention, dispatch
     dispatch.clear_plans()
     for g in [*dispatch._GEMMS.values(), *dispatch._TEMPLATES.values(), *dispatch._FLASH.values(),
-              *dispatch._SPLIT_DECODE.values(), *attention._DECODE.values()]:
+              *dispatch._SPLIT_DECODE.values(), *dispatch._ONE_PASS.values(),
+              *attention._DECODE.values()]:
         g.forget_calls()
         g._module = None
         # the kernels a built object holds besides itself (the IR decodes' split, combine

@@ -2,7 +2,9 @@
 1): every tensor-core configuration the dispatch makes, odd heads per block (MHA, GQA 3/5/7)
 included, is one the verified IR kernels are built for; short caches run the IR kernel with
 one split where it measured faster than the one-pass template (Skv 17-64, d64/d128, few
-blocks) and the one-pass TEMPLATE elsewhere, and the reason names which."""
+blocks) and the one-pass kernel elsewhere - built as IR and verified
+(kernels/nvidia/decode_onepass_ir.py) while dispatch.ONE_PASS_IR holds, else the template - and
+the reason names which."""
 
 from __future__ import annotations
 
@@ -43,10 +45,17 @@ def test_short_caches_measured_faster_on_the_ir_run_it(shape):
 @pytest.mark.parametrize("shape", [(8, 32, 8, 1, 128), (8, 32, 8, SHORT_IR_KEYS - 1, 64),
                                    (32, 32, 32, 64, 128), (30720, 32, 32, 16, 128),
                                    (8, 32, 8, 64, 256), (256, 32, 32, 16, 128)])
-def test_short_caches_measured_slower_on_the_ir_keep_the_one_pass_template(shape):
+def test_short_caches_measured_slower_on_the_tensor_core_ir_run_the_one_pass_ir(shape):
     c = choose_decode(*_qk(*shape))
     assert c.kind == "one_pass" and c.config is None
-    assert "TEMPLATE" in c.reason and "not verified" in c.reason
+    assert "IrOnePassDecode" in c.reason and "verified" in c.reason and "TEMPLATE" not in c.reason
+
+
+def test_one_pass_ir_switched_off_names_the_template(monkeypatch):
+    from kernels.nvidia import dispatch
+    monkeypatch.setattr(dispatch, "ONE_PASS_IR", False)
+    c = choose_decode(*_qk(8, 32, 8, 1, 128))
+    assert c.kind == "one_pass" and "TEMPLATE" in c.reason and "not verified" in c.reason
 
 
 def test_the_short_cache_bounds():
@@ -58,7 +67,7 @@ def test_the_short_cache_bounds():
 def test_decode_attention_launches_what_choose_decode_names(monkeypatch):
     """Through decode_attention on a pretend H100 (tests/_fake_cuda.py, nothing compiled): an
     odd group (hg 3) and a 48-key cache each launch the one-launch IR kernel, once; a 10-key
-    cache launches no IR kernel (the one-pass template)."""
+    cache launches the one-pass IR kernel."""
     import _fake_cuda as fc
     from kernels.nvidia import dispatch
     fake = fc.install(monkeypatch)
@@ -66,7 +75,7 @@ def test_decode_attention_launches_what_choose_decode_names(monkeypatch):
         bf = torch.bfloat16
         for (B, Hq, Hkv, S, D), want in (((2, 24, 8, 3000, 64), "lg_decode_fused_ir_bf16_d64_g3"),
                                          ((1, 8, 2, 48, 128), "lg_decode_fused_ir_bf16_d128_g4"),
-                                         ((1, 8, 2, 10, 128), "lg_decode_bf16_f16_d128")):
+                                         ((1, 8, 2, 10, 128), "lg_decode_ir_bf16_f16_d128")):
             n = len(fake.launches)
             q, k = fc.FakeCudaTensor((B, Hq, 1, D), bf), fc.FakeCudaTensor((B, Hkv, S, D), bf)
             dispatch.decode_attention(q, k, k, out=fc.FakeCudaTensor((B, Hq, 1, D),

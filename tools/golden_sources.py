@@ -352,6 +352,16 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=96, hg=8, warps=8), dict(head_dim=160, hg=5, warps=4)):
         yield (f"nvidia/decode-fused-ir/{_kw(kw)}",
                lambda kw=kw: emit_cuda_attention(build_decode_fused_ir(MmaDecodeConfig(**kw))))
+    # ... and the one-pass decode (kernels.nvidia.decode_onepass_ir), what short caches run
+    from kernels.nvidia.decode_onepass_ir import build_onepass_ir
+    for kw in (dict(chunk=1), dict(chunk=8), dict(), dict(head_dim=64, chunk=16),
+               dict(head_dim=256, chunk=16), dict(head_dim=256, chunk=2, in_dtype="f16"),
+               dict(head_dim=64, chunk=4, in_dtype="f16", out_dtype="bf16")):
+        yield (f"nvidia/decode-onepass-ir/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_attention(build_onepass_ir(DecodeConfig(**kw))))
+    for kw in (dict(chunk=8), dict(head_dim=256, chunk=1, in_dtype="f16")):
+        yield (f"nvidia/decode-onepass-ir-i64/{_kw(kw)}",
+               lambda kw=kw: emit_cuda_attention(build_onepass_ir(DecodeConfig(**kw), wide=True)))
     wf = [dict(), dict(bn=64), dict(warpgroups=1), dict(head_dim=64, bn=64),
           dict(warpgroups=1, bn=192), dict(overlap=False),
           dict(head_dim=64, warpgroups=1, bn=64, overlap=False),

@@ -17,6 +17,7 @@ from ..errors import LaunchError
 from ..runtime.cuda import device_info
 from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
+from .decode_onepass_ir import IrOnePassDecode, onepass_config, onepass_ir_name
 from .decode_mma import MMA_BLOCKS_PER_SM, MmaDecodeConfig, heads_per_mma_block, mma_warps
 from .decode_fused_ir import IrFusedMmaDecode
 from .decode_padded import (TEMPLATE_HEAD_DIMS, ir_head_dim_ok, padded_decode_on_ir,
@@ -479,13 +480,27 @@ SHORT_IR_KEYS = 17     # ... and from this many keys, at d64/d128 and fewer (bat
                        # wall 23-42 us against 60-112 us; at Skv 1 the one-pass is faster on
                        # the device, 1.6-2.0 against 3.9-5.0 us, and with >= 1024 blocks,
                        # e.g. B32 H32/32 18-41 us against 2-24 us, B30720 10-95x: there the
-                       # one-pass template keeps running)
+                       # one-pass kernel keeps running, since 2026-11-24 the verified IR one,
+                       # ONE_PASS_IR below; these bounds were measured against the template,
+                       # which the IR one-pass is 1.0-2.1x faster than at 8-64 keys)
+
+
+#: run the short caches' one-pass decode as the IR-built, verified kernel
+#: (:class:`~.decode_onepass_ir.IrOnePassDecode`) instead of the template: bitwise equal at
+#: every row measured (H100 2026-11-24, benchmarks/gpu_decode_onepass_ir.py: Skv 1/8/16 at
+#: B1/B32 x H32/8 and H32/32 x d64/d128, d256 Skv 32, Skv 17/64 at B32 H32/32, B30720), device
+#: time 1.17-2.15x the template's from 8 keys on, 0.93-1.14x at one key (1.6-1.8 us,
+#: launch-bound: B32 H32/32 Skv 1 d128 measured 1.010 and 0.929 in two runs), back-to-back wall
+#: 2.0-3.4x lower (its call binds once); benchmarks/results/nvidia_onepass_ir_h100_2026-11-24*
+ONE_PASS_IR = True
 
 
 @dataclass(frozen=True)
 class DecodeChoice:
-    """The decode kernel for a problem: ``kind`` "one_pass" (:class:`~.attention
-    .DecodeAttention`: D/8 lanes per (batch, head) row, for short caches and big batches) or
+    """The decode kernel for a problem: ``kind`` "one_pass" (:class:`~.decode_onepass_ir
+    .IrOnePassDecode`, or the template :class:`~.attention.DecodeAttention` with
+    :data:`ONE_PASS_IR` off: D/8 lanes per (batch, head) row, for short caches and big
+    batches) or
     "split_kv" (:class:`~.decode_splitkv.SplitKVDecode`: GQA heads share K/V reads, the KV
     split over blocks, exact LSE merge); ``config`` (None for one_pass: built per call) and
     the reason."""
@@ -541,6 +556,14 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                                 "sharing each K/V read (IrFusedMmaDecode: built as kernel IR "
                                 "and verified; measured faster than the one-pass template "
                                 "here)")
+        if ONE_PASS_IR:
+            name = onepass_ir_name(onepass_config(q, k, out_dtype))
+            return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane "
+                                "group per (batch, head) row, no split (IrOnePassDecode "
+                                f"{name}: the one-pass kernel built as kernel IR and "
+                                "verified; bitwise the template on the H100, 1.2-2.1x its "
+                                "device time from 8 keys, 0.93-1.14x at one key; a call "
+                                "whose offsets reach 2^31 runs the template)")
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split (the one-pass TEMPLATE kernel, "
                             "not verified IR: the IR kernel measured slower at this size)")
@@ -596,6 +619,7 @@ def mma_decode_config(q, k, out_dtype: str = "f16") -> MmaDecodeConfig:
 
 
 _SPLIT_DECODE: Dict[Any, SplitKVDecode] = {}
+_ONE_PASS: Dict[Any, IrOnePassDecode] = {}
 
 
 def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optional[float] = None,
@@ -626,6 +650,13 @@ def _decode_kernel(q, k, od: str, kv_splits: Optional[int]):
     """The callable :func:`decode_attention` runs: the one-pass kernel or a built split-KV
     kernel, per :func:`choose_decode` (``kv_splits`` forces split-KV)."""
     choice = choose_decode(q, k, out_dtype=od)
+    if choice.kind == "one_pass" and kv_splits is None and ONE_PASS_IR:
+        cfg = onepass_config(q, k, od)
+        dec = _ONE_PASS.get(cfg)
+        if dec is None:
+            dec = _ONE_PASS[cfg] = IrOnePassDecode(cfg)     # verifies IR + text once
+        return lambda q, k, v, out=None, scale=None, kv_splits=None: dec(
+            q, k, v, out=out, scale=scale)
     if choice.kind == "one_pass" and kv_splits is None:
         return lambda q, k, v, out=None, scale=None, kv_splits=None: one_pass_decode(
             q, k, v, out_dtype=od, scale=scale, out=out)
@@ -659,6 +690,7 @@ def clear_plans() -> None:
     from ..runtime.cuda import clear_prepared
     for c in (_GEMM_PLANS, _GEMM_RUNS, _FLASH_PLANS, _DECODE_PLANS):
         c.clear()
-    for g in (*_GEMMS.values(), *_TEMPLATES.values(), *_FLASH.values(), *_SPLIT_DECODE.values()):
+    for g in (*_GEMMS.values(), *_TEMPLATES.values(), *_FLASH.values(), *_SPLIT_DECODE.values(),
+              *_ONE_PASS.values()):
         g.forget_calls()
     clear_prepared()

@@ -61,7 +61,8 @@ from ..ir.warp_registers import RoundProbs
 from .attention import AttentionConfigError, FlashAttention, FlashConfig, plan_flash
 from .builder import CompiledKernel
 
-__all__ = ["build_flash_ir", "flash_ir_spec", "flash_ir_instances", "flash_ir_name",
+__all__ = ["build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
+           "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
 
 #: head dims whose IR waits for V (and prefetches the next block's) right after S = Q K^T, before
@@ -102,22 +103,32 @@ def global_layouts(D: int) -> Dict[str, Layout]:
 def flash_ir_spec(name: str, cfg: FlashConfig, instances: Any) -> Any:
     """``S = Q K^T`` over d, online softmax over the keys (masked past seqlen_kv and, causal,
     above the top-left diagonal), ``O = P V`` over the keys, normalised; no log-sum-exp."""
+    return attention_ir_spec(name, cfg.dtype, cfg.dtype, cfg.head_dim, cfg.bn, FLASH_IR_SCALARS,
+                             instances, ("bat", "h", "hk", "block_bh"))
+
+
+def attention_ir_spec(name: str, in_dtype: str, out_dtype: str, head_dim: int, key_tile: int,
+                      scalars: Any, instances: Any, head_symbols: Any, wide: Any = ()) -> Any:
+    """The spec of an NVIDIA attention kernel built as IR that stores O and no log-sum-exp (the
+    prefill here, the one-pass decode of :mod:`.decode_onepass_ir`): ``S = Q K^T`` over d, the
+    online softmax over the keys in steps of ``key_tile``, ``O = P V``, normalised; the int
+    ``scalars`` in [0, 2^31) (those in ``wide``, ``long long`` arguments: [0, 2^63)), the
+    domain ``instances``."""
     from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax, Symbol,
                                TensorSpec)
-    dt = cfg.dtype
-    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", cfg.head_dim),
+    dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", head_dim),
             Dim("head", "heads"), Dim("kv_head", "kv_heads"), Dim("batch", "batch"))
-    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", dt),
-               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", dt),
-               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", dt),
-               TensorSpec("O", ("row", "d", "head", "batch"), "output", dt))
+    tensors = (TensorSpec("Q", ("row", "d", "head", "batch"), "input", in_dtype),
+               TensorSpec("K", ("key", "d", "kv_head", "batch"), "input", in_dtype),
+               TensorSpec("V", ("key", "d", "kv_head", "batch"), "input", in_dtype),
+               TensorSpec("O", ("row", "d", "head", "batch"), "output", out_dtype))
     return KernelSpec(
         name=name, dims=dims, tensors=tensors,
         contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("O", "P", "V", ("key",))),
-        softmax=OnlineSoftmax("S", "P", "key", "d", cfg.bn),
-        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in FLASH_IR_SCALARS),
+        softmax=OnlineSoftmax("S", "P", "key", "d", key_tile),
+        symbols=tuple(Symbol(n, 0, 2 ** (63 if n in wide else 31) - 1) for n in scalars),
         domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
-        head_symbols=("bat", "h", "hk", "block_bh"))
+        head_symbols=tuple(head_symbols))
 
 
 class _Builder:
@@ -538,10 +549,12 @@ def flash_ir_instances(k: Any) -> List[Any]:
 
 
 def int_offsets_fit(*tensors: Any) -> bool:
-    """Every element offset of the (B, H, S, D) tensors fits the IR's 32-bit ``int`` math."""
+    """Every element offset of the (B, H, S, D) tensors, and every stride (each an ``int``
+    argument, even of a dimension of extent 1: a stride of 2^31 there adds no offset but the
+    launch refuses it as an i32), fits the IR's 32-bit ``int`` math."""
     for t in tensors:
         last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-        if last >= 2 ** 31:
+        if last >= 2 ** 31 or max(t.stride()) >= 2 ** 31:
             return False
     return True
 

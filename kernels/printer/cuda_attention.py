@@ -12,6 +12,8 @@ reads back for the ``printed_source`` check:
 * ``[if (pred)] lg_ldg_f32x{1,4}(&frag[i], buf + (offset));`` (an f32 global load);
 * ``[if (pred)] lg_st_u32x2(buf + (offset), lg_pack_*x2(o[i], o[i+1]), lg_pack_*x2(...));`` (4
   f32 registers rounded to a 16-bit output);
+* the one-pass decode's dot products, axpys, frag-element shuffles and 16-byte stores
+  (:mod:`kernels.printer.cuda_onepass`);
 * the warp statements of :mod:`kernels.printer.cuda_warp` (operand words, shuffles, the
   probabilities split hi + lo) and the split kernel's softmax, loads, stores and warp merge
   (:mod:`kernels.printer.cuda_decode`);
@@ -38,6 +40,7 @@ from ..nvidia.prelude import PACK
 from .attention import ScalarStatements
 from .cuda import CudaPrinter
 from .cuda_decode import decode_helpers, decode_stmt
+from .cuda_onepass import is_onepass, onepass_helpers, onepass_stmt
 from .cuda_ticket import TICKET_HELPERS, coherent_load_fn, has_ticket, ticket_stmt
 from .cuda_warp import warp_stmt
 
@@ -77,7 +80,11 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
     FLOAT_INIT = {"-inf": "LG_NEG_INF", "0": "0.f"}
 
     def stmt(self, s: Any, d: int) -> None:
-        if self.scalar_stmt(s, d) or warp_stmt(self.out, s, d) or \
+        if getattr(self, "_onepass", None) is None:
+            self._onepass = is_onepass(self.k)
+        if self.scalar_stmt(s, d) or \
+                onepass_stmt(self.out, s, d, self.buf_dtype, self._onepass) or \
+                warp_stmt(self.out, s, d) or \
                 decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param,
                             bool(self.k.meta.get("softmax_fold"))) or \
                 ticket_stmt(self, s, d):
@@ -123,6 +130,7 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
 
     def helpers(self) -> str:
         return super().helpers() + HELPERS + decode_helpers(self.k) + \
+            onepass_helpers(self.k) + \
             (TICKET_HELPERS if has_ticket(self.k) else "")
 
     def params(self) -> List[str]:

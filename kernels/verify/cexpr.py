@@ -16,7 +16,7 @@ Only what the printers emit for index math is accepted; anything else raises
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import numpy as np
 
@@ -261,10 +261,12 @@ def _shift(a: Interval, b: Interval, op: str) -> Interval:
 
 
 def bound(n: Node, ranges: Dict[str, Interval],
-          report: Callable[[Node, Interval, str], None]) -> Tuple[Interval, str]:
+          report: Callable[[Node, Interval, str], None],
+          longs: FrozenSet[str] = frozenset()) -> Tuple[Interval, str]:
     """Interval and C type (``"int"`` or ``"long"``) of ``n`` over ``ranges``; calls
     ``report(node, interval, ctype)`` for every subexpression whose interval does not fit its
-    type (an int operation whose exact result leaves [-2^31, 2^31 - 1])."""
+    type (an int operation whose exact result leaves [-2^31, 2^31 - 1]).  The names in
+    ``longs`` are ``long long`` (a kernel's 64-bit arguments); every other name is ``int``."""
     k = n[0]
     if k == "num":
         v = n[1]
@@ -273,9 +275,9 @@ def bound(n: Node, ranges: Dict[str, Interval],
         if n[1] not in ranges:
             raise CExprError(f"no range known for {n[1]!r} (not a kernel symbol, argument, "
                              f"loop variable or earlier const int)")
-        return ranges[n[1]], "int"
+        return ranges[n[1]], ("long" if n[1] in longs else "int")
     if k == "un":
-        iv, t = bound(n[2], ranges, report)
+        iv, t = bound(n[2], ranges, report, longs)
         if n[1] == "-":
             iv = (-iv[1], -iv[0])
         elif n[1] == "!":
@@ -285,20 +287,20 @@ def bound(n: Node, ranges: Dict[str, Interval],
         _fit(n, iv, t, report)
         return iv, t
     if k == "cond":
-        bound(n[1], ranges, report)
-        a, ta = bound(n[2], ranges, report)
-        b, tb = bound(n[3], ranges, report)
+        bound(n[1], ranges, report, longs)
+        a, ta = bound(n[2], ranges, report, longs)
+        b, tb = bound(n[3], ranges, report, longs)
         return (min(a[0], b[0]), max(a[1], b[1])), ("long" if "long" in (ta, tb) else "int")
     if k == "call":
-        ivs = [bound(a, ranges, report) for a in n[2]]
+        ivs = [bound(a, ranges, report, longs) for a in n[2]]
         (a, ta), (b, tb) = ivs
         if ta != "int" or tb != "int":
             report(n, (min(a[0], b[0]), max(a[1], b[1])), "long argument of an int function")
         f = min if n[1] in ("la_imin", "min") else max
         return (f(a[0], b[0]), f(a[1], b[1])), "int"
     op = n[1]
-    a, ta = bound(n[2], ranges, report)
-    b, tb = bound(n[3], ranges, report)
+    a, ta = bound(n[2], ranges, report, longs)
+    b, tb = bound(n[3], ranges, report, longs)
     t = "long" if "long" in (ta, tb) else "int"
     if op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"):
         return (0, 1), "int"

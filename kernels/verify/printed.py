@@ -37,7 +37,7 @@ import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 import sympy
@@ -49,6 +49,7 @@ from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
 from .source_decode import DECODE_IR_KINDS, decode_ir_stmts, read_decode_statement
+from .source_onepass import check_onepass_helpers
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
                           read_source, register_operand)
 
@@ -323,7 +324,7 @@ def _compare_cuda_regs(c: _Ctx, t: SourceStmt, s: SourceStmt) -> None:
                                       f"{want[0]}{list(want[1])} ({s.text})")
     dt = {p.name: p.dtype for p in (*c.k.params, *c.k.shared)}.get(s.name)
     rdt = {f.name: f.dtype for f in c.k.frags}.get(want[0])
-    fn = "" if dt in ("f32", rdt) else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4)
+    fn = "" if dt in ("f32", rdt) else _CUDA_CONVERT.get(dt, ("?", "?"))[0 if len(want[1]) in (2, 4, 8)
                                                                   else 1]
     if t.regs[1] != fn:
         c.fails.add("printed_source", f"line {t.line}: converts with {t.regs[1]}, the output "
@@ -591,9 +592,9 @@ def _ranges(c: "_RangeCtx", body: List[SourceStmt]) -> None:
                         f"(over {c.describe(node)}){c.where}; the kernel would need 64-bit "
                         f"index arithmetic there, which this builder does not emit: use a "
                         f"smaller problem or split it")
-        ivs = [bound(e, c.ranges, report) for e in t.exprs if isinstance(e, tuple)]
+        ivs = [bound(e, c.ranges, report, c.longs) for e in t.exprs if isinstance(e, tuple)]
         if t.pred is not None:
-            bound(t.pred, c.ranges, report)
+            bound(t.pred, c.ranges, report, c.longs)
         c.exprs += len(ivs)
         if t.kind in ("let", "loop"):       # `const int x = ...` / `int v = ...; v < ...`
             for e, (iv, ctype) in zip(t.exprs, ivs):
@@ -616,6 +617,7 @@ class _RangeCtx:
     ranges: Dict[str, Tuple[int, int]]
     where: str
     exprs: int = 0
+    longs: FrozenSet[str] = frozenset()     # the kernel's long long arguments
 
     def describe(self, node: Any) -> str:
         names: List[str] = []
@@ -693,11 +695,14 @@ def verify_printed(k: Kernel, source: str, *,
         _cuda_declarations(k, src, fails)
         _wgmma_helpers(k, source, fails)
         _lse_helpers(k, source, fails)
+        for msg in check_onepass_helpers(k, source):
+            fails.add("declarations", msg)
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails, cuda)
     ir_body = _ir_stmts(k.body, cuda, _softmax_form(k))
-    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype in ("int", "long long")]
+    longs = frozenset(p.name for p in getattr(k, "scalars", ()) if p.ctype == "long long")
     if instances is None:
         if scalars:
             raise ValueError(f"kernel {k.name} has runtime arguments {scalars}: pass instances")
@@ -725,7 +730,7 @@ def verify_printed(k: Kernel, source: str, *,
         ranges = {"tid": (0, k.block - 1)}
         ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(names, grid)})
         ranges.update({n: (v, v) for n, v in values.items()})
-        rc = _RangeCtx(fails, ranges, where)
+        rc = _RangeCtx(fails, ranges, where, longs=longs)
         try:
             _ranges(rc, src.body)
         except CExprError as e:
@@ -771,7 +776,8 @@ def index_ranges_at(k: Kernel, source: str, values: Dict[str, int],
     Like :func:`verify_printed`'s check it ignores the predicates guarding an access, so it
     over-approximates: an address that C never evaluates (a predicated-off prefetch past the
     last tile) can make it fail.  A pass is a proof; a failure may be conservative."""
-    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
+    scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype in ("int", "long long")]
+    longs = frozenset(p.name for p in getattr(k, "scalars", ()) if p.ctype == "long long")
     vals = {n: int(values[n]) for n in scalars}
     key = (k.name, hash(source), tuple(sorted(vals.items())), tuple(int(g) for g in grid))
     hit = _AT_CACHE.get(key)
@@ -781,7 +787,7 @@ def index_ranges_at(k: Kernel, source: str, values: Dict[str, int],
     ranges = {"tid": (0, k.block - 1)}
     ranges.update({n: (0, max(0, int(g) - 1)) for n, g in zip(k.grid_symbols[:3], grid)})
     ranges.update({n: (v, v) for n, v in vals.items()})
-    rc = _RangeCtx(fails, ranges, " (at this launch's arguments)")
+    rc = _RangeCtx(fails, ranges, " (at this launch's arguments)", longs=longs)
     try:
         memory = [p.name for p in k.params] + [s.name for s in k.shared]
         _ranges(rc, read_source(source, k.name, memory).body)

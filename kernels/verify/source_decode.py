@@ -30,6 +30,7 @@ from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
 from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs, word_form
 from ..nvidia.prelude import PACK
 from .cexpr import CExprError, parse
+from .source_onepass import ONEPASS_IR_KINDS, onepass_ir_stmts, read_onepass_statement
 from .source_text import SourceStmt, split_args
 
 __all__ = ["read_decode_statement", "decode_ir_stmts", "DECODE_IR_KINDS"]
@@ -45,7 +46,7 @@ _SHFL = re.compile(r"^const float (\w+) = __shfl_sync\(0xffffffffu, (\w+), (.*)\
 _XMAX = re.compile(r"^(\w+) = fmaxf\(\1, __shfl_xor_sync\(0xffffffffu, \1, (\d+)\)\);$")
 _XSUM = re.compile(r"^(\w+) \+= __shfl_xor_sync\(0xffffffffu, \1, (\d+)\);$")
 _MASK = re.compile(rf"^{_R} = \((.*)\) \? \1\[\2\](?: \* (\w+))? : LG_NEG_INF;$")
-_ROWMAX = re.compile(r"^float (\w+) = (fmaxf\(.*\));$")
+_ROWMAX = re.compile(r"^float (\w+) = (fmaxf\(.*\)|\w+\[\d+\]);$")    # (one item: a copy)
 _MC = re.compile(r"^const float (\w+) = fmaxf\((\w+), (\w+)\);$")
 _ALPHA = re.compile(r"^const float (\w+) = (\w+) == (\w+) \? 1\.f : lg_exp2\(\3 - \2\);$")
 _SETM = re.compile(r"^(\w+) = (\w+);$")
@@ -131,6 +132,9 @@ def read_decode_statement(s: str, ln: int, dt: Dict[str, str],
     not one of its forms."""
     if s == "#pragma unroll":
         return []
+    onepass = read_onepass_statement(s, ln, dt, pred)     # the one-pass decode's forms
+    if onepass is not None:
+        return onepass
     mem = _mem_read(s, ln, dt, pred)
     if mem is not None:
         return [mem]
@@ -246,7 +250,7 @@ def _folded_regs(s: str) -> Optional[tuple]:
 
 DECODE_IR_KINDS = ("MaskScores", "PackWord", "ShflBroadcast", "SplitProbs", "StoreVar", "WarpStats",
                    "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale",
-                   "RoundProbs", "FinalNormalize")
+                   "RoundProbs", "FinalNormalize") + ONEPASS_IR_KINDS
 
 
 def _w(regs: tuple, exprs: tuple = ()) -> SourceStmt:
@@ -280,6 +284,9 @@ def decode_ir_stmts(s: Any, fold: bool = False,
     """What the CUDA printer prints for one split-kernel statement, as records equal to what
     :func:`read_decode_statement` reads from the text; None for a statement it does not
     cover (``fold``: the kernel prints the folded softmax, ``scale`` its scale parameter)."""
+    onepass = onepass_ir_stmts(s)
+    if onepass is not None:
+        return onepass
     if fold and isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)):
         return _folded_ir(s, scale)
     if isinstance(s, MaskScores):
