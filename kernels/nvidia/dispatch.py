@@ -34,6 +34,7 @@ from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_pad
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
 from .wgmma_tma_ir_reduce import reduce_kernel_name
 from .wgmma_rt_ir import IrWgmmaRtGemm, rt_ir_refusal, rt_kernel_name
+from .wgmma_rt_ir_split import IrWgmmaRtSplitGemm, split_ir_refusal, split_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from .ws_tma_loads import tma_attention_ready
@@ -132,6 +133,10 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
+    if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and CP_SPLIT_ON_IR and \
+            split_ir_refusal(cfg) is None:     # two launches: name both
+        return replace(choice, kernel=split_kernel_name(cfg), reason=choice.reason +
+                       f"; then {split_kernel_name(cfg)}_reduce (the IR reduce kernel)")
     if isinstance(cfg, WgmmaGemmConfig) and cfg.split_k:
         return replace(choice, reason=choice.reason + "; the cp.async split-K runs the string "
                        "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR")
@@ -309,12 +314,20 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
 CP_ASYNC_WGMMA_IR = True
 
 
+#: run the cp.async split-K (``WgmmaGemmConfig(split_k=True)``) as the IR split kernel + IR
+#: reduce kernel (:class:`IrWgmmaRtSplitGemm`) instead of the template
+CP_SPLIT_ON_IR = False
+
+
 def wgmma_gemm(cfg: WgmmaGemmConfig) -> Any:
     """The kernel that runs ``cfg``: the verified IR-built runtime-size one
-    (:mod:`.wgmma_rt_ir`) where it has the form (no split-K) and :data:`CP_ASYNC_WGMMA_IR`,
-    else the string template :class:`WgmmaGemm`."""
+    (:mod:`.wgmma_rt_ir`, or for split-K :mod:`.wgmma_rt_ir_split` where
+    :data:`CP_SPLIT_ON_IR`) where :data:`CP_ASYNC_WGMMA_IR`, else the string template
+    :class:`WgmmaGemm`."""
     if CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return IrWgmmaRtGemm(cfg)
+    if CP_ASYNC_WGMMA_IR and CP_SPLIT_ON_IR and split_ir_refusal(cfg) is None:
+        return IrWgmmaRtSplitGemm(cfg)
     return WgmmaGemm(cfg)
 
 

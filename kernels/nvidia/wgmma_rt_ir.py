@@ -55,7 +55,7 @@ from .gemm import GemmConfigError
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
 from .wgmma_ir import shared_k_steps
 
-__all__ = ["RT_SCALARS", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
+__all__ = ["RT_SCALARS", "RtWgmmaBuilder", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
            "IrWgmmaRtGemm", "rt_ir_refusal", "rt_kernel_name"]
 
 #: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
@@ -123,9 +123,12 @@ def _lt(a: Any, b: Any) -> Any:
     return sympy.StrictLessThan(sympy.expand(a), sympy.expand(b), evaluate=False)
 
 
-class _Builder:
+class RtWgmmaBuilder:
+    """The runtime-size program of one configuration; the split-K form
+    (:mod:`.wgmma_rt_ir_split`) overrides the k range, the epilogue and the interface."""
+
     def __init__(self, cfg: WgmmaGemmConfig) -> None:
-        refusal = rt_ir_refusal(cfg)
+        refusal = self.refusal(cfg)
         if refusal is not None:
             raise GemmConfigError(refusal)
         self.c, self.p, self.S = cfg, plan_wgmma_gemm(cfg), cfg.stages
@@ -142,6 +145,9 @@ class _Builder:
             Layout((N, K), (ldb, 1))
         self.c_glob = Layout((M, N), (ldc, 1))
         self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2}
+
+    def refusal(self, cfg: WgmmaGemmConfig) -> Any:
+        return rt_ir_refusal(cfg)
 
     def let(self, stem: str, expr: Any) -> Tuple[Let, Any]:
         self.n_lets += 1
@@ -255,7 +261,18 @@ class _Builder:
                    self.copy_tile(op, kt, stage, "edge"))]
 
     def load_stage(self, kt: Any, stage: Any) -> List[Any]:
+        """The copies of this block's ``kt``-th k tile (:meth:`k_tile`) into ``stage``."""
+        kt = self.k_tile(kt)
         return self.load_operand(self.p.a, kt, stage) + self.load_operand(self.p.b, kt, stage)
+
+    def k_tile(self, kt: Any) -> Any:
+        """The k tile of the matrix this block's ``kt``-th iteration multiplies: all of them
+        here (a split kernel starts at its range's first)."""
+        return kt
+
+    def k_range(self) -> Tuple[List[Any], Any]:
+        """The statements naming this block's k-tile count, and that count: ``KT`` here."""
+        return [], sym("KT")
 
     # ---- wgmma and epilogue -------------------------------------------------------------
     def epilogue(self) -> List[Any]:
@@ -298,8 +315,9 @@ class _Builder:
 
     def build(self) -> AttnKernel:
         c, S = self.c, self.S
-        kt, KT = sym("kt"), sym("KT")
-        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + \
+        kt = sym("kt")
+        k_lets, KT = self.k_range()
+        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + k_lets + \
             self.copy_bases() + [
             ZeroFrag(self.acc),
             Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each (a loop:"
@@ -323,7 +341,7 @@ class _Builder:
             CpAsyncCommit(), WgmmaWait(1, ("acc",))]
         body += [loop, WgmmaWait(0, ("acc",)), CpAsyncWait(0)]
         body += self.epilogue()
-        name = rt_kernel_name(c)
+        name = self.kernel_name()
         header = [f"C[M x N] = A[M x K] (row-major, lda) @ B "
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major, ldb), {c.dtype}, f32 "
                   f"accumulation, runtime M/N/K and leading dimensions; block tile "
@@ -333,21 +351,32 @@ class _Builder:
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in self.p.describe().items()
                    if "banks" not in k and "coverage" not in k]
-        return AttnKernel(name, [Param("A", c.dtype), Param("B", c.dtype),
-                                 Param("C", c.dtype, const=False)],
+        out, scalars, grid_symbols, meta = self.interface()
+        return AttnKernel(name, [Param("A", c.dtype), Param("B", c.dtype), out],
                           [Shared("sA", c.dtype, S * self.elems["A"]),
                            Shared("sB", c.dtype, S * self.elems["B"])],
                           [self.stage_frag, self.edge_frag, self.acc], body, c.threads,
-                          (1, 1, 1), grid_symbols=("pid",), header=header,
-                          meta={"plan": self.p, "cfg": c}, min_blocks=1,
-                          scalars=[ScalarParam(n) for n in RT_SCALARS],
-                          spec=rt_gemm_spec(name, c))
+                          (1, 1, 1), grid_symbols=grid_symbols, header=header,
+                          meta=dict(meta, plan=self.p, cfg=c), min_blocks=1,
+                          scalars=[ScalarParam(n) for n in scalars],
+                          spec=self.spec(name))
+
+    # ---- what a variant changes ---------------------------------------------------------
+    def kernel_name(self) -> str:
+        return rt_kernel_name(self.c)
+
+    def interface(self) -> Tuple[Any, Tuple[str, ...], Tuple[str, ...], dict]:
+        """``(output parameter, scalar arguments, grid symbols, extra meta)``."""
+        return Param("C", self.c.dtype, const=False), RT_SCALARS, ("pid",), {}
+
+    def spec(self, name: str) -> KernelSpec:
+        return rt_gemm_spec(name, self.c)
 
 
 def build_wgmma_rt_ir(cfg: WgmmaGemmConfig = WgmmaGemmConfig()) -> AttnKernel:
     """The runtime-size IR of ``cfg`` (any M, N, K, leading dimensions); raises
     :class:`~kernels.nvidia.gemm.GemmConfigError` for split-K or a plan that fails its proofs."""
-    return _Builder(cfg).build()
+    return RtWgmmaBuilder(cfg).build()
 
 
 class IrWgmmaRtGemm(CompiledKernel):
