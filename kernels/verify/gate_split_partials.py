@@ -41,6 +41,7 @@ from .gate_dataflow import GemmDataflow
 from .gate_split_reduce import REDUCE_RULE, check_printed_reduce, check_reduce
 from .gate_tma_data import SH0, SHT
 from .gate_tma_ticket import TicketLedger
+from .spec import SpecError
 
 __all__ = ["SplitPartialsDataflow", "SplitPartialsRun", "verify_split_at_instances",
            "SPLIT_CHECKS"]
@@ -60,7 +61,7 @@ class SplitPartialsRun:
     def __init__(self, k: Any, values: Dict[str, int]) -> None:
         split = k.meta.get("split")
         if not split or "reduce" not in k.meta:
-            raise ValueError(f"{k.name}: a split kernel declares meta['split'] (bk, the k-tile "
+            raise SpecError(f"{k.name}: a split kernel declares meta['split'] (bk, the k-tile "
                              "partition) and meta['reduce'] (the kernel that sums W)")
         self.k, self.values = k, dict(values)
         self.bk, self.ws = int(split["bk"]), str(split["workspace"])
