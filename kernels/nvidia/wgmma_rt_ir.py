@@ -276,28 +276,33 @@ class RtWgmmaBuilder:
 
     # ---- wgmma and epilogue -------------------------------------------------------------
     def epilogue(self) -> List[Any]:
-        """Pairs as one 4-byte store where both columns exist and ldc is even, else each
-        element alone; nothing past M or N (the template's ``emit_pair_store``)."""
+        """Pairs as one store where both columns exist and the row stride is even, else each
+        element alone; nothing past M or N (the template's ``emit_pair_store``; the split
+        kernel's ``emit_partial_store``), into :meth:`store_target`."""
         c, M, N = self.c, self.M, self.N
         crow, ccol = accumulator_rows_cols(c.bn)
         t = sym("t")
-        even = sympy.Mod(self.ldc, 2) < 1
-        out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the wgmma "
-                                  "accumulator layout"), Let("t", self.tid - 128 * self.wg)]
+        buf, glob, at, even, words = self.store_target()
+        out: List[Any] = [Comment(f"accumulators -> {words}: (row, col) of each item from the "
+                                  "wgmma accumulator layout"), Let("t", self.tid - 128 * self.wg)]
         for it in range(0, c.bn // 2, 2):
             r = sympy.expand(self.m0 + self.wg * 64 + crow((t, it)))
             q = sympy.expand(self.n0 + ccol((t, it)))
             pair = sympy.And(r < M, q + 1 < N, even)
-            out.append(Access("store", "global", "C", sympy.expand(self.c_glob((r, q))), 2,
-                              self.acc.regs([it, it + 1]), pred=pair, tag="C.store",
-                              origin=self.c_glob, coords=((r, q), (r, q + 1))))
+            out.append(Access("store", "global", buf, sympy.expand(glob(at(r, q))), 2,
+                              self.acc.regs([it, it + 1]), pred=pair, tag=f"{buf}.store",
+                              origin=glob, coords=(at(r, q), at(r, q + 1))))
             for e in range(2):
                 single = sympy.And(r < M, q + e < N, sympy.Not(pair))
-                out.append(Access("store", "global", "C",
-                                  sympy.expand(self.c_glob((r, q + e))), 1,
-                                  self.acc.regs([it + e]), pred=single, tag="C.store1",
-                                  origin=self.c_glob, coords=((r, q + e),)))
+                out.append(Access("store", "global", buf, sympy.expand(glob(at(r, q + e))), 1,
+                                  self.acc.regs([it + e]), pred=single, tag=f"{buf}.store1",
+                                  origin=glob, coords=(at(r, q + e),)))
         return out
+
+    def store_target(self) -> Tuple[str, Any, Any, Any, str]:
+        """``(buffer, its layout, (row, col) -> its coordinate, "pairs allowed", words)``: C
+        row-major with row stride ldc, pairs (4 bytes) where ldc is even."""
+        return ("C", self.c_glob, lambda r, q: (r, q), sympy.Mod(self.ldc, 2) < 1, "C")
 
     def raster(self) -> List[Any]:
         """``m0`` / ``n0`` of block ``pid``: the template's grouped raster."""
@@ -388,8 +393,7 @@ class IrWgmmaRtGemm(CompiledKernel):
     def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(), *,
                  backend: str = "auto") -> None:
         from ..verify.report_cache import verified
-        self.ir = build_wgmma_rt_ir(cfg)
-        source = emit_cuda_gemm_rt(self.ir)
+        self.ir, source = self.build(cfg)
         # verified here, or an identical passing verification remembered on disk
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_wgmma_gemm(cfg)
@@ -397,6 +401,11 @@ class IrWgmmaRtGemm(CompiledKernel):
         CompiledKernel.__init__(self, cfg, source, backend)
         self.kernel_name = self.ir.name
         self._template: Any = None
+
+    def build(self, cfg: WgmmaGemmConfig) -> Tuple[Any, str]:
+        """``(kernel IR, printed source)`` of ``cfg``."""
+        ir = build_wgmma_rt_ir(cfg)
+        return ir, emit_cuda_gemm_rt(ir)
 
     def template(self) -> Any:
         """The string-template kernel of the same configuration (matrices of 2^31 elements

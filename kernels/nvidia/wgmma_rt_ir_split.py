@@ -30,13 +30,12 @@ import sympy
 
 from layoutalg import Layout
 
-from ..ir.core import Access, Comment, Let, Param, sym
+from ..ir.core import Comment, Let, Param, sym
 from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
-from .builder import CompiledKernel
 from .splitk import REDUCE_THREADS
-from .wgmma import WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm, split_ranges
-from .wgmma_rt_ir import INT_OFFSETS, RtWgmmaBuilder
+from .wgmma import WgmmaGemmConfig, split_ranges
+from .wgmma_rt_ir import INT_OFFSETS, IrWgmmaRtGemm, RtWgmmaBuilder
 from .wgmma_tma_ir_reduce import build_reduce_ir, workspace_meta
 
 __all__ = ["SPLIT_SCALARS", "build_wgmma_rt_split_ir", "split_instances", "split_gemm_spec",
@@ -117,33 +116,13 @@ class SplitRtBuilder(RtWgmmaBuilder):
     def k_tile(self, kt: Any) -> Any:
         return sym("kt0") + kt
 
-    def epilogue(self) -> List[Any]:
-        """fp32 partials to ``W[sp]``: pairs as one 8-byte store where both columns exist and
-        N is even, else each element alone; nothing past M or N."""
-        c, M, N = self.c, self.M, self.N
-        crow, ccol = accumulator_rows_cols(c.bn)
-        t, sp = sym("t"), sym("sp")
-        KT = sympy.floor((self.K + c.bk - 1) / c.bk)
+    def store_target(self) -> Tuple[str, Any, Any, Any, str]:
+        """fp32 partials to ``W[sp]`` (row stride N): pairs (8 bytes) where N is even."""
+        KT = sympy.floor((self.K + self.c.bk - 1) / self.c.bk)
         planes = sympy.floor((KT + sym("kt_per") - 1) / sym("kt_per"))
-        w_glob = Layout((planes, M, N), (M * N, N, 1))
-        even = sympy.Mod(N, 2) < 1
-        out: List[Any] = [Comment("accumulators -> W[sp] (fp32, row stride N): (row, col) of "
-                                  "each item from the wgmma accumulator layout"),
-                          Let("t", self.tid - 128 * self.wg)]
-        for it in range(0, c.bn // 2, 2):
-            r = sympy.expand(self.m0 + self.wg * 64 + crow((t, it)))
-            q = sympy.expand(self.n0 + ccol((t, it)))
-            pair = sympy.And(r < M, q + 1 < N, even)
-            out.append(Access("store", "global", "W", sympy.expand(w_glob((sp, r, q))), 2,
-                              self.acc.regs([it, it + 1]), pred=pair, tag="W.store",
-                              origin=w_glob, coords=((sp, r, q), (sp, r, q + 1))))
-            for e in range(2):
-                single = sympy.And(r < M, q + e < N, sympy.Not(pair))
-                out.append(Access("store", "global", "W",
-                                  sympy.expand(w_glob((sp, r, q + e))), 1,
-                                  self.acc.regs([it + e]), pred=single, tag="W.store1",
-                                  origin=w_glob, coords=((sp, r, q + e),)))
-        return out
+        w_glob = Layout((planes, self.M, self.N), (self.M * self.N, self.N, 1))
+        return ("W", w_glob, lambda r, q: (sym("sp"), r, q), sympy.Mod(self.N, 2) < 1,
+                "W[sp] (fp32, row stride N)")
 
     def kernel_name(self) -> str:
         return split_kernel_name(self.c)
@@ -172,7 +151,7 @@ def split_source(k: Any) -> str:
     return emit_cuda_gemm_rt(k) + reduce_text(k.meta["reduce"])
 
 
-class IrWgmmaRtSplitGemm(CompiledKernel):
+class IrWgmmaRtSplitGemm(IrWgmmaRtGemm):
     """The IR-built split-K kernel of ``cfg`` and its IR reduce kernel, one module, verified
     together (:func:`kernels.verify.verify`; a passing verdict remembered on disk by content)
     before anything is compiled: ``g(a, b, out=None, splits=1) -> c`` with the template
@@ -180,30 +159,12 @@ class IrWgmmaRtSplitGemm(CompiledKernel):
 
     def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(split_k=True), *,
                  backend: str = "auto") -> None:
-        from ..verify.report_cache import verified
-        self.ir = build_wgmma_rt_split_ir(cfg)
-        source = split_source(self.ir)
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = plan_wgmma_gemm(cfg)
-        self.gemm_cfg = cfg
-        CompiledKernel.__init__(self, cfg, source, backend)
-        self.kernel_name = self.ir.name
+        super().__init__(cfg, backend=backend)
         self.reduce_name = self.ir.meta["reduce"].name
-        self._template: Any = None
 
-    def template(self) -> Any:
-        """The string-template kernel of the same configuration (offsets past 32 bits)."""
-        if self._template is None:
-            from .wgmma import WgmmaGemm
-            self._template = WgmmaGemm(self.cfg, backend=self.backend)
-        return self._template
-
-    def check_args(self, a, b, out=None):
-        from .gemm import CudaGemm
-        return CudaGemm.check_args(self, a, b, out)
-
-    def __call__(self, a, b, out=None, splits: int = 1):
-        return self.bound(a, b, out, splits)(a, b, out)
+    def build(self, cfg: WgmmaGemmConfig) -> Tuple[Any, str]:
+        ir = build_wgmma_rt_split_ir(cfg)
+        return ir, split_source(ir)
 
     def bind(self, a, b, out=None, splits: int = 1):
         """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``:
