@@ -6,6 +6,8 @@ the split-aware dataflow of kernels/verify/gate_split_partials.py and the reduce
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernels.errors import LaunchError
 from kernels.nvidia import dispatch
@@ -95,3 +97,21 @@ def test_dispatch_switch(monkeypatch):
         import torch
         a = torch.zeros((4, 8), dtype=torch.float16)
         g.bind(a, torch.zeros((8, 4), dtype=torch.float16), splits=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 5000), splits=st.integers(1, 40), bk=st.sampled_from([16, 32, 64]))
+def test_split_ranges_the_dataflow_demands_partition_k_as_the_template(k, splits, bk):
+    """The per-split k range a partial must hold (SplitPartialsRun.split_range) is the
+    template's partition: ascending, non-empty, covering [0, K) exactly, ``kt_per`` tiles each."""
+    kt_per, used = split_ranges(k, bk, splits)
+
+    class _K:
+        name = "probe"
+        meta = {"split": {"bk": bk, "workspace": "W"}, "reduce": None}
+    run = SplitPartialsRun(_K(), dict(M=1, N=1, K=k, splits=used, kt_per=kt_per))
+    ranges = [run.split_range(s) for s in range(used)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == k
+    assert all(lo < hi for lo, hi in ranges)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(hi - lo == kt_per * bk for lo, hi in ranges[:-1])

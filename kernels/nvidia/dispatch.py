@@ -139,7 +139,8 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
                        f"; then {split_kernel_name(cfg)}_reduce (the IR reduce kernel)")
     if isinstance(cfg, WgmmaGemmConfig) and cfg.split_k:
         return replace(choice, reason=choice.reason + "; the cp.async split-K runs the string "
-                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR")
+                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR (its IR form "
+                       "measured 0.89-0.96x the template on an H100: CP_SPLIT_ON_IR is off)")
     return choice
 
 
@@ -299,7 +300,8 @@ def compiled_gemm(cfg: Any) -> CudaGemm:
     What still runs a string template (not verified IR): a ``WgmmaGemmConfig(split_k=True)``
     (the cp.async wgmma GEMM's split-K: :class:`WgmmaGemm` with gridDim.y splits and the
     template reduce kernel of :mod:`.splitk`; the selection makes it for split-K problems whose
-    rows are not 16-byte aligned), the mma.sync :class:`CudaGemm`, and a TMA call whose C or
+    rows are not 16-byte aligned; its verified IR form :class:`IrWgmmaRtSplitGemm` runs only
+    with :data:`CP_SPLIT_ON_IR`: H100 0.89-0.96x at long K), the mma.sync :class:`CudaGemm`, and a TMA call whose C or
     workspace has 2^31 elements or more."""
     g = _GEMMS.get(cfg)
     if g is None:
@@ -315,7 +317,9 @@ CP_ASYNC_WGMMA_IR = True
 
 
 #: run the cp.async split-K (``WgmmaGemmConfig(split_k=True)``) as the IR split kernel + IR
-#: reduce kernel (:class:`IrWgmmaRtSplitGemm`) instead of the template
+#: reduce kernel (:class:`IrWgmmaRtSplitGemm`) instead of the template: off, H100 2026-11-24
+#: bitwise equal but 0.89-0.96x the template's device time at three long-K shapes
+#: (benchmarks/results/nvidia_wgmma_rt_split_ir_h100_2026-11-24.json)
 CP_SPLIT_ON_IR = False
 
 
