@@ -263,6 +263,12 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(bk=64, stages=3, mma_order="serp", group_m=4)):
         yield (f"nvidia/mma-gemm-ir-rt/{_kw(kw)}",
                lambda kw=kw: emit_cuda_gemm_rt(build_mma_rt_ir(CudaGemmConfig(**kw))))
+    # ... and its split-K (kernels.nvidia.wgmma_rt_ir_split): split kernel + IR reduce kernel,
+    # one module
+    from kernels.nvidia.wgmma_rt_ir_split import build_wgmma_rt_split_ir, split_source
+    for kw in (dict(split_k=True), dict(split_k=True, dtype="bf16", b_major="k")):
+        yield (f"nvidia/wgmma-gemm-ir-rt-split/{_kw(kw)}",
+               lambda kw=kw: split_source(build_wgmma_rt_split_ir(WgmmaGemmConfig(**kw))))
     from kernels.nvidia.wgmma_tma import TmaGemmConfig, emit_tma_gemm
     # issue 20 item 4: the TMA GEMM the selection runs (persistent, TMA store; split-K units)
     tm = [dict(), dict(dtype="bf16", b_major="k"), dict(bn=128, stages=6),

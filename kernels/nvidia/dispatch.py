@@ -37,6 +37,7 @@ from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_pad
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
 from .wgmma_tma_ir_reduce import reduce_kernel_name
 from .wgmma_rt_ir import IrWgmmaRtGemm, rt_ir_refusal, rt_kernel_name
+from .wgmma_rt_ir_split import IrWgmmaRtSplitGemm, split_ir_refusal, split_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from .ws_tma_loads import tma_attention_ready
@@ -135,9 +136,14 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
         return replace(choice, kernel=ir_kernel_name(cfg))     # what tma_gemm(cfg) runs
     if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return replace(choice, kernel=rt_kernel_name(cfg))     # what wgmma_gemm(cfg) runs
+    if isinstance(cfg, WgmmaGemmConfig) and CP_ASYNC_WGMMA_IR and CP_SPLIT_ON_IR and \
+            split_ir_refusal(cfg) is None:     # two launches: name both
+        return replace(choice, kernel=split_kernel_name(cfg), reason=choice.reason +
+                       f"; then {split_kernel_name(cfg)}_reduce (the IR reduce kernel)")
     if isinstance(cfg, WgmmaGemmConfig) and cfg.split_k:
         return replace(choice, reason=choice.reason + "; the cp.async split-K runs the string "
-                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR")
+                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR (its IR form "
+                       "measured 0.89-0.96x the template on an H100: CP_SPLIT_ON_IR is off)")
     if isinstance(cfg, CudaGemmConfig) and MMA_RT_IR and mma_rt_refusal(cfg) is None:
         if mma_rt_at_parity(problem, cfg):          # what compiled_gemm(cfg) runs
             return replace(choice, kernel=mma_rt_kernel_name(cfg), reason=choice.reason +
@@ -305,10 +311,11 @@ def compiled_gemm(cfg: Any, template: bool = False) -> CudaGemm:
     What still runs a string template (not verified IR): a ``WgmmaGemmConfig(split_k=True)``
     (the cp.async wgmma GEMM's split-K: :class:`WgmmaGemm` with gridDim.y splits and the
     template reduce kernel of :mod:`.splitk`; the selection makes it for split-K problems whose
-    rows are not 16-byte aligned), a TMA call whose C or workspace has 2^31 elements or more,
-    and the mma.sync :class:`CudaGemm` where the IR form is not at parity: a
-    :class:`CudaGemmConfig` runs the IR-built runtime-size kernel where it has the form
-    (:func:`mma_gemm`), the template :class:`CudaGemm` with ``template=True`` (what
+    rows are not 16-byte aligned; its verified IR form :class:`IrWgmmaRtSplitGemm` runs only
+    with :data:`CP_SPLIT_ON_IR`: H100 0.89-0.96x at long K), a TMA call whose C or workspace
+    has 2^31 elements or more, and the mma.sync :class:`CudaGemm` where the IR form is not at
+    parity: a :class:`CudaGemmConfig` runs the IR-built runtime-size kernel where it has the
+    form (:func:`mma_gemm`), the template :class:`CudaGemm` with ``template=True`` (what
     :func:`gemm` asks for where :func:`choose_gemm` did not name the IR kernel)."""
     key = (cfg, "template") if template and isinstance(cfg, CudaGemmConfig) else cfg
     g = _GEMMS.get(key)
@@ -339,12 +346,22 @@ def mma_gemm(cfg: CudaGemmConfig) -> Any:
 CP_ASYNC_WGMMA_IR = True
 
 
+#: run the cp.async split-K (``WgmmaGemmConfig(split_k=True)``) as the IR split kernel + IR
+#: reduce kernel (:class:`IrWgmmaRtSplitGemm`) instead of the template: off, H100 2026-11-24
+#: bitwise equal but 0.89-0.96x the template's device time at three long-K shapes
+#: (benchmarks/results/nvidia_wgmma_rt_split_ir_h100_2026-11-24.json)
+CP_SPLIT_ON_IR = False
+
+
 def wgmma_gemm(cfg: WgmmaGemmConfig) -> Any:
     """The kernel that runs ``cfg``: the verified IR-built runtime-size one
-    (:mod:`.wgmma_rt_ir`) where it has the form (no split-K) and :data:`CP_ASYNC_WGMMA_IR`,
-    else the string template :class:`WgmmaGemm`."""
+    (:mod:`.wgmma_rt_ir`, or for split-K :mod:`.wgmma_rt_ir_split` where
+    :data:`CP_SPLIT_ON_IR`) where :data:`CP_ASYNC_WGMMA_IR`, else the string template
+    :class:`WgmmaGemm`."""
     if CP_ASYNC_WGMMA_IR and rt_ir_refusal(cfg) is None:
         return IrWgmmaRtGemm(cfg)
+    if CP_ASYNC_WGMMA_IR and CP_SPLIT_ON_IR and split_ir_refusal(cfg) is None:
+        return IrWgmmaRtSplitGemm(cfg)
     return WgmmaGemm(cfg)
 
 

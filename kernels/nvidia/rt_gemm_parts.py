@@ -13,7 +13,7 @@ the wgmma one (:mod:`kernels.nvidia.wgmma_rt_ir`) and the mma.sync one
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Callable, List, Optional
 
 import sympy
 
@@ -44,18 +44,22 @@ def raster_lets(bm: int, bn: int, bk: int, group_m: int, M: Any, N: Any, K: Any)
 
 
 def pair_or_single_stores(c_glob: Any, acc: Frag, item: int, r: Any, q: Any, M: Any, N: Any,
-                          ldc: Any) -> List[Access]:
-    """Accumulators ``item``, ``item + 1`` (C[r][q], C[r][q + 1]): the pair as one 4-byte
-    store where both columns exist and ``ldc`` is even (tag ``C.store``), else each element
-    that exists alone (``C.store1``); rows past M never."""
+                          ldc: Any, buf: str = "C", at: Optional[Callable[[Any, Any], Any]] = None,
+                          even: Any = None) -> List[Access]:
+    """Accumulators ``item``, ``item + 1`` (``buf`` [r][q], [r][q + 1]): the pair as one store
+    where both columns exist and the rows allow pairs (``even``; default: ``ldc`` even) (tag
+    ``<buf>.store``), else each element that exists alone (``<buf>.store1``); rows past M
+    never.  ``at(r, q)``: the coordinate of ``c_glob`` (default ``(r, q)``; the split-K
+    partials put the split first)."""
+    at = at or (lambda r_, q_: (r_, q_))
     r, q = sympy.expand(r), sympy.expand(q)
-    pair = sympy.And(r < M, q + 1 < N, sympy.Mod(ldc, 2) < 1)
-    out = [Access("store", "global", "C", sympy.expand(c_glob((r, q))), 2,
-                  acc.regs([item, item + 1]), pred=pair, tag="C.store", origin=c_glob,
-                  coords=((r, q), (r, q + 1)))]
+    pair = sympy.And(r < M, q + 1 < N, sympy.Mod(ldc, 2) < 1 if even is None else even)
+    out = [Access("store", "global", buf, sympy.expand(c_glob(at(r, q))), 2,
+                  acc.regs([item, item + 1]), pred=pair, tag=f"{buf}.store", origin=c_glob,
+                  coords=(at(r, q), at(r, q + 1)))]
     for e in range(2):
         single = sympy.And(r < M, q + e < N, sympy.Not(pair))
-        out.append(Access("store", "global", "C", sympy.expand(c_glob((r, q + e))), 1,
-                          acc.regs([item + e]), pred=single, tag="C.store1", origin=c_glob,
-                          coords=((r, q + e),)))
+        out.append(Access("store", "global", buf, sympy.expand(c_glob(at(r, q + e))), 1,
+                          acc.regs([item + e]), pred=single, tag=f"{buf}.store1", origin=c_glob,
+                          coords=(at(r, q + e),)))
     return out

@@ -56,7 +56,7 @@ from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
 from .wgmma_ir import shared_k_steps
 
-__all__ = ["RT_SCALARS", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
+__all__ = ["RT_SCALARS", "RtWgmmaBuilder", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
            "IrWgmmaRtGemm", "rt_ir_refusal", "rt_kernel_name"]
 
 #: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
@@ -118,9 +118,12 @@ def rt_gemm_spec(name: str, cfg: WgmmaGemmConfig) -> KernelSpec:
         domain=Domain.at_launches(lambda k: rt_instances(cfg)))
 
 
-class _Builder:
+class RtWgmmaBuilder:
+    """The runtime-size program of one configuration; the split-K form
+    (:mod:`.wgmma_rt_ir_split`) overrides the k range, the epilogue and the interface."""
+
     def __init__(self, cfg: WgmmaGemmConfig) -> None:
-        refusal = rt_ir_refusal(cfg)
+        refusal = self.refusal(cfg)
         if refusal is not None:
             raise GemmConfigError(refusal)
         self.c, self.p, self.S = cfg, plan_wgmma_gemm(cfg), cfg.stages
@@ -137,6 +140,9 @@ class _Builder:
             Layout((N, K), (ldb, 1))
         self.c_glob = Layout((M, N), (ldc, 1))
         self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2}
+
+    def refusal(self, cfg: WgmmaGemmConfig) -> Any:
+        return rt_ir_refusal(cfg)
 
     def let(self, stem: str, expr: Any) -> Tuple[Let, Any]:
         self.n_lets += 1
@@ -250,22 +256,40 @@ class _Builder:
                    self.copy_tile(op, kt, stage, "edge"))]
 
     def load_stage(self, kt: Any, stage: Any) -> List[Any]:
+        """The copies of this block's ``kt``-th k tile (:meth:`k_tile`) into ``stage``."""
+        kt = self.k_tile(kt)
         return self.load_operand(self.p.a, kt, stage) + self.load_operand(self.p.b, kt, stage)
+
+    def k_tile(self, kt: Any) -> Any:
+        """The k tile of the matrix this block's ``kt``-th iteration multiplies: all of them
+        here (a split kernel starts at its range's first)."""
+        return kt
+
+    def k_range(self) -> Tuple[List[Any], Any]:
+        """The statements naming this block's k-tile count, and that count: ``KT`` here."""
+        return [], sym("KT")
 
     # ---- wgmma and epilogue -------------------------------------------------------------
     def epilogue(self) -> List[Any]:
-        """Pairs as one 4-byte store where both columns exist and ldc is even, else each
-        element alone; nothing past M or N (the template's ``emit_pair_store``)."""
+        """Pairs as one store where both columns exist and the row stride is even, else each
+        element alone; nothing past M or N (the template's ``emit_pair_store``; the split
+        kernel's ``emit_partial_store``), into :meth:`store_target`."""
         c, M, N = self.c, self.M, self.N
         crow, ccol = accumulator_rows_cols(c.bn)
         t = sym("t")
-        out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the wgmma "
-                                  "accumulator layout"), Let("t", self.tid - 128 * self.wg)]
+        buf, glob, at, even, words = self.store_target()
+        out: List[Any] = [Comment(f"accumulators -> {words}: (row, col) of each item from the "
+                                  "wgmma accumulator layout"), Let("t", self.tid - 128 * self.wg)]
         for it in range(0, c.bn // 2, 2):
             r = self.m0 + self.wg * 64 + crow((t, it))
-            out += pair_or_single_stores(self.c_glob, self.acc, it, r, self.n0 + ccol((t, it)),
-                                         M, N, self.ldc)
+            out += pair_or_single_stores(glob, self.acc, it, r, self.n0 + ccol((t, it)), M, N,
+                                         self.ldc, buf=buf, at=at, even=even)
         return out
+
+    def store_target(self) -> Tuple[str, Any, Any, Any, str]:
+        """``(buffer, its layout, (row, col) -> its coordinate, "pairs allowed", words)``: C
+        row-major with row stride ldc, pairs (4 bytes) where ldc is even."""
+        return ("C", self.c_glob, lambda r, q: (r, q), sympy.Mod(self.ldc, 2) < 1, "C")
 
     def raster(self) -> List[Any]:
         """``m0`` / ``n0`` of block ``pid``: the template's grouped raster."""
@@ -274,8 +298,9 @@ class _Builder:
 
     def build(self) -> AttnKernel:
         c, S = self.c, self.S
-        kt, KT = sym("kt"), sym("KT")
-        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + \
+        kt = sym("kt")
+        k_lets, KT = self.k_range()
+        body: List[Any] = [Let("wg", sympy.floor(self.tid / 128))] + self.raster() + k_lets + \
             self.copy_bases() + [
             ZeroFrag(self.acc),
             Comment(f"prologue: k tiles 0..{S - 3} in flight, one cp.async group each (a loop:"
@@ -299,7 +324,7 @@ class _Builder:
             CpAsyncCommit(), WgmmaWait(1, ("acc",))]
         body += [loop, WgmmaWait(0, ("acc",)), CpAsyncWait(0)]
         body += self.epilogue()
-        name = rt_kernel_name(c)
+        name = self.kernel_name()
         header = [f"C[M x N] = A[M x K] (row-major, lda) @ B "
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major, ldb), {c.dtype}, f32 "
                   f"accumulation, runtime M/N/K and leading dimensions; block tile "
@@ -309,21 +334,32 @@ class _Builder:
                   "layouts (every index below is one of these, evaluated on the named symbols):"]
         header += [f"  {k}: {v}" for k, v in self.p.describe().items()
                    if "banks" not in k and "coverage" not in k]
-        return AttnKernel(name, [Param("A", c.dtype), Param("B", c.dtype),
-                                 Param("C", c.dtype, const=False)],
+        out, scalars, grid_symbols, meta = self.interface()
+        return AttnKernel(name, [Param("A", c.dtype), Param("B", c.dtype), out],
                           [Shared("sA", c.dtype, S * self.elems["A"]),
                            Shared("sB", c.dtype, S * self.elems["B"])],
                           [self.stage_frag, self.edge_frag, self.acc], body, c.threads,
-                          (1, 1, 1), grid_symbols=("pid",), header=header,
-                          meta={"plan": self.p, "cfg": c}, min_blocks=1,
-                          scalars=[ScalarParam(n) for n in RT_SCALARS],
-                          spec=rt_gemm_spec(name, c))
+                          (1, 1, 1), grid_symbols=grid_symbols, header=header,
+                          meta=dict(meta, plan=self.p, cfg=c), min_blocks=1,
+                          scalars=[ScalarParam(n) for n in scalars],
+                          spec=self.spec(name))
+
+    # ---- what a variant changes ---------------------------------------------------------
+    def kernel_name(self) -> str:
+        return rt_kernel_name(self.c)
+
+    def interface(self) -> Tuple[Any, Tuple[str, ...], Tuple[str, ...], dict]:
+        """``(output parameter, scalar arguments, grid symbols, extra meta)``."""
+        return Param("C", self.c.dtype, const=False), RT_SCALARS, ("pid",), {}
+
+    def spec(self, name: str) -> KernelSpec:
+        return rt_gemm_spec(name, self.c)
 
 
 def build_wgmma_rt_ir(cfg: WgmmaGemmConfig = WgmmaGemmConfig()) -> AttnKernel:
     """The runtime-size IR of ``cfg`` (any M, N, K, leading dimensions); raises
     :class:`~kernels.nvidia.gemm.GemmConfigError` for split-K or a plan that fails its proofs."""
-    return _Builder(cfg).build()
+    return RtWgmmaBuilder(cfg).build()
 
 
 class IrWgmmaRtGemm(CompiledKernel):
@@ -335,8 +371,7 @@ class IrWgmmaRtGemm(CompiledKernel):
     def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(), *,
                  backend: str = "auto") -> None:
         from ..verify.report_cache import verified
-        self.ir = build_wgmma_rt_ir(cfg)
-        source = emit_cuda_gemm_rt(self.ir)
+        self.ir, source = self.build(cfg)
         # verified here, or an identical passing verification remembered on disk
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_wgmma_gemm(cfg)
@@ -344,6 +379,11 @@ class IrWgmmaRtGemm(CompiledKernel):
         CompiledKernel.__init__(self, cfg, source, backend)
         self.kernel_name = self.ir.name
         self._template: Any = None
+
+    def build(self, cfg: WgmmaGemmConfig) -> Tuple[Any, str]:
+        """``(kernel IR, printed source)`` of ``cfg``."""
+        ir = build_wgmma_rt_ir(cfg)
+        return ir, emit_cuda_gemm_rt(ir)
 
     def template(self) -> Any:
         """The string-template kernel of the same configuration (matrices of 2^31 elements

@@ -90,11 +90,14 @@ def reduce_spec(name: str, dtype: str) -> KernelSpec:
         domain=Domain.on_instances(lambda k: ()))
 
 
-def build_reduce_ir(cfg: TmaGemmConfig) -> Kernel:
+def build_reduce_ir(cfg: TmaGemmConfig, name: Any = None) -> Kernel:
     """The reduce kernel of ``cfg`` as IR: thread ``e = bx * 256 + tid`` of ``ceil(M N /
     256)`` blocks sums ``W[s][e]`` for s = 0, 1, ... from ``0.f`` and rounds once to
     ``C[(e / N) ldc + e % N]`` (threads with ``e >= M N`` read and store nothing) (the template's :func:`~kernels.nvidia.splitk.reduce_kernel`,
-    which indexes ``W`` with 64-bit ints; the IR's are 32-bit: ``IrTmaGemm.fits``)."""
+    which indexes ``W`` with 64-bit ints; the IR's are 32-bit: ``IrTmaGemm.fits``).  ``name``:
+    the kernel's name (default :func:`reduce_kernel_name`; the cp.async split kernel's
+    reduce kernel, :mod:`.wgmma_rt_ir_split`, is named after it; only ``cfg.dtype`` is read
+    otherwise)."""
     M, N, ldc, splits = sym("M"), sym("N"), sym("ldc"), sym("splits")
     i, r = sym("e"), sym("r")       # e: the element (not i, the printer's zero-fill index)
     acc = Frag("acc", "f32", 1)
@@ -107,7 +110,7 @@ def build_reduce_ir(cfg: TmaGemmConfig) -> Kernel:
                                           tag="W.reduce")]),
         Access("store", "global", "C", r * ldc + i - r * N, 1, acc.regs([0]), pred=on,
                tag="C.reduce", coords=((r, i - r * N),))]
-    name = reduce_kernel_name(cfg)
+    name = name or reduce_kernel_name(cfg)
     return Kernel(name, [Param("W", "f32"), Param("C", cfg.dtype, const=False)]
                   + [IntParam(n) for n in ("M", "N", "ldc", "splits")],
                   [], [acc], body, REDUCE_THREADS, (1, 1, 1), grid_symbols=("bx",),

@@ -91,11 +91,14 @@ def spec_at(spec: KernelSpec, inst: RuntimeInstance) -> KernelSpec:
 
 
 def verify_at_instances(k: Any, spec: KernelSpec, arch: str, source: Optional[str] = None,
-                        instances: Optional[Sequence[RuntimeInstance]] = None) -> GateReport:
+                        instances: Optional[Sequence[RuntimeInstance]] = None,
+                        dataflow: Any = None) -> GateReport:
     """Every check of the every-block engine at each launch (``instances``, default the
     spec's domain's) on the kernel with the launch substituted (:func:`concretize`,
     :func:`spec_at`), and with ``source`` the printed-source checks at all of them; one
-    report whose checks hold where they hold at every launch."""
+    report whose checks hold where they hold at every launch.  ``dataflow(kernel, instance)``:
+    a per-launch dataflow factory simulated on every block (a split kernel's,
+    :mod:`.gate_split_partials`)."""
     t0 = time.perf_counter()
     insts = list(instances) if instances is not None else list(spec.domain.instances(k))
     if not insts:
@@ -103,7 +106,13 @@ def verify_at_instances(k: Any, spec: KernelSpec, arch: str, source: Optional[st
     merged: Dict[str, List[Tuple[RuntimeInstance, CheckResult]]] = {}
     for inst in insts:
         at = spec_at(spec, inst)
-        rep = verify_every_block(concretize(k, inst.values, inst.grid, at), at, arch=arch)
+        kc = concretize(k, inst.values, inst.grid, at)
+        if dataflow is None:
+            rep = verify_every_block(kc, at, arch=arch)
+        else:
+            every = [(i, j) for j in range(inst.grid[1]) for i in range(inst.grid[0])]
+            rep = verify_every_block(kc, at, arch=arch, blocks=every,
+                                     dataflow=dataflow(kc, inst))
         for name, res in rep.checks.items():
             merged.setdefault(name, []).append((inst, res))
     checks: Dict[str, CheckResult] = {}

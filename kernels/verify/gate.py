@@ -217,10 +217,12 @@ def gemm_spec_of(k: Kernel) -> KernelSpec:
 def verify_every_block(k: Kernel, spec: KernelSpec, *, arch: str = "gfx942",
                        k_span: Optional[int] = None,
                        blocks: Optional[List[Tuple[int, int]]] = None,
-                       translation: bool = True) -> GateReport:
+                       translation: bool = True, dataflow: Any = None) -> GateReport:
     """The engine of the ``every_block`` domain: the checks :func:`checks_for` ``spec`` over
     every block of the compile-time grid (static pass by translation or enumeration, dataflow
-    on representative blocks)."""
+    on representative blocks).  ``dataflow``: the per-block dataflow factory (default
+    :class:`GemmDataflow`); one with ``finish(fails) -> domain`` and ``checks`` (a split
+    kernel's run, :mod:`.gate_split_partials`) proves its extra checks after the blocks."""
     extra = [c for c in checks_for(spec) if c not in CHECKS]
     if extra:
         raise SpecError(f"spec {spec.name}: the every-block engine proves {', '.join(CHECKS)}; "
@@ -275,8 +277,9 @@ def verify_every_block(k: Kernel, spec: KernelSpec, *, arch: str = "gfx942",
         how = f"every block ({why})"
     span = k_span if k_span is not None else _span(spec)
     issues = stores = 0
+    make = dataflow if dataflow is not None else GemmDataflow
     for b in blist:
-        fl = GemmDataflow(k, spec, fails, b, span)
+        fl = make(k, spec, fails, b, span)
         fl.run()
         issues += fl.mfma_issues
         stores += fl.stores_checked
@@ -324,7 +327,13 @@ def verify_every_block(k: Kernel, spec: KernelSpec, *, arch: str = "gfx942",
         "lane_accumulator_writeback": flow_dom,
         "lds_races": flow_dom,
     }
-    checks = fails.results(checks_for(spec), doms)
+    names = checks_for(spec)
+    if hasattr(make, "finish"):
+        extra_dom = make.finish(fails)
+        names += tuple(c for c in make.checks if c not in names)
+        doms.update({c: extra_dom for c in make.checks})
+        doms["coverage"] += f"; C by {extra_dom}"
+    checks = fails.results(names, doms)
     details = {"bank_worst_ways": dict(st.bank_worst), "access_bits": dict(st.widths),
                "simulated_blocks": blist, "lds_bytes": lds_total,
                "bank_methods": sorted(st.bank_methods)}

@@ -400,19 +400,30 @@ class GemmDataflow:
                        f"{int(cn[t])}) but it accumulates C({int(_acc_dec(self.acc_id[fr][t, i])[0])}, "
                        f"{int(_acc_dec(self.acc_id[fr][t, i])[1])})")
             return
-        K = self.k_extent.get(self.lhs, 0)
-        want = bits_below(K, self.kbits[fr].shape[0])
+        rng = self.k_range(a, cc, t_on, env)
+        if rng is None:
+            return
+        lo, K = rng
+        nw = self.kbits[fr].shape[0]
+        want = bits_below(K, nw) & ~bits_below(lo, nw)
         got = self.kbits[fr][:, t_on, i].T
         bad = (got != want[None, :]).any(axis=1)
         if bad.any():
             t = int(t_on[np.argmax(bad)])
             have = bits_to_list(self.kbits[fr][:, t, i])
-            missing = sorted(set(range(K)) - set(have))
-            extra = sorted(set(have) - set(range(K)))
+            missing = sorted(set(range(lo, K)) - set(have))
+            extra = sorted(set(have) - set(range(lo, K)))
             self.f.add("lane_accumulator_writeback",
                        f"{self.where(a.tag, env)}: thread {t} stores C({int(cm[t])}, {int(cn[t])}) "
                        f"summed over {len(have)} k values; missing k {missing[:8]}"
                        f"{'...' if len(missing) > 8 else ''}, unexpected k {extra[:8]}")
+
+    def k_range(self, a: Access, cc: List[np.ndarray], t_on: np.ndarray,
+                env) -> Optional[Tuple[int, int]]:
+        """``[lo, hi)``: the k values a value stored by ``a`` must hold, all of them here (a
+        split kernel's partial holds its split's range: :mod:`.gate_split_partials`); None
+        when a failure was already recorded."""
+        return 0, self.k_extent.get(self.lhs, 0)
 
     # ---- MFMA ----------------------------------------------------------------------------
     def _mfma_plan(self, m: Mfma, sp: "MfmaTables") -> Any:

@@ -95,7 +95,10 @@ class StaticChecks:
             elif isinstance(s, Loop):
                 if in_loop:
                     raise KernelError("gate: nested loops are not supported by the static pass")
-                lo, hi = int(c_eval(s.start, env)), int(c_eval(s.stop, env))
+                # a stop that depends on the block (a split's k-tile count) runs to the
+                # largest, each block active while the index is below its own
+                lo, stop = int(c_eval(s.start, env)), np.asarray(c_eval(s.stop, env))
+                hi = int(stop.max())
                 if hi <= lo:
                     continue
                 vals = np.arange(lo, hi)
@@ -103,7 +106,8 @@ class StaticChecks:
                 inner[sym(s.var)] = vals.reshape(-1, 1, 1, 1)
                 saved = self.axis_vals["loop"]
                 self.axis_vals["loop"] = vals
-                self.stmts(s.body, inner, active, in_loop=True)
+                on = active if stop.ndim == 0 else active & (vals.reshape(-1, 1, 1, 1) < stop)
+                self.stmts(s.body, inner, on, in_loop=True)
                 self.axis_vals["loop"] = saved
             elif isinstance(s, If):
                 self.stmts(s.body, dict(env), active & np.asarray(c_eval(s.cond, env)), in_loop)

@@ -59,6 +59,10 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
     _no_carried_variables(kernel_ir, spec)
     if spec.domain.kind == "launches":
         from .concrete_instances import verify_at_instances
+        if "split" in getattr(kernel_ir, "meta", {}):
+            # a split kernel's fp32 partials, summed by its reduce kernel (gate_split_partials)
+            from .gate_split_partials import verify_split_at_instances
+            return verify_split_at_instances(kernel_ir, spec, arch, source, instances)
         return verify_at_instances(kernel_ir, spec, arch, source, instances)
     if spec.domain.kind == "every_block":
         if spec.wave_roles:

@@ -1,0 +1,93 @@
+"""The IR-built split-K of the cp.async wgmma GEMM (kernels.nvidia.wgmma_rt_ir_split
+.IrWgmmaRtSplitGemm: split kernel + IR reduce kernel, verified together) against the string
+template (kernels.nvidia.wgmma.WgmmaGemm with ``split_k=True``: split kernel + splitk reduce
+kernel) on a GPU: the evidence for letting ``wgmma_gemm()`` run it (issue 20 item 1).
+
+Per shape and split count: outputs NaN-poisoned, compared with the float32 reference and
+bitwise between the two.  Device time per call = the sum of the call's kernels (split +
+reduce) from the profiler (CUPTI), ``--reps`` calls per sample, interleaved rounds (IR,
+template; then template, IR), median of all samples.
+
+    python3 benchmarks/nvidia_wgmma_rt_split_ir.py --out DIR [--rounds 5] [--reps 10]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+from gpu_timing import bench_parser, kernel_events, run_header
+
+#: (dtype, M, N, K, b_major, lda pad, splits): edges and odd strides first (correctness),
+#: then skinny long-K shapes where split-K is what fills the SMs (timing)
+SHAPES = (("f16", 253, 297, 1000, "n", 0, 3), ("bf16", 777, 333, 1030, "k", 1, 4),
+          ("f16", 1, 1, 8, "n", 0, 1), ("f16", 256, 1024, 16384, "n", 0, 8),
+          ("f16", 512, 2048, 8192, "n", 0, 4), ("bf16", 128, 4096, 12288, "k", 0, 6))
+
+
+def call_us(fn: Callable[[], Any], reps: int) -> List[float]:
+    """Device microseconds of each call of ``fn``: all its kernels summed."""
+    tot = sum(e.device_time for e in kernel_events(fn, reps) if e.device_time > 0)
+    return [tot / reps]
+
+
+def main() -> None:
+    import torch
+    from kernels.nvidia.wgmma import WgmmaGemm, WgmmaGemmConfig
+    from kernels.nvidia.wgmma_rt_ir_split import IrWgmmaRtSplitGemm
+    ap = bench_parser(10, __doc__)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows: List[Dict[str, Any]] = []
+    built: Dict[Any, Any] = {}
+    for dtype, m, n, k, bmaj, pad, splits in SHAPES:
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+        g = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randn((m, k + pad), device="cuda", generator=g).to(dt)[:, :k]
+        b = torch.randn((k, n) if bmaj == "n" else (n, k), device="cuda", generator=g).to(dt)
+        cfg = WgmmaGemmConfig(dtype=dtype, b_major=bmaj, split_k=True)
+        first: Dict[str, float] = {}
+        if cfg not in built:
+            t0 = time.perf_counter()
+            ir = IrWgmmaRtSplitGemm(cfg)
+            first["build_verify_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ir.module
+            first["compile_s"] = time.perf_counter() - t0
+            built[cfg] = (ir, WgmmaGemm(cfg))
+        ir, tpl = built[cfg]
+        o_ir = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+        o_tp = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+        run_ir, run_tp = ir.bound(a, b, o_ir, splits), tpl.bound(a, b, o_tp, splits)
+        run_ir(a, b, o_ir)
+        run_tp(a, b, o_tp)
+        torch.cuda.synchronize()
+        ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
+        err = ((o_ir.float() - ref).norm() / ref.norm()).item()
+        fns = {"ir": lambda: run_ir(a, b, o_ir), "template": lambda: run_tp(a, b, o_tp)}
+        samples: Dict[str, List[float]] = {"ir": [], "template": []}
+        order = ["ir", "template"]
+        for r in range(args.rounds):
+            for nm in (order if r % 2 == 0 else order[::-1]):
+                samples[nm] += call_us(fns[nm], args.reps)
+        med = {nm: statistics.median(v) for nm, v in samples.items()}
+        row = {"dtype": dtype, "m,n,k": [m, n, k], "b_major": bmaj, "lda": a.stride(0),
+               "splits": splits, "config": cfg.name, "kernel": ir.kernel_name,
+               "verified": bool(ir.report.holds), "first_call": first, "median_us": med,
+               "ir_over_template": med["template"] / med["ir"],
+               "bitwise_equal": bool(torch.equal(o_ir, o_tp)),
+               "all_written": bool(torch.isfinite(o_ir.float()).all()), "rel_err": err,
+               "samples_us": samples}
+        rows.append(row)
+        print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_us"}), flush=True)
+    res = {**run_header(), "rows": rows}
+    (out_dir / "nvidia_wgmma_rt_split_ir.json").write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
