@@ -122,6 +122,13 @@ def _q_start_off(k):
             s.a = GmmaOperand(s.a.buf, s.a.start + 8, s.a.desc, s.a.major, s.a.mn)
 
 
+def _s_second_step_overwrites(k):
+    """S's second k step with scale-d 0: head dims 0..15 dropped from every score."""
+    for lp in _loops(k):
+        [s for s in walk(lp.body) if isinstance(s, WgmmaMma) and not s.a_in_regs][1] \
+            .accumulate = False
+
+
 def _sv_halved(k):
     k.shared = [Shared(s.name, s.dtype, s.count // 2) if s.name == "sV" else s
                 for s in k.shared]
@@ -129,6 +136,11 @@ def _sv_halved(k):
 
 def _text_proxy_fence(src):
     return src.replace("lg_fence_proxy_async();\n", "", 1)
+
+
+def _text_scale_d_dropped(src):
+    """The text's first S step accumulates onto the previous block's probabilities."""
+    return src.replace("sK, 8192*(((j) % 2))), 0);", "sK, 8192*(((j) % 2))));", 1)
 
 
 def _text_k_start(src):
@@ -155,12 +167,16 @@ WGMMA_FLASH_IR_CASES = [
     ("wgflash-v-read-k-major", SERIAL, "lane_mfma_operands", _v_read_k_major, None),
     ("wgflash-q-start-off", SERIAL, "lane_mfma_operands", _q_start_off, None),
     ("wgflash-v-past-sV", SERIAL, "in_bounds", _sv_halved, None),
+    ("wgflash-s-step-overwrites", SERIAL, "lane_mfma_operands", _s_second_step_overwrites,
+     None),
+    ("wgflash-text-scale-d-dropped", SERIAL, "printed_source", None, _text_scale_d_dropped),
     ("wgflash-text-proxy-fence", SERIAL, "printed_source", None, _text_proxy_fence),
     ("wgflash-text-k-start", SERIAL, "printed_source", None, _text_k_start),
 ]
 
 
-@pytest.mark.parametrize("case", WGMMA_FLASH_IR_CASES, ids=[c[0] for c in WGMMA_FLASH_IR_CASES])
+@pytest.mark.parametrize("case", WGMMA_FLASH_IR_CASES,
+                         ids=[c[0] for c in WGMMA_FLASH_IR_CASES])
 def test_wgmma_flash_ir_planted_bug_is_refused(case):
     name, cfg, check, ir_bug, text_bug = case
     k = build_wgmma_flash_ir(cfg)

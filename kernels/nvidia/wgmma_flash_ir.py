@@ -28,8 +28,7 @@ still on the tensor cores.
 What differs from the template (the function computed is the same; values differ in the last
 bits): the scores are scaled once where they are masked (the form of :mod:`.flash_ir`); the
 K / V copies are always predicated on ``key < seqlen_kv``; key blocks visible to every row of
-the query block run an unmasked copy of the loop body; the S accumulator is zeroed before each
-``S = Q K^T`` (the template's first k step passes scale-d 0).  Index arithmetic is 32-bit
+the query block run an unmasked copy of the loop body.  Index arithmetic is 32-bit
 ``int`` (the launcher refuses offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`).
 """
 
@@ -167,8 +166,9 @@ class _Builder:
                             q.major, 64)
             b = GmmaOperand("sK", sympy.expand(st * self.elems["K"] + ks // 2), k.desc, k.major,
                             self.c.bn)
+            # the first k step overwrites S (scale-d 0): no zero fill of the 64 registers
             out.append(WgmmaMma(self.qk_atom, self.sc.regs(range(self.sc.count)), a, b,
-                                tag=f"S(k{s})"))
+                                tag=f"S(k{s})", accumulate=s > 0))
         return out
 
     def pv(self, st: Any) -> List[Any]:
@@ -236,7 +236,7 @@ class _Builder:
                 CpAsyncWait(pending), FenceProxyAsync(), Barrier()]
 
     def issue_scores(self, st: Any) -> List[Any]:
-        return [ZeroFrag(self.sc), WgmmaFence(), *self.scores(st), WgmmaCommit()]
+        return [WgmmaFence(), *self.scores(st), WgmmaCommit()]
 
     def serial_block(self, masked: bool) -> List[Any]:
         """One key block at a time: S, softmax, P V, each waited for (``overlap=False``)."""

@@ -130,6 +130,14 @@ class AttentionWgmmaRules(WgmmaRules):
         self.attn = df
         self.pending: List[Tuple[int, Any, Any]] = []
 
+    def overwritten(self, frag: str, idx: np.ndarray) -> None:
+        """scale-d 0: the accumulator starts over (as after a zero fill) from this product."""
+        if len(idx) != self.attn.frags[frag].count:
+            self.attn.fail("lane_mfma_operands", f"scale-d 0 on part of {frag}: the attention "
+                                                 "engine overwrites whole accumulators only")
+            return
+        self.attn.zero(frag)
+
     def _register_a(self, s: WgmmaMma, g: int, where: str) -> Any:
         """The register A of a P V product: P's records at (thread, item) of ``layout_a``."""
         P = self.attn.acc.get(s.a.frag.name)

@@ -145,7 +145,7 @@ def _wgmma_stmts(s: Any, kind: str) -> List[SourceStmt]:
         return [SourceStmt("wgmma", text=s.tag, exprs=tuple(op.start for op in shared), regs=(
             wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b, s.a_in_regs),
             (s.acc.frag.name, s.acc.idx[0]), *a_regs,
-            *((op.buf, op.desc.constant_bits()) for op in shared)))]
+            *((op.buf, op.desc.constant_bits()) for op in shared), ("scale_d", int(s.accumulate))))]
     if kind == "WgmmaWait":
         return [SourceStmt("wg_wait", exprs=(s.pending,))] + \
             [SourceStmt("pin", name=f) for f in s.pins]
