@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from kernels.ir.attention import Rescale
+from kernels.ir.attention import ExpScores, Rescale
 from kernels.ir.core import Frag, Loop, Shared, walk
 from kernels.ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence,
                                      WgmmaMma, WgmmaWait)
@@ -129,6 +129,14 @@ def _s_second_step_overwrites(k):
             .accumulate = False
 
 
+def _exp_not_raw(k):
+    """One row's exponents in base-2 units while its maximum and the mask stay raw."""
+    for s in walk(k.body):
+        if isinstance(s, ExpScores):
+            s.raw = False
+            return
+
+
 def _sv_halved(k):
     k.shared = [Shared(s.name, s.dtype, s.count // 2) if s.name == "sV" else s
                 for s in k.shared]
@@ -141,6 +149,25 @@ def _text_proxy_fence(src):
 def _text_scale_d_dropped(src):
     """The text's first S step accumulates onto the previous block's probabilities."""
     return src.replace("sK, 8192*(((j) % 2))), 0);", "sK, 8192*(((j) % 2))));", 1)
+
+
+def _text_mask_scaled(src):
+    """A masked score scaled to base 2 while the exponents scale it again."""
+    return src.replace("? sc[0] : LG_NEG_INF;", "? sc[0] * scale_log2 : LG_NEG_INF;", 1)
+
+
+def _text_mask_other_register(src):
+    return src.replace("sc[1] = (", "sc[0] = (", 1).replace("? sc[1] : LG_NEG_INF;",
+                                                            "? sc[0] : LG_NEG_INF;", 1)
+
+
+def _text_exp_other_row(src):
+    return src.replace("lg_exp2(fmaf(sc[0], scale_log2, -mc0_g))",
+                       "lg_exp2(fmaf(sc[0], scale_log2, -mc1_g))", 1)
+
+
+def _text_alpha_unscaled(src):
+    return src.replace("lg_exp2((mr0 - mc0) * scale_log2)", "lg_exp2(mr0 - mc0)", 1)
 
 
 def _text_k_start(src):
@@ -170,6 +197,12 @@ WGMMA_FLASH_IR_CASES = [
     ("wgflash-s-step-overwrites", SERIAL, "lane_mfma_operands", _s_second_step_overwrites,
      None),
     ("wgflash-text-scale-d-dropped", SERIAL, "printed_source", None, _text_scale_d_dropped),
+    ("wgflash-mixed-score-units", SERIAL, "printed_source", _exp_not_raw, None),
+    ("wgflash-text-mask-scaled", SERIAL, "printed_source", None, _text_mask_scaled),
+    ("wgflash-text-mask-other-register", SERIAL, "printed_source", None,
+     _text_mask_other_register),
+    ("wgflash-text-exp-other-row", SERIAL, "printed_source", None, _text_exp_other_row),
+    ("wgflash-text-alpha-unscaled", SERIAL, "printed_source", None, _text_alpha_unscaled),
     ("wgflash-text-proxy-fence", SERIAL, "printed_source", None, _text_proxy_fence),
     ("wgflash-text-k-start", SERIAL, "printed_source", None, _text_k_start),
 ]

@@ -79,6 +79,11 @@ class MaskScores:
     rows: Tuple[Any, ...]
     keys: Tuple[Any, ...]
     conds: Tuple[Any, ...]
+    # CUDA form only (the HIP form is always raw): keep the raw score on the kept branch
+    # rather than scaling it to base 2 there; a kernel's MaskScores, SoftmaxUpdate, ExpScores
+    # and FinalNormalize are raw together (the scale then goes into each exponent's fma, as
+    # the wgmma template's softmax does: kernels.nvidia.wgmma_flash_ir)
+    raw: bool = False
 
 
 @dataclass
@@ -117,6 +122,7 @@ class SoftmaxUpdate:
     m_tile: str
     alpha: str
     mc: str
+    raw: bool = False           # CUDA form: m in raw score units (MaskScores.raw)
 
 
 @dataclass
@@ -136,6 +142,13 @@ class ExpScores:
     # subtract 0 instead) rather than every score (``s == -inf ? 0``); the same values, since
     # exp2(-inf - finite) = 0, with two instructions fewer per score (kernels.nvidia.flash_ir)
     row_guard: bool = False
+    # CUDA form only, with row_guard: raw scores (MaskScores.raw): the guarded maximum is
+    # scaled once per row and each exponent is ``exp2(fma(s, c, -mc_g))``
+    raw: bool = False
+
+    def __post_init__(self) -> None:
+        if self.raw and not self.row_guard:
+            raise ValueError("ExpScores(raw=True) is the row-guarded CUDA form: row_guard=True")
 
 
 @dataclass
@@ -156,6 +169,7 @@ class FinalNormalize:
     l: str
     mc: str
     lse: Frag
+    raw: bool = False           # CUDA form: mc in raw score units (scaled in the lse)
 
 
 @dataclass

@@ -25,9 +25,11 @@ Schedules: ``overlap=False`` runs one key block at a time (S, softmax, P V, each
 ``j`` and ``P V`` of block ``j - 1`` together and runs block ``j``'s softmax while ``P V`` is
 still on the tensor cores.
 
-What differs from the template (the function computed is the same; values differ in the last
-bits): the scores are scaled once where they are masked (the form of :mod:`.flash_ir`); the
-K / V copies are always predicated on ``key < seqlen_kv``; key blocks visible to every row of
+The softmax arithmetic is the template's: raw scores (masked to -inf, not scaled), the row
+maximum of raw scores (the scale is positive), each exponent ``exp2(fma(s, scale_log2,
+-m scale_log2))`` (the ``raw`` CUDA forms of :mod:`kernels.printer.cuda_decode`).  What
+differs from the template (the function computed is the same; values may differ in the last
+bits): ``l`` sums each probability in turn; the K / V copies are always predicated on ``key < seqlen_kv``; key blocks visible to every row of
 the query block run an unmasked copy of the loop body.  Index arithmetic is 32-bit
 ``int`` (the launcher refuses offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`).
 """
@@ -188,20 +190,23 @@ class _Builder:
         return sym("row0") + 8 * ((item >> 1) & 1)
 
     def mask(self, masked: bool) -> List[Any]:
+        """Keys past seqlen_kv (causal: above the diagonal) to -inf; nothing in a block
+        visible to every row (the scores stay raw: the scale goes into each exponent)."""
+        if not masked:
+            return []
         items, rows, keys, conds = [], [], [], []
         for i in range(self.sc.count):
             row = self.row_of(i)
             key = sym("n0") + sym("col0") + 8 * (i >> 2) + (i & 1)
-            cond: Any = sympy.true
-            if masked:
-                cond = _lt(key, R("seqlen_kv"))
-                if self.c.causal:
-                    cond = sympy.And(cond, sympy.Le(key, row, evaluate=False))
+            cond: Any = _lt(key, R("seqlen_kv"))
+            if self.c.causal:
+                cond = sympy.And(cond, sympy.Le(key, row, evaluate=False))
             items.append(i)
             rows.append(row)
             keys.append(key)
             conds.append(cond)
-        return [MaskScores(self.sc, tuple(items), tuple(rows), tuple(keys), tuple(conds))]
+        return [MaskScores(self.sc, tuple(items), tuple(rows), tuple(keys), tuple(conds),
+                           raw=True)]
 
     def half_items(self, n: int, hh: int) -> Tuple[int, ...]:
         """Accumulator items of row half ``hh`` (row0 + 8 hh) of an ``m64n{n}`` accumulator."""
@@ -216,9 +221,9 @@ class _Builder:
             out += [RowMax(f"mx{hh}", self.sc, items),
                     LaneXor(f"mx{hh}", "max", "shfl_xor", 1),
                     LaneXor(f"mx{hh}", "max", "shfl_xor", 2),
-                    SoftmaxUpdate(f"mr{hh}", f"mx{hh}", f"alpha{hh}", f"mc{hh}"),
+                    SoftmaxUpdate(f"mr{hh}", f"mx{hh}", f"alpha{hh}", f"mc{hh}", raw=True),
                     ExpScores(self.pf, items, self.sc, items, f"mc{hh}", f"lr{hh}", f"alpha{hh}",
-                              row_guard=True)]
+                              row_guard=True, raw=True)]
             if rescale:
                 out += self.rescale_half(hh)
         return out
@@ -345,7 +350,7 @@ class _Builder:
             row = self.row_of(2 * hh)
             out += [LaneXor(f"lr{hh}", "sum", "shfl_xor", 1),
                     LaneXor(f"lr{hh}", "sum", "shfl_xor", 2),
-                    FinalNormalize(self.o, items, f"lr{hh}", f"mr{hh}", self.lse)]
+                    FinalNormalize(self.o, items, f"lr{hh}", f"mr{hh}", self.lse, raw=True)]
             for jn in range(d // 8):
                 o0 = 4 * jn + 2 * hh
                 cs = tuple((row, 8 * jn + sym("col0") + e, sym("h"), sym("bat"))

@@ -14,6 +14,12 @@ so the running maximum needs no further scale:
   lg_exp2(sc[i] - mc); l += p[k];`` (``row_guard``: ``const float mc_g = mc == LG_NEG_INF ?
   0.f : mc;`` once, then ``p[k] = lg_exp2(sc[i] - mc_g); l += p[k];``: the same values)
 * ``Rescale`` -> ``o[i] *= alpha;`` per item;
+* the raw-score forms (``raw=True``, the wgmma prefill: the scale goes into each exponent,
+  as the wgmma template's softmax does): ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] :
+  LG_NEG_INF;``; ``SoftmaxUpdate``'s alpha -> ``lg_exp2((m - mc) * scale_log2)``;
+  ``ExpScores`` -> ``const float mc_g = (mc == LG_NEG_INF ? 0.f : mc) * scale_log2;`` once,
+  then ``p[k] = lg_exp2(fmaf(sc[i], scale_log2, -mc_g)); l += p[k];``; ``FinalNormalize``'s
+  lse -> ``(mc * scale_log2 + log2f(l)) * ln 2``;
 * ``FinalNormalize`` (the prefill, :mod:`kernels.nvidia.flash_ir`) -> one line ``{ const float
   lg_inv = l > 0.f ? 1.f / l : 0.f; o[i] *= lg_inv; ... lse[0] = l > 0.f ? (mc + log2f(l)) *
   0.6931471805599453f : LG_NEG_INF; }`` (the template's ``inv``: a row with no key stores zeros);
@@ -120,12 +126,13 @@ def _warp_combine(out: Callable[[int, str], None], s: WarpCombine, d: int) -> No
                        f"r * {s.rows} + {j}, {s.s_acc}, {to_c(s.x_offset)}, {s.s_inv}, {j});"))
 
 
-def normalize_line(s: FinalNormalize) -> str:
+def normalize_line(s: FinalNormalize, scale_param: str = "scale_log2") -> str:
     """The one line of a :class:`~kernels.ir.attention.FinalNormalize` (``mc``: the running
-    maximum in base-2 units, as the mask prints the scores)."""
+    maximum in base-2 units, as the mask prints the scores; raw: in score units, scaled)."""
     scale = " ".join(f"{s.o.name}[{i}] *= lg_inv;" for i in s.items)
+    mc = f"{s.mc} * {scale_param}" if s.raw else s.mc
     return (f"{{ const float lg_inv = {s.l} > 0.f ? 1.f / {s.l} : 0.f; {scale} "
-            f"{s.lse.name}[0] = {s.l} > 0.f ? ({s.mc} + log2f({s.l})) * {LN2!r}f : LG_NEG_INF; }}")
+            f"{s.lse.name}[0] = {s.l} > 0.f ? ({mc} + log2f({s.l})) * {LN2!r}f : LG_NEG_INF; }}")
 
 
 def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[str, str],
@@ -136,7 +143,8 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
     if isinstance(s, MaskScores):
         for i, cond in zip(s.items, s.conds):
             e = f"{s.frag.name}[{i}]"
-            out(d, f"{e} = ({to_c(cond)}) ? {e} * {scale} : LG_NEG_INF;")
+            kept = e if s.raw else f"{e} * {scale}"
+            out(d, f"{e} = ({to_c(cond)}) ? {kept} : LG_NEG_INF;")
     elif isinstance(s, RowMax):
         e = f"{s.frag.name}[{s.items[0]}]"
         for i in s.items[1:]:
@@ -144,25 +152,30 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
         out(d, f"float {s.dst} = {e};")
     elif isinstance(s, SoftmaxUpdate):
         out(d, f"const float {s.mc} = fmaxf({s.m}, {s.m_tile});")
-        out(d, f"const float {s.alpha} = {s.mc} == {s.m} ? 1.f : lg_exp2({s.m} - {s.mc});")
+        diff = f"({s.m} - {s.mc}) * {scale}" if s.raw else f"{s.m} - {s.mc}"
+        out(d, f"const float {s.alpha} = {s.mc} == {s.m} ? 1.f : lg_exp2({diff});")
         out(d, f"{s.m} = {s.mc};")
     elif isinstance(s, ExpScores):
         if s.p.dtype != "f32":
             raise ValueError(f"cuda printer: exp into {s.p.name}: f32 probabilities (split "
                              "them with SplitProbs)")
         out(d, f"{s.l} *= {s.alpha};")
-        if s.row_guard:
+        if s.raw:
+            out(d, f"const float {s.mc}_g = ({s.mc} == LG_NEG_INF ? 0.f : {s.mc}) * {scale};")
+        elif s.row_guard:
             out(d, f"const float {s.mc}_g = {s.mc} == LG_NEG_INF ? 0.f : {s.mc};")
         for k, i in zip(s.p_items, s.s_items):
             p, x = f"{s.p.name}[{k}]", f"{s.s.name}[{i}]"
-            if s.row_guard:
+            if s.raw:
+                out(d, f"{p} = lg_exp2(fmaf({x}, {scale}, -{s.mc}_g)); {s.l} += {p};")
+            elif s.row_guard:
                 out(d, f"{p} = lg_exp2({x} - {s.mc}_g); {s.l} += {p};")
             else:
                 out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")
     elif isinstance(s, Rescale):
         out(d, " ".join(f"{s.frag.name}[{i}] *= {s.alpha};" for i in s.items))
     elif isinstance(s, FinalNormalize):
-        out(d, normalize_line(s))
+        out(d, normalize_line(s, scale))
     elif isinstance(s, StoreVar):
         out(d, _if(s.pred, f"{s.buf}[{to_c(s.offset)}] = {s.var};"))
     elif isinstance(s, WarpStats):

@@ -48,7 +48,8 @@ from .gate_common import BYTES, Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
-from .source_decode import DECODE_IR_KINDS, decode_ir_stmts, read_decode_statement
+from .source_decode import (DECODE_IR_KINDS, decode_ir_stmts, mixed_score_units,
+                            read_decode_statement)
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
                           read_source, register_operand)
 
@@ -58,13 +59,15 @@ PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
 
 # ---------------------------------------------------------------------------- the IR side
 
-def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
-    """The IR statements that print index math, in printing order, as :class:`SourceStmt`."""
+def _ir_stmts(body: Sequence[Any], cuda: bool = False,
+              scale: str = "scale_log2") -> List[SourceStmt]:
+    """The IR statements that print index math, in printing order, as :class:`SourceStmt`
+    (``scale``: an attention kernel's scale parameter, named by its CUDA softmax lines)."""
     out: List[SourceStmt] = []
     for s in body:
         kind = type(s).__name__
-        dec = decode_ir_stmts(s) if cuda and (kind in DECODE_IR_KINDS or kind == "LaneXor") \
-            else None
+        dec = decode_ir_stmts(s, scale) if cuda and (kind in DECODE_IR_KINDS or
+                                                     kind == "LaneXor") else None
         if dec is not None:             # the NVIDIA split decode's forms (source_decode)
             out += dec
         elif isinstance(s, Let):
@@ -74,9 +77,9 @@ def _ir_stmts(body: Sequence[Any], cuda: bool = False) -> List[SourceStmt]:
                                                                s.a, s.b),)))
         elif isinstance(s, Loop):
             out.append(SourceStmt("loop", name=s.var, exprs=(s.start, s.stop),
-                                  body=_ir_stmts(s.body, cuda)))
+                                  body=_ir_stmts(s.body, cuda, scale)))
         elif isinstance(s, If):
-            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda)))
+            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda, scale)))
         elif kind == "CpAsync":         # NVIDIA: the global read, then the shared write
             out += [SourceStmt("mem", name=a.buf, exprs=(a.offset,), store=a.kind == "store",
                                vtype=(None, a.width), pred=a.pred, text=s.tag)
@@ -233,6 +236,9 @@ def _compare(c: _Ctx, txt: List[SourceStmt], ir: List[SourceStmt]) -> None:
         if t.kind.startswith("lse_") and tuple(t.regs) != tuple(s.regs):
             c.fails.add("printed_source", f"line {t.line}: {t.text} reads {t.regs}, the IR's "
                                           f"{s.text} {s.regs}")
+        if t.kind == "mask" and (t.regs or s.regs) and tuple(t.regs) != tuple(s.regs):
+            c.fails.add("printed_source", f"line {t.line}: mask of {t.regs}, the IR masks "
+                                          f"{s.regs} (register, raw or scaled, scale)")
         if t.kind == "wgmma" and tuple(t.regs) != tuple(s.regs):
             c.fails.add("printed_source", f"line {t.line}: wgmma {t.regs}, the IR {s.regs} "
                                           f"({s.text}): wrapper, accumulator, operand arrays "
@@ -687,7 +693,10 @@ def verify_printed(k: Kernel, source: str, *,
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails, cuda)
-    ir_body = _ir_stmts(k.body, cuda)
+    mixed = mixed_score_units(k)
+    if mixed:
+        fails.add("printed_source", mixed)
+    ir_body = _ir_stmts(k.body, cuda, getattr(k, "scale_param", "scale_log2"))
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype == "int"]
     if instances is None:
         if scalars:

@@ -11,9 +11,11 @@ warps and rows) and whose ``exprs`` are its index expressions (a shuffle's sourc
 variable store's offset and predicate, the merge's guard and every shared offset it reads, for
 every warp ``r`` and element ``e``), compared by value at every thread of the sampled blocks
 and loop iterations.  What the text check does not read: the float operators of a line beyond
-its operands (``fmaxf`` / ``lg_exp2`` / ``fmaf`` are matched as written by the printer's one
-form; a changed operator is a different line and is refused as unreadable), and which score
-register a mask line rescales (its condition is read and compared).
+its operands (``fmaxf`` / ``lg_exp2`` / ``fmaf`` are matched as written by the printer's
+forms; a changed operator is a different line and is refused as unreadable).  A mask line is
+read as its condition (compared by value), its score register and its form (raw, or scaled by
+the named scale parameter); the softmax statements of one kernel must share one form
+(:func:`mixed_score_units`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
-from ..ir.attention import ExpScores, FinalNormalize, LaneXor, Rescale, RowMax, SoftmaxUpdate
+from ..ir.attention import (ExpScores, FinalNormalize, LaneXor, MaskScores, Rescale, RowMax,
+                            SoftmaxUpdate)
 from ..ir.core import sym
 from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
 from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs, word_form
@@ -31,7 +34,7 @@ from ..nvidia.prelude import PACK
 from .cexpr import CExprError, parse
 from .source_text import SourceStmt, split_args
 
-__all__ = ["read_decode_statement", "decode_ir_stmts", "DECODE_IR_KINDS"]
+__all__ = ["read_decode_statement", "decode_ir_stmts", "DECODE_IR_KINDS", "mixed_score_units"]
 
 _R = r"(\w+)\[(\d+)\]"
 _LDG16 = re.compile(r"^lg_ldg16x8\(&(\w+)\[(\d+)\], (\w+) \+ \((.*)\)(?:, (.*))?\);$")
@@ -58,8 +61,14 @@ _PHI = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R}, {_R}\);$")
 _PLO = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R} - (lg_\w+_lo)\({_R}\), {_R} - "
                   rf"(lg_\w+_hi)\({_R}\)\);$")
 _NORM = re.compile(r"^\{ const float lg_inv = (\w+) > 0\.f \? 1\.f / \1 : 0\.f; "
-                   rf"((?:{_R} \*= lg_inv; )+)(\w+)\[0\] = \1 > 0\.f \? \((\w+) \+ "
+                   rf"((?:{_R} \*= lg_inv; )+)(\w+)\[0\] = \1 > 0\.f \? \((\w+)(?: \* (\w+))? \+ "
                    r"log2f\(\1\)\) \* 0\.6931471805599453f : LG_NEG_INF; \}$")
+# the raw-score forms (kernels.printer.cuda_decode: MaskScores / SoftmaxUpdate / ExpScores raw)
+_MASK_RAW = re.compile(rf"^{_R} = \((.*)\) \? \1\[\2\] : LG_NEG_INF;$")
+_ALPHA_RAW = re.compile(r"^const float (\w+) = (\w+) == (\w+) \? 1\.f : "
+                        r"lg_exp2\(\(\3 - \2\) \* (\w+)\);$")
+_GUARD_RAW = re.compile(r"^const float (\w+)_g = \(\1 == LG_NEG_INF \? 0\.f : \1\) \* (\w+);$")
+_EXPF = re.compile(rf"^{_R} = lg_exp2\(fmaf\({_R}, (\w+), -(\w+)_g\)\); (\w+) \+= \1\[\2\];$")
 _STATS = re.compile(r"^lg_warp_stats<(\d+), (\d+)>\((\w+), (\w+), (\w+), (\w+), (\w+), tid\);$")
 _COMBINE = re.compile(r"^LG_WARP_COMBINE\((.*)\);$")
 
@@ -131,7 +140,12 @@ def read_decode_statement(s: str, ln: int, dt: Dict[str, str],
         return [_combine_read(s, ln, pred)]
     m = _MASK.match(s)
     if m:
-        return [SourceStmt("mask", ln, exprs=(parse(m.group(3)),), text=s)]
+        return [SourceStmt("mask", ln, exprs=(parse(m.group(3)),), text=s,
+                           regs=(m.group(1), int(m.group(2)), "scaled", m.group(4)))]
+    m = _MASK_RAW.match(s)
+    if m:
+        return [SourceStmt("mask", ln, exprs=(parse(m.group(3)),), text=s,
+                           regs=(m.group(1), int(m.group(2)), "raw", ""))]
     m = _STATS.match(s)
     if m and pred is not None:
         return [SourceStmt("warp", ln, text=s, exprs=(pred,),
@@ -171,6 +185,16 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     m = _ALPHA.match(s)
     if m:
         return ("update_alpha", *m.groups()), ()
+    m = _ALPHA_RAW.match(s)
+    if m:
+        return ("update_alpha_raw", *m.groups()), ()
+    m = _GUARD_RAW.match(s)
+    if m:
+        return ("exp_guard_raw", *m.groups()), ()
+    m = _EXPF.match(s)
+    if m:
+        g = m.groups()
+        return ("exp_f", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5], g[6]), ()
     m = _EXP.match(s)
     if m:
         g = m.groups()
@@ -198,7 +222,7 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     m = _NORM.match(s)
     if m:
         items = tuple((f, int(i)) for f, i in re.findall(rf"{_R} \*= lg_inv;", m.group(2)))
-        return ("normalize", m.group(1), items, m.group(5), m.group(6)), ()
+        return ("normalize", m.group(1), items, m.group(5), m.group(6), m.group(7) or ""), ()
     m = _SCALE_L.match(s)
     if m:
         return ("scale_l", m.group(1), m.group(2)), ()
@@ -212,17 +236,21 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
 
 DECODE_IR_KINDS = ("PackWord", "ShflBroadcast", "SplitProbs", "StoreVar", "WarpStats",
                    "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale",
-                   "RoundProbs", "FinalNormalize")
+                   "RoundProbs", "FinalNormalize", "MaskScores")
 
 
 def _w(regs: tuple, exprs: tuple = ()) -> SourceStmt:
     return SourceStmt("warp", regs=regs, exprs=exprs, text=str(regs[0]))
 
 
-def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
+def decode_ir_stmts(s: Any, scale: str = "scale_log2") -> Optional[List[SourceStmt]]:
     """What the CUDA printer prints for one split-kernel statement, as records equal to what
     :func:`read_decode_statement` reads from the text; None for a statement it does not
-    cover."""
+    cover.  ``scale``: the kernel's scale parameter (``AttnKernel.scale_param``)."""
+    if isinstance(s, MaskScores):
+        form = ("raw", "") if s.raw else ("scaled", scale)
+        return [SourceStmt("mask", exprs=(c,), regs=(s.frag.name, i, *form))
+                for i, c in zip(s.items, s.conds)]
     if isinstance(s, PackWord):
         kind, how = word_form(s.lo, s.hi)
         head = ("pack", s.dst.name, s.word)
@@ -239,8 +267,13 @@ def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
     if isinstance(s, RowMax):
         return [_w(("rowmax", s.dst, tuple((s.frag.name, str(i)) for i in s.items)))]
     if isinstance(s, SoftmaxUpdate):
-        return [_w(("update_mc", s.mc, s.m, s.m_tile)), _w(("update_alpha", s.alpha, s.mc, s.m)),
-                _w(("update_m", s.m, s.mc))]
+        alpha = ("update_alpha_raw", s.alpha, s.mc, s.m, scale) if s.raw else \
+            ("update_alpha", s.alpha, s.mc, s.m)
+        return [_w(("update_mc", s.mc, s.m, s.m_tile)), _w(alpha), _w(("update_m", s.m, s.mc))]
+    if isinstance(s, ExpScores) and s.raw:
+        return [_w(("scale_l", s.l, s.alpha)), _w(("exp_guard_raw", s.mc, scale))] + [
+            _w(("exp_f", s.p.name, k, s.s.name, i, scale, s.mc, s.l))
+            for k, i in zip(s.p_items, s.s_items)]
     if isinstance(s, ExpScores) and s.row_guard:
         return [_w(("scale_l", s.l, s.alpha)), _w(("exp_guard", s.mc))] + [
             _w(("exp_g", s.p.name, k, s.s.name, i, s.mc, s.l)) for k, i in zip(s.p_items,
@@ -265,7 +298,7 @@ def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
         return [_w(("p_hi", s.dst.name, i // 2, pack, p, i, p, i + 1)) for i in s.items[::2]]
     if isinstance(s, FinalNormalize):
         return [_w(("normalize", s.l, tuple((s.o.name, i) for i in s.items), s.lse.name,
-                    s.mc))]
+                    s.mc, scale if s.raw else ""))]
     if isinstance(s, StoreVar):
         return [_w(("store_var", s.buf, s.var), (s.offset, s.pred if s.pred is not None
                                                  else sympy.true))]
@@ -279,4 +312,17 @@ def decode_ir_stmts(s: Any) -> Optional[List[SourceStmt]]:
             for e in range(s.n):
                 exprs.append(s.x_offset.subs({sym("r"): r, sym("e"): e}))
         return [_w(("combine", s.n, s.warps, s.f.name, s.s_w, s.s_acc, s.s_inv), tuple(exprs))]
+    return None
+
+
+def mixed_score_units(k: Any) -> Optional[str]:
+    """Why ``k``'s softmax statements do not print in one unit (None: they do): raw scores
+    everywhere (``raw=True``: the scale in each exponent) or base-2 scores from the mask on;
+    a mix computes another function whatever the dataflow proves."""
+    from ..ir.core import walk
+    forms = {bool(s.raw) for s in walk(k.body)
+             if isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores, FinalNormalize))}
+    if len(forms) > 1:
+        return (f"{k.name}: the softmax statements mix raw and base-2 score units (the raw "
+                "flags of MaskScores / SoftmaxUpdate / ExpScores / FinalNormalize differ)")
     return None
