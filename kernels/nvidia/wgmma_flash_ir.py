@@ -133,9 +133,19 @@ class _Builder:
                 out.append(Let(f"{nm}{b}", swizzle_expr(op.smem.outer, pre((self.tid, 0, it)))))
         return out
 
-    def copy(self, t: str, row0: Any, stage: Any) -> List[Any]:
-        """The tile of ``t`` whose first row is ``row0``: one predicated 16-byte ``cp.async``
-        per copy vector (rows past the sequence are zero-filled)."""
+    def kv_copy(self, t: str, row0: Any, stage: Any, exists: Any = sympy.true) -> List[Any]:
+        """K or V block at ``row0`` into ``stage`` when ``exists``: unpredicated where the
+        whole block lies inside the sequence (block-uniform test), else predicated per row
+        (the template's two paths)."""
+        whole = sympy.Le(row0 + self.c.bn, R("seqlen_kv"), evaluate=False)
+        part = sympy.StrictGreaterThan(row0 + self.c.bn, R("seqlen_kv"), evaluate=False)
+        return [If(sympy.And(exists, whole), self.copy(t, row0, stage, predicated=False)),
+                If(sympy.And(exists, part), self.copy(t, row0, stage))]
+
+    def copy(self, t: str, row0: Any, stage: Any, predicated: bool = True) -> List[Any]:
+        """The tile of ``t`` whose first row is ``row0``: one 16-byte ``cp.async`` per copy
+        vector, predicated on its row (rows past the sequence are zero-filled) unless
+        ``predicated`` is False (the caller proved the whole tile inside)."""
         op = self.op(t)
         G = self.G[t]
         rows = R("seqlen_q") if t == "Q" else R("seqlen_kv")
@@ -148,8 +158,9 @@ class _Builder:
             col = sympy.expand(op.copy.col((self.tid, i)))
             cs = tuple((row, col + j, head, sym("bat")) for j in range(8))
             regs = self.stage.regs(range(8))
-            load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs, _lt(row, rows),
-                          tag=f"{t}.cp.async.load", origin=G, coords=cs)
+            load = Access("load", "global", t, sympy.expand(G(cs[0])), 8, regs,
+                          _lt(row, rows) if predicated else None, tag=f"{t}.cp.async.load",
+                          origin=G, coords=cs)
             off = sympy.expand(pre((self.tid, 0, i)))
             soff = sym(f"{base}{b}") + ds + (stage * self.elems[t] if t != "Q" else 0)
             coords = tuple((off + j,) if t == "Q" else (off + j, stage) for j in range(8))
@@ -251,13 +262,13 @@ class _Builder:
         return [
             Let("n0", j * bn),
             *self.sync_loads(1, "K of block j (with Q at j = 0)"),
-            If(j + 1 < sym("n_blocks"), self.copy("K", sym("n0") + bn, nxt)),
+            *self.kv_copy("K", sym("n0") + bn, nxt, j + 1 < sym("n_blocks")),
             CpAsyncCommit(),
             *self.issue_scores(st),
             WgmmaWait(0, (self.sc.name,)),
             *self.mask(masked), *self.softmax(), *self.round_p(),
             *self.sync_loads(1, "V of block j"),
-            If(j + 1 < sym("n_blocks"), self.copy("V", sym("n0") + bn, nxt)),
+            *self.kv_copy("V", sym("n0") + bn, nxt, j + 1 < sym("n_blocks")),
             CpAsyncCommit(),
             WgmmaFence(), *self.pv(st), WgmmaCommit(),
             WgmmaWait(0, (self.o.name, self.pa.name))]
@@ -274,8 +285,8 @@ class _Builder:
             *self.sync_loads(0, "K of block j and V of block j - 1"),
             Comment("every wgmma of block j - 1 retired before the barrier: K stage of j - 1 "
                     "and V stage of j - 2 are free"),
-            If(j + 1 < sym("n_blocks"), self.copy("K", sym("n0") + bn, prv)),
-            *self.copy("V", sym("n0"), st),
+            *self.kv_copy("K", sym("n0") + bn, prv, j + 1 < sym("n_blocks")),
+            *self.kv_copy("V", sym("n0"), st),
             CpAsyncCommit(),
             *self.round_p(),
             *self.issue_scores(st),

@@ -7,7 +7,9 @@ GPU tests compare them); the scores are in base-2 units from the mask on (``s * 
 so the running maximum needs no further scale:
 
 * ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] * scale_log2 : LG_NEG_INF;``
-* ``RowMax`` -> ``float mx = fmaxf(fmaxf(sc[a], sc[b]), ...);``
+* ``RowMax`` -> ``float mx = fmaxf(fmaxf(sc[a], sc[b]), fmaxf(sc[c], sc[d]));`` (a balanced
+  tree in item order: max is exact, so any order gives the same value; the tree halves the
+  dependent chain);
 * ``SoftmaxUpdate`` -> ``const float mc = fmaxf(m, mx);`` ``const float alpha = mc == m ? 1.f
   : lg_exp2(m - mc);`` ``m = mc;`` (``mc == m`` also covers no key yet: both -inf);
 * ``ExpScores`` -> ``l *= alpha;`` then per item ``p[k] = sc[i] == LG_NEG_INF ? 0.f :
@@ -17,8 +19,10 @@ so the running maximum needs no further scale:
 * the raw-score forms (``raw=True``, the wgmma prefill: the scale goes into each exponent,
   as the wgmma template's softmax does): ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] :
   LG_NEG_INF;``; ``SoftmaxUpdate``'s alpha -> ``lg_exp2((m - mc) * scale_log2)``;
-  ``ExpScores`` -> ``const float mc_g = (mc == LG_NEG_INF ? 0.f : mc) * scale_log2;`` once,
-  then ``p[k] = lg_exp2(fmaf(sc[i], scale_log2, -mc_g)); l += p[k];``; ``FinalNormalize``'s
+  ``ExpScores`` -> ``const float mc_g = (mc == LG_NEG_INF ? 0.f : mc) * scale_log2; float
+  mc_rs = 0.f;`` once (one line), per pair of items ``p[k] = lg_exp2(fmaf(sc[i], scale_log2,
+  -mc_g)); p[k'] = ...; mc_rs += p[k] + p[k'];``, then ``l = fmaf(l, alpha, mc_rs);`` (the
+  template's row sum: half the dependent adds of one ``l +=`` per item); ``FinalNormalize``'s
   lse -> ``(mc * scale_log2 + log2f(l)) * ln 2``;
 * ``FinalNormalize`` (the prefill, :mod:`kernels.nvidia.flash_ir`) -> one line ``{ const float
   lg_inv = l > 0.f ? 1.f / l : 0.f; o[i] *= lg_inv; ... lse[0] = l > 0.f ? (mc + log2f(l)) *
@@ -120,6 +124,32 @@ def _access(out: Callable[[int, str], None], a: Access, d: int, dtypes: Dict[str
     return True
 
 
+def _max_tree(es: list) -> str:
+    """``fmaxf`` over ``es`` as a balanced tree, the operands in order."""
+    if len(es) == 1:
+        return es[0]
+    h = len(es) // 2
+    return f"fmaxf({_max_tree(es[:h])}, {_max_tree(es[h:])})"
+
+
+def _raw_exp(out: Callable[[int, str], None], s: ExpScores, d: int, scale: str) -> None:
+    """The raw-score exponentials: the guarded row maximum scaled once, each pair of items'
+    ``exp2(fma(s, scale, -mc_g))`` summed into ``mc_rs``, then ``l = l alpha + mc_rs``."""
+    if len(s.p_items) % 2:
+        raise ValueError(f"cuda printer: raw exp of {s.s.name}: pairs of items, got "
+                         f"{len(s.p_items)}")
+    mc = s.mc
+    # one line: a bare ``float x = 0.f;`` is a variable declaration the read-back skips
+    out(d, f"const float {mc}_g = ({mc} == LG_NEG_INF ? 0.f : {mc}) * {scale}; "
+           f"float {mc}_rs = 0.f;")
+    pairs = list(zip(s.p_items, s.s_items))
+    for (k0, i0), (k1, i1) in zip(pairs[::2], pairs[1::2]):
+        p0, p1 = f"{s.p.name}[{k0}]", f"{s.p.name}[{k1}]"
+        out(d, f"{p0} = lg_exp2(fmaf({s.s.name}[{i0}], {scale}, -{mc}_g)); {p1} = "
+               f"lg_exp2(fmaf({s.s.name}[{i1}], {scale}, -{mc}_g)); {mc}_rs += {p0} + {p1};")
+    out(d, f"{s.l} = fmaf({s.l}, {s.alpha}, {mc}_rs);")
+
+
 def _warp_combine(out: Callable[[int, str], None], s: WarpCombine, d: int) -> None:
     j = to_c(s.j)
     out(d, _if(s.pred, f"LG_WARP_COMBINE({s.n}, {s.warps}, {s.f.name}, {s.s_w}, "
@@ -146,10 +176,7 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
             kept = e if s.raw else f"{e} * {scale}"
             out(d, f"{e} = ({to_c(cond)}) ? {kept} : LG_NEG_INF;")
     elif isinstance(s, RowMax):
-        e = f"{s.frag.name}[{s.items[0]}]"
-        for i in s.items[1:]:
-            e = f"fmaxf({e}, {s.frag.name}[{i}])"
-        out(d, f"float {s.dst} = {e};")
+        out(d, f"float {s.dst} = {_max_tree([f'{s.frag.name}[{i}]' for i in s.items])};")
     elif isinstance(s, SoftmaxUpdate):
         out(d, f"const float {s.mc} = fmaxf({s.m}, {s.m_tile});")
         diff = f"({s.m} - {s.mc}) * {scale}" if s.raw else f"{s.m} - {s.mc}"
@@ -159,16 +186,15 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
         if s.p.dtype != "f32":
             raise ValueError(f"cuda printer: exp into {s.p.name}: f32 probabilities (split "
                              "them with SplitProbs)")
-        out(d, f"{s.l} *= {s.alpha};")
         if s.raw:
-            out(d, f"const float {s.mc}_g = ({s.mc} == LG_NEG_INF ? 0.f : {s.mc}) * {scale};")
-        elif s.row_guard:
+            _raw_exp(out, s, d, scale)
+            return True
+        out(d, f"{s.l} *= {s.alpha};")
+        if s.row_guard:
             out(d, f"const float {s.mc}_g = {s.mc} == LG_NEG_INF ? 0.f : {s.mc};")
         for k, i in zip(s.p_items, s.s_items):
             p, x = f"{s.p.name}[{k}]", f"{s.s.name}[{i}]"
-            if s.raw:
-                out(d, f"{p} = lg_exp2(fmaf({x}, {scale}, -{s.mc}_g)); {s.l} += {p};")
-            elif s.row_guard:
+            if s.row_guard:
                 out(d, f"{p} = lg_exp2({x} - {s.mc}_g); {s.l} += {p};")
             else:
                 out(d, f"{p} = {x} == LG_NEG_INF ? 0.f : lg_exp2({x} - {s.mc}); {s.l} += {p};")

@@ -67,8 +67,11 @@ _NORM = re.compile(r"^\{ const float lg_inv = (\w+) > 0\.f \? 1\.f / \1 : 0\.f; 
 _MASK_RAW = re.compile(rf"^{_R} = \((.*)\) \? \1\[\2\] : LG_NEG_INF;$")
 _ALPHA_RAW = re.compile(r"^const float (\w+) = (\w+) == (\w+) \? 1\.f : "
                         r"lg_exp2\(\(\3 - \2\) \* (\w+)\);$")
-_GUARD_RAW = re.compile(r"^const float (\w+)_g = \(\1 == LG_NEG_INF \? 0\.f : \1\) \* (\w+);$")
-_EXPF = re.compile(rf"^{_R} = lg_exp2\(fmaf\({_R}, (\w+), -(\w+)_g\)\); (\w+) \+= \1\[\2\];$")
+_GUARD_RAW = re.compile(r"^const float (\w+)_g = \(\1 == LG_NEG_INF \? 0\.f : \1\) \* (\w+); "
+                        r"float \1_rs = 0\.f;$")
+_EXPF2 = re.compile(rf"^{_R} = lg_exp2\(fmaf\({_R}, (\w+), -(\w+)_g\)\); {_R} = "
+                    rf"lg_exp2\(fmaf\({_R}, \5, -\6_g\)\); \6_rs \+= \1\[\2\] \+ \7\[\8\];$")
+_LFMA = re.compile(r"^(\w+) = fmaf\(\1, (\w+), (\w+)_rs\);$")
 _STATS = re.compile(r"^lg_warp_stats<(\d+), (\d+)>\((\w+), (\w+), (\w+), (\w+), (\w+), tid\);$")
 _COMBINE = re.compile(r"^LG_WARP_COMBINE\((.*)\);$")
 
@@ -191,10 +194,14 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     m = _GUARD_RAW.match(s)
     if m:
         return ("exp_guard_raw", *m.groups()), ()
-    m = _EXPF.match(s)
+    m = _EXPF2.match(s)
     if m:
         g = m.groups()
-        return ("exp_f", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5], g[6]), ()
+        return ("exp_f2", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5], g[6], int(g[7]), g[8],
+                int(g[9])), ()
+    m = _LFMA.match(s)
+    if m:
+        return ("l_fma", *m.groups()), ()
     m = _EXP.match(s)
     if m:
         g = m.groups()
@@ -271,9 +278,11 @@ def decode_ir_stmts(s: Any, scale: str = "scale_log2") -> Optional[List[SourceSt
             ("update_alpha", s.alpha, s.mc, s.m)
         return [_w(("update_mc", s.mc, s.m, s.m_tile)), _w(alpha), _w(("update_m", s.m, s.mc))]
     if isinstance(s, ExpScores) and s.raw:
-        return [_w(("scale_l", s.l, s.alpha)), _w(("exp_guard_raw", s.mc, scale))] + [
-            _w(("exp_f", s.p.name, k, s.s.name, i, scale, s.mc, s.l))
-            for k, i in zip(s.p_items, s.s_items)]
+        pairs = list(zip(s.p_items, s.s_items))
+        return [_w(("exp_guard_raw", s.mc, scale))] + [
+            _w(("exp_f2", s.p.name, k0, s.s.name, i0, scale, s.mc, s.p.name, k1, s.s.name, i1))
+            for (k0, i0), (k1, i1) in zip(pairs[::2], pairs[1::2])] + [
+            _w(("l_fma", s.l, s.alpha, s.mc))]
     if isinstance(s, ExpScores) and s.row_guard:
         return [_w(("scale_l", s.l, s.alpha)), _w(("exp_guard", s.mc))] + [
             _w(("exp_g", s.p.name, k, s.s.name, i, s.mc, s.l)) for k, i in zip(s.p_items,
