@@ -55,6 +55,7 @@ def test_the_config_choose_prefill_returns_for_d64_is_built():
 @pytest.mark.parametrize("kw,match", [
     (dict(head_dim=64, warpgroups=2), "warpgroups=2"),
     (dict(head_dim=256, warpgroups=1, bn=64), "head_dim 256"),
+    (dict(head_dim=128, warpgroups=1), "head_dim 128"),
 ])
 def test_what_the_ir_form_refuses(kw, match):
     with pytest.raises(AttentionConfigError, match=match):

@@ -27,16 +27,25 @@ still on the tensor cores.
 
 The softmax arithmetic is the template's: raw scores (masked to -inf, not scaled), the row
 maximum of raw scores (the scale is positive), each exponent ``exp2(fma(s, scale_log2,
--m scale_log2))`` (the ``raw`` CUDA forms of :mod:`kernels.printer.cuda_decode`).  What
-differs from the template (the function computed is the same; values may differ in the last
-bits): ``l`` sums each probability in turn; the K / V copies are always predicated on ``key < seqlen_kv``; key blocks visible to every row of
-the query block run an unmasked copy of the loop body.  Index arithmetic is 32-bit
-``int`` (the launcher refuses offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`).
+-m scale_log2))``, pairs of probabilities summed into a row sum, ``l = fma(l, alpha, rs)`` (the
+``raw`` CUDA forms of :mod:`kernels.printer.cuda_decode`); the first ``S`` step overwrites S
+(scale-d 0, ``WgmmaMma(accumulate=False)``); whole K / V blocks are copied without predicates,
+partial ones predicated per row.  What differs from the template (the function computed is the
+same; values may differ in the last bits): ``alpha = exp2((m - m_new) scale_log2)`` (the
+template: ``exp2(m scale_log2 - m_new scale_log2)``); key blocks visible to every row of the
+query block run an unmasked copy of the loop body (the template tests ``need_mask`` at run
+time).  Index arithmetic is 32-bit ``int`` (the launcher refuses offsets from 2^31, as
+:class:`~.flash_ir.IrFlashAttention`).  Refused: two computing warpgroups, head_dim 128 / 256.
+
+Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_wgmma_flash.py``, docs/PERFORMANCE.md):
+0.94-0.95x the template at B4 H16 S2K, B4 H16 1000 / 4097, B4 H16 S2K causal and B8 H32 S8K,
+below the 0.98x dispatch bar: :func:`~.dispatch.flash_attention` still runs the template and
+:class:`IrWgmmaFlashAttention` is opt-in.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import sympy
 
@@ -67,8 +76,9 @@ def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
     if cfg.warpgroups != 1:
         return (f"warpgroups={cfg.warpgroups}: the IR form has one computing warpgroup (the "
                 "head_dim 64 prefill's tile)")
-    if cfg.head_dim > 128:
-        return f"head_dim {cfg.head_dim}: the IR form takes 64 or 128"
+    if cfg.head_dim != 64:
+        return (f"head_dim {cfg.head_dim}: the IR form takes 64 (the tile choose_prefill runs "
+                "on this kernel; d128 / d256 run the warp-specialised kernel)")
     return None
 
 

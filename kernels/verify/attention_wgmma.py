@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
 
