@@ -182,6 +182,21 @@ def _fast_copy_past_sequence(k):
             s.cond = sympy.LessThan(s.cond.lhs, s.cond.rhs, evaluate=False)
 
 
+def _lse_base2(k):
+    """The lse read in base-2 units (FinalNormalize not raw) while the running maximum is raw:
+    the mix of units main printed before the one raw-score mechanism (the lse register is
+    never stored by this kernel, but the statement's value was wrong by a factor of the scale)."""
+    for s in walk(k.body):
+        if isinstance(s, FinalNormalize):
+            s.raw = False
+            return
+
+
+def _text_lse_unscaled(src):
+    """The text's lse adds the raw maximum unscaled to log2(l)."""
+    return src.replace("(m00 * scale_log2 + log2f(l00))", "(m00 + log2f(l00))", 1)
+
+
 def _text_kv_predicate(src):
     return src.replace("< seqlen_kv) ? 16 : 0)", "< seqlen_kv + 1) ? 16 : 0)", 1)
 
@@ -212,6 +227,8 @@ FLASH_IR_CASES = [
     ("flash-text-fast-copy-bound", CFG, "printed_source", None, _text_fast_copy_bound),
     ("flash-fast-copy-past-sequence", CFG, "in_bounds", _fast_copy_past_sequence, None),
     ("flash-v-barrier-dropped", CFG, "lds_races", _v_barrier_dropped, None),
+    ("flash-lse-mixed-score-units", CFG, "printed_source", _lse_base2, None),
+    ("flash-text-lse-unscaled", CFG, "printed_source", None, _text_lse_unscaled),
 ]
 
 

@@ -99,3 +99,14 @@ def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
     assert dispatch._within_offsets(fa, small, small, small, big) is tpl
     assert dispatch._within_offsets(fa, big, small, small, None) is tpl
     assert dispatch._within_offsets(tpl, big, big, big, None) is tpl
+
+
+def test_raw_exp_scores_take_no_row_guard():
+    """The raw-score ExpScores subtracts the raw SoftmaxUpdate's guarded maximum: a row guard
+    on top is a second mechanism for the same guard, refused where the statement is made."""
+    from kernels.ir.attention import ExpScores
+    from kernels.ir.core import Frag
+    f = Frag("sc", "f32", 4)
+    with pytest.raises(ValueError, match="no row_guard"):
+        ExpScores(f, (0, 1), f, (0, 1), "mc", "l", "alpha", row_guard=True, raw=True)
+    assert ExpScores(f, (0, 1), f, (0, 1), "mc", "l", "alpha", raw=True).raw

@@ -4,7 +4,7 @@ against its template (kernels.nvidia.attention.FlashAttention, same FlashConfig)
 
 Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_flash_ir_gpu.py``.
 The IR kernel prints the template's softmax arithmetic operation for operation (the scale
-folded into one fma, the row sum in pairs, ``meta["softmax_fold"]``), so the outputs must be
+folded into one fma, the row sum in pairs: the statements' ``raw=True``), so the outputs must be
 bitwise equal; each one's error against a float32 torch reference is bounded too; the output
 is poisoned with NaN first (every element must be written).  ``flash_attention(atom="mma")``
 runs the kernel :func:`~kernels.nvidia.prefill_select.choose_prefill` names."""

@@ -382,6 +382,14 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                 k2 = dict(kw, causal=causal, dtype=dtype)
                 yield (f"nvidia/wgmma-flash/{_kw(k2)}",
                        lambda k2=k2: emit_wgmma_flash(WgmmaFlashConfig(**k2)))
+    # issue 20 item 1: the head_dim 64 wgmma prefill built as verified IR
+    # (kernels.nvidia.wgmma_flash_ir): choose_prefill's tile, both schedules, both masks
+    from kernels.nvidia.wgmma_flash_ir import build_wgmma_flash_ir
+    for kw in (dict(), dict(causal=True), dict(dtype="bf16"), dict(overlap=False),
+               dict(overlap=False, causal=True)):
+        k2 = dict(kw, head_dim=64, warpgroups=1, bn=128)
+        yield (f"nvidia/wgmma-flash-ir/{_kw(kw)}",
+               lambda k2=k2: emit_attn_ir(build_wgmma_flash_ir(WgmmaFlashConfig(**k2))))
     from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
     for kw in (dict(), dict(causal=True), dict(pingpong=False), dict(stages=3),
                dict(head_dim=64, dtype="f16"), dict(loader="tma", stages=3),

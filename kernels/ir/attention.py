@@ -79,6 +79,12 @@ class MaskScores:
     rows: Tuple[Any, ...]
     keys: Tuple[Any, ...]
     conds: Tuple[Any, ...]
+    # CUDA form only (the HIP form is always raw): keep the raw score on the kept branch
+    # rather than scaling it to base 2 there; a kernel's MaskScores, SoftmaxUpdate, ExpScores
+    # and FinalNormalize are raw together (the verifier refuses a mix): the scale then goes
+    # into each exponent's fma, as both prefill templates' softmax does
+    # (kernels.nvidia.flash_ir, kernels.nvidia.wgmma_flash_ir; kernels.printer.cuda_decode)
+    raw: bool = False
 
 
 @dataclass
@@ -117,6 +123,7 @@ class SoftmaxUpdate:
     m_tile: str
     alpha: str
     mc: str
+    raw: bool = False           # CUDA form: m raw, mc the guarded scaled maximum (MaskScores.raw)
 
 
 @dataclass
@@ -136,6 +143,15 @@ class ExpScores:
     # subtract 0 instead) rather than every score (``s == -inf ? 0``); the same values, since
     # exp2(-inf - finite) = 0, with two instructions fewer per score (kernels.nvidia.flash_ir)
     row_guard: bool = False
+    # CUDA form only: raw scores (MaskScores.raw): ``mc`` is the guarded row maximum already
+    # scaled to base 2 (SoftmaxUpdate.raw), each exponent is ``exp2(fma(s, c, -mc))`` and the
+    # row sum adds pairs, then ``l = fma(l, alpha, sum)``; no row_guard (mc is guarded)
+    raw: bool = False
+
+    def __post_init__(self) -> None:
+        if self.raw and self.row_guard:
+            raise ValueError("ExpScores(raw=True) takes no row_guard: the raw SoftmaxUpdate's "
+                             "mc is already guarded (row_guard=False)")
 
 
 @dataclass
@@ -156,6 +172,7 @@ class FinalNormalize:
     l: str
     mc: str
     lse: Frag
+    raw: bool = False           # CUDA form: mc in raw score units (scaled in the lse)
 
 
 @dataclass

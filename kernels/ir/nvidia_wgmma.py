@@ -23,6 +23,9 @@ checks as every GEMM):
   registers are read asynchronously too: written since the last ``wgmma.fence``, or written
   again before the ``wgmma.wait_group`` retiring a wgmma that reads them, is refused
   (``lane_mfma_operands``), and that wait must pin them (``lane_accumulator_writeback``).
+* :class:`WgmmaMma` with ``accumulate=False`` (scale-d 0): the accumulator items start over
+  from this product (``acc = A B``) instead of adding to what they held; an engine that does
+  not model it refuses it (the TMA per-role engine, ``lane_mfma_operands``).
 * :class:`WgmmaFence` - a wgmma whose accumulator was written by another instruction (a zero
   fill) since the last ``wgmma.fence`` is refused (``lane_mfma_operands``).
 * :class:`WgmmaCommit` / :class:`WgmmaWait` - wgmmas run asynchronously: the accumulators they
@@ -122,6 +125,9 @@ class WgmmaMma:
     a: Union[GmmaOperand, Regs]
     b: GmmaOperand
     tag: str = ""
+    # False: scale-d 0, ``acc = A B`` (the old accumulator values are not read; what the
+    # attention kernels' first S = Q K^T step does instead of zeroing S: 64 moves a block)
+    accumulate: bool = True
 
     def __post_init__(self) -> None:
         if len(self.acc.idx) != self.atom.acc_registers or self.acc.frag.dtype != "f32":

@@ -18,7 +18,7 @@ printed source read back against the IR.
 
 What the template does and the IR does too, instruction for instruction (SASS compared with
 nvdisasm, sm_90): shared addresses from 32-bit bases computed once (``meta["u32_shared"]``);
-the softmax folded as the template computes it (``meta["softmax_fold"]``: raw scores, the
+the softmax folded as the template computes it (the statements' ``raw=True``: raw scores, the
 maximum scaled once per row, ``p = exp2(fma(s, scale, -m))``, ``l = fma(l, alpha, pairwise
 sum)``), so the output is bitwise the template's; K / V copies of whole key blocks (``blk <
 n_whole``) without predicates (the template's ``fast_copy``).  Where the two still differ: key
@@ -335,7 +335,7 @@ class _Builder:
     def mask(self) -> List[Any]:
         """Set the invisible scores to -inf (``key < seqlen_kv``; causal: ``key <= row``): the
         masked blocks only (the scores stay raw; the scale is folded into the exponent's
-        ``fma``, ``meta["softmax_fold"]``)."""
+        ``fma``: ``raw=True``)."""
         mt, nt = self.c.mt, self.nt
         items, rows, keys, conds = [], [], [], []
         for i in range(mt):
@@ -350,7 +350,8 @@ class _Builder:
                     rows.append(row)
                     keys.append(key)
                     conds.append(cond)
-        return [MaskScores(self.sc, tuple(items), tuple(rows), tuple(keys), tuple(conds))]
+        return [MaskScores(self.sc, tuple(items), tuple(rows), tuple(keys), tuple(conds),
+                           raw=True)]
 
     def softmax(self) -> List[Any]:
         """Per row (16-row tile ``i``, half ``hh``: rows g and g + 8 of the mma C layout): the
@@ -365,9 +366,9 @@ class _Builder:
                 out += [RowMax(f"mx{r}", self.sc, items),
                         LaneXor(f"mx{r}", "max", "shfl_xor", 1),
                         LaneXor(f"mx{r}", "max", "shfl_xor", 2),
-                        SoftmaxUpdate(f"m{r}", f"mx{r}", f"alpha{r}", f"mc{r}"),
+                        SoftmaxUpdate(f"m{r}", f"mx{r}", f"alpha{r}", f"mc{r}", raw=True),
                         ExpScores(self.pf, items, self.sc, items, f"mc{r}", f"l{r}",
-                                  f"alpha{r}"),
+                                  f"alpha{r}", raw=True),
                         Rescale(self.o, tuple((i * self.dt + n) * 4 + 2 * hh + e
                                               for n in range(self.dt) for e in range(2)),
                                 f"alpha{r}")]
@@ -447,7 +448,7 @@ class _Builder:
                 row = self.row_of(i, 2 * hh)
                 out += [LaneXor(f"l{r}", "sum", "shfl_xor", 1),
                         LaneXor(f"l{r}", "sum", "shfl_xor", 2),
-                        FinalNormalize(self.o, items, f"l{r}", f"m{r}", self.lse)]
+                        FinalNormalize(self.o, items, f"l{r}", f"m{r}", self.lse, raw=True)]
                 for n in range(self.dt):
                     o0 = (i * self.dt + n) * 4 + 2 * hh
                     cs = tuple((row, 8 * n + sym("col0") + e, sym("h"), sym("bat"))
@@ -492,7 +493,7 @@ class _Builder:
         return AttnKernel(name, params, shared, frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_bh"), header=header,
                           meta={"kind": "flash_ir", "cfg": c, "plan": self.p,
-                                "u32_shared": True, "softmax_fold": True},
+                                "u32_shared": True},
                           scalars=[ScalarParam(n) for n in FLASH_IR_SCALARS] +
                           [ScalarParam("scale_log2", "float")], min_blocks=c.min_blocks,
                           spec=flash_ir_spec(name, c, flash_ir_instances))

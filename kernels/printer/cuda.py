@@ -201,6 +201,8 @@ class CudaPrinter(Printer):
         if m.a_in_regs:
             ops.insert(0, f"&{m.a.frag.name}[{self.words(m.a, f'wgmma {m.tag} A')}]")
         fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs)
+        if not m.accumulate:
+            ops.append("0")         # the wrapper's scale_d: overwrite the accumulator
         self.out(d, f"{fn}(&{m.acc.frag.name}[{acc}], {', '.join(ops)});")
 
     def helpers(self) -> str:

@@ -85,8 +85,7 @@ class CudaAttnPrinter(ScalarStatements, CudaPrinter):
         if self.scalar_stmt(s, d) or \
                 onepass_stmt(self.out, s, d, self.buf_dtype, self._onepass) or \
                 warp_stmt(self.out, s, d) or \
-                decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param,
-                            bool(self.k.meta.get("softmax_fold"))) or \
+                decode_stmt(self.out, s, d, self.buf_dtype, self.k.scale_param) or \
                 ticket_stmt(self, s, d):
             pass
         elif isinstance(s, LseMax):

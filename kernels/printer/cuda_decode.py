@@ -7,23 +7,26 @@ GPU tests compare them); the scores are in base-2 units from the mask on (``s * 
 so the running maximum needs no further scale:
 
 * ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] * scale_log2 : LG_NEG_INF;``
-* ``RowMax`` -> ``float mx = fmaxf(fmaxf(sc[a], sc[b]), ...);``
+* ``RowMax`` -> ``float mx = fmaxf(fmaxf(sc[a], sc[b]), fmaxf(sc[c], sc[d]));`` (a balanced
+  tree in item order: max is exact, so any order gives the same value; the tree halves the
+  dependent chain);
 * ``SoftmaxUpdate`` -> ``const float mc = fmaxf(m, mx);`` ``const float alpha = mc == m ? 1.f
   : lg_exp2(m - mc);`` ``m = mc;`` (``mc == m`` also covers no key yet: both -inf);
 * ``ExpScores`` -> ``l *= alpha;`` then per item ``p[k] = sc[i] == LG_NEG_INF ? 0.f :
   lg_exp2(sc[i] - mc); l += p[k];`` (``row_guard``: ``const float mc_g = mc == LG_NEG_INF ?
   0.f : mc;`` once, then ``p[k] = lg_exp2(sc[i] - mc_g); l += p[k];``: the same values)
 * ``Rescale`` -> ``o[i] *= alpha;`` per item;
-* the folded form (a kernel with ``meta["softmax_fold"]``: the prefill,
-  :mod:`kernels.nvidia.flash_ir`, printed as its template
-  :func:`kernels.nvidia.attention.emit_flash` computes, operation for operation): the scores
-  stay raw and the scale is folded into one ``fmaf`` per score, as the IR statements define
-  it: ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] : LG_NEG_INF;``; ``SoftmaxUpdate`` ->
+* the raw-score form (the statements' ``raw=True``: both prefills, :mod:`kernels.nvidia.flash_ir`
+  and :mod:`kernels.nvidia.wgmma_flash_ir`, printed as their templates compute the softmax,
+  operation for operation): the scores stay raw and the scale is folded into one ``fmaf`` per
+  score: ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] : LG_NEG_INF;``; ``SoftmaxUpdate`` ->
   ``const float mc_n = fmaxf(m, mx);`` ``const float mc = mc_n == LG_NEG_INF ? 0.f : mc_n *
-  scale_log2;`` ``const float alpha = lg_exp2(fmaf(m, scale_log2, -mc));`` ``m = mc_n;``;
-  ``ExpScores`` (an even number of items, summed in pairs) -> per item ``p[k] =
+  scale_log2;`` ``const float alpha = lg_exp2(fmaf(m, scale_log2, -mc));`` ``m = mc_n;`` (``m``
+  stays raw, ``mc`` is the guarded maximum in base-2 units); ``ExpScores`` (an even number of
+  items, summed in pairs; no ``row_guard``: ``mc`` is guarded) -> per item ``p[k] =
   lg_exp2(fmaf(sc[i], scale_log2, -mc));``, then ``float l_s = p[a] + p[b];`` ``l_s += p[c] +
-  p[d];`` ... ``l = fmaf(l, alpha, l_s);``;
+  p[d];`` ... ``l = fmaf(l, alpha, l_s);``; ``FinalNormalize``'s lse -> ``(m * scale_log2 +
+  log2f(l)) * ln 2`` (``m`` raw, scaled there);
 * ``FinalNormalize`` (the prefill, :mod:`kernels.nvidia.flash_ir`) -> one line ``{ const float
   lg_inv = l > 0.f ? 1.f / l : 0.f; o[i] *= lg_inv; ... lse[0] = l > 0.f ? (mc + log2f(l)) *
   0.6931471805599453f : LG_NEG_INF; }`` (the template's ``inv``: a row with no key stores zeros);
@@ -124,22 +127,31 @@ def _access(out: Callable[[int, str], None], a: Access, d: int, dtypes: Dict[str
     return True
 
 
+def _max_tree(es: list) -> str:
+    """``fmaxf`` over ``es`` as a balanced tree, the operands in order."""
+    if len(es) == 1:
+        return es[0]
+    h = len(es) // 2
+    return f"fmaxf({_max_tree(es[:h])}, {_max_tree(es[h:])})"
+
+
 def _warp_combine(out: Callable[[int, str], None], s: WarpCombine, d: int) -> None:
     j = to_c(s.j)
     out(d, _if(s.pred, f"LG_WARP_COMBINE({s.n}, {s.warps}, {s.f.name}, {s.s_w}, "
                        f"r * {s.rows} + {j}, {s.s_acc}, {to_c(s.x_offset)}, {s.s_inv}, {j});"))
 
 
-def normalize_line(s: FinalNormalize) -> str:
+def normalize_line(s: FinalNormalize, scale_param: str = "scale_log2") -> str:
     """The one line of a :class:`~kernels.ir.attention.FinalNormalize` (``mc``: the running
-    maximum in base-2 units, as the mask prints the scores)."""
+    maximum in base-2 units, as the mask prints the scores; raw: in score units, scaled)."""
     scale = " ".join(f"{s.o.name}[{i}] *= lg_inv;" for i in s.items)
+    mc = f"{s.mc} * {scale_param}" if s.raw else s.mc
     return (f"{{ const float lg_inv = {s.l} > 0.f ? 1.f / {s.l} : 0.f; {scale} "
-            f"{s.lse.name}[0] = {s.l} > 0.f ? ({s.mc} + log2f({s.l})) * {LN2!r}f : LG_NEG_INF; }}")
+            f"{s.lse.name}[0] = {s.l} > 0.f ? ({mc} + log2f({s.l})) * {LN2!r}f : LG_NEG_INF; }}")
 
 
-def _folded(out: Callable[[int, str], None], s: Any, d: int, c: str) -> None:
-    """The folded form of a mask, update or exponent (module docstring)."""
+def _raw(out: Callable[[int, str], None], s: Any, d: int, c: str) -> None:
+    """The raw-score form of a mask, update or exponent (module docstring)."""
     if isinstance(s, MaskScores):
         for i, cond in zip(s.items, s.conds):
             e = f"{s.frag.name}[{i}]"
@@ -150,9 +162,10 @@ def _folded(out: Callable[[int, str], None], s: Any, d: int, c: str) -> None:
         out(d, f"const float {s.alpha} = lg_exp2(fmaf({s.m}, {c}, -{s.mc}));")
         out(d, f"{s.m} = {s.mc}_n;")
     else:
-        if s.p.dtype != "f32" or len(s.p_items) % 2 or s.row_guard:
-            raise ValueError(f"cuda printer: folded exp into {s.p.name}: an even number of "
-                             "f32 probabilities, no row guard (the folded maximum is guarded)")
+        if s.p.dtype != "f32" or len(s.p_items) % 2:
+            raise ValueError(f"cuda printer: raw exp into {s.p.name}: an even number of f32 "
+                             f"probabilities (summed in pairs), got {len(s.p_items)} "
+                             f"{s.p.dtype}")
         ps = [f"{s.p.name}[{k}]" for k in s.p_items]
         for p, i in zip(ps, s.s_items):
             out(d, f"{p} = lg_exp2(fmaf({s.s.name}[{i}], {c}, -{s.mc}));")
@@ -163,23 +176,20 @@ def _folded(out: Callable[[int, str], None], s: Any, d: int, c: str) -> None:
 
 
 def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[str, str],
-                scale: str, fold: bool = False) -> bool:
-    """Print ``s`` through ``out(depth, line)`` if it is one of this module's forms
-    (``fold``: the folded softmax of the module docstring)."""
+                scale: str) -> bool:
+    """Print ``s`` through ``out(depth, line)`` if it is one of this module's forms (a
+    statement with ``raw=True``: the raw-score form of the module docstring)."""
     if isinstance(s, Access):
         return _access(out, s, d, dtypes)
-    if fold and isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)):
-        _folded(out, s, d, scale)
+    if isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)) and s.raw:
+        _raw(out, s, d, scale)
         return True
     if isinstance(s, MaskScores):
         for i, cond in zip(s.items, s.conds):
             e = f"{s.frag.name}[{i}]"
             out(d, f"{e} = ({to_c(cond)}) ? {e} * {scale} : LG_NEG_INF;")
     elif isinstance(s, RowMax):
-        e = f"{s.frag.name}[{s.items[0]}]"
-        for i in s.items[1:]:
-            e = f"fmaxf({e}, {s.frag.name}[{i}])"
-        out(d, f"float {s.dst} = {e};")
+        out(d, f"float {s.dst} = {_max_tree([f'{s.frag.name}[{i}]' for i in s.items])};")
     elif isinstance(s, SoftmaxUpdate):
         out(d, f"const float {s.mc} = fmaxf({s.m}, {s.m_tile});")
         out(d, f"const float {s.alpha} = {s.mc} == {s.m} ? 1.f : lg_exp2({s.m} - {s.mc});")
@@ -200,7 +210,7 @@ def decode_stmt(out: Callable[[int, str], None], s: Any, d: int, dtypes: Dict[st
     elif isinstance(s, Rescale):
         out(d, " ".join(f"{s.frag.name}[{i}] *= {s.alpha};" for i in s.items))
     elif isinstance(s, FinalNormalize):
-        out(d, normalize_line(s))
+        out(d, normalize_line(s, scale))
     elif isinstance(s, StoreVar):
         out(d, _if(s.pred, f"{s.buf}[{to_c(s.offset)}] = {s.var};"))
     elif isinstance(s, WarpStats):

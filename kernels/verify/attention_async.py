@@ -61,6 +61,7 @@ class AsyncSharedRules:
             return   # reported by the static pass (in_bounds)
         self.lds_touch(st, addr, thr, True)
         self.in_flight(st.buf, addr, thr, "writes", st.tag)
+        self.wg_shared_write(st.buf, addr, st.tag, env, landed=False)
         vals = self.regs[st.regs.frag.name][:, np.array(st.regs.idx)].reshape(-1)
         self.inflight[st.buf][addr] = True
         self.open_group.append((st, addr, thr, vals))
@@ -76,6 +77,7 @@ class AsyncSharedRules:
         while len(self.async_groups) > pending:
             for st, addr, thr, vals in self.async_groups.pop(0):
                 self.inflight[st.buf][addr] = False
+                self.wg_landed(st.buf, addr)
                 self.lds_touch(st, addr, thr, True)
                 self.lds[st.buf][addr] = vals
 

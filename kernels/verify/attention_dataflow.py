@@ -27,6 +27,8 @@ from ..ir.warp_merge import StoreVar, WarpCombine, WarpStats
 from ..ir.warp_registers import PackWord, RoundProbs, ShflBroadcast, SplitProbs
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
 from .attention_async import AsyncSharedRules
+from .attention_wgmma import AttentionWgmma, AttentionWgmmaRules
+from ..ir.nvidia_wgmma import WGMMA_STATEMENTS, WgmmaMma
 from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
@@ -35,7 +37,7 @@ __all__ = ["AttentionDataflow"]
 
 
 class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMergeRules,
-                        AsyncSharedRules):
+                        AsyncSharedRules, AttentionWgmma):
     def __init__(self, k: Any, inst: Instance, block: Tuple[int, int], f: Fail,
                  kw: int, spec: Optional[KernelSpec] = None) -> None:
         self.k, self.inst, self.block, self.f = k, inst, block, f
@@ -64,6 +66,8 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
         self.where = ""
         self.lse_state: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
         self.part_keys: Dict[int, np.ndarray] = {}   # split kernel: (bh, split) row -> key bits
+        # Hopper wgmma (kernels.verify.attention_wgmma): the GEMM's asynchronous rules
+        self._wg = AttentionWgmmaRules(self) if _has_wgmma(k) else None
 
     def fail(self, check: str, msg: str) -> None:
         self.f.add(check, f"{msg} (block {self.block}{', ' + self.where if self.where else ''}"
@@ -81,6 +85,8 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
 
     def stmts(self, body, env) -> None:
         for s in body:
+            if self._wg is not None and not isinstance(s, WGMMA_STATEMENTS):
+                self.wg_effects(s, env)
             if isinstance(s, (Let, LetMinMax)):
                 env[sym(s.name)] = let_value(s, env)
             elif isinstance(s, Loop):
@@ -103,6 +109,7 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                     self.stmts(s.body, dict(env))
             elif isinstance(s, Barrier):
                 self.races.epoch += 1
+                self.wg_barrier()
             elif isinstance(s, ZeroFrag):
                 self.zero(s.frag.name)
             elif isinstance(s, Access):
@@ -161,6 +168,8 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                 self.warp_stats(s)
             elif isinstance(s, WarpCombine):
                 self.warp_combine(s, env)
+            elif isinstance(s, WGMMA_STATEMENTS):
+                self.wgmma_stmt(s, env)
             elif isinstance(s, (Comment, SetPrio, SchedBarrier)):   # scheduling only: no data
                 pass
             else:
@@ -223,6 +232,7 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
             elif a.kind == "store":
                 self.lds_touch(a, addr, th, True)
                 self.in_flight(a.buf, addr, th, "writes", a.tag)
+                self.wg_shared_write(a.buf, addr, a.tag, env, landed=True)
                 self.lds[a.buf][addr] = self.regs[fr][:, i]
             else:
                 self.lds_touch(a, addr, th, False)
@@ -511,3 +521,9 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                                             f"{int(cur_ver.flat[0])} receives probabilities of "
                                             f"version {int(want_ver.flat[0])} (missing rescale)")
 
+
+
+def _has_wgmma(k: Any) -> bool:
+    """Whether ``k`` issues wgmmas."""
+    from ..ir.core import walk
+    return any(isinstance(s, WgmmaMma) for s in walk(k.body))

@@ -266,6 +266,11 @@ class DataRules:
 
     def wgmma(self, a: Agent, s: WgmmaMma, env) -> None:
         fr = s.acc.frag.name
+        if not s.accumulate:
+            self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: scale-d 0 (accumulate="
+                                                           "False) is not modelled by the "
+                                                           "per-role engine", env))
+            return
         if fr in a.unfenced:
             self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: {fr} was written since "
                                                            "the last wgmma.fence", env))

@@ -202,6 +202,8 @@ class WgmmaRules:
             self.unfenced.discard(fr)
         acc_idx = np.array(s.acc.idx)
         ci, cj = self._acc_table(s.atom)
+        if not s.accumulate:
+            self.overwritten(fr, acc_idx)
         if s.a_in_regs:
             af = s.a.frag.name
             if af in self.unfenced:
@@ -220,6 +222,13 @@ class WgmmaRules:
                     self.open.append((op.buf, el.reshape(-1), fr, set(s.acc.idx)))
             self.issues += 1
             self._multiply(s, g, a[1], b[1], acc_idx, ci, cj, where)
+
+    def overwritten(self, frag: str, idx: np.ndarray) -> None:
+        """scale-d 0: the items ``idx`` of ``frag`` start over from this wgmma's product."""
+        df = self.df
+        df.acc_id[frag][:, idx] = -1
+        df.kbits[frag][:, :, idx] = 0
+        df.acc_zero[frag][:, idx] = True
 
     def _a_table(self, atom: Any) -> Tuple[np.ndarray, np.ndarray]:
         """``[64, 16]`` (thread, item) of the register holding ``A[row, k]`` (layout_a)."""

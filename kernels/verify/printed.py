@@ -48,7 +48,8 @@ from .gate_common import BYTES, Fail
 from ..ir import Access, Barrier, If, Kernel, Let, Loop, Mfma, c_eval, walk
 from ..ir.p_rounding import BF16_HELPERS, p_conversion
 from .cexpr import INT_MAX, INT_MIN, CExprError, bound, evaluate, text_of
-from .source_decode import DECODE_IR_KINDS, decode_ir_stmts, read_decode_statement
+from .source_decode import (DECODE_IR_KINDS, decode_ir_stmts, mixed_score_units,
+                            read_decode_statement)
 from .source_onepass import check_onepass_helpers
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
                           read_source, register_operand)
@@ -60,14 +61,14 @@ PRINTED_CHECKS = ("printed_source", "declarations", "index_ranges")
 # ---------------------------------------------------------------------------- the IR side
 
 def _ir_stmts(body: Sequence[Any], cuda: bool = False,
-              form: Tuple[bool, str] = (False, "scale_log2")) -> List[SourceStmt]:
+              scale: str = "scale_log2") -> List[SourceStmt]:
     """The IR statements that print index math, in printing order, as :class:`SourceStmt`
-    (``form``: the CUDA softmax's (folded, scale parameter), :func:`_softmax_form`)."""
+    (``scale``: an attention kernel's scale parameter, named by its CUDA softmax lines)."""
     out: List[SourceStmt] = []
     for s in body:
         kind = type(s).__name__
-        dec = decode_ir_stmts(s, *form) if cuda and (kind in DECODE_IR_KINDS or
-                                                    kind == "LaneXor") else None
+        dec = decode_ir_stmts(s, scale) if cuda and (kind in DECODE_IR_KINDS or
+                                                     kind == "LaneXor") else None
         if dec is not None:             # the NVIDIA split decode's forms (source_decode)
             out += dec
         elif isinstance(s, Let):
@@ -77,9 +78,9 @@ def _ir_stmts(body: Sequence[Any], cuda: bool = False,
                                                                s.a, s.b),)))
         elif isinstance(s, Loop):
             out.append(SourceStmt("loop", name=s.var, exprs=(s.start, s.stop),
-                                  body=_ir_stmts(s.body, cuda, form)))
+                                  body=_ir_stmts(s.body, cuda, scale)))
         elif isinstance(s, If):
-            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda, form)))
+            out.append(SourceStmt("if", exprs=(s.cond,), body=_ir_stmts(s.body, cuda, scale)))
         elif kind == "CpAsync":         # NVIDIA: the global read, then the shared write
             out += [SourceStmt("mem", name=a.buf, exprs=(a.offset,), store=a.kind == "store",
                                vtype=(None, a.width), pred=a.pred, text=s.tag)
@@ -120,13 +121,6 @@ def _ir_stmts(body: Sequence[Any], cuda: bool = False,
     return out
 
 
-def _softmax_form(k: Kernel) -> Tuple[bool, str]:
-    """(whether the CUDA printer folds the scale into the exponent, the scale parameter): the
-    kernel's ``meta["softmax_fold"]`` and ``scale_param`` (:mod:`kernels.printer.cuda_decode`)."""
-    return (bool(getattr(k, "meta", {}).get("softmax_fold")),
-            getattr(k, "scale_param", "scale_log2"))
-
-
 _LSE_KINDS = {"LseMax": "lse_max", "LseMergeStep": "lse_merge", "LseNormalize": "lse_norm"}
 
 
@@ -155,7 +149,7 @@ def _wgmma_stmts(s: Any, kind: str) -> List[SourceStmt]:
         return [SourceStmt("wgmma", text=s.tag, exprs=tuple(op.start for op in shared), regs=(
             wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b, s.a_in_regs),
             (s.acc.frag.name, s.acc.idx[0]), *a_regs,
-            *((op.buf, op.desc.constant_bits()) for op in shared)))]
+            *((op.buf, op.desc.constant_bits()) for op in shared), ("scale_d", int(s.accumulate))))]
     if kind == "WgmmaWait":
         return [SourceStmt("wg_wait", exprs=(s.pending,))] + \
             [SourceStmt("pin", name=f) for f in s.pins]
@@ -700,7 +694,10 @@ def verify_printed(k: Kernel, source: str, *,
     else:
         _declarations(k, src, fails)
     _p_rounding(k, source, fails, cuda)
-    ir_body = _ir_stmts(k.body, cuda, _softmax_form(k))
+    mixed = mixed_score_units(k)
+    if mixed:
+        fails.add("printed_source", mixed)
+    ir_body = _ir_stmts(k.body, cuda, getattr(k, "scale_param", "scale_log2"))
     scalars = [p.name for p in getattr(k, "scalars", ()) if p.ctype in ("int", "long long")]
     longs = frozenset(p.name for p in getattr(k, "scalars", ()) if p.ctype == "long long")
     if instances is None:

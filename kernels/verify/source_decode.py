@@ -11,9 +11,11 @@ warps and rows) and whose ``exprs`` are its index expressions (a shuffle's sourc
 variable store's offset and predicate, the merge's guard and every shared offset it reads, for
 every warp ``r`` and element ``e``), compared by value at every thread of the sampled blocks
 and loop iterations.  What the text check does not read: the float operators of a line beyond
-its operands (``fmaxf`` / ``lg_exp2`` / ``fmaf`` are matched as written by the printer's one
-form; a changed operator is a different line and is refused as unreadable), and which score
-register a mask line rescales (its condition is read and compared).
+its operands (``fmaxf`` / ``lg_exp2`` / ``fmaf`` are matched as written by the printer's
+forms; a changed operator is a different line and is refused as unreadable).  A mask line is
+read as its condition (a ``mask`` record, compared by value) and a ``warp`` record of its
+score register and the scale it applies (none: the raw-score form); the softmax statements of
+one kernel must share one form, raw or base-2 (:func:`mixed_score_units`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .cexpr import CExprError, parse
 from .source_onepass import ONEPASS_IR_KINDS, onepass_ir_stmts, read_onepass_statement
 from .source_text import SourceStmt, split_args
 
-__all__ = ["read_decode_statement", "decode_ir_stmts", "DECODE_IR_KINDS"]
+__all__ = ["read_decode_statement", "decode_ir_stmts", "DECODE_IR_KINDS", "mixed_score_units"]
 
 _R = r"(\w+)\[(\d+)\]"
 _LDG16 = re.compile(r"^lg_ldg16x8\(&(\w+)\[(\d+)\], (\w+) \+ \((.*)\)(?:, (.*))?\);$")
@@ -55,7 +57,7 @@ _EXP = re.compile(rf"^{_R} = {_R} == LG_NEG_INF \? 0\.f : lg_exp2\(\3\[\4\] - (\
                   r"(\w+) \+= \1\[\2\];$")
 _GUARD = re.compile(r"^const float (\w+)_g = \1 == LG_NEG_INF \? 0\.f : \1;$")
 _EXPG = re.compile(rf"^{_R} = lg_exp2\({_R} - (\w+)_g\); (\w+) \+= \1\[\2\];$")
-# the folded softmax (kernels.printer.cuda_decode, meta["softmax_fold"]: the prefill)
+# the raw-score softmax (kernels.printer.cuda_decode: the statements' raw=True, the prefills)
 _MCS = re.compile(r"^const float (\w+) = (\w+) == LG_NEG_INF \? 0\.f : \2 \* (\w+);$")
 _ALPHA_F = re.compile(r"^const float (\w+) = lg_exp2\(fmaf\((\w+), (\w+), -(\w+)\)\);$")
 _EXP_F = re.compile(rf"^{_R} = lg_exp2\(fmaf\({_R}, (\w+), -(\w+)\)\);$")
@@ -66,7 +68,7 @@ _PHI = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R}, {_R}\);$")
 _PLO = re.compile(rf"^{_R} = (lg_pack_\w+)\({_R} - (lg_\w+_lo)\({_R}\), {_R} - "
                   rf"(lg_\w+_hi)\({_R}\)\);$")
 _NORM = re.compile(r"^\{ const float lg_inv = (\w+) > 0\.f \? 1\.f / \1 : 0\.f; "
-                   rf"((?:{_R} \*= lg_inv; )+)(\w+)\[0\] = \1 > 0\.f \? \((\w+) \+ "
+                   rf"((?:{_R} \*= lg_inv; )+)(\w+)\[0\] = \1 > 0\.f \? \((\w+)(?: \* (\w+))? \+ "
                    r"log2f\(\1\)\) \* 0\.6931471805599453f : LG_NEG_INF; \}$")
 _STATS = re.compile(r"^lg_warp_stats<(\d+), (\d+)>\((\w+), (\w+), (\w+), (\w+), (\w+), tid\);$")
 _COMBINE = re.compile(r"^LG_WARP_COMBINE\((.*)\);$")
@@ -195,9 +197,9 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     if m:
         g = m.groups()
         return ("exp_g", g[0], int(g[1]), g[2], int(g[3]), g[4], g[5]), ()
-    folded = _folded_regs(s)
-    if folded is not None:
-        return folded, ()
+    raw = _raw_regs(s)
+    if raw is not None:
+        return raw, ()
     m = _RESCALE.match(s)
     if m:
         parts = re.findall(rf"{_R} \*= (\w+);", s)
@@ -214,7 +216,7 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     m = _NORM.match(s)
     if m:
         items = tuple((f, int(i)) for f, i in re.findall(rf"{_R} \*= lg_inv;", m.group(2)))
-        return ("normalize", m.group(1), items, m.group(5), m.group(6)), ()
+        return ("normalize", m.group(1), items, m.group(5), m.group(6), m.group(7) or ""), ()
     m = _SCALE_L.match(s)
     if m:
         return ("scale_l", m.group(1), m.group(2)), ()
@@ -224,8 +226,8 @@ def _warp_regs(s: str) -> Optional[Tuple[tuple, tuple]]:
     return None
 
 
-def _folded_regs(s: str) -> Optional[tuple]:
-    """The folded softmax's lines (module :mod:`kernels.printer.cuda_decode`), or None."""
+def _raw_regs(s: str) -> Optional[tuple]:
+    """The raw-score softmax's lines (module :mod:`kernels.printer.cuda_decode`), or None."""
     m = _MCS.match(s)
     if m:
         return ("update_mcs", *m.groups())
@@ -248,8 +250,8 @@ def _folded_regs(s: str) -> Optional[tuple]:
 
 # ---------------------------------------------------------------------------- the IR side
 
-DECODE_IR_KINDS = ("MaskScores", "PackWord", "ShflBroadcast", "SplitProbs", "StoreVar", "WarpStats",
-                   "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale",
+DECODE_IR_KINDS = ("MaskScores", "PackWord", "ShflBroadcast", "SplitProbs", "StoreVar",
+                   "WarpStats", "WarpCombine", "RowMax", "SoftmaxUpdate", "ExpScores", "Rescale",
                    "RoundProbs", "FinalNormalize") + ONEPASS_IR_KINDS
 
 
@@ -257,8 +259,9 @@ def _w(regs: tuple, exprs: tuple = ()) -> SourceStmt:
     return SourceStmt("warp", regs=regs, exprs=exprs, text=str(regs[0]))
 
 
-def _folded_ir(s: Any, c: str) -> List[SourceStmt]:
-    """The records of the folded form of a mask, update or exponent (scale parameter ``c``)."""
+def _raw_ir(s: Any, c: str) -> List[SourceStmt]:
+    """The records of the raw-score form of a mask, update or exponent (scale parameter
+    ``c``)."""
     if isinstance(s, MaskScores):
         return _mask_ir(s, "")
     if isinstance(s, SoftmaxUpdate):
@@ -279,16 +282,16 @@ def _mask_ir(s: Any, scale: str) -> List[SourceStmt]:
     return out
 
 
-def decode_ir_stmts(s: Any, fold: bool = False,
-                    scale: str = "scale_log2") -> Optional[List[SourceStmt]]:
+def decode_ir_stmts(s: Any, scale: str = "scale_log2") -> Optional[List[SourceStmt]]:
     """What the CUDA printer prints for one split-kernel statement, as records equal to what
     :func:`read_decode_statement` reads from the text; None for a statement it does not
-    cover (``fold``: the kernel prints the folded softmax, ``scale`` its scale parameter)."""
+    cover.  ``scale``: the kernel's scale parameter (``AttnKernel.scale_param``); a
+    statement with ``raw=True`` prints the raw-score form."""
+    if isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)) and s.raw:
+        return _raw_ir(s, scale)
     onepass = onepass_ir_stmts(s)
     if onepass is not None:
         return onepass
-    if fold and isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores)):
-        return _folded_ir(s, scale)
     if isinstance(s, MaskScores):
         return _mask_ir(s, scale)
     if isinstance(s, PackWord):
@@ -333,7 +336,7 @@ def decode_ir_stmts(s: Any, fold: bool = False,
         return [_w(("p_hi", s.dst.name, i // 2, pack, p, i, p, i + 1)) for i in s.items[::2]]
     if isinstance(s, FinalNormalize):
         return [_w(("normalize", s.l, tuple((s.o.name, i) for i in s.items), s.lse.name,
-                    s.mc))]
+                    s.mc, scale if s.raw else ""))]
     if isinstance(s, StoreVar):
         return [_w(("store_var", s.buf, s.var), (s.offset, s.pred if s.pred is not None
                                                  else sympy.true))]
@@ -347,4 +350,17 @@ def decode_ir_stmts(s: Any, fold: bool = False,
             for e in range(s.n):
                 exprs.append(s.x_offset.subs({sym("r"): r, sym("e"): e}))
         return [_w(("combine", s.n, s.warps, s.f.name, s.s_w, s.s_acc, s.s_inv), tuple(exprs))]
+    return None
+
+
+def mixed_score_units(k: Any) -> Optional[str]:
+    """Why ``k``'s softmax statements do not print in one unit (None: they do): raw scores
+    everywhere (``raw=True``: the scale in each exponent) or base-2 scores from the mask on;
+    a mix computes another function whatever the dataflow proves."""
+    from ..ir.core import walk
+    forms = {bool(s.raw) for s in walk(k.body)
+             if isinstance(s, (MaskScores, SoftmaxUpdate, ExpScores, FinalNormalize))}
+    if len(forms) > 1:
+        return (f"{k.name}: the softmax statements mix raw and base-2 score units (the raw "
+                "flags of MaskScores / SoftmaxUpdate / ExpScores / FinalNormalize differ)")
     return None

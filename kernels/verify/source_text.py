@@ -578,6 +578,9 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
         if ra:                      # A from registers: 4 words = 8 16-bit elements
             w = int(ra.group(2))
             a_regs, args = ((ra.group(1), tuple(range(2 * w, 2 * w + 8))),), args[1:]
+        scale_d = 1                 # the wrapper's default; a trailing 0 / 1 sets it
+        if args and args[-1] in ("0", "1"):
+            scale_d, args = int(args[-1]), args[:-1]
         descs = [_CU_DESC.match(a) for a in args]
         if len(descs) != 2 - len(a_regs) or not all(descs):
             raise CExprError(f"line {ln}: unreadable wgmma (A as lg_gmma_desc or &regs[w], "
@@ -585,7 +588,8 @@ def _cuda_statement(s: str, ln: int, dt: Dict[str, str],
         return [SourceStmt("wgmma", ln, text=s,
                            exprs=tuple(parse(_paren(d.group(3))) for d in descs),
                            regs=(m.group(1), (m.group(2), int(m.group(3))), *a_regs,
-                                 *((d.group(2), int(d.group(1), 16)) for d in descs)))]
+                                 *((d.group(2), int(d.group(1), 16)) for d in descs),
+                                 ("scale_d", scale_d)))]
     m = _CU_WAIT.match(s)
     if m:
         return [SourceStmt("wait", ln, exprs=(parse(m.group(1)),), text=s)]

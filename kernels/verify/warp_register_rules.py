@@ -168,14 +168,22 @@ class WarpRegisterRules:
         d_j): each C element (row i, d j) adds the keys q under one maximum version."""
         W, L = self.T // sp.lanes, sp.lanes
         base = (np.arange(W) * L)[:, None, None]
+        B = self.regs[m.b.frag.name][base + sp.b_lane[None], b_idx[sp.b_item][None]]  # [W,K,N]
+        if (B == UNSET).any():
+            self.fail("lane_mfma_operands", f"{where}: a B register was never loaded")
+            return
+        self.pv_pair(m, sp, P, a_idx, B, where)
+
+    def pv_pair(self, m, sp, P, a_idx: np.ndarray, B: np.ndarray, where: str) -> None:
+        """``O += P V`` with P in A registers (item ``a_idx[a_item]`` of thread ``a_lane`` of
+        each warp, or warpgroup: ``sp``) and V's identities ``B`` [W, K, N] (from registers,
+        ``mma.sync``, or through a wgmma descriptor, :mod:`kernels.verify.attention_wgmma`)."""
+        W, L = self.T // sp.lanes, sp.lanes
+        base = (np.arange(W) * L)[:, None, None]
         th, it = np.broadcast_arrays(base + sp.a_lane[None], a_idx[sp.a_item][None])
         prow, pkey, pm, pv = P.row[th, it], P.col[th, it], P.masked[th, it], P.ver[th, it]
         if (prow == -1).any():
             self.fail("lane_mfma_operands", f"{where}: a P register holds no probability")
-            return
-        B = self.regs[m.b.frag.name][base + sp.b_lane[None], b_idx[sp.b_item][None]]  # [W,K,N]
-        if (B == UNSET).any():
-            self.fail("lane_mfma_operands", f"{where}: a B register was never loaded")
             return
         bt, bbh, brow, bcol, bz = decode_ids(B)
         val = self.roles.value

@@ -1,0 +1,81 @@
+"""The wgmma prefill built as verified IR (kernels.nvidia.wgmma_flash_ir.IrWgmmaFlashAttention)
+against its template (kernels.nvidia.wgmma_attention.WgmmaFlashAttention, same
+WgmmaFlashConfig) on a real Hopper GPU (skipped without one).
+
+Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_wgmma_flash_ir_gpu.py``.
+The IR kernel prints the raw-score softmax (the statements' ``raw=True``: the scale folded into
+one fma per exponent and into alpha, the row sum in pairs), the form the mma.sync IR prefill
+prints bitwise-equal to its template; the two kernels still differ elsewhere (an unmasked loop
+body for fully visible blocks) and bitwise equality was never measured here, so the test
+bounds their difference and each one's error against a float32 torch reference; the output is
+poisoned with NaN first (every element must be written)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
+
+pytestmark = NVIDIA_GPU
+
+from kernels.nvidia.wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig  # noqa: E402
+from kernels.nvidia.wgmma_flash_ir import IrWgmmaFlashAttention  # noqa: E402
+
+DT = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _hopper() -> bool:
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def _reference(q, k, v, causal):
+    G = q.shape[1] // k.shape[1]
+    k, v = (t.float().repeat_interleave(G, dim=1) for t in (k, v))
+    s = q.float() @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        Sq, Skv = s.shape[-2:]
+        keep = torch.ones(Sq, Skv, dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "serial"])
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bshd", [
+    (2, 4, 2, 77, 77, "f16", False, False),       # ragged GQA, one partial block
+    (2, 8, 8, 1000, 1000, "f16", True, False),    # causal, several blocks
+    (1, 4, 1, 300, 517, "bf16", True, False),     # causal, more keys than rows
+    (1, 2, 2, 517, 200, "bf16", True, False),     # causal, more rows than keys
+    (2, 6, 3, 263, 391, "bf16", False, True),     # BSHD strides, ragged both ways
+    (1, 1, 1, 1, 1, "f16", False, False),         # one row, one key
+    (1, 2, 2, 128, 1024, "f16", False, False),    # whole blocks only (no masked block)
+])
+def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, overlap):
+    if not _hopper():
+        pytest.skip("wgmma needs sm_90a")
+    D = 64
+    g = torch.Generator(device="cuda").manual_seed(11)
+
+    def make(H, S):
+        t = torch.randn((B, S, H, D) if bshd else (B, H, S, D), device="cuda", generator=g)
+        t = t.to(DT[dt])
+        return t.transpose(1, 2) if bshd else t
+    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=1, bn=128, causal=causal,
+                           overlap=overlap)
+    ir, tpl = IrWgmmaFlashAttention(cfg), WgmmaFlashAttention(cfg)
+    assert ir.report.holds
+    o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
+    o_t = torch.full_like(o_ir, float("nan"))
+    ir(q, k, v, out=o_ir)
+    tpl(q, k, v, out=o_t)
+    torch.cuda.synchronize()
+    assert not o_ir.isnan().any()
+    ref = _reference(q, k, v, causal)
+    tol = 2e-2 if dt == "bf16" else 4e-3
+    e_ir = (o_ir.float() - ref).abs().max().item()
+    e_t = (o_t.float() - ref).abs().max().item()
+    diff = (o_ir.float() - o_t.float()).abs().max().item()
+    assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
+    assert diff <= tol, diff
