@@ -63,11 +63,11 @@ from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
 from ..selection import GemmProblem, cdiv
 from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
-from .builder import CompiledKernel
 from .gemm import (CopyPlan, CudaGemmConfig, GemmConfigError, copy_steps, lane_bases,
                    mma_issue_order, plan_gemm, split_rows, swz_split)
+from .rt_gemm_launch import RtGemmKernel
 from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
-from .wgmma_rt_ir import INT_OFFSETS, RT_SCALARS, rt_instances
+from .wgmma_rt_ir import RT_SCALARS, rt_instances
 
 __all__ = ["build_mma_rt_ir", "mma_rt_instances", "mma_rt_spec", "mma_rt_refusal",
            "mma_rt_at_parity", "mma_rt_kernel_name", "IrMmaRtGemm"]
@@ -437,62 +437,23 @@ def build_mma_rt_ir(cfg: CudaGemmConfig = CudaGemmConfig()) -> AttnKernel:
     return _Builder(cfg).build()
 
 
-class IrMmaRtGemm(CompiledKernel):
+class IrMmaRtGemm(RtGemmKernel):
     """The IR-built runtime-size mma.sync kernel of ``cfg``, verified (IR and printed CUDA, at
     :func:`mma_rt_instances`; a passing verdict is remembered on disk by content) before
     anything is compiled: ``g(a, b, out=None) -> c`` with the template
     :class:`~kernels.nvidia.gemm.CudaGemm`'s arguments and checks, any M/N/K and strides."""
 
     def __init__(self, cfg: CudaGemmConfig = CudaGemmConfig(), *, backend: str = "auto") -> None:
-        from ..verify.report_cache import verified
-        self.ir = build_mma_rt_ir(cfg)
-        source = emit_cuda_gemm_rt(self.ir)
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = plan_gemm(cfg)
-        self.gemm_cfg = cfg
-        CompiledKernel.__init__(self, cfg, source, backend)
-        self.kernel_name = self.ir.name
-        self._template: Any = None
+        ir = build_mma_rt_ir(cfg)
+        super().__init__(cfg, ir, emit_cuda_gemm_rt(ir), plan_gemm(cfg), backend)
 
-    def template(self) -> Any:
-        """The string-template kernel of the same configuration (matrices of 2^31 elements
-        or more)."""
-        if self._template is None:
-            from .gemm import CudaGemm
-            self._template = CudaGemm(self.cfg, backend=self.backend)
-        return self._template
-
-    def check_args(self, a, b, out=None):
+    def make_template(self) -> Any:
         from .gemm import CudaGemm
-        return CudaGemm.check_args(self, a, b, out)
+        return CudaGemm(self.cfg, backend=self.backend)
 
     def __call__(self, a, b, out=None):
         return self.bound(a, b, out)(a, b, out)
 
     def bind(self, a, b, out=None):
         """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``."""
-        import torch
-        from ..printer.cuda import smem_bytes
-        from ..runtime.cuda import LaunchSite
-        from ..runtime.rocm import TensorSpec as Spec
-        M, N, K = self.check_args(a, b, out)
-        cfg = self.cfg
-        lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
-        pad = max(cfg.bm, cfg.bn, cfg.bk)     # rows past the edge a predicated-off copy names
-        if max((M + pad) * lda, (b.shape[0] + pad) * ldb, (M + pad) * ldc) >= INT_OFFSETS:
-            # the IR's offsets are 32-bit ints: a bigger matrix runs on the template
-            return self.template().bind(a, b, out)
-        a_vec = int(lda % 8 == 0 and a.data_ptr() % 16 == 0)
-        b_vec = int(ldb % 8 == 0 and b.data_ptr() % 16 == 0)
-        site = LaunchSite(self.module, self.kernel_name, -(-M // cfg.bm) * -(-N // cfg.bn),
-                          cfg.threads, signature=("ptr", "ptr", "ptr") + ("i32",) * 8,
-                          specs=[Spec(strides=(), align=2), Spec(strides=(), align=2),
-                                 Spec(strides=(), align=4)] + [None] * 8,
-                          smem_bytes=smem_bytes(self.ir))
-
-        def run(a, b, out):
-            if out is None:
-                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            site([a, b, out, M, N, K, lda, ldb, ldc, a_vec, b_vec])
-            return out
-        return run
+        return self.bind_one_launch(a, b, out)

@@ -50,7 +50,7 @@ from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaWai
 from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
 from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
-from .builder import CompiledKernel
+from .rt_gemm_launch import RtGemmKernel
 from .gemm import GemmConfigError
 from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
@@ -62,9 +62,6 @@ __all__ = ["RT_SCALARS", "RtWgmmaBuilder", "build_wgmma_rt_ir", "rt_instances", 
 #: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
 #: host saw that operand's leading dimension a multiple of 8 and its pointer 16-byte aligned)
 RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "a_vec", "b_vec")
-#: matrices of this many elements (rows x leading dimension) or more run on the template: the
-#: IR's offsets are 32-bit ints
-INT_OFFSETS = 2 ** 31
 
 
 def rt_ir_refusal(cfg: WgmmaGemmConfig) -> Any:
@@ -362,7 +359,7 @@ def build_wgmma_rt_ir(cfg: WgmmaGemmConfig = WgmmaGemmConfig()) -> AttnKernel:
     return RtWgmmaBuilder(cfg).build()
 
 
-class IrWgmmaRtGemm(CompiledKernel):
+class IrWgmmaRtGemm(RtGemmKernel):
     """The IR-built runtime-size kernel of ``cfg``, verified (IR and printed CUDA, at
     :func:`rt_instances`; a passing verdict is remembered on disk by content) before anything
     is compiled: ``g(a, b, out=None) -> c`` with the template
@@ -370,65 +367,25 @@ class IrWgmmaRtGemm(CompiledKernel):
 
     def __init__(self, cfg: WgmmaGemmConfig = WgmmaGemmConfig(), *,
                  backend: str = "auto") -> None:
-        from ..verify.report_cache import verified
-        self.ir, source = self.build(cfg)
-        # verified here, or an identical passing verification remembered on disk
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = plan_wgmma_gemm(cfg)
-        self.gemm_cfg = cfg
-        CompiledKernel.__init__(self, cfg, source, backend)
-        self.kernel_name = self.ir.name
-        self._template: Any = None
+        ir, source = self.build(cfg)
+        super().__init__(cfg, ir, source, plan_wgmma_gemm(cfg), backend)
 
     def build(self, cfg: WgmmaGemmConfig) -> Tuple[Any, str]:
         """``(kernel IR, printed source)`` of ``cfg``."""
         ir = build_wgmma_rt_ir(cfg)
         return ir, emit_cuda_gemm_rt(ir)
 
-    def template(self) -> Any:
-        """The string-template kernel of the same configuration (matrices of 2^31 elements
-        or more)."""
-        if self._template is None:
-            from .wgmma import WgmmaGemm
-            self._template = WgmmaGemm(self.cfg, backend=self.backend)
-        return self._template
-
-    def check_args(self, a, b, out=None):
-        from .gemm import CudaGemm
-        return CudaGemm.check_args(self, a, b, out)
+    def make_template(self) -> Any:
+        from .wgmma import WgmmaGemm
+        return WgmmaGemm(self.cfg, backend=self.backend)
 
     def __call__(self, a, b, out=None, splits: int = 1):
         return self.bound(a, b, out, splits)(a, b, out)
 
     def bind(self, a, b, out=None, splits: int = 1):
         """Check the arguments (the template's checks) and return ``run(a, b, out) -> c``."""
-        import torch
         from ..errors import LaunchError
-        from ..printer.cuda import smem_bytes
-        from ..runtime.cuda import LaunchSite
-        from ..runtime.rocm import TensorSpec as Spec
         if splits != 1:
             raise LaunchError(f"{self.kernel_name}: the IR-built cp.async wgmma GEMM has no "
                               f"split-K; splits={splits} needs WgmmaGemmConfig(split_k=True)")
-        M, N, K = self.check_args(a, b, out)
-        cfg = self.cfg
-        lda, ldb, ldc = a.stride(0), b.stride(0), N if out is None else out.stride(0)
-        pad = max(cfg.bm, cfg.bn, cfg.bk)     # rows past the edge a predicated-off copy names
-        if max((M + pad) * lda, (b.shape[0] + pad) * ldb, (M + pad) * ldc) >= INT_OFFSETS:
-            # the IR's offsets are 32-bit ints (index_ranges proves them at its launches): a
-            # bigger matrix runs on the template, whose pointers step in size_t
-            return self.template().bind(a, b, out)
-        a_vec = int(lda % 8 == 0 and a.data_ptr() % 16 == 0)
-        b_vec = int(ldb % 8 == 0 and b.data_ptr() % 16 == 0)
-        site = LaunchSite(self.module, self.kernel_name, -(-M // cfg.bm) * -(-N // cfg.bn),
-                          cfg.threads, signature=("ptr", "ptr", "ptr") + ("i32",) * 8,
-                          specs=[Spec(strides=(), align=2), Spec(strides=(), align=2),
-                                 Spec(strides=(), align=4)] + [None] * 8,
-                          smem_bytes=smem_bytes(self.ir))
-
-        def run(a, b, out):
-            if out is None:
-                out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            site([a, b, out, M, N, K, lda, ldb, ldc, a_vec, b_vec])
-            return out
-        return run
+        return self.bind_one_launch(a, b, out)

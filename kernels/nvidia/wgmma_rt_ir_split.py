@@ -35,7 +35,8 @@ from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .splitk import REDUCE_THREADS
 from .wgmma import WgmmaGemmConfig, split_ranges
-from .wgmma_rt_ir import INT_OFFSETS, IrWgmmaRtGemm, RtWgmmaBuilder
+from .rt_gemm_launch import INT_OFFSETS
+from .wgmma_rt_ir import IrWgmmaRtGemm, RtWgmmaBuilder
 from .wgmma_tma_ir_reduce import build_reduce_ir, workspace_meta
 
 __all__ = ["SPLIT_SCALARS", "build_wgmma_rt_split_ir", "split_instances", "split_gemm_spec",
