@@ -61,7 +61,7 @@ from ..ir.warp_registers import RoundProbs
 from .attention import AttentionConfigError, FlashAttention, FlashConfig, plan_flash
 from .builder import CompiledKernel
 
-__all__ = ["build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
+__all__ = ["query_block_lets", "key_range_lets", "build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
            "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
 
@@ -408,31 +408,13 @@ class _Builder:
         c = self.c
         bm, bn = c.bm, c.bn
         crow, ccol = _c_rows(self.spec)
-        sq, skv = R("seqlen_q"), R("seqlen_kv")
+        skv = R("seqlen_kv")
         out: List[Any] = [
-            Let("lane", sympy.Mod(self.tid, 32)), Let("warp", sympy.floor(self.tid / 32)),
-            Comment("block: (query block, batch x heads)"),
-            Let("bat", sympy.floor(sym("block_bh") / R("heads"))),
-            Let("h", sympy.Mod(sym("block_bh"), R("heads"))),
-            Let("hk", sympy.floor(sym("h") / R("group")))]
-        if c.causal:
-            out += [Comment("causal: the longest query blocks first"),
-                    Let("n_qb", sympy.floor((sq + bm - 1) / bm)),
-                    Let("qb", sym("n_qb") - 1 - sym("block_q"))]
-        else:
-            out.append(Let("qb", sym("block_q")))
-        out += [Let("m0", bm * sym("qb")),
-                Let("row0", sym("m0") + c.rpw * sym("warp") + crow((self.lane, 0))),
+            Let("lane", sympy.Mod(self.tid, 32)), Let("warp", sympy.floor(self.tid / 32))]
+        out += query_block_lets(bm, c.causal)
+        out += [Let("row0", sym("m0") + c.rpw * sym("warp") + crow((self.lane, 0))),
                 Let("col0", ccol((self.lane, 0)))] + self.base_lets()
-        if c.causal:
-            out += [Comment("keys [0, n_end) reach the block's last row; blocks below n_full "
-                            "are visible to its first row"),
-                    LetMinMax("n_end", "min", skv, sym("m0") + bm),
-                    LetMinMax("n_vis", "min", skv, sym("m0") + 1),
-                    Let("n_full", sympy.floor(sym("n_vis") / bn))]
-        else:
-            out += [Let("n_end", skv), Let("n_full", sympy.floor(skv / bn))]
-        out.append(Let("n_blocks", sympy.floor((sym("n_end") + bn - 1) / bn)))
+        out += key_range_lets(bm, bn, c.causal)
         out += [Comment("key blocks below n_whole lie wholly inside the sequence: their copies "
                         "need no predicate"), Let("n_whole", sympy.floor(skv / bn))]
         return out
@@ -497,6 +479,39 @@ class _Builder:
                           scalars=[ScalarParam(n) for n in FLASH_IR_SCALARS] +
                           [ScalarParam("scale_log2", "float")], min_blocks=c.min_blocks,
                           spec=flash_ir_spec(name, c, flash_ir_instances))
+
+
+def query_block_lets(bm: int, causal: bool) -> List[Any]:
+    """The block's coordinates as Lets, shared by the IR prefills: ``bat`` / ``h`` / ``hk``
+    (batch, query head, its KV head) from ``block_bh``, the query block ``qb`` (causal: the
+    longest blocks first) and its first row ``m0``."""
+    out: List[Any] = [Comment("block: (query block, batch x heads)"),
+                      Let("bat", sympy.floor(sym("block_bh") / R("heads"))),
+                      Let("h", sympy.Mod(sym("block_bh"), R("heads"))),
+                      Let("hk", sympy.floor(sym("h") / R("group")))]
+    if causal:
+        out += [Comment("causal: the longest query blocks first"),
+                Let("n_qb", sympy.floor((R("seqlen_q") + bm - 1) / bm)),
+                Let("qb", sym("n_qb") - 1 - sym("block_q"))]
+    else:
+        out.append(Let("qb", sym("block_q")))
+    return out + [Let("m0", bm * sym("qb"))]
+
+
+def key_range_lets(bm: int, bn: int, causal: bool) -> List[Any]:
+    """The key loop's bounds as Lets, shared by the IR prefills: ``n_end`` (keys the block's
+    last row reaches), ``n_full`` (key blocks every row of the block sees whole) and
+    ``n_blocks``."""
+    skv = R("seqlen_kv")
+    if causal:
+        out: List[Any] = [Comment("keys [0, n_end) reach the block's last row; blocks below "
+                                  "n_full are visible to its first row"),
+                          LetMinMax("n_end", "min", skv, sym("m0") + bm),
+                          LetMinMax("n_vis", "min", skv, sym("m0") + 1),
+                          Let("n_full", sympy.floor(sym("n_vis") / bn))]
+    else:
+        out = [Let("n_end", skv), Let("n_full", sympy.floor(skv / bn))]
+    return out + [Let("n_blocks", sympy.floor((sym("n_end") + bn - 1) / bn))]
 
 
 def _lt(a: Any, b: Any) -> Any:

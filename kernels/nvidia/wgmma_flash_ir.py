@@ -66,7 +66,7 @@ from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaF
 from ..ir.warp_registers import RoundProbs
 from .attention import AttentionConfigError
 from .flash_ir import (FLASH_IR_SCALARS, IrFlashAttention, flash_ir_instances, flash_ir_spec,
-                       global_layouts)
+                       global_layouts, key_range_lets, query_block_lets)
 from .wgmma import Operand, accumulator_rows_cols
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 
@@ -337,33 +337,13 @@ class _Builder:
     def block_lets(self) -> List[Any]:
         c = self.c
         bm, bn = c.bm, c.bn
-        sq, skv = R("seqlen_q"), R("seqlen_kv")
         out: List[Any] = [
-            Let("wg", sympy.floor(self.tid / 128)), Let("t", sympy.Mod(self.tid, 128)),
-            Comment("block: (query block, batch x heads)"),
-            Let("bat", sympy.floor(sym("block_bh") / R("heads"))),
-            Let("h", sympy.Mod(sym("block_bh"), R("heads"))),
-            Let("hk", sympy.floor(sym("h") / R("group")))]
-        if c.causal:
-            out += [Comment("causal: the longest query blocks first"),
-                    Let("n_qb", sympy.floor((sq + bm - 1) / bm)),
-                    Let("qb", sym("n_qb") - 1 - sym("block_q"))]
-        else:
-            out.append(Let("qb", sym("block_q")))
-        out += [Let("m0", bm * sym("qb")),
-                Comment("this thread's first accumulator row and column (wgmma layout_c)"),
+            Let("wg", sympy.floor(self.tid / 128)), Let("t", sympy.Mod(self.tid, 128))]
+        out += query_block_lets(bm, c.causal)
+        out += [Comment("this thread's first accumulator row and column (wgmma layout_c)"),
                 Let("row0", sym("m0") + 64 * sym("wg") + self.crow((self.t, 0))),
                 Let("col0", self.ccol((self.t, 0)))] + self.copy_bases()
-        if c.causal:
-            out += [Comment("keys [0, n_end) reach the block's last row; blocks below n_full "
-                            "are visible to its first row"),
-                    LetMinMax("n_end", "min", skv, sym("m0") + bm),
-                    LetMinMax("n_vis", "min", skv, sym("m0") + 1),
-                    Let("n_full", sympy.floor(sym("n_vis") / bn))]
-        else:
-            out += [Let("n_end", skv), Let("n_full", sympy.floor(skv / bn))]
-        out.append(Let("n_blocks", sympy.floor((sym("n_end") + bn - 1) / bn)))
-        return out
+        return out + key_range_lets(bm, bn, c.causal)
 
     def epilogue(self) -> List[Any]:
         G = self.G["O"]
