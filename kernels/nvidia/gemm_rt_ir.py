@@ -62,12 +62,12 @@ from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..printer.cuda_gemm_edge import emit_cuda_gemm_rt
 from ..selection import GemmProblem, cdiv
 from ..verify.concrete_instances import RuntimeInstance
-from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
+from ..verify.spec import KernelSpec
 from .gemm import (CopyPlan, CudaGemmConfig, GemmConfigError, copy_steps, lane_bases,
                    mma_issue_order, plan_gemm, split_rows, swz_split)
 from .rt_gemm_launch import RtGemmKernel
 from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
-from .wgmma_rt_ir import RT_SCALARS, rt_instances
+from .wgmma_rt_ir import RT_SCALARS, rt_gemm_spec, rt_instances
 
 __all__ = ["build_mma_rt_ir", "mma_rt_instances", "mma_rt_spec", "mma_rt_refusal",
            "mma_rt_at_parity", "mma_rt_kernel_name", "IrMmaRtGemm"]
@@ -124,14 +124,7 @@ def mma_rt_instances(cfg: CudaGemmConfig) -> Tuple[RuntimeInstance, ...]:
 def mma_rt_spec(name: str, cfg: CudaGemmConfig) -> KernelSpec:
     """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime M, N, K, proved at the launches of
     :func:`mma_rt_instances`."""
-    return KernelSpec(
-        name=name, dims=(Dim("m", "M"), Dim("n", "N"), Dim("k", "K")),
-        tensors=(TensorSpec("A", ("m", "k"), "input", cfg.dtype),
-                 TensorSpec("B", ("n", "k"), "input", cfg.dtype),
-                 TensorSpec("C", ("m", "n"), "output", cfg.dtype)),
-        contractions=(Contraction("C", "A", "B", ("k",), None),),
-        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in RT_SCALARS),
-        domain=Domain.at_launches(lambda k: mma_rt_instances(cfg)))
+    return rt_gemm_spec(name, cfg, mma_rt_instances)
 
 
 class _Builder:

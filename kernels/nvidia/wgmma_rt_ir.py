@@ -36,7 +36,7 @@ with an odd ``lda``; the vectors of a K edge that K leaves whole).
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import sympy
 
@@ -102,9 +102,12 @@ def rt_instances(cfg: WgmmaGemmConfig) -> Tuple[RuntimeInstance, ...]:
     return tuple(out)
 
 
-def rt_gemm_spec(name: str, cfg: WgmmaGemmConfig) -> KernelSpec:
-    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime M, N, K, proved at the launches of
-    :func:`rt_instances`."""
+def rt_gemm_spec(name: str, cfg: Any,
+                 instances: Optional[Callable[[Any], Tuple[RuntimeInstance, ...]]] = None
+                 ) -> KernelSpec:
+    """``C[m, n] = sum_k A[m, k] B[n, k]`` with runtime M, N, K, proved at the launches
+    ``instances(cfg)`` (default :func:`rt_instances`; the mma.sync form adds its own)."""
+    launches = instances or rt_instances
     return KernelSpec(
         name=name, dims=(Dim("m", "M"), Dim("n", "N"), Dim("k", "K")),
         tensors=(TensorSpec("A", ("m", "k"), "input", cfg.dtype),
@@ -112,7 +115,7 @@ def rt_gemm_spec(name: str, cfg: WgmmaGemmConfig) -> KernelSpec:
                  TensorSpec("C", ("m", "n"), "output", cfg.dtype)),
         contractions=(Contraction("C", "A", "B", ("k",), None),),
         symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in RT_SCALARS),
-        domain=Domain.at_launches(lambda k: rt_instances(cfg)))
+        domain=Domain.at_launches(lambda k: launches(cfg)))
 
 
 class RtWgmmaBuilder:
