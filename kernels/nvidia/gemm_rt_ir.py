@@ -66,7 +66,7 @@ from ..verify.spec import KernelSpec
 from .gemm import (CopyPlan, CudaGemmConfig, GemmConfigError, copy_steps, lane_bases,
                    mma_issue_order, plan_gemm, split_rows, swz_split)
 from .rt_gemm_launch import RtGemmKernel
-from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
+from .rt_gemm_parts import copy_vector, edge_limit, lt, pair_or_single_stores, raster_lets
 from .wgmma_rt_ir import RT_SCALARS, rt_gemm_spec, rt_instances
 
 __all__ = ["build_mma_rt_ir", "mma_rt_instances", "mma_rt_spec", "mma_rt_refusal",
@@ -174,21 +174,9 @@ class _Builder:
     # ---- global -> shared ---------------------------------------------------------------
     def vector(self, op: str, cpl: CopyPlan, kt: Any, i: int
                ) -> Tuple[List[Tuple[Any, Any]], Any, Any]:
-        """Copy iteration ``i`` of this thread: the global coordinates of its vector ((m, k)
-        for A, (n, k) for B), the global layout and whether the vector's row is inside."""
-        c, t = self.c, self.tid
-        row, col = cpl.row((t, i)), cpl.col((t, i))
-        k0 = kt * c.bk
-        if op == "A":
-            coords = [(self.m0 + row, k0 + col + j) for j in range(c.vec)]
-            glob, row_ok = self.a_glob, lt(self.m0 + row, self.M)
-        elif c.b_major == "n":          # tile rows are k, columns n
-            coords = [(self.n0 + col + j, k0 + row) for j in range(c.vec)]
-            glob, row_ok = self.b_glob, lt(k0 + row, self.K)
-        else:                           # tile rows are n, columns k
-            coords = [(self.n0 + row, k0 + col + j) for j in range(c.vec)]
-            glob, row_ok = self.b_glob, lt(self.n0 + row, self.N)
-        return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
+        """Copy iteration ``i`` of this thread (:func:`~.rt_gemm_parts.copy_vector`)."""
+        t = self.tid
+        return copy_vector(self, op, cpl.row((t, i)), cpl.col((t, i)), kt)
 
     def copy_bases(self) -> List[Any]:
         """Per operand, this thread's first vector once, before the k loop: ``{x}g0`` its
@@ -205,10 +193,7 @@ class _Builder:
         return out
 
     def edge_limit(self, op: str) -> Tuple[Any, int]:
-        """The extent a copy vector runs along and its position in the coordinates."""
-        if op == "A" or self.c.b_major == "k":
-            return self.K, 1
-        return self.N, 0
+        return edge_limit(self, op)
 
     def copy_tile(self, op: str, kt: Any, stage: Any, mode: str) -> List[Any]:
         """Operand ``op``'s k tile ``kt`` into ``stage``: ``mode`` "fast" (unpredicated

@@ -8,18 +8,21 @@ the wgmma one (:mod:`kernels.nvidia.wgmma_rt_ir`) and the mma.sync one
   together, the last group may be partial);
 * :func:`pair_or_single_stores`: one accumulator pair to C as a 4-byte store where both
   columns exist and ``ldc`` is even, else element by element, nothing past M or N (the
-  templates' :func:`kernels.nvidia.gemm.emit_pair_store`).
+  templates' :func:`kernels.nvidia.gemm.emit_pair_store`);
+* :func:`copy_vector` / :func:`edge_limit`: where one thread's copy vector lies in A or B
+  and the extent the vector runs along (both builders expose ``c``, ``tid``, ``m0``, ``n0``,
+  ``M``, ``N``, ``K``, ``a_glob``, ``b_glob``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import sympy
 
 from ..ir.core import Access, Frag, Let, sym
 
-__all__ = ["lt", "raster_lets", "pair_or_single_stores"]
+__all__ = ["lt", "raster_lets", "pair_or_single_stores", "copy_vector", "edge_limit"]
 
 
 def lt(a: Any, b: Any) -> Any:
@@ -63,3 +66,30 @@ def pair_or_single_stores(c_glob: Any, acc: Frag, item: int, r: Any, q: Any, M: 
                           acc.regs([item + e]), pred=single, tag=f"{buf}.store1", origin=c_glob,
                           coords=(at(r, q + e),)))
     return out
+
+
+def copy_vector(b: Any, op: str, row: Any, col: Any, kt: Any
+                ) -> Tuple[List[Tuple[Any, Any]], Any, Any]:
+    """The vector at tile ``(row, col)`` of operand ``op``'s k tile ``kt`` for builder ``b``:
+    its ``c.vec`` global coordinates ((m, k) for A, (n, k) for B), the global layout, and
+    whether the vector's row lies inside the matrix."""
+    c = b.c
+    k0 = kt * c.bk
+    if op == "A":
+        coords = [(b.m0 + row, k0 + col + j) for j in range(c.vec)]
+        glob, row_ok = b.a_glob, lt(b.m0 + row, b.M)
+    elif c.b_major == "n":          # tile rows are k, columns n
+        coords = [(b.n0 + col + j, k0 + row) for j in range(c.vec)]
+        glob, row_ok = b.b_glob, lt(k0 + row, b.K)
+    else:                           # tile rows are n, columns k
+        coords = [(b.n0 + row, k0 + col + j) for j in range(c.vec)]
+        glob, row_ok = b.b_glob, lt(b.n0 + row, b.N)
+    return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
+
+
+def edge_limit(b: Any, op: str) -> Tuple[Any, int]:
+    """The extent a copy vector of ``op`` runs along (K for A and a K-major B, N for an
+    N-major B) and that coordinate's position in the operand's coordinates."""
+    if op == "A" or b.c.b_major == "k":
+        return b.K, 1
+    return b.N, 0

@@ -52,7 +52,7 @@ from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .rt_gemm_launch import RtGemmKernel
 from .gemm import GemmConfigError
-from .rt_gemm_parts import lt, pair_or_single_stores, raster_lets
+from .rt_gemm_parts import copy_vector, edge_limit, lt, pair_or_single_stores, raster_lets
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
 from .wgmma_ir import shared_k_steps
 
@@ -156,21 +156,9 @@ class RtWgmmaBuilder:
 
     # ---- global -> shared ---------------------------------------------------------------
     def vector(self, op: Operand, kt: Any, i: int) -> Tuple[List[Tuple[Any, Any]], Any, Any]:
-        """Copy iteration ``i`` of this thread: the 8 global coordinates (n, k order for B),
-        the global layout, and whether the vector's row is inside the matrix."""
-        c, t = self.c, self.tid
-        row, col = op.copy.row((t, i)), op.copy.col((t, i))
-        k0 = kt * c.bk
-        if op.name == "A":
-            coords = [(self.m0 + row, k0 + col + j) for j in range(c.vec)]
-            glob, row_ok = self.a_glob, lt(self.m0 + row, self.M)
-        elif c.b_major == "n":          # tile rows are k, columns n
-            coords = [(self.n0 + col + j, k0 + row) for j in range(c.vec)]
-            glob, row_ok = self.b_glob, lt(k0 + row, self.K)
-        else:                           # tile rows are n, columns k
-            coords = [(self.n0 + row, k0 + col + j) for j in range(c.vec)]
-            glob, row_ok = self.b_glob, lt(self.n0 + row, self.N)
-        return [tuple(sympy.expand(x) for x in cc) for cc in coords], glob, row_ok
+        """Copy iteration ``i`` of this thread (:func:`~.rt_gemm_parts.copy_vector`)."""
+        t = self.tid
+        return copy_vector(self, op.name, op.copy.row((t, i)), op.copy.col((t, i)), kt)
 
     def copy_bases(self) -> List[Any]:
         """Per operand, this thread's first vector once, before the k loop: ``{x}g0`` its
@@ -233,11 +221,7 @@ class RtWgmmaBuilder:
         return out
 
     def edge_limit(self, op: Operand) -> Tuple[Any, int]:
-        """The extent a copy vector runs along (K for A and a K-major B, N for an N-major B)
-        and that coordinate's position in the operand's (m, k) / (n, k) coordinates."""
-        if op.name == "A" or self.c.b_major == "k":
-            return self.K, 1
-        return self.N, 0
+        return edge_limit(self, op.name)
 
     def load_operand(self, op: Operand, kt: Any, stage: Any) -> List[Any]:
         """The copy path of ``op``'s k tile ``kt``, block-uniform: a tile inside the matrix
