@@ -37,7 +37,7 @@ from ..ir.ticket import PartialAdd
 from ..verify.spec import Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .splitk import REDUCE_THREADS
 from .wgmma_tma import TmaGemmConfig
-from .wgmma_tma_ir_split import SplitTmaIrBuilder, instance_values
+from .wgmma_tma_ir_split import SplitTmaIrBuilder, instance_values, operand_maps
 
 __all__ = ["ReduceSplitTmaIrBuilder", "build_reduce_ir", "reduce_kernel_name",
            "reduce_spec", "workspace_meta", "reduce_run"]
@@ -158,18 +158,12 @@ def reduce_run(g: Any, M: int, N: int, K: int, splits: int, tiles: int, slots: i
                         signature=("ptr", "ptr") + ("i32",) * 4,
                         specs=[Spec(strides=(), align=4), Spec(strides=(), align=2)]
                         + [None] * 4)
-    boxes = [(tm.box_inner, tm.box_outer) for tm in g.ir.meta["maps"]]
-    by_ptr: Dict[Tuple[int, int], List[Any]] = {}
+    maps_of = operand_maps(g)
 
     def run(a, b, out):
         if out is None:
             out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-        key = (a.data_ptr(), b.data_ptr())
-        maps = by_ptr.get(key)
-        if maps is None:
-            if len(by_ptr) > 64:
-                by_ptr.clear()
-            maps = by_ptr[key] = [g.tensor_map(t, *box) for t, box in zip((a, b), boxes)]
+        maps = maps_of(a, b)
         ws, stream = spaces.on(a.device)
         main(maps + [ws, M, N, K, ctas, n, kt_per], stream)
         reduce([ws, out, M, N, out.stride(0), n], stream)

@@ -40,7 +40,7 @@ from .wgmma import split_ranges
 from .wgmma_tma import TmaGemmConfig
 from .wgmma_tma_ir_builder import TmaIrBuilder
 
-__all__ = ["SplitTmaIrBuilder", "SPLIT_INSTANCES", "split_instances", "split_spec",
+__all__ = ["SplitTmaIrBuilder", "operand_maps", "SPLIT_INSTANCES", "split_instances", "split_spec",
            "split_run"]
 
 #: (M, N, K, ctas, ldc, splits) launches: odd N (4-byte partials and loads), even N with a
@@ -195,6 +195,25 @@ class SplitTmaIrBuilder(TmaIrBuilder):
         return split_spec(name, self.c.dtype, instances, self.c.a_rows or 2 ** 20)
 
 
+def operand_maps(g: Any) -> Any:
+    """``maps_of(a, b)``: the tensor maps of A and B (the verified IR's boxes) for one bound
+    call of kernel ``g``, kept by the operands' pointers (their shapes and strides are the
+    bound call's): one dict look-up per call, not :meth:`tensor_map`'s key of shapes and
+    strides (host time per call, issue 20: these launches last 20-40 us)."""
+    boxes = [(tm.box_inner, tm.box_outer) for tm in g.ir.meta["maps"]]
+    by_ptr: Dict[Tuple[int, int], List[Any]] = {}
+
+    def maps_of(a, b) -> List[Any]:
+        key = (a.data_ptr(), b.data_ptr())
+        maps = by_ptr.get(key)
+        if maps is None:
+            if len(by_ptr) > 64:
+                by_ptr.clear()
+            maps = by_ptr[key] = [g.tensor_map(t, *box) for t, box in zip((a, b), boxes)]
+        return maps
+    return maps_of
+
+
 def split_run(g: Any, M: int, N: int, K: int, splits: int, tiles: int, sms: int):
     """``run(a, b, out)`` of IR split-K kernel ``g`` (an ``IrTmaGemm``; its argument checks
     passed): one launch of ``min(units, sms)`` CTAs (``sms``: the CTA slots, ``ctas_per_sm``
@@ -221,21 +240,12 @@ def split_run(g: Any, M: int, N: int, K: int, splits: int, tiles: int, sms: int)
                           Spec(strides=(), align=8), Spec(strides=(), align=4),
                           Spec(strides=(), align=4)] + [None] * 7,
                       smem_bytes=smem_bytes(g.ir))
-    boxes = [(tm.box_inner, tm.box_outer) for tm in g.ir.meta["maps"]]
-    # the maps of the operands' pointers (their shapes and strides are this bound call's):
-    # one dict look-up per call, not tensor_map's key of shapes and strides (host time per
-    # call, issue 20: these launches last 20-40 us)
-    by_ptr: Dict[Tuple[int, int], List[Any]] = {}
+    maps_of = operand_maps(g)
 
     def run(a, b, out):
         if out is None:
             out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-        key = (a.data_ptr(), b.data_ptr())
-        maps = by_ptr.get(key)
-        if maps is None:
-            if len(by_ptr) > 64:
-                by_ptr.clear()
-            maps = by_ptr[key] = [g.tensor_map(t, *box) for t, box in zip((a, b), boxes)]
+        maps = maps_of(a, b)
         ws, stream = spaces.on(a.device)
         main(maps + [ws[0], out, ws[1], M, N, K, ctas, out.stride(0), n, kt_per], stream)
         return out
