@@ -8,7 +8,7 @@ choose_prefill runs at each shape timed beside them for scale, one run:
 
 Per shape (B, H, Sq, Skv, causal): interleaved rounds (CUDA events, mean of 10 calls per round,
 median over rounds; the kernels' order rotates every round); the IR output compared with the
-template's (max abs, bitwise) and both with a float32 torch reference on batch 0.
+template's and the warp-specialised kernel's (max abs, bitwise) and each with a float32 torch reference on batch 0.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ def main() -> None:
                "ir_faster_rounds": sum(a < b for a, b in zip(ts["ir"], ts["template"])),
                "max_abs_ir_vs_template": diff,
                "bitwise_equal": bool(torch.equal(outs["ir"], outs["template"])),
+               "bitwise_equal_ws": bool(torch.equal(outs["ir"], outs["ws"])),
+               "max_abs_ir_vs_ws": (outs["ir"].float() - outs["ws"].float()).abs().max().item(),
                "ir_nan": bool(outs["ir"].isnan().any()),
                **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
                "rounds_us": ts}

@@ -44,8 +44,11 @@ Tiles: one or two computing warpgroups (64 query rows each: ``row0`` and Q's des
 step by the warpgroup), head_dim 64 or 128.  Two warpgroups at head_dim 128 (128 rows x 128
 keys) is the consumer half of the warp-specialised prefill :func:`~.dispatch.flash_attention`
 runs at d128 (:mod:`.wgmma_attention_ws`; what its IR form still needs:
-:mod:`.wgmma_ws_ir_plan`); here both warpgroups also issue the ``cp.async`` loads.  Refused:
-head_dim 256 (verified in one trial, never run on a GPU).
+:mod:`.wgmma_ws_ir_plan`); here both warpgroups also issue the ``cp.async`` loads.  On the
+H100 (``benchmarks/nvidia_ir_wgmma_flash_d128.py``, docs/PERFORMANCE.md) its output is bitwise
+its template's at every shape measured and bitwise the warp-specialised kernel's wherever that
+kernel also takes 128-key blocks; 0.945-0.99x the template's device time at the long shapes
+(not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
 
 Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_wgmma_flash.py``, docs/PERFORMANCE.md):
 0.94-0.95x the template at B4 H16 S2K, B4 H16 1000 / 4097, B4 H16 S2K causal and B8 H32 S8K,
