@@ -5,6 +5,7 @@ the warp-specialised kernel) against its template (kernels.nvidia.wgmma_attentio
 choose_prefill runs at each shape timed beside them for scale, one run:
 
     python3 benchmarks/nvidia_ir_wgmma_flash_d128.py --out results.json [--rounds 7]
+        [--bn 192 --non-causal-only]
 
 Per shape (B, H, Sq, Skv, causal): interleaved rounds (CUDA events, mean of 10 calls per round,
 median over rounds; the kernels' order rotates every round); the IR output compared with the
@@ -35,15 +36,20 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--bn", type=int, default=128, help="keys per block of the IR tile "
+                    "(192: the warp-specialised kernel's non-causal long-sequence block)")
+    ap.add_argument("--non-causal-only", action="store_true")
     args = ap.parse_args()
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
     rows = []
     for B, H, Sq, Skv, causal in SHAPES:
+        if causal and args.non_causal_only:
+            continue
         g = torch.Generator(device="cuda").manual_seed(5)
         q = torch.randn(B, H, Sq, 128, device="cuda", generator=g).to(dt)
         k, v = (torch.randn(B, H, Skv, 128, device="cuda", generator=g).to(dt) for _ in range(2))
-        cfg = WgmmaFlashConfig(dtype=args.dtype, head_dim=128, warpgroups=2, bn=128,
+        cfg = WgmmaFlashConfig(dtype=args.dtype, head_dim=128, warpgroups=2, bn=args.bn,
                                causal=causal)
         ws = choose_prefill(args.dtype, 128, causal, "wgmma", True, max(Sq, Skv), Skv).config
         kinds = {"template": WgmmaFlashAttention(cfg), "ir": IrWgmmaFlashAttention(cfg),

@@ -55,7 +55,8 @@ def test_the_config_choose_prefill_returns_for_d64_is_built():
 @pytest.mark.parametrize("cfg", [
     WgmmaFlashConfig(dtype="bf16", head_dim=128, warpgroups=2, bn=128),
     WgmmaFlashConfig(dtype="f16", head_dim=128, warpgroups=2, bn=128, causal=True),
-], ids=["d128-2wg", "d128-2wg-causal"])
+    WgmmaFlashConfig(dtype="bf16", head_dim=128, warpgroups=2, bn=192),
+], ids=["d128-2wg", "d128-2wg-causal", "d128-2wg-192keys"])
 def test_two_warpgroups_at_d128_are_verified(cfg):
     """The consumer tile of the warp-specialised d128 prefill (128 rows, 64 per warpgroup):
     verified IR and text; warpgroup 1's rows and Q descriptor start are 64 rows on."""

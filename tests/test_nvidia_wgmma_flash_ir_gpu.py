@@ -81,13 +81,14 @@ def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, 
     assert diff <= tol, diff
 
 
-@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal", [
-    (2, 4, 2, 77, 77, "bf16", False),       # ragged GQA, one partial block
-    (1, 4, 1, 300, 517, "f16", True),       # causal, more keys than rows
-    (2, 2, 2, 1000, 1000, "bf16", True),    # causal, several blocks
-    (1, 2, 2, 256, 1024, "f16", False),     # whole blocks only
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bn", [
+    (2, 4, 2, 77, 77, "bf16", False, 128),       # ragged GQA, one partial block
+    (1, 4, 1, 300, 517, "f16", True, 128),       # causal, more keys than rows
+    (2, 2, 2, 1000, 1000, "bf16", True, 128),    # causal, several blocks
+    (1, 2, 2, 256, 1024, "f16", False, 128),     # whole blocks only
+    (2, 4, 2, 300, 1000, "bf16", False, 192),    # 192-key blocks, ragged last one
 ])
-def test_two_warpgroup_d128_ir_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal):
+def test_two_warpgroup_d128_ir_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bn):
     """The warp-specialised kernel's consumer tile (2 warpgroups x 64 rows, head_dim 128) as
     IR: every element written, as close to the f32 reference as the template's output."""
     if not _hopper():
@@ -96,7 +97,7 @@ def test_two_warpgroup_d128_ir_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal)
     g = torch.Generator(device="cuda").manual_seed(13)
     q, k, v = (torch.randn((B, H, S, D), device="cuda", generator=g).to(DT[dt])
                for H, S in ((Hq, Sq), (Hkv, Skv), (Hkv, Skv)))
-    cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=2, bn=128, causal=causal)
+    cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=2, bn=bn, causal=causal)
     ir, tpl = IrWgmmaFlashAttention(cfg), WgmmaFlashAttention(cfg)
     assert ir.report.holds
     o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])

@@ -46,9 +46,9 @@ keys) is the consumer half of the warp-specialised prefill :func:`~.dispatch.fla
 runs at d128 (:mod:`.wgmma_attention_ws`; what its IR form still needs:
 :mod:`.wgmma_ws_ir_plan`); here both warpgroups also issue the ``cp.async`` loads.  On the
 H100 (``benchmarks/nvidia_ir_wgmma_flash_d128.py``, docs/PERFORMANCE.md) its output is bitwise
-its template's at every shape measured and bitwise the warp-specialised kernel's wherever that
-kernel also takes 128-key blocks; 0.945-0.99x the template's device time at the long shapes
-(not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
+its template's at every shape measured and bitwise the warp-specialised kernel's wherever both
+take the same key block (128, or 192 with ``bn=192``); 0.94-0.99x the template's device time at
+the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
 
 Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_wgmma_flash.py``, docs/PERFORMANCE.md):
 0.94-0.95x the template at B4 H16 S2K, B4 H16 1000 / 4097, B4 H16 S2K causal and B8 H32 S8K,

@@ -53,8 +53,9 @@ prints as PTX ``mul.f32`` / ``sub.f32`` that ptxas may contract, where the IR pr
 copy of the loop body for blocks every row sees.  Measured on the H100 all the same
 (docs/PERFORMANCE.md, ``benchmarks/nvidia_ir_wgmma_flash_d128.py``): the two-warpgroup d128 IR
 tile's output is bitwise the warp-specialised kernel's at B8 H32 S8K causal, B16 H32 S512
-causal and B2 H4 S77 (128-key blocks on both sides), one bf16 ulp off where that kernel takes
-192-key blocks (the online softmax rescales at other points): the IR form can be bitwise.
+causal and B2 H4 S77 (128-key blocks on both sides), and the same tile with 192-key blocks is
+bitwise it at B8 H32 S8K and B4 H16 1000 / 4097 (non-causal, where that kernel takes 192): the
+IR form can be bitwise the template at every shape the dispatch was measured at.
 
 The IR form has today (:mod:`kernels.ir.nvidia_tma`, verified by the per-role phase model
 :mod:`kernels.verify.gate_tma` for the TMA GEMM): ``RoleBranch``, ``LeaderOnly``,
@@ -92,8 +93,8 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    tested with a wrong id or count;
 4. **two consumer warpgroups in the builder** (landed: :mod:`.wgmma_flash_ir` builds
    ``warpgroups=2`` at head_dim 128, Q's descriptor start and the rows stepping by the
-   warpgroup, verified; the warp-specialised form adds K / V at ``stage * elems`` of a ring
-   of ``stages`` and ``bn=192``);
+   warpgroup, ``bn`` 128 and 192, verified; the warp-specialised form adds K / V at
+   ``stage * elems`` of a ring of ``stages``);
 5. **the printer**: one printer for the attention statements and the TMA / role statements
    (:mod:`kernels.printer.cuda_attention` with :mod:`kernels.printer.cuda_tma`), and the
    printed-text checks of both (``kernels/verify/printed.py`` is at its size limit: a new
