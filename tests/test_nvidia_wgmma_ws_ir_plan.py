@@ -31,12 +31,14 @@ def test_the_dispatched_configurations_are_the_ones_the_note_names():
 
 def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
     cfgs = plan.dispatched_d128_configs()
-    base = {"engine", "tma_4d", "pingpong_barriers", "builder_printer"}
+    base = {"engine", "tma_4d", "builder_printer"}
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == base
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K causal"])) == base | {"deferred_pv_wait"}
     assert set(plan.missing_pieces(cfgs["B16 H32 S512 causal"])) == base | {"persistent_units"}
-    # the two-consumer builder landed (wgmma_flash_ir builds warpgroups=2 at d128)
-    assert "two_consumers" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
+    # landed: the two-consumer builder (wgmma_flash_ir, warpgroups=2 at d128) and the
+    # cross-warpgroup named barriers (NamedBarrier(arrive=...), the per-role model's rule)
+    assert {"two_consumers", "pingpong_barriers"}.isdisjoint(
+        plan.missing_pieces(cfgs["B8 H32 S8K"]))
     # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers
     bare = WsFlashConfig(head_dim=128, stages=2, pingpong=False)
     assert set(plan.missing_pieces(bare)) == {"engine", "builder_printer"}
@@ -51,4 +53,4 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
 def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
-    assert probe() is (name == "two_consumers")
+    assert probe() is (name in ("two_consumers", "pingpong_barriers"))

@@ -86,11 +86,11 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
 2. **4-D tensor maps**: ``TensorMap`` / ``TmaLoad`` are 2-D (inner, outer) and the per-role
    identities pack two coordinates; attention needs (head_dim, seq, head, batch) with the
    zero fill per (batch, head), and the printer's ``lg_tma_load_4d``;
-3. **cross-warpgroup named barriers**: ``NamedBarrier`` is ``bar.sync id, 128`` owned by one
-   warpgroup (the per-role rule refuses anything else) and has no arrive-only form; ping-pong
-   needs ``bar.sync`` / ``bar.arrive`` on 256 threads of two consumers, and a rule that every
-   ``sync`` is matched by the other consumer's ``arrive`` (deadlock freedom), planted-bug
-   tested with a wrong id or count;
+3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
+   as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
+   per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
+   end; the ping-pong on the two-consumer TMA GEMM and its planted bugs (wrong id, count,
+   opening, last arrive) in ``tests/test_tma_group_named_barrier.py``);
 4. **two consumer warpgroups in the builder** (landed: :mod:`.wgmma_flash_ir` builds
    ``warpgroups=2`` at head_dim 128, Q's descriptor start and the rows stepping by the
    warpgroup, ``bn`` 128 and 192, verified; the warp-specialised form adds K / V at
