@@ -82,7 +82,27 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    consumer wgmma reading an element whose token's phase it has not observed, and a box
    overwriting an element a consumer wgmma read before that consumer's release was observed,
    are ``lds_races`` (the rule of :meth:`~kernels.verify.gate_tma_data.DataRules.tma_load`).
-   The protocol (named barriers, per-consumer arrivals) runs separately with three agents;
+   The protocol (named barriers, per-consumer arrivals) runs separately with three agents.
+   Where the code meets this (read while writing the note): the consumer agent is an
+   ``AttentionDataflow`` over a *view* of the kernel (the consumer role's body, ``block`` 256,
+   ``tid = 128 + arange(256)`` in its environment: lanes and the warpgroup-relative wgmma
+   tables are the same, the IR's ``cw = wg - 1`` picks the rows); its ``stmts`` dispatches
+   ``MbarrierWait`` / ``MbarrierArrive`` to the ring, which steps the producer (a small
+   generator over ``Let`` / ``Loop`` / ``If`` / ``LeaderOnly`` / mbarrier / ``TmaLoad``
+   statements, :class:`~kernels.verify.gate_tma_data.Bar` phases) until the awaited phase
+   completes or the producer blocks (a deadlock, refused); a box writes
+   ``encode_ids(tensor, batch * heads + head, row, d, row >= seqlen)`` (the identities a
+   ``cp.async`` load gives, :meth:`AttentionDataflow.access`) at
+   :func:`~kernels.nvidia.tma.tma_tile_addresses` of its destination, stamped with its
+   (barrier, phase); the wgmma operand read (``gate_wgmma.WgmmaRules._operand``, shared with
+   the GEMM) then checks the stamp against the phases the consumer observed.  The static pass
+   (``AttentionStatic``: O stores, coverage, index math) runs on the same consumer view;
+   :func:`kernels.verify.verifier.verify` routes a spec with both ``softmax`` and
+   ``warpgroup_roles`` to it (today ``warpgroup_roles`` goes to the GEMM's per-role model).
+   The printer already prints TMA / role statements inside attention kernels
+   (``CudaAttnPrinter`` extends ``CudaPrinter``, which calls ``cuda_tma.tma_stmt``); the
+   printed-text checks of both (``printed.py`` for the attention statements,
+   ``printed_tma.py`` for the role / mbarrier / TMA calls) must then run on the one text;
 2. **4-D tensor maps**: ``TensorMap`` / ``TmaLoad`` are 2-D (inner, outer) and the per-role
    identities pack two coordinates; attention needs (head_dim, seq, head, batch) with the
    zero fill per (batch, head), and the printer's ``lg_tma_load_4d``;
