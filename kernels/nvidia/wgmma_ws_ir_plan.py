@@ -47,9 +47,9 @@ The softmax arithmetic is the IR's raw-score form (``raw=True`` statements of
 :mod:`.wgmma_flash_ir`): raw scores masked to -inf, ``base = m == -inf ? 0 : m scale_log2``,
 ``exp2(fma(s, scale_log2, -base))``, pairs of probabilities summed into the row sum.  Two
 spellings differ: the template prints ``alpha = exp2(m_old * scale_log2 - base)`` and ``l = l *
-alpha + rs`` as a multiply and an add, which nvcc 13 (``-std=c++17``, default ``--fmad``)
-prints as PTX ``mul.f32`` / ``sub.f32`` that ptxas may contract, where the IR prints
-``fmaf``; and the template masks at run time (``need_mask``), where the IR runs an unmasked
+alpha + rs`` as a multiply and an add, which nvcc 13 may contract into fused multiply-adds
+under its default ``--fmad`` (the first block's alpha, where ``m_old`` is the constant -inf,
+stays a PTX ``mul.f32`` / ``sub.f32``), where the IR prints ``fmaf``; and the template masks at run time (``need_mask``), where the IR runs an unmasked
 copy of the loop body for blocks every row sees.  Measured on the H100 all the same
 (docs/PERFORMANCE.md, ``benchmarks/nvidia_ir_wgmma_flash_d128.py``): the two-warpgroup d128 IR
 tile's output is bitwise the warp-specialised kernel's at B8 H32 S8K causal, B16 H32 S512
@@ -60,7 +60,8 @@ IR form can be bitwise the template at every shape the dispatch was measured at.
 The IR form has today (:mod:`kernels.ir.nvidia_tma`, verified by the per-role phase model
 :mod:`kernels.verify.gate_tma` for the TMA GEMM): ``RoleBranch``, ``LeaderOnly``,
 ``Setmaxnreg``, ``MbarrierInit`` / ``InitFence`` / ``ExpectTx`` / ``Arrive`` (``per_warp``) /
-``Wait``, ``TmaPrefetch``, ``VarInit`` / ``VarSet``, 2-D ``TmaLoad``; and the consumers'
+``Wait``, ``TmaPrefetch``, ``VarInit`` / ``VarSet``, 2-D ``TmaLoad``, ``NamedBarrier``
+(``bar.sync`` / ``bar.arrive``, within one warpgroup or across several); and the consumers'
 statements of the d64 IR (:mod:`.wgmma_flash_ir`: ``WgmmaMma`` with descriptors and register
 A, ``RowMax`` / ``LaneXor`` / ``SoftmaxUpdate`` / ``ExpScores`` / ``Rescale`` /
 ``RoundProbs`` / ``FinalNormalize``, verified by the lockstep attention engine
