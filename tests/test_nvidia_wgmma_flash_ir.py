@@ -1,6 +1,7 @@
 """The wgmma prefill built as kernel IR (kernels/nvidia/wgmma_flash_ir.py): the one verifier
 proves the IR and its printed CUDA for the head_dim 64 configuration choose_prefill runs (f16 /
-bf16, causal or not, the overlapped and the serial schedule); what the IR form refuses; the
+bf16, causal or not, the overlapped and the serial schedule) and for two warpgroups at head_dim
+128 (the warp-specialised kernel's consumer tile, 128 and 192 keys); what the IR form refuses; the
 launcher verifies before it compiles.  The planted bugs are in
 tests/test_mutation_catalogue_wgmma_flash_ir.py; the GPU comparison with the template in
 tests/test_nvidia_wgmma_flash_ir_gpu.py."""
