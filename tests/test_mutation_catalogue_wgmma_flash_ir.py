@@ -12,7 +12,7 @@ import pytest
 import sympy
 
 from kernels.ir.attention import ExpScores, Rescale
-from kernels.ir.core import Frag, Loop, Shared, walk
+from kernels.ir.core import Frag, Let, Loop, Shared, sym, walk
 from kernels.ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence,
                                      WgmmaMma, WgmmaWait)
 from kernels.ir.warp_registers import RoundProbs
@@ -23,6 +23,8 @@ from kernels.verify.verifier import verify
 
 SERIAL = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, overlap=False)
 OVERLAP = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128)
+# two warpgroups at head_dim 128: the warp-specialised prefill's consumer tile
+TWO_WG = WgmmaFlashConfig(head_dim=128, warpgroups=2, bn=128)
 
 
 def _loops(k):
@@ -122,6 +124,22 @@ def _q_start_off(k):
             s.a = GmmaOperand(s.a.buf, s.a.start + 8, s.a.desc, s.a.major, s.a.mn)
 
 
+def _q_start_same_for_both_warpgroups(k):
+    """Q's descriptor start without the warpgroup's 64-row step: warpgroup 1 computes
+    warpgroup 0's rows."""
+    for s in walk(k.body):
+        if isinstance(s, WgmmaMma) and not s.a_in_regs:
+            s.a = GmmaOperand(s.a.buf, s.a.start.subs(sym("wg"), 0),
+                              s.a.desc, s.a.major, s.a.mn)
+
+
+def _rows_same_for_both_warpgroups(k):
+    """``row0`` without the warpgroup's 64 rows: both warpgroups store rows 0..63."""
+    for s in walk(k.body):
+        if isinstance(s, Let) and s.name == "row0":
+            s.expr = s.expr.subs(sym("wg"), 0)
+
+
 def _s_second_step_overwrites(k):
     """S's second k step with scale-d 0: head dims 0..15 dropped from every score."""
     for lp in _loops(k):
@@ -207,6 +225,9 @@ WGMMA_FLASH_IR_CASES = [
     ("wgflash-text-alpha-unscaled", SERIAL, "printed_source", None, _text_alpha_unscaled),
     ("wgflash-text-proxy-fence", SERIAL, "printed_source", None, _text_proxy_fence),
     ("wgflash-text-k-start", SERIAL, "printed_source", None, _text_k_start),
+    ("wgflash-2wg-q-start-same", TWO_WG, "lane_accumulator_writeback",
+     _q_start_same_for_both_warpgroups, None),
+    ("wgflash-2wg-rows-same", TWO_WG, "coverage", _rows_same_for_both_warpgroups, None),
 ]
 
 

@@ -92,6 +92,13 @@ def _barrier_dropped(k):
     del b[next(i for i, s in enumerate(b) if isinstance(s, NamedBarrier))]
 
 
+def _barrier_made_arrive(k):
+    """The barrier between the fence and the ticket as ``bar.arrive`` (no wait)."""
+    b = _block(k)
+    nb = next(s for s in b if isinstance(s, NamedBarrier))
+    b[b.index(nb)] = NamedBarrier(nb.id, nb.threads, arrive=True)
+
+
 def _ticket_by_every_thread(k):
     _first(k, AtomicTicket).pred = sympy.true
 
@@ -161,6 +168,8 @@ def _merge_outside_the_branch(k):
 SPLIT_BUGS = (
     ("fence dropped", _fence_dropped, "ticket_structure", SPLIT),
     ("barrier before the ticket dropped", _barrier_dropped, "ticket_structure", SPLIT),
+    ("barrier before the ticket only arrives", _barrier_made_arrive, "ticket_structure",
+     SPLIT),
     ("ticket by every thread", _ticket_by_every_thread, "ticket_single_thread", SPLIT),
     ("counter reset dropped", _reset_dropped, "ticket_structure", SPLIT),
     ("counter reset by every thread", _reset_by_every_thread, "ticket_single_thread", SPLIT),

@@ -1,6 +1,7 @@
 """The wgmma prefill built as kernel IR (kernels/nvidia/wgmma_flash_ir.py): the one verifier
 proves the IR and its printed CUDA for the head_dim 64 configuration choose_prefill runs (f16 /
-bf16, causal or not, the overlapped and the serial schedule); what the IR form refuses; the
+bf16, causal or not, the overlapped and the serial schedule) and for two warpgroups at head_dim
+128 (the warp-specialised kernel's consumer tile, 128 and 192 keys); what the IR form refuses; the
 launcher verifies before it compiles.  The planted bugs are in
 tests/test_mutation_catalogue_wgmma_flash_ir.py; the GPU comparison with the template in
 tests/test_nvidia_wgmma_flash_ir_gpu.py."""
@@ -52,10 +53,26 @@ def test_the_config_choose_prefill_returns_for_d64_is_built():
         assert build_wgmma_flash_ir(cfg).meta["cfg"] == cfg
 
 
+@pytest.mark.parametrize("cfg", [
+    WgmmaFlashConfig(dtype="bf16", head_dim=128, warpgroups=2, bn=128),
+    WgmmaFlashConfig(dtype="f16", head_dim=128, warpgroups=2, bn=128, causal=True),
+    WgmmaFlashConfig(dtype="bf16", head_dim=128, warpgroups=2, bn=192),
+], ids=["d128-2wg", "d128-2wg-causal", "d128-2wg-192keys"])
+def test_two_warpgroups_at_d128_are_verified(cfg):
+    """The consumer tile of the warp-specialised d128 prefill (128 rows, 64 per warpgroup):
+    verified IR and text; warpgroup 1's rows and Q descriptor start are 64 rows on."""
+    k = build_wgmma_flash_ir(cfg)
+    src = emit_cuda_attention(k)
+    r = verify(k, arch="sm_90a", source=src)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert f"__launch_bounds__(256, 1) {k.name}(" in src
+    starts = {str(m.a.start) for m in walk(k.body) if isinstance(m, WgmmaMma) and not m.a_in_regs}
+    assert all("wg" in st for st in starts), starts
+
+
 @pytest.mark.parametrize("kw,match", [
-    (dict(head_dim=64, warpgroups=2), "warpgroups=2"),
     (dict(head_dim=256, warpgroups=1, bn=64), "head_dim 256"),
-    (dict(head_dim=128, warpgroups=1), "head_dim 128"),
+    (dict(head_dim=256, warpgroups=2, bn=64), "head_dim 256"),
 ])
 def test_what_the_ir_form_refuses(kw, match):
     with pytest.raises(AttentionConfigError, match=match):

@@ -79,3 +79,36 @@ def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, 
     diff = (o_ir.float() - o_t.float()).abs().max().item()
     assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
     assert diff <= tol, diff
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bn", [
+    (2, 4, 2, 77, 77, "bf16", False, 128),       # ragged GQA, one partial block
+    (1, 4, 1, 300, 517, "f16", True, 128),       # causal, more keys than rows
+    (2, 2, 2, 1000, 1000, "bf16", True, 128),    # causal, several blocks
+    (1, 2, 2, 256, 1024, "f16", False, 128),     # whole blocks only
+    (2, 4, 2, 300, 1000, "bf16", False, 192),    # 192-key blocks, ragged last one
+])
+def test_two_warpgroup_d128_ir_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bn):
+    """The warp-specialised kernel's consumer tile (2 warpgroups x 64 rows, head_dim 128) as
+    IR: every element written, as close to the f32 reference as the template's output."""
+    if not _hopper():
+        pytest.skip("wgmma needs sm_90a")
+    D = 128
+    g = torch.Generator(device="cuda").manual_seed(13)
+    q, k, v = (torch.randn((B, H, S, D), device="cuda", generator=g).to(DT[dt])
+               for H, S in ((Hq, Sq), (Hkv, Skv), (Hkv, Skv)))
+    cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=2, bn=bn, causal=causal)
+    ir, tpl = IrWgmmaFlashAttention(cfg), WgmmaFlashAttention(cfg)
+    assert ir.report.holds
+    o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
+    o_t = torch.full_like(o_ir, float("nan"))
+    ir(q, k, v, out=o_ir)
+    tpl(q, k, v, out=o_t)
+    torch.cuda.synchronize()
+    assert not o_ir.isnan().any()
+    ref = _reference(q, k, v, causal)
+    tol = 2e-2 if dt == "bf16" else 4e-3
+    e_ir = (o_ir.float() - ref).abs().max().item()
+    e_t = (o_t.float() - ref).abs().max().item()
+    assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
+    assert (o_ir.float() - o_t.float()).abs().max().item() <= tol

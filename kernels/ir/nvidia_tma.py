@@ -51,7 +51,14 @@ The rules (each reported under the named check in brackets; docs/VERIFY.md, "The
   [``lds_races``].  Each global element stored must be its own accumulator, summed over all of
   K once [``lane_accumulator_writeback``], and stored once over the grid [``coverage``].
 * :class:`NamedBarrier` ``(id, threads)``: ``bar.sync id, threads`` among one warpgroup's
-  threads (``threads`` = 128, ``id`` >= 1 and distinct per warpgroup).
+  threads (``threads`` = 128, ``id`` >= 1 and distinct per warpgroup).  Across warpgroups
+  (``threads`` a multiple of 128 above it, or ``arrive``: ``bar.arrive id, threads``, which
+  counts without waiting) it is a barrier of ``threads / 128`` warpgroup arrivals per phase,
+  ids 1..15: each warpgroup arrives at most once per phase, a ``bar.sync`` returns once its
+  phase completed and orders after every arrival of that phase, one id keeps one thread count
+  and is never also a warpgroup's own; a phase left part-arrived at the end, or a sync that
+  never completes, is refused [``mbarrier_protocol``].  (The warp-specialised prefill's
+  ping-pong: each consumer ``bar.sync`` its turn's id and ``bar.arrive`` the other's.)
 * :class:`Setmaxnreg` ``(inc, regs)``: ``setmaxnreg.{inc,dec}.sync.aligned``, the first
   statement of a role, warpgroup-wide: ``regs`` a multiple of 8 in 24..256, ``dec`` at most and
   ``inc`` at least the launch's per-thread budget, the roles' totals within the 64K-register
@@ -224,10 +231,12 @@ class BulkWait:
 
 @dataclass
 class NamedBarrier:
-    """``bar.sync id, threads``."""
+    """``bar.sync id, threads``; ``arrive``: ``bar.arrive id, threads`` (count this
+    warpgroup's threads, do not wait)."""
 
     id: Any
     threads: int
+    arrive: bool = False
 
 
 @dataclass

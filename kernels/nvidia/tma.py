@@ -42,7 +42,7 @@ from ..errors import LaunchError
 from .gemm import GemmConfigError, need
 
 __all__ = ["DeviceMaps", "TmaOperandLoad", "tma_swizzle", "tma_tile_addresses", "check_tma_against_descriptors",
-           "TMA_HELPERS", "encode_tensor_map", "encode_tiled_map", "SWIZZLE_REPEAT", "box_offset_expr",
+           "TMA_HELPERS", "NAMED_ARRIVE_HELPER", "encode_tensor_map", "encode_tiled_map", "SWIZZLE_REPEAT", "box_offset_expr",
            "check_printed_offsets"]
 
 #: bytes after which each swizzle pattern repeats (8 rows of the swizzle width)
@@ -212,6 +212,15 @@ LG_DEV void lg_st_shared_u32(lg_u32 addr, lg_u32 v) {
 }
 template <int R> LG_DEV void lg_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R)); }
 template <int R> LG_DEV void lg_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R)); }
+"""
+
+#: ``bar.arrive``: printed (after :data:`TMA_HELPERS`) only in kernels whose IR has a
+#: :class:`~kernels.ir.nvidia_tma.NamedBarrier` with ``arrive`` (the warp-specialised
+#: prefill's ping-pong), so the other kernels' text is unchanged
+NAMED_ARRIVE_HELPER = r"""
+LG_DEV void lg_named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
 """
 
 

@@ -38,7 +38,17 @@ the query block run an unmasked copy of the loop body (the template tests ``need
 time); whether the outputs are now bitwise the template's is not measured (the H100 runs below
 predate the shared form, whose alpha was ``exp2((m - m_new) scale_log2)``).  Index arithmetic
 is 32-bit ``int`` (the launcher refuses offsets from 2^31, as
-:class:`~.flash_ir.IrFlashAttention`).  Refused: two computing warpgroups, head_dim 128 / 256.
+:class:`~.flash_ir.IrFlashAttention`).
+
+Tiles: one or two computing warpgroups (64 query rows each: ``row0`` and Q's descriptor start
+step by the warpgroup), head_dim 64 or 128.  Two warpgroups at head_dim 128 (128 rows x 128
+keys) is the consumer half of the warp-specialised prefill :func:`~.dispatch.flash_attention`
+runs at d128 (:mod:`.wgmma_attention_ws`; what its IR form still needs:
+:mod:`.wgmma_ws_ir_plan`); here both warpgroups also issue the ``cp.async`` loads.  On the
+H100 (``benchmarks/nvidia_ir_wgmma_flash_d128.py``, docs/PERFORMANCE.md) its output is bitwise
+its template's at every shape measured and bitwise the warp-specialised kernel's wherever both
+take the same key block (128, or 192 with ``bn=192``); 0.94-0.99x the template's device time at
+the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
 
 Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_wgmma_flash.py``, docs/PERFORMANCE.md):
 0.94-0.95x the template at B4 H16 S2K, B4 H16 1000 / 4097, B4 H16 S2K causal and B8 H32 S8K,
@@ -76,12 +86,13 @@ __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_suppor
 
 def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
     """None if the IR builds ``cfg``, else why not."""
-    if cfg.warpgroups != 1:
-        return (f"warpgroups={cfg.warpgroups}: the IR form has one computing warpgroup (the "
-                "head_dim 64 prefill's tile)")
-    if cfg.head_dim != 64:
+    if cfg.warpgroups not in (1, 2):
+        return (f"warpgroups={cfg.warpgroups}: the IR form has one or two computing "
+                "warpgroups (64 query rows each)")
+    if cfg.head_dim not in (64, 128):
         return (f"head_dim {cfg.head_dim}: the IR form takes 64 (the tile choose_prefill runs "
-                "on this kernel; d128 / d256 run the warp-specialised kernel)")
+                "on this kernel) and 128 (the consumer tile of the warp-specialised kernel, "
+                "which runs there; verified and measured against the template, not dispatched)")
     return None
 
 

@@ -17,7 +17,9 @@ called by :class:`kernels.printer.cuda.CudaPrinter`.
   then ``__syncthreads()``), ``lg_mbar_expect_tx``, ``lg_mbar_arrive`` (per warp: after
   ``__syncwarp()``, by lane 0), ``lg_mbar_wait``, ``lg_tma_prefetch``, ``lg_tma_load_2d``,
   ``lg_tma_store_2d``, ``lg_bulk_commit``, ``lg_bulk_wait_read0`` / ``lg_bulk_wait0``,
-  ``lg_named_bar``, ``lg_setmaxnreg_inc`` / ``_dec``;
+  ``lg_named_bar`` (``bar.sync``), ``lg_named_arrive`` (``bar.arrive``, its helper
+  :data:`~kernels.nvidia.tma.NAMED_ARRIVE_HELPER` printed only where used),
+  ``lg_setmaxnreg_inc`` / ``_dec``;
 * a :class:`~kernels.ir.nvidia_tma.TensorMap` parameter is ``const void* __restrict__``, an
   :class:`~kernels.ir.attention.ScalarParam` ``int``.
 """
@@ -33,9 +35,9 @@ from ..ir.nvidia_tma import (TMA_STATEMENTS, BulkCommit, BulkWait, MbarrierArriv
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, Setmaxnreg, TensorMap, TmaLoad, TmaPrefetch, TmaStore,
                              VarInit, VarSet)
-from ..nvidia.tma import TMA_HELPERS
+from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS
 
-__all__ = ["has_tma", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
+__all__ = ["has_tma", "has_named_arrive", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
            "shared_addr", "u32_base"]
 
 #: bytes per element of the arrays a TMA box reads or writes (TensorMap: 16-bit elements)
@@ -47,8 +49,16 @@ def has_tma(k: Any) -> bool:
     return any(isinstance(s, TMA_STATEMENTS) for s in walk(k.body))
 
 
+def has_named_arrive(k: Any) -> bool:
+    """Does kernel ``k`` hold a ``bar.arrive`` (:class:`NamedBarrier` with ``arrive``)?"""
+    return any(isinstance(s, NamedBarrier) and s.arrive for s in walk(k.body))
+
+
 def tma_helpers(k: Any) -> str:
-    return TMA_HELPERS if has_tma(k) else ""
+    """The PTX helpers of ``k``'s TMA statements (with ``lg_named_arrive`` only where used)."""
+    if not has_tma(k):
+        return ""
+    return TMA_HELPERS + (NAMED_ARRIVE_HELPER if has_named_arrive(k) else "")
 
 
 def u32_base(name: str) -> str:
@@ -123,7 +133,8 @@ def tma_stmt(out: Callable[[int, str], None], s: Any, d: int) -> bool:
     elif isinstance(s, BulkWait):
         out(d, "lg_bulk_wait_read0();" if s.read else "lg_bulk_wait0();")
     elif isinstance(s, NamedBarrier):
-        out(d, f"lg_named_bar({to_c(s.id)}, {int(s.threads)});")
+        fn = "lg_named_arrive" if s.arrive else "lg_named_bar"
+        out(d, f"{fn}({to_c(s.id)}, {int(s.threads)});")
     elif isinstance(s, Setmaxnreg):
         out(d, f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>();")
     else:

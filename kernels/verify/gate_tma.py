@@ -78,6 +78,9 @@ class _Cta(DataRules, TicketModel):
         self.tokens: List[Tuple[Tuple[str, int], int]] = []
         self.bars: Dict[Tuple[str, int], Bar] = {}
         self.named: Dict[int, int] = {}
+        # named barriers across warpgroups: id -> threads, (id, phase) -> warpgroups arrived
+        self.group_threads: Dict[int, int] = {}
+        self.group_arrived: Dict[Tuple[int, int], set] = {}
 
     # ---- helpers ---------------------------------------------------------------------------
     def where(self, a: Agent, what: str, env: Dict[Any, Any]) -> str:
@@ -161,6 +164,10 @@ class _Cta(DataRules, TicketModel):
                 yield from self.run(a, s.body, env)
         elif isinstance(s, MbarrierWait):
             yield from self.wait(a, s, env)
+        elif isinstance(s, NamedBarrier) and (s.arrive or s.threads != WARPGROUP):
+            yield from self.group_barrier(a, s, env)
+            if self.order == "interleaved":
+                yield None
         else:
             self.action(a, s, env)
             if self.order == "interleaved":
@@ -285,6 +292,10 @@ class _Cta(DataRules, TicketModel):
     def named_barrier(self, a: Agent, s: NamedBarrier, env) -> None:
         i = self.uni(a, s.id, env, "the named barrier's id")
         owner = self.named.setdefault(i, a.wg)
+        if i in self.group_threads:
+            self.f.add("mbarrier_protocol", self.where(
+                a, f"bar.sync {i}, 128: id {i} is also a barrier across warpgroups "
+                   f"({self.group_threads[i]} threads)", env))
         if s.threads != WARPGROUP or i < 1 or owner != a.wg:
             self.f.add("lds_races", self.where(
                 a, f"bar.sync {i}, {s.threads}: a warpgroup's barrier is 128 threads on an id "
@@ -293,6 +304,44 @@ class _Cta(DataRules, TicketModel):
             m = (self.gen[buf] == 2) & (self.writer[buf] == a.wg)
             self.gen[buf][m] = 0
             self.pend[buf][(self.pend[buf] == 2) & (self.writer[buf] == a.wg)] = 0
+
+    def group_barrier(self, a: Agent, s: NamedBarrier, env) -> Iterator[None]:
+        """``bar.sync`` / ``bar.arrive`` on a barrier of several warpgroups (the rules of
+        :class:`~kernels.ir.nvidia_tma.NamedBarrier`): one arrival per warpgroup per phase,
+        a sync waits for its phase and acquires what its arrivals did before."""
+        i = self.uni(a, s.id, env, "the named barrier's id")
+        op = f"bar.{'arrive' if s.arrive else 'sync'} {i}, {s.threads}"
+        T, seen = s.threads, self.group_threads.setdefault(i, s.threads)
+        bad_range = T % WARPGROUP or not WARPGROUP <= T <= self.k.block or not 1 <= i <= 15
+        if bad_range or seen != T or i in self.named:
+            why = (f"ids are 1..15 and counts whole warpgroups up to the block's "
+                   f"{self.k.block} threads" if bad_range else
+                   f"id {i} is warpgroup {self.named[i]}'s own barrier" if i in self.named else
+                   f"id {i} counts {seen} threads elsewhere")
+            self.f.add("mbarrier_protocol", self.where(a, f"{op}: {why}", env))
+            raise Stop()
+        key = ("<named barrier>", i)
+        b = self.bars.get(key)
+        if b is None:
+            b = self.bars[key] = Bar(T // WARPGROUP, T // WARPGROUP)
+        phase = b.completed
+        arrived = self.group_arrived.setdefault((i, phase), set())
+        if a.wg in arrived:
+            self.f.add("mbarrier_protocol", self.where(
+                a, f"{op}: warpgroup {a.wg} arrives twice in phase {phase} (the phase would "
+                   "complete without the other warpgroups)", env))
+            raise Stop()
+        arrived.add(a.wg)
+        self.arrive(a, key, b, 1, env)
+        if s.arrive:
+            return
+        while b.completed <= phase:
+            a.waiting = self.where(a, f"{op} waits in phase {phase} ({b.count - b.pending} of "
+                                      f"{b.count} warpgroups arrived)", env)
+            yield None
+        a.waiting = ""
+        for k_, v in b.phase_clocks[phase].items():
+            a.vc[k_] = max(a.vc.get(k_, 0), v)
 
     # ---- the schedule --------------------------------------------------------------------------
     def simulate(self, body: List[Any], env0: Dict[Any, Any]) -> None:

@@ -13,6 +13,8 @@ Also declared: each shared array's and mbarrier array's 32-bit shared address, o
 array (``const lg_u32 sA_u32 = lg_smem_u32(sA);``, ``lg_bar_full_u32``), and each mbarrier
 array initialised by the IR's loop with the IR's count.
 
+(``lg_named_arrive``, ``bar.arrive``, is printed and checked only in a kernel that has one.)
+
 ``printed_source``: every TMA / mbarrier / wgmma / named-barrier call of the IR appears in the
 text, in program order, with the IR's barrier, tensor map, buffer and constant arguments (shared
 addresses as ``(sA_u32 + 2 * (offset))`` and ``(lg_bar_full_u32 + 8 * (index))``, descriptors
@@ -46,7 +48,7 @@ from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, Thr
 from ..nvidia.prelude import PACK
 from ..printer.cuda import f32_store_line
 from ..printer.cuda_ticket import ticket_stmt
-from ..nvidia.tma import TMA_HELPERS
+from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS
 from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_wrapper
 from .cexpr import CExprError, evaluate, parse
 from .gate_common import Fail
@@ -74,7 +76,10 @@ def _expected(s: Any) -> List[str]:
     if isinstance(s, MbarrierArrive):
         return [f"lg_mbar_arrive((lg_bar_{s.bar}_u32 + 8 * ("]
     if isinstance(s, NamedBarrier):
-        return ["lg_named_bar(", f", {s.threads})"]
+        fn = f"lg_named_{'arrive' if s.arrive else 'bar'}("
+        if _const_id(s):   # the call's id is a literal (the text reader skips literals)
+            return [f"{fn}{int(s.id)}, {s.threads})"]
+        return [fn, f", {s.threads})"]
     if isinstance(s, BulkCommit):
         return ["lg_bulk_commit()"]
     if isinstance(s, Setmaxnreg):
@@ -84,6 +89,10 @@ def _expected(s: Any) -> List[str]:
                 f"lg_gmma_desc_u32(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}_u32, ",
                 f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
     return []
+
+
+def _const_id(s: NamedBarrier) -> bool:
+    return not sympy.sympify(s.id).free_symbols
 
 
 _CALL = re.compile(r"(lg_\w+(?:<\d+>)?)\((.*)\);$")
@@ -115,7 +124,7 @@ def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
                 "if ((tid & 31) == 0) lg_mbar_arrive(" if s.per_warp else "lg_mbar_arrive("), \
             [s.index]
     if isinstance(s, NamedBarrier):
-        return "lg_named_bar(", [s.id]
+        return f"lg_named_{'arrive' if s.arrive else 'bar'}(", [] if _const_id(s) else [s.id]
     if isinstance(s, WgmmaMma):
         return "lg_wgmma_m64n", [s.a.start, s.b.start]
     if isinstance(s, Access):
@@ -182,19 +191,27 @@ class _Lines:
         pass
 
 
+def _named(arrive: bool) -> Any:
+    return lambda s: isinstance(s, NamedBarrier) and s.arrive == arrive
+
+
 #: text every such line holds, and the IR statements that print it: their counts must agree
-#: (a stray fence, ticket, reset or partial read the IR does not have is refused)
+#: (a stray fence, ticket, reset, partial read or named barrier the IR does not have is
+#: refused)
 _COUNTED = (("__threadfence();", (ThreadFence,)), ("atomicAdd(", (AtomicTicket,)),
-            ("__ldcg(", (PartialAdd,)))
+            ("__ldcg(", (PartialAdd,)), ("lg_named_bar(", _named(False)),
+            ("lg_named_arrive(", _named(True)))
 
 
 def _counted(k: Any, body: str, f: Fail) -> None:
     for token, kinds in _COUNTED:
-        want = sum(1 for s in walk(k.body) if isinstance(s, kinds))
+        hit = kinds if callable(kinds) else (lambda s, kinds=kinds: isinstance(s, kinds))
+        want = sum(1 for s in walk(k.body) if hit(s))
         got = sum(1 for ln in body.splitlines() if token in ln)
         if got != want:
+            what = "NamedBarrier" if callable(kinds) else ", ".join(c.__name__ for c in kinds)
             f.add("printed_source", f"{got} printed lines hold {token!r}; the IR has {want} "
-                                    f"such statements ({', '.join(c.__name__ for c in kinds)})")
+                                    f"such statements ({what})")
     resets = [s for s in walk(k.body) if isinstance(s, CounterReset)]
     for cnt in {s.counter for s in resets}:
         got = sum(1 for ln in body.splitlines() if re.search(rf"\b{cnt}\[.*\] = 0;", ln))
@@ -354,6 +371,8 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
     helpers = [("TMA helpers", TMA_HELPERS)] + ([("wgmma helpers", HELPERS),
                                                  ("descriptor helper", GMMA_DESC_U32)]
                                                 if ms else [])
+    if any(_named(True)(s) for s in walk(k.body)):
+        helpers.append(("bar.arrive helper", NAMED_ARRIVE_HELPER))
     for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
         helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
     for what, text in helpers:

@@ -93,6 +93,13 @@ def check_ticket_structure(body: List[Any], partials: Sequence[str], output: str
     return t, last, r
 
 
+def _waits(s: Any, barriers: Tuple[type, ...]) -> bool:
+    """Is ``s`` one of ``barriers`` that waits?  An arrive-only named barrier (``bar.arrive``,
+    :class:`~kernels.ir.nvidia_tma.NamedBarrier` with ``arrive``) counts its threads and goes
+    on: it orders nothing for them, so it is never the barrier the ticket protocol needs."""
+    return isinstance(s, barriers) and not getattr(s, "arrive", False)
+
+
 def _structure(body: List[Any], partials: Sequence[str], output: str,
                barriers: Tuple[type, ...] = (Barrier,)
                ) -> Tuple[AtomicTicket, LastArrival, CounterReset]:
@@ -114,10 +121,10 @@ def _structure(body: List[Any], partials: Sequence[str], output: str,
     fences = [i for i in range(max(stores) + 1, ti) if isinstance(body[i], ThreadFence)]
     _need(bool(fences), R, "no __threadfence between the last partial store and the ticket: a "
           "block drawing the last ticket may read partials not yet visible")
-    _need(any(isinstance(body[i], barriers) for i in range(fences[0] + 1, ti)), R,
+    _need(any(_waits(body[i], barriers) for i in range(fences[0] + 1, ti)), R,
           "no barrier between the fence and the ticket: the ticket may be taken before the "
           "other threads' partial stores are fenced")
-    _need(li > ti and any(isinstance(body[i], barriers) for i in range(ti + 1, li)), R,
+    _need(li > ti and any(_waits(body[i], barriers) for i in range(ti + 1, li)), R,
           "no barrier between the ticket and the last-arrival branch: threads read the shared "
           "ticket before it is written")
     t, last = body[ti], body[li]

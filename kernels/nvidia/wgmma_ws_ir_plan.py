@@ -1,0 +1,254 @@
+"""The warp-specialised d128 / d256 prefill as kernel IR (issue 20 item 1): what the template
+has, what the IR and the one verifier have today, and what is missing -- written down before
+the builder, and kept true by :func:`missing_pieces` and its tests (a piece that lands flips
+its probe, and the tests then ask for this note to be updated).
+
+What runs (:func:`~.prefill_select.choose_prefill` on sm_90a, bf16/f16, head_dim 128; d256 is
+the cp.async producer): the string template :mod:`.wgmma_attention_ws` in four configurations
+(:func:`dispatched_d128_configs` lists them at the measured shapes)::
+
+    B8 H32 S8K, B4 H16 1000/4097  non-causal  lg_wsflash_*_d128_128x192_s2_pp_tma
+    B8 H32 S8K, S4K               causal      lg_wsflash_*_d128_128x128_s2_pp_causal_tma_dw
+    <= 1024 keys                  non-causal  lg_wsflash_*_d128_128x128_s3_pp_tma
+    <= 1024 rows and keys         causal      lg_wsflash_*_d128_128x128_s3_pp_causal_tma_pt_uh4
+
+Template features (each a :class:`~.wgmma_attention_ws.WsFlashConfig` field or a fixed part;
+:data:`TEMPLATE_FEATURES` is the list the tests hold against the config's fields):
+
+* one block of 3 warpgroups, ``__launch_bounds__(384, 1)``: warpgroup 0 the producer
+  (``setmaxnreg.dec`` 24 with TMA), warpgroups 1 and 2 consumers (``setmaxnreg.inc`` 240),
+  64 query rows each (``cw = wg - 1``); the tile's layouts, descriptors and P fragment are
+  :func:`~.wgmma_attention.plan_wgmma_flash` with ``warpgroups=2``;
+* ``loader="tma"``: thread 0 of the producer issues ``cp.async.bulk.tensor.4d`` boxes of 64
+  head-dim elements x rows of 4-D tensor maps ``(head_dim, seq, head, batch)`` (rows past each
+  (batch, head)'s sequence zero-filled by the hardware), ``arrive.expect_tx`` of the stage's
+  bytes on the ``full`` barrier (count 1); Q once (``bQ``), then K and V of each block into a
+  ring of ``stages``, waiting on the stage's ``empty`` barrier (count 8: lane 0 of each
+  consumer warp, after the wgmma that read the stage retired) before each refill;
+* consumers: wait ``bQ``; per block j wait ``K full[j % S]`` (parity ``(j / S) & 1``), issue
+  ``S = Q K^T`` of j and ``O += P V`` of j - 1 together (FA3's intra-warpgroup overlap), wait
+  S (``wait_group 1``), release K's stage, block j's softmax while P V runs, then wait P V,
+  release V's stage of j - 1, rescale O; the last block's P V after the loop; write-back;
+* ``pingpong``: the two consumers take turns to issue their GEMMs: ``bar.sync 1 + cw, 256``
+  before, ``bar.arrive 2 - cw, 256`` after (consumer 1 opens with an arrive on barrier 1) --
+  named barriers spanning **two** warpgroups, half of them arrive-only;
+* ``defer_pv_wait``: the P V wait of block j - 1 moved to the top of block j + 1, after that
+  block's ring waits (the V release then lags a block: ``check_release_lag``);
+* ``bn=192`` (non-causal, more than 1024 keys): S is a ``wgmma.m64n192k16`` accumulator;
+* ``persistent`` / ``unit_heads``: one block per SM walks (query block, head, batch) units
+  (longest first in chunks of ``unit_heads`` pairs); the ring's counters run on over units
+  (``g0``), Q is a one-stage ring (``bQe``), the producer waits the previous unit's Q release;
+* off at d128 in what runs: ``rescale_vote`` (a warp-voted O rescale), ``v_behind_k`` (V of
+  j - 1 loaded after K of j), ``loader="cp.async"`` (tensors TMA cannot address: 128 producer
+  threads, ``cp.async.mbarrier.arrive.noinc``, count 128 / 256, and a generic-to-async proxy
+  fence before each wgmma).
+
+The softmax arithmetic is the IR's raw-score form (``raw=True`` statements of
+:mod:`.wgmma_flash_ir`): raw scores masked to -inf, ``base = m == -inf ? 0 : m scale_log2``,
+``exp2(fma(s, scale_log2, -base))``, pairs of probabilities summed into the row sum.  Two
+spellings differ: the template prints ``alpha = exp2(m_old * scale_log2 - base)`` and ``l = l *
+alpha + rs`` as a multiply and an add, which nvcc 13 may contract into fused multiply-adds
+under its default ``--fmad`` (the first block's alpha, where ``m_old`` is the constant -inf,
+stays a PTX ``mul.f32`` / ``sub.f32``), where the IR prints ``fmaf``; and the template masks at run time (``need_mask``), where the IR runs an unmasked
+copy of the loop body for blocks every row sees.  Measured on the H100 all the same
+(docs/PERFORMANCE.md, ``benchmarks/nvidia_ir_wgmma_flash_d128.py``): the two-warpgroup d128 IR
+tile's output is bitwise the warp-specialised kernel's at B8 H32 S8K causal, B16 H32 S512
+causal and B2 H4 S77 (128-key blocks on both sides), and the same tile with 192-key blocks is
+bitwise it at B8 H32 S8K and B4 H16 1000 / 4097 (non-causal, where that kernel takes 192): the
+IR form can be bitwise the template at every shape the dispatch was measured at.
+
+The IR form has today (:mod:`kernels.ir.nvidia_tma`, verified by the per-role phase model
+:mod:`kernels.verify.gate_tma` for the TMA GEMM): ``RoleBranch``, ``LeaderOnly``,
+``Setmaxnreg``, ``MbarrierInit`` / ``InitFence`` / ``ExpectTx`` / ``Arrive`` (``per_warp``) /
+``Wait``, ``TmaPrefetch``, ``VarInit`` / ``VarSet``, 2-D ``TmaLoad``, ``NamedBarrier``
+(``bar.sync`` / ``bar.arrive``, within one warpgroup or across several); and the consumers'
+statements of the d64 IR (:mod:`.wgmma_flash_ir`: ``WgmmaMma`` with descriptors and register
+A, ``RowMax`` / ``LaneXor`` / ``SoftmaxUpdate`` / ``ExpScores`` / ``Rescale`` /
+``RoundProbs`` / ``FinalNormalize``, verified by the lockstep attention engine
+:mod:`kernels.verify.attention_gate` with the GEMM's wgmma rules).  Missing, in the order a
+builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configuration needs):
+
+1. **the engine**: no verifier runs a kernel holding both.  The per-role model refuses any
+   attention statement ("has no meaning on the per-role model") and proves a GEMM's C, not a
+   softmax; the attention engine runs every thread in lockstep and refuses a ``RoleBranch``
+   (a branch not uniform over the block) and every mbarrier statement.  Plan: keep the
+   per-role scheduler (agents as coroutines, ``Bar`` phases with vector clocks, the parity,
+   arrival-count, expect-tx, deadlock and register-budget rules: reused, not copied) and run
+   the consumers' data as **one lockstep attention agent of the 256 consumer threads**
+   (:class:`~kernels.verify.attention_dataflow.AttentionDataflow` with its statement walk a
+   generator that yields at ``MbarrierWait``): the two consumers run one program on private
+   registers and only read the shared stages, so ping-pong orders their issue, not their data;
+   the producer agent's ``TmaLoad`` writes the attention engine's element identities (4-D
+   coordinates, the zero flag past the sequence) with the box's (barrier, phase) token; a
+   consumer wgmma reading an element whose token's phase it has not observed, and a box
+   overwriting an element a consumer wgmma read before that consumer's release was observed,
+   are ``lds_races`` (the rule of :meth:`~kernels.verify.gate_tma_data.DataRules.tma_load`).
+   The protocol (named barriers, per-consumer arrivals) runs separately with three agents.
+   Where the code meets this (read while writing the note): the consumer agent is an
+   ``AttentionDataflow`` over a *view* of the kernel (the consumer role's body, ``block`` 256,
+   ``tid = 128 + arange(256)`` in its environment: lanes and the warpgroup-relative wgmma
+   tables are the same, the IR's ``cw = wg - 1`` picks the rows); its ``stmts`` dispatches
+   ``MbarrierWait`` / ``MbarrierArrive`` to the ring, which steps the producer (a small
+   generator over ``Let`` / ``Loop`` / ``If`` / ``LeaderOnly`` / mbarrier / ``TmaLoad``
+   statements, :class:`~kernels.verify.gate_tma_data.Bar` phases) until the awaited phase
+   completes or the producer blocks (a deadlock, refused); a box writes
+   ``encode_ids(tensor, batch * heads + head, row, d, row >= seqlen)`` (the identities a
+   ``cp.async`` load gives, :meth:`AttentionDataflow.access`) at
+   :func:`~kernels.nvidia.tma.tma_tile_addresses` of its destination, stamped with its
+   (barrier, phase); the wgmma operand read (``gate_wgmma.WgmmaRules._operand``, shared with
+   the GEMM) then checks the stamp against the phases the consumer observed.  The static pass
+   (``AttentionStatic``: O stores, coverage, index math) runs on the same consumer view;
+   :func:`kernels.verify.verifier.verify` routes a spec with both ``softmax`` and
+   ``warpgroup_roles`` to it (today ``warpgroup_roles`` goes to the GEMM's per-role model).
+   The printer already prints TMA / role statements inside attention kernels
+   (``CudaAttnPrinter`` extends ``CudaPrinter``, which calls ``cuda_tma.tma_stmt``); the
+   printed-text checks of both (``printed.py`` for the attention statements,
+   ``printed_tma.py`` for the role / mbarrier / TMA calls) must then run on the one text;
+2. **4-D tensor maps**: ``TensorMap`` / ``TmaLoad`` are 2-D (inner, outer) and the per-role
+   identities pack two coordinates; attention needs (head_dim, seq, head, batch) with the
+   zero fill per (batch, head), and the printer's ``lg_tma_load_4d``;
+3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
+   as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
+   per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
+   end; the ping-pong on the two-consumer TMA GEMM and its planted bugs (wrong id, count,
+   opening, last arrive) in ``tests/test_tma_group_named_barrier.py``);
+4. **two consumer warpgroups in the builder** (landed: :mod:`.wgmma_flash_ir` builds
+   ``warpgroups=2`` at head_dim 128, Q's descriptor start and the rows stepping by the
+   warpgroup, ``bn`` 128 and 192, verified; the warp-specialised form adds K / V at
+   ``stage * elems`` of a ring of ``stages``);
+5. **the printer**: one printer for the attention statements and the TMA / role statements
+   (:mod:`kernels.printer.cuda_attention` with :mod:`kernels.printer.cuda_tma`), and the
+   printed-text checks of both (``kernels/verify/printed.py`` is at its size limit: a new
+   module);
+6. **deferred P V wait** (``defer_pv_wait``): the V release of block j - 2 under ``j > 1``;
+7. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
+   :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
+   counters over units, the Q ring (``bQe``), and coverage over a grid smaller than the units.
+
+Speed risk: the one-warpgroup d64 IR measured 0.94-0.95x its template on the H100
+(:mod:`.wgmma_flash_ir`), below the 0.98x dispatch bar; the same printing choices (the
+unmasked loop copy, ``fmaf`` spellings) would start the warp-specialised IR from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Dict, Tuple
+
+from .wgmma_attention_ws import WsFlashConfig
+
+__all__ = ["TEMPLATE_FEATURES", "Piece", "PIECES", "missing_pieces", "dispatched_d128_configs",
+           "MEASURED_SHAPES"]
+
+#: every ``WsFlashConfig`` field -> what it changes in the printed template (the docstring's
+#: list; a field added to the config without a line here fails the tests)
+TEMPLATE_FEATURES: Dict[str, str] = {
+    "dtype": "bf16 / f16 operands and output",
+    "head_dim": "64, 128 or 256 (d256: 24 / 240 registers, bn 64)",
+    "bn": "keys per block: the S accumulator is m64n{bn}",
+    "stages": "depth of the K and V rings (full / empty mbarriers per stage)",
+    "causal": "the diagonal mask and the key-block count per query block",
+    "pingpong": "the consumers' GEMM turns on named barriers 1 and 2 (256 threads)",
+    "arch": "sm_90a",
+    "loader": "cp.async (128 producer threads) or tma (one producer thread, 4-D boxes)",
+    "persistent": "one block per SM over (query block, head, batch) units",
+    "unit_heads": "units in chunks of this many (batch, head) pairs",
+    "defer_pv_wait": "the P V wait after the next block's ring waits",
+    "rescale_vote": "the O rescale skipped by a warp vote when no row max changed",
+    "v_behind_k": "V of block j - 1 loaded after K of block j",
+}
+
+
+def _has_field(cls: type, name: str) -> bool:
+    return dataclasses.is_dataclass(cls) and name in {f.name for f in dataclasses.fields(cls)}
+
+
+def _module(name: str) -> Callable[[], bool]:
+    """A probe: does the planned module ``name`` exist?"""
+    def probe() -> bool:
+        import importlib.util
+        return importlib.util.find_spec(name) is not None
+    return probe
+
+
+def _tma_load_4d() -> bool:
+    from ..ir.nvidia_tma import TmaLoad
+    return _has_field(TmaLoad, "coords")
+
+
+def _named_barrier_arrive() -> bool:
+    from ..ir import nvidia_tma
+    return hasattr(nvidia_tma, "NamedBarrierArrive") or _has_field(nvidia_tma.NamedBarrier,
+                                                                   "arrive")
+
+
+def _two_consumer_builder() -> bool:
+    from .wgmma_attention import WgmmaFlashConfig
+    from .wgmma_flash_ir import wgmma_flash_ir_supported
+    return wgmma_flash_ir_supported(WgmmaFlashConfig(head_dim=128, warpgroups=2)) is None
+
+
+#: the planned modules: the engine (per-role scheduler + attention dataflow) and the builder
+ENGINE_MODULE = "kernels.verify.attention_ring"
+BUILDER_MODULE = "kernels.nvidia.wgmma_ws_ir"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One missing part of the IR form: its name, what it is, the configurations that need it
+    (``needed_by(cfg)``) and a probe of the code base that turns True once it exists."""
+
+    name: str
+    what: str
+    needed_by: Callable[[WsFlashConfig], bool]
+    probe: Callable[[], bool]
+
+
+PIECES: Tuple[Piece, ...] = (
+    Piece("engine", "one verifier run over producer / consumer roles with mbarrier phases and "
+          "the attention dataflow of the consumers", lambda c: True,
+          _module(ENGINE_MODULE)),
+    Piece("tma_4d", "4-D tensor maps (head_dim, seq, head, batch) in TensorMap / TmaLoad, the "
+          "model and the printer", lambda c: c.loader == "tma", _tma_load_4d),
+    Piece("pingpong_barriers", "bar.sync / bar.arrive on 256 threads of two consumer "
+          "warpgroups, with the sync-arrive pairing rule", lambda c: c.pingpong,
+          _named_barrier_arrive),
+    Piece("two_consumers", "the softmax builder for two consumer warpgroups (rows m0 + 64 cw, "
+          "Q descriptor start cw * wg_step)", lambda c: c.consumers == 2,
+          _two_consumer_builder),
+    Piece("builder_printer", "the warp-specialised builder and one printer for the attention "
+          "and role statements, with its printed-text checks", lambda c: True, _module(BUILDER_MODULE)),
+    Piece("deferred_pv_wait", "the deferred P V wait and V release of block j - 2",
+          lambda c: c.defer_pv_wait, _module(BUILDER_MODULE)),
+    Piece("persistent_units", "the unit decode as IR lets, ring counters over units, the Q "
+          "ring", lambda c: c.persistent, _module(BUILDER_MODULE)),
+)
+
+
+def missing_pieces(cfg: WsFlashConfig) -> Tuple[str, ...]:
+    """The names of the :data:`PIECES` the IR form of ``cfg`` needs and the code base does not
+    have yet (empty once ``cfg`` can be built and verified as IR)."""
+    return tuple(p.name for p in PIECES if p.needed_by(cfg) and not p.probe())
+
+
+#: (label, batch, heads, query rows, key rows, causal) of the A/B the dispatch switch needs:
+#: the brief's S8K shapes and the short / odd ones the prefill rules were measured at
+MEASURED_SHAPES: Tuple[Tuple[str, int, int, int, int, bool], ...] = (
+    ("B8 H32 S8K", 8, 32, 8192, 8192, False),
+    ("B8 H32 S8K causal", 8, 32, 8192, 8192, True),
+    ("B4 H16 1000/4097", 4, 16, 1000, 4097, False),
+    ("B16 H32 S512 causal", 16, 32, 512, 512, True),
+    ("B16 H32 S512", 16, 32, 512, 512, False),
+)
+
+
+def dispatched_d128_configs(dtype: str = "bf16") -> Dict[str, WsFlashConfig]:
+    """The configuration :func:`~.prefill_select.choose_prefill` runs at each of
+    :data:`MEASURED_SHAPES` on an sm_90a device with TMA-addressable tensors, head_dim 128."""
+    from .prefill_select import choose_prefill
+    out: Dict[str, WsFlashConfig] = {}
+    for label, _b, _h, sq, skv, causal in MEASURED_SHAPES:
+        ch = choose_prefill(dtype, 128, causal, "wgmma", True, max(sq, skv), skv)
+        out[label] = ch.config
+    return out

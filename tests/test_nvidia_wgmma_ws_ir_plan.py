@@ -1,0 +1,56 @@
+"""The note on the warp-specialised prefill's IR form (kernels/nvidia/wgmma_ws_ir_plan.py) held
+against the code base: every template feature listed, the configurations the dispatch runs at
+the measured shapes named in the note, and each missing piece's probe of the code base."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import kernels.nvidia.wgmma_ws_ir_plan as plan
+from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
+
+
+def test_every_config_field_is_a_listed_template_feature():
+    fields = {f.name for f in dataclasses.fields(WsFlashConfig)}
+    assert fields == set(plan.TEMPLATE_FEATURES), fields ^ set(plan.TEMPLATE_FEATURES)
+
+
+def test_the_dispatched_configurations_are_the_ones_the_note_names():
+    cfgs = plan.dispatched_d128_configs("bf16")
+    assert set(cfgs) == {s[0] for s in plan.MEASURED_SHAPES}
+    names = {c.name for c in cfgs.values()}
+    assert names == {"lg_wsflash_bf16_d128_128x192_s2_pp_tma",
+                     "lg_wsflash_bf16_d128_128x128_s2_pp_causal_tma_dw",
+                     "lg_wsflash_bf16_d128_128x128_s3_pp_tma",
+                     "lg_wsflash_bf16_d128_128x128_s3_pp_causal_tma_pt_uh4"}
+    for n in names:     # the docstring's table spells them with the dtype as "*"
+        assert n.replace("bf16", "*") in plan.__doc__, n
+
+
+def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
+    cfgs = plan.dispatched_d128_configs()
+    base = {"engine", "tma_4d", "builder_printer"}
+    assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == base
+    assert set(plan.missing_pieces(cfgs["B8 H32 S8K causal"])) == base | {"deferred_pv_wait"}
+    assert set(plan.missing_pieces(cfgs["B16 H32 S512 causal"])) == base | {"persistent_units"}
+    # landed: the two-consumer builder (wgmma_flash_ir, warpgroups=2 at d128) and the
+    # cross-warpgroup named barriers (NamedBarrier(arrive=...), the per-role model's rule)
+    assert {"two_consumers", "pingpong_barriers"}.isdisjoint(
+        plan.missing_pieces(cfgs["B8 H32 S8K"]))
+    # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers
+    bare = WsFlashConfig(head_dim=128, stages=2, pingpong=False)
+    assert set(plan.missing_pieces(bare)) == {"engine", "builder_printer"}
+    # a piece whose probe turns True is no longer missing
+    pieces = tuple(dataclasses.replace(p, probe=lambda: True) if p.name == "engine" else p
+                   for p in plan.PIECES)
+    monkeypatch.setattr(plan, "PIECES", pieces)
+    assert "engine" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
+
+
+@pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers"])
+def test_capability_probes_read_the_code_base(name):
+    """The probes that inspect code (not a planned module's name) say what is there today."""
+    probe = {p.name: p.probe for p in plan.PIECES}[name]
+    assert probe() is (name in ("two_consumers", "pingpong_barriers"))
