@@ -148,7 +148,7 @@ def _text_proxy_fence(src):
 
 def _text_scale_d_dropped(src):
     """The text's first S step accumulates onto the previous block's probabilities."""
-    return src.replace("sK, 8192*(((j) % 2))), 0);", "sK, 8192*(((j) % 2))));", 1)
+    return src.replace("sK_u32, 8192*(((j) % 2))), 0);", "sK_u32, 8192*(((j) % 2))));", 1)
 
 
 def _text_mask_scaled(src):
@@ -174,7 +174,24 @@ def _text_alpha_unscaled(src):
 
 def _text_k_start(src):
     """The second k step's K descriptor 16 bytes on (head dims 24..39 against Q's 16..31)."""
-    return src.replace("sK, 8192*(((j) % 2)) + 16))", "sK, 8192*(((j) % 2)) + 24))", 1)
+    return src.replace("sK_u32, 8192*(((j) % 2)) + 16))", "sK_u32, 8192*(((j) % 2)) + 24))", 1)
+
+
+def _text_desc_other_base(src):
+    """The second k step's K descriptor built from V's 32-bit base (same start)."""
+    return src.replace("sK_u32, 8192*(((j) % 2)) + 16))", "sV_u32, 8192*(((j) % 2)) + 16))", 1)
+
+
+def _text_copy_constant_off(src):
+    """A K copy's stage-and-constant term 8 elements on: its vector lands in the next one."""
+    return src.replace("+ 2 * (8192*(((j + 1) % 2)) + 1024)), K", "+ 2 * (8192*(((j + 1) % 2)) "
+                       "+ 1032)), K", 1)
+
+
+def _text_copy_thread_base_dropped(src):
+    """A K copy without the thread's swizzled base (every thread writes the same vector)."""
+    return src.replace("(sK_u32 + 2 * (kvs0) + 2 * (8192*(((j + 1) % 2)) + 1024))",
+                       "(sK_u32 + 2 * (8192*(((j + 1) % 2)) + 1024))", 1)
 
 
 # (case, config, check that refuses it, IR mutation or None, text mutation or None)
@@ -207,6 +224,13 @@ WGMMA_FLASH_IR_CASES = [
     ("wgflash-text-alpha-unscaled", SERIAL, "printed_source", None, _text_alpha_unscaled),
     ("wgflash-text-proxy-fence", SERIAL, "printed_source", None, _text_proxy_fence),
     ("wgflash-text-k-start", SERIAL, "printed_source", None, _text_k_start),
+    # the 32-bit shared bases (meta "u32_shared", "split_shared_offsets"): the reader joins
+    # the printed terms back and compares them with the IR's
+    ("wgflash-text-desc-other-base", SERIAL, "printed_source", None, _text_desc_other_base),
+    ("wgflash-text-copy-constant-off", SERIAL, "printed_source", None,
+     _text_copy_constant_off),
+    ("wgflash-text-copy-thread-base-dropped", SERIAL, "printed_source", None,
+     _text_copy_thread_base_dropped),
 ]
 
 

@@ -337,8 +337,11 @@ class _Builder:
     def block_lets(self) -> List[Any]:
         c = self.c
         bm, bn = c.bm, c.bn
-        out: List[Any] = [
-            Let("wg", sympy.floor(self.tid / 128)), Let("t", sympy.Mod(self.tid, 128))]
+        # one computing warpgroup (wgmma_flash_ir_supported): every thread's wg is 0, printed
+        # as the constant (the compiler does not know tid < 128, and tid / 128 in the Q
+        # descriptors and row0 cost a per-thread descriptor, rebuilt in the loop, per k step)
+        wg = sympy.floor(self.tid / 128) if c.warpgroups > 1 else sympy.Integer(0)
+        out: List[Any] = [Let("wg", wg), Let("t", sympy.Mod(self.tid, 128))]
         out += query_block_lets(bm, c.causal)
         out += [Comment("this thread's first accumulator row and column (wgmma layout_c)"),
                 Let("row0", sym("m0") + 64 * sym("wg") + self.crow((self.t, 0))),
@@ -400,7 +403,11 @@ class _Builder:
         frags = [self.stage, self.sc, self.pf, self.pa, self.o, self.lse]
         return AttnKernel(name, params, shared, frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_bh"), header=header,
-                          meta={"kind": "wgmma_flash_ir", "cfg": c, "plan": self.p},
+                          # shared addresses and descriptors from the arrays' 32-bit
+                          # bases, per-thread base apart from stage + constant: the copies
+                          # address [R + imm] as the template's (CudaPrinter.saddr)
+                          meta={"kind": "wgmma_flash_ir", "cfg": c, "plan": self.p,
+                                "u32_shared": True, "split_shared_offsets": True},
                           scalars=[ScalarParam(n) for n in FLASH_IR_SCALARS] +
                           [ScalarParam("scale_log2", "float")], min_blocks=_blocks_per_sm(c),
                           spec=flash_ir_spec(name, c, flash_ir_instances))
