@@ -108,3 +108,46 @@ def test_nvrtc_compiles_the_d64_prefill_without_spills(dt, causal):
     assert spills and not any(spills), m.log[-400:]
     assert "serialized" not in m.log, m.log[-400:]
 
+
+@pytest.mark.parametrize("on", [False, True], ids=["shipped-rule", "rule-on"])
+def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch, on):
+    """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified
+    IR kernel for the wgmma tile of a (head_dim, mask) in IR_WGMMA_PREFILL_AT_PARITY (as
+    shipped, and with the rule forced on for every d64 mask), the template otherwise (the
+    serial schedule, another tile, or asked for); a call whose offsets reach 2^31 runs the
+    template."""
+    from types import SimpleNamespace
+    from kernels.nvidia import dispatch, prefill_select
+    from kernels.nvidia.wgmma_attention import WgmmaFlashAttention
+    if on:
+        monkeypatch.setattr(prefill_select, "IR_WGMMA_PREFILL_AT_PARITY",
+                            frozenset({(64, False), (64, True)}))
+    parity = prefill_select.IR_WGMMA_PREFILL_AT_PARITY
+    monkeypatch.setattr(dispatch, "_FLASH", {})
+    for causal in (False, True):
+        c = choose_prefill("f16", 64, causal, "wgmma")
+        on_ir = (64, causal) in parity
+        assert prefill_select.wgmma_prefill_on_ir(c.config) == on_ir
+        assert prefill_select.prefill_on_ir(c.config) == on_ir
+        assert ("verified IR kernel" if on_ir else "the template") in c.reason
+        fa = dispatch.compiled_flash(c.config)
+        assert type(fa) is (IrWgmmaFlashAttention if on_ir else WgmmaFlashAttention)
+        assert fa.cfg == c.config and dispatch.compiled_flash(c.config) is fa
+        tpl = dispatch.compiled_flash(c.config, template=True)
+        assert type(tpl) is WgmmaFlashAttention and tpl.cfg == c.config
+        if on_ir:
+            assert fa.report.holds and fa._module is None      # verified, not compiled
+            small = SimpleNamespace(shape=(1, 1, 128, 64),
+                                    stride=lambda d=None, s=(8192, 8192, 64, 1):
+                                    s if d is None else s[d])
+            big = SimpleNamespace(shape=(16, 32, 65537, 64),
+                                  stride=lambda d=None, s=(32 * 65537 * 64, 65537 * 64, 64, 1):
+                                  s if d is None else s[d])
+            assert dispatch._within_offsets(fa, small, small, small, None) is fa
+            assert dispatch._within_offsets(fa, big, small, small, None) is tpl
+        serial = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=causal,
+                                  overlap=False)
+        other = WgmmaFlashConfig(head_dim=64, warpgroups=2, bn=128, causal=causal)
+        assert not prefill_select.wgmma_prefill_on_ir(serial)
+        assert not prefill_select.wgmma_prefill_on_ir(other)
+        assert type(dispatch.compiled_flash(serial)) is WgmmaFlashAttention

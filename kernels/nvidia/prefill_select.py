@@ -64,7 +64,9 @@ from .attention import FLASH_DEFAULTS, FlashConfig
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
-__all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
+__all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
+           "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "prefill_on_ir",
+           "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
 
@@ -112,6 +114,30 @@ def mma_prefill_on_ir(cfg: Any) -> bool:
     return (type(cfg) is FlashConfig and (cfg.head_dim, cfg.causal) in IR_PREFILL_AT_PARITY
             and cfg == FlashConfig(dtype=cfg.dtype, head_dim=cfg.head_dim, causal=cfg.causal,
                                    arch=cfg.arch, **FLASH_DEFAULTS[cfg.head_dim]))
+
+
+# (head_dim, causal) of the wgmma tiles (WGMMA_PREFILL_TILES) whose IR-built kernel
+# (kernels.nvidia.wgmma_flash_ir) measured at parity with the template (>= 0.98x its device
+# time at every shape of benchmarks/nvidia_ir_wgmma_flash.py, H100): none yet (2026-11-24:
+# 0.94-0.95x before the 32-bit shared bases)
+IR_WGMMA_PREFILL_AT_PARITY: FrozenSet[Tuple[int, bool]] = frozenset()
+
+
+def wgmma_prefill_on_ir(cfg: Any) -> bool:
+    """Does the wgmma configuration ``cfg`` run the IR-built kernel
+    (:class:`~.wgmma_flash_ir.IrWgmmaFlashAttention`)?  The tile :func:`choose_prefill` runs
+    for a measured (head_dim, mask), in the default (overlapped) schedule; else the template."""
+    key = (getattr(cfg, "head_dim", None), bool(getattr(cfg, "causal", False)))
+    if type(cfg) is not WgmmaFlashConfig or key not in IR_WGMMA_PREFILL_AT_PARITY:
+        return False
+    kw, _ = WGMMA_PREFILL_TILES[key]
+    return cfg == WgmmaFlashConfig(dtype=cfg.dtype, head_dim=cfg.head_dim, causal=cfg.causal,
+                                   arch=cfg.arch, **kw)
+
+
+def prefill_on_ir(cfg: Any) -> bool:
+    """Does ``cfg`` (mma.sync or wgmma) run its IR-built kernel (the two rules above)?"""
+    return mma_prefill_on_ir(cfg) or wgmma_prefill_on_ir(cfg)
 
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
@@ -165,9 +191,11 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                                                                "tensors"))
     if atom == "wgmma":
         kw, why = WGMMA_PREFILL_TILES[(head_dim, bool(causal))]
-        return PrefillChoice("wgmma", WgmmaFlashConfig(dtype=dtype, head_dim=head_dim,
-                                                       causal=causal, **kw),
-                             f"sm_90a wgmma, {why} (H100 sweep)")
+        wcfg = WgmmaFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
+        kernel = ("the verified IR kernel (kernels.nvidia.wgmma_flash_ir, at parity with the "
+                  "template, H100)" if wgmma_prefill_on_ir(wcfg) else
+                  "the template (kernels.nvidia.wgmma_attention)")
+        return PrefillChoice("wgmma", wcfg, f"sm_90a wgmma, {why} (H100 sweep), {kernel}")
     if atom != "mma":
         raise LaunchError(f"atom must be 'wgmma' or 'mma' here, got {atom!r}")
     cfg = FlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **FLASH_DEFAULTS[head_dim])
