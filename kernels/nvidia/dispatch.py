@@ -31,7 +31,7 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm, CudaGemmConfig
 from .gemm_rt_ir import IrMmaRtGemm, mma_rt_at_parity, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
-from .flash_ir import IrFlashAttention, int_offsets_fit
+from .flash_ir import IrFlashAttention, ir_launch_fits
 from .prefill_select import choose_prefill, prefill_on_ir
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
@@ -460,10 +460,10 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
 
 
 def _within_offsets(fa: FlashAttention, q, k, v, out) -> FlashAttention:
-    """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and an
-    element offset of the tensors reaches 2^31 (the IR indexes with 32-bit ``int``)."""
-    if isinstance(fa, IrFlashAttention) and not int_offsets_fit(
-            q, k, v, *(() if out is None else (out,))):
+    """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and
+    cannot launch these tensors (:func:`~.flash_ir.ir_launch_fits`: an element offset reaching
+    2^31, the IR indexing with 32-bit ``int``; batch x heads past grid y)."""
+    if isinstance(fa, IrFlashAttention) and not ir_launch_fits(q, k, v, out):
         return compiled_flash(fa.cfg, template=True)
     return fa
 
