@@ -145,6 +145,11 @@ def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch,
                                   s if d is None else s[d])
             assert dispatch._within_offsets(fa, small, small, small, None) is fa
             assert dispatch._within_offsets(fa, big, small, small, None) is tpl
+            # batch x heads past the IR's grid y: the template (grid (blocks, heads, batch))
+            wide = SimpleNamespace(shape=(4096, 16, 64, 64),
+                                   stride=lambda d=None, s=(16 * 64 * 64, 64 * 64, 64, 1):
+                                   s if d is None else s[d])
+            assert dispatch._within_offsets(fa, wide, wide, wide, None) is tpl
         serial = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=causal,
                                   overlap=False)
         other = WgmmaFlashConfig(head_dim=64, warpgroups=2, bn=128, causal=causal)

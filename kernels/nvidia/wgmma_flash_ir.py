@@ -23,7 +23,8 @@ source read back against the IR.
 Schedules: ``overlap=False`` runs one key block at a time (S, softmax, P V, each waited for);
 ``overlap=True`` (the template's default, FA3's intra-warpgroup overlap) issues ``S`` of block
 ``j`` and ``P V`` of block ``j - 1`` together and runs block ``j``'s softmax while ``P V`` is
-still on the tensor cores.
+still on the tensor cores (in the source: ptxas places the ``P V`` wait above most of the
+softmax, in the template too; the three blocks per SM overlap each other instead).
 
 The softmax arithmetic is the template's: raw scores (masked to -inf, not scaled), the row
 maximum of raw scores (the scale is positive), the guarded maximum scaled once per row (``mc
@@ -32,18 +33,25 @@ exponent ``exp2(fma(s, scale_log2, -mc))``, pairs of probabilities summed into a
 fma(l, alpha, rs)`` (the raw-score form, ``raw=True``, of :mod:`kernels.printer.cuda_decode`:
 the one form the mma.sync prefill :mod:`.flash_ir` prints too); the first ``S`` step
 overwrites S (scale-d 0, ``WgmmaMma(accumulate=False)``); whole K / V blocks are copied without
-predicates, partial ones predicated per row.  What differs from the template (the function
-computed is the same; values may differ in the last bits): key blocks visible to every row of
-the query block run an unmasked copy of the loop body (the template tests ``need_mask`` at run
-time); whether the outputs are now bitwise the template's is not measured (the H100 runs below
-predate the shared form, whose alpha was ``exp2((m - m_new) scale_log2)``).  Index arithmetic
-is 32-bit ``int`` (the launcher refuses offsets from 2^31, as
-:class:`~.flash_ir.IrFlashAttention`).  Refused: two computing warpgroups, head_dim 128 / 256.
+predicates, partial ones predicated per row.  Shared addresses and descriptors come from the
+arrays' 32-bit bases computed once (``meta["u32_shared"]``), each copy address a per-thread
+base plus the stage and constant (``split_shared_offsets``: ``[R + imm]`` as the template's), and
+with one warpgroup ``wg`` is the constant 0: the hot key-block loop is 494 SASS instructions
+against the template's 516 (574 before; NVRTC 13.5, nvdisasm), 165 / 167 registers (plain /
+causal), no spills.  What differs from the template (the output is the same, bitwise, on an
+H100): key blocks visible to every row of the query block run an unmasked copy of the loop body
+(the template tests ``need_mask`` at run time), and block 0 is always masked (the template
+masks it only where it needs: 140-200 SASS instructions once per query block, the likely
+cause of the 1-2 % at S2K below; not measured alone).  Index arithmetic is 32-bit ``int`` (the launcher refuses
+offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`; the dispatch then runs the
+template).  Refused: two computing warpgroups, head_dim 128 / 256.
 
-Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_wgmma_flash.py``, docs/PERFORMANCE.md):
-0.94-0.95x the template at B4 H16 S2K, B4 H16 1000 / 4097, B4 H16 S2K causal and B8 H32 S8K,
-below the 0.98x dispatch bar: :func:`~.dispatch.flash_attention` still runs the template and
-:class:`IrWgmmaFlashAttention` is opt-in.
+Speed (H100, 2026-11-24 21:31Z, ``benchmarks/nvidia_ir_wgmma_flash.py --rounds 11 --aa``,
+docs/PERFORMANCE.md), the template's device time over the IR's (medians, both template
+instances pooled): B4 H16 S2K 0.991, B4 H16 1000 / 4097 1.002, B4 H16 S2K causal 0.983, B8 H32
+S8K 0.986; outputs bitwise equal there and at 20 more shapes, f16 and bf16.  At parity (>= 0.98x
+at every shape): :func:`~.dispatch.flash_attention` runs it for the d64 wgmma tile
+(:data:`~.prefill_select.IR_WGMMA_PREFILL_AT_PARITY`).
 """
 
 from __future__ import annotations
