@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from kernels.ir.attention import ExpScores, Rescale
-from kernels.ir.core import Frag, Loop, Shared, walk
+from kernels.ir.attention import ExpScores, MaskScores, Rescale
+from kernels.ir.core import Frag, If, Loop, Shared, sym, walk
 from kernels.ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence,
                                      WgmmaMma, WgmmaWait)
 from kernels.ir.warp_registers import RoundProbs
@@ -23,6 +23,9 @@ from kernels.verify.verifier import verify
 
 SERIAL = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, overlap=False)
 OVERLAP = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128)
+# the overlapped causal kernel built with MASK_BLOCK0_WHEN_NEEDED on
+OVERLAP_CAUSAL_M0 = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=True)
+MASK_BLOCK0 = {OVERLAP_CAUSAL_M0: True}
 
 
 def _loops(k):
@@ -194,6 +197,18 @@ def _text_copy_thread_base_dropped(src):
                        "(sK_u32 + 2 * (8192*(((j + 1) % 2)) + 1024))", 1)
 
 
+def _block0_mask_never(k):
+    """MASK_BLOCK0_WHEN_NEEDED's block-0 mask under a condition that never holds: a ragged or
+    causal block 0 reaches the softmax unmasked."""
+    for s in k.body:
+        if isinstance(s, If) and any(isinstance(x, MaskScores) for x in s.body):
+            s.cond = sympy.StrictLessThan(sym("n_full"), 0, evaluate=False)
+
+
+def _text_block0_mask_never(src):
+    return src.replace("if (n_full < 1) {", "if (n_full < 0) {", 1)
+
+
 # (case, config, check that refuses it, IR mutation or None, text mutation or None)
 WGMMA_FLASH_IR_CASES = [
     ("wgflash-proxy-fence-dropped", SERIAL, "lds_races", _proxy_fence_dropped, None),
@@ -231,6 +246,11 @@ WGMMA_FLASH_IR_CASES = [
      _text_copy_constant_off),
     ("wgflash-text-copy-thread-base-dropped", SERIAL, "printed_source", None,
      _text_copy_thread_base_dropped),
+    # block 0 masked only where needed (MASK_BLOCK0_WHEN_NEEDED; built with it on below)
+    ("wgflash-block0-mask-never", OVERLAP_CAUSAL_M0, "masking_and_tile_skipping",
+     _block0_mask_never, None),
+    ("wgflash-text-block0-mask-never", OVERLAP_CAUSAL_M0, "printed_source", None,
+     _text_block0_mask_never),
 ]
 
 
@@ -238,7 +258,7 @@ WGMMA_FLASH_IR_CASES = [
                          ids=[c[0] for c in WGMMA_FLASH_IR_CASES])
 def test_wgmma_flash_ir_planted_bug_is_refused(case):
     name, cfg, check, ir_bug, text_bug = case
-    k = build_wgmma_flash_ir(cfg)
+    k = build_wgmma_flash_ir(cfg, mask_block0_when_needed=MASK_BLOCK0.get(cfg))
     if ir_bug is not None:
         ir_bug(k)
     src = emit_cuda_attention(k)

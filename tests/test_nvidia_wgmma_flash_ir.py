@@ -156,3 +156,26 @@ def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch,
         assert not prefill_select.wgmma_prefill_on_ir(serial)
         assert not prefill_select.wgmma_prefill_on_ir(other)
         assert type(dispatch.compiled_flash(serial)) is WgmmaFlashAttention
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_block0_masked_only_where_needed_is_verified(causal):
+    """The switch MASK_BLOCK0_WHEN_NEEDED (off until an H100 run measures it): block 0 of the
+    overlapped schedule masked under ``n_full < 1`` (the template's need_mask) verifies, IR and
+    text, compiles without spills, and the default build is unchanged."""
+    import re
+    from kernels.nvidia import wgmma_flash_ir
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    cfg = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=causal)
+    assert wgmma_flash_ir.MASK_BLOCK0_WHEN_NEEDED is False
+    assert "if (n_full < 1) {" not in emit_cuda_attention(build_wgmma_flash_ir(cfg))
+    k = build_wgmma_flash_ir(cfg, mask_block0_when_needed=True)
+    src = emit_cuda_attention(k)
+    assert src.count("if (n_full < 1) {") == 1
+    r = verify(k, arch="sm_90a", source=src)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    if nvrtc_available():
+        m = compile_cuda(src, "sm_90a", name=f"{k.name}.cu", backend="nvrtc",
+                         options=("--ptxas-options=-v",), use_cache=False)
+        spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
+        assert spills and not any(spills), m.log[-400:]

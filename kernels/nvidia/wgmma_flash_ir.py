@@ -42,7 +42,8 @@ causal), no spills.  What differs from the template (the output is the same, bit
 H100): key blocks visible to every row of the query block run an unmasked copy of the loop body
 (the template tests ``need_mask`` at run time), and block 0 is always masked (the template
 masks it only where it needs: 140-200 SASS instructions once per query block, the likely
-cause of the 1-2 % at S2K below; not measured alone).  Index arithmetic is 32-bit ``int`` (the launcher refuses
+cause of the 1-2 % at S2K below; not measured alone; :data:`MASK_BLOCK0_WHEN_NEEDED` builds the
+template's form, verified, off until timed).  Index arithmetic is 32-bit ``int`` (the launcher refuses
 offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`; the dispatch then runs the
 template).  Refused: two computing warpgroups, head_dim 128 / 256.
 
@@ -82,6 +83,13 @@ __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_suppor
            "IrWgmmaFlashAttention"]
 
 
+#: the overlapped schedule masks block 0 only where a row does not see it whole (the template's
+#: ``need_mask``), not in every query block: 140-200 fewer SASS instructions per query block
+#: (NVRTC 13.5), the likely cause of the IR's 0.983x at B4 H16 S2K causal.  Verified (IR and
+#: text) both ways; off until an H100 run measures it (what runs is what was timed)
+MASK_BLOCK0_WHEN_NEEDED = False
+
+
 def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
     """None if the IR builds ``cfg``, else why not."""
     if cfg.warpgroups != 1:
@@ -111,7 +119,10 @@ def _lt(a: Any, b: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, cfg: WgmmaFlashConfig) -> None:
+    def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None
+                 ) -> None:
+        self.mask_block0_when_needed = (MASK_BLOCK0_WHEN_NEEDED if mask_block0_when_needed
+                                        is None else mask_block0_when_needed)
         why = wgmma_flash_ir_supported(cfg)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
@@ -326,8 +337,13 @@ class _Builder:
                  *self.copy("V", 0, 0), CpAsyncCommit(),
                  Let("n0", 0),
                  *self.issue_scores(0), WgmmaWait(0, (self.sc.name,))]
-        # block 0 takes the masked form whether or not it needs it (once per query block)
-        first += self.mask(True) + self.softmax()
+        if self.mask_block0_when_needed:
+            # as the template's need_mask: only a block 0 some row does not see whole (a
+            # ragged first block, or causal rows before key 127) is masked
+            first += [If(_lt(sym("n_full"), 1), self.mask(True))] + self.softmax()
+        else:
+            # block 0 takes the masked form whether or not it needs it (once per query block)
+            first += self.mask(True) + self.softmax()
         last = [Comment("the last block's P V"),
                 *self.sync_loads(0, "V of the last block"),
                 *self.round_p(),
@@ -421,10 +437,13 @@ class _Builder:
                           spec=flash_ir_spec(name, c, flash_ir_instances))
 
 
-def build_wgmma_flash_ir(cfg: WgmmaFlashConfig) -> AttnKernel:
+def build_wgmma_flash_ir(cfg: WgmmaFlashConfig,
+                         mask_block0_when_needed: Optional[bool] = None) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
-    template's plan refuses ``cfg`` or the IR form does not cover it."""
-    return _Builder(cfg).build()
+    template's plan refuses ``cfg`` or the IR form does not cover it.
+    ``mask_block0_when_needed``: the overlapped schedule's block 0 masked only where some row
+    does not see it whole (default :data:`MASK_BLOCK0_WHEN_NEEDED`)."""
+    return _Builder(cfg, mask_block0_when_needed).build()
 
 
 class IrWgmmaFlashAttention(IrFlashAttention):
