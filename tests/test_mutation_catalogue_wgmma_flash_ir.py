@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from kernels.ir.attention import ExpScores, Rescale
-from kernels.ir.core import Frag, Let, Loop, Shared, sym, walk
+from kernels.ir.attention import ExpScores, MaskScores, Rescale
+from kernels.ir.core import Frag, If, Let, Loop, Shared, sym, walk
 from kernels.ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence,
                                      WgmmaMma, WgmmaWait)
 from kernels.ir.warp_registers import RoundProbs
@@ -25,6 +25,9 @@ SERIAL = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, overlap=False)
 OVERLAP = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128)
 # two warpgroups at head_dim 128: the warp-specialised prefill's consumer tile
 TWO_WG = WgmmaFlashConfig(head_dim=128, warpgroups=2, bn=128)
+# the overlapped causal kernel built with MASK_BLOCK0_WHEN_NEEDED on
+OVERLAP_CAUSAL_M0 = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=True)
+MASK_BLOCK0 = {OVERLAP_CAUSAL_M0: True}
 
 
 def _loops(k):
@@ -166,7 +169,7 @@ def _text_proxy_fence(src):
 
 def _text_scale_d_dropped(src):
     """The text's first S step accumulates onto the previous block's probabilities."""
-    return src.replace("sK, 8192*(((j) % 2))), 0);", "sK, 8192*(((j) % 2))));", 1)
+    return src.replace("sK_u32, 8192*(((j) % 2))), 0);", "sK_u32, 8192*(((j) % 2))));", 1)
 
 
 def _text_mask_scaled(src):
@@ -192,7 +195,36 @@ def _text_alpha_unscaled(src):
 
 def _text_k_start(src):
     """The second k step's K descriptor 16 bytes on (head dims 24..39 against Q's 16..31)."""
-    return src.replace("sK, 8192*(((j) % 2)) + 16))", "sK, 8192*(((j) % 2)) + 24))", 1)
+    return src.replace("sK_u32, 8192*(((j) % 2)) + 16))", "sK_u32, 8192*(((j) % 2)) + 24))", 1)
+
+
+def _text_desc_other_base(src):
+    """The second k step's K descriptor built from V's 32-bit base (same start)."""
+    return src.replace("sK_u32, 8192*(((j) % 2)) + 16))", "sV_u32, 8192*(((j) % 2)) + 16))", 1)
+
+
+def _text_copy_constant_off(src):
+    """A K copy's stage-and-constant term 8 elements on: its vector lands in the next one."""
+    return src.replace("+ 2 * (8192*(((j + 1) % 2)) + 1024)), K", "+ 2 * (8192*(((j + 1) % 2)) "
+                       "+ 1032)), K", 1)
+
+
+def _text_copy_thread_base_dropped(src):
+    """A K copy without the thread's swizzled base (every thread writes the same vector)."""
+    return src.replace("(sK_u32 + 2 * (kvs0) + 2 * (8192*(((j + 1) % 2)) + 1024))",
+                       "(sK_u32 + 2 * (8192*(((j + 1) % 2)) + 1024))", 1)
+
+
+def _block0_mask_never(k):
+    """MASK_BLOCK0_WHEN_NEEDED's block-0 mask under a condition that never holds: a ragged or
+    causal block 0 reaches the softmax unmasked."""
+    for s in k.body:
+        if isinstance(s, If) and any(isinstance(x, MaskScores) for x in s.body):
+            s.cond = sympy.StrictLessThan(sym("n_full"), 0, evaluate=False)
+
+
+def _text_block0_mask_never(src):
+    return src.replace("if (n_full < 1) {", "if (n_full < 0) {", 1)
 
 
 # (case, config, check that refuses it, IR mutation or None, text mutation or None)
@@ -228,6 +260,18 @@ WGMMA_FLASH_IR_CASES = [
     ("wgflash-2wg-q-start-same", TWO_WG, "lane_accumulator_writeback",
      _q_start_same_for_both_warpgroups, None),
     ("wgflash-2wg-rows-same", TWO_WG, "coverage", _rows_same_for_both_warpgroups, None),
+    # the 32-bit shared bases (meta "u32_shared", "split_shared_offsets"): the reader joins
+    # the printed terms back and compares them with the IR's
+    ("wgflash-text-desc-other-base", SERIAL, "printed_source", None, _text_desc_other_base),
+    ("wgflash-text-copy-constant-off", SERIAL, "printed_source", None,
+     _text_copy_constant_off),
+    ("wgflash-text-copy-thread-base-dropped", SERIAL, "printed_source", None,
+     _text_copy_thread_base_dropped),
+    # block 0 masked only where needed (MASK_BLOCK0_WHEN_NEEDED; built with it on below)
+    ("wgflash-block0-mask-never", OVERLAP_CAUSAL_M0, "masking_and_tile_skipping",
+     _block0_mask_never, None),
+    ("wgflash-text-block0-mask-never", OVERLAP_CAUSAL_M0, "printed_source", None,
+     _text_block0_mask_never),
 ]
 
 
@@ -235,7 +279,7 @@ WGMMA_FLASH_IR_CASES = [
                          ids=[c[0] for c in WGMMA_FLASH_IR_CASES])
 def test_wgmma_flash_ir_planted_bug_is_refused(case):
     name, cfg, check, ir_bug, text_bug = case
-    k = build_wgmma_flash_ir(cfg)
+    k = build_wgmma_flash_ir(cfg, mask_block0_when_needed=MASK_BLOCK0.get(cfg))
     if ir_bug is not None:
         ir_bug(k)
     src = emit_cuda_attention(k)

@@ -101,6 +101,31 @@ def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
     assert dispatch._within_offsets(tpl, big, big, big, None) is tpl
 
 
+def test_ir_launch_fits_batch_times_heads_in_grid_y():
+    """Regression: the IR prefills launch (query blocks, batch x heads): at 65536 (batch x
+    heads) the launcher refuses, so the dispatch must run the template, which launches (blocks,
+    heads, batch) (flash_attention raised LaunchError there for the dispatched IR kernel)."""
+    from kernels.nvidia.flash_ir import IR_MAX_BATCH_HEADS, ir_launch_fits
+    D = 64
+
+    def t(B, H):
+        return _t((B, H, 64, D), (H * 64 * D, 64 * D, D, 1))
+    assert IR_MAX_BATCH_HEADS == 65535
+    assert ir_launch_fits(t(4095, 16), t(4095, 16), t(4095, 16))
+    assert ir_launch_fits(t(65535, 1), t(65535, 1), t(65535, 1))
+    assert not ir_launch_fits(t(4096, 16), t(4096, 16), t(4096, 16))
+    assert not ir_launch_fits(t(1, 65536), t(1, 1), t(1, 1))
+    big = _t((16, 32, 65537, D), (32 * 65537 * D, 65537 * D, D, 1))
+    assert not ir_launch_fits(t(1, 1), t(1, 1), t(1, 1), big)
+    from kernels.nvidia import dispatch
+    from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention
+    cfg = FlashConfig(dtype="f16", head_dim=64, **FLASH_DEFAULTS[64])
+    fa = dispatch.compiled_flash(cfg)
+    assert isinstance(fa, IrFlashAttention)
+    wide = t(4096, 16)
+    assert type(dispatch._within_offsets(fa, wide, wide, wide, None)) is FlashAttention
+
+
 def test_raw_exp_scores_take_no_row_guard():
     """The raw-score ExpScores subtracts the raw SoftmaxUpdate's guarded maximum: a row guard
     on top is a second mechanism for the same guard, refused where the statement is made."""

@@ -86,3 +86,113 @@ def test_the_launcher_verifies_before_compiling(monkeypatch):
     assert fa.report.holds and fa._module is None
     assert fa.source == emit_cuda_attention(build_wgmma_flash_ir(cfg))
     assert fa.kernel_name == fa.ir.name == "lg_wgflash_ir_f16_d64_64x128"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_shared_addresses_and_descriptors_from_32_bit_bases(causal):
+    """Each cp.async address is the array's 32-bit base plus the per-thread base plus the
+    stage and constant (the template's ``[R + imm]``), each descriptor is built from the 32-bit
+    base, and the one warpgroup's ``wg`` is the constant 0: no generic pointer converted per
+    access, no per-thread Q descriptor rebuilt in the key loop (issue 20 item 1: 574 SASS
+    instructions per unmasked key block against the template's 516, now 494; NVRTC 13.5)."""
+    k = build_wgmma_flash_ir(WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128,
+                                              causal=causal))
+    src = emit_cuda_attention(k)
+    body = src[src.index(f"{k.name}("):]
+    assert "lg_smem_u32(sK + " not in body and "lg_gmma_desc(" not in body
+    assert "const lg_u32 sK_u32 = lg_smem_u32(sK);" in body
+    assert "lg_cp_async16((sK_u32 + 2 * (kvs0) + 2 * (8192*(((j + 1) % 2)) + 1024))" in body
+    assert "lg_gmma_desc_u32(0x4000004000010000ull, sQ_u32, 4096*wg + 16)" in body
+    assert "const int wg = 0;" in body
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_nvrtc_compiles_the_d64_prefill_without_spills(dt, causal):
+    """NVRTC 13.5, sm_90a, three blocks per SM (``__launch_bounds__(128, 3)``: at most 168
+    registers): 165-167 registers and no spills (before the 32-bit bases: 168 and, causal, 48
+    bytes spilled); no wgmma serialised by ptxas."""
+    import re
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    k = build_wgmma_flash_ir(WgmmaFlashConfig(dtype=dt, head_dim=64, warpgroups=1, bn=128,
+                                              causal=causal))
+    m = compile_cuda(emit_cuda_attention(k), "sm_90a", name=f"{k.name}.cu", backend="nvrtc",
+                     options=("--ptxas-options=-v",), use_cache=False)
+    assert m.kernels == (k.name,)
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
+    assert spills and not any(spills), m.log[-400:]
+    assert "serialized" not in m.log, m.log[-400:]
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["shipped-rule", "rule-on"])
+def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch, on):
+    """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified
+    IR kernel for the wgmma tile of a (head_dim, mask) in IR_WGMMA_PREFILL_AT_PARITY (as
+    shipped, and with the rule forced on for every d64 mask), the template otherwise (the
+    serial schedule, another tile, or asked for); a call whose offsets reach 2^31 runs the
+    template."""
+    from types import SimpleNamespace
+    from kernels.nvidia import dispatch, prefill_select
+    from kernels.nvidia.wgmma_attention import WgmmaFlashAttention
+    if on:
+        monkeypatch.setattr(prefill_select, "IR_WGMMA_PREFILL_AT_PARITY",
+                            frozenset({(64, False), (64, True)}))
+    parity = prefill_select.IR_WGMMA_PREFILL_AT_PARITY
+    monkeypatch.setattr(dispatch, "_FLASH", {})
+    for causal in (False, True):
+        c = choose_prefill("f16", 64, causal, "wgmma")
+        on_ir = (64, causal) in parity
+        assert prefill_select.wgmma_prefill_on_ir(c.config) == on_ir
+        assert prefill_select.prefill_on_ir(c.config) == on_ir
+        assert ("verified IR kernel" if on_ir else "the template") in c.reason
+        fa = dispatch.compiled_flash(c.config)
+        assert type(fa) is (IrWgmmaFlashAttention if on_ir else WgmmaFlashAttention)
+        assert fa.cfg == c.config and dispatch.compiled_flash(c.config) is fa
+        tpl = dispatch.compiled_flash(c.config, template=True)
+        assert type(tpl) is WgmmaFlashAttention and tpl.cfg == c.config
+        if on_ir:
+            assert fa.report.holds and fa._module is None      # verified, not compiled
+            small = SimpleNamespace(shape=(1, 1, 128, 64),
+                                    stride=lambda d=None, s=(8192, 8192, 64, 1):
+                                    s if d is None else s[d])
+            big = SimpleNamespace(shape=(16, 32, 65537, 64),
+                                  stride=lambda d=None, s=(32 * 65537 * 64, 65537 * 64, 64, 1):
+                                  s if d is None else s[d])
+            assert dispatch._within_offsets(fa, small, small, small, None) is fa
+            assert dispatch._within_offsets(fa, big, small, small, None) is tpl
+            # batch x heads past the IR's grid y: the template (grid (blocks, heads, batch))
+            wide = SimpleNamespace(shape=(4096, 16, 64, 64),
+                                   stride=lambda d=None, s=(16 * 64 * 64, 64 * 64, 64, 1):
+                                   s if d is None else s[d])
+            assert dispatch._within_offsets(fa, wide, wide, wide, None) is tpl
+        serial = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=causal,
+                                  overlap=False)
+        other = WgmmaFlashConfig(head_dim=64, warpgroups=2, bn=128, causal=causal)
+        assert not prefill_select.wgmma_prefill_on_ir(serial)
+        assert not prefill_select.wgmma_prefill_on_ir(other)
+        assert type(dispatch.compiled_flash(serial)) is WgmmaFlashAttention
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_block0_masked_only_where_needed_is_verified(causal):
+    """The switch MASK_BLOCK0_WHEN_NEEDED (off until an H100 run measures it): block 0 of the
+    overlapped schedule masked under ``n_full < 1`` (the template's need_mask) verifies, IR and
+    text, compiles without spills, and the default build is unchanged."""
+    import re
+    from kernels.nvidia import wgmma_flash_ir
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    cfg = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=causal)
+    assert wgmma_flash_ir.MASK_BLOCK0_WHEN_NEEDED is False
+    assert "if (n_full < 1) {" not in emit_cuda_attention(build_wgmma_flash_ir(cfg))
+    k = build_wgmma_flash_ir(cfg, mask_block0_when_needed=True)
+    src = emit_cuda_attention(k)
+    assert src.count("if (n_full < 1) {") == 1
+    r = verify(k, arch="sm_90a", source=src)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    if nvrtc_available():
+        m = compile_cuda(src, "sm_90a", name=f"{k.name}.cu", backend="nvrtc",
+                         options=("--ptxas-options=-v",), use_cache=False)
+        spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
+        assert spills and not any(spills), m.log[-400:]

@@ -3,12 +3,12 @@ against its template (kernels.nvidia.wgmma_attention.WgmmaFlashAttention, same
 WgmmaFlashConfig) on a real Hopper GPU (skipped without one).
 
 Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_wgmma_flash_ir_gpu.py``.
-The IR kernel prints the raw-score softmax (the statements' ``raw=True``: the scale folded into
-one fma per exponent and into alpha, the row sum in pairs), the form the mma.sync IR prefill
-prints bitwise-equal to its template; the two kernels still differ elsewhere (an unmasked loop
-body for fully visible blocks) and bitwise equality was never measured here, so the test
-bounds their difference and each one's error against a float32 torch reference; the output is
-poisoned with NaN first (every element must be written)."""
+The IR kernel prints the template's arithmetic (the raw-score softmax, the statements'
+``raw=True``: the scale folded into one fma per exponent and into alpha, the row sum in pairs;
+the same wgmma k order): its output must be bitwise the template's, besides each one's error
+against a float32 torch reference; the output is poisoned with NaN first (every element must
+be written).  The dispatch test runs ``flash_attention`` at d64 and checks it ran the kernel
+:func:`~kernels.nvidia.prefill_select.wgmma_prefill_on_ir` names."""
 
 from __future__ import annotations
 
@@ -79,6 +79,7 @@ def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, 
     diff = (o_ir.float() - o_t.float()).abs().max().item()
     assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
     assert diff <= tol, diff
+    assert torch.equal(o_ir, o_t), f"not bitwise the template: max abs {diff}"
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bn", [
@@ -112,3 +113,21 @@ def test_two_warpgroup_d128_ir_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal,
     e_t = (o_t.float() - ref).abs().max().item()
     assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
     assert (o_ir.float() - o_t.float()).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_wgmma_dispatch_runs_the_chosen_kernel(causal):
+    if not _hopper():
+        pytest.skip("wgmma needs sm_90a")
+    from kernels.nvidia import dispatch
+    from kernels.nvidia.prefill_select import choose_prefill, wgmma_prefill_on_ir
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 333, 64, device="cuda", generator=g).half() for _ in range(3))
+    choice = choose_prefill("f16", 64, causal, "wgmma")
+    on_ir = wgmma_prefill_on_ir(choice.config)
+    assert ("verified IR kernel" in choice.reason) == on_ir
+    out = dispatch.flash_attention(q, k, v, causal=causal, atom="wgmma")
+    assert isinstance(dispatch.compiled_flash(choice.config), IrWgmmaFlashAttention) == on_ir
+    want = WgmmaFlashAttention(choice.config)(q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)       # the IR kernel is bitwise the template

@@ -31,8 +31,8 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm, CudaGemmConfig
 from .gemm_rt_ir import IrMmaRtGemm, mma_rt_at_parity, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
-from .flash_ir import IrFlashAttention, int_offsets_fit
-from .prefill_select import choose_prefill, mma_prefill_on_ir
+from .flash_ir import IrFlashAttention, ir_launch_fits
+from .prefill_select import choose_prefill, prefill_on_ir
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
 from .wgmma_tma_ir_reduce import reduce_kernel_name
@@ -40,6 +40,7 @@ from .wgmma_rt_ir import IrWgmmaRtGemm, rt_ir_refusal, rt_kernel_name
 from .wgmma_rt_ir_split import IrWgmmaRtSplitGemm, split_ir_refusal, split_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
+from .wgmma_flash_ir import IrWgmmaFlashAttention
 from .ws_tma_loads import tma_attention_ready
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm", "wgmma_gemm",
@@ -459,10 +460,10 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
 
 
 def _within_offsets(fa: FlashAttention, q, k, v, out) -> FlashAttention:
-    """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and an
-    element offset of the tensors reaches 2^31 (the IR indexes with 32-bit ``int``)."""
-    if isinstance(fa, IrFlashAttention) and not int_offsets_fit(
-            q, k, v, *(() if out is None else (out,))):
+    """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and
+    cannot launch these tensors (:func:`~.flash_ir.ir_launch_fits`: an element offset reaching
+    2^31, the IR indexing with 32-bit ``int``; batch x heads past grid y)."""
+    if isinstance(fa, IrFlashAttention) and not ir_launch_fits(q, k, v, out):
         return compiled_flash(fa.cfg, template=True)
     return fa
 
@@ -472,16 +473,17 @@ _FLASH_PLANS: BoundedCache = BoundedCache(256)
 
 def compiled_flash(cfg: Any, template: bool = False) -> FlashAttention:
     """The kernel of a :class:`FlashConfig`, ``WgmmaFlashConfig`` or ``WsFlashConfig``, built once per
-    configuration (its module compiles on first launch): an mma.sync configuration the IR
-    prefill runs at parity (:func:`.prefill_select.mma_prefill_on_ir`) is the verified
-    :class:`~.flash_ir.IrFlashAttention` unless ``template``."""
-    ir = not template and mma_prefill_on_ir(cfg)
-    key = cfg if ir or not mma_prefill_on_ir(cfg) else ("template", cfg)
+    configuration (its module compiles on first launch): a configuration whose IR prefill runs
+    at parity (:func:`.prefill_select.prefill_on_ir`: mma.sync or wgmma) is the verified
+    :class:`~.flash_ir.IrFlashAttention` / :class:`~.wgmma_flash_ir.IrWgmmaFlashAttention`
+    unless ``template``."""
+    ir = not template and prefill_on_ir(cfg)
+    key = cfg if ir or not prefill_on_ir(cfg) else ("template", cfg)
     fa = _FLASH.get(key)
     if fa is None:
         kind = {WgmmaFlashConfig: WgmmaFlashAttention, WsFlashConfig: WsFlashAttention}
-        fa = _FLASH[key] = IrFlashAttention(cfg) if ir else \
-            kind.get(type(cfg), FlashAttention)(cfg)
+        ir_kind = {WgmmaFlashConfig: IrWgmmaFlashAttention}.get(type(cfg), IrFlashAttention)
+        fa = _FLASH[key] = ir_kind(cfg) if ir else kind.get(type(cfg), FlashAttention)(cfg)
     return fa
 
 

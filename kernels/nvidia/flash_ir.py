@@ -575,6 +575,19 @@ def int_offsets_fit(*tensors: Any) -> bool:
     return True
 
 
+#: the IR prefills' grid is (query blocks, batch x query heads): grid y below 2^16
+IR_MAX_BATCH_HEADS = 65535
+
+
+def ir_launch_fits(q: Any, k: Any, v: Any, out: Any = None) -> bool:
+    """Can the IR prefills launch these tensors: every offset and stride fits 32-bit ``int``
+    (:func:`int_offsets_fit`) and batch x query heads fits grid y
+    (:data:`IR_MAX_BATCH_HEADS`)?  Where not, the dispatch runs the template (grid (query
+    blocks, heads, batch), 64-bit strides)."""
+    ts = (q, k, v) + (() if out is None else (out,))
+    return int_offsets_fit(*ts) and q.shape[0] * q.shape[1] <= IR_MAX_BATCH_HEADS
+
+
 def scale_log2_of(head_dim: int, scale: Optional[float]) -> float:
     s = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     if not s > 0 or not math.isfinite(s):
@@ -614,7 +627,7 @@ class IrFlashAttention(FlashAttention):
             raise LaunchError(f"{self.kernel_name}: an element offset of q / k / v / out "
                               "reaches 2^31; the IR-built prefill indexes with 32-bit int "
                               "(the template FlashAttention takes 64-bit strides)")
-        if B * Hq >= 65536:
+        if B * Hq > IR_MAX_BATCH_HEADS:
             raise LaunchError(f"batch x heads = {B * Hq} must be below 65536 (grid y)")
         log2_scale = scale_log2_of(cfg.head_dim, scale)
         grid = (-(-Sq // cfg.bm), B * Hq, 1)

@@ -19,6 +19,8 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   three blocks share an SM, whose warpgroups then overlap each other's softmax and MMAs
   (0.98x cuDNN at Sq 1000 / Skv 4097 against 0.73x for 128 rows; 0.93x against 0.64x at
   B4 H16 S2K; the warp-specialised kernel: 1.06x and 0.84x, a split decision kept simple).
+  That tile runs built as verified IR (:mod:`.wgmma_flash_ir`, :func:`wgmma_prefill_on_ir`,
+  bitwise the template's output, 0.98-1.00x its device time on an H100).
 * head_dim 128: the warp-specialised FA3-style kernel (:mod:`.wgmma_attention_ws`: producer
   + mbarrier ring, two consumer warpgroups with ping-pong) with TMA loads and 3 stages when
   Q, K and V are TMA-addressable (:func:`.ws_tma_loads.tma_attention_ready`): 1.01-1.02x
@@ -64,7 +66,9 @@ from .attention import FLASH_DEFAULTS, FlashConfig
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
-__all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir", "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
+__all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
+           "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "prefill_on_ir",
+           "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
 
@@ -112,6 +116,33 @@ def mma_prefill_on_ir(cfg: Any) -> bool:
     return (type(cfg) is FlashConfig and (cfg.head_dim, cfg.causal) in IR_PREFILL_AT_PARITY
             and cfg == FlashConfig(dtype=cfg.dtype, head_dim=cfg.head_dim, causal=cfg.causal,
                                    arch=cfg.arch, **FLASH_DEFAULTS[cfg.head_dim]))
+
+
+# (head_dim, causal) of the wgmma tiles (WGMMA_PREFILL_TILES) whose IR-built kernel
+# (kernels.nvidia.wgmma_flash_ir, bitwise the template's output) measured at parity with the
+# template: >= 0.98x its device time at every shape of benchmarks/nvidia_ir_wgmma_flash.py
+# (H100 2026-11-24 21:31Z, f16, medians of 11 rotated rounds against both template instances'
+# 22: B4 H16 S2K 0.991, B4 H16 1000 / 4097 1.002, B4 H16 S2K causal 0.983 (0 of 11 rounds
+# faster), B8 H32 S8K 0.986 (an A/A spread of 7 % there); docs/PERFORMANCE.md; 0.94-0.95x
+# before the IR printed 32-bit shared bases)
+IR_WGMMA_PREFILL_AT_PARITY: FrozenSet[Tuple[int, bool]] = frozenset({(64, False), (64, True)})
+
+
+def wgmma_prefill_on_ir(cfg: Any) -> bool:
+    """Does the wgmma configuration ``cfg`` run the IR-built kernel
+    (:class:`~.wgmma_flash_ir.IrWgmmaFlashAttention`)?  The tile :func:`choose_prefill` runs
+    for a measured (head_dim, mask), in the default (overlapped) schedule; else the template."""
+    key = (getattr(cfg, "head_dim", None), bool(getattr(cfg, "causal", False)))
+    if type(cfg) is not WgmmaFlashConfig or key not in IR_WGMMA_PREFILL_AT_PARITY:
+        return False
+    kw, _ = WGMMA_PREFILL_TILES[key]
+    return cfg == WgmmaFlashConfig(dtype=cfg.dtype, head_dim=cfg.head_dim, causal=cfg.causal,
+                                   arch=cfg.arch, **kw)
+
+
+def prefill_on_ir(cfg: Any) -> bool:
+    """Does ``cfg`` (mma.sync or wgmma) run its IR-built kernel (the two rules above)?"""
+    return mma_prefill_on_ir(cfg) or wgmma_prefill_on_ir(cfg)
 
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
@@ -165,9 +196,11 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                                                                "tensors"))
     if atom == "wgmma":
         kw, why = WGMMA_PREFILL_TILES[(head_dim, bool(causal))]
-        return PrefillChoice("wgmma", WgmmaFlashConfig(dtype=dtype, head_dim=head_dim,
-                                                       causal=causal, **kw),
-                             f"sm_90a wgmma, {why} (H100 sweep)")
+        wcfg = WgmmaFlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **kw)
+        kernel = ("the verified IR kernel (kernels.nvidia.wgmma_flash_ir, at parity with the "
+                  "template, H100)" if wgmma_prefill_on_ir(wcfg) else
+                  "the template (kernels.nvidia.wgmma_attention)")
+        return PrefillChoice("wgmma", wcfg, f"sm_90a wgmma, {why} (H100 sweep), {kernel}")
     if atom != "mma":
         raise LaunchError(f"atom must be 'wgmma' or 'mma' here, got {atom!r}")
     cfg = FlashConfig(dtype=dtype, head_dim=head_dim, causal=causal, **FLASH_DEFAULTS[head_dim])

@@ -23,7 +23,8 @@ source read back against the IR.
 Schedules: ``overlap=False`` runs one key block at a time (S, softmax, P V, each waited for);
 ``overlap=True`` (the template's default, FA3's intra-warpgroup overlap) issues ``S`` of block
 ``j`` and ``P V`` of block ``j - 1`` together and runs block ``j``'s softmax while ``P V`` is
-still on the tensor cores.
+still on the tensor cores (in the source: ptxas places the ``P V`` wait above most of the
+softmax, in the template too; the three blocks per SM overlap each other instead).
 
 The softmax arithmetic is the template's: raw scores (masked to -inf, not scaled), the row
 maximum of raw scores (the scale is positive), the guarded maximum scaled once per row (``mc
@@ -32,13 +33,19 @@ exponent ``exp2(fma(s, scale_log2, -mc))``, pairs of probabilities summed into a
 fma(l, alpha, rs)`` (the raw-score form, ``raw=True``, of :mod:`kernels.printer.cuda_decode`:
 the one form the mma.sync prefill :mod:`.flash_ir` prints too); the first ``S`` step
 overwrites S (scale-d 0, ``WgmmaMma(accumulate=False)``); whole K / V blocks are copied without
-predicates, partial ones predicated per row.  What differs from the template (the function
-computed is the same; values may differ in the last bits): key blocks visible to every row of
-the query block run an unmasked copy of the loop body (the template tests ``need_mask`` at run
-time); whether the outputs are now bitwise the template's is not measured (the H100 runs below
-predate the shared form, whose alpha was ``exp2((m - m_new) scale_log2)``).  Index arithmetic
-is 32-bit ``int`` (the launcher refuses offsets from 2^31, as
-:class:`~.flash_ir.IrFlashAttention`).
+predicates, partial ones predicated per row.  Shared addresses and descriptors come from the
+arrays' 32-bit bases computed once (``meta["u32_shared"]``), each copy address a per-thread
+base plus the stage and constant (``split_shared_offsets``: ``[R + imm]`` as the template's), and
+with one warpgroup ``wg`` is the constant 0: the hot key-block loop is 494 SASS instructions
+against the template's 516 (574 before; NVRTC 13.5, nvdisasm), 165 / 167 registers (plain /
+causal), no spills.  What differs from the template (the output is the same, bitwise, on an
+H100): key blocks visible to every row of the query block run an unmasked copy of the loop body
+(the template tests ``need_mask`` at run time), and block 0 is always masked (the template
+masks it only where it needs: 140-200 SASS instructions once per query block, the likely
+cause of the 1-2 % at S2K below; not measured alone; :data:`MASK_BLOCK0_WHEN_NEEDED` builds the
+template's form, verified, off until timed).  Index arithmetic is 32-bit ``int`` (the launcher refuses
+offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`; the dispatch then runs the
+template).
 
 Tiles: one or two computing warpgroups (64 query rows each: ``row0`` and Q's descriptor start
 step by the warpgroup), head_dim 64 or 128.  Two warpgroups at head_dim 128 (128 rows x 128
@@ -49,11 +56,14 @@ H100 (``benchmarks/nvidia_ir_wgmma_flash_d128.py``, docs/PERFORMANCE.md) its out
 its template's at every shape measured and bitwise the warp-specialised kernel's wherever both
 take the same key block (128, or 192 with ``bn=192``); 0.94-0.99x the template's device time at
 the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
+The 32-bit bases apply to both tiles; the d128 figures above predate them.
 
-Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_wgmma_flash.py``, docs/PERFORMANCE.md):
-0.94-0.95x the template at B4 H16 S2K, B4 H16 1000 / 4097, B4 H16 S2K causal and B8 H32 S8K,
-below the 0.98x dispatch bar: :func:`~.dispatch.flash_attention` still runs the template and
-:class:`IrWgmmaFlashAttention` is opt-in.
+Speed (H100, 2026-11-24 21:31Z, ``benchmarks/nvidia_ir_wgmma_flash.py --rounds 11 --aa``,
+docs/PERFORMANCE.md), the template's device time over the IR's (medians, both template
+instances pooled): B4 H16 S2K 0.991, B4 H16 1000 / 4097 1.002, B4 H16 S2K causal 0.983, B8 H32
+S8K 0.986; outputs bitwise equal there and at 20 more shapes, f16 and bf16.  At parity (>= 0.98x
+at every shape): :func:`~.dispatch.flash_attention` runs it for the d64 wgmma tile
+(:data:`~.prefill_select.IR_WGMMA_PREFILL_AT_PARITY`).
 """
 
 from __future__ import annotations
@@ -82,6 +92,13 @@ from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 
 __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_supported",
            "IrWgmmaFlashAttention"]
+
+
+#: the overlapped schedule masks block 0 only where a row does not see it whole (the template's
+#: ``need_mask``), not in every query block: 140-200 fewer SASS instructions per query block
+#: (NVRTC 13.5), the likely cause of the IR's 0.983x at B4 H16 S2K causal.  Verified (IR and
+#: text) both ways; off until an H100 run measures it (what runs is what was timed)
+MASK_BLOCK0_WHEN_NEEDED = False
 
 
 def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
@@ -114,7 +131,10 @@ def _lt(a: Any, b: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, cfg: WgmmaFlashConfig) -> None:
+    def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None
+                 ) -> None:
+        self.mask_block0_when_needed = (MASK_BLOCK0_WHEN_NEEDED if mask_block0_when_needed
+                                        is None else mask_block0_when_needed)
         why = wgmma_flash_ir_supported(cfg)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
@@ -329,8 +349,13 @@ class _Builder:
                  *self.copy("V", 0, 0), CpAsyncCommit(),
                  Let("n0", 0),
                  *self.issue_scores(0), WgmmaWait(0, (self.sc.name,))]
-        # block 0 takes the masked form whether or not it needs it (once per query block)
-        first += self.mask(True) + self.softmax()
+        if self.mask_block0_when_needed:
+            # as the template's need_mask: only a block 0 some row does not see whole (a
+            # ragged first block, or causal rows before key 127) is masked
+            first += [If(_lt(sym("n_full"), 1), self.mask(True))] + self.softmax()
+        else:
+            # block 0 takes the masked form whether or not it needs it (once per query block)
+            first += self.mask(True) + self.softmax()
         last = [Comment("the last block's P V"),
                 *self.sync_loads(0, "V of the last block"),
                 *self.round_p(),
@@ -348,8 +373,11 @@ class _Builder:
     def block_lets(self) -> List[Any]:
         c = self.c
         bm, bn = c.bm, c.bn
-        out: List[Any] = [
-            Let("wg", sympy.floor(self.tid / 128)), Let("t", sympy.Mod(self.tid, 128))]
+        # one computing warpgroup (wgmma_flash_ir_supported): every thread's wg is 0, printed
+        # as the constant (the compiler does not know tid < 128, and tid / 128 in the Q
+        # descriptors and row0 cost a per-thread descriptor, rebuilt in the loop, per k step)
+        wg = sympy.floor(self.tid / 128) if c.warpgroups > 1 else sympy.Integer(0)
+        out: List[Any] = [Let("wg", wg), Let("t", sympy.Mod(self.tid, 128))]
         out += query_block_lets(bm, c.causal)
         out += [Comment("this thread's first accumulator row and column (wgmma layout_c)"),
                 Let("row0", sym("m0") + 64 * sym("wg") + self.crow((self.t, 0))),
@@ -411,16 +439,23 @@ class _Builder:
         frags = [self.stage, self.sc, self.pf, self.pa, self.o, self.lse]
         return AttnKernel(name, params, shared, frags, body, c.threads, (0, 0, 1),
                           grid_symbols=("block_q", "block_bh"), header=header,
-                          meta={"kind": "wgmma_flash_ir", "cfg": c, "plan": self.p},
+                          # shared addresses and descriptors from the arrays' 32-bit
+                          # bases, per-thread base apart from stage + constant: the copies
+                          # address [R + imm] as the template's (CudaPrinter.saddr)
+                          meta={"kind": "wgmma_flash_ir", "cfg": c, "plan": self.p,
+                                "u32_shared": True, "split_shared_offsets": True},
                           scalars=[ScalarParam(n) for n in FLASH_IR_SCALARS] +
                           [ScalarParam("scale_log2", "float")], min_blocks=_blocks_per_sm(c),
                           spec=flash_ir_spec(name, c, flash_ir_instances))
 
 
-def build_wgmma_flash_ir(cfg: WgmmaFlashConfig) -> AttnKernel:
+def build_wgmma_flash_ir(cfg: WgmmaFlashConfig,
+                         mask_block0_when_needed: Optional[bool] = None) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
-    template's plan refuses ``cfg`` or the IR form does not cover it."""
-    return _Builder(cfg).build()
+    template's plan refuses ``cfg`` or the IR form does not cover it.
+    ``mask_block0_when_needed``: the overlapped schedule's block 0 masked only where some row
+    does not see it whole (default :data:`MASK_BLOCK0_WHEN_NEEDED`)."""
+    return _Builder(cfg, mask_block0_when_needed).build()
 
 
 class IrWgmmaFlashAttention(IrFlashAttention):

@@ -17,8 +17,8 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
   lg_gmma_desc(bits, sA, start), lg_gmma_desc(bits, sB, start))`` (``bits``: the
   descriptor's constant fields; a kernel with TMA statements prints
   ``lg_gmma_desc_u32(bits, sA_u32, start)`` from the array's 32-bit address,
-  :mod:`kernels.printer.cuda_tma`); ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` ->
-  ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
+  :mod:`kernels.printer.cuda_tma`, as does a kernel with ``meta["u32_shared"]``);
+  ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` -> ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
   ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
   A register A (``WgmmaMma.a`` a ``Regs``) -> ``lg_wgmma_m64n{N}_{dtype}_rs_t{tnspB}(&acc[0],
   &a[word], lg_gmma_desc(bits, sB, start))``: the 4 32-bit words from ``word`` (the
@@ -132,6 +132,12 @@ class CudaPrinter(Printer):
                         f"({to_c(sympy.Add(*rest))}))")
         return f"({base} + {scale} * ({to_c(a.offset)}))"
 
+    def desc_u32(self) -> bool:
+        """Descriptors from the arrays' 32-bit bases (``lg_gmma_desc_u32``): a TMA kernel's,
+        and any kernel whose shared addresses are printed from them (``u32_shared``); the
+        generic-pointer form converts the array per descriptor, per k step."""
+        return self.tma or self.u32_shared
+
     # ---- statements ----------------------------------------------------------------------
     def stmt(self, s: Any, d: int) -> None:
         if tma_stmt(self.out, s, d) or ticket_stmt(self, s, d):
@@ -194,7 +200,7 @@ class CudaPrinter(Printer):
     def wgmma(self, m: WgmmaMma, d: int) -> None:
         acc = self.first(m.acc, f"wgmma {m.tag} accumulator")
         shared = (m.b,) if m.a_in_regs else (m.a, m.b)
-        fn_desc, base = ("lg_gmma_desc_u32", u32_base) if self.tma else \
+        fn_desc, base = ("lg_gmma_desc_u32", u32_base) if self.desc_u32() else \
             ("lg_gmma_desc", lambda b: b)
         ops = [f"{fn_desc}(0x{op.desc.constant_bits():016x}ull, {base(op.buf)}, "
                f"{to_c(op.start)})" for op in shared]
@@ -210,7 +216,7 @@ class CudaPrinter(Printer):
         ms = [s for s in walk(self.k.body) if isinstance(s, WgmmaMma)]
         if not ms:
             return tma_helpers(self.k)
-        out = [HELPERS, GMMA_DESC_U32 if self.tma else GMMA_DESC, tma_helpers(self.k)]
+        out = [HELPERS, GMMA_DESC_U32 if self.desc_u32() else GMMA_DESC, tma_helpers(self.k)]
         keys = sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms})
         if any(key[3] for key in keys):
             out.append(PIN_WORDS)
