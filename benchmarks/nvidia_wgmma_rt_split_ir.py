@@ -6,7 +6,8 @@ kernel) on a GPU: the evidence for letting ``wgmma_gemm()`` run it (issue 20 ite
 Per shape and split count: outputs NaN-poisoned, compared with the float32 reference and
 bitwise between the two.  Device time per call = the sum of the call's kernels (split +
 reduce) from the profiler (CUPTI), ``--reps`` calls per sample, interleaved rounds (IR,
-template; then template, IR), median of all samples.
+template; then template, IR), median of all samples; the split and reduce kernels' own
+medians beside it (``median_us_per_kernel``).
 
     python3 benchmarks/nvidia_wgmma_rt_split_ir.py --out DIR [--rounds 5] [--reps 10]
 """
@@ -28,10 +29,16 @@ SHAPES = (("f16", 253, 297, 1000, "n", 0, 3), ("bf16", 777, 333, 1030, "k", 1, 4
           ("f16", 512, 2048, 8192, "n", 0, 4), ("bf16", 128, 4096, 12288, "k", 0, 6))
 
 
-def call_us(fn: Callable[[], Any], reps: int) -> List[float]:
-    """Device microseconds of each call of ``fn``: all its kernels summed."""
-    tot = sum(e.device_time for e in kernel_events(fn, reps) if e.device_time > 0)
-    return [tot / reps]
+def call_us(fn: Callable[[], Any], reps: int) -> Dict[str, float]:
+    """Device microseconds per call of ``fn``: ``"call"`` all its kernels summed, and per
+    kernel (``"split"``: the name not ending ``_reduce``; ``"reduce"``), so a gap can be
+    put on the kernel that has it."""
+    out = {"call": 0.0, "split": 0.0, "reduce": 0.0}
+    for e in kernel_events(fn, reps):
+        if e.device_time > 0:
+            out["call"] += e.device_time / reps
+            out["reduce" if e.name.endswith("_reduce") else "split"] += e.device_time / reps
+    return out
 
 
 def main() -> None:
@@ -71,14 +78,22 @@ def main() -> None:
         err = ((o_ir.float() - ref).norm() / ref.norm()).item()
         fns = {"ir": lambda: run_ir(a, b, o_ir), "template": lambda: run_tp(a, b, o_tp)}
         samples: Dict[str, List[float]] = {"ir": [], "template": []}
+        parts: Dict[str, Dict[str, List[float]]] = {nm: {"split": [], "reduce": []}
+                                                    for nm in samples}
         order = ["ir", "template"]
         for r in range(args.rounds):
             for nm in (order if r % 2 == 0 else order[::-1]):
-                samples[nm] += call_us(fns[nm], args.reps)
+                us = call_us(fns[nm], args.reps)
+                samples[nm].append(us["call"])
+                for part in ("split", "reduce"):
+                    parts[nm][part].append(us[part])
         med = {nm: statistics.median(v) for nm, v in samples.items()}
+        part_med = {nm: {p_: statistics.median(v) for p_, v in d.items()}
+                    for nm, d in parts.items()}
         row = {"dtype": dtype, "m,n,k": [m, n, k], "b_major": bmaj, "lda": a.stride(0),
                "splits": splits, "config": cfg.name, "kernel": ir.kernel_name,
                "verified": bool(ir.report.holds), "first_call": first, "median_us": med,
+               "median_us_per_kernel": part_med,
                "ir_over_template": med["template"] / med["ir"],
                "bitwise_equal": bool(torch.equal(o_ir, o_tp)),
                "all_written": bool(torch.isfinite(o_ir.float()).all()), "rel_err": err,

@@ -336,13 +336,16 @@ class _Builder:
     def epilogue(self) -> List[Any]:
         c = self.c
         crow, ccol = split_rows(mma_m16n8k16(c.dtype).tv_layout("C"), 16)
+        er, ec = sym("er"), sym("ec")
         out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the mma C "
-                                  "layout")]
+                                  "layout"),
+                          Let("er", self.m0 + self.wm * c.wtm + crow((self.lane, 0))),
+                          Let("ec", self.n0 + self.wn * c.wtn + ccol((self.lane, 0)))]
         for i in range(self.mt):
             for j in range(self.nt):
                 for h in range(2):
-                    r = self.m0 + self.wm * c.wtm + 16 * i + crow((self.lane, 2 * h))
-                    q = self.n0 + self.wn * c.wtn + 8 * j + ccol((self.lane, 2 * h))
+                    r = er + 16 * i + crow((0, 2 * h)) - crow((0, 0))
+                    q = ec + 8 * j + ccol((0, 2 * h)) - ccol((0, 0))
                     out += pair_or_single_stores(self.c_glob, self.acc,
                                                  (i * self.nt + j) * 4 + 2 * h, r, q, self.M,
                                                  self.N, self.ldc)
