@@ -23,10 +23,15 @@ from typing import Any, Callable, Dict, List
 from gpu_timing import bench_parser, kernel_events, run_header
 
 #: (dtype, M, N, K, b_major, lda pad, splits): edges and odd strides first (correctness),
-#: then skinny long-K shapes where split-K is what fills the SMs (timing)
+#: then skinny long-K shapes where split-K is what fills the SMs (timing), on the default
+#: 128x256 tile; then (splits None) what the selection itself makes a cp.async split-K:
+#: skinny long-K problems whose rows are not 16-byte aligned (odd lda), with the selection's
+#: configuration and split count (``choose_gemm``: 64x128 / 64x64 / 128x256 tiles)
 SHAPES = (("f16", 253, 297, 1000, "n", 0, 3), ("bf16", 777, 333, 1030, "k", 1, 4),
           ("f16", 1, 1, 8, "n", 0, 1), ("f16", 256, 1024, 16384, "n", 0, 8),
-          ("f16", 512, 2048, 8192, "n", 0, 4), ("bf16", 128, 4096, 12288, "k", 0, 6))
+          ("f16", 512, 2048, 8192, "n", 0, 4), ("bf16", 128, 4096, 12288, "k", 0, 6),
+          ("f16", 64, 4096, 4096, "n", 3, None), ("f16", 16, 1024, 16384, "n", 1, None),
+          ("bf16", 128, 2048, 8192, "n", 1, None), ("bf16", 64, 512, 8192, "k", 1, None))
 
 
 def call_us(fn: Callable[[], Any], reps: int) -> Dict[str, float]:
@@ -43,6 +48,7 @@ def call_us(fn: Callable[[], Any], reps: int) -> Dict[str, float]:
 
 def main() -> None:
     import torch
+    from kernels.nvidia.dispatch import choose_gemm
     from kernels.nvidia.wgmma import WgmmaGemm, WgmmaGemmConfig
     from kernels.nvidia.wgmma_rt_ir_split import IrWgmmaRtSplitGemm
     ap = bench_parser(10, __doc__)
@@ -57,7 +63,12 @@ def main() -> None:
         g = torch.Generator(device="cuda").manual_seed(m + n + k)
         a = torch.randn((m, k + pad), device="cuda", generator=g).to(dt)[:, :k]
         b = torch.randn((k, n) if bmaj == "n" else (n, k), device="cuda", generator=g).to(dt)
-        cfg = WgmmaGemmConfig(dtype=dtype, b_major=bmaj, split_k=True)
+        if splits is None:
+            choice = choose_gemm(a, b, b_major=bmaj)
+            cfg, splits = choice.config, choice.splits
+            assert isinstance(cfg, WgmmaGemmConfig) and cfg.split_k, str(choice)
+        else:
+            cfg = WgmmaGemmConfig(dtype=dtype, b_major=bmaj, split_k=True)
         first: Dict[str, float] = {}
         if cfg not in built:
             t0 = time.perf_counter()
