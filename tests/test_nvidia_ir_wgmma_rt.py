@@ -97,6 +97,11 @@ def test_choose_gemm_names_the_ir_kernel():
     assert isinstance(dispatch.wgmma_gemm(ch.config), dispatch.IrWgmmaRtGemm)
 
 
-def test_template_runs_split_k():
+def test_template_runs_split_k_only_with_the_switch_off(monkeypatch):
+    """This module's kernel has no split-K form: a split-K configuration runs the split IR
+    pair (wgmma_rt_ir_split; CP_SPLIT_ON_IR, on by default: test_nvidia_ir_wgmma_rt_split
+    ::test_dispatch_switch builds it) or, with the switch off, the template."""
     from kernels.nvidia.wgmma import WgmmaGemm
+    assert dispatch.CP_SPLIT_ON_IR
+    monkeypatch.setattr(dispatch, "CP_SPLIT_ON_IR", False)
     assert type(dispatch.wgmma_gemm(WgmmaGemmConfig(split_k=True))) is WgmmaGemm
