@@ -6,7 +6,8 @@ kernel) on a GPU: the evidence for letting ``wgmma_gemm()`` run it (issue 20 ite
 Per shape and split count: outputs NaN-poisoned, compared with the float32 reference and
 bitwise between the two.  Device time per call = the sum of the call's kernels (split +
 reduce) from the profiler (CUPTI), ``--reps`` calls per sample, interleaved rounds (IR,
-template; then template, IR), median of all samples.
+template; then template, IR), median of all samples; the split and reduce kernels' own
+medians beside it (``median_us_per_kernel``).
 
     python3 benchmarks/nvidia_wgmma_rt_split_ir.py --out DIR [--rounds 5] [--reps 10]
 """
@@ -22,20 +23,32 @@ from typing import Any, Callable, Dict, List
 from gpu_timing import bench_parser, kernel_events, run_header
 
 #: (dtype, M, N, K, b_major, lda pad, splits): edges and odd strides first (correctness),
-#: then skinny long-K shapes where split-K is what fills the SMs (timing)
+#: then skinny long-K shapes where split-K is what fills the SMs (timing), on the default
+#: 128x256 tile; then (splits None) what the selection itself makes a cp.async split-K:
+#: skinny long-K problems whose rows are not 16-byte aligned (odd lda), with the selection's
+#: configuration and split count (``choose_gemm``: 64x128 / 64x64 / 128x256 tiles)
 SHAPES = (("f16", 253, 297, 1000, "n", 0, 3), ("bf16", 777, 333, 1030, "k", 1, 4),
           ("f16", 1, 1, 8, "n", 0, 1), ("f16", 256, 1024, 16384, "n", 0, 8),
-          ("f16", 512, 2048, 8192, "n", 0, 4), ("bf16", 128, 4096, 12288, "k", 0, 6))
+          ("f16", 512, 2048, 8192, "n", 0, 4), ("bf16", 128, 4096, 12288, "k", 0, 6),
+          ("f16", 64, 4096, 4096, "n", 3, None), ("f16", 16, 1024, 16384, "n", 1, None),
+          ("bf16", 128, 2048, 8192, "n", 1, None), ("bf16", 64, 512, 8192, "k", 1, None))
 
 
-def call_us(fn: Callable[[], Any], reps: int) -> List[float]:
-    """Device microseconds of each call of ``fn``: all its kernels summed."""
-    tot = sum(e.device_time for e in kernel_events(fn, reps) if e.device_time > 0)
-    return [tot / reps]
+def call_us(fn: Callable[[], Any], reps: int) -> Dict[str, float]:
+    """Device microseconds per call of ``fn``: ``"call"`` all its kernels summed, and per
+    kernel (``"split"``: the name not ending ``_reduce``; ``"reduce"``), so a gap can be
+    put on the kernel that has it."""
+    out = {"call": 0.0, "split": 0.0, "reduce": 0.0}
+    for e in kernel_events(fn, reps):
+        if e.device_time > 0:
+            out["call"] += e.device_time / reps
+            out["reduce" if e.name.endswith("_reduce") else "split"] += e.device_time / reps
+    return out
 
 
 def main() -> None:
     import torch
+    from kernels.nvidia.dispatch import choose_gemm
     from kernels.nvidia.wgmma import WgmmaGemm, WgmmaGemmConfig
     from kernels.nvidia.wgmma_rt_ir_split import IrWgmmaRtSplitGemm
     ap = bench_parser(10, __doc__)
@@ -50,7 +63,12 @@ def main() -> None:
         g = torch.Generator(device="cuda").manual_seed(m + n + k)
         a = torch.randn((m, k + pad), device="cuda", generator=g).to(dt)[:, :k]
         b = torch.randn((k, n) if bmaj == "n" else (n, k), device="cuda", generator=g).to(dt)
-        cfg = WgmmaGemmConfig(dtype=dtype, b_major=bmaj, split_k=True)
+        if splits is None:
+            choice = choose_gemm(a, b, b_major=bmaj)
+            cfg, splits = choice.config, choice.splits
+            assert isinstance(cfg, WgmmaGemmConfig) and cfg.split_k, str(choice)
+        else:
+            cfg = WgmmaGemmConfig(dtype=dtype, b_major=bmaj, split_k=True)
         first: Dict[str, float] = {}
         if cfg not in built:
             t0 = time.perf_counter()
@@ -71,14 +89,22 @@ def main() -> None:
         err = ((o_ir.float() - ref).norm() / ref.norm()).item()
         fns = {"ir": lambda: run_ir(a, b, o_ir), "template": lambda: run_tp(a, b, o_tp)}
         samples: Dict[str, List[float]] = {"ir": [], "template": []}
+        parts: Dict[str, Dict[str, List[float]]] = {nm: {"split": [], "reduce": []}
+                                                    for nm in samples}
         order = ["ir", "template"]
         for r in range(args.rounds):
             for nm in (order if r % 2 == 0 else order[::-1]):
-                samples[nm] += call_us(fns[nm], args.reps)
+                us = call_us(fns[nm], args.reps)
+                samples[nm].append(us["call"])
+                for part in ("split", "reduce"):
+                    parts[nm][part].append(us[part])
         med = {nm: statistics.median(v) for nm, v in samples.items()}
+        part_med = {nm: {p_: statistics.median(v) for p_, v in d.items()}
+                    for nm, d in parts.items()}
         row = {"dtype": dtype, "m,n,k": [m, n, k], "b_major": bmaj, "lda": a.stride(0),
                "splits": splits, "config": cfg.name, "kernel": ir.kernel_name,
                "verified": bool(ir.report.holds), "first_call": first, "median_us": med,
+               "median_us_per_kernel": part_med,
                "ir_over_template": med["template"] / med["ir"],
                "bitwise_equal": bool(torch.equal(o_ir, o_tp)),
                "all_written": bool(torch.isfinite(o_ir.float()).all()), "rel_err": err,

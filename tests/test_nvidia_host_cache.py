@@ -55,7 +55,7 @@ GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
     (64, 256, 512, F16, {"atom": "mma"}, "lg_irgemm_rt_f16_n"),  # mma.sync, IR (an M edge)
     (256, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),    # mma.sync template (no edge)
     (64, 256, 2048, F16, {"config": WgmmaGemmConfig(bm=64, bn=128, split_k=True), "splits": 4},
-     "lg_wgmma_f16_n_64x128x64"),                                              # wgmma split-K
+     "lg_irwgmma_rt_f16_n_64x128x64_s4_sk"),                        # wgmma split-K, IR-built
 ]
 
 
@@ -117,7 +117,7 @@ def test_a_changed_key_misses(fake, change):
     elif change == "dtype":
         assert "bf16" in L2[0].kernel
     elif change == "alignment":        # no TMA, no 16-byte copies: the cp.async kernel
-        assert L2[0].kernel.startswith("lg_wgmma_f16") and "tma" not in L2[0].kernel
+        assert L2[0].kernel.startswith("lg_irwgmma_rt_f16") and "tma" not in L2[0].kernel
     else:
         assert "_k_" in L2[0].kernel
 
@@ -355,6 +355,31 @@ def test_two_launch_split_k_runs_both_ir_kernels(fake):
     assert [x.kernel for x in L] == [ch.kernel, ch.kernel + "_reduce"]
     assert L[0].stream == L[1].stream and tuple(L[1].args[2:]) == (192, 3072, 3072, 3)
     assert L[0].args[2] == L[1].args[0]          # the reduce reads the split kernel's W
+
+
+def test_cp_async_split_k_runs_the_ir_pair(fake):
+    """A split-K problem whose rows are not 16-byte aligned (64x4096x4096 at lda 4099: the
+    selection's cp.async split-K, 64x128 tile, 8 splits) runs the IR split kernel and then
+    its IR reduce kernel (CP_SPLIT_ON_IR, on since the session-11 H100 run), and choose_gemm
+    names both; with the switch off choose_gemm names the template and wgmma_gemm builds it."""
+    a = T((64, 4096), F16, stride=(4099, 1))
+    b = T((4096, 4096), F16)
+    ch = dispatch.choose_gemm(a, b)
+    assert ch.config.split_k and ch.splits == 8, ch
+    assert ch.kernel == "lg_irwgmma_rt_f16_n_64x128x64_s4_sk"
+    assert ch.kernel + "_reduce (the IR reduce kernel)" in ch.reason
+    L = calls(fake, lambda: dispatch.gemm(a, b))
+    assert [x.kernel for x in L] == [ch.kernel, ch.kernel + "_reduce"]
+    assert L[0].grid == (32, 8, 1) and L[0].args[2] == L[1].args[0]   # the reduce reads W
+    dispatch.CP_SPLIT_ON_IR = False
+    try:
+        dispatch.clear_plans()
+        ch = dispatch.choose_gemm(a, b)
+        name = str(ch).split()[1].rstrip(",")          # the template's: the config's name
+        assert name == "lg_wgmma_f16_n_64x128x64_s4_sk" and "TEMPLATE" in ch.reason, str(ch)
+        assert type(dispatch.wgmma_gemm(ch.config)).__name__ == "WgmmaGemm"
+    finally:
+        dispatch.CP_SPLIT_ON_IR = True
 
 
 def test_choose_gemm_names_the_kernel_that_runs(fake):

@@ -156,19 +156,21 @@ def test_choose_gemm_runs_the_ir_form_where_it_measured_at_parity(shape, b_major
 
 
 def test_nvrtc_registers_and_spills(tmp_path):
-    """The default tile as NVRTC compiles it (what gemm() runs): 255 registers and 8 bytes of
-    spill, stored before the k loop and reloaded after it (the loop itself, SASS-read on
-    2026-11-24, has none; the template: 240 registers, none).  A regression past that fails."""
+    """The default tile as NVRTC compiles it (what gemm() runs): B N-major 254 registers and
+    no spill since the epilogue's row / column Lets (before them 255 and 8 bytes, stored
+    before the k loop and reloaded after it); B K-major still 255 registers and 8 bytes, out of
+    the loop (SASS-read on 2026-11-24; the template: 240 registers, none).  A regression past
+    that fails."""
     import re
     from kernels.cache import Cache
     from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
     if not nvrtc_available():
         pytest.skip("needs NVRTC (cuda-python)")
-    for cfg in (CudaGemmConfig(), CudaGemmConfig(dtype="bf16", b_major="k")):
+    for cfg, most in ((CudaGemmConfig(), 0), (CudaGemmConfig(dtype="bf16", b_major="k"), 8)):
         m = compile_cuda(emit_cuda_gemm_rt(build_mma_rt_ir(cfg)), cfg.arch,
                          ["--ptxas-options=-v"], name=f"{cfg.name}.cu", cache=Cache(tmp_path))
         spilled = [int(x) for x in re.findall(r"(\d+) bytes spill stores", m.log)]
-        assert spilled and max(spilled) <= 8, m.log
+        assert spilled and max(spilled) <= most, m.log
 
 
 @pytest.fixture

@@ -47,3 +47,23 @@ def test_odd_leading_dimension_bitwise_equal():
     WgmmaGemm(F16)(a, b, outs[1], splits=5)
     torch.cuda.synchronize()
     assert torch.isfinite(outs[0].float()).all() and torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("m,n,k,pad,b_major", [(64, 4096, 4096, 3, "n"), (16, 1024, 16384, 1, "n"),
+                                               (64, 512, 8192, 1, "k")], ids=str)
+def test_gemm_runs_the_ir_split_bitwise_the_template(m, n, k, pad, b_major):
+    """What the dispatch does with CP_SPLIT_ON_IR on: gemm() on a skinny long-K problem whose
+    rows are not 16-byte aligned (the selection's cp.async split-K: 64x128 / 64x64 tiles,
+    8-16 splits) launches the IR pair, and its output is the template pair's bit for bit."""
+    from kernels.nvidia import dispatch
+    from kernels.nvidia.wgmma_rt_ir_split import split_kernel_name
+    dt = torch.bfloat16 if b_major == "k" else torch.float16
+    a = torch.randn((m, k + pad), device="cuda").to(dt)[:, :k]
+    b = torch.randn((k, n) if b_major == "n" else (n, k), device="cuda").to(dt)
+    ch = dispatch.choose_gemm(a, b, b_major=b_major)
+    assert ch.config.split_k and ch.splits > 1 and ch.kernel == split_kernel_name(ch.config)
+    out = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
+    dispatch.gemm(a, b, out, b_major=b_major)
+    want = WgmmaGemm(ch.config)(a, b, splits=ch.splits)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out.float()).all() and torch.equal(out, want)

@@ -143,8 +143,8 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
                        f"; then {split_kernel_name(cfg)}_reduce (the IR reduce kernel)")
     if isinstance(cfg, WgmmaGemmConfig) and cfg.split_k:
         return replace(choice, reason=choice.reason + "; the cp.async split-K runs the string "
-                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR (its IR form "
-                       "measured 0.89-0.96x the template on an H100: CP_SPLIT_ON_IR is off)")
+                       "TEMPLATE (WgmmaGemm + the splitk reduce kernel), not verified IR "
+                       "(CP_SPLIT_ON_IR is off)")
     if isinstance(cfg, CudaGemmConfig) and MMA_RT_IR and mma_rt_refusal(cfg) is None:
         if mma_rt_at_parity(problem, cfg):          # what compiled_gemm(cfg) runs
             return replace(choice, kernel=mma_rt_kernel_name(cfg), reason=choice.reason +
@@ -310,10 +310,11 @@ def compiled_gemm(cfg: Any, template: bool = False) -> CudaGemm:
     or a switch is turned off.
 
     What still runs a string template (not verified IR): a ``WgmmaGemmConfig(split_k=True)``
-    (the cp.async wgmma GEMM's split-K: :class:`WgmmaGemm` with gridDim.y splits and the
-    template reduce kernel of :mod:`.splitk`; the selection makes it for split-K problems whose
-    rows are not 16-byte aligned; its verified IR form :class:`IrWgmmaRtSplitGemm` runs only
-    with :data:`CP_SPLIT_ON_IR`: H100 0.89-0.96x at long K), a TMA call whose C or workspace
+    only where its IR form's 32-bit offsets are too small or :data:`CP_SPLIT_ON_IR` is off
+    (the cp.async wgmma GEMM's split-K, which the selection makes for split-K problems whose
+    rows are not 16-byte aligned, otherwise runs as the verified :class:`IrWgmmaRtSplitGemm`:
+    split kernel + IR reduce kernel; the template is :class:`WgmmaGemm` with gridDim.y splits
+    and the reduce kernel of :mod:`.splitk`), a TMA call whose C or workspace
     has 2^31 elements or more, and the mma.sync :class:`CudaGemm` where the IR form is not at
     parity: a :class:`CudaGemmConfig` runs the IR-built runtime-size kernel where it has the
     form (:func:`mma_gemm`), the template :class:`CudaGemm` with ``template=True`` (what
@@ -348,10 +349,11 @@ CP_ASYNC_WGMMA_IR = True
 
 
 #: run the cp.async split-K (``WgmmaGemmConfig(split_k=True)``) as the IR split kernel + IR
-#: reduce kernel (:class:`IrWgmmaRtSplitGemm`) instead of the template: off, H100 2026-11-24
-#: bitwise equal but 0.89-0.96x the template's device time at three long-K shapes
-#: (benchmarks/results/nvidia_wgmma_rt_split_ir_h100_2026-11-24.json)
-CP_SPLIT_ON_IR = False
+#: reduce kernel (:class:`IrWgmmaRtSplitGemm`) instead of the template: on since the IR
+#: epilogue's row / column Lets (H100 2026-11-24, session 11: bitwise equal, 0.98-0.99x the
+#: template's device time at the three long-K shapes, 1.15-1.25x at the small ones; before
+#: them 0.89-0.96x; benchmarks/results/nvidia_wgmma_rt_split_ir_h100_2026-11-24*.json)
+CP_SPLIT_ON_IR = True
 
 
 def wgmma_gemm(cfg: WgmmaGemmConfig) -> Any:

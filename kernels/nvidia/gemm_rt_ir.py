@@ -92,10 +92,13 @@ def mma_rt_at_parity(p: GemmProblem, cfg: CudaGemmConfig) -> bool:
     K-major, docs/PERFORMANCE.md): 1.06-1.34x where a block of the problem reaches an edge
     (M, N or K not a multiple of the tile, or rows not 16-byte aligned: the template's ``full``
     sends both operands of such a block through its per-vector edge branches, the IR only the
-    operand at the edge) and 1.01x with B K-major; 0.96-0.97x (one 1.02x) on N-major
-    problems with no edge, where its k loop runs ~5 % more instructions, and 0.91x for one
-    block of one k tile (1x1x8: launch-bound, +0.4 us).  The dispatch runs the template
-    there."""
+    operand at the edge) and 1.01x with B K-major; 0.96-0.98x on N-major problems with no
+    edge, and 0.91-0.955x for one block of one k tile (1x1x8: launch-bound, +0.2-0.4 us).
+    The dispatch runs the template there.  The edge-free gap is the stage arithmetic
+    (session 11, ``benchmarks/nvidia_mma_rt_ir_variants.py``): ``kt % stages`` sits in a
+    vector register and costs an add per B ``ldmatrix`` where the template's ring counter
+    is a uniform-register operand; the ring form as text measured 0.9795-0.99x there (a
+    verified form needs loop-carried variables in the lockstep engines)."""
     one_launch_tile = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn) == 1 and p.k <= cfg.bk
     if one_launch_tile:
         return False
@@ -336,13 +339,16 @@ class _Builder:
     def epilogue(self) -> List[Any]:
         c = self.c
         crow, ccol = split_rows(mma_m16n8k16(c.dtype).tv_layout("C"), 16)
+        er, ec = sym("er"), sym("ec")
         out: List[Any] = [Comment("accumulators -> C: (row, col) of each item from the mma C "
-                                  "layout")]
+                                  "layout"),
+                          Let("er", self.m0 + self.wm * c.wtm + crow((self.lane, 0))),
+                          Let("ec", self.n0 + self.wn * c.wtn + ccol((self.lane, 0)))]
         for i in range(self.mt):
             for j in range(self.nt):
                 for h in range(2):
-                    r = self.m0 + self.wm * c.wtm + 16 * i + crow((self.lane, 2 * h))
-                    q = self.n0 + self.wn * c.wtn + 8 * j + ccol((self.lane, 2 * h))
+                    r = er + 16 * i + crow((0, 2 * h)) - crow((0, 0))
+                    q = ec + 8 * j + ccol((0, 2 * h)) - ccol((0, 0))
                     out += pair_or_single_stores(self.c_glob, self.acc,
                                                  (i * self.nt + j) * 4 + 2 * h, r, q, self.M,
                                                  self.N, self.ldc)

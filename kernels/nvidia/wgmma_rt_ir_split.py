@@ -20,6 +20,14 @@ the every-block engine's checks with the split-aware dataflow of
 every workspace element stored once) and the reduce kernel's proof on the workspace every
 block wrote, then the printed text of both.  Bitwise the template's result: the same k tiles
 per split in the same wgmma order, the same sum order from ``0.f``, one rounding.
+
+Dispatched (``dispatch.CP_SPLIT_ON_IR``): on an H100 (2026-11-24, two runs of
+``benchmarks/nvidia_wgmma_rt_split_ir.py``, docs/PERFORMANCE.md) 0.98-0.99x the template's
+device time at aligned long-K shapes, 1.15-1.25x at small ones and 1.24-1.51x where the
+selection makes a cp.async split-K (rows not 16-byte aligned: the IR's per-operand copy
+paths), bitwise equal.  It was 0.89-0.96x while the epilogue printed each store's row and
+column in full (4261 SASS instructions against the template's 1396; now 654, the builder's
+``er`` / ``ec`` Lets).
 """
 
 from __future__ import annotations
