@@ -62,6 +62,7 @@ from .attention import AttentionConfigError, FlashAttention, FlashConfig, plan_f
 from .builder import CompiledKernel
 
 __all__ = ["query_block_lets", "key_range_lets", "build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
+           "ONE_MASKED_LOOP", "V_WAIT_EARLY_HEAD_DIMS",
            "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
 
@@ -71,6 +72,10 @@ __all__ = ["query_block_lets", "key_range_lets", "build_flash_ir", "flash_ir_spe
 #: 0.97-1.00x waiting after the softmax (benchmarks/nvidia_ir_flash.py --v-early, 2026-11-24).
 #: Not d128: 156 bytes of spills there (ptxas -v), not measured.
 V_WAIT_EARLY_HEAD_DIMS: frozenset = frozenset({64})
+
+#: (head_dim, causal) whose IR runs one key loop, every block masked (the template's loop),
+#: instead of an unmasked loop over the blocks every row sees whole and a masked one.
+ONE_MASKED_LOOP: frozenset = frozenset()
 
 FLASH_IR_SCALARS = ("seqlen_q", "seqlen_kv", "heads", "group", "q_sb", "q_sh", "q_ss", "k_sb", "k_sh",
                     "k_ss", "v_sb", "v_sh", "v_ss", "o_sb", "o_sh", "o_ss")
@@ -132,8 +137,11 @@ def attention_ir_spec(name: str, in_dtype: str, out_dtype: str, head_dim: int, k
 
 
 class _Builder:
-    def __init__(self, cfg: FlashConfig, v_early: Optional[bool] = None) -> None:
+    def __init__(self, cfg: FlashConfig, v_early: Optional[bool] = None,
+                 split: Optional[bool] = None) -> None:
         self.v_early = cfg.head_dim in V_WAIT_EARLY_HEAD_DIMS if v_early is None else v_early
+        self.split = (cfg.head_dim, cfg.causal) not in ONE_MASKED_LOOP if split is None \
+            else split
         why = ir_flash_supported(cfg)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
@@ -452,11 +460,15 @@ class _Builder:
             for hh in range(2):
                 body += [FVar(f"m{i}{hh}", "-inf"), FVar(f"l{i}{hh}", "0")]
         body.append(ZeroFrag(self.o))
-        body += [Comment("key blocks visible to every row of the query block: no mask"),
-                 Loop("j", 0, sym("n_full"), self.block(False)),
-                 Comment("the ragged last block" + (" and the blocks on the diagonal"
-                                                    if c.causal else "") + ": masked"),
-                 Loop("j", sym("n_full"), sym("n_blocks"), self.block(True))]
+        if self.split:
+            body += [Comment("key blocks visible to every row of the query block: no mask"),
+                     Loop("j", 0, sym("n_full"), self.block(False)),
+                     Comment("the ragged last block" + (" and the blocks on the diagonal"
+                                                        if c.causal else "") + ": masked"),
+                     Loop("j", sym("n_full"), sym("n_blocks"), self.block(True))]
+        else:
+            body += [Comment("one loop, every key block masked (the template's loop)"),
+                     Loop("j", 0, sym("n_blocks"), self.block(True))]
         body += self.epilogue()
         name = flash_ir_name(c)
         d, bm, bn, dt = c.head_dim, c.bm, c.bn, c.dtype
@@ -524,12 +536,15 @@ def _c_rows(spec: Any) -> Tuple[Layout, Layout]:
     return split_rows(spec.tv_layout("C"), 16)
 
 
-def build_flash_ir(cfg: FlashConfig, v_early: Optional[bool] = None) -> AttnKernel:
+def build_flash_ir(cfg: FlashConfig, v_early: Optional[bool] = None,
+                   split: Optional[bool] = None) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
     template's plan refuses ``cfg`` or the IR form does not cover it.  ``v_early``: wait for V
     (and prefetch the next block's) right after ``S = Q K^T`` instead of after the softmax
-    (default: :data:`V_WAIT_EARLY_HEAD_DIMS`)."""
-    return _Builder(cfg, v_early).build()
+    (default: :data:`V_WAIT_EARLY_HEAD_DIMS`).  ``split``: the key blocks every row sees whole
+    in a loop without the mask, the rest in a masked loop; False: one loop, every block masked
+    (default: split, except :data:`ONE_MASKED_LOOP`)."""
+    return _Builder(cfg, v_early, split).build()
 
 
 # ---------------------------------------------------------------------------- verification
@@ -592,10 +607,10 @@ class IrFlashAttention(FlashAttention):
     the verifier's."""
 
     def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto",
-                 v_early: Optional[bool] = None) -> None:
+                 v_early: Optional[bool] = None, split: Optional[bool] = None) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_flash_ir(cfg, v_early)
+        self.ir = build_flash_ir(cfg, v_early, split)
         source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_flash(cfg)
