@@ -116,22 +116,32 @@ def test_int_offsets_fit_is_the_last_element():
 
 def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
     """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified IR
-    kernel for the defaults of a measured (head_dim, mask), the template otherwise (another
-    tile, d256, or asked for), and a call whose offsets reach 2^31 falls back to the template."""
+    kernel for the defaults of a measured (head_dim, mask) - every default since d128 causal
+    and d256 measured at parity (H100 run v6) - the template otherwise (another tile, the
+    template's copy form, or asked for), and a call whose offsets reach 2^31 falls back to the
+    template."""
     from kernels.nvidia import dispatch
     from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention
     from kernels.nvidia.prefill_select import (IR_PREFILL_AT_PARITY, choose_prefill,
                                                mma_prefill_on_ir)
     monkeypatch.setattr(dispatch, "_FLASH", {})
-    for (d, causal) in [(64, False), (64, True), (128, False), (128, True), (256, False)]:
+    for (d, causal) in [(64, False), (64, True), (128, False), (128, True), (256, False),
+                        (256, True)]:
         c = choose_prefill("f16", d, causal, "mma")
-        on_ir = (d, causal) in IR_PREFILL_AT_PARITY
-        assert mma_prefill_on_ir(c.config) == on_ir
-        assert ("verified IR kernel" if on_ir else "the template") in c.reason
+        assert (d, causal) in IR_PREFILL_AT_PARITY and mma_prefill_on_ir(c.config)
+        assert "verified IR kernel" in c.reason
+    monkeypatch.setattr("kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY",
+                        IR_PREFILL_AT_PARITY - {(128, True)})
+    c = choose_prefill("f16", 128, True, "mma")      # a (head_dim, mask) not measured: template
+    assert not mma_prefill_on_ir(c.config) and "the template" in c.reason
+    assert type(dispatch.compiled_flash(c.config)) is FlashAttention
+    monkeypatch.undo()
+    monkeypatch.setattr(dispatch, "_FLASH", {})
     cfg = FlashConfig(dtype="f16", head_dim=64, causal=True, **FLASH_DEFAULTS[64])
-    assert (64, True) in IR_PREFILL_AT_PARITY and (128, True) not in IR_PREFILL_AT_PARITY
-    assert type(dispatch.compiled_flash(FlashConfig(dtype="f16", head_dim=128, causal=True,
-                                                    **FLASH_DEFAULTS[128]))) is FlashAttention
+    d256 = dispatch.compiled_flash(FlashConfig(dtype="bf16", head_dim=256, causal=True,
+                                               **FLASH_DEFAULTS[256]))
+    assert isinstance(d256, IrFlashAttention) and d256.report.holds
+    assert len([s for s in d256.ir.body if type(s).__name__ == "Loop"]) == 1    # one loop
     fa = dispatch.compiled_flash(cfg)
     assert isinstance(fa, IrFlashAttention) and fa.report.holds
     assert dispatch.compiled_flash(cfg) is fa
