@@ -68,7 +68,8 @@ def main() -> None:
     print(json.dumps(run_header()), flush=True)
     rows = []
     for B, H, S, D, causal, dtype in SHAPES:
-        if ((args.head_dim and D != args.head_dim) or (args.causal >= 0 and causal != bool(args.causal))
+        if ((args.head_dim and D != args.head_dim)
+                or (args.causal >= 0 and causal != bool(args.causal))
                 or (args.seq and S != args.seq) or (args.dtype and dtype != args.dtype)):
             continue
         dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]

@@ -23,8 +23,9 @@ maximum scaled once per row, ``p = exp2(fma(s, scale, -m))``, ``l = fma(l, alpha
 sum)``), so the output is bitwise the template's; K / V copies of whole key blocks (``blk <
 n_whole``) without predicates (the template's ``fast_copy``).  Where the two still differ: key
 blocks wholly visible to the whole query block run an unmasked copy of the loop body (the
-template tests ``need_mask`` at run time; at d256 one masked loop, as the template's); index arithmetic is 32-bit ``int`` (the launcher
-refuses tensors whose element offsets reach 2^31; the dispatch then runs the template).
+template tests ``need_mask`` at run time; at d256 one masked loop, as the template's); index
+arithmetic is 32-bit ``int`` (the launcher refuses tensors whose element offsets reach 2^31;
+the dispatch then runs the template).
 
 At d64 and d256 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`):
 ptxas then interleaves the exponentials with ``O += P V``.  At d256 the key loop is one masked
@@ -34,9 +35,10 @@ ptxas spilled (24 / 8 bytes of stack, ``LDL`` in the masked loop) where one loop
 Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 1.04-1.07x
 the template's device time at d64, 0.99-1.01x at d128 non-causal, 0.994-0.998x at d128 causal
 (0.97-0.98x in an earlier run, before the balanced ``RowMax`` tree; the cause of the change is
-not isolated; the one-loop forms measured 0.91-0.94x), 1.09-1.16x at d256 (B8 H32 S2K / S8K): at parity (>= 0.98x at every measured
-shape) at every head dim and mask, where :func:`kernels.nvidia.dispatch.flash_attention` runs
-it (:data:`kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY`).  Not in the IR form:
+not isolated; the one-loop forms measured 0.91-0.94x), 1.09-1.16x at d256 (B8 H32 S2K / S8K):
+at parity (>= 0.98x at every measured shape) at every head dim and mask, where
+:func:`kernels.nvidia.dispatch.flash_attention` runs it
+(:data:`kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY`).  Not in the IR form:
 ``q_in_regs``.
 """
 
