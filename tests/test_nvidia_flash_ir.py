@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+import sympy
 
 from kernels.nvidia.attention import AttentionConfigError, FlashConfig
 from kernels.nvidia.flash_ir import (IrFlashAttention, build_flash_ir, flash_ir_instances,
@@ -35,6 +36,54 @@ def test_flash_ir_is_verified_ir_and_text(cfg):
     assert ("q-longer" in names) == cfg.causal and "one-row-one-key" in names
     assert f"void __launch_bounds__({cfg.threads}, 1) {k.name}(" in src
     assert "long long" not in src.split("__global__")[1]
+
+
+@pytest.mark.parametrize("cfg", [
+    FlashConfig(dtype="f16", head_dim=128, bm=128, bn=64, warps=4, causal=True),
+    FlashConfig(dtype="bf16", head_dim=256, bm=64, bn=32, warps=4),
+    FlashConfig(dtype="f16", head_dim=256, bm=64, bn=32, warps=4, causal=True),
+], ids=["f16-d128-causal", "bf16-d256", "f16-d256-causal"])
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-loop"])
+def test_both_key_loop_forms_are_verified(cfg, split):
+    """The key loop split (an unmasked loop over the blocks every row sees whole, then a masked
+    one) or one masked loop over every block, at the head dims and masks whose form is chosen
+    by measurement (:data:`~kernels.nvidia.flash_ir.ONE_MASKED_LOOP`), d256 included."""
+    k = build_flash_ir(cfg, split=split)
+    loops = [s for s in k.body if type(s).__name__ == "Loop"]
+    assert len(loops) == (2 if split else 1)
+    src = emit_cuda_attention(k)
+    r = verify(k, arch="sm_90", source=src)
+    assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert "masking_and_tile_skipping" in r.checks and "printed_source" in r.checks
+
+
+def _mask_in_one_loop(cfg, mutate):
+    from kernels.ir.attention import MaskScores
+    from kernels.ir.core import walk
+    k = build_flash_ir(cfg, split=False)
+    m = next(s for s in walk(k.body) if isinstance(s, MaskScores))
+    bad = tuple(mutate(c) for c in m.conds)
+    assert bad != m.conds, "the mutation changed nothing"
+    m.conds = bad
+    return k
+
+
+def _strict(c):
+    return sympy.And(*[sympy.StrictLessThan(a.lhs, a.rhs, evaluate=False)
+                       if isinstance(a, sympy.Le) else a for a in c.args])
+
+
+@pytest.mark.parametrize("cfg,mutate", [
+    (FlashConfig(dtype="f16", head_dim=128, bm=128, bn=64, warps=4, causal=True), _strict),
+    (FlashConfig(dtype="f16", head_dim=256, bm=64, bn=32, warps=4), lambda c: sympy.true),
+], ids=["d128-causal-off-by-one", "d256-ragged-mask-dropped"])
+def test_one_loop_form_mask_bug_is_refused(cfg, mutate):
+    """Planted bugs in the one-loop form's mask (the diagonal off by one; the ragged block's
+    keys left visible): refused by the masking check."""
+    k = _mask_in_one_loop(cfg, mutate)
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
+    assert not r.checks["masking_and_tile_skipping"].holds
+    assert r.checks["masking_and_tile_skipping"].counterexample
 
 
 def test_q_in_registers_is_not_in_the_ir_form():
@@ -67,22 +116,32 @@ def test_int_offsets_fit_is_the_last_element():
 
 def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
     """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified IR
-    kernel for the defaults of a measured (head_dim, mask), the template otherwise (another
-    tile, d256, or asked for), and a call whose offsets reach 2^31 falls back to the template."""
+    kernel for the defaults of a measured (head_dim, mask) - every default since d128 causal
+    and d256 measured at parity (H100 run v6) - the template otherwise (another tile, the
+    template's copy form, or asked for), and a call whose offsets reach 2^31 falls back to the
+    template."""
     from kernels.nvidia import dispatch
     from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention
     from kernels.nvidia.prefill_select import (IR_PREFILL_AT_PARITY, choose_prefill,
                                                mma_prefill_on_ir)
     monkeypatch.setattr(dispatch, "_FLASH", {})
-    for (d, causal) in [(64, False), (64, True), (128, False), (128, True), (256, False)]:
+    for (d, causal) in [(64, False), (64, True), (128, False), (128, True), (256, False),
+                        (256, True)]:
         c = choose_prefill("f16", d, causal, "mma")
-        on_ir = (d, causal) in IR_PREFILL_AT_PARITY
-        assert mma_prefill_on_ir(c.config) == on_ir
-        assert ("verified IR kernel" if on_ir else "the template") in c.reason
+        assert (d, causal) in IR_PREFILL_AT_PARITY and mma_prefill_on_ir(c.config)
+        assert "verified IR kernel" in c.reason
+    monkeypatch.setattr("kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY",
+                        IR_PREFILL_AT_PARITY - {(128, True)})
+    c = choose_prefill("f16", 128, True, "mma")      # a (head_dim, mask) not measured: template
+    assert not mma_prefill_on_ir(c.config) and "the template" in c.reason
+    assert type(dispatch.compiled_flash(c.config)) is FlashAttention
+    monkeypatch.undo()
+    monkeypatch.setattr(dispatch, "_FLASH", {})
     cfg = FlashConfig(dtype="f16", head_dim=64, causal=True, **FLASH_DEFAULTS[64])
-    assert (64, True) in IR_PREFILL_AT_PARITY and (128, True) not in IR_PREFILL_AT_PARITY
-    assert type(dispatch.compiled_flash(FlashConfig(dtype="f16", head_dim=128, causal=True,
-                                                    **FLASH_DEFAULTS[128]))) is FlashAttention
+    d256 = dispatch.compiled_flash(FlashConfig(dtype="bf16", head_dim=256, causal=True,
+                                               **FLASH_DEFAULTS[256]))
+    assert isinstance(d256, IrFlashAttention) and d256.report.holds
+    assert len([s for s in d256.ir.body if type(s).__name__ == "Loop"]) == 1    # one loop
     fa = dispatch.compiled_flash(cfg)
     assert isinstance(fa, IrFlashAttention) and fa.report.holds
     assert dispatch.compiled_flash(cfg) is fa

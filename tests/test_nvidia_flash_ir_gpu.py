@@ -43,6 +43,9 @@ def _reference(q, k, v, causal):
     (1, 2, 2, 517, 200, 128, "bf16", True, False),    # causal, more rows than keys
     (2, 6, 3, 263, 391, 64, "bf16", False, True),     # BSHD strides, ragged both ways
     (1, 1, 1, 1, 1, 64, "f16", False, False),         # one row, one key
+    (2, 4, 2, 333, 333, 256, "f16", False, False),    # d256 (64 x 32 tile), ragged GQA
+    (1, 2, 1, 300, 517, 256, "bf16", True, False),    # d256 causal, more keys than rows
+    (1, 2, 2, 517, 200, 256, "f16", True, True),      # d256 causal, more rows, BSHD
 ])
 def test_ir_flash_matches_template(B, Hq, Hkv, Sq, Skv, D, dt, causal, bshd):
     g = torch.Generator(device="cuda").manual_seed(11)
@@ -54,6 +57,26 @@ def test_ir_flash_matches_template(B, Hq, Hkv, Sq, Skv, D, dt, causal, bshd):
     q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
     cfg = FlashConfig(dtype=dt, head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
     ir, tpl = IrFlashAttention(cfg), FlashAttention(cfg)
+    _check_bitwise(ir, tpl, q, k, v, causal, dt)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-loop"])
+@pytest.mark.parametrize("v_early", [False, True], ids=["v-late", "v-early"])
+@pytest.mark.parametrize("D,causal,Sq,Skv", [(128, True, 300, 517), (128, True, 517, 200),
+                                             (256, False, 333, 333), (256, True, 300, 517)])
+def test_every_ir_loop_form_is_bitwise_the_template(D, causal, Sq, Skv, v_early, split):
+    """Both key-loop forms (``split``: unmasked + masked loops; one masked loop) and both V
+    waits, the forms benchmarks/nvidia_ir_flash.py times, are bitwise the template."""
+    g = torch.Generator(device="cuda").manual_seed(13)
+    q = torch.randn(1, 4, Sq, D, device="cuda", generator=g).half()
+    k, v = (torch.randn(1, 2, Skv, D, device="cuda", generator=g).half() for _ in range(2))
+    cfg = FlashConfig(dtype="f16", head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
+    _check_bitwise(IrFlashAttention(cfg, v_early=v_early, split=split), FlashAttention(cfg),
+                   q, k, v, causal, "f16")
+
+
+def _check_bitwise(ir, tpl, q, k, v, causal, dt):
+    B, Hq, Sq, D = q.shape
     assert ir.report.holds
     o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
     o_t = torch.full_like(o_ir, float("nan"))
@@ -72,7 +95,7 @@ def test_ir_flash_matches_template(B, Hq, Hkv, Sq, Skv, D, dt, causal, bshd):
 
 
 @pytest.mark.parametrize("D,causal", [(64, False), (64, True), (128, False), (128, True),
-                                      (256, True)])
+                                      (256, False), (256, True)])
 def test_mma_dispatch_runs_the_chosen_kernel(D, causal):
     from kernels.nvidia import dispatch
     from kernels.nvidia.prefill_select import choose_prefill, mma_prefill_on_ir

@@ -78,3 +78,30 @@ def test_the_store_can_be_turned_off(kernel, tmp_path, monkeypatch):
     verified(kernel, src, "sm_90a", cache)
     assert "cached" not in verified(kernel, src, "sm_90a", cache).details
     assert not list(tmp_path.rglob("*.report"))
+
+
+def test_an_attention_kernels_key_is_the_same_in_another_process():
+    """Regression: the attention instances (kernels.verify.attention_static.Instance) had no
+    repr, so the key held object addresses and a verdict stored by one process was never found
+    by the next (the mma.sync prefill verified again on every start)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    from kernels.nvidia.attention import FlashConfig
+    from kernels.nvidia.flash_ir import build_flash_ir
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    prog = ("from kernels.nvidia.attention import FlashConfig\n"
+            "from kernels.nvidia.flash_ir import build_flash_ir\n"
+            "from kernels.printer.cuda_attention import emit_cuda_attention\n"
+            "from kernels.verify.report_cache import report_key\n"
+            "k = build_flash_ir(FlashConfig(head_dim=64, causal=True))\n"
+            "print(report_key(k, emit_cuda_attention(k), 'sm_90'))\n")
+    k = build_flash_ir(FlashConfig(head_dim=64, causal=True))
+    assert "object at" not in repr(list(k.spec.domain.instances(k)))
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH",
+                                                                                 "")]))
+    other = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                           check=True, cwd=root, env=env).stdout.strip()
+    assert other == report_key(k, emit_cuda_attention(k), "sm_90")

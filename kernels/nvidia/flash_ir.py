@@ -23,16 +23,20 @@ maximum scaled once per row, ``p = exp2(fma(s, scale, -m))``, ``l = fma(l, alpha
 sum)``), so the output is bitwise the template's; K / V copies of whole key blocks (``blk <
 n_whole``) without predicates (the template's ``fast_copy``).  Where the two still differ: key
 blocks wholly visible to the whole query block run an unmasked copy of the loop body (the
-template tests ``need_mask`` at run time); index arithmetic is 32-bit ``int`` (the launcher
-refuses tensors whose element offsets reach 2^31; the dispatch then runs the template).
+template tests ``need_mask`` at run time; at d256 one masked loop, as the template's); index
+arithmetic is 32-bit ``int`` (the launcher refuses tensors whose element offsets reach 2^31;
+the dispatch then runs the template).
 
-At d64 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`): ptxas
-then interleaves the exponentials with ``O += P V``.
+At d64 and d256 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`):
+ptxas then interleaves the exponentials with ``O += P V``.  At d256 the key loop is one masked
+loop (:data:`ONE_MASKED_LOOP`, the template's loop): split into an unmasked and a masked loop,
+ptxas spilled (24 / 8 bytes of stack, ``LDL`` in the masked loop) where one loop spills none.
 
 Speed (H100, 2026-11-24, ``benchmarks/nvidia_ir_flash.py``, docs/PERFORMANCE.md): 1.04-1.07x
-the template's device time at d64, 0.99-1.01x at d128 non-causal, 0.97-0.98x at d128 causal
-(B8 H32 S2K / S8K; from 0.88-0.94x); at parity (>= 0.98x at every shape) at d64 and d128
-non-causal, where
+the template's device time at d64, 0.99-1.01x at d128 non-causal, 0.994-0.998x at d128 causal
+(0.97-0.98x in an earlier run, before the balanced ``RowMax`` tree; the cause of the change is
+not isolated; the one-loop forms measured 0.91-0.94x), 1.09-1.16x at d256 (B8 H32 S2K / S8K):
+at parity (>= 0.98x at every measured shape) at every head dim and mask, where
 :func:`kernels.nvidia.dispatch.flash_attention` runs it
 (:data:`kernels.nvidia.prefill_select.IR_PREFILL_AT_PARITY`).  Not in the IR form:
 ``q_in_regs``.
@@ -62,6 +66,7 @@ from .attention import AttentionConfigError, FlashAttention, FlashConfig, plan_f
 from .builder import CompiledKernel
 
 __all__ = ["query_block_lets", "key_range_lets", "build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
+           "ONE_MASKED_LOOP", "V_WAIT_EARLY_HEAD_DIMS",
            "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
 
@@ -69,8 +74,18 @@ __all__ = ["query_block_lets", "key_range_lets", "build_flash_ir", "flash_ir_spe
 #: the softmax: ptxas then interleaves the exponentials with the P V mma.sync (SASS: MUFU among
 #: the P V HMMAs; 227 registers against 232): d64 1.04-1.07x the template on an H100 against
 #: 0.97-1.00x waiting after the softmax (benchmarks/nvidia_ir_flash.py --v-early, 2026-11-24).
-#: Not d128: 156 bytes of spills there (ptxas -v), not measured.
-V_WAIT_EARLY_HEAD_DIMS: frozenset = frozenset({64})
+#: Not d128: 156 bytes of spills there (ptxas -v); with one masked loop (no spills) d128 causal
+#: measured 0.93x against 0.99x for the default.  d256 (with :data:`ONE_MASKED_LOOP`): 1.09-1.16x
+#: the template against 1.06-1.10x waiting after the softmax (2026-11-24 run v6).
+V_WAIT_EARLY_HEAD_DIMS: frozenset = frozenset({64, 256})
+
+#: (head_dim, causal) whose IR runs one key loop, every block masked (the template's loop),
+#: instead of an unmasked loop over the blocks every row sees whole and a masked one.  d256:
+#: split, ptxas spills 24 / 8 bytes (LDL in the masked loop), one loop none; 1.06-1.10x the
+#: template against 1.02-1.09x split (V after the softmax; H100 B8 H32 S2K / S8K, 2026-11-24
+#: run v6).  Not d128 causal: one loop there measured 0.91x (its 64 mask selects in every
+#: block; the split form 0.99x).
+ONE_MASKED_LOOP: frozenset = frozenset({(256, False), (256, True)})
 
 FLASH_IR_SCALARS = ("seqlen_q", "seqlen_kv", "heads", "group", "q_sb", "q_sh", "q_ss", "k_sb", "k_sh",
                     "k_ss", "v_sb", "v_sh", "v_ss", "o_sb", "o_sh", "o_ss")
@@ -132,8 +147,11 @@ def attention_ir_spec(name: str, in_dtype: str, out_dtype: str, head_dim: int, k
 
 
 class _Builder:
-    def __init__(self, cfg: FlashConfig, v_early: Optional[bool] = None) -> None:
+    def __init__(self, cfg: FlashConfig, v_early: Optional[bool] = None,
+                 split: Optional[bool] = None) -> None:
         self.v_early = cfg.head_dim in V_WAIT_EARLY_HEAD_DIMS if v_early is None else v_early
+        self.split = (cfg.head_dim, cfg.causal) not in ONE_MASKED_LOOP if split is None \
+            else split
         why = ir_flash_supported(cfg)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
@@ -452,11 +470,15 @@ class _Builder:
             for hh in range(2):
                 body += [FVar(f"m{i}{hh}", "-inf"), FVar(f"l{i}{hh}", "0")]
         body.append(ZeroFrag(self.o))
-        body += [Comment("key blocks visible to every row of the query block: no mask"),
-                 Loop("j", 0, sym("n_full"), self.block(False)),
-                 Comment("the ragged last block" + (" and the blocks on the diagonal"
-                                                    if c.causal else "") + ": masked"),
-                 Loop("j", sym("n_full"), sym("n_blocks"), self.block(True))]
+        if self.split:
+            body += [Comment("key blocks visible to every row of the query block: no mask"),
+                     Loop("j", 0, sym("n_full"), self.block(False)),
+                     Comment("the ragged last block" + (" and the blocks on the diagonal"
+                                                        if c.causal else "") + ": masked"),
+                     Loop("j", sym("n_full"), sym("n_blocks"), self.block(True))]
+        else:
+            body += [Comment("one loop, every key block masked (the template's loop)"),
+                     Loop("j", 0, sym("n_blocks"), self.block(True))]
         body += self.epilogue()
         name = flash_ir_name(c)
         d, bm, bn, dt = c.head_dim, c.bm, c.bn, c.dtype
@@ -524,12 +546,15 @@ def _c_rows(spec: Any) -> Tuple[Layout, Layout]:
     return split_rows(spec.tv_layout("C"), 16)
 
 
-def build_flash_ir(cfg: FlashConfig, v_early: Optional[bool] = None) -> AttnKernel:
+def build_flash_ir(cfg: FlashConfig, v_early: Optional[bool] = None,
+                   split: Optional[bool] = None) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
     template's plan refuses ``cfg`` or the IR form does not cover it.  ``v_early``: wait for V
     (and prefetch the next block's) right after ``S = Q K^T`` instead of after the softmax
-    (default: :data:`V_WAIT_EARLY_HEAD_DIMS`)."""
-    return _Builder(cfg, v_early).build()
+    (default: :data:`V_WAIT_EARLY_HEAD_DIMS`).  ``split``: the key blocks every row sees whole
+    in a loop without the mask, the rest in a masked loop; False: one loop, every block masked
+    (default: split, except :data:`ONE_MASKED_LOOP`)."""
+    return _Builder(cfg, v_early, split).build()
 
 
 # ---------------------------------------------------------------------------- verification
@@ -605,10 +630,10 @@ class IrFlashAttention(FlashAttention):
     the verifier's."""
 
     def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto",
-                 v_early: Optional[bool] = None) -> None:
+                 v_early: Optional[bool] = None, split: Optional[bool] = None) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_flash_ir(cfg, v_early)
+        self.ir = build_flash_ir(cfg, v_early, split)
         source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_flash(cfg)

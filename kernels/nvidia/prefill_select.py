@@ -103,10 +103,13 @@ CAUSAL_LONG: Dict[str, Any] = dict(stages=2, defer_pv_wait=True)
 # template: >= 0.98x its device time at B8 H32 S2K and S8K f16 and S2K bf16 (H100 2026-11-24,
 # medians of 7 interleaved rounds, benchmarks/nvidia_ir_flash.py, docs/PERFORMANCE.md):
 # d64 (V waited for before the softmax, flash_ir.V_WAIT_EARLY_HEAD_DIMS) 1.059 / 1.038 / 1.066
-# non-causal, 1.050 / 1.050 / 1.050 causal; d128 non-causal 0.994 / 1.014 / 0.991.  Not at
-# parity, so the template runs: d128 causal 0.971 / 0.980 (0.9799) / 0.981; d256 not measured.
+# non-causal, 1.050 / 1.050 / 1.050 causal; d128 non-causal 0.994 / 1.014 / 0.991; d128 causal
+# 0.994 / 0.997 / 0.998 (run v6, rotated rounds; 0.971 / 0.980 / 0.981 in the run before the
+# balanced RowMax tree); d256 (V early, one masked loop: flash_ir.ONE_MASKED_LOOP) 1.129 /
+# 1.089 / 1.112 non-causal, 1.158 / 1.114 / 1.156 causal (run v6).  Every default is listed:
+# the set stays the rule, so a head dim or tile added later runs the template until measured.
 IR_PREFILL_AT_PARITY: FrozenSet[Tuple[int, bool]] = frozenset(
-    {(64, False), (64, True), (128, False)})
+    {(64, False), (64, True), (128, False), (128, True), (256, False), (256, True)})
 
 
 def mma_prefill_on_ir(cfg: Any) -> bool:

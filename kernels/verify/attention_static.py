@@ -32,6 +32,12 @@ class Instance:
                  causal: bool) -> None:
         self.name, self.values, self.grid, self.causal = name, dict(values), grid, causal
 
+    def __repr__(self) -> str:
+        # by value: the verified-report cache keys on the instances' repr (an object address
+        # there made every process's key differ, so a stored verdict was never found again)
+        return (f"Instance({self.name!r}, {sorted(self.values.items())!r}, {tuple(self.grid)!r}, "
+                f"{self.causal!r})")
+
     def symbols(self) -> Dict[Any, int]:
         out = {}
         for k, v in self.values.items():
