@@ -221,13 +221,36 @@ class DataRules:
     def wgmma_wait(self, a: Agent, s: WgmmaWait, env) -> None:
         while len(a.groups) > s.pending:
             grp = a.groups.pop(0)
-            a.clock += 1
+            self.retire_reads(a, [(buf, el) for buf, el, _ in grp])
             for buf, el, frag in grp:
-                self.rd[buf][a.wg][el] = a.clock
                 if frag not in s.pins:
                     self.f.add("lane_accumulator_writeback", self.where(
                         a, f"wgmma.wait_group retires a wgmma into {frag} without pinning it "
                            "(lg_pin)", env))
+
+    def retire_reads(self, a: Agent, reads: List[Tuple[str, np.ndarray]]) -> None:
+        """A wgmma group of warpgroup ``a`` retires: its shared reads are stamped with a new
+        tick of ``a``'s clock, so a box may overwrite them only once a wait published that tick
+        to the producer (through a barrier ``a`` arrived on after this point)."""
+        a.clock += 1
+        for buf, el in reads:
+            self.rd[buf][a.wg][el] = a.clock
+
+    def stamped_read(self, a: Agent, buf: str, el: np.ndarray, tag: str, env) -> bool:
+        """Warpgroup ``a``'s wgmma reads ``buf[el]``: every box that wrote them must complete
+        on a barrier phase ``a`` has waited on (``lds_races`` otherwise, False); the elements
+        are then marked read and in flight for ``a`` (a box overwriting them needs ``a``'s
+        release after :meth:`retire_reads`)."""
+        tok = self.tok[buf][el]
+        for t in np.unique(tok[tok >= 0]):
+            key, ph = self.tokens[int(t)]
+            if a.obs.get(key, -2) < ph:
+                self.f.add("lds_races", self.where(
+                    a, f"{tag} reads {buf} elements whose box completes on {key[0]}"
+                       f"[{key[1]}] phase {ph}, which this warpgroup has not waited on", env))
+                return False
+        self.rd[buf][a.wg][np.asarray(el).reshape(-1)] = np.inf
+        return True
 
     def operand(self, a: Agent, op: Any, s: WgmmaMma, env) -> Optional[np.ndarray]:
         start = self.uni(a, op.start, env, f"{s.tag}'s {op.buf} descriptor start")
@@ -251,14 +274,8 @@ class DataRules:
                                                   f"[{int(el.reshape(-1)[np.argmax(tok.reshape(-1) < 0)])}]"
                                                   " before anything was written", env))
             return None
-        for t in np.unique(tok[tok >= 0]):
-            key, ph = self.tokens[int(t)]
-            if a.obs.get(key, -2) < ph:
-                self.f.add("lds_races", self.where(
-                    a, f"{s.tag} reads {op.buf} elements whose box completes on {key[0]}"
-                       f"[{key[1]}] phase {ph}, which this warpgroup has not waited on", env))
-                return None
-        self.rd[op.buf][a.wg][el.reshape(-1)] = np.inf
+        if not self.stamped_read(a, op.buf, el, s.tag, env):
+            return None
         a.open.append((op.buf, el.reshape(-1), s.acc.frag.name))
         vals = self.smem[op.buf][el].copy()
         vals[undef] = -1
