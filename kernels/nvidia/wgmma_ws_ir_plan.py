@@ -103,7 +103,26 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    The printer already prints TMA / role statements inside attention kernels
    (``CudaAttnPrinter`` extends ``CudaPrinter``, which calls ``cuda_tma.tma_stmt``); the
    printed-text checks of both (``printed.py`` for the attention statements,
-   ``printed_tma.py`` for the role / mbarrier / TMA calls) must then run on the one text;
+   ``printed_tma.py`` for the role / mbarrier / TMA calls) must then run on the one text.
+   **Landed (the protocol half)**: :mod:`kernels.verify.ring_steps` -- a ``Ring`` holding one
+   CTA of the per-role model (``gate_tma.role_cta``), the producer's coroutine stepped while a
+   consumer wait cannot complete (a ``lazy`` and an ``eager`` schedule), one protocol agent
+   per consumer warpgroup driven in lockstep (waits, per-warp arrivals, ``setmaxnreg``), each
+   consumer's wgmma operands read at its own descriptor start through the per-role model's
+   stamp rule (``DataRules.stamped_read`` / ``retire_reads``: a phase not observed, an element
+   no box wrote, a box overwriting a read before the release after its retire: ``lds_races``),
+   the deadlock, parity, arrival-count, expect-tx and register rules the per-role model's own;
+   ``RingWalk`` walks a consumer role's control flow in lockstep over it.  Proven on the
+   two-consumer TMA GEMM IR (``tests/test_ring_steps.py``: accepted in both schedules; consumer
+   skips the full wait, producer skips the empty wait, expect-tx short / over, parity flipped /
+   never advancing, release before the reading wgmma retired, setmaxnreg missing / late / a
+   split over the register file, a branch splitting the consumers, an operand outside its
+   array: each refused by its rule).  **Left** (in order): the data half --
+   ``attention_ring`` with an ``AttentionDataflow`` over the consumer view whose ``stmts``
+   call the ``Ring`` (``wait`` / ``arrive`` / ``setmaxnreg`` / ``wgmma`` / ``commit`` /
+   ``retire``) and whose shared identities are the ring's boxes translated to
+   ``encode_ids`` (needs piece 2's 4-D coordinates), the static pass on the same view, the
+   verifier's routing, the printed checks on one text;
 2. **4-D tensor maps**: ``TensorMap`` / ``TmaLoad`` are 2-D (inner, outer) and the per-role
    identities pack two coordinates; attention needs (head_dim, seq, head, batch) with the
    zero fill per (batch, head), and the printer's ``lg_tma_load_4d``;
