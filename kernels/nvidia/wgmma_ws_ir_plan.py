@@ -123,9 +123,18 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    ``retire``) and whose shared identities are the ring's boxes translated to
    ``encode_ids`` (needs piece 2's 4-D coordinates), the static pass on the same view, the
    verifier's routing, the printed checks on one text;
-2. **4-D tensor maps**: ``TensorMap`` / ``TmaLoad`` are 2-D (inner, outer) and the per-role
-   identities pack two coordinates; attention needs (head_dim, seq, head, batch) with the
-   zero fill per (batch, head), and the printer's ``lg_tma_load_4d``;
+2. **4-D tensor maps**: attention needs (head_dim, seq, head, batch) with the zero fill per
+   (batch, head), and the printer's ``lg_tma_load_4d``.  **Landed (IR and model)**:
+   ``TensorMap(planes=(heads, batch))`` with four ``dims``, ``TmaLoad(coords=(head, batch))``
+   (counts checked where built; a ``TmaStore`` through a 4-D map refused), the per-role
+   model's box identities over them (``gate_tma_data.plane_ids``: each dimension zero-filled
+   past its own extent, a row past one plane's sequence kept apart from the next plane's
+   rows; ``plane_coords`` reads them back) and ``Ring.box_coords`` (spec coordinates of what
+   the stamped boxes wrote: ``tests/test_ring_4d.py``).  **Left**: the printer (it raises
+   ``KernelError`` on a 4-D load today: the probe below tries it), ``lg_tma_load_4d`` among
+   the declared helpers only where used, ``printed_tma``'s call / argument checks for the two
+   plane coordinates, and the host's 4-D ``cuTensorMapEncodeTiled`` for an IR kernel
+   (:class:`~.ws_tma_loads.AttentionTensorMaps` encodes the template's);
 3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
    as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
    per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
@@ -192,8 +201,19 @@ def _module(name: str) -> Callable[[], bool]:
 
 
 def _tma_load_4d() -> bool:
-    from ..ir.nvidia_tma import TmaLoad
-    return _has_field(TmaLoad, "coords")
+    """4-D boxes in the IR (``TmaLoad.coords``, landed with the per-role model's identities)
+    *and* printed: the printer refuses one until it prints ``lg_tma_load_4d``."""
+    from ..errors import KernelError
+    from ..ir.nvidia_tma import TensorMap, TmaLoad
+    from ..printer.cuda_tma import tma_stmt
+    if not _has_field(TmaLoad, "coords"):
+        return False
+    tm = TensorMap("tm", "T", ("d", "row", "head", "batch"), 64, 64, 64, 64, planes=(1, 1))
+    try:
+        tma_stmt(lambda d, line: None, TmaLoad(tm, 0, 0, "s", 0, "b", 0, coords=(0, 0)), 0)
+    except KernelError:
+        return False
+    return True
 
 
 def _named_barrier_arrive() -> bool:

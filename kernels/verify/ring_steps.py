@@ -29,24 +29,25 @@ calls it at the ring's statements:
 
 No rule is copied: every one of them is the per-role model's method on the same CTA.  What is
 left to the caller (the lockstep dataflow): the data -- the box identities are the per-role
-model's (``cta.smem``, 2-D coordinates; the attention identities need the 4-D maps of piece
-2), registers, softmax, stores.  :class:`RingWalk` is the smallest such caller: the lockstep
+model's (``cta.smem``; a 4-D box's read back as spec coordinates by :meth:`Ring.box_coords`,
+the attention dataflow's to encode), registers, softmax, stores.  :class:`RingWalk` is the smallest such caller: the lockstep
 walk of the consumer role's control flow over the ring, with every other statement handed to
 :meth:`RingWalk.data` (which refuses it unless a subclass says what it does).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import KernelError
-from ..ir.core import Comment, If, Let, Loop, c_eval, sym
-from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, RoleBranch, Setmaxnreg)
+from ..ir.core import Comment, If, Let, Loop, c_eval, sym, walk
+from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, RoleBranch, Setmaxnreg,
+                             TmaLoad)
 from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaMma, WgmmaWait, operand_elements
 from .gate_tma import role_cta
-from .gate_tma_data import Agent, Stop
+from .gate_tma_data import SHT, Agent, Stop, plane_coords
 from .spec import KernelSpec
 
 __all__ = ["Ring", "RingWalk", "RING_SCHEDULES"]
@@ -83,6 +84,9 @@ class Ring:
         penv = dict(env)
         penv[sym("tid")] = np.arange(WARPGROUP)
         self.producer = agents[0]
+        # the 4-D maps of the kernel's boxes (box_coords reads their identities back)
+        self.maps = list({s.tmap.name: s.tmap for s in walk(k.body)
+                          if isinstance(s, TmaLoad) and s.tmap.planes}.values())
         self._gen: Optional[Iterator[None]] = self.cta.run(self.producer, self.body, penv)
 
     # ---- the consumers' view ----------------------------------------------------------------
@@ -186,6 +190,24 @@ class Ring:
             for grp in a.groups + [a.open]:
                 for buf, el, _ in grp:
                     self.cta.rd[buf][a.wg][el] = np.inf
+
+    def box_coords(self, buf: str, el: np.ndarray) -> Tuple[str, Dict[str, np.ndarray],
+                                                            np.ndarray]:
+        """What the boxes wrote at ``buf[el]`` (all of one 4-D tensor map's tensor): (tensor,
+        spec dimension -> coordinates, zero-filled) -- the identities the attention dataflow
+        encodes (:func:`~kernels.verify.attention_ids.encode_ids`).  ``KernelError`` where no
+        box wrote an element or the elements are not all of one 4-D map's tensor."""
+        el = np.asarray(el)
+        ids = self.cta.smem[buf][el]
+        if (self.cta.tok[buf][el] < 0).any():
+            raise KernelError(f"ring: {buf} elements no box wrote")
+        tids = np.unique((ids & ~(np.int64(1) << 62)) >> SHT)
+        maps = [tm for tm in self.maps if self.gate.tensor_id[tm.tensor] == int(tids[0])]
+        if len(tids) != 1 or not maps:
+            raise KernelError(f"ring: {buf} elements of tensors {tids.tolist()}, not of one 4-D "
+                              "tensor map's")
+        coords, zero = plane_coords(ids, maps[0], self.env0)
+        return maps[0].tensor, coords, zero
 
     # ---- the producer -----------------------------------------------------------------------
     def step(self) -> bool:
