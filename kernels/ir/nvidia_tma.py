@@ -105,9 +105,8 @@ class TensorMap:
     A 4-D map (attention's ``(head_dim, seq, head, batch)``) adds ``planes``, the extents of
     the dimensions past the outer one (``dims`` then names all four); its boxes are one plane
     (one (head, batch)) deep, each dimension zero-filled past its own extent (rows past one
-    (batch, head)'s sequence arrive as zeros, not as the next head's rows).  The per-role model
-    reads such boxes; the printer does not print them yet (plan piece 2 of
-    :mod:`kernels.nvidia.wgmma_ws_ir_plan`)."""
+    (batch, head)'s sequence arrive as zeros, not as the next head's rows); loaded by
+    ``lg_tma_load_4d``."""
 
     name: str
     tensor: str

@@ -120,21 +120,21 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    array: each refused by its rule).  **Left** (in order): the data half --
    ``attention_ring`` with an ``AttentionDataflow`` over the consumer view whose ``stmts``
    call the ``Ring`` (``wait`` / ``arrive`` / ``setmaxnreg`` / ``wgmma`` / ``commit`` /
-   ``retire``) and whose shared identities are the ring's boxes translated to
-   ``encode_ids`` (needs piece 2's 4-D coordinates), the static pass on the same view, the
-   verifier's routing, the printed checks on one text;
-2. **4-D tensor maps**: attention needs (head_dim, seq, head, batch) with the zero fill per
-   (batch, head), and the printer's ``lg_tma_load_4d``.  **Landed (IR and model)**:
-   ``TensorMap(planes=(heads, batch))`` with four ``dims``, ``TmaLoad(coords=(head, batch))``
-   (counts checked where built; a ``TmaStore`` through a 4-D map refused), the per-role
-   model's box identities over them (``gate_tma_data.plane_ids``: each dimension zero-filled
-   past its own extent, a row past one plane's sequence kept apart from the next plane's
-   rows; ``plane_coords`` reads them back) and ``Ring.box_coords`` (spec coordinates of what
-   the stamped boxes wrote: ``tests/test_ring_4d.py``).  **Left**: the printer (it raises
-   ``KernelError`` on a 4-D load today: the probe below tries it), ``lg_tma_load_4d`` among
-   the declared helpers only where used, ``printed_tma``'s call / argument checks for the two
-   plane coordinates, and the host's 4-D ``cuTensorMapEncodeTiled`` for an IR kernel
-   (:class:`~.ws_tma_loads.AttentionTensorMaps` encodes the template's);
+   ``retire``) and whose shared identities are the ring's boxes (``Ring.box_coords``, piece 2)
+   encoded by ``encode_ids``, the static pass on the same view, the verifier's routing, the
+   printed checks on one text;
+2. **4-D tensor maps** (landed): ``TensorMap(planes=(heads, batch))`` with four ``dims``,
+   ``TmaLoad(coords=(head, batch))`` (counts checked where built; a ``TmaStore`` through a 4-D
+   map refused); the per-role model's box identities over them (``gate_tma_data.plane_ids``:
+   each dimension zero-filled past its own extent, a row past one plane's sequence kept apart
+   from the next plane's rows; ``plane_coords`` reads them back) and ``Ring.box_coords`` (the
+   spec coordinates of what the stamped boxes wrote); printed as ``lg_tma_load_4d`` (the
+   template's helper text, :data:`~kernels.nvidia.tma.TMA_LOAD_4D_HELPER`, declared only where
+   used), ``printed_tma`` reading the call and its plane coordinates back (literals included)
+   and counting 2-D and 4-D calls (``tests/test_ring_4d.py``: a 4-D ring over two heads and two
+   batches with a ragged sequence, misprints refused).  Not yet: the host's 4-D
+   ``cuTensorMapEncodeTiled`` for an IR kernel (the template's are
+   :class:`~.ws_tma_loads.AttentionTensorMaps`), which the launcher of piece 5 needs;
 3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
    as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
    per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
@@ -201,8 +201,8 @@ def _module(name: str) -> Callable[[], bool]:
 
 
 def _tma_load_4d() -> bool:
-    """4-D boxes in the IR (``TmaLoad.coords``, landed with the per-role model's identities)
-    *and* printed: the printer refuses one until it prints ``lg_tma_load_4d``."""
+    """4-D boxes in the IR (``TmaLoad.coords``, with the per-role model's identities) *and*
+    printed (the printer raised ``KernelError`` on one before it printed ``lg_tma_load_4d``)."""
     from ..errors import KernelError
     from ..ir.nvidia_tma import TensorMap, TmaLoad
     from ..printer.cuda_tma import tma_stmt
