@@ -31,6 +31,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
+from ..ir.attention import LetMinMax
 from ..ir.core import Access, Comment, If, Let, Loop, ZeroFrag, c_eval, sym
 from ..ir.nvidia_tma import (WARPGROUP, BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
@@ -150,6 +151,9 @@ class _Cta(DataRules, TicketModel):
             a.leader = False
         elif isinstance(s, Let):
             env[sym(s.name)] = c_eval(s.expr, env)
+        elif isinstance(s, LetMinMax):          # the attention kernels' la_imin / la_imax
+            x, y = np.asarray(c_eval(s.a, env)), np.asarray(c_eval(s.b, env))
+            env[sym(s.name)] = np.minimum(x, y) if s.op == "min" else np.maximum(x, y)
         elif isinstance(s, Loop):
             lo = self.uni(a, s.start, env, f"loop {s.var}'s start")
             hi = self.uni(a, s.stop, env, f"loop {s.var}'s bound")
