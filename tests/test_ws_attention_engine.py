@@ -164,3 +164,29 @@ def test_planted_bugs_are_refused(name, plant, check, msg, causal):
     bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
     assert check in bad, (name, bad)
     assert msg in bad[check], (name, bad[check])
+
+
+def test_the_verifier_routes_a_ws_attention_spec_to_the_engine():
+    from kernels.printer.cuda_attention import emit_cuda_attention
+    from kernels.verify.spec import SpecError
+    from kernels.verify.verifier import verify
+    k = build_ws_serial_ir()
+    r = verify(k, arch="sm_90a")
+    assert r.holds and r.details["engine"].startswith("warp-specialised attention")
+    with pytest.raises(SpecError, match="printed text of a warp-specialised attention"):
+        verify(k, arch="sm_90a", source=emit_cuda_attention(k))
+
+
+def test_a_pingpong_between_the_consumers_is_refused_not_ignored():
+    """The engine does not run named barriers yet (NAMED_BARRIERS): a ping-pong's branch on
+    the consumer index splits the lockstep consumers and is refused."""
+    from kernels.ir.core import If
+    from kernels.ir.nvidia_tma import NamedBarrier
+    from kernels.verify.attention_ring import NAMED_BARRIERS
+    assert NAMED_BARRIERS is False
+    k = build_ws_serial_ir()
+    c = _role(k, "consumer")
+    c.body.insert(2, If(sympy.Eq(sym("wg"), 2), [NamedBarrier(3, 256, arrive=True)]))
+    r = verify_ws_attention(k, schedules=("lazy",))
+    cex = r.checks["lds_races"].counterexample     # the static pass and the lockstep walk
+    assert "depends on the thread" in cex and "more" in cex

@@ -18,10 +18,11 @@ pieces 5-7), not printed for a GPU run, not dispatched.
   :mod:`.wgmma_flash_ir`.
 
 :func:`build_ws_serial_ir` returns the kernel with its spec (the mma.sync IR prefill's
-instances, ``warpgroup_roles`` producer / consumer).  Verified today by the ring of
-:mod:`kernels.verify.ring_steps` for its protocol (phases, stamps, releases, registers); the
-attention dataflow over the ring (the softmax and write-back rules on the same run) is the
-plan's next step.
+instances, ``warpgroup_roles`` producer / consumer), which :func:`kernels.verify.verifier
+.verify` routes to the warp-specialised attention engine (:mod:`kernels.verify.attention_ring`:
+the ring's protocol and the consumers' softmax dataflow in one run, the static pass on the
+consumer view).  Its printed text (the attention printer prints it) is not checked yet, so it
+is not compiled or run.
 """
 
 from __future__ import annotations

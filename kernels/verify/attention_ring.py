@@ -15,12 +15,14 @@ ring's stamp rule (a phase the warpgroup has not observed, an element no box wro
 overwriting a read before the release after its retire: ``lds_races``); arrivals, parities,
 transaction bytes, deadlocks and ``setmaxnreg`` are the per-role model's rules.
 
-What this engine does not run yet (so :func:`verify_ws_attention` does not report them and is
-not the verifier's route for such kernels): the static pass (``AttentionStatic``: the O
-stores' coverage, bounds and index math; it needs the same consumer view and the (batch, head)
-anchor taken from Q's box instead of a Q load), the printed-text checks of the attention
-statements on the same text, and the protocol of named barriers between the consumers (the
-ping-pong: three agents, the per-role model).
+The static pass of the attention gate runs on the same consumer view (:class:`RingStatic`:
+the O stores' index math, bounds and coverage over every block, the thread's (batch, head)
+anchor taken from the Q box its wait observes).
+
+What this engine does not run yet: the printed-text checks of the attention and role
+statements on one text (:func:`kernels.verify.verifier.verify` refuses a ``source`` for these
+kernels), and named barriers between the consumers (the ping-pong: the lockstep walk refuses a
+branch splitting the consumer warpgroups; :data:`NAMED_BARRIERS` says so to the plan's probe).
 """
 
 from __future__ import annotations
@@ -44,8 +46,11 @@ from .gate_tma_data import Stop
 from .ring_steps import RING_SCHEDULES, Ring
 from .spec import KernelSpec
 
-__all__ = ["RingDataflow", "RingStatic", "verify_ws_attention", "WS_ATTENTION_CHECKS"]
+__all__ = ["RingDataflow", "RingStatic", "verify_ws_attention", "WS_ATTENTION_CHECKS",
+           "NAMED_BARRIERS"]
 
+#: whether the engine runs the consumers' named barriers (the ping-pong): not yet
+NAMED_BARRIERS = False
 #: the checks one run of this engine decides (the attention dataflow's and the ring's)
 WS_ATTENTION_CHECKS = ("emitted_index_math", "vector_widths", "coverage", "lane_mfma_operands", "cross_lane_reductions", "online_softmax",
                        "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races",
