@@ -81,7 +81,7 @@ from .wgmma import Operand, accumulator_rows_cols
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 
 __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_supported",
-           "IrWgmmaFlashAttention"]
+           "IrWgmmaFlashAttention", "WgmmaFlashBuilder"]
 
 
 def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
@@ -113,7 +113,11 @@ def _lt(a: Any, b: Any) -> Any:
     return sympy.StrictLessThan(a, b, evaluate=False)
 
 
-class _Builder:
+class WgmmaFlashBuilder:
+    """The statements of the wgmma prefill's IR for one ``cfg`` (:meth:`build` the kernel);
+    the warp-specialised form (:mod:`.wgmma_ws_ir_serial`) reuses its tile, products,
+    softmax and epilogue through the methods it overrides (``scores``, ``block_lets``)."""
+
     def __init__(self, cfg: WgmmaFlashConfig) -> None:
         why = wgmma_flash_ir_supported(cfg)
         if why is not None:
@@ -420,7 +424,7 @@ class _Builder:
 def build_wgmma_flash_ir(cfg: WgmmaFlashConfig) -> AttnKernel:
     """The IR of ``cfg`` with its spec; :class:`~.attention.AttentionConfigError` where the
     template's plan refuses ``cfg`` or the IR form does not cover it."""
-    return _Builder(cfg).build()
+    return WgmmaFlashBuilder(cfg).build()
 
 
 class IrWgmmaFlashAttention(IrFlashAttention):

@@ -41,7 +41,7 @@ from ..ir.nvidia_wgmma import GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma, Wg
 from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
-from .wgmma_flash_ir import _Builder
+from .wgmma_flash_ir import WgmmaFlashBuilder
 from .ws_tma_loads import TMA_CONSUMER_REGS, TMA_PRODUCER_REGS, plan_tma_loads
 
 __all__ = ["build_ws_serial_ir", "WS_STAGES"]
@@ -49,7 +49,7 @@ __all__ = ["build_ws_serial_ir", "WS_STAGES"]
 WS_STAGES = 2
 
 
-class _WsBuilder(_Builder):
+class _WsBuilder(WgmmaFlashBuilder):
     def __init__(self, causal: bool, dtype: str = "bf16") -> None:
         super().__init__(WgmmaFlashConfig(dtype=dtype, head_dim=128, warpgroups=2,
                                           causal=causal, overlap=False))
