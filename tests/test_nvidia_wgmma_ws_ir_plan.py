@@ -31,26 +31,30 @@ def test_the_dispatched_configurations_are_the_ones_the_note_names():
 
 def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
     cfgs = plan.dispatched_d128_configs()
-    base = {"engine", "tma_4d", "builder_printer"}
+    base = {"engine_pingpong", "builder_printer"}
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == base
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K causal"])) == base | {"deferred_pv_wait"}
     assert set(plan.missing_pieces(cfgs["B16 H32 S512 causal"])) == base | {"persistent_units"}
-    # landed: the two-consumer builder (wgmma_flash_ir, warpgroups=2 at d128) and the
-    # cross-warpgroup named barriers (NamedBarrier(arrive=...), the per-role model's rule)
-    assert {"two_consumers", "pingpong_barriers"}.isdisjoint(
+    # landed: the two-consumer builder (wgmma_flash_ir, warpgroups=2 at d128), the
+    # cross-warpgroup named barriers (NamedBarrier(arrive=...), the per-role model's rule) and
+    # the 4-D tensor maps (TmaLoad.coords: model, printer, printed checks)
+    assert {"two_consumers", "pingpong_barriers", "tma_4d"}.isdisjoint(
         plan.missing_pieces(cfgs["B8 H32 S8K"]))
+    # landed: the engine (kernels.verify.attention_ring), without ping-pong
+    assert "engine" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
     # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers
     bare = WsFlashConfig(head_dim=128, stages=2, pingpong=False)
-    assert set(plan.missing_pieces(bare)) == {"engine", "builder_printer"}
+    assert set(plan.missing_pieces(bare)) == {"builder_printer"}
     # a piece whose probe turns True is no longer missing
-    pieces = tuple(dataclasses.replace(p, probe=lambda: True) if p.name == "engine" else p
-                   for p in plan.PIECES)
+    pieces = tuple(dataclasses.replace(p, probe=lambda: True) if p.name == "engine_pingpong"
+                   else p for p in plan.PIECES)
     monkeypatch.setattr(plan, "PIECES", pieces)
-    assert "engine" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
+    assert "engine_pingpong" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
 
 
-@pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers"])
+@pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers", "engine",
+                                  "engine_pingpong"])
 def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
-    assert probe() is (name in ("two_consumers", "pingpong_barriers"))
+    assert probe() is (name in ("two_consumers", "pingpong_barriers", "tma_4d", "engine"))

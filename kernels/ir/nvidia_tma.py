@@ -100,22 +100,32 @@ class TensorMap:
     host's ``cuTensorMapEncodeTiled``) over the spec tensor ``tensor`` stored row-major with
     ``outer`` rows and ``inner`` contiguous columns (sympy expressions of the runtime sizes),
     read or written in boxes of ``box_inner x box_outer`` 16-bit elements with the 128-byte
-    swizzle.  ``dims``: the spec dimension names of (inner, outer), e.g. ``("k", "m")``."""
+    swizzle.  ``dims``: the spec dimension names of (inner, outer), e.g. ``("k", "m")``.
+
+    A 4-D map (attention's ``(head_dim, seq, head, batch)``) adds ``planes``, the extents of
+    the dimensions past the outer one (``dims`` then names all four); its boxes are one plane
+    (one (head, batch)) deep, each dimension zero-filled past its own extent (rows past one
+    (batch, head)'s sequence arrive as zeros, not as the next head's rows); loaded by
+    ``lg_tma_load_4d``."""
 
     name: str
     tensor: str
-    dims: Tuple[str, str]
+    dims: Tuple[str, ...]
     inner: Any
     outer: Any
     box_inner: int
     box_outer: int
     dtype: str = "f16"
+    planes: Tuple[Any, ...] = ()
 
     @property
     def box_bytes(self) -> int:
         return 2 * self.box_inner * self.box_outer
 
     def __post_init__(self) -> None:
+        if len(self.dims) != 2 + len(self.planes) or len(self.planes) not in (0, 2):
+            raise ValueError(f"tensor map {self.name}: dims {self.dims} must name (inner, "
+                             f"outer) and one per plane extent {self.planes} (2-D or 4-D)")
         if self.box_inner * 2 != 128 or not (1 <= self.box_outer <= 256):
             raise ValueError(f"tensor map {self.name}: boxes of one 128-byte swizzle row "
                              f"(64 16-bit elements) by 1..256 rows are modelled, got "
@@ -191,7 +201,8 @@ class TmaPrefetch:
 @dataclass
 class TmaLoad:
     """One box of ``tmap`` at (``c0`` inner, ``c1`` outer) -> shared ``dst`` at element
-    ``offset``, completing its bytes on ``bar[index]``."""
+    ``offset``, completing its bytes on ``bar[index]``; ``coords``: a 4-D map's plane
+    coordinates (one per ``tmap.planes``)."""
 
     tmap: TensorMap
     c0: Any
@@ -201,6 +212,12 @@ class TmaLoad:
     bar: str
     index: Any
     tag: str = ""
+    coords: Tuple[Any, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.coords) != len(self.tmap.planes):
+            raise ValueError(f"{self.tag or 'TmaLoad'}: {len(self.coords)} plane coordinates "
+                             f"for tensor map {self.tmap.name}'s {len(self.tmap.planes)} planes")
 
 
 @dataclass
@@ -214,6 +231,11 @@ class TmaStore:
     c0: Any
     c1: Any
     tag: str = ""
+
+    def __post_init__(self) -> None:
+        if self.tmap.planes:
+            raise ValueError(f"{self.tag or 'TmaStore'}: stores through a 4-D tensor map "
+                             f"({self.tmap.name}) are not modelled")
 
 
 @dataclass

@@ -42,7 +42,7 @@ from ..errors import LaunchError
 from .gemm import GemmConfigError, need
 
 __all__ = ["DeviceMaps", "TmaOperandLoad", "tma_swizzle", "tma_tile_addresses", "check_tma_against_descriptors",
-           "TMA_HELPERS", "NAMED_ARRIVE_HELPER", "encode_tensor_map", "encode_tiled_map", "SWIZZLE_REPEAT", "box_offset_expr",
+           "TMA_HELPERS", "NAMED_ARRIVE_HELPER", "TMA_LOAD_4D_HELPER", "encode_tensor_map", "encode_tiled_map", "SWIZZLE_REPEAT", "box_offset_expr",
            "check_printed_offsets"]
 
 #: bytes after which each swizzle pattern repeats (8 rows of the swizzle width)
@@ -212,6 +212,19 @@ LG_DEV void lg_st_shared_u32(lg_u32 addr, lg_u32 v) {
 }
 template <int R> LG_DEV void lg_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R)); }
 template <int R> LG_DEV void lg_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R)); }
+"""
+
+#: the 4-D box load (attention's (head_dim, seq, head, batch) maps): the template's
+#: (:data:`~kernels.nvidia.ws_tma_loads.TMA_WS_HELPERS`) and, after :data:`TMA_HELPERS`, an IR
+#: kernel's with a 4-D :class:`~kernels.ir.nvidia_tma.TmaLoad` (printed only there)
+TMA_LOAD_4D_HELPER = r"""
+// box at (c0 head_dim, c1 row, c2 head, c3 batch) of a 4-D tensor map -> shared dst;
+// completes its bytes on bar (rows past the sequence arrive as zeros and count too)
+LG_DEV void lg_tma_load_4d(lg_u32 dst, const void* tmap, lg_u32 bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+               :: "r"(dst), "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
 """
 
 #: ``bar.arrive``: printed (after :data:`TMA_HELPERS`) only in kernels whose IR has a

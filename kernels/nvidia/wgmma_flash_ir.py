@@ -91,7 +91,7 @@ from .wgmma import Operand, accumulator_rows_cols
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 
 __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_supported",
-           "IrWgmmaFlashAttention"]
+           "IrWgmmaFlashAttention", "WgmmaFlashBuilder"]
 
 
 #: the overlapped schedule masks block 0 only where a row does not see it whole (the template's
@@ -130,7 +130,12 @@ def _lt(a: Any, b: Any) -> Any:
     return sympy.StrictLessThan(a, b, evaluate=False)
 
 
-class _Builder:
+class WgmmaFlashBuilder:
+    """The statements of the wgmma prefill's IR for one ``cfg`` (:meth:`build` the kernel);
+    the warp-specialised form (:mod:`.wgmma_ws_ir_serial`) reuses its tile, products,
+    softmax and epilogue through the methods it overrides (``scores``, ``block_lets``).
+    ``mask_block0_when_needed``: see :data:`MASK_BLOCK0_WHEN_NEEDED` (its default)."""
+
     def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None
                  ) -> None:
         self.mask_block0_when_needed = (MASK_BLOCK0_WHEN_NEEDED if mask_block0_when_needed
@@ -455,7 +460,7 @@ def build_wgmma_flash_ir(cfg: WgmmaFlashConfig,
     template's plan refuses ``cfg`` or the IR form does not cover it.
     ``mask_block0_when_needed``: the overlapped schedule's block 0 masked only where some row
     does not see it whole (default :data:`MASK_BLOCK0_WHEN_NEEDED`)."""
-    return _Builder(cfg, mask_block0_when_needed).build()
+    return WgmmaFlashBuilder(cfg, mask_block0_when_needed).build()
 
 
 class IrWgmmaFlashAttention(IrFlashAttention):

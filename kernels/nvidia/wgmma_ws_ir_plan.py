@@ -60,7 +60,7 @@ IR form can be bitwise the template at every shape the dispatch was measured at.
 The IR form has today (:mod:`kernels.ir.nvidia_tma`, verified by the per-role phase model
 :mod:`kernels.verify.gate_tma` for the TMA GEMM): ``RoleBranch``, ``LeaderOnly``,
 ``Setmaxnreg``, ``MbarrierInit`` / ``InitFence`` / ``ExpectTx`` / ``Arrive`` (``per_warp``) /
-``Wait``, ``TmaPrefetch``, ``VarInit`` / ``VarSet``, 2-D ``TmaLoad``, ``NamedBarrier``
+``Wait``, ``TmaPrefetch``, ``VarInit`` / ``VarSet``, 2-D and 4-D ``TmaLoad``, ``NamedBarrier``
 (``bar.sync`` / ``bar.arrive``, within one warpgroup or across several); and the consumers'
 statements of the d64 IR (:mod:`.wgmma_flash_ir`: ``WgmmaMma`` with descriptors and register
 A, ``RowMax`` / ``LaneXor`` / ``SoftmaxUpdate`` / ``ExpScores`` / ``Rescale`` /
@@ -68,45 +68,49 @@ A, ``RowMax`` / ``LaneXor`` / ``SoftmaxUpdate`` / ``ExpScores`` / ``Rescale`` /
 :mod:`kernels.verify.attention_gate` with the GEMM's wgmma rules).  Missing, in the order a
 builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configuration needs):
 
-1. **the engine**: no verifier runs a kernel holding both.  The per-role model refuses any
-   attention statement ("has no meaning on the per-role model") and proves a GEMM's C, not a
-   softmax; the attention engine runs every thread in lockstep and refuses a ``RoleBranch``
-   (a branch not uniform over the block) and every mbarrier statement.  Plan: keep the
-   per-role scheduler (agents as coroutines, ``Bar`` phases with vector clocks, the parity,
-   arrival-count, expect-tx, deadlock and register-budget rules: reused, not copied) and run
-   the consumers' data as **one lockstep attention agent of the 256 consumer threads**
-   (:class:`~kernels.verify.attention_dataflow.AttentionDataflow` with its statement walk a
-   generator that yields at ``MbarrierWait``): the two consumers run one program on private
-   registers and only read the shared stages, so ping-pong orders their issue, not their data;
-   the producer agent's ``TmaLoad`` writes the attention engine's element identities (4-D
-   coordinates, the zero flag past the sequence) with the box's (barrier, phase) token; a
-   consumer wgmma reading an element whose token's phase it has not observed, and a box
-   overwriting an element a consumer wgmma read before that consumer's release was observed,
-   are ``lds_races`` (the rule of :meth:`~kernels.verify.gate_tma_data.DataRules.tma_load`).
-   The protocol (named barriers, per-consumer arrivals) runs separately with three agents.
-   Where the code meets this (read while writing the note): the consumer agent is an
-   ``AttentionDataflow`` over a *view* of the kernel (the consumer role's body, ``block`` 256,
-   ``tid = 128 + arange(256)`` in its environment: lanes and the warpgroup-relative wgmma
-   tables are the same, the IR's ``cw = wg - 1`` picks the rows); its ``stmts`` dispatches
-   ``MbarrierWait`` / ``MbarrierArrive`` to the ring, which steps the producer (a small
-   generator over ``Let`` / ``Loop`` / ``If`` / ``LeaderOnly`` / mbarrier / ``TmaLoad``
-   statements, :class:`~kernels.verify.gate_tma_data.Bar` phases) until the awaited phase
-   completes or the producer blocks (a deadlock, refused); a box writes
-   ``encode_ids(tensor, batch * heads + head, row, d, row >= seqlen)`` (the identities a
-   ``cp.async`` load gives, :meth:`AttentionDataflow.access`) at
-   :func:`~kernels.nvidia.tma.tma_tile_addresses` of its destination, stamped with its
-   (barrier, phase); the wgmma operand read (``gate_wgmma.WgmmaRules._operand``, shared with
-   the GEMM) then checks the stamp against the phases the consumer observed.  The static pass
-   (``AttentionStatic``: O stores, coverage, index math) runs on the same consumer view;
-   :func:`kernels.verify.verifier.verify` routes a spec with both ``softmax`` and
-   ``warpgroup_roles`` to it (today ``warpgroup_roles`` goes to the GEMM's per-role model).
-   The printer already prints TMA / role statements inside attention kernels
-   (``CudaAttnPrinter`` extends ``CudaPrinter``, which calls ``cuda_tma.tma_stmt``); the
-   printed-text checks of both (``printed.py`` for the attention statements,
-   ``printed_tma.py`` for the role / mbarrier / TMA calls) must then run on the one text;
-2. **4-D tensor maps**: ``TensorMap`` / ``TmaLoad`` are 2-D (inner, outer) and the per-role
-   identities pack two coordinates; attention needs (head_dim, seq, head, batch) with the
-   zero fill per (batch, head), and the printer's ``lg_tma_load_4d``;
+1. **the engine** (landed, without ping-pong): :func:`kernels.verify.attention_ring
+   .verify_ws_attention` -- one run holding the producer / consumer protocol and the
+   consumers' softmax dataflow, which :func:`kernels.verify.verifier.verify` routes a spec
+   with both ``softmax`` and ``warpgroup_roles`` to (its printed text refused until piece 5's
+   checks exist).  The producer is the per-role model's agent, stepped by a
+   :class:`~kernels.verify.ring_steps.Ring` (one CTA of the per-role model,
+   ``gate_tma.role_cta``) while a consumer wait cannot complete, in a ``lazy`` and an ``eager``
+   schedule; the consumer warpgroups are **one lockstep** ``AttentionDataflow`` over a view of
+   the kernel (``block`` 256, ``tid = 128 + arange(256)``), whose walk calls the ring: waits
+   and per-warp arrivals are the per-role model's agents' (parity observed once, arrival
+   counts, expect-tx bytes, deadlocks, vector clocks), ``setmaxnreg`` its register rule; each
+   box's elements become the dataflow's identities (``Ring.box_coords`` ->
+   ``encode_ids``, zero-filled rows keeping their coordinates); each wgmma's operands go
+   through the per-role model's stamp rule first (``DataRules.stamped_read`` /
+   ``retire_reads``: an element no box wrote or whose phase the warpgroup has not observed, a
+   box overwriting a read before the release after its retire: ``lds_races``).  The static
+   pass runs on the consumer view (``RingStatic``: O index math, bounds, coverage; the (batch,
+   head) anchor from the Q box its ``bQ`` wait observes).  Its first kernel:
+   :func:`~.wgmma_ws_ir_serial.build_ws_serial_ir` (two consumers, two-stage K / V rings, the
+   serial schedule, 4-D boxes; not dispatched, not printed for a GPU), verified causal and not
+   at the mma.sync IR prefill's instances; planted bugs refused by their rule
+   (``tests/test_ws_attention_engine.py``: consumer skips the full wait, producer skips the
+   empty wait, expect-tx short / over, parity flipped, K released before S retired,
+   setmaxnreg missing / over the file, K boxes at the query head, V a block late, Q at the next
+   query block or head, Q's descriptor start unstepped, masks dropped, an O store dropped);
+   the ring alone on the two-consumer TMA GEMM (``tests/test_ring_steps.py``).
+   **Left** (:data:`PIECES` ``engine_pingpong``): the consumers' named barriers -- the
+   lockstep walk refuses a branch splitting the consumers (``cw``), so the ping-pong's
+   ``bar.sync`` / ``bar.arrive`` need the three-agent protocol run beside the lockstep data
+   (the per-role model's group-barrier rule on the ring's CTA, the walk taking both branches'
+   statements for the data);
+2. **4-D tensor maps** (landed): ``TensorMap(planes=(heads, batch))`` with four ``dims``,
+   ``TmaLoad(coords=(head, batch))`` (counts checked where built; a ``TmaStore`` through a 4-D
+   map refused); the per-role model's box identities over them (``gate_tma_data.plane_ids``:
+   each dimension zero-filled past its own extent, a row past one plane's sequence kept apart
+   from the next plane's rows; ``plane_coords`` reads them back) and ``Ring.box_coords`` (the
+   spec coordinates of what the stamped boxes wrote); printed as ``lg_tma_load_4d`` (the
+   template's helper text, :data:`~kernels.nvidia.tma.TMA_LOAD_4D_HELPER`, declared only where
+   used), ``printed_tma`` reading the call and its plane coordinates back (literals included)
+   and counting 2-D and 4-D calls (``tests/test_ring_4d.py``: a 4-D ring over two heads and two
+   batches with a ragged sequence, misprints refused).  Not yet: the host's 4-D
+   ``cuTensorMapEncodeTiled`` for an IR kernel (the template's are
+   :class:`~.ws_tma_loads.AttentionTensorMaps`), which the launcher of piece 5 needs;
 3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
    as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
    per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
@@ -173,14 +177,33 @@ def _module(name: str) -> Callable[[], bool]:
 
 
 def _tma_load_4d() -> bool:
-    from ..ir.nvidia_tma import TmaLoad
-    return _has_field(TmaLoad, "coords")
+    """4-D boxes in the IR (``TmaLoad.coords``, with the per-role model's identities) *and*
+    printed (the printer raised ``KernelError`` on one before it printed ``lg_tma_load_4d``)."""
+    from ..errors import KernelError
+    from ..ir.nvidia_tma import TensorMap, TmaLoad
+    from ..printer.cuda_tma import tma_stmt
+    if not _has_field(TmaLoad, "coords"):
+        return False
+    tm = TensorMap("tm", "T", ("d", "row", "head", "batch"), 64, 64, 64, 64, planes=(1, 1))
+    try:
+        tma_stmt(lambda d, line: None, TmaLoad(tm, 0, 0, "s", 0, "b", 0, coords=(0, 0)), 0)
+    except KernelError:
+        return False
+    return True
 
 
 def _named_barrier_arrive() -> bool:
     from ..ir import nvidia_tma
     return hasattr(nvidia_tma, "NamedBarrierArrive") or _has_field(nvidia_tma.NamedBarrier,
                                                                    "arrive")
+
+
+def _engine_pingpong() -> bool:
+    """Does the warp-specialised attention engine take named barriers (it says so)?"""
+    if not _module(ENGINE_MODULE)():
+        return False
+    from ..verify import attention_ring
+    return bool(getattr(attention_ring, "NAMED_BARRIERS", False))
 
 
 def _two_consumer_builder() -> bool:
@@ -209,6 +232,8 @@ PIECES: Tuple[Piece, ...] = (
     Piece("engine", "one verifier run over producer / consumer roles with mbarrier phases and "
           "the attention dataflow of the consumers", lambda c: True,
           _module(ENGINE_MODULE)),
+    Piece("engine_pingpong", "the engine running the consumers' named barriers (ping-pong) "
+          "beside their lockstep dataflow", lambda c: c.pingpong, _engine_pingpong),
     Piece("tma_4d", "4-D tensor maps (head_dim, seq, head, batch) in TensorMap / TmaLoad, the "
           "model and the printer", lambda c: c.loader == "tma", _tma_load_4d),
     Piece("pingpong_barriers", "bar.sync / bar.arrive on 256 threads of two consumer "

@@ -32,7 +32,7 @@ from ..errors import LaunchError
 from .attention import AttentionConfigError
 from .gemm import GemmConfigError
 from .tma import (DeviceMaps, SWIZZLE_REPEAT, TmaOperandLoad, check_tma_against_descriptors,
-                  encode_tiled_map)
+                  TMA_LOAD_4D_HELPER, encode_tiled_map)
 from .wgmma import proved
 
 __all__ = ["TMA_PRODUCER_REGS", "TMA_CONSUMER_REGS", "TMA_WS_HELPERS", "TMA_PARAMS",
@@ -54,15 +54,7 @@ LG_DEV void lg_mbar_expect_tx(lg_u32 bar, lg_u32 bytes) {
 }
 LG_DEV void lg_tma_prefetch(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"(tmap) : "memory");
-}
-// box at (c0 head_dim, c1 row, c2 head, c3 batch) of a 4-D tensor map -> shared dst;
-// completes its bytes on bar (rows past the sequence arrive as zeros and count too)
-LG_DEV void lg_tma_load_4d(lg_u32 dst, const void* tmap, lg_u32 bar, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
-               :: "r"(dst), "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
-}
-"""
+}""" + TMA_LOAD_4D_HELPER
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ called by :class:`kernels.printer.cuda.CudaPrinter`.
 * the statements print as calls of the helpers in :data:`kernels.nvidia.tma.TMA_HELPERS` (the
   same text the string templates print): ``lg_mbar_init`` / ``lg_mbar_init_fence`` (thread 0,
   then ``__syncthreads()``), ``lg_mbar_expect_tx``, ``lg_mbar_arrive`` (per warp: after
-  ``__syncwarp()``, by lane 0), ``lg_mbar_wait``, ``lg_tma_prefetch``, ``lg_tma_load_2d``,
-  ``lg_tma_store_2d``, ``lg_bulk_commit``, ``lg_bulk_wait_read0`` / ``lg_bulk_wait0``,
+  ``__syncwarp()``, by lane 0), ``lg_mbar_wait``, ``lg_tma_prefetch``, ``lg_tma_load_2d`` (a
+  4-D box: ``lg_tma_load_4d`` with its two plane coordinates, its helper
+  :data:`~kernels.nvidia.tma.TMA_LOAD_4D_HELPER` printed only where used), ``lg_tma_store_2d``, ``lg_bulk_commit``, ``lg_bulk_wait_read0`` / ``lg_bulk_wait0``,
   ``lg_named_bar`` (``bar.sync``), ``lg_named_arrive`` (``bar.arrive``, its helper
   :data:`~kernels.nvidia.tma.NAMED_ARRIVE_HELPER` printed only where used),
   ``lg_setmaxnreg_inc`` / ``_dec``;
@@ -35,9 +36,9 @@ from ..ir.nvidia_tma import (TMA_STATEMENTS, BulkCommit, BulkWait, MbarrierArriv
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, Setmaxnreg, TensorMap, TmaLoad, TmaPrefetch, TmaStore,
                              VarInit, VarSet)
-from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS
+from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS, TMA_LOAD_4D_HELPER
 
-__all__ = ["has_tma", "has_named_arrive", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
+__all__ = ["has_tma", "has_named_arrive", "has_tma_4d", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
            "shared_addr", "u32_base"]
 
 #: bytes per element of the arrays a TMA box reads or writes (TensorMap: 16-bit elements)
@@ -54,11 +55,18 @@ def has_named_arrive(k: Any) -> bool:
     return any(isinstance(s, NamedBarrier) and s.arrive for s in walk(k.body))
 
 
+def has_tma_4d(k: Any) -> bool:
+    """Does kernel ``k`` load 4-D boxes (:class:`TmaLoad` with plane ``coords``)?"""
+    return any(isinstance(s, TmaLoad) and s.coords for s in walk(k.body))
+
+
 def tma_helpers(k: Any) -> str:
-    """The PTX helpers of ``k``'s TMA statements (with ``lg_named_arrive`` only where used)."""
+    """The PTX helpers of ``k``'s TMA statements (``lg_named_arrive`` and ``lg_tma_load_4d``
+    only where used)."""
     if not has_tma(k):
         return ""
-    return TMA_HELPERS + (NAMED_ARRIVE_HELPER if has_named_arrive(k) else "")
+    return TMA_HELPERS + (NAMED_ARRIVE_HELPER if has_named_arrive(k) else "") + \
+        (TMA_LOAD_4D_HELPER if has_tma_4d(k) else "")
 
 
 def u32_base(name: str) -> str:
@@ -123,8 +131,9 @@ def tma_stmt(out: Callable[[int, str], None], s: Any, d: int) -> bool:
     elif isinstance(s, TmaPrefetch):
         out(d, f"lg_tma_prefetch({s.tmap.name});")
     elif isinstance(s, TmaLoad):
-        out(d, f"lg_tma_load_2d({shared_addr(s.dst, s.offset)}, {s.tmap.name}, "
-               f"{bar_addr(s.bar, s.index)}, {to_c(s.c0)}, {to_c(s.c1)});")
+        planes = "".join(f", {to_c(c)}" for c in s.coords)
+        out(d, f"lg_tma_load_{2 + len(s.coords)}d({shared_addr(s.dst, s.offset)}, "
+               f"{s.tmap.name}, {bar_addr(s.bar, s.index)}, {to_c(s.c0)}, {to_c(s.c1)}{planes});")
     elif isinstance(s, TmaStore):
         out(d, f"lg_tma_store_2d({s.tmap.name}, {shared_addr(s.src, s.offset)}, "
                f"{to_c(s.c0)}, {to_c(s.c1)});")

@@ -31,6 +31,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
+from ..ir.attention import LetMinMax
 from ..ir.core import Access, Comment, If, Let, Loop, ZeroFrag, c_eval, sym
 from ..ir.nvidia_tma import (WARPGROUP, BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
@@ -45,7 +46,7 @@ from .gate_tma_ticket import (TICKET_RULES, TicketLedger, TicketModel, has_ticke
                               ticket_structure)
 from .spec import KernelSpec, SpecError
 
-__all__ = ["ROLE_CHECKS", "verify_roles"]
+__all__ = ["ROLE_CHECKS", "verify_roles", "role_cta"]
 
 ROLE_CHECKS = ("in_bounds", "bank_conflicts_lds_write", "coverage", "lds_capacity",
                "lane_mfma_operands", "lane_accumulator_writeback", "lds_races",
@@ -150,6 +151,9 @@ class _Cta(DataRules, TicketModel):
             a.leader = False
         elif isinstance(s, Let):
             env[sym(s.name)] = c_eval(s.expr, env)
+        elif isinstance(s, LetMinMax):          # the attention kernels' la_imin / la_imax
+            x, y = np.asarray(c_eval(s.a, env)), np.asarray(c_eval(s.b, env))
+            env[sym(s.name)] = np.minimum(x, y) if s.op == "min" else np.maximum(x, y)
         elif isinstance(s, Loop):
             lo = self.uni(a, s.start, env, f"loop {s.var}'s start")
             hi = self.uni(a, s.stop, env, f"loop {s.var}'s bound")
@@ -382,6 +386,11 @@ class _Cta(DataRules, TicketModel):
                 stuck = "; ".join(self.agents[i].waiting for i in live)
                 self.f.add("mbarrier_protocol", f"deadlock: {stuck}")
                 return
+        self.end_checks()
+
+    def end_checks(self) -> None:
+        """Once every agent finished: no bulk store or wgmma group left in flight, no barrier
+        part-way through a phase."""
         for a in self.agents:
             if a.bulk_unwaited or a.bulk_open:
                 self.f.add("lds_races", f"{self.where0}: warpgroup {a.wg} ends with bulk stores "
@@ -531,6 +540,23 @@ class _Gate:
             if bad:
                 break
         self.registers()
+
+
+def role_cta(k: Any, spec: KernelSpec, arch: str, values: Dict[str, int], bx: int,
+             order: str = "interleaved") -> Tuple[Any, List[Any], Any]:
+    """One CTA of the per-role model for a driver other than :func:`verify_roles` (the ring of
+    :mod:`kernels.verify.ring_steps`): ``(cta, body, gate)`` -- the CTA with the barriers the
+    kernel's prologue initialises, the body its agents run (``cta.run(agent, body, env)`` is
+    an agent's coroutine; ``cta.wait`` / ``cta.action`` / ``cta.end_checks`` the rules), and
+    the gate holding the failures (``gate.f``) and the register rule (``gate.registers()``
+    over ``gate.last_agents``)."""
+    g = _Gate(k, spec, arch)
+    g.min_blocks = max(1, int(getattr(k, "min_blocks", 0) or 0))
+    inits, body = g.prologue(k.body)
+    cta = _Cta(g, values, bx, order)
+    cta.bars = {k_: Bar(c[0], c[0]) for k_, c in inits.items()}
+    g.last_agents = cta.agents
+    return cta, body, g
 
 
 def verify_roles(k: Any, spec: KernelSpec, arch: str, instances: List[Dict[str, int]]) -> Any:

@@ -10,7 +10,10 @@ element identities, the box token that wrote them, their proxy generation, write
 reads and per-agent read stamps), ``tokens``, and the helpers ``where``, ``uni``, ``bar`` and
 ``complete``.  The scheduler, control flow and barrier rules stay in ``gate_tma``.
 
-An element's identity: ``tensor << SHT | coord0 << SH0 | coord1`` (bit 62: zero fill);
+An element's identity: ``tensor << SHT | coord0 << SH0 | coord1`` (bit 62: zero fill); a
+4-D box's (``TmaLoad.coords``): ``tensor << SHT | inner << SH0 | outer + stride * plane``
+(:func:`plane_ids`, read back by :func:`plane_coords`; the GEMM's wgmma rules never see one:
+its operands' tensors are 2-D);
 :data:`INCOMPLETE` marks an accumulator not summed over every k once, :data:`UNDEFINED` one fed
 by shared operand elements nothing wrote (the rows past a short A box: allowed as long as no
 store reaches global memory with it).
@@ -27,13 +30,58 @@ from ..ir.core import Access, c_eval
 from ..ir.nvidia_tma import WARPGROUP, Setmaxnreg, TmaLoad, TmaStore
 from ..ir.nvidia_wgmma import WgmmaMma, WgmmaWait, operand_elements
 from ..nvidia.tma import TmaOperandLoad, tma_tile_addresses
+from .spec import SpecError
 
 __all__ = ["Stop", "Bar", "AccState", "Agent", "DataRules", "SH0", "SHT", "INCOMPLETE",
-           "UNDEFINED"]
+           "UNDEFINED", "plane_ids", "plane_coords"]
 
 SH0, SHT = 25, 50          # an element's identity: tensor << 50 | coord0 << 25 | coord1
 INCOMPLETE = -2
 UNDEFINED = -3             # an accumulator fed by shared elements nothing wrote
+
+
+def _plane_stride(tm: Any, env) -> int:
+    """Rows of one plane in a 4-D identity: the outer extent plus a box of overhang, so a
+    zero-filled row past one (batch, head)'s sequence keeps its own coordinates."""
+    return int(c_eval(tm.outer, env)) + tm.box_outer
+
+
+def plane_ids(t: int, tm: Any, c0: int, c1: int, planes: List[int], env,
+              spec_dims: Tuple[str, ...]) -> np.ndarray:
+    """The identities of a 4-D box (``tm.planes``) at (``c0``, ``c1``, ``planes``), per
+    (row, column) of the box: ``t << SHT | inner << SH0 | outer + stride (p2 + P2 p3)`` with
+    ``stride`` = :func:`_plane_stride`, bit 62 where any coordinate is past its extent (the
+    TMA zero fill, per dimension).  :func:`plane_coords` reads them back."""
+    if set(tm.dims) != set(spec_dims):
+        raise SpecError(f"tensor map {tm.name}: dims {tm.dims} are not tensor {tm.tensor}'s "
+                        f"{spec_dims}")
+    r, c = np.meshgrid(np.arange(tm.box_outer), np.arange(tm.box_inner), indexing="ij")
+    inner, outer = c0 + c, c1 + r
+    ext = [int(c_eval(e, env)) for e in (tm.inner, tm.outer) + tuple(tm.planes)]
+    oob = (inner < 0) | (inner >= ext[0]) | (outer < 0) | (outer >= ext[1])
+    for p, e in zip(planes, ext[2:]):
+        oob = oob | (p < 0) | (p >= e)
+    stride = _plane_stride(tm, env)
+    flat = outer + stride * (planes[0] + ext[2] * planes[1])
+    if (inner < 0).any() or (outer < 0).any() or min(planes) < 0 or \
+            inner.max() >= 1 << SH0 or flat.max() >= 1 << SH0:
+        raise SpecError(f"tensor map {tm.name}: box ({c0}, {c1}, {planes}) outside the 4-D "
+                        "identity encoding (coordinates >= 0, below 2**25)")
+    return (np.int64(t) << SHT) | (inner.astype(np.int64) << SH0) | flat | \
+        np.where(oob, np.int64(1) << 62, np.int64(0))
+
+
+def plane_coords(ids: np.ndarray, tm: Any, env) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+    """The spec coordinates (dimension name -> array) and the zero-fill flags of identities
+    :func:`plane_ids` wrote for ``tm``."""
+    mask = (1 << SH0) - 1
+    ids = np.asarray(ids, dtype=np.int64)
+    inner, flat = (ids >> SH0) & mask, ids & mask
+    stride = _plane_stride(tm, env)
+    p2e = int(c_eval(tm.planes[0], env))
+    plane, outer = np.divmod(flat, stride)
+    p3, p2 = np.divmod(plane, p2e)
+    return dict(zip(tm.dims, (inner, outer, p2, p3))), (ids & (1 << 62)) != 0
 
 
 class Stop(Exception):
@@ -149,11 +197,16 @@ class DataRules:
                        f"({state}) with no wait since on a phase that warpgroup released the "
                        "stage on after retiring the read", env))
                 break
-        d0, d1, oob = self.coords(s.tmap, self.uni(a, s.c0, env, "c0"),
-                                  self.uni(a, s.c1, env, "c1"), env)
+        c0, c1 = self.uni(a, s.c0, env, "c0"), self.uni(a, s.c1, env, "c1")
         t = self.g.tensor_id[s.tmap.tensor]
-        self.smem[s.dst][el] = (t << SHT) | (np.maximum(d0, 0) << SH0) | np.maximum(d1, 0)
-        self.smem[s.dst][el[oob]] |= 1 << 62
+        if s.coords:
+            planes = [self.uni(a, c, env, f"plane coordinate {i}") for i, c in enumerate(s.coords)]
+            self.smem[s.dst][el] = plane_ids(t, s.tmap, c0, c1, planes, env,
+                                             self.g.spec.tensor(s.tmap.tensor).dims)
+        else:
+            d0, d1, oob = self.coords(s.tmap, c0, c1, env)
+            self.smem[s.dst][el] = (t << SHT) | (np.maximum(d0, 0) << SH0) | np.maximum(d1, 0)
+            self.smem[s.dst][el[oob]] |= 1 << 62
         self.tokens.append((key, b.completed))
         self.tok[s.dst][el] = len(self.tokens) - 1
         b.tx -= s.tmap.box_bytes
@@ -221,13 +274,36 @@ class DataRules:
     def wgmma_wait(self, a: Agent, s: WgmmaWait, env) -> None:
         while len(a.groups) > s.pending:
             grp = a.groups.pop(0)
-            a.clock += 1
+            self.retire_reads(a, [(buf, el) for buf, el, _ in grp])
             for buf, el, frag in grp:
-                self.rd[buf][a.wg][el] = a.clock
                 if frag not in s.pins:
                     self.f.add("lane_accumulator_writeback", self.where(
                         a, f"wgmma.wait_group retires a wgmma into {frag} without pinning it "
                            "(lg_pin)", env))
+
+    def retire_reads(self, a: Agent, reads: List[Tuple[str, np.ndarray]]) -> None:
+        """A wgmma group of warpgroup ``a`` retires: its shared reads are stamped with a new
+        tick of ``a``'s clock, so a box may overwrite them only once a wait published that tick
+        to the producer (through a barrier ``a`` arrived on after this point)."""
+        a.clock += 1
+        for buf, el in reads:
+            self.rd[buf][a.wg][el] = a.clock
+
+    def stamped_read(self, a: Agent, buf: str, el: np.ndarray, tag: str, env) -> bool:
+        """Warpgroup ``a``'s wgmma reads ``buf[el]``: every box that wrote them must complete
+        on a barrier phase ``a`` has waited on (``lds_races`` otherwise, False); the elements
+        are then marked read and in flight for ``a`` (a box overwriting them needs ``a``'s
+        release after :meth:`retire_reads`)."""
+        tok = self.tok[buf][el]
+        for t in np.unique(tok[tok >= 0]):
+            key, ph = self.tokens[int(t)]
+            if a.obs.get(key, -2) < ph:
+                self.f.add("lds_races", self.where(
+                    a, f"{tag} reads {buf} elements whose box completes on {key[0]}"
+                       f"[{key[1]}] phase {ph}, which this warpgroup has not waited on", env))
+                return False
+        self.rd[buf][a.wg][np.asarray(el).reshape(-1)] = np.inf
+        return True
 
     def operand(self, a: Agent, op: Any, s: WgmmaMma, env) -> Optional[np.ndarray]:
         start = self.uni(a, op.start, env, f"{s.tag}'s {op.buf} descriptor start")
@@ -251,14 +327,8 @@ class DataRules:
                                                   f"[{int(el.reshape(-1)[np.argmax(tok.reshape(-1) < 0)])}]"
                                                   " before anything was written", env))
             return None
-        for t in np.unique(tok[tok >= 0]):
-            key, ph = self.tokens[int(t)]
-            if a.obs.get(key, -2) < ph:
-                self.f.add("lds_races", self.where(
-                    a, f"{s.tag} reads {op.buf} elements whose box completes on {key[0]}"
-                       f"[{key[1]}] phase {ph}, which this warpgroup has not waited on", env))
-                return None
-        self.rd[op.buf][a.wg][el.reshape(-1)] = np.inf
+        if not self.stamped_read(a, op.buf, el, s.tag, env):
+            return None
         a.open.append((op.buf, el.reshape(-1), s.acc.frag.name))
         vals = self.smem[op.buf][el].copy()
         vals[undef] = -1

@@ -48,7 +48,7 @@ from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, Thr
 from ..nvidia.prelude import PACK
 from ..printer.cuda import f32_store_line
 from ..printer.cuda_ticket import ticket_stmt
-from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS
+from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS, TMA_LOAD_4D_HELPER
 from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_wrapper
 from .cexpr import CExprError, evaluate, parse
 from .gate_common import Fail
@@ -65,7 +65,7 @@ _CALLS = {TmaLoad: "lg_tma_load_2d", TmaStore: "lg_tma_store_2d", MbarrierWait: 
 def _expected(s: Any) -> List[str]:
     """Fragments the printed call of ``s`` must contain."""
     if isinstance(s, TmaLoad):
-        return [f"lg_tma_load_2d(({s.dst}_u32 + 2 * (", f", {s.tmap.name}, ",
+        return [f"{_load_fn(s)}(({s.dst}_u32 + 2 * (", f", {s.tmap.name}, ",
                 f"(lg_bar_{s.bar}_u32 + 8 * ("]
     if isinstance(s, TmaStore):
         return [f"lg_tma_store_2d({s.tmap.name}, ({s.src}_u32 + 2 * ("]
@@ -91,6 +91,11 @@ def _expected(s: Any) -> List[str]:
     return []
 
 
+def _load_fn(s: TmaLoad) -> str:
+    """The printed box load of ``s``: ``lg_tma_load_2d``, or ``_4d`` with plane coordinates."""
+    return f"lg_tma_load_{2 + len(s.coords)}d"
+
+
 def _const_id(s: NamedBarrier) -> bool:
     return not sympy.sympify(s.id).free_symbols
 
@@ -114,7 +119,7 @@ def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
     if isinstance(s, If) and not isinstance(s, (RoleBranch, LeaderOnly)):
         return "if (", [s.cond]
     if isinstance(s, TmaLoad):
-        return "lg_tma_load_2d(", [s.offset, s.index, s.c0, s.c1]
+        return f"{_load_fn(s)}(", [s.offset, s.index, s.c0, s.c1, *s.coords]
     if isinstance(s, TmaStore):
         return "lg_tma_store_2d(", [s.offset, s.c0, s.c1]
     if isinstance(s, MbarrierWait):
@@ -200,7 +205,9 @@ def _named(arrive: bool) -> Any:
 #: refused)
 _COUNTED = (("__threadfence();", (ThreadFence,)), ("atomicAdd(", (AtomicTicket,)),
             ("__ldcg(", (PartialAdd,)), ("lg_named_bar(", _named(False)),
-            ("lg_named_arrive(", _named(True)))
+            ("lg_named_arrive(", _named(True)),
+            ("lg_tma_load_2d(", lambda s: isinstance(s, TmaLoad) and not s.coords),
+            ("lg_tma_load_4d(", lambda s: isinstance(s, TmaLoad) and bool(s.coords)))
 
 
 def _counted(k: Any, body: str, f: Fail) -> None:
@@ -209,7 +216,8 @@ def _counted(k: Any, body: str, f: Fail) -> None:
         want = sum(1 for s in walk(k.body) if hit(s))
         got = sum(1 for ln in body.splitlines() if token in ln)
         if got != want:
-            what = "NamedBarrier" if callable(kinds) else ", ".join(c.__name__ for c in kinds)
+            what = (("TmaLoad" if "tma_load" in token else "NamedBarrier") if callable(kinds)
+                    else ", ".join(c.__name__ for c in kinds))
             f.add("printed_source", f"{got} printed lines hold {token!r}; the IR has {want} "
                                     f"such statements ({what})")
     resets = [s for s in walk(k.body) if isinstance(s, CounterReset)]
@@ -242,8 +250,14 @@ def _txt_exprs(line: str) -> List[str]:
     if not m:
         return []
     out = []
+    # a box load's arguments past its tensor map are all coordinates, literals included
+    # (elsewhere a literal is a count or byte total, not an index expression of the IR)
+    box = m.group(1).startswith("lg_tma_load_")
     for a in split_args(m.group(2)):
         a = a.strip()
+        if box and re.fullmatch(r"-?\d+", a):
+            out.append(a)
+            continue
         sm, bm = _SADDR.match(a), _BAR.match(a)
         if sm:
             out.append(sm.group(2))
@@ -373,6 +387,8 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
                                                 if ms else [])
     if any(_named(True)(s) for s in walk(k.body)):
         helpers.append(("bar.arrive helper", NAMED_ARRIVE_HELPER))
+    if any(isinstance(s, TmaLoad) and s.coords for s in walk(k.body)):
+        helpers.append(("4-D box load helper", TMA_LOAD_4D_HELPER))
     for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
         helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
     for what, text in helpers:

@@ -54,6 +54,8 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
     require_declared_ticket(kernel_ir, spec)
     if spec.ticket is not None:
         return verify_ticket(kernel_ir, spec, arch, source, instances, verify)
+    if spec.warpgroup_roles and spec.softmax is not None:
+        return _verify_ws_attention(kernel_ir, spec, arch, source, instances)
     if spec.warpgroup_roles:
         return _verify_roles(kernel_ir, spec, arch, source, instances)
     _no_carried_variables(kernel_ir, spec)
@@ -96,6 +98,22 @@ def _no_carried_variables(kernel_ir: Any, spec: KernelSpec) -> None:
         raise SpecError(f"spec {spec.name}: {type(hit).__name__} {hit.name!r} is a loop-carried "
                         "variable, which only the per-role phase model runs (a spec with "
                         "warpgroup_roles); write it as a Let of the loop indices here")
+
+
+def _verify_ws_attention(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],
+                         instances: Optional[Sequence[Any]]) -> GateReport:
+    """A warp-specialised attention kernel (producer / consumer roles and a softmax): the
+    engine of :mod:`.attention_ring` on the spec's instances (or ``instances``).  Its printed
+    text is not checked yet (the printed checks of the attention and role statements on one
+    text: plan piece 5), so a ``source`` is refused rather than left unread."""
+    from .attention_ring import verify_ws_attention
+    if source is not None:
+        raise SpecError(f"spec {spec.name}: the printed text of a warp-specialised attention "
+                        "kernel is not checked yet (kernels.nvidia.wgmma_ws_ir_plan piece 5); "
+                        "verify its IR (source=None)")
+    if spec.domain.kind != "instances":
+        raise SpecError(f"spec {spec.name}: warpgroup_roles are checked on instances")
+    return verify_ws_attention(kernel_ir, instances=instances, arch=arch)
 
 
 def _verify_roles(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],

@@ -1,0 +1,225 @@
+"""The warp-specialised attention engine (piece 1 of :mod:`kernels.nvidia.wgmma_ws_ir_plan`):
+one verifier run over a TMA producer warpgroup and lockstep consumer warpgroups that run the
+attention dataflow.
+
+The consumers are **one** :class:`~kernels.verify.attention_dataflow.AttentionDataflow` over a
+view of the kernel (``block`` = the consumer threads, ``tid`` = their ids in the block): the
+softmax, masking, operand-pairing, write-back and wgmma rules are the attention engine's own.
+Its walk calls the :class:`~kernels.verify.ring_steps.Ring` at the ring's statements: a wait
+steps the producer (the per-role model's coroutine) until the awaited phase completes; every
+box the producer lands is copied into the dataflow's shared identities
+(:meth:`~kernels.verify.ring_steps.Ring.box_coords` -> :func:`~kernels.verify.attention_ids
+.encode_ids`, rows past a plane's sequence zero-filled with their own coordinates, as a
+predicated ``cp.async`` load gives); each wgmma's shared operands are first read through the
+ring's stamp rule (a phase the warpgroup has not observed, an element no box wrote, a box
+overwriting a read before the release after its retire: ``lds_races``); arrivals, parities,
+transaction bytes, deadlocks and ``setmaxnreg`` are the per-role model's rules.
+
+The static pass of the attention gate runs on the same consumer view (:class:`RingStatic`:
+the O stores' index math, bounds and coverage over every block, the thread's (batch, head)
+anchor taken from the Q box its wait observes).
+
+What this engine does not run yet: the printed-text checks of the attention and role
+statements on one text (:func:`kernels.verify.verifier.verify` refuses a ``source`` for these
+kernels), and named barriers between the consumers (the ping-pong: the lockstep walk refuses a
+branch splitting the consumer warpgroups; :data:`NAMED_BARRIERS` says so to the plan's probe).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..ir.attention import LetMinMax
+from ..ir.core import Comment, Let, Param, sym, walk
+from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, RoleBranch, Setmaxnreg,
+                             TmaLoad)
+from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaMma, WgmmaWait
+from .attention_dataflow import AttentionDataflow
+from .attention_ids import encode_ids
+from .attention_static import AttentionStatic, Instance, default_instances, eval_expr
+from .gate_common import Fail
+from .gate_tma_data import Stop
+from .ring_steps import RING_SCHEDULES, Ring
+from .spec import KernelSpec
+
+__all__ = ["RingDataflow", "RingStatic", "verify_ws_attention", "WS_ATTENTION_CHECKS",
+           "NAMED_BARRIERS"]
+
+#: whether the engine runs the consumers' named barriers (the ping-pong): not yet
+NAMED_BARRIERS = False
+#: the checks one run of this engine decides (the attention dataflow's and the ring's)
+WS_ATTENTION_CHECKS = ("emitted_index_math", "vector_widths", "coverage", "lane_mfma_operands", "cross_lane_reductions", "online_softmax",
+                       "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races",
+                       "in_bounds", "mbarrier_protocol", "register_budget")
+
+
+class RingDataflow(AttentionDataflow):
+    """The consumer warpgroups of ``k`` as one lockstep attention dataflow on ``ring``."""
+
+    def __init__(self, k: Any, inst: Instance, block: Any, kw: int, spec: KernelSpec,
+                 ring: Ring) -> None:
+        view = dataclasses.replace(k, block=len(ring.consumers) * WARPGROUP)
+        super().__init__(view, inst, block, ring.f, kw, spec)
+        self.ring = ring
+        # element identities name spec tensors (the kernel's parameters are tensor maps)
+        self.tensor = {t.name: i + 1 for i, t in enumerate(spec.tensors)}
+        self.synced = 0
+
+    def env0(self) -> Dict[Any, Any]:
+        env = super().env0()
+        env[sym("tid")] = self.ring.lo + np.arange(self.T)
+        return env
+
+    def run(self) -> None:
+        """Walk the consumer role, then let the producer finish (the ring's end checks); a
+        failure that stops the walk is recorded in ``ring.f``."""
+        try:
+            self.stmts(self.ring.body, self.env0())
+            self.ring.finish()
+        except Stop:
+            pass
+
+    def sync(self) -> None:
+        """Copy what the producer's boxes wrote since the last call into the shared
+        identities the dataflow reads."""
+        cta = self.ring.cta
+        if len(cta.tokens) == self.synced:
+            return
+        for buf, tok in cta.tok.items():
+            el = np.nonzero(tok >= self.synced)[0]
+            if el.size == 0:
+                continue
+            tensor, co, zero = self.ring.box_coords(buf, el)
+            dims = self.spec.tensor(tensor).dims
+            heads = self.HK if tensor in self.roles.kv_tensors else self.H
+            bh = co[dims[3]] * heads + co[dims[2]]
+            self.lds[buf][el] = encode_ids(self.tensor[tensor], bh, co[dims[0]], co[dims[1]],
+                                           zero)
+        self.synced = len(cta.tokens)
+
+    def stmts(self, body, env) -> None:
+        r = self.ring
+        for s in body:
+            if isinstance(s, Comment):
+                continue
+            r.count(s)
+            if isinstance(s, RoleBranch):
+                c = np.asarray(eval_expr(s.cond, env))
+                if c.ndim and (c != c.flat[0]).any():
+                    self.fail("mbarrier_protocol", f"role {s.role}'s branch splits the "
+                                                   "lockstep consumer warpgroups")
+                    raise Stop()
+                if c.flat[0]:
+                    r.enter(s)
+                    self.stmts(s.body, env)
+                    r.leave(s)
+            elif isinstance(s, MbarrierWait):
+                r.wait(s, env)
+                self.sync()
+            elif isinstance(s, MbarrierArrive):
+                r.arrive(s, env)
+            elif isinstance(s, Setmaxnreg):
+                r.setmaxnreg(s, env)
+            elif isinstance(s, WgmmaMma):
+                self.sync()
+                r.wgmma(s, env)
+                super().stmts([s], env)
+            elif isinstance(s, WgmmaCommit):
+                r.commit()
+                super().stmts([s], env)
+            elif isinstance(s, WgmmaWait):
+                r.retire(s)
+                super().stmts([s], env)
+            else:
+                super().stmts([s], env)
+
+
+class RingStatic(AttentionStatic):
+    """The attention gate's static pass (every block x iteration x thread: the O stores'
+    index math, bounds, vector widths and coverage) on the consumer view of ``k``: the
+    top-level lets and the consumer role's body, ``tid`` the consumer threads' ids.  The
+    thread's (batch, head) anchor is the plane of the Q box its ``bQ`` wait observes (there is
+    no Q load to take it from)."""
+
+    def __init__(self, k: Any, inst: Instance, arch: str, f: Fail, spec: KernelSpec,
+                 lo: int, threads: int) -> None:
+        body: List[Any] = []
+        for s in k.body:
+            if isinstance(s, RoleBranch):
+                if s.role == "consumer":
+                    body += s.body
+            elif isinstance(s, (Let, LetMinMax, Comment)):
+                body.append(s)
+        view = dataclasses.replace(k, block=threads, body=body,
+                                   params=[p for p in k.params if isinstance(p, Param)])
+        super().__init__(view, inst, arch, f, {}, spec)
+        self.env[sym("tid")] = lo + np.arange(threads).reshape(1, threads)
+        self.q_boxes = [s for s in walk(k.body) if isinstance(s, TmaLoad)
+                        and s.tmap.tensor == self.roles.anchor]
+
+    def stmts(self, body, env, active, where) -> None:
+        for s in body:
+            if isinstance(s, MbarrierWait):
+                for box in (b for b in self.q_boxes if b.bar == s.bar):
+                    shape = (self.nb, self.k.block)
+                    head, bat = (np.broadcast_to(np.asarray(eval_expr(c, env), dtype=np.int64),
+                                                 shape) for c in box.coords)
+                    H = self.inst.values["heads"]
+                    self.qbh = np.where(np.broadcast_to(active, shape), bat * H + head,
+                                        getattr(self, "qbh", np.full(shape, -1)))
+            else:
+                super().stmts([s], env, active, where)
+
+
+def _kw(inst: Instance, spec: KernelSpec) -> int:
+    from .attention_roles import Roles
+    bn = Roles.from_spec(spec).key_tile
+    skv = inst.values["seqlen_kv"]
+    return max(1, -(-(-(-skv // bn) * bn + bn) // 64))
+
+
+def verify_ws_attention(k: Any, *, instances: Optional[Sequence[Instance]] = None,
+                        arch: str = "sm_90a",
+                        schedules: Sequence[str] = RING_SCHEDULES) -> Any:
+    """Run the producer and the consumers' attention dataflow of ``k`` (a kernel with
+    ``warpgroup_roles`` producer / consumer, consumers warpgroups 1 and 2) on every block of
+    every instance (the spec's unless ``instances``), in each ring schedule; a
+    :class:`~kernels.verify.gate.GateReport` with :data:`WS_ATTENTION_CHECKS`."""
+    from .gate import GateReport
+    t0 = time.perf_counter()
+    spec = k.spec
+    insts = list(instances) if instances is not None else default_instances(k)
+    f = Fail()
+    runs: List[str] = []
+    for inst in insts:
+        st = RingStatic(k, inst, arch, f, spec, WARPGROUP, 2 * WARPGROUP)
+        st.run()
+        cover = st.coverage()
+        kw = _kw(inst, spec)
+        gx, gy, _ = inst.grid
+        blocks = [(bx, by) for by in range(gy) for bx in range(gx)]
+        for sched in schedules:
+            for blk in blocks:
+                env0 = dict(inst.symbols())
+                for name, v in zip(k.grid_symbols, blk):
+                    env0[sym(name)] = v
+                ring = Ring(k, spec, arch, dict(inst.values), blk[0], schedule=sched, env0=env0)
+                RingDataflow(k, inst, blk, kw, spec, ring).run()
+                for check, msg in ring.f.first.items():
+                    f.add(check, f"{msg} [{inst.name}, {sched}]")
+                if ring.f.first:
+                    break
+        runs.append(f"{inst.describe()}: {len(blocks)} blocks x schedules {list(schedules)}; "
+                    f"stores of {cover}")
+    dom = ("the producer stepped at the consumers' waits, the consumer warpgroups as one "
+           "lockstep attention dataflow (every thread, loop iteration and wgmma) on "
+           + "; ".join(runs))
+    return GateReport(k.name, f.results(WS_ATTENTION_CHECKS, {c: dom for c in
+                                                              WS_ATTENTION_CHECKS}),
+                      details={"engine": "warp-specialised attention (kernels.verify."
+                                         "attention_ring)"},
+                      seconds=time.perf_counter() - t0)
