@@ -179,8 +179,9 @@ def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch,
 def test_block0_masked_only_where_needed_is_verified(causal):
     """The switch MASK_BLOCK0_WHEN_NEEDED: block 0 of the overlapped schedule masked under
     ``n_full < 1`` (the template's need_mask) verifies, IR and text, and compiles without
-    spills; the default build is the switch's form (on since the H100 A/B, docs/PERFORMANCE.md)
-    and the other form (block 0 always masked) prints no such branch."""
+    spills; the default build is the switch's form (off: the H100 A/B in docs/PERFORMANCE.md
+    found it slower at the plain shapes) and the other form (block 0 always masked) prints no
+    such branch."""
     import re
     from kernels.nvidia import wgmma_flash_ir
     from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
