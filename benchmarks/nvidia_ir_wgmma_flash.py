@@ -2,14 +2,18 @@
 against its template (kernels.nvidia.wgmma_attention.WgmmaFlashAttention) at the configuration
 choose_prefill returns for head_dim 64 (one warpgroup x 128 keys), one run:
 
-    python3 benchmarks/nvidia_ir_wgmma_flash.py --out results.json [--rounds 11] [--aa]
+    python3 benchmarks/nvidia_ir_wgmma_flash.py --out results.json [--rounds 11] [--aa] [--mask0-ab]
 
 Per shape (B, H, Sq, Skv, causal), the kernels are timed in interleaved rounds (CUDA events,
 mean of 10 calls per round, median over rounds; the order of the kernels rotates every round);
 the outputs are compared with each other (max abs, and whether bitwise equal: the IR prints
 the template's arithmetic, so they should be) and with a float32 torch reference on batch 0.
 ``--aa`` adds a second instance of the template to the rotation ("template_b"): its median
-over the template's is the run's A/A spread, the noise a difference must exceed.
+over the template's is the run's A/A spread, the noise a difference must exceed (with it, each
+IR speed is also given against both template instances' rounds pooled, ``..._pooled``).
+``--mask0-ab`` adds the IR built with ``MASK_BLOCK0_WHEN_NEEDED`` the other way ("ir_alt"; "ir"
+is the module's switch, what the dispatch runs): the A/B of the block-0 mask in one rotation,
+``ir_speed_vs_ir_alt`` = ir_alt time / ir time, and whether ir_alt is bitwise the template.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 
 from kernels.nvidia.prefill_select import choose_prefill
 from kernels.nvidia.wgmma_attention import WgmmaFlashAttention
+from kernels.nvidia import wgmma_flash_ir
 from kernels.nvidia.wgmma_flash_ir import IrWgmmaFlashAttention
 
 from gpu_timing import event_round_us, run_header, write_rows_json
@@ -36,9 +41,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--dtype", default="f16")
     ap.add_argument("--aa", action="store_true", help="time a second template instance too")
+    ap.add_argument("--mask0-ab", action="store_true",
+                    help="time the IR with MASK_BLOCK0_WHEN_NEEDED the other way too (ir_alt)")
     args = ap.parse_args()
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    print(json.dumps(run_header()), flush=True)
+    mask0 = wgmma_flash_ir.MASK_BLOCK0_WHEN_NEEDED
+    print(json.dumps({**run_header(), "ir_mask_block0_when_needed": mask0}), flush=True)
     rows = []
     for B, H, Sq, Skv, causal in SHAPES:
         g = torch.Generator(device="cuda").manual_seed(5)
@@ -48,6 +56,9 @@ def main() -> None:
         kinds = {"template": WgmmaFlashAttention(cfg), "ir": IrWgmmaFlashAttention(cfg)}
         if args.aa:
             kinds["template_b"] = WgmmaFlashAttention(cfg)
+        if args.mask0_ab:
+            kinds["ir_alt"] = IrWgmmaFlashAttention(cfg, mask_block0_when_needed=not mask0)
+            assert kinds["ir_alt"].source != kinds["ir"].source
         outs = {n: torch.empty_like(q) for n in kinds}
         calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
         for f in calls.values():
@@ -59,6 +70,8 @@ def main() -> None:
             for n in names[r % len(names):] + names[:r % len(names)]:
                 ts[n].append(event_round_us(calls[n], 10))
         med = {n: statistics.median(x) for n, x in ts.items()}
+        pooled = statistics.median(ts["template"] + ts.get("template_b", []))
+        irs = [n for n in ("ir", "ir_alt") if n in kinds]
         diff = (outs["ir"].float() - outs["template"].float()).abs().max().item()
         ref = torch.nn.functional.scaled_dot_product_attention(
             q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
@@ -68,8 +81,16 @@ def main() -> None:
                **{f"{n}_us": round(t, 1) for n, t in med.items()},
                "ir_speed_vs_template": round(med["template"] / med["ir"], 3),
                "ir_faster_rounds": sum(a < b for a, b in zip(ts["ir"], ts["template"])),
-               **({"aa_template_b_vs_template": round(med["template"] / med["template_b"], 3)}
+               **({"aa_template_b_vs_template": round(med["template"] / med["template_b"], 3),
+                   **{f"{n}_speed_vs_template_pooled": round(pooled / med[n], 3) for n in irs}}
                   if args.aa else {}),
+               **({"ir_mask_block0_when_needed": mask0,
+                   "ir_alt_speed_vs_template": round(med["template"] / med["ir_alt"], 3),
+                   "ir_speed_vs_ir_alt": round(med["ir_alt"] / med["ir"], 3),
+                   "ir_faster_than_alt_rounds": sum(a < b for a, b in zip(ts["ir"],
+                                                                          ts["ir_alt"])),
+                   "ir_alt_bitwise_equal": bool(torch.equal(outs["ir_alt"], outs["template"]))}
+                  if args.mask0_ab else {}),
                "max_abs_ir_vs_template": diff,
                "bitwise_equal": bool(torch.equal(outs["ir"], outs["template"])),
                **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},

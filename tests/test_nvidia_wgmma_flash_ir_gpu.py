@@ -7,7 +7,8 @@ The IR kernel prints the template's arithmetic (the raw-score softmax, the state
 ``raw=True``: the scale folded into one fma per exponent and into alpha, the row sum in pairs;
 the same wgmma k order): its output must be bitwise the template's, besides each one's error
 against a float32 torch reference; the output is poisoned with NaN first (every element must
-be written).  The dispatch test runs ``flash_attention`` at d64 and checks it ran the kernel
+be written); the overlapped schedule is also run with ``MASK_BLOCK0_WHEN_NEEDED`` the other
+way.  The dispatch test runs ``flash_attention`` at d64 and checks it ran the kernel
 :func:`~kernels.nvidia.prefill_select.wgmma_prefill_on_ir` names."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig  # noqa: E402
+from kernels.nvidia import wgmma_flash_ir  # noqa: E402
 from kernels.nvidia.wgmma_flash_ir import IrWgmmaFlashAttention  # noqa: E402
 
 DT = {"f16": torch.float16, "bf16": torch.bfloat16}
@@ -41,7 +43,13 @@ def _reference(q, k, v, causal):
     return torch.softmax(s, -1) @ v
 
 
-@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "serial"])
+# (overlap, mask_block0_when_needed): both schedules as built by default, and the overlapped
+# one with MASK_BLOCK0_WHEN_NEEDED the other way (the form the switch does not take: both must
+# stay bitwise the template, whichever the switch says)
+FORMS = [(True, None), (False, None), (True, not wgmma_flash_ir.MASK_BLOCK0_WHEN_NEEDED)]
+
+
+@pytest.mark.parametrize("overlap,mask0", FORMS, ids=["overlap", "serial", "overlap-mask0-other"])
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bshd", [
     (2, 4, 2, 77, 77, "f16", False, False),       # ragged GQA, one partial block
     (2, 8, 8, 1000, 1000, "f16", True, False),    # causal, several blocks
@@ -51,7 +59,8 @@ def _reference(q, k, v, causal):
     (1, 1, 1, 1, 1, "f16", False, False),         # one row, one key
     (1, 2, 2, 128, 1024, "f16", False, False),    # whole blocks only (no masked block)
 ])
-def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, overlap):
+def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, overlap,
+                                         mask0):
     if not _hopper():
         pytest.skip("wgmma needs sm_90a")
     D = 64
@@ -64,7 +73,8 @@ def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, 
     q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
     cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=1, bn=128, causal=causal,
                            overlap=overlap)
-    ir, tpl = IrWgmmaFlashAttention(cfg), WgmmaFlashAttention(cfg)
+    ir = IrWgmmaFlashAttention(cfg, mask_block0_when_needed=mask0)
+    tpl = WgmmaFlashAttention(cfg)
     assert ir.report.holds
     o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
     o_t = torch.full_like(o_ir, float("nan"))

@@ -41,9 +41,9 @@ against the template's 516 (574 before; NVRTC 13.5, nvdisasm), 165 / 167 registe
 causal), no spills.  What differs from the template (the output is the same, bitwise, on an
 H100): key blocks visible to every row of the query block run an unmasked copy of the loop body
 (the template tests ``need_mask`` at run time), and block 0 is always masked (the template
-masks it only where it needs: 140-200 SASS instructions once per query block, the likely
-cause of the 1-2 % at S2K below; not measured alone; :data:`MASK_BLOCK0_WHEN_NEEDED` builds the
-template's form, verified, off until timed).  Index arithmetic is 32-bit ``int`` (the launcher refuses
+masks it only where it needs; :data:`MASK_BLOCK0_WHEN_NEEDED` builds the template's form,
+verified, and stays off: timed on the H100 against this form it was 1.0-1.4 % faster causal but
+up to 1.3 % slower at the plain shapes, below).  Index arithmetic is 32-bit ``int`` (the launcher refuses
 offsets from 2^31, as :class:`~.flash_ir.IrFlashAttention`; the dispatch then runs the
 template).
 
@@ -64,6 +64,15 @@ instances pooled): B4 H16 S2K 0.991, B4 H16 1000 / 4097 1.002, B4 H16 S2K causal
 S8K 0.986; outputs bitwise equal there and at 20 more shapes, f16 and bf16.  At parity (>= 0.98x
 at every shape): :func:`~.dispatch.flash_attention` runs it for the d64 wgmma tile
 (:data:`~.prefill_select.IR_WGMMA_PREFILL_AT_PARITY`).
+
+Block 0 masked only where needed (:data:`MASK_BLOCK0_WHEN_NEEDED`; H100, 2026-11-24 22:12Z,
+``benchmarks/nvidia_ir_wgmma_flash.py --rounds 11 --aa --mask0-ab``, twice, both forms and two
+template instances in one rotation; docs/PERFORMANCE.md): the form with the switch on over the
+form with it off (medians, runs 1 / 2; rounds where on was faster, of 22): B4 H16 S2K 0.987 /
+1.009 (4), 1000 / 4097 0.989 / 0.995 (8), S2K causal 1.013 / 1.010 (17), B8 H32 S8K 0.999 /
+1.006 (6); A/A 0.98-1.013.  Both forms bitwise the template at every shape and GPU-test case.
+Slower at two plain shapes in a run, so off (112 / 128 fewer SASS instructions in all, plain /
+causal, same registers: not instruction count).
 """
 
 from __future__ import annotations
@@ -95,9 +104,10 @@ __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_suppor
 
 
 #: the overlapped schedule masks block 0 only where a row does not see it whole (the template's
-#: ``need_mask``), not in every query block: 140-200 fewer SASS instructions per query block
-#: (NVRTC 13.5), the likely cause of the IR's 0.983x at B4 H16 S2K causal.  Verified (IR and
-#: text) both ways; off until an H100 run measures it (what runs is what was timed)
+#: ``need_mask``), not in every query block.  Verified (IR and text) both ways and bitwise the
+#: template both ways on the H100; off: timed against the always-masked form (module docstring,
+#: docs/PERFORMANCE.md) it was 1.0-1.4 % faster at S2K causal but 0.5-1.3 % slower at plain
+#: shapes in a run, so it fails the "not slower at any shape" bar (what runs is what was timed)
 MASK_BLOCK0_WHEN_NEEDED = False
 
 
@@ -467,14 +477,17 @@ class IrWgmmaFlashAttention(IrFlashAttention):
     """The IR-built wgmma prefill of ``cfg``, verified (the IR and its printed CUDA; a passing
     verdict is remembered on disk by content) before anything is compiled: ``fa(q, k, v,
     out=None, scale=None) -> out`` with the template's arguments and checks, plus 32-bit
-    element offsets (the launch of :class:`~.flash_ir.IrFlashAttention`)."""
+    element offsets (the launch of :class:`~.flash_ir.IrFlashAttention`).
+    ``mask_block0_when_needed``: as :func:`build_wgmma_flash_ir` (None: the module's switch;
+    the benchmark times both forms side by side)."""
 
     def __init__(self, cfg: WgmmaFlashConfig = WgmmaFlashConfig(head_dim=64, warpgroups=1),
-                 *, backend: str = "auto") -> None:
+                 *, backend: str = "auto",
+                 mask_block0_when_needed: Optional[bool] = None) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
         from .builder import CompiledKernel
-        self.ir = build_wgmma_flash_ir(cfg)
+        self.ir = build_wgmma_flash_ir(cfg, mask_block0_when_needed)
         source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, cfg.arch)
         self.plan = plan_wgmma_flash(cfg)
