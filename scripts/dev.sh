@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian/Ubuntu machine; every step is idempotent.
 #   scripts/dev.sh demo   -> set up, then run the end-to-end demo (layoutalg demo)
-#   scripts/dev.sh test   -> set up, then run the whole test suite
+#   scripts/dev.sh test   -> set up, then run the whole test suite on every core (pytest-xdist,
+#                            one worker per core, each taking whole test files; add -n 0 for
+#                            one process: a later -n wins)
 #   scripts/dev.sh setup  -> only set up
 #   scripts/dev.sh layoutalg ARGS... -> set up, then run the layoutalg command from .venv
 #   scripts/dev.sh missing -> list the system packages setup would install (nothing installed)
@@ -70,7 +72,9 @@ shift || true
 case "$cmd" in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/layoutalg" demo "$@" ;;
-  test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  # --dist loadfile: a file's tests run in one worker, in order, so a module-scoped fixture
+  # (a verified base kernel) is built once, as in a plain `pytest` run
+  test)  setup; exec "$VENV/bin/python" -m pytest -n auto --dist loadfile "$@" ;;
   layoutalg) setup; exec "$VENV/bin/layoutalg" "$@" ;;
   missing) need_pkgs ;;
   *) echo "usage: scripts/dev.sh {demo|test|setup|layoutalg|missing} [args...]" >&2; exit 2 ;;
