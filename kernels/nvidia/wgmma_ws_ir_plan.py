@@ -71,8 +71,8 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
 1. **the engine** (landed, without ping-pong): :func:`kernels.verify.attention_ring
    .verify_ws_attention` -- one run holding the producer / consumer protocol and the
    consumers' softmax dataflow, which :func:`kernels.verify.verifier.verify` routes a spec
-   with both ``softmax`` and ``warpgroup_roles`` to (its printed text refused until piece 5's
-   checks exist).  The producer is the per-role model's agent, stepped by a
+   with both ``softmax`` and ``warpgroup_roles`` to (with ``source``, piece 5's printed-text
+   checks on the same instances).  The producer is the per-role model's agent, stepped by a
    :class:`~kernels.verify.ring_steps.Ring` (one CTA of the per-role model,
    ``gate_tma.role_cta``) while a consumer wait cannot complete, in a ``lazy`` and an ``eager``
    schedule; the consumer warpgroups are **one lockstep** ``AttentionDataflow`` over a view of
@@ -110,7 +110,7 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    and counting 2-D and 4-D calls (``tests/test_ring_4d.py``: a 4-D ring over two heads and two
    batches with a ragged sequence, misprints refused).  Not yet: the host's 4-D
    ``cuTensorMapEncodeTiled`` for an IR kernel (the template's are
-   :class:`~.ws_tma_loads.AttentionTensorMaps`), which the launcher of piece 5 needs;
+   :class:`~.ws_tma_loads.AttentionTensorMaps`), which a launcher of the IR kernel needs;
 3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
    as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
    per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
@@ -120,10 +120,26 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    ``warpgroups=2`` at head_dim 128, Q's descriptor start and the rows stepping by the
    warpgroup, ``bn`` 128 and 192, verified; the warp-specialised form adds K / V at
    ``stage * elems`` of a ring of ``stages``);
-5. **the printer**: one printer for the attention statements and the TMA / role statements
-   (:mod:`kernels.printer.cuda_attention` with :mod:`kernels.printer.cuda_tma`), and the
-   printed-text checks of both (``kernels/verify/printed.py`` is at its size limit: a new
-   module);
+5. **the printer and its printed-text checks** (landed for the serial kernel, :data:`PIECES`
+   ``printed_text``): :mod:`kernels.printer.cuda_attention` prints the attention statements
+   and, through :func:`kernels.printer.cuda_tma.tma_stmt`, the role / mbarrier / TMA ones on
+   one text; :mod:`kernels.verify.printed_ws` checks that text with both readers --
+   ``verify_printed`` (the attention reader) on the text with exactly the role lines blanked
+   (each blanked form counted against the IR's statements, ``__syncwarp`` / ``__syncthreads``
+   companions required) against the IR without its TMA statements (the role and leader
+   branches kept as the ``if`` statements they are: their conditions compared), and
+   ``printed_tma_checks`` on the whole text against the whole IR (every call in order with the
+   register-A P V wgmma, waits' parities, expect-tx bytes, box coordinates, the signature with
+   the attention scalars); :func:`kernels.verify.verifier.verify` adds them with ``source``.
+   The serial kernel's text verified causal and not; planted text bugs refused by
+   ``printed_source`` / ``declarations`` (``tests/test_ws_printed_text.py``: a wait's parity,
+   an expect-tx byte count, box coordinates, the role / leader branch conditions, softmax,
+   row-sum and mask lines, a stray wait or box, a wait moved past the wgmma it guards, a
+   dropped ``__syncwarp``, setmaxnreg, barrier counts and lengths).  **Left**: the index
+   expressions of the blanked role lines are read back with C semantics (``printed_tma``) but
+   not in the ``index_ranges`` interval pass; the kernel is still not compiled or run (no
+   host 4-D tensor maps for an IR kernel, piece 2), and the warp-specialised builder of the
+   dispatched configurations (:data:`BUILDER_MODULE`, ``builder``) does not exist;
 6. **deferred P V wait** (``defer_pv_wait``): the V release of block j - 2 under ``j > 1``;
 7. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
    :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
@@ -137,6 +153,7 @@ unmasked loop copy, ``fmaf`` spellings) would start the warp-specialised IR from
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Callable, Dict, Tuple
 
@@ -206,6 +223,22 @@ def _engine_pingpong() -> bool:
     return bool(getattr(attention_ring, "NAMED_BARRIERS", False))
 
 
+@functools.lru_cache(maxsize=None)
+def _ws_printed_text() -> bool:
+    """Is the printed text of the warp-specialised serial kernel checked (the verifier took a
+    ``source`` for it only once :mod:`kernels.verify.printed_ws` existed)?  Runs the checks
+    on its printed text (a fraction of a second past the build)."""
+    if not _module("kernels.verify.printed_ws")():
+        return False
+    from ..printer.cuda_attention import emit_cuda_attention
+    from ..verify.attention_static import default_instances
+    from ..verify.printed_ws import verify_printed_ws
+    from .wgmma_ws_ir_serial import build_ws_serial_ir
+    k = build_ws_serial_ir()
+    r = verify_printed_ws(k, emit_cuda_attention(k), instances=default_instances(k))
+    return all(c.holds for c in r.values())
+
+
 def _two_consumer_builder() -> bool:
     from .wgmma_attention import WgmmaFlashConfig
     from .wgmma_flash_ir import wgmma_flash_ir_supported
@@ -242,8 +275,10 @@ PIECES: Tuple[Piece, ...] = (
     Piece("two_consumers", "the softmax builder for two consumer warpgroups (rows m0 + 64 cw, "
           "Q descriptor start cw * wg_step)", lambda c: c.consumers == 2,
           _two_consumer_builder),
-    Piece("builder_printer", "the warp-specialised builder and one printer for the attention "
-          "and role statements, with its printed-text checks", lambda c: True, _module(BUILDER_MODULE)),
+    Piece("printed_text", "one printer for the attention and role statements, with the "
+          "printed-text checks of both on the one text", lambda c: True, _ws_printed_text),
+    Piece("builder", "the warp-specialised builder of the dispatched configurations (overlap "
+          "schedule, stages, bn 192)", lambda c: True, _module(BUILDER_MODULE)),
     Piece("deferred_pv_wait", "the deferred P V wait and V release of block j - 2",
           lambda c: c.defer_pv_wait, _module(BUILDER_MODULE)),
     Piece("persistent_units", "the unit decode as IR lets, ring counters over units, the Q "

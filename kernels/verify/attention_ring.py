@@ -19,10 +19,11 @@ The static pass of the attention gate runs on the same consumer view (:class:`Ri
 the O stores' index math, bounds and coverage over every block, the thread's (batch, head)
 anchor taken from the Q box its wait observes).
 
-What this engine does not run yet: the printed-text checks of the attention and role
-statements on one text (:func:`kernels.verify.verifier.verify` refuses a ``source`` for these
-kernels), and named barriers between the consumers (the ping-pong: the lockstep walk refuses a
-branch splitting the consumer warpgroups; :data:`NAMED_BARRIERS` says so to the plan's probe).
+The printed text of these kernels is checked beside this engine by
+:mod:`kernels.verify.printed_ws` (:func:`kernels.verify.verifier.verify` with ``source``).
+What this engine does not run yet: named barriers between the consumers (the ping-pong: the
+lockstep walk refuses a branch splitting the consumer warpgroups; :data:`NAMED_BARRIERS` says
+so to the plan's probe).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from .source_decode import (DECODE_IR_KINDS, decode_ir_stmts, mixed_score_units,
                             read_decode_statement)
 from .source_onepass import check_onepass_helpers
 from .source_text import (SCALAR_DTYPE, ParsedSource, SourceStmt, ctype_of, read_cuda_source,
-                          read_source, register_operand)
+                          read_source, register_operand, param_decl)
 
 __all__ = ["PRINTED_CHECKS", "verify_printed", "attach_printed_checks", "index_ranges_at"]
 
@@ -518,8 +518,8 @@ def _cuda_declarations(k: Kernel, src: ParsedSource, fails: Fail) -> None:
     if src.min_blocks != int(getattr(k, "min_blocks", 0) or 0):
         fails.add("declarations", f"__launch_bounds__ asks for {src.min_blocks} blocks per SM, "
                                   f"the IR {k.min_blocks}")
-    want = [f"{'const ' if p.const else ''}{ctype.get(p.dtype, '?')}* __restrict__ {p.name}"
-            for p in k.params] + [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
+    want = [param_decl(p, ctype) for p in k.params] + \
+        [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
     _check_params(src, want, fails)
     _check_ids(k, src, fails)
     launch = smem_bytes(k)

@@ -84,6 +84,10 @@ def _expected(s: Any) -> List[str]:
         return ["lg_bulk_commit()"]
     if isinstance(s, Setmaxnreg):
         return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
+    if isinstance(s, WgmmaMma) and s.a_in_regs:    # A from registers: 4 words of a frag
+        return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b, True)}(&{s.acc.frag.name}[0], "
+                f"&{s.a.frag.name}[{s.a.idx[0] // 2}], "
+                f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
     if isinstance(s, WgmmaMma):
         return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b)}(&{s.acc.frag.name}[0], "
                 f"lg_gmma_desc_u32(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}_u32, ",
@@ -131,7 +135,7 @@ def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
     if isinstance(s, NamedBarrier):
         return f"lg_named_{'arrive' if s.arrive else 'bar'}(", [] if _const_id(s) else [s.id]
     if isinstance(s, WgmmaMma):
-        return "lg_wgmma_m64n", [s.a.start, s.b.start]
+        return "lg_wgmma_m64n", [s.b.start] if s.a_in_regs else [s.a.start, s.b.start]
     if isinstance(s, Access):
         return f"*reinterpret_cast<lg_u32*>({s.buf} + (", [s.offset]
     return None
@@ -389,7 +393,7 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
         helpers.append(("bar.arrive helper", NAMED_ARRIVE_HELPER))
     if any(isinstance(s, TmaLoad) and s.coords for s in walk(k.body)):
         helpers.append(("4-D box load helper", TMA_LOAD_4D_HELPER))
-    for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b) for m in ms}):
+    for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms}):
         helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
     for what, text in helpers:
         n = source.count(text)
@@ -410,6 +414,8 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
              f"int {p.name}" if getattr(p, "ctype", None) == "int" else
              f"{'const ' if p.const else ''}{_PTR.get(p.dtype)}* __restrict__ {p.name}"
              if isinstance(p, Param) and p.dtype in _PTR else None) for p in k.params]
+    # an attention kernel's runtime scalars follow its parameters (kernels.printer.cuda_attention)
+    want += [f"{p.ctype} {p.name}" for p in getattr(k, "scalars", ())]
     if got != want:
         f.add("declarations", f"printed parameters {got}; the IR's are {want}")
     at = 0

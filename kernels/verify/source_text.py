@@ -21,7 +21,7 @@ from ..ir.dtypes import ELEM_TYPES
 from .cexpr import CExprError, parse
 
 __all__ = ["SourceStmt", "ParsedSource", "read_source", "read_cuda_source", "ctype_of", "split_args",
-           "register_operand", "SCALAR_DTYPE"]
+           "register_operand", "SCALAR_DTYPE", "param_decl"]
 
 SCALAR_DTYPE = {t.c_scalar: name for name, t in ELEM_TYPES.items()}
 _VEC = re.compile(r"^(?:lagen|la)_(" + "|".join(ELEM_TYPES) + r")x(\d+)$")
@@ -33,6 +33,17 @@ def ctype_of(name: str) -> Optional[Tuple[str, int]]:
         return SCALAR_DTYPE[name], 1
     m = _VEC.match(name)
     return (m.group(1), int(m.group(2))) if m else None
+
+
+def param_decl(p: Any, ctype: Dict[str, str]) -> str:
+    """How the CUDA printer declares the kernel parameter ``p``: a pointer of ``ctype[dtype]``
+    (``const`` where the IR reads it only), a tensor map (``const void*``, kernels.ir
+    .nvidia_tma.TensorMap: it has ``planes``) or a by-value ``int`` (``IntParam``)."""
+    if hasattr(p, "planes"):
+        return f"const void* __restrict__ {p.name}"
+    if getattr(p, "ctype", None) == "int":
+        return f"int {p.name}"
+    return f"{'const ' if p.const else ''}{ctype.get(p.dtype, '?')}* __restrict__ {p.name}"
 
 
 # ---------------------------------------------------------------------------- reading the text

@@ -13,7 +13,10 @@ spec's domain:
 
 A spec declaring a ticket protocol (``KernelSpec.ticket``) selects
 :func:`kernels.verify.ticket_verify.verify_ticket` (its parts, the ticket rules, the printed
-ticket); ticket statements in a kernel whose spec declares none are refused (SpecError).
+ticket); ticket statements in a kernel whose spec declares none are refused (SpecError).  A
+spec with ``warpgroup_roles`` and a softmax (warp-specialised attention) selects
+:func:`kernels.verify.attention_ring.verify_ws_attention`, and its printed text
+:mod:`kernels.verify.printed_ws`.
 
 With ``source``, the printed-source rules (``printed_source``, ``declarations``,
 ``index_ranges``) are added, on the same domain.  The report's domains say how each check was
@@ -103,17 +106,19 @@ def _no_carried_variables(kernel_ir: Any, spec: KernelSpec) -> None:
 def _verify_ws_attention(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],
                          instances: Optional[Sequence[Any]]) -> GateReport:
     """A warp-specialised attention kernel (producer / consumer roles and a softmax): the
-    engine of :mod:`.attention_ring` on the spec's instances (or ``instances``).  Its printed
-    text is not checked yet (the printed checks of the attention and role statements on one
-    text: plan piece 5), so a ``source`` is refused rather than left unread."""
+    engine of :mod:`.attention_ring` on the spec's instances (or ``instances``); with
+    ``source``, the printed-text checks of :mod:`.printed_ws` (the attention reader's and the
+    per-role text checks on the one text) at the same instances."""
     from .attention_ring import verify_ws_attention
-    if source is not None:
-        raise SpecError(f"spec {spec.name}: the printed text of a warp-specialised attention "
-                        "kernel is not checked yet (kernels.nvidia.wgmma_ws_ir_plan piece 5); "
-                        "verify its IR (source=None)")
+    from .attention_static import default_instances
+    from .printed_ws import attach_printed_ws
     if spec.domain.kind != "instances":
         raise SpecError(f"spec {spec.name}: warpgroup_roles are checked on instances")
-    return verify_ws_attention(kernel_ir, instances=instances, arch=arch)
+    report = verify_ws_attention(kernel_ir, instances=instances, arch=arch)
+    if source is not None:
+        insts = list(instances) if instances is not None else default_instances(kernel_ir)
+        attach_printed_ws(report, kernel_ir, source, instances=insts)
+    return report
 
 
 def _verify_roles(kernel_ir: Any, spec: KernelSpec, arch: str, source: Optional[str],

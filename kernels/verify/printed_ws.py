@@ -1,0 +1,155 @@
+"""Printed-text checks of a warp-specialised attention kernel (piece 5 of
+:mod:`kernels.nvidia.wgmma_ws_ir_plan`): the attention reader's checks and the per-role (TMA)
+checks on **one** text.
+
+The text holds two kinds of statements.  The attention statements (index lets, the role and
+leader branches with their loops, wgmma issue / commit / wait, the softmax lines, masks, P
+conversion, write-back) are read back by :func:`kernels.verify.printed.verify_printed` against
+a view of the IR without its role / mbarrier / TMA statements; :class:`RoleBranch` and
+:class:`LeaderOnly` stay in that view as the ``if`` statements they are, so their conditions
+are compared with C semantics like every other branch.  The role / mbarrier / TMA lines
+(mbarrier arrays, their 32-bit addresses and initialisation, the init fence and its
+``__syncthreads``, ``setmaxnreg``, waits with their parities, expect-tx byte counts, per-warp
+arrivals after their ``__syncwarp``, 4-D box loads with their coordinates) are read by
+:func:`kernels.verify.printed_tma.printed_tma_checks` on the whole text, against the whole
+IR (every call in program order -- a wait moved past the wgmma it guards is refused -- and
+every index expression of those lines read back with C semantics).
+
+The attention reader sees the text with exactly those role lines blanked (line numbers kept):
+each blanked line must match one of the anchored forms the TMA printer
+(:func:`kernels.printer.cuda_tma.tma_stmt`) prints, and the number blanked of each form must
+equal the number of IR statements that print it -- a stray wait, arrive, box or
+``__syncthreads`` is refused, not hidden, and any other line is left to the attention reader,
+which refuses what it does not know.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from layoutalg.verify.result import CheckResult
+
+from ..ir.core import If, Loop, walk
+from ..ir.nvidia_tma import (TMA_STATEMENTS, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
+                             MbarrierInitFence, MbarrierWait, Setmaxnreg, TmaLoad)
+from .gate_common import Fail
+from .printed import PRINTED_CHECKS, verify_printed
+from .printed_tma import printed_tma_checks
+
+__all__ = ["verify_printed_ws", "attach_printed_ws", "role_lines"]
+
+_Hit = Callable[[Any], bool]
+
+
+def _is(*kinds: type) -> _Hit:
+    return lambda s: isinstance(s, kinds)
+
+
+def _arrive(per_warp: bool) -> _Hit:
+    return lambda s: isinstance(s, MbarrierArrive) and s.per_warp == per_warp
+
+
+#: (form of a printed role line, the IR statements printing one such line each)
+_FORMS: Tuple[Tuple[str, re.Pattern, _Hit], ...] = (
+    ("mbarrier array", re.compile(r"__shared__ __align__\(8\) unsigned long long lg_bar_\w+"
+                                  r"\[\d+\];"), _is(MbarrierInit)),
+    ("mbarrier address", re.compile(r"const lg_u32 lg_bar_\w+_u32 = lg_smem_u32\(lg_bar_\w+\);"),
+     _is(MbarrierInit)),
+    ("mbarrier init", re.compile(r"if \(tid == 0\) \{ for \(int i = 0; i < \d+; \+\+i\) "
+                                 r"lg_mbar_init\(.*\); \}"), _is(MbarrierInit)),
+    ("init fence", re.compile(r"if \(tid == 0\) lg_mbar_init_fence\(\);"),
+     _is(MbarrierInitFence)),
+    ("setmaxnreg", re.compile(r"lg_setmaxnreg_(?:inc|dec)<\d+>\(\);"), _is(Setmaxnreg)),
+    ("expect-tx", re.compile(r"lg_mbar_expect_tx\(.*\);"), _is(MbarrierExpectTx)),
+    ("wait", re.compile(r"lg_mbar_wait\(.*\);"), _is(MbarrierWait)),
+    ("per-warp arrive", re.compile(r"if \(\(tid & 31\) == 0\) lg_mbar_arrive\(.*\);"),
+     _arrive(True)),
+    ("arrive", re.compile(r"lg_mbar_arrive\(.*\);"), _arrive(False)),
+    ("box load", re.compile(r"lg_tma_load_\dd\(.*\);"), _is(TmaLoad)),
+)
+#: lines printed with the one before them: ``__syncthreads`` after the init fence,
+#: ``__syncwarp`` before a per-warp arrive
+_WITH_NEXT = {"per-warp arrive": ("__syncwarp();", -1), "init fence": ("__syncthreads();", 1)}
+
+
+def role_lines(k: Any, source: str, f: Fail) -> str:
+    """``source`` with its role / mbarrier / TMA lines blanked (see the module docstring);
+    a count of a form differing from the IR's, or a companion line missing, is added to
+    ``f`` as ``printed_source``."""
+    lines = source.split("\n")
+    stmts = list(walk(k.body))
+    supported = [s for s in stmts if isinstance(s, TMA_STATEMENTS)]
+    for s in supported:
+        if not any(hit(s) for _n, _p, hit in _FORMS):
+            f.add("printed_source", f"{type(s).__name__}: no printed form the warp-specialised "
+                                    "text reader knows")
+    for name, pat, hit in _FORMS:
+        at = [i for i, ln in enumerate(lines) if pat.fullmatch(ln.strip())]
+        want = sum(1 for s in stmts if hit(s))
+        if len(at) != want:
+            f.add("printed_source", f"{len(at)} printed {name} lines; the IR has {want} such "
+                                    "statements")
+        for i in at:
+            lines[i] = ""
+            if name in _WITH_NEXT:
+                text, step = _WITH_NEXT[name]
+                j = i + step
+                if not (0 <= j < len(lines)) or lines[j].strip() != text:
+                    f.add("printed_source", f"line {i + 1}: the {name} is not printed with "
+                                            f"{text!r} {'after' if step > 0 else 'before'} it")
+                else:
+                    lines[j] = ""
+    return "\n".join(lines)
+
+
+def _without(body: Sequence[Any], drop: Callable[[Any], bool]) -> List[Any]:
+    """``body`` without the statements ``drop`` names, at every depth (the others copied)."""
+    out: List[Any] = []
+    for s in body:
+        if drop(s):
+            continue
+        if isinstance(s, (If, Loop)):
+            s = copy.copy(s)
+            s.body = _without(s.body, drop)
+        out.append(s)
+    return out
+
+
+def _view(k: Any, drop: Callable[[Any], bool]) -> Any:
+    v = copy.copy(k)
+    v.body = _without(k.body, drop)
+    return v
+
+
+def verify_printed_ws(k: Any, source: str, *,
+                      instances: Sequence[Any]) -> Dict[str, CheckResult]:
+    """``printed_source``, ``declarations`` and ``index_ranges`` of the printed text of the
+    warp-specialised attention kernel ``k`` (the module docstring): the attention reader's
+    checks at ``instances`` and the per-role text checks, each check holding only if both
+    hold."""
+    f = Fail()
+    text = role_lines(k, source, f)
+    attention = verify_printed(_view(k, lambda s: isinstance(s, TMA_STATEMENTS)), text,
+                               instances=instances)
+    tma = printed_tma_checks(k, source)
+    out: Dict[str, CheckResult] = {}
+    for name in PRINTED_CHECKS:
+        res = attention[name]
+        why: Optional[str] = f.first.get(name) or \
+            (None if res.holds else res.counterexample) or tma.first.get(name)
+        out[name] = CheckResult(
+            check=name, holds=why is None, method=res.method,
+            domain=(res.domain + ("; and the role / mbarrier / TMA lines (each form counted "
+                                  "against the IR; calls in order, their barriers, parities, "
+                                  "byte counts and box coordinates read back)"
+                                  if name != "index_ranges" else "")),
+            counterexample=why)
+    return out
+
+
+def attach_printed_ws(report: Any, k: Any, source: str, *, instances: Sequence[Any]) -> Any:
+    """Add :func:`verify_printed_ws`'s results to ``report.checks`` and return it."""
+    report.checks.update(verify_printed_ws(k, source, instances=instances))
+    return report
