@@ -66,7 +66,7 @@ from .attention import AttentionConfigError, FlashAttention, FlashConfig, plan_f
 from .builder import CompiledKernel
 
 __all__ = ["query_block_lets", "key_range_lets", "build_flash_ir", "flash_ir_spec", "attention_ir_spec", "flash_ir_instances",
-           "ONE_MASKED_LOOP", "V_WAIT_EARLY_HEAD_DIMS",
+           "ONE_MASKED_LOOP", "V_WAIT_EARLY_HEAD_DIMS", "normalized_row_store",
            "flash_ir_name",
            "FLASH_IR_SCALARS", "ir_flash_supported", "IrFlashAttention", "int_offsets_fit"]
 
@@ -442,20 +442,9 @@ class _Builder:
         out: List[Any] = [CpAsyncWait(0)]
         for i in range(mt):
             for hh in range(2):
-                r = f"{i}{hh}"
-                items = tuple((i * self.dt + n) * 4 + 2 * hh + e for n in range(self.dt)
-                              for e in range(2))
-                row = self.row_of(i, 2 * hh)
-                out += [LaneXor(f"l{r}", "sum", "shfl_xor", 1),
-                        LaneXor(f"l{r}", "sum", "shfl_xor", 2),
-                        FinalNormalize(self.o, items, f"l{r}", f"m{r}", self.lse, raw=True)]
-                for n in range(self.dt):
-                    o0 = (i * self.dt + n) * 4 + 2 * hh
-                    cs = tuple((row, 8 * n + sym("col0") + e, sym("h"), sym("bat"))
-                               for e in range(2))
-                    out.append(Access("store", "global", "O", sympy.expand(G(cs[0])), 2,
-                                      self.o.regs([o0, o0 + 1]), _lt(row, R("seqlen_q")),
-                                      tag="O.store", origin=G, coords=cs))
+                out += normalized_row_store(
+                    self.o, self.lse, G, self.row_of(i, 2 * hh), f"{i}{hh}",
+                    [(i * self.dt + n) * 4 + 2 * hh for n in range(self.dt)])
         return out
 
     def build(self) -> AttnKernel:
@@ -539,6 +528,25 @@ def key_range_lets(bm: int, bn: int, causal: bool) -> List[Any]:
 def _lt(a: Any, b: Any) -> Any:
     """``a < b`` as printed (sympy would rewrite ``floor(x / 8) < n`` as ``x / 8 < n``)."""
     return sympy.StrictLessThan(a, b, evaluate=False)
+
+
+def normalized_row_store(o: Frag, lse: Any, G: Any, row: Any, name: str,
+                         pairs: List[int]) -> List[Any]:
+    """The write-back of one accumulator row of a prefill (the mma.sync and wgmma IR share it):
+    the row sum ``l{name}`` summed over the 4 lanes of the quad that share the row (``shfl_xor``
+    1 and 2), O normalised by it in the raw-score form (row maximum ``m{name}``), then for each
+    ``pairs[n]`` (the first O register of column pair ``n``) columns ``8 n + col0`` and ``+ 1``
+    stored as one pair under ``row < seqlen_q``."""
+    items = tuple(o0 + e for o0 in pairs for e in range(2))
+    out: List[Any] = [LaneXor(f"l{name}", "sum", "shfl_xor", 1),
+                      LaneXor(f"l{name}", "sum", "shfl_xor", 2),
+                      FinalNormalize(o, items, f"l{name}", f"m{name}", lse, raw=True)]
+    for n, o0 in enumerate(pairs):
+        cs = tuple((row, 8 * n + sym("col0") + e, sym("h"), sym("bat")) for e in range(2))
+        out.append(Access("store", "global", "O", sympy.expand(G(cs[0])), 2,
+                          o.regs([o0, o0 + 1]), _lt(row, R("seqlen_q")),
+                          tag="O.store", origin=G, coords=cs))
+    return out
 
 
 def _c_rows(spec: Any) -> Tuple[Layout, Layout]:

@@ -84,7 +84,7 @@ import sympy
 from layoutalg import ComposedLayout, Layout, composition
 from mfma_specs.nvidia_wgmma import wgmma
 
-from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LetMinMax,
+from ..ir.attention import (AttnKernel, ExpScores, FVar, LaneXor, LetMinMax,
                             MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate,
                             runtime_symbol as R)
 from ..ir.core import (Access, Barrier, Comment, Frag, If, Let, Loop, Param, Shared, ZeroFrag,
@@ -95,7 +95,8 @@ from ..ir.nvidia_wgmma import (FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaF
 from ..ir.warp_registers import RoundProbs
 from .attention import AttentionConfigError
 from .flash_ir import (FLASH_IR_SCALARS, IrFlashAttention, flash_ir_instances, flash_ir_spec,
-                       global_layouts, key_range_lets, query_block_lets)
+                       global_layouts, key_range_lets, normalized_row_store,
+                       query_block_lets)
 from .wgmma import Operand, accumulator_rows_cols
 from .wgmma_attention import WgmmaFlashConfig, WgmmaFlashPlan, plan_wgmma_flash
 
@@ -404,18 +405,8 @@ class WgmmaFlashBuilder:
         d = self.c.head_dim
         out: List[Any] = [CpAsyncWait(0)]
         for hh in range(2):
-            items = self.half_items(d, hh)
-            row = self.row_of(2 * hh)
-            out += [LaneXor(f"lr{hh}", "sum", "shfl_xor", 1),
-                    LaneXor(f"lr{hh}", "sum", "shfl_xor", 2),
-                    FinalNormalize(self.o, items, f"lr{hh}", f"mr{hh}", self.lse, raw=True)]
-            for jn in range(d // 8):
-                o0 = 4 * jn + 2 * hh
-                cs = tuple((row, 8 * jn + sym("col0") + e, sym("h"), sym("bat"))
-                           for e in range(2))
-                out.append(Access("store", "global", "O", sympy.expand(G(cs[0])), 2,
-                                  self.o.regs([o0, o0 + 1]), _lt(row, R("seqlen_q")),
-                                  tag="O.store", origin=G, coords=cs))
+            out += normalized_row_store(self.o, self.lse, G, self.row_of(2 * hh), f"r{hh}",
+                                        [4 * jn + 2 * hh for jn in range(d // 8)])
         return out
 
     def build(self) -> AttnKernel:

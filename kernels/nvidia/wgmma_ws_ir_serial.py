@@ -33,13 +33,13 @@ from typing import Any, List
 
 import sympy
 
-from ..ir.attention import FVar, LetMinMax, runtime_symbol as R
+from ..ir.attention import FVar, runtime_symbol as R
 from ..ir.core import Comment, Let, Loop, Shared, ZeroFrag, sym
 from ..ir.nvidia import CpAsyncWait
 from ..ir.nvidia_tma import (IntParam, LeaderOnly, MbarrierArrive, MbarrierExpectTx,
                              MbarrierInit, MbarrierInitFence, MbarrierWait, RoleBranch,
                              Setmaxnreg, TensorMap, TmaLoad)
-from ..ir.nvidia_wgmma import GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait
+from ..ir.nvidia_wgmma import GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
