@@ -21,20 +21,7 @@ pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention, FlashConfig  # noqa: E402
 from kernels.nvidia.flash_ir import IrFlashAttention  # noqa: E402
-
-DT = {"f16": torch.float16, "bf16": torch.bfloat16}
-
-
-def _reference(q, k, v, causal):
-    G = q.shape[1] // k.shape[1]
-    k, v = (t.float().repeat_interleave(G, dim=1) for t in (k, v))
-    s = q.float() @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if causal:
-        Sq, Skv = s.shape[-2:]
-        keep = torch.ones(Sq, Skv, dtype=torch.bool, device=s.device).tril()
-        s = s.masked_fill(~keep, float("-inf"))
-    return torch.softmax(s, -1) @ v
-
+from _prefill_gpu import DT, check_against_template  # noqa: E402
 
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,D,dt,causal,bshd", [
     (2, 4, 2, 77, 77, 64, "f16", False, False),       # ragged GQA, one partial block
@@ -57,7 +44,7 @@ def test_ir_flash_matches_template(B, Hq, Hkv, Sq, Skv, D, dt, causal, bshd):
     q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
     cfg = FlashConfig(dtype=dt, head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
     ir, tpl = IrFlashAttention(cfg), FlashAttention(cfg)
-    _check_bitwise(ir, tpl, q, k, v, causal, dt)
+    check_against_template(ir, tpl, q, k, v, causal, dt)
 
 
 @pytest.mark.parametrize("split", [True, False], ids=["split", "one-loop"])
@@ -71,27 +58,8 @@ def test_every_ir_loop_form_is_bitwise_the_template(D, causal, Sq, Skv, v_early,
     q = torch.randn(1, 4, Sq, D, device="cuda", generator=g).half()
     k, v = (torch.randn(1, 2, Skv, D, device="cuda", generator=g).half() for _ in range(2))
     cfg = FlashConfig(dtype="f16", head_dim=D, causal=causal, **FLASH_DEFAULTS[D])
-    _check_bitwise(IrFlashAttention(cfg, v_early=v_early, split=split), FlashAttention(cfg),
+    check_against_template(IrFlashAttention(cfg, v_early=v_early, split=split), FlashAttention(cfg),
                    q, k, v, causal, "f16")
-
-
-def _check_bitwise(ir, tpl, q, k, v, causal, dt):
-    B, Hq, Sq, D = q.shape
-    assert ir.report.holds
-    o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
-    o_t = torch.full_like(o_ir, float("nan"))
-    ir(q, k, v, out=o_ir)
-    tpl(q, k, v, out=o_t)
-    torch.cuda.synchronize()
-    assert not o_ir.isnan().any()
-    ref = _reference(q, k, v, causal)
-    tol = 2e-2 if dt == "bf16" else 4e-3
-    e_ir = (o_ir.float() - ref).abs().max().item()
-    e_t = (o_t.float() - ref).abs().max().item()
-    diff = (o_ir.float() - o_t.float()).abs().max().item()
-    assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
-    assert diff <= tol, diff
-    assert torch.equal(o_ir, o_t), f"not bitwise the template: max abs {diff}"
 
 
 @pytest.mark.parametrize("D,causal", [(64, False), (64, True), (128, False), (128, True),

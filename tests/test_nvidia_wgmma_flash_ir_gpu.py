@@ -24,23 +24,11 @@ pytestmark = NVIDIA_GPU
 from kernels.nvidia.wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig  # noqa: E402
 from kernels.nvidia import wgmma_flash_ir  # noqa: E402
 from kernels.nvidia.wgmma_flash_ir import IrWgmmaFlashAttention  # noqa: E402
-
-DT = {"f16": torch.float16, "bf16": torch.bfloat16}
+from _prefill_gpu import DT, check_against_template  # noqa: E402
 
 
 def _hopper() -> bool:
     return torch.cuda.get_device_capability() == (9, 0)
-
-
-def _reference(q, k, v, causal):
-    G = q.shape[1] // k.shape[1]
-    k, v = (t.float().repeat_interleave(G, dim=1) for t in (k, v))
-    s = q.float() @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if causal:
-        Sq, Skv = s.shape[-2:]
-        keep = torch.ones(Sq, Skv, dtype=torch.bool, device=s.device).tril()
-        s = s.masked_fill(~keep, float("-inf"))
-    return torch.softmax(s, -1) @ v
 
 
 # (overlap, mask_block0_when_needed): both schedules as built by default, and the overlapped
@@ -73,23 +61,8 @@ def test_ir_wgmma_flash_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd, 
     q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
     cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=1, bn=128, causal=causal,
                            overlap=overlap)
-    ir = IrWgmmaFlashAttention(cfg, mask_block0_when_needed=mask0)
-    tpl = WgmmaFlashAttention(cfg)
-    assert ir.report.holds
-    o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
-    o_t = torch.full_like(o_ir, float("nan"))
-    ir(q, k, v, out=o_ir)
-    tpl(q, k, v, out=o_t)
-    torch.cuda.synchronize()
-    assert not o_ir.isnan().any()
-    ref = _reference(q, k, v, causal)
-    tol = 2e-2 if dt == "bf16" else 4e-3
-    e_ir = (o_ir.float() - ref).abs().max().item()
-    e_t = (o_t.float() - ref).abs().max().item()
-    diff = (o_ir.float() - o_t.float()).abs().max().item()
-    assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
-    assert diff <= tol, diff
-    assert torch.equal(o_ir, o_t), f"not bitwise the template: max abs {diff}"
+    check_against_template(IrWgmmaFlashAttention(cfg, mask_block0_when_needed=mask0),
+                           WgmmaFlashAttention(cfg), q, k, v, causal, dt)
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bn", [
@@ -109,20 +82,9 @@ def test_two_warpgroup_d128_ir_matches_template(B, Hq, Hkv, Sq, Skv, dt, causal,
     q, k, v = (torch.randn((B, H, S, D), device="cuda", generator=g).to(DT[dt])
                for H, S in ((Hq, Sq), (Hkv, Skv), (Hkv, Skv)))
     cfg = WgmmaFlashConfig(dtype=dt, head_dim=D, warpgroups=2, bn=bn, causal=causal)
-    ir, tpl = IrWgmmaFlashAttention(cfg), WgmmaFlashAttention(cfg)
-    assert ir.report.holds
-    o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
-    o_t = torch.full_like(o_ir, float("nan"))
-    ir(q, k, v, out=o_ir)
-    tpl(q, k, v, out=o_t)
-    torch.cuda.synchronize()
-    assert not o_ir.isnan().any()
-    ref = _reference(q, k, v, causal)
-    tol = 2e-2 if dt == "bf16" else 4e-3
-    e_ir = (o_ir.float() - ref).abs().max().item()
-    e_t = (o_t.float() - ref).abs().max().item()
-    assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
-    assert (o_ir.float() - o_t.float()).abs().max().item() <= tol
+    # measured bitwise on the H100 too, but not a requirement of this tile (not dispatched)
+    check_against_template(IrWgmmaFlashAttention(cfg), WgmmaFlashAttention(cfg), q, k, v,
+                           causal, dt, bitwise=False)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])

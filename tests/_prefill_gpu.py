@@ -1,0 +1,44 @@
+"""What the prefill GPU tests check of an IR-built kernel against its template (shared by
+tests/test_nvidia_flash_ir_gpu.py and tests/test_nvidia_wgmma_flash_ir_gpu.py).  Import after
+``pytest.importorskip("torch")``."""
+
+from __future__ import annotations
+
+import torch
+
+DT = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def reference(q, k, v, causal):
+    """softmax(q k^T / sqrt(d) [+ causal mask]) v in float32, GQA by repeating K and V."""
+    G = q.shape[1] // k.shape[1]
+    k, v = (t.float().repeat_interleave(G, dim=1) for t in (k, v))
+    s = q.float() @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        Sq, Skv = s.shape[-2:]
+        keep = torch.ones(Sq, Skv, dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def check_against_template(ir, tpl, q, k, v, causal, dt, bitwise=True):
+    """``ir`` verified; run with ``tpl`` into NaN-poisoned outputs: every element written, the
+    IR's error against :func:`reference` within the tolerance or 1.5x the template's, the two
+    outputs within the tolerance of each other and, with ``bitwise``, equal bit for bit."""
+    B, Hq, Sq, D = q.shape
+    assert ir.report.holds
+    o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
+    o_t = torch.full_like(o_ir, float("nan"))
+    ir(q, k, v, out=o_ir)
+    tpl(q, k, v, out=o_t)
+    torch.cuda.synchronize()
+    assert not o_ir.isnan().any()
+    ref = reference(q, k, v, causal)
+    tol = 2e-2 if dt == "bf16" else 4e-3
+    e_ir = (o_ir.float() - ref).abs().max().item()
+    e_t = (o_t.float() - ref).abs().max().item()
+    diff = (o_ir.float() - o_t.float()).abs().max().item()
+    assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
+    assert diff <= tol, diff
+    if bitwise:
+        assert torch.equal(o_ir, o_t), f"not bitwise the template: max abs {diff}"
