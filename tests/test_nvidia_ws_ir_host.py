@@ -41,8 +41,19 @@ def ir():
 
 
 @pytest.fixture(scope="module")
-def fa():
+def _built():
     return IrWsSerialAttention()
+
+
+@pytest.fixture
+def fa(_built, fake):
+    """The kernel, built once for the file, on this test's pretend H100: its bound calls,
+    fake module and map copies forgotten after the test (none reaches another test's
+    driver)."""
+    yield _built
+    _built.forget_calls()
+    _built._module = None
+    _built._maps.clear()
 
 
 def _bhsd(B, H, S, D=128, dtype=BF16):
