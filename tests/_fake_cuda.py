@@ -210,3 +210,67 @@ def clear_caches() -> None:
         maps = getattr(g, "_maps", None)
         if maps is not None:
             maps.clear()
+
+
+@dataclass
+class EncodedMap:
+    """One ``cuTensorMapEncodeTiled`` call, its arguments read back: enums by name (``"128B"``),
+    sizes as ints."""
+    dtype: str
+    rank: int
+    ptr: int
+    dims: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    box: Tuple[int, ...]
+    element_strides: Tuple[int, ...]
+    interleave: str
+    swizzle: str
+    l2: str
+    oob: str
+
+
+def _enum(prefix: str, *names: str) -> Any:
+    return SimpleNamespace(**{prefix + n: n for n in names})
+
+
+class FakeTmaDriver:
+    """cuda-python's ``cuTensorMapEncodeTiled`` and the enums and integer types
+    :func:`kernels.nvidia.tma.encode_tiled_map` names, recording each call
+    (:class:`EncodedMap`) and returning an opaque map whose words count the calls."""
+
+    CUtensorMapDataType = _enum("CU_TENSOR_MAP_DATA_TYPE_", "FLOAT16", "BFLOAT16", "FLOAT32")
+    CUtensorMapInterleave = _enum("CU_TENSOR_MAP_INTERLEAVE_", "NONE", "16B", "32B")
+    CUtensorMapSwizzle = _enum("CU_TENSOR_MAP_SWIZZLE_", "NONE", "32B", "64B", "128B")
+    CUtensorMapL2promotion = _enum("CU_TENSOR_MAP_L2_PROMOTION_", "NONE", "L2_64B", "L2_128B",
+                                   "L2_256B")
+    CUtensorMapFloatOOBfill = _enum("CU_TENSOR_MAP_FLOAT_OOB_FILL_", "NONE",
+                                    "NAN_REQUEST_ZERO_FMA")
+
+    def __init__(self) -> None:
+        self.maps: List[EncodedMap] = []
+
+    @staticmethod
+    def cuuint64_t(x):
+        return int(x)
+
+    @staticmethod
+    def cuuint32_t(x):
+        return int(x)
+
+    def cuTensorMapEncodeTiled(self, dt, rank, ptr, dims, strides, box, elem, interleave,
+                               swizzle, l2, oob):
+        self.maps.append(EncodedMap(dt, rank, ptr, tuple(dims), tuple(strides), tuple(box),
+                                    tuple(elem), interleave, swizzle, l2, oob))
+        return 0, SimpleNamespace(opaque=[len(self.maps)] * 16)
+
+
+def install_tma_encoder(monkeypatch) -> FakeTmaDriver:
+    """Make ``from cuda.bindings import driver`` (the tensor-map encoder's import) return a
+    :class:`FakeTmaDriver`, whatever cuda-python is installed; returns it."""
+    import sys
+    import types
+    fake = FakeTmaDriver()
+    pkg = types.ModuleType("cuda.bindings")
+    pkg.driver = fake           # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cuda.bindings", pkg)
+    return fake

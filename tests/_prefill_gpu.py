@@ -21,10 +21,12 @@ def reference(q, k, v, causal):
     return torch.softmax(s, -1) @ v
 
 
-def check_against_template(ir, tpl, q, k, v, causal, dt, bitwise=True):
+def check_against_template(ir, tpl, q, k, v, causal, dt, bitwise=True, ref_batches=None):
     """``ir`` verified; run with ``tpl`` into NaN-poisoned outputs: every element written, the
     IR's error against :func:`reference` within the tolerance or 1.5x the template's, the two
-    outputs within the tolerance of each other and, with ``bitwise``, equal bit for bit."""
+    outputs within the tolerance of each other and, with ``bitwise``, equal bit for bit.
+    ``ref_batches``: the reference of the first that many batches only (its float32 scores of
+    a whole S8K batch are 8 GiB)."""
     B, Hq, Sq, D = q.shape
     assert ir.report.holds
     o_ir = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=DT[dt])
@@ -33,10 +35,12 @@ def check_against_template(ir, tpl, q, k, v, causal, dt, bitwise=True):
     tpl(q, k, v, out=o_t)
     torch.cuda.synchronize()
     assert not o_ir.isnan().any()
-    ref = reference(q, k, v, causal)
+    n = B if ref_batches is None else ref_batches
+    ref = reference(q[:n], k[:n], v[:n], causal)
     tol = 2e-2 if dt == "bf16" else 4e-3
-    e_ir = (o_ir.float() - ref).abs().max().item()
-    e_t = (o_t.float() - ref).abs().max().item()
+    e_ir = (o_ir[:n].float() - ref).abs().max().item()
+    e_t = (o_t[:n].float() - ref).abs().max().item()
+    del ref
     diff = (o_ir.float() - o_t.float()).abs().max().item()
     assert e_ir <= max(tol, 1.5 * e_t), (e_ir, e_t)
     assert diff <= tol, diff

@@ -43,6 +43,8 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
     # landed: the engine (kernels.verify.attention_ring), without ping-pong, and the printed
     # text of its kernel checked (kernels.verify.printed_ws)
     assert {"engine", "printed_text"}.isdisjoint(plan.missing_pieces(cfgs["B8 H32 S8K"]))
+    # landed: the host's 4-D tensor maps of an IR kernel and its launcher (wgmma_ws_ir_launch)
+    assert "host_maps_4d" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
     # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers
     bare = WsFlashConfig(head_dim=128, stages=2, pingpong=False)
     assert set(plan.missing_pieces(bare)) == {"builder"}
@@ -54,12 +56,30 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers", "engine",
-                                  "engine_pingpong", "printed_text"])
+                                  "engine_pingpong", "printed_text", "host_maps_4d"])
 def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
     assert probe() is (name in ("two_consumers", "pingpong_barriers", "tma_4d", "engine",
-                                "printed_text"))
+                                "printed_text", "host_maps_4d"))
+
+
+def test_the_host_maps_probe_fails_when_the_reading_is_wrong(monkeypatch):
+    """The probe reads a map: a reading whose strides are not the tensor's (planted: head and
+    batch swapped) turns it False, and so does a module that is not there."""
+    import kernels.nvidia.ws_tma_loads as wl
+    real = wl.ir_attention_map_args
+
+    def swapped(tm, t, sizes):
+        a = dict(real(tm, t, sizes))
+        a["strides"] = (a["strides"][0], a["strides"][2], a["strides"][1])
+        return a
+    monkeypatch.setattr(wl, "ir_attention_map_args", swapped)
+    assert plan._host_maps_4d() is False
+    monkeypatch.setattr(wl, "ir_attention_map_args", real)
+    assert plan._host_maps_4d() is True
+    monkeypatch.setattr(plan, "_module", lambda name: lambda: False)
+    assert plan._host_maps_4d() is False
 
 
 def test_the_printed_text_probe_fails_when_a_check_fails(monkeypatch):

@@ -87,7 +87,7 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    pass runs on the consumer view (``RingStatic``: O index math, bounds, coverage; the (batch,
    head) anchor from the Q box its ``bQ`` wait observes).  Its first kernel:
    :func:`~.wgmma_ws_ir_serial.build_ws_serial_ir` (two consumers, two-stage K / V rings, the
-   serial schedule, 4-D boxes; not dispatched, not printed for a GPU), verified causal and not
+   serial schedule, 4-D boxes; not dispatched; run on the H100, piece 5), verified causal and not
    at the mma.sync IR prefill's instances; planted bugs refused by their rule
    (``tests/test_ws_attention_engine.py``: consumer skips the full wait, producer skips the
    empty wait, expect-tx short / over, parity flipped, K released before S retired,
@@ -108,9 +108,14 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    template's helper text, :data:`~kernels.nvidia.tma.TMA_LOAD_4D_HELPER`, declared only where
    used), ``printed_tma`` reading the call and its plane coordinates back (literals included)
    and counting 2-D and 4-D calls (``tests/test_ring_4d.py``: a 4-D ring over two heads and two
-   batches with a ragged sequence, misprints refused).  Not yet: the host's 4-D
-   ``cuTensorMapEncodeTiled`` for an IR kernel (the template's are
-   :class:`~.ws_tma_loads.AttentionTensorMaps`), which a launcher of the IR kernel needs;
+   batches with a ragged sequence, misprints refused).  The host side (landed, :data:`PIECES`
+   ``host_maps_4d``): :func:`~.ws_tma_loads.ir_attention_map_args` reads each 4-D map an IR
+   kernel declares against its tensor at the launch (dims order, the extents its symbols
+   evaluate to, box, dtype) and the template's encoder encodes it
+   (:class:`~.ws_tma_loads.AttentionTensorMaps`: byte for byte the template's map);
+   :class:`~.wgmma_ws_ir_launch.IrWsSerialAttention` launches the serial kernel by the IR's
+   parameter names (``tests/test_nvidia_ws_ir_host.py``: every ``cuTensorMapEncodeTiled``
+   argument read back on the fake driver, refusals);
 3. **cross-warpgroup named barriers** (landed: ``NamedBarrier(id, threads, arrive)``, printed
    as ``lg_named_bar`` / ``lg_named_arrive``; on the per-role model one arrival per warpgroup
    per phase, a sync waiting for its phase, one thread count per id, no dangling phase at the
@@ -137,9 +142,17 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    row-sum and mask lines, a stray wait or box, a wait moved past the wgmma it guards, a
    dropped ``__syncwarp``, setmaxnreg, barrier counts and lengths).  **Left**: the index
    expressions of the blanked role lines are read back with C semantics (``printed_tma``) but
-   not in the ``index_ranges`` interval pass; the kernel is still not compiled or run (no
-   host 4-D tensor maps for an IR kernel, piece 2), and the warp-specialised builder of the
-   dispatched configurations (:data:`BUILDER_MODULE`, ``builder``) does not exist;
+   not in the ``index_ranges`` interval pass; and the warp-specialised builder of the
+   dispatched configurations (:data:`BUILDER_MODULE`, ``builder``) does not exist.  The serial
+   kernel compiles (NVRTC, sm_90a: 168 registers, no spills; in the SASS the producer names
+   registers up to R21 under its 24, the consumers up to R176 under their 240) and runs on
+   the H100 through the host maps of piece 2 (``tests/test_nvidia_ws_ir_gpu.py``, 6 passed:
+   bitwise the template of its configuration, ``lg_wsflash_*_d128_128x128_s2[_causal]_tma``,
+   at B8 H32 S8K causal and not, B4 H16 1000 / 4097, B2 H4 S77 GQA bf16 and f16 BSHD, B16 H32
+   S512 causal); its speed, the baseline the dispatched builder improves on
+   (``benchmarks/nvidia_ws_ir_serial.py``, docs/PERFORMANCE.md): 0.89x that template at B8 H32
+   S8K, 1.00x causal, 0.94x at 1000 / 4097, 1.02x at S512 causal, 1.10x at S77; 0.79-0.88x
+   the dispatched configurations but at S77;
 6. **deferred P V wait** (``defer_pv_wait``): the V release of block j - 2 under ``j > 1``;
 7. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
    :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
@@ -209,6 +222,37 @@ def _tma_load_4d() -> bool:
     return True
 
 
+def _host_maps_4d() -> bool:
+    """Does the host read an IR kernel's 4-D tensor map against its tensor and describe it as
+    the template's encoder does (the serial kernel's Q map over a (2, 4, 300, 128) BSHD bf16
+    tensor)?"""
+    if not _module("kernels.nvidia.wgmma_ws_ir_launch")():
+        return False
+    from ..ir.attention import runtime_symbol as R
+    from ..ir.nvidia_tma import TensorMap
+    from .ws_tma_loads import attention_map_args, ir_attention_map_args
+
+    class _Tensor:      # shape, strides, pointer and dtype: all a map reads of a tensor
+        shape, dtype = (2, 4, 300, 128), "torch.bfloat16"
+
+        def stride(self, d=None):
+            st = (300 * 4 * 128, 128, 4 * 128, 1)
+            return st if d is None else st[d]
+
+        def data_ptr(self) -> int:
+            return 1 << 20
+
+    tm = TensorMap("tmQ", "Q", ("d", "row", "head", "batch"), 128, R("seqlen_q"), 64, 128,
+                   "bf16", planes=(R("heads"), R("batch")))
+    t = _Tensor()
+    sizes = {"seqlen_q": 300, "heads": 4, "batch": 2}
+    try:
+        return ir_attention_map_args(tm, t, sizes) == attention_map_args(t, 128) == {
+            "dims": (128, 300, 4, 2), "strides": (1024, 256, 307200), "box": (64, 128, 1, 1)}
+    except Exception:       # a reading that refuses the template's own map is not there
+        return False
+
+
 def _named_barrier_arrive() -> bool:
     from ..ir import nvidia_tma
     return hasattr(nvidia_tma, "NamedBarrierArrive") or _has_field(nvidia_tma.NamedBarrier,
@@ -269,6 +313,9 @@ PIECES: Tuple[Piece, ...] = (
           "beside their lockstep dataflow", lambda c: c.pingpong, _engine_pingpong),
     Piece("tma_4d", "4-D tensor maps (head_dim, seq, head, batch) in TensorMap / TmaLoad, the "
           "model and the printer", lambda c: c.loader == "tma", _tma_load_4d),
+    Piece("host_maps_4d", "the host's cuTensorMapEncodeTiled of an IR kernel's 4-D tensor "
+          "maps, read against the launch's tensors, and a launcher", lambda c: c.loader == "tma",
+          _host_maps_4d),
     Piece("pingpong_barriers", "bar.sync / bar.arrive on 256 threads of two consumer "
           "warpgroups, with the sync-arrive pairing rule", lambda c: c.pingpong,
           _named_barrier_arrive),

@@ -3,7 +3,7 @@ consumer warpgroups on mbarrier rings, the consumers running the serial schedule
 :mod:`.wgmma_flash_ir` (``overlap=False``: per key block S, softmax, P V, each waited for) --
 the first kernel of the engine of :mod:`.wgmma_ws_ir_plan` (piece 1).  Not the dispatched
 kernel's IR form (no ping-pong, no overlap, no deferred wait, no persistence: the plan's
-pieces 6-7 and the dispatched builder), not compiled for a GPU run, not dispatched.
+pieces 6-7 and the dispatched builder), not dispatched.
 
 * one block of 384 threads: warpgroup 0 the producer (``setmaxnreg.dec`` 24; thread 0 issues
   the boxes), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` 240; rows ``m0 + 64 (wg -
@@ -23,8 +23,9 @@ instances, ``warpgroup_roles`` producer / consumer), which :func:`kernels.verify
 the ring's protocol and the consumers' softmax dataflow in one run, the static pass on the
 consumer view); with ``source`` (the attention printer's text,
 :func:`kernels.printer.cuda_attention.emit_cuda_attention`) its printed text is read back
-against the IR by :mod:`kernels.verify.printed_ws`.  It is not compiled or run yet (no host
-4-D tensor maps for an IR kernel).
+against the IR by :mod:`kernels.verify.printed_ws`.  Its host side (the 4-D tensor maps, the
+launch) is :class:`~.wgmma_ws_ir_launch.IrWsSerialAttention`: on the H100 bitwise the template
+of its configuration, not dispatched.
 """
 
 from __future__ import annotations

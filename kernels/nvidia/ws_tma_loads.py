@@ -37,7 +37,8 @@ from .wgmma import proved
 
 __all__ = ["TMA_PRODUCER_REGS", "TMA_CONSUMER_REGS", "TMA_WS_HELPERS", "TMA_PARAMS",
            "PERSISTENT_PARAMS", "WsTmaLoads", "plan_tma_loads", "emit_tma_producer",
-           "emit_tile_decode", "attention_map_args", "tma_attention_ready",
+           "emit_tile_decode", "attention_map_args", "tma_attention_ready", "BHSD_AXES",
+           "ir_attention_map_args",
            "AttentionTensorMaps", "unit_order", "printed_unit_order", "check_unit_decode", "UNIT_DECODE_CASES"]
 
 TMA_PRODUCER_REGS = 24     # one thread issues boxes: FA3's producer count
@@ -282,6 +283,55 @@ def attention_map_args(t, box_rows: int) -> Dict[str, Any]:
     B, H, S, D = (int(x) for x in t.shape)
     return {"dims": (D, S, H, B), "strides": tuple(2 * int(t.stride(i)) for i in (2, 1, 0)),
             "box": (64, box_rows, 1, 1)}
+
+
+#: the axis of a (batch, heads, seq, head_dim) tensor each spec dimension an IR attention map
+#: names is stored on (:class:`~kernels.ir.nvidia_tma.TensorMap` ``dims``, innermost first)
+BHSD_AXES: Dict[str, int] = {"d": 3, "row": 2, "key": 2, "head": 1, "kv_head": 1, "batch": 0}
+
+_MAP_DTYPES = {"bf16": "torch.bfloat16", "f16": "torch.float16"}
+
+
+def ir_attention_map_args(tm: Any, t: Any, sizes: Dict[str, int]) -> Dict[str, Any]:
+    """The 4-D tensor map an IR kernel declares (``tm``, a
+    :class:`~kernels.ir.nvidia_tma.TensorMap` with ``planes``) over the (batch, heads, seq,
+    head_dim) tensor ``t`` at one launch (``sizes``: the value of each runtime symbol in
+    ``tm``'s extents), read against ``t``: its ``dims`` name ``t``'s axes innermost first in
+    the order the template encodes, (head_dim, seq, head, batch) (:data:`BHSD_AXES`); its
+    extents evaluated at ``sizes`` are ``t``'s; its box is (64, rows, 1, 1) of its dtype.
+    Returns :func:`attention_map_args` of ``t`` with ``tm``'s box rows -- the strides ``t``'s,
+    what TMA cannot address refused there -- so an IR kernel's map is encoded by the
+    template's one mechanism (:class:`AttentionTensorMaps`, :func:`~.tma.encode_tiled_map`).
+    Raises :class:`LaunchError` naming the first thing that differs."""
+    import sympy
+    if len(tm.planes) != 2:
+        raise LaunchError(f"tensor map {tm.name}: dims {tm.dims} are a 2-D map; an attention "
+                          "map is 4-D (head_dim, seq, head, batch)")
+    axes = tuple(BHSD_AXES.get(n, -1) for n in tm.dims)
+    if axes != (3, 2, 1, 0):
+        raise LaunchError(f"tensor map {tm.name}: dims {tm.dims} are not (head_dim, seq, head, "
+                          "batch) of a (batch, heads, seq, head_dim) tensor: the host encodes "
+                          "no other order")
+    want = []
+    for e in (tm.inner, tm.outer, *tm.planes):
+        e = sympy.sympify(e)
+        free = {s.name: s for s in e.free_symbols}
+        if set(free) - set(sizes):
+            raise LaunchError(f"tensor map {tm.name}: no launch value for "
+                              f"{sorted(set(free) - set(sizes))} in its extent {e}")
+        want.append(int(e.subs({s: sizes[n] for n, s in free.items()})))
+    if _MAP_DTYPES.get(tm.dtype) != str(t.dtype):
+        raise LaunchError(f"tensor map {tm.name}: the IR's elements are {tm.dtype}, the tensor's "
+                          f"{t.dtype}")
+    args = attention_map_args(t, tm.box_outer)
+    if tuple(want) != args["dims"]:
+        raise LaunchError(f"tensor map {tm.name} over {tm.tensor}: the IR's extents "
+                          f"{tuple(want)} (head_dim, seq, head, batch) at this launch, the "
+                          f"tensor's {args['dims']}")
+    if (tm.box_inner, tm.box_outer, 1, 1) != args["box"]:
+        raise LaunchError(f"tensor map {tm.name}: the IR's box ({tm.box_inner}, "
+                          f"{tm.box_outer}, 1, 1), the template encodes {args['box']}")
+    return args
 
 
 class AttentionTensorMaps(DeviceMaps):

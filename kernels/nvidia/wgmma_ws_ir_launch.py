@@ -1,0 +1,147 @@
+"""The host side of the warp-specialised IR prefill (:mod:`.wgmma_ws_ir_serial`): its 4-D
+tensor maps and its launch -- the plan's piece 2 host part (:mod:`.wgmma_ws_ir_plan`).
+
+An IR kernel with 4-D :class:`~kernels.ir.nvidia_tma.TensorMap` parameters takes each map as a
+``const void*`` to a 128-byte ``CUtensorMap`` in device memory.  The host reads every map the
+IR declares against the tensor it addresses at the launch
+(:func:`~.ws_tma_loads.ir_attention_map_args`: the dims' order, the extents the IR's symbols
+evaluate to, the box and the dtype) and then encodes it with the template's one mechanism
+(:class:`~.ws_tma_loads.AttentionTensorMaps` -> :func:`~.tma.encode_tiled_map`: strides from
+the tensor, the 128-byte swizzle, no interleave, zero fill), so an IR map is byte for byte the
+template's map of the same tensor and box.
+
+:class:`IrWsSerialAttention` runs :func:`~.wgmma_ws_ir_serial.build_ws_serial_ir` (verified
+first: the IR and its printed text) on (B, H, S, D) tensors of any strides TMA addresses
+(BSHD included), GQA, bf16 / f16, head_dim 128: grid (query blocks, batch x heads), 384
+threads, the arguments built by name from the IR's parameters and scalars (so the launch is
+the printed signature's order, whatever it is).  It refuses with
+:class:`~kernels.errors.LaunchError` what the maps cannot address (base not 16-byte aligned,
+strides not positive multiples of 16 bytes, head_dim not contiguous) and what the IR's 32-bit
+index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  Not dispatched: the serial
+schedule is the baseline the dispatched warp-specialised builder improves on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..errors import LaunchError
+from ..ir.nvidia_tma import IntParam, TensorMap
+from .attention import FlashAttention
+from .builder import CompiledKernel
+from .flash_ir import int_offsets_fit, ir_launch_fits, scale_log2_of
+from .wgmma_ws_ir_serial import build_ws_serial_ir
+from .ws_tma_loads import AttentionTensorMaps, ir_attention_map_args
+
+__all__ = ["IrWsSerialAttention", "launch_sizes"]
+
+
+def launch_sizes(q: Any, k: Any) -> Dict[str, int]:
+    """The runtime sizes of a launch on ``q`` (B, Hq, Sq, D) and ``k`` (B, Hkv, Skv, D), by
+    the names of the IR's symbols."""
+    B, Hq, Sq = (int(x) for x in q.shape[:3])
+    Hkv, Skv = int(k.shape[1]), int(k.shape[2])
+    return {"batch": B, "heads": Hq, "kv_heads": Hkv, "group": Hq // Hkv, "seqlen_q": Sq,
+            "seqlen_kv": Skv}
+
+
+class IrWsSerialAttention(FlashAttention):
+    """The serial warp-specialised d128 prefill built as IR, verified (the IR and its printed
+    CUDA; a passing verdict remembered on disk by content) before anything is compiled:
+    ``fa(q, k, v, out=None, scale=None) -> out`` with the template's arguments and checks
+    (:class:`~.attention.FlashAttention`), plus what its maps and 32-bit offsets need.
+    ``report`` is the verifier's; ``ws_cfg`` the template configuration of the same tile,
+    stages and loader (:class:`~.wgmma_attention_ws.WsFlashConfig`)."""
+
+    def __init__(self, causal: bool = False, dtype: str = "bf16", *,
+                 backend: str = "auto") -> None:
+        from ..printer.cuda_attention import emit_cuda_attention
+        from ..verify.report_cache import verified
+        self.ir = build_ws_serial_ir(causal, dtype)
+        source = emit_cuda_attention(self.ir)
+        cfg = self.ir.meta["cfg"]
+        self.report = verified(self.ir, source, cfg.arch)
+        self.plan = self.ir.meta["plan"]
+        self.ws_cfg = self.ir.meta["ws_cfg"]
+        CompiledKernel.__init__(self, cfg, source, backend)
+        self.kernel_name = self.ir.name
+        self._maps = AttentionTensorMaps()
+
+    def map_rows(self, q: Any, k: Any, v: Any) -> Dict[str, int]:
+        """Each of the IR's tensor maps read against its tensor at this launch
+        (:func:`~.ws_tma_loads.ir_attention_map_args`): its name -> the box rows it is
+        encoded with.  Raises :class:`LaunchError` where the map cannot address the tensor."""
+        tensors = {"Q": q, "K": k, "V": v}
+        sizes = launch_sizes(q, k)
+        out = {}
+        for tm in self.ir.params:
+            if isinstance(tm, TensorMap):
+                if tm.tensor not in tensors:
+                    raise LaunchError(f"{self.kernel_name}: tensor map {tm.name} over "
+                                      f"{tm.tensor}, which the launch has no tensor for")
+                out[tm.name] = ir_attention_map_args(tm, tensors[tm.tensor], sizes)["box"][1]
+        return out
+
+    def signature(self) -> Tuple[List[str], List[Any]]:
+        """The launch's argument kinds and tensor specs, from the IR's parameters and scalars
+        in the printed order: maps 64-byte aligned pointers, O a pointer, ints i32."""
+        from ..runtime.cuda import TensorSpec
+        sig: List[str] = []
+        specs: List[Any] = []
+        for p in self.ir.params:
+            if isinstance(p, TensorMap):
+                sig.append("ptr")
+                specs.append(TensorSpec(strides=(), align=64))
+            elif isinstance(p, IntParam):
+                sig.append("i32")
+                specs.append(None)
+            else:
+                sig.append("ptr")
+                specs.append(TensorSpec(strides=()))
+        for s in self.ir.scalars:
+            sig.append("f32" if s.ctype == "float" else "i32")
+            specs.append(None)
+        return sig, specs
+
+    def bind(self, q, k, v, out=None, scale: Optional[float] = None):
+        """Check the arguments and the maps; ``run(q, k, v, out)`` for every call with their
+        ``call_key``."""
+        import torch
+        from ..printer.cuda import smem_bytes
+        from ..runtime.cuda import LaunchSite
+        B, Hq, Sq, Hkv, Skv = self.check_args(q, k, v, out)
+        if not ir_launch_fits(q, k, v, out):
+            raise LaunchError(f"{self.kernel_name}: an element offset or stride of q / k / v / "
+                              f"out reaches 2^31, or batch x heads = {B * Hq} is past 65535: "
+                              "the IR indexes with 32-bit int and a (query block, batch x "
+                              "heads) grid (the template takes them)")
+        rows = self.map_rows(q, k, v)
+        sizes = launch_sizes(q, k)
+        log2_scale = scale_log2_of(self.cfg.head_dim, scale)
+        strides = {f"{n}_{a}": int(t.stride(d)) for n, t in (("q", q), ("k", k), ("v", v))
+                   for a, d in (("sb", 0), ("sh", 1), ("ss", 2))}
+        sig, specs = self.signature()
+        grid = (-(-Sq // self.cfg.bm), B * Hq, 1)
+        site = LaunchSite(self.module, self.kernel_name, grid, self.ir.block, signature=sig,
+                          specs=specs, smem_bytes=smem_bytes(self.ir))
+        names = [p.name for p in self.ir.params] + [s.name for s in self.ir.scalars]
+        fixed = dict(sizes, **strides, scale_log2=log2_scale)
+        unknown = set(names) - set(fixed) - set(rows) - {"O", "o_sb", "o_sh", "o_ss"}
+        if unknown:
+            raise LaunchError(f"{self.kernel_name}: the IR takes {sorted(unknown)}, which "
+                              "this launcher has no value for")
+
+        def run(q, k, v, out):
+            if out is None:
+                out = torch.empty(tuple(q.shape), dtype=q.dtype, device=q.device)
+                if not int_offsets_fit(out):
+                    raise LaunchError(f"{self.kernel_name}: out has offsets past 2^31")
+            vals = dict(fixed, O=out, o_sb=out.stride(0), o_sh=out.stride(1),
+                        o_ss=out.stride(2))
+            for tm in self.ir.params:
+                if isinstance(tm, TensorMap):
+                    t = {"Q": q, "K": k, "V": v}[tm.tensor]
+                    vals[tm.name] = self._maps.get(t, rows[tm.name])
+            site([vals[n] for n in names])
+            return out
+        return run

@@ -1,0 +1,62 @@
+"""The serial warp-specialised d128 prefill built as verified IR
+(kernels.nvidia.wgmma_ws_ir_launch.IrWsSerialAttention: a TMA producer warpgroup, two consumer
+warpgroups, 4-D tensor maps encoded by the host from the IR's TensorMaps) against the template
+warp-specialised kernel of the same tile, stages and loader
+(kernels.nvidia.wgmma_attention_ws.WsFlashAttention(ir.ws_cfg): 128 x 128, two stages, TMA, no
+ping-pong) and a float32 torch reference, on a real Hopper GPU (skipped without one).
+
+Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_ws_ir_gpu.py``.  The
+output is poisoned with NaN first (every element must be written); the IR's error against the
+reference (batch 0 at S8K) within the tolerance or 1.5x the template's; bitwise the template's
+output (the IR prints the template's arithmetic; only the schedule differs: serial here, S of
+block j beside P V of block j - 1 there).  The timing against the template is
+benchmarks/nvidia_ws_ir_serial.py."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
+
+pytestmark = NVIDIA_GPU
+
+from kernels.nvidia.wgmma_attention_ws import WsFlashAttention  # noqa: E402
+from kernels.nvidia.wgmma_ws_ir_launch import IrWsSerialAttention  # noqa: E402
+from _prefill_gpu import DT, check_against_template  # noqa: E402
+
+_KERNELS = {}
+
+
+def _pair(causal, dt):
+    """The IR kernel and its template, built once per (causal, dtype) for the file."""
+    key = (causal, dt)
+    if key not in _KERNELS:
+        ir = IrWsSerialAttention(causal, dt)
+        _KERNELS[key] = (ir, WsFlashAttention(ir.ws_cfg))
+    return _KERNELS[key]
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bshd", [
+    (8, 32, 32, 8192, 8192, "bf16", False, False),     # the suite's S8K
+    (8, 32, 32, 8192, 8192, "bf16", True, False),
+    (4, 16, 16, 1000, 4097, "bf16", False, False),     # ragged rows and keys
+    (2, 4, 2, 77, 77, "bf16", False, False),           # GQA, one partial block
+    (2, 4, 2, 77, 77, "f16", True, True),              # f16, BSHD strides
+    (16, 32, 32, 512, 512, "bf16", True, False),       # the short causal suite shape
+], ids=["B8H32S8K", "B8H32S8K-causal", "B4H16-1000-4097", "B2H4S77-gqa", "B2H4S77-f16-bshd",
+        "B16H32S512-causal"])
+def test_ws_serial_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    g = torch.Generator(device="cuda").manual_seed(17)
+
+    def make(H, S):
+        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
+                        generator=g).to(DT[dt])
+        return t.transpose(1, 2) if bshd else t
+    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    ir, tpl = _pair(causal, dt)
+    check_against_template(ir, tpl, q, k, v, causal, dt,
+                           ref_batches=1 if Sq * Skv > 2 ** 24 else None)
