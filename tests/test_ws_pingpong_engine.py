@@ -48,6 +48,37 @@ def test_the_pingpong_prints_the_templates_turns():
     assert not [ln for ln in plain if ln.strip().startswith("lg_named")]
 
 
+def test_the_turn_statements_are_the_templates():
+    """kernels/nvidia/ws_pingpong.py spells the template's turns (kernels/nvidia/
+    wgmma_attention_ws.py, pingpong=True): the same ids, counts and conditions."""
+    from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
+    from kernels.nvidia.ws_pingpong import pingpong_open, pingpong_turn
+    tmpl = emit_ws_flash(WsFlashConfig(head_dim=128, pingpong=True, loader="tma"))
+    assert "if (cw == 1) lg_bar_arrive(1, 256);" in tmpl
+    assert "lg_bar_sync(1 + cw, 256);" in tmpl
+    assert "if (cw == 0 || !(true)) lg_bar_arrive(2 - cw, 256);" in tmpl
+    (op,) = pingpong_open()
+    assert op.cond == sympy.Eq(CW, 1) and op.body == [NamedBarrier(1, 256, arrive=True)]
+    last = sympy.Symbol("last")
+    sync, issue, hand = pingpong_turn(["issue"], last)
+    assert sync == NamedBarrier(1 + CW, 256) and issue == "issue"
+    assert hand.cond == sympy.Or(sympy.Eq(CW, 0), sympy.Not(last))
+    assert hand.body == [NamedBarrier(2 - CW, 256, arrive=True)]
+    assert pingpong_turn([], False)[-1] == NamedBarrier(2 - CW, 256, arrive=True)
+
+
+def test_a_barrier_branch_split_within_a_warpgroup_is_refused():
+    """A named barrier's branch is taken per warpgroup: a condition that splits a warpgroup
+    is refused by the per-role model's uniformity rule."""
+    k = build_ws_serial_ir(pingpong=True)
+    c = _consumer(k)
+    i = next(i for i, s in enumerate(c.body) if type(s) is If)
+    c.body[i] = If(sympy.Eq(sympy.Mod(sym("tid"), 2), 0), c.body[i].body)
+    r = verify_ws_attention(k, schedules=("lazy",))
+    cex = r.checks["mbarrier_protocol"].counterexample
+    assert "a named barrier's branch condition is not uniform over the warpgroup" in cex, cex
+
+
 # ---- planted IR bugs ---------------------------------------------------------------------
 def _consumer(k):
     return next(s for s in k.body if isinstance(s, RoleBranch) and s.role == "consumer")

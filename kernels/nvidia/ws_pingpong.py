@@ -54,7 +54,7 @@ def pingpong_turn(issue: Sequence[Any], last: Any = sympy.false) -> List[Any]:
     ``last`` (a condition: this is its last GEMM) holds."""
     hand_over = NamedBarrier(2 - CW, PINGPONG_THREADS, arrive=True)
     out: List[Any] = [NamedBarrier(1 + CW, PINGPONG_THREADS), *issue]
-    if last is sympy.false:
+    if sympy.sympify(last) is sympy.false:      # Python's False too
         out.append(hand_over)
     else:
         out.append(If(sympy.Or(sympy.Eq(CW, 0), sympy.Not(last)), [hand_over]))
