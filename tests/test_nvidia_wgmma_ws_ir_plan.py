@@ -31,7 +31,7 @@ def test_the_dispatched_configurations_are_the_ones_the_note_names():
 
 def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
     cfgs = plan.dispatched_d128_configs()
-    base = {"engine_pingpong", "builder"}
+    base = {"builder"}
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == base
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K causal"])) == base | {"deferred_pv_wait"}
     assert set(plan.missing_pieces(cfgs["B16 H32 S512 causal"])) == base | {"persistent_units"}
@@ -40,19 +40,21 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
     # the 4-D tensor maps (TmaLoad.coords: model, printer, printed checks)
     assert {"two_consumers", "pingpong_barriers", "tma_4d"}.isdisjoint(
         plan.missing_pieces(cfgs["B8 H32 S8K"]))
-    # landed: the engine (kernels.verify.attention_ring), without ping-pong, and the printed
-    # text of its kernel checked (kernels.verify.printed_ws)
-    assert {"engine", "printed_text"}.isdisjoint(plan.missing_pieces(cfgs["B8 H32 S8K"]))
+    # landed: the engine (kernels.verify.attention_ring) with the ping-pong
+    # (kernels.verify.ring_pingpong), and the printed text of its kernel checked
+    # (kernels.verify.printed_ws)
+    assert {"engine", "engine_pingpong", "printed_text"}.isdisjoint(
+        plan.missing_pieces(cfgs["B8 H32 S8K"]))
     # landed: the host's 4-D tensor maps of an IR kernel and its launcher (wgmma_ws_ir_launch)
     assert "host_maps_4d" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
     # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers
     bare = WsFlashConfig(head_dim=128, stages=2, pingpong=False)
     assert set(plan.missing_pieces(bare)) == {"builder"}
-    # a piece whose probe turns True is no longer missing
-    pieces = tuple(dataclasses.replace(p, probe=lambda: True) if p.name == "engine_pingpong"
-                   else p for p in plan.PIECES)
+    # a piece whose probe turns True is no longer missing, one whose probe turns False is
+    pieces = tuple(dataclasses.replace(p, probe=lambda n=p.name: n != "engine_pingpong")
+                   if p.name in ("builder", "engine_pingpong") else p for p in plan.PIECES)
     monkeypatch.setattr(plan, "PIECES", pieces)
-    assert "engine_pingpong" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
+    assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == {"engine_pingpong"}
 
 
 @pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers", "engine",
@@ -61,7 +63,7 @@ def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
     assert probe() is (name in ("two_consumers", "pingpong_barriers", "tma_4d", "engine",
-                                "printed_text", "host_maps_4d"))
+                                "engine_pingpong", "printed_text", "host_maps_4d"))
 
 
 def test_the_host_maps_probe_fails_when_the_reading_is_wrong(monkeypatch):

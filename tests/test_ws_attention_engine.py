@@ -188,16 +188,29 @@ def test_the_verifier_routes_a_ws_attention_spec_to_the_engine():
     assert not set(PRINTED_CHECKS) & set(r.checks)
 
 
-def test_a_pingpong_between_the_consumers_is_refused_not_ignored():
-    """The engine does not run named barriers yet (NAMED_BARRIERS): a ping-pong's branch on
-    the consumer index splits the lockstep consumers and is refused."""
+def test_a_stray_consumer_barrier_is_refused_not_ignored():
+    """A named barrier on the consumer index outside a ping-pong (consumer 1 hands a turn
+    over on barrier 3, nobody syncs on it) is run by the ping-pong replay
+    (kernels/verify/ring_pingpong.py), not skipped: with named barriers between the consumers
+    every wgmma must be issued in its warpgroup's turn, and none is."""
     from kernels.ir.core import If
     from kernels.ir.nvidia_tma import NamedBarrier
-    from kernels.verify.attention_ring import NAMED_BARRIERS
-    assert NAMED_BARRIERS is False
     k = build_ws_serial_ir()
     c = _role(k, "consumer")
     c.body.insert(2, If(sympy.Eq(sym("wg"), 2), [NamedBarrier(3, 256, arrive=True)]))
     r = verify_ws_attention(k, schedules=("lazy",))
-    cex = r.checks["lds_races"].counterexample     # the static pass and the lockstep walk
-    assert "depends on the thread" in cex and "more" in cex
+    cex = r.checks["mbarrier_protocol"].counterexample
+    assert "ping-pong replay" in cex and "outside the warpgroup's ping-pong turn" in cex, cex
+
+
+def test_a_split_guarding_data_is_still_refused():
+    """Only a split whose body is named barriers is taken per warpgroup; one guarding data
+    (here a wgmma wait on consumer 1 alone) is refused by the lockstep walk and the static
+    pass."""
+    from kernels.ir.core import If
+    k = build_ws_serial_ir()
+    c = _role(k, "consumer")
+    c.body.insert(2, If(sympy.Eq(sym("wg"), 2), [WgmmaWait(0, ())]))
+    r = verify_ws_attention(k, schedules=("lazy",))
+    cex = r.checks["lds_races"].counterexample
+    assert "depends on the thread" in cex and "more" in cex, cex

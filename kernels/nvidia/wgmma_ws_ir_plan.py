@@ -68,7 +68,7 @@ A, ``RowMax`` / ``LaneXor`` / ``SoftmaxUpdate`` / ``ExpScores`` / ``Rescale`` /
 :mod:`kernels.verify.attention_gate` with the GEMM's wgmma rules).  Missing, in the order a
 builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configuration needs):
 
-1. **the engine** (landed, without ping-pong): :func:`kernels.verify.attention_ring
+1. **the engine** (landed, with the ping-pong): :func:`kernels.verify.attention_ring
    .verify_ws_attention` -- one run holding the producer / consumer protocol and the
    consumers' softmax dataflow, which :func:`kernels.verify.verifier.verify` routes a spec
    with both ``softmax`` and ``warpgroup_roles`` to (with ``source``, piece 5's printed-text
@@ -93,12 +93,25 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    empty wait, expect-tx short / over, parity flipped, K released before S retired,
    setmaxnreg missing / over the file, K boxes at the query head, V a block late, Q at the next
    query block or head, Q's descriptor start unstepped, masks dropped, an O store dropped);
-   the ring alone on the two-consumer TMA GEMM (``tests/test_ring_steps.py``).
-   **Left** (:data:`PIECES` ``engine_pingpong``): the consumers' named barriers -- the
-   lockstep walk refuses a branch splitting the consumers (``cw``), so the ping-pong's
-   ``bar.sync`` / ``bar.arrive`` need the three-agent protocol run beside the lockstep data
-   (the per-role model's group-barrier rule on the ring's CTA, the walk taking both branches'
-   statements for the data);
+   the ring alone on the two-consumer TMA GEMM (``tests/test_ring_steps.py``).  The
+   consumers' ping-pong (:data:`PIECES` ``engine_pingpong``, landed:
+   :mod:`kernels.verify.ring_pingpong`): the named barriers split the consumers (``cw``), so
+   the walk takes a split that only guards barriers for every thread's data and records each
+   consumer warpgroup's own sequence of named barriers, mbarrier waits / arrives and wgmma
+   issues; a second CTA of the per-role model then runs the producer's coroutine and the two
+   recorded consumers as **three agents** in each of its schedules: the group named-barrier
+   rule (ids, one thread count per id, one arrival per warpgroup per phase), deadlocks, no
+   phase left part-way, and the turn rule (every wgmma inside its warpgroup's turn, from its
+   ``bar.sync`` to its ``bar.arrive``; no two turns at once); any other split is still
+   refused.  Its kernel: ``build_ws_serial_ir(pingpong=True)`` (the statements of
+   :mod:`.ws_pingpong`, which the dispatched builder reuses: ``bar.sync 1 + cw, 256`` before
+   each S and P V issue, ``bar.arrive 2 - cw, 256`` after, consumer 1 opening on barrier 1
+   and skipping its last hand-over), verified causal and not with its printed text; planted
+   bugs refused (``tests/test_ws_pingpong_engine.py``: a sync on the other consumer's
+   barrier, thread counts 384 and 128, the opening arrive dropped, a sync without its arrive,
+   the arrive before the issue it follows, P V issued before its turn, both consumers opened,
+   the last hand-over kept; the barrier lines of the text: ids, counts, branch conditions,
+   ``cw``, a dropped or misprinted line);
 2. **4-D tensor maps** (landed): ``TensorMap(planes=(heads, batch))`` with four ``dims``,
    ``TmaLoad(coords=(head, batch))`` (counts checked where built; a ``TmaStore`` through a 4-D
    map refused); the per-role model's box identities over them (``gate_tma_data.plane_ids``:

@@ -2,8 +2,10 @@
 consumer warpgroups on mbarrier rings, the consumers running the serial schedule of
 :mod:`.wgmma_flash_ir` (``overlap=False``: per key block S, softmax, P V, each waited for) --
 the first kernel of the engine of :mod:`.wgmma_ws_ir_plan` (piece 1).  Not the dispatched
-kernel's IR form (no ping-pong, no overlap, no deferred wait, no persistence: the plan's
-pieces 6-7 and the dispatched builder), not dispatched.
+kernel's IR form (no overlap, no deferred wait, no persistence: the plan's pieces 6-7 and
+the dispatched builder), not dispatched.  With ``pingpong`` the
+consumers take turns to issue their GEMMs as the template's ping-pong does (the statements of
+:mod:`.ws_pingpong`; the default output is the kernel without them).
 
 * one block of 384 threads: warpgroup 0 the producer (``setmaxnreg.dec`` 24; thread 0 issues
   the boxes), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` 240; rows ``m0 + 64 (wg -
@@ -45,6 +47,7 @@ from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 from .wgmma_flash_ir import WgmmaFlashBuilder
+from .ws_pingpong import pingpong_lets, pingpong_open, pingpong_turn
 from .ws_tma_loads import TMA_CONSUMER_REGS, TMA_PRODUCER_REGS, plan_tma_loads
 
 __all__ = ["build_ws_serial_ir", "WS_STAGES"]
@@ -53,11 +56,11 @@ WS_STAGES = 2
 
 
 class _WsBuilder(WgmmaFlashBuilder):
-    def __init__(self, causal: bool, dtype: str = "bf16") -> None:
+    def __init__(self, causal: bool, dtype: str = "bf16", pingpong: bool = False) -> None:
         super().__init__(WgmmaFlashConfig(dtype=dtype, head_dim=128, warpgroups=2,
                                           causal=causal, overlap=False))
         self.ws = WsFlashConfig(dtype=dtype, head_dim=128, bn=128, stages=WS_STAGES,
-                                causal=causal, pingpong=False, loader="tma")
+                                causal=causal, pingpong=pingpong, loader="tma")
         self.loads = plan_tma_loads(self.ws, self.p)
         d, bm, bn = 128, self.c.bm, self.c.bn
         self.maps = {
@@ -120,25 +123,32 @@ class _WsBuilder(WgmmaFlashBuilder):
         j = sym("j")
         st = sympy.Mod(j, WS_STAGES)
         par = sympy.Mod(sympy.floor(j / WS_STAGES), 2)
+        qk: List[Any] = self.issue_scores(st)
+        pv: List[Any] = [WgmmaFence(), *self.pv(st), WgmmaCommit()]
+        if self.ws.pingpong:    # consumer 1's last GEMM is the last block's P V
+            qk = pingpong_turn(qk)
+            pv = pingpong_turn(pv, sympy.Eq(j, sym("n_blocks") - 1))
         return [
             Let("n0", j * self.c.bn),
             MbarrierWait("fullK", st, par),
-            *self.issue_scores(st),
+            *qk,
             WgmmaWait(0, (self.sc.name,)),
             Comment("S retired: K's stage is free"),
             MbarrierArrive("emptyK", st, per_warp=True),
             *self.mask(masked), *self.softmax(), *self.round_p(),
             MbarrierWait("fullV", st, par),
-            WgmmaFence(), *self.pv(st), WgmmaCommit(),
+            *pv,
             WgmmaWait(0, (self.o.name, self.pa.name)),
             Comment("P V retired: V's stage is free"),
             MbarrierArrive("emptyV", st, per_warp=True)]
 
     def consumer(self) -> List[Any]:
-        body: List[Any] = [Setmaxnreg(True, TMA_CONSUMER_REGS), MbarrierWait("bQ", 0, 0)]
+        pp = self.ws.pingpong
+        body: List[Any] = [Setmaxnreg(True, TMA_CONSUMER_REGS), *(pingpong_lets() if pp else []),
+                           MbarrierWait("bQ", 0, 0)]
         for hh in range(2):
             body += [FVar(f"mr{hh}", "-inf"), FVar(f"lr{hh}", "0")]
-        body += [ZeroFrag(self.o),
+        body += [ZeroFrag(self.o), *(pingpong_open() if pp else []),
                  Loop("j", 0, sym("n_full"), self.ws_block(False)),
                  Loop("j", sym("n_full"), sym("n_blocks"), self.ws_block(True))]
         body += [s for s in self.epilogue() if not isinstance(s, CpAsyncWait)]
@@ -152,7 +162,8 @@ class _WsBuilder(WgmmaFlashBuilder):
         k.body = [*self.block_lets(), *bars, MbarrierInitFence(),
                   RoleBranch("producer", 0, 1, self.producer()),
                   RoleBranch("consumer", 1, 2, self.consumer())]
-        k.name = k.name.replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_")
+        k.name = k.name.replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_") + \
+            ("_pp" if self.ws.pingpong else "")
         k.block = 384
         k.min_blocks = 1
         k.frags = [f for f in k.frags if f.name != self.stage.name]
@@ -171,11 +182,15 @@ def _with_roles(spec: Any) -> Any:
     return dataclasses.replace(spec, warpgroup_roles=("producer", "consumer"))
 
 
-def build_ws_serial_ir(causal: bool = False, dtype: str = "bf16") -> Any:
+def build_ws_serial_ir(causal: bool = False, dtype: str = "bf16",
+                       pingpong: bool = False) -> Any:
     """The two-consumer, two-stage, serial-schedule warp-specialised d128 prefill as IR (the
-    module docstring), with its spec; :class:`~.attention.AttentionConfigError` where the
-    tile's boxes do not prove out."""
+    module docstring), with its spec; ``pingpong``: the consumers take turns to issue their
+    GEMMs (:mod:`.ws_pingpong`: ``bar.sync 1 + cw, 256`` before each S and P V issue,
+    ``bar.arrive 2 - cw, 256`` after, consumer 1 opening with an arrive on barrier 1; the
+    name ends in ``_pp``).  :class:`~.attention.AttentionConfigError` where the tile's boxes
+    do not prove out."""
     try:
-        return _WsBuilder(causal, dtype).build_ws()
+        return _WsBuilder(causal, dtype, pingpong).build_ws()
     except ValueError as e:
         raise AttentionConfigError(f"warp-specialised serial IR: {e}") from None

@@ -21,9 +21,12 @@ anchor taken from the Q box its wait observes).
 
 The printed text of these kernels is checked beside this engine by
 :mod:`kernels.verify.printed_ws` (:func:`kernels.verify.verifier.verify` with ``source``).
-What this engine does not run yet: named barriers between the consumers (the ping-pong: the
-lockstep walk refuses a branch splitting the consumer warpgroups; :data:`NAMED_BARRIERS` says
-so to the plan's probe).
+Named barriers between the consumers (the ping-pong, :mod:`kernels.nvidia.ws_pingpong`) are
+run beside the lockstep data by :mod:`kernels.verify.ring_pingpong`: the walk takes a branch
+that splits the consumer warpgroups but guards only named barriers for every thread's data
+and records each warpgroup's own protocol sequence, which a second CTA of the per-role model
+replays with the producer as three agents (the group named-barrier rule, deadlocks, the turn
+rule); any other split is refused.  :data:`NAMED_BARRIERS` says so to the plan's probe.
 """
 
 from __future__ import annotations
@@ -36,22 +39,23 @@ import numpy as np
 
 from ..ir.attention import LetMinMax
 from ..ir.core import Comment, Let, Param, sym, walk
-from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, RoleBranch, Setmaxnreg,
-                             TmaLoad)
+from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, NamedBarrier,
+                             RoleBranch, Setmaxnreg, TmaLoad)
 from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaMma, WgmmaWait
 from .attention_dataflow import AttentionDataflow
 from .attention_ids import encode_ids
 from .attention_static import AttentionStatic, Instance, default_instances, eval_expr
 from .gate_common import Fail
 from .gate_tma_data import Stop
+from .ring_pingpong import PingPong, has_pingpong, is_barrier_branch
 from .ring_steps import RING_SCHEDULES, Ring
 from .spec import KernelSpec
 
 __all__ = ["RingDataflow", "RingStatic", "verify_ws_attention", "WS_ATTENTION_CHECKS",
            "NAMED_BARRIERS"]
 
-#: whether the engine runs the consumers' named barriers (the ping-pong): not yet
-NAMED_BARRIERS = False
+#: whether the engine runs the consumers' named barriers (the ping-pong): it does (ring_pingpong)
+NAMED_BARRIERS = True
 #: the checks one run of this engine decides (the attention dataflow's and the ring's)
 WS_ATTENTION_CHECKS = ("emitted_index_math", "vector_widths", "coverage", "lane_mfma_operands", "cross_lane_reductions", "online_softmax",
                        "masking_and_tile_skipping", "lane_accumulator_writeback", "lds_races",
@@ -62,10 +66,13 @@ class RingDataflow(AttentionDataflow):
     """The consumer warpgroups of ``k`` as one lockstep attention dataflow on ``ring``."""
 
     def __init__(self, k: Any, inst: Instance, block: Any, kw: int, spec: KernelSpec,
-                 ring: Ring) -> None:
+                 ring: Ring, replay: bool = True) -> None:
         view = dataclasses.replace(k, block=len(ring.consumers) * WARPGROUP)
         super().__init__(view, inst, block, ring.f, kw, spec)
         self.ring = ring
+        # the ping-pong's named barriers: recorded per warpgroup, replayed as three agents
+        self.pp = PingPong(ring) if has_pingpong(k) else None
+        self.replay = replay
         # element identities name spec tensors (the kernel's parameters are tensor maps)
         self.tensor = {t.name: i + 1 for i, t in enumerate(spec.tensors)}
         self.synced = 0
@@ -80,6 +87,8 @@ class RingDataflow(AttentionDataflow):
         failure that stops the walk is recorded in ``ring.f``."""
         try:
             self.stmts(self.ring.body, self.env0())
+            if self.pp is not None and self.replay:
+                self.pp.replay()
             self.ring.finish()
         except Stop:
             pass
@@ -118,14 +127,24 @@ class RingDataflow(AttentionDataflow):
                     r.enter(s)
                     self.stmts(s.body, env)
                     r.leave(s)
+            elif isinstance(s, NamedBarrier) and self.pp is not None:
+                self.pp.barrier(s, env)           # no data: the protocol's, per warpgroup
+            elif is_barrier_branch(s) and self.pp is not None:
+                self.pp.branch(s, env)
             elif isinstance(s, MbarrierWait):
+                if self.pp is not None:
+                    self.pp.record(s, env)
                 r.wait(s, env)
                 self.sync()
             elif isinstance(s, MbarrierArrive):
+                if self.pp is not None:
+                    self.pp.record(s, env)
                 r.arrive(s, env)
             elif isinstance(s, Setmaxnreg):
                 r.setmaxnreg(s, env)
             elif isinstance(s, WgmmaMma):
+                if self.pp is not None:
+                    self.pp.record(s, env)
                 self.sync()
                 r.wgmma(s, env)
                 super().stmts([s], env)
@@ -164,6 +183,8 @@ class RingStatic(AttentionStatic):
 
     def stmts(self, body, env, active, where) -> None:
         for s in body:
+            if isinstance(s, NamedBarrier) or is_barrier_branch(s):
+                continue        # no index math: the ping-pong's (ring_pingpong)
             if isinstance(s, MbarrierWait):
                 for box in (b for b in self.q_boxes if b.bar == s.bar):
                     shape = (self.nb, self.k.block)
@@ -209,7 +230,8 @@ def verify_ws_attention(k: Any, *, instances: Optional[Sequence[Instance]] = Non
                 for name, v in zip(k.grid_symbols, blk):
                     env0[sym(name)] = v
                 ring = Ring(k, spec, arch, dict(inst.values), blk[0], schedule=sched, env0=env0)
-                RingDataflow(k, inst, blk, kw, spec, ring).run()
+                # the ping-pong's replay does not depend on the ring schedule: once a block
+                RingDataflow(k, inst, blk, kw, spec, ring, replay=sched == schedules[0]).run()
                 for check, msg in ring.f.first.items():
                     f.add(check, f"{msg} [{inst.name}, {sched}]")
                 if ring.f.first:

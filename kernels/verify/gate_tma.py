@@ -545,9 +545,11 @@ class _Gate:
 def role_cta(k: Any, spec: KernelSpec, arch: str, values: Dict[str, int], bx: int,
              order: str = "interleaved") -> Tuple[Any, List[Any], Any]:
     """One CTA of the per-role model for a driver other than :func:`verify_roles` (the ring of
-    :mod:`kernels.verify.ring_steps`): ``(cta, body, gate)`` -- the CTA with the barriers the
-    kernel's prologue initialises, the body its agents run (``cta.run(agent, body, env)`` is
-    an agent's coroutine; ``cta.wait`` / ``cta.action`` / ``cta.end_checks`` the rules), and
+    :mod:`kernels.verify.ring_steps`, the ping-pong replay of :mod:`kernels.verify
+    .ring_pingpong`): ``(cta, body, gate)`` -- the CTA with the barriers the kernel's prologue
+    initialises, the body its agents run (``cta.run(agent, body, env)`` is an agent's
+    coroutine, ``cta.stmt(agent, s, env)`` one statement's; ``cta.wait`` / ``cta.action`` /
+    ``cta.end_checks`` the rules), and
     the gate holding the failures (``gate.f``) and the register rule (``gate.registers()``
     over ``gate.last_agents``)."""
     g = _Gate(k, spec, arch)

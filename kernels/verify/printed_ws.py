@@ -10,7 +10,10 @@ a view of the IR without its role / mbarrier / TMA statements; :class:`RoleBranc
 are compared with C semantics like every other branch.  The role / mbarrier / TMA lines
 (mbarrier arrays, their 32-bit addresses and initialisation, the init fence and its
 ``__syncthreads``, ``setmaxnreg``, waits with their parities, expect-tx byte counts, per-warp
-arrivals after their ``__syncwarp``, 4-D box loads with their coordinates) are read by
+arrivals after their ``__syncwarp``, 4-D box loads with their coordinates, the ping-pong's
+named barriers ``lg_named_bar`` / ``lg_named_arrive`` with their ids and thread counts; the
+``if`` on the consumer index around a hand-over stays a branch of the attention reader's) are
+read by
 :func:`kernels.verify.printed_tma.printed_tma_checks` on the whole text, against the whole
 IR (every call in program order -- a wait moved past the wgmma it guards is refused -- and
 every index expression of those lines read back with C semantics).
@@ -33,7 +36,8 @@ from layoutalg.verify.result import CheckResult
 
 from ..ir.core import If, Loop, walk
 from ..ir.nvidia_tma import (TMA_STATEMENTS, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
-                             MbarrierInitFence, MbarrierWait, Setmaxnreg, TmaLoad)
+                             MbarrierInitFence, MbarrierWait, NamedBarrier, Setmaxnreg,
+                             TmaLoad)
 from .gate_common import Fail
 from .printed import PRINTED_CHECKS, verify_printed
 from .printed_tma import printed_tma_checks
@@ -49,6 +53,10 @@ def _is(*kinds: type) -> _Hit:
 
 def _arrive(per_warp: bool) -> _Hit:
     return lambda s: isinstance(s, MbarrierArrive) and s.per_warp == per_warp
+
+
+def _named(arrive: bool) -> _Hit:
+    return lambda s: isinstance(s, NamedBarrier) and s.arrive == arrive
 
 
 #: (form of a printed role line, the IR statements printing one such line each)
@@ -68,6 +76,8 @@ _FORMS: Tuple[Tuple[str, re.Pattern, _Hit], ...] = (
      _arrive(True)),
     ("arrive", re.compile(r"lg_mbar_arrive\(.*\);"), _arrive(False)),
     ("box load", re.compile(r"lg_tma_load_\dd\(.*\);"), _is(TmaLoad)),
+    ("named barrier sync", re.compile(r"lg_named_bar\(.*\);"), _named(False)),
+    ("named barrier arrive", re.compile(r"lg_named_arrive\(.*\);"), _named(True)),
 )
 #: lines printed with the one before them: ``__syncthreads`` after the init fence,
 #: ``__syncwarp`` before a per-warp arrive

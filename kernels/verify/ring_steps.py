@@ -69,6 +69,8 @@ class Ring:
         if schedule not in RING_SCHEDULES:
             raise KernelError(f"ring: schedule {schedule!r} is not one of {RING_SCHEDULES}")
         self.cta, self.body, self.gate = role_cta(k, spec, arch, values, bx)
+        # what a second CTA of the same block needs (the ping-pong's replay, ring_pingpong)
+        self.k, self.spec, self.arch, self.values, self.bx = k, spec, arch, dict(values), bx
         self.f = self.gate.f
         self.schedule = schedule
         agents = self.cta.agents
