@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--pingpong", action="store_true",
+                    help="the ping-pong form of the IR kernel (and of its same-config template)")
     args = ap.parse_args()
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
@@ -44,7 +46,7 @@ def main() -> None:
         g = torch.Generator(device="cuda").manual_seed(5)
         q = torch.randn(B, H, Sq, 128, device="cuda", generator=g).to(dt)
         k, v = (torch.randn(B, H, Skv, 128, device="cuda", generator=g).to(dt) for _ in range(2))
-        ir = IrWsSerialAttention(causal, args.dtype)
+        ir = IrWsSerialAttention(causal, args.dtype, pingpong=args.pingpong)
         ws = choose_prefill(args.dtype, 128, causal, "wgmma", True, max(Sq, Skv), Skv).config
         kinds = {"ir": ir, "template": WsFlashAttention(ir.ws_cfg), "ws": WsFlashAttention(ws)}
         outs = {n: torch.full_like(q, float("nan")) for n in kinds}

@@ -29,11 +29,12 @@ from _prefill_gpu import DT, check_against_template  # noqa: E402
 _KERNELS = {}
 
 
-def _pair(causal, dt):
-    """The IR kernel and its template, built once per (causal, dtype) for the file."""
-    key = (causal, dt)
+def _pair(causal, dt, pingpong=False):
+    """The IR kernel and its template, built once per (causal, dtype, pingpong) for the
+    file."""
+    key = (causal, dt, pingpong)
     if key not in _KERNELS:
-        ir = IrWsSerialAttention(causal, dt)
+        ir = IrWsSerialAttention(causal, dt, pingpong=pingpong)
         _KERNELS[key] = (ir, WsFlashAttention(ir.ws_cfg))
     return _KERNELS[key]
 
@@ -58,5 +59,28 @@ def test_ws_serial_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, b
         return t.transpose(1, 2) if bshd else t
     q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
     ir, tpl = _pair(causal, dt)
+    check_against_template(ir, tpl, q, k, v, causal, dt,
+                           ref_batches=1 if Sq * Skv > 2 ** 24 else None)
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bshd", [
+    (8, 32, 32, 8192, 8192, "bf16", True, False),
+    (4, 16, 16, 1000, 4097, "bf16", False, False),
+    (2, 4, 2, 77, 77, "f16", True, True),
+], ids=["B8H32S8K-causal", "B4H16-1000-4097", "B2H4S77-f16-bshd"])
+def test_ws_serial_ir_pingpong_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd):
+    """The ping-pong form (the consumers' GEMM turns on named barriers 1 and 2, verified by
+    the engine's three-agent replay) against the template's 128 x 128 two-stage ping-pong."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    g = torch.Generator(device="cuda").manual_seed(23)
+
+    def make(H, S):
+        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
+                        generator=g).to(DT[dt])
+        return t.transpose(1, 2) if bshd else t
+    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    ir, tpl = _pair(causal, dt, pingpong=True)
+    assert ir.ws_cfg.pingpong and ir.kernel_name.endswith("_pp")
     check_against_template(ir, tpl, q, k, v, causal, dt,
                            ref_batches=1 if Sq * Skv > 2 ** 24 else None)

@@ -50,14 +50,15 @@ class IrWsSerialAttention(FlashAttention):
     CUDA; a passing verdict remembered on disk by content) before anything is compiled:
     ``fa(q, k, v, out=None, scale=None) -> out`` with the template's arguments and checks
     (:class:`~.attention.FlashAttention`), plus what its maps and 32-bit offsets need.
+    ``pingpong``: the consumers take turns to issue their GEMMs (the template's ping-pong).
     ``report`` is the verifier's; ``ws_cfg`` the template configuration of the same tile,
     stages and loader (:class:`~.wgmma_attention_ws.WsFlashConfig`)."""
 
     def __init__(self, causal: bool = False, dtype: str = "bf16", *,
-                 backend: str = "auto") -> None:
+                 pingpong: bool = False, backend: str = "auto") -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_ws_serial_ir(causal, dtype)
+        self.ir = build_ws_serial_ir(causal, dtype, pingpong=pingpong)
         source = emit_cuda_attention(self.ir)
         cfg = self.ir.meta["cfg"]
         self.report = verified(self.ir, source, cfg.arch)
