@@ -1,6 +1,7 @@
 """The A/B scaffolding the IR-versus-template benchmark scripts share: the runtime-size GEMMs
-(nvidia_wgmma_rt_ir.py, nvidia_wgmma_rt_split_ir.py) and the prefills (nvidia_ir_flash.py,
-nvidia_ir_wgmma_flash.py, nvidia_ir_wgmma_flash_d128.py).  One copy of each step, so every
+(nvidia_wgmma_rt_ir.py, nvidia_wgmma_rt_split_ir.py; nvidia_tma_ir_speed.py its first build and
+rounds) and the prefills (nvidia_ir_flash.py, nvidia_ir_wgmma_flash.py,
+nvidia_ir_wgmma_flash_d128.py).  One copy of each step, so every
 script interleaves, reduces and prints the same way:
 
 * :func:`rotated_rounds`: ``rounds`` rounds of one measurement per name, round ``r`` starting

@@ -20,7 +20,7 @@ sys.path.append(str(ROOT / "benchmarks"))
 import ab_rounds  # noqa: E402
 
 SCRIPTS = ("nvidia_wgmma_rt_ir", "nvidia_wgmma_rt_split_ir", "nvidia_ir_flash",
-           "nvidia_ir_wgmma_flash", "nvidia_ir_wgmma_flash_d128")
+           "nvidia_ir_wgmma_flash", "nvidia_ir_wgmma_flash_d128", "nvidia_tma_ir_speed")
 
 
 def test_two_names_alternate_and_three_rotate():
