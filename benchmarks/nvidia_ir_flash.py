@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from typing import Dict, Optional
 
 import torch
@@ -29,7 +28,8 @@ import torch
 from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention, FlashConfig
 from kernels.nvidia.flash_ir import IrFlashAttention
 
-from gpu_timing import event_round_us, run_header, write_rows_json
+from ab_rounds import prefill_rounds, print_row
+from gpu_timing import run_header, write_rows_json
 
 # (B, H, S, D, causal, dtype): B8 H32 S2K / S8K, d64 / d128 / d256, causal and not, f16; bf16
 # at S2K
@@ -79,21 +79,8 @@ def main() -> None:
         kinds = {"template": FlashAttention(cfg), "ir": IrFlashAttention(cfg)}
         for name in variants:
             kinds[f"ir_{name}"] = IrFlashAttention(cfg, **variant_kwargs(name))
-        outs = {n: torch.empty_like(q) for n in kinds}
-        calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
-        for f in calls.values():
-            f()
-        torch.cuda.synchronize()
-        ts = {n: [] for n in kinds}
-        names = list(kinds)
-        for r in range(args.rounds):
-            for n in names[r % len(names):] + names[:r % len(names)]:
-                ts[n].append(event_round_us(calls[n], 10))
-        med = {n: statistics.median(x) for n, x in ts.items()}
+        outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds)
         diff = (outs["ir"].float() - outs["template"].float()).abs().max().item()
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
-        err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
         row = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": dtype,
                "config": cfg.name, **{f"{n}_us": round(t, 1) for n, t in med.items()},
                **{f"{n}_speed_vs_template": round(med["template"] / med[n], 3)
@@ -105,7 +92,7 @@ def main() -> None:
                **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
                "rounds_us": ts}
         rows.append(row)
-        print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
+        print_row(row, "rounds_us")
         del q, k, v, outs
         torch.cuda.empty_cache()
     write_rows_json(args.out, rows)

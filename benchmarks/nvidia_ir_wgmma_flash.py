@@ -29,7 +29,8 @@ from kernels.nvidia.wgmma_attention import WgmmaFlashAttention
 from kernels.nvidia import wgmma_flash_ir
 from kernels.nvidia.wgmma_flash_ir import IrWgmmaFlashAttention
 
-from gpu_timing import event_round_us, run_header, write_rows_json
+from ab_rounds import prefill_rounds, print_row
+from gpu_timing import run_header, write_rows_json
 
 SHAPES = [(4, 16, 2048, 2048, False), (4, 16, 1000, 4097, False), (4, 16, 2048, 2048, True),
           (8, 32, 8192, 8192, False)]
@@ -59,23 +60,10 @@ def main() -> None:
         if args.mask0_ab:
             kinds["ir_alt"] = IrWgmmaFlashAttention(cfg, mask_block0_when_needed=not mask0)
             assert kinds["ir_alt"].source != kinds["ir"].source
-        outs = {n: torch.empty_like(q) for n in kinds}
-        calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
-        for f in calls.values():
-            f()
-        torch.cuda.synchronize()
-        ts = {n: [] for n in kinds}
-        names = list(calls)
-        for r in range(args.rounds):
-            for n in names[r % len(names):] + names[:r % len(names)]:
-                ts[n].append(event_round_us(calls[n], 10))
-        med = {n: statistics.median(x) for n, x in ts.items()}
+        outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds)
         pooled = statistics.median(ts["template"] + ts.get("template_b", []))
         irs = [n for n in ("ir", "ir_alt") if n in kinds]
         diff = (outs["ir"].float() - outs["template"].float()).abs().max().item()
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
-        err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
         row = {"B": B, "H": H, "Sq": Sq, "Skv": Skv, "D": 64, "causal": causal,
                "dtype": args.dtype, "config": cfg.name,
                **{f"{n}_us": round(t, 1) for n, t in med.items()},
@@ -96,7 +84,7 @@ def main() -> None:
                **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
                "rounds_us": ts}
         rows.append(row)
-        print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
+        print_row(row, "rounds_us")
     write_rows_json(args.out, rows)
 
 

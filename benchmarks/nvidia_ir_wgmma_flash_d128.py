@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 
@@ -25,7 +24,8 @@ from kernels.nvidia.wgmma_attention import WgmmaFlashAttention, WgmmaFlashConfig
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention
 from kernels.nvidia.wgmma_flash_ir import IrWgmmaFlashAttention
 
-from gpu_timing import event_round_us, run_header, write_rows_json
+from ab_rounds import prefill_rounds, print_row
+from gpu_timing import run_header, write_rows_json
 
 SHAPES = [(8, 32, 8192, 8192, False), (8, 32, 8192, 8192, True), (4, 16, 1000, 4097, False),
           (16, 32, 512, 512, True), (2, 4, 77, 77, False)]
@@ -54,22 +54,8 @@ def main() -> None:
         ws = choose_prefill(args.dtype, 128, causal, "wgmma", True, max(Sq, Skv), Skv).config
         kinds = {"template": WgmmaFlashAttention(cfg), "ir": IrWgmmaFlashAttention(cfg),
                  "ws": WsFlashAttention(ws)}
-        outs = {n: torch.full_like(q, float("nan")) for n in kinds}
-        calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
-        for f in calls.values():
-            f()
-        torch.cuda.synchronize()
-        ts = {n: [] for n in kinds}
-        names = list(calls)
-        for r in range(args.rounds):
-            s = r % len(names)
-            for n in names[s:] + names[:s]:
-                ts[n].append(event_round_us(calls[n], 10))
-        med = {n: statistics.median(x) for n, x in ts.items()}
+        outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds, poison=True)
         diff = (outs["ir"].float() - outs["template"].float()).abs().max().item()
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
-        err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
         row = {"B": B, "H": H, "Sq": Sq, "Skv": Skv, "D": 128, "causal": causal,
                "dtype": args.dtype, "config": cfg.name, "ws_config": ws.name,
                **{f"{n}_us": round(t, 1) for n, t in med.items()},
@@ -84,7 +70,7 @@ def main() -> None:
                **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
                "rounds_us": ts}
         rows.append(row)
-        print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
+        print_row(row, "rounds_us")
     write_rows_json(args.out, rows)
 
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
 
 from kernels.nvidia.dispatch import choose_gemm
 from kernels.nvidia.wgmma_tma import TmaGemm, TmaGemmConfig
 from kernels.nvidia.wgmma_tma_ir import IrTmaGemm
+
+from ab_rounds import first_build, medians, print_row, rotated_rounds
 
 SHAPES = (("bf16", 4096, 4096, 4096), ("f16", 4096, 4096, 4096), ("bf16", 8192, 8192, 8192),
           ("f16", 8192, 8192, 8192), ("bf16", 4096, 14336, 4096), ("f16", 4000, 3000, 1000))
@@ -71,26 +71,13 @@ def main() -> None:
         b = torch.randn((k, n) if cfg0 is None or cfg0.b_major == "n" else (n, k),
                         device="cuda").to(dt)
         cfg = cfg0 or config_for(a, b)
-        first = {}
-        if cfg not in built:
-            t0 = time.perf_counter()
-            ir = IrTmaGemm(cfg)
-            first["build_verify_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            ir.module
-            first["compile_s"] = time.perf_counter() - t0
-            built[cfg] = (ir, TmaGemm(cfg))
-        ir, tpl = built[cfg]
+        ir, tpl, first = first_build(built, cfg, IrTmaGemm, TmaGemm)
         o_ir = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
         o_tpl = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
         fns = {"ir": lambda: ir(a, b, o_ir), "template": lambda: tpl(a, b, o_tpl),
                "cublas": lambda: a @ (b if cfg.b_major == "n" else b.T)}
-        names = list(fns)
-        times = {nm: [] for nm in names}
-        for r in range(args.rounds):
-            for nm in names[r % 3:] + names[:r % 3]:
-                times[nm].append(_sample(fns[nm]))
-        med = {nm: statistics.median(v) for nm, v in times.items()}
+        times = rotated_rounds(list(fns), args.rounds, lambda nm: _sample(fns[nm]))
+        med = medians(times)
         fl = 2 * m * n * k
         row = {"dtype": dtype, "m,n,k": [m, n, k], "config": cfg.name, "kernel": ir.kernel_name,
                "verified": bool(ir.report.holds), "first_call": first, "median_ms": med,
@@ -99,7 +86,7 @@ def main() -> None:
                "ir_over_cublas": med["cublas"] / med["ir"],
                "bitwise_equal": bool(torch.equal(o_ir, o_tpl)), "samples_ms": times}
         rows.append(row)
-        print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_ms"}), flush=True)
+        print_row(row, "samples_ms")
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}
     if args.out:
         with open(args.out, "w") as f:

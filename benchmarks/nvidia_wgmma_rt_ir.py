@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
+from ab_rounds import first_build, gemm_operands, gemm_outputs, medians, print_row, rotated_rounds
 from gpu_timing import bench_parser, kernel_events, run_header
 
 #: (dtype, M, N, K, b_major, lda pad): lda = K + pad (an odd pad: rows not 16-byte aligned)
@@ -53,38 +53,16 @@ def main() -> None:
     rows: List[Dict[str, Any]] = []
     built: Dict[Any, Any] = {}
     for dtype, m, n, k, bmaj, pad in SHAPES:
-        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-        g = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k + pad), device="cuda", generator=g).to(dt)[:, :k]
-        b = torch.randn((k, n) if bmaj == "n" else (n, k), device="cuda", generator=g).to(dt)
+        dt, a, b = gemm_operands(dtype, m, n, k, bmaj, pad)
         prob = GemmProblem(m, n, k, dtype, bmaj, row_vector(a, b))
         cfg = replace(cp_async_choice(prob, device_target(a)).config, split_k=False)
-        first: Dict[str, float] = {}
-        if cfg not in built:
-            t0 = time.perf_counter()
-            ir = IrWgmmaRtGemm(cfg)
-            first["build_verify_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            ir.module
-            first["compile_s"] = time.perf_counter() - t0
-            built[cfg] = (ir, WgmmaGemm(cfg))
-        ir, tpl = built[cfg]
-        o_ir = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-        o_tp = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-        run_ir, run_tp = ir.bound(a, b, o_ir), tpl.bound(a, b, o_tp)
-        run_ir(a, b, o_ir)
-        run_tp(a, b, o_tp)
-        torch.cuda.synchronize()
-        ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
-        err = ((o_ir.float() - ref).norm() / ref.norm()).item()
-        fns = {"ir": lambda: run_ir(a, b, o_ir), "template": lambda: run_tp(a, b, o_tp)}
+        ir, tpl, first = first_build(built, cfg, IrWgmmaRtGemm, WgmmaGemm)
+        o_ir, o_tp, fns, err = gemm_outputs(ir, tpl, a, b, bmaj)
         names = {"ir": ir.kernel_name, "template": cfg.name}
-        samples: Dict[str, List[float]] = {"ir": [], "template": []}
-        order = ["ir", "template"]
-        for r in range(args.rounds):
-            for nm in (order if r % 2 == 0 else order[::-1]):
-                samples[nm] += device_us(fns[nm], args.reps).get(names[nm], [])
-        med = {nm: statistics.median(v) for nm, v in samples.items()}
+        rounds = rotated_rounds(["ir", "template"], args.rounds,
+                                lambda nm: device_us(fns[nm], args.reps).get(names[nm], []))
+        samples = {nm: [x for per_round in v for x in per_round] for nm, v in rounds.items()}
+        med = medians(samples)
         row = {"dtype": dtype, "m,n,k": [m, n, k], "b_major": bmaj, "lda": a.stride(0),
                "config": cfg.name, "kernel": ir.kernel_name, "verified": bool(ir.report.holds),
                "first_call": first, "median_us": med, "ir_over_template": med["template"] /
@@ -101,7 +79,7 @@ def main() -> None:
                 row[f"control_atom_{atom}_us"] = {kn: statistics.median(v)
                                                   for kn, v in per.items()}
         rows.append(row)
-        print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_us"}), flush=True)
+        print_row(row, "samples_us")
     res = {**run_header(), "rows": rows}
     (out_dir / "nvidia_wgmma_rt_ir.json").write_text(json.dumps(res, indent=1))
 

@@ -15,11 +15,10 @@ medians beside it (``median_us_per_kernel``).
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
+from ab_rounds import first_build, gemm_operands, gemm_outputs, medians, print_row, rotated_rounds
 from gpu_timing import bench_parser, kernel_events, run_header
 
 #: (dtype, M, N, K, b_major, lda pad, splits): edges and odd strides first (correctness),
@@ -59,48 +58,22 @@ def main() -> None:
     rows: List[Dict[str, Any]] = []
     built: Dict[Any, Any] = {}
     for dtype, m, n, k, bmaj, pad, splits in SHAPES:
-        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-        g = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k + pad), device="cuda", generator=g).to(dt)[:, :k]
-        b = torch.randn((k, n) if bmaj == "n" else (n, k), device="cuda", generator=g).to(dt)
+        _, a, b = gemm_operands(dtype, m, n, k, bmaj, pad)
         if splits is None:
             choice = choose_gemm(a, b, b_major=bmaj)
             cfg, splits = choice.config, choice.splits
             assert isinstance(cfg, WgmmaGemmConfig) and cfg.split_k, str(choice)
         else:
             cfg = WgmmaGemmConfig(dtype=dtype, b_major=bmaj, split_k=True)
-        first: Dict[str, float] = {}
-        if cfg not in built:
-            t0 = time.perf_counter()
-            ir = IrWgmmaRtSplitGemm(cfg)
-            first["build_verify_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            ir.module
-            first["compile_s"] = time.perf_counter() - t0
-            built[cfg] = (ir, WgmmaGemm(cfg))
-        ir, tpl = built[cfg]
-        o_ir = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-        o_tp = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
-        run_ir, run_tp = ir.bound(a, b, o_ir, splits), tpl.bound(a, b, o_tp, splits)
-        run_ir(a, b, o_ir)
-        run_tp(a, b, o_tp)
-        torch.cuda.synchronize()
-        ref = a.float() @ (b.float() if bmaj == "n" else b.float().T)
-        err = ((o_ir.float() - ref).norm() / ref.norm()).item()
-        fns = {"ir": lambda: run_ir(a, b, o_ir), "template": lambda: run_tp(a, b, o_tp)}
-        samples: Dict[str, List[float]] = {"ir": [], "template": []}
-        parts: Dict[str, Dict[str, List[float]]] = {nm: {"split": [], "reduce": []}
-                                                    for nm in samples}
-        order = ["ir", "template"]
-        for r in range(args.rounds):
-            for nm in (order if r % 2 == 0 else order[::-1]):
-                us = call_us(fns[nm], args.reps)
-                samples[nm].append(us["call"])
-                for part in ("split", "reduce"):
-                    parts[nm][part].append(us[part])
-        med = {nm: statistics.median(v) for nm, v in samples.items()}
-        part_med = {nm: {p_: statistics.median(v) for p_, v in d.items()}
-                    for nm, d in parts.items()}
+        ir, tpl, first = first_build(built, cfg, IrWgmmaRtSplitGemm, WgmmaGemm)
+        o_ir, o_tp, fns, err = gemm_outputs(ir, tpl, a, b, bmaj, splits)
+        per_call = rotated_rounds(["ir", "template"], args.rounds,
+                                  lambda nm: call_us(fns[nm], args.reps))
+        samples = {nm: [us["call"] for us in v] for nm, v in per_call.items()}
+        parts = {nm: {part: [us[part] for us in v] for part in ("split", "reduce")}
+                 for nm, v in per_call.items()}
+        med = medians(samples)
+        part_med = {nm: medians(d) for nm, d in parts.items()}
         row = {"dtype": dtype, "m,n,k": [m, n, k], "b_major": bmaj, "lda": a.stride(0),
                "splits": splits, "config": cfg.name, "kernel": ir.kernel_name,
                "verified": bool(ir.report.holds), "first_call": first, "median_us": med,
@@ -110,7 +83,7 @@ def main() -> None:
                "all_written": bool(torch.isfinite(o_ir.float()).all()), "rel_err": err,
                "samples_us": samples}
         rows.append(row)
-        print(json.dumps({k_: v for k_, v in row.items() if k_ != "samples_us"}), flush=True)
+        print_row(row, "samples_us")
     res = {**run_header(), "rows": rows}
     (out_dir / "nvidia_wgmma_rt_split_ir.json").write_text(json.dumps(res, indent=1))
 

@@ -12,23 +12,28 @@ every index); where CuTe returns something that is not the operation, a ``Layout
 which condition failed.
 """
 
-from .errors import (LayoutError, ShapeError, ParseError, DivisibilityError, CompositionError,
-                     ComplementError, InverseError, SymbolicError, ArgumentError, LimitError)
-from .inttuple import IntTuple, crd2idx, idx2crd, flatten, product, congruent, fmt
-from .layout import (Layout, make_layout, make_ordered_layout, make_identity_layout, size,
-                     cosize, rank, depth, shape, stride, coalesce, filter, filter_zeros, append,
-                     prepend, slice_and_offset, mode, group, flatten_layout)
-from .algebra import (composition, complement, right_inverse, left_inverse, nullspace,
-                      max_common_layout, max_common_vector, logical_divide, zipped_divide,
-                      tiled_divide, flat_divide, logical_product, zipped_product, tiled_product,
-                      flat_product, blocked_product, raked_product, tile_to_shape, upcast,
-                      downcast, zip_layouts)
-from .swizzle import Swizzle, ComposedLayout, make_composed_layout
-from .parse import parse
-from .tv import make_layout_tv, local_partition, local_tile, TVLayout, TVPair, thread_values
-from .f2 import F2Map, F2Error, to_f2, from_f2
-from .enumerate import layout_values
-from .install import PackageClashWarning, package_clashes
+# re-exported: ``__all__`` below is every public name bound here
+from .errors import (LayoutError, ShapeError, ParseError, DivisibilityError,  # noqa: F401
+                     CompositionError, ComplementError, InverseError, SymbolicError,
+                     ArgumentError, LimitError)
+from .inttuple import (IntTuple, crd2idx, idx2crd, flatten, product, congruent,  # noqa: F401
+                       fmt)
+from .layout import (Layout, make_layout, make_ordered_layout, make_identity_layout,  # noqa: F401
+                     size, cosize, rank, depth, shape, stride, coalesce, filter, filter_zeros,
+                     append, prepend, slice_and_offset, mode, group, flatten_layout)
+from .algebra import (composition, complement, right_inverse, left_inverse,  # noqa: F401
+                      nullspace, max_common_layout, max_common_vector, logical_divide,
+                      zipped_divide, tiled_divide, flat_divide, logical_product, zipped_product,
+                      tiled_product, flat_product, blocked_product, raked_product,
+                      tile_to_shape, upcast, downcast, zip_layouts)
+from .swizzle import Swizzle, ComposedLayout, make_composed_layout  # noqa: F401
+from .parse import parse  # noqa: F401
+from .tv import (make_layout_tv, local_partition, local_tile, TVLayout, TVPair,  # noqa: F401
+                 thread_values)
+from .f2 import F2Map, F2Error, to_f2, from_f2  # noqa: F401
+from .enumerate import layout_values  # noqa: F401
+from .install import PackageClashWarning, package_clashes  # noqa: F401
+from . import install  # the clash check below (already bound by the line above)
 
 __version__ = "0.1.0"
 

@@ -14,11 +14,14 @@ Invariants of :class:`F2Map`: ``cols[j]`` is the image of input bit ``j`` as an 
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 import numpy as np
 
 from .errors import LayoutError
+
+if TYPE_CHECKING:      # for the annotation only: from_f2 imports Layout when it runs
+    from .layout import Layout
 
 __all__ = ["F2Map", "to_f2", "from_f2", "f2_rank", "F2Error", "swizzle_f2", "add_offset"]
 

@@ -21,7 +21,7 @@ from .enumerate import layout_values
 from .errors import LayoutError, ShapeError
 from .flat_modes import coalesce_lists, filter_lists, same_value
 from .inttuple import (IntTuple, compact_col_major, compact_row_major, congruent, crd2idx,
-                       depth as _depth, flatten, fmt, is_tuple, normalize, product,
+                       depth as _depth, flatten, fmt, normalize, product,
                        rank as _rank)
 
 __all__ = [

@@ -32,7 +32,7 @@ from typing import Any, List, Optional
 
 from hypothesis import strategies as st
 
-from .inttuple import flatten, product
+from .inttuple import flatten
 from .layout import Layout, make_layout
 from .swizzle import ComposedLayout, Swizzle
 

@@ -1,6 +1,7 @@
 """Scaffolding the wgmma planted-bug tests share (tests/test_mutation_wgmma.py for shared-memory
 A, tests/test_wgmma_register_a.py for register A): the small verified base kernel, its main
-loop, and the assertion that a planted bug is refused by the named check."""
+loop, and the assertion that a planted bug is refused by the named check (the shared
+tests/_planted.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from kernels.nvidia.wgmma import WgmmaGemmConfig
 from kernels.nvidia.wgmma_ir import build_wgmma_gemm_ir
 from kernels.printer.cuda import emit_cuda
 from kernels.verify.verifier import verify
+
+from _planted import assert_refused
 
 SMALL = WgmmaGemmConfig(bm=128, bn=64, bk=32, stages=3)
 
@@ -30,8 +33,6 @@ def main_loop(k) -> Loop:
 
 
 def assert_ir_bug_refused(k, what: str, check: str, words: str) -> None:
-    """The mutated IR ``k`` fails ``check`` and its counterexample names ``words``."""
-    r = verify(k, arch="sm_90a")
-    failed = {n for n, c in r.checks.items() if not c.holds}
-    assert check in failed, (what, failed)
-    assert words in r.checks[check].counterexample
+    """The mutated IR ``k`` fails ``check`` and its counterexample names ``words``
+    (:func:`_planted.assert_refused`)."""
+    assert_refused(verify(k, arch="sm_90a").checks, check, what, words)

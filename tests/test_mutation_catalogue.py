@@ -36,6 +36,8 @@ from kernels.ir import Barrier, If, Let, Loop, Mfma, Shared
 from kernels.registry import get
 from kernels.verify.printed import verify_printed
 
+from _planted import assert_refused, replaced
+
 # ---------------------------------------------------------------------------- the kernels
 
 
@@ -56,13 +58,6 @@ def kernels():
         r = verify_printed(ir, src, instances=inst)
         assert all(c.holds for c in r.values()), (name, {k: c.counterexample for k, c in r.items()})
     out["_built"] = {"gemm": g, "prefill": pf, "decode": dc, "split": sp}
-    return out
-
-
-def _mutate(src: str, old: str, new: str, count: int = 1) -> str:
-    assert old in src, old
-    out = src.replace(old, new, count) if count else src.replace(old, new)
-    assert out != src
     return out
 
 
@@ -195,17 +190,14 @@ def _apply(src: str, how) -> str:
     kind = how[0]
     if kind == "re":
         return _resub(src, how[1], how[2])
-    return _mutate(src, how[1], how[2], 0 if kind == "a" else 1)
+    return replaced(src, how[1], how[2], 0 if kind == "a" else 1)
 
 
 @pytest.mark.parametrize("case", PRINTER + DECLS, ids=[c[0] for c in PRINTER + DECLS])
 def test_printed_text_mutation_is_refused(kernels, case):
     name, key, how, check = case
     ir, src, inst = kernels[key]
-    bad = _apply(src, how)
-    r = verify_printed(ir, bad, instances=inst)
-    assert not r[check].holds, (name, {k: c.holds for k, c in r.items()})
-    assert r[check].counterexample
+    assert_refused(verify_printed(ir, _apply(src, how), instances=inst), check, name)
 
 
 def test_escape_lds_read_without_swizzle_names_the_line(kernels):
@@ -241,7 +233,7 @@ def test_index_ranges_planted_overflow_in_text(kernels):
     arithmetic) but whose int product passes 2^31 for tid >= 128: printed_source agrees,
     index_ranges refuses."""
     ir, src, _ = kernels["gemm"]
-    bad = _mutate(src, "const int a_cp_mn = ((tid) / 4);",
+    bad = replaced(src, "const int a_cp_mn = ((tid) / 4);",
                   "const int a_cp_mn = ((tid) / 4) + 1073741824*((tid) / 64) - "
                   "1073741824*((tid) / 64);")
     r = verify_printed(ir, bad)
@@ -253,7 +245,7 @@ def test_index_ranges_planted_overflow_in_text(kernels):
 def test_index_ranges_long_value_narrowed_to_int(kernels):
     """A 64-bit (long) expression assigned to a `const int`: the narrowing is refused."""
     ir, src, _ = kernels["gemm"]
-    bad = _mutate(src, "const int a_cp_mn = ((tid) / 4);",
+    bad = replaced(src, "const int a_cp_mn = ((tid) / 4);",
                   "const int a_cp_mn = ((tid) / 4) + 4294967296*((tid) / 64) - "
                   "4294967296*((tid) / 64);")
     r = verify_printed(ir, bad)
@@ -416,7 +408,7 @@ def _gemm_args(n=128):
 def test_emulator_halved_lds_array_names_line_block_lane(kernels):
     """Escape 2, independently of the declarations check: the emulator bounds the array."""
     ir, src, _ = kernels["gemm"]
-    bad = _mutate(src, "LAGEN_SHARED(lagen_f16x8, sA_v, 1024)",
+    bad = replaced(src, "LAGEN_SHARED(lagen_f16x8, sA_v, 1024)",
                   "LAGEN_SHARED(lagen_f16x8, sA_v, 512)")
     with pytest.raises(EmulatorError) as e:
         run(bad, ir.name, ir.grid, ir.block, list(_gemm_args()))
@@ -432,7 +424,7 @@ def test_emulator_lds_underrun_is_named(kernels):
     """A printer bug that reads below an LDS array (a negative constant): the guard page under
     the array's own pages catches it, and the report names the array and the line."""
     ir, src, _ = kernels["gemm"]
-    bad = _mutate(src, "a_fr[0] = *(lagen_f16x8*)(sA + ", "a_fr[0] = *(lagen_f16x8*)(sA - 8 + ")
+    bad = replaced(src, "a_fr[0] = *(lagen_f16x8*)(sA + ", "a_fr[0] = *(lagen_f16x8*)(sA - 8 + ")
     assert not verify_printed(ir, bad)["printed_source"].holds
     with pytest.raises(EmulatorError) as e:
         run(bad, ir.name, ir.grid, ir.block, list(_gemm_args()))
@@ -496,14 +488,14 @@ def test_escape_lse_in_log2_units_is_refused_by_the_emulator_check(argv):
     one passes them (asserted, to keep the catalogue honest) and the emulator check refuses it."""
     entry, cfg, shaped = _attention_case(argv)
     bk = shaped.bk
-    bad = _mutate(bk.source, *_LOG2)
+    bad = replaced(bk.source, *_LOG2)
     irs = [bk.split.ir, bk.combine.ir] if hasattr(bk, "split") else [bk.ir]
     for ir in irs:
         r = verify_printed(ir, bad, instances=default_instances(ir))
         assert all(c.holds for c in r.values())
     ok, atol = _lse_errors(entry, cfg, shaped)
     assert ok <= atol
-    err, atol = _lse_errors(entry, cfg, shaped, lambda s: _mutate(s, *_LOG2))
+    err, atol = _lse_errors(entry, cfg, shaped, lambda s: replaced(s, *_LOG2))
     assert err > 100 * atol
 
 
@@ -690,7 +682,7 @@ def test_ps_printed_mutation_is_refused(ps_built, case):
 def test_ps_emulator_refuses_an_out_of_range_buffer_load(ps_built):
     """A printed soffset past the end of the buffer: the emulator stops with the load's
     offsets and the buffer's num_records (it does not model the hardware's zero fill)."""
-    bad = _mutate(ps_built.source, "8192*b_ps_nt, 32768*block_n);",
+    bad = replaced(ps_built.source, "8192*b_ps_nt, 32768*block_n);",
                   "8192*b_ps_nt, 32768*block_n + 65536);")
     a = np.zeros((256, 256), np.float16)
     with pytest.raises(EmulatorError, match="buffer_load_dwordx4 out of range"):
@@ -776,7 +768,7 @@ def test_pp_emulator_refuses_staggered_barriers_without_the_marker():
     every thread) stops at the first staggered barrier and names both lines."""
     import torch
     bk = build_attention_pingpong(_PP_CFG)
-    bad = _mutate(bk.source, "LAGEN_STAGGERED_BARRIERS();", "")
+    bad = replaced(bk.source, "LAGEN_STAGGERED_BARRIERS();", "")
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, 1, 40, 128, generator=g).bfloat16().view(torch.int16).numpy()
     kv = torch.randn(1, 1, 70, 128, generator=g).bfloat16().view(torch.int16).numpy()

@@ -21,7 +21,8 @@ from kernels.ir.warp_registers import RoundProbs
 from kernels.nvidia.attention import FlashConfig
 from kernels.nvidia.flash_ir import build_flash_ir
 from kernels.printer.cuda_attention import emit_cuda_attention
-from kernels.verify.verifier import verify
+
+from _planted import assert_case_refused
 
 CFG = FlashConfig(head_dim=64, bm=128, bn=64, warps=4, dtype="f16")
 CAUSAL = FlashConfig(head_dim=64, bm=128, bn=64, warps=4, dtype="f16", causal=True)
@@ -235,14 +236,5 @@ FLASH_IR_CASES = [
 @pytest.mark.parametrize("case", FLASH_IR_CASES, ids=[c[0] for c in FLASH_IR_CASES])
 def test_flash_ir_planted_bug_is_refused(case):
     name, cfg, check, ir_bug, text_bug = case
-    k = build_flash_ir(cfg)
-    if ir_bug is not None:
-        ir_bug(k)
-    src = emit_cuda_attention(k)
-    if text_bug is not None:
-        bad = text_bug(src)
-        assert bad != src, f"{name}: the text mutation changed nothing"
-        src = bad
-    r = verify(k, arch="sm_90", source=src)
-    assert not r.checks[check].holds, (name, {n: c.holds for n, c in r.checks.items()})
-    assert r.checks[check].counterexample
+    assert_case_refused(name, lambda: build_flash_ir(cfg), emit_cuda_attention, check, ir_bug,
+                        text_bug, arch="sm_90")

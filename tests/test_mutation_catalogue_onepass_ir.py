@@ -18,6 +18,8 @@ from kernels.nvidia.decode_onepass_ir import build_onepass_ir
 from kernels.printer.cuda_attention import emit_cuda_attention
 from kernels.verify.verifier import verify
 
+from _planted import assert_case_refused, replaced
+
 CFG = DecodeConfig(in_dtype="bf16", out_dtype="f16", head_dim=64, chunk=4)
 
 
@@ -82,10 +84,7 @@ def _to_bf16_store(src):
 
 
 def _text(old, new, count=1):
-    def f(src):
-        assert old in src, old
-        return src.replace(old, new, count)
-    return f
+    return lambda src: replaced(src, old, new, count)
 
 
 # (case, check that refuses it, IR mutation or None, text mutation or None)
@@ -126,18 +125,8 @@ ONEPASS_IR_CASES = [
 @pytest.mark.parametrize("case", ONEPASS_IR_CASES, ids=[c[0] for c in ONEPASS_IR_CASES])
 def test_onepass_ir_planted_bug_is_refused(case):
     name, check, ir_bug, text_bug = case
-    k = build_onepass_ir(CFG)
-    if ir_bug is not None:
-        ir_bug(k)
-    src = emit_cuda_attention(k)
-    if text_bug is not None:
-        bad = text_bug(src)
-        assert bad != src, f"{name}: the text mutation changed nothing"
-        src = bad
-    r = verify(k, arch="sm_90", source=src)
-    assert not r.checks[check].holds, (name, {n: (c.holds, c.counterexample)
-                                              for n, c in r.checks.items() if not c.holds})
-    assert r.checks[check].counterexample
+    assert_case_refused(name, lambda: build_onepass_ir(CFG), emit_cuda_attention, check,
+                        ir_bug, text_bug, arch="sm_90")
 
 
 def test_unmutated_kernel_passes():

@@ -19,7 +19,8 @@ from kernels.ir.warp_registers import RoundProbs
 from kernels.nvidia.wgmma_attention import WgmmaFlashConfig
 from kernels.nvidia.wgmma_flash_ir import build_wgmma_flash_ir
 from kernels.printer.cuda_attention import emit_cuda_attention
-from kernels.verify.verifier import verify
+
+from _planted import assert_case_refused
 
 SERIAL = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, overlap=False)
 OVERLAP = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128)
@@ -279,14 +280,6 @@ WGMMA_FLASH_IR_CASES = [
                          ids=[c[0] for c in WGMMA_FLASH_IR_CASES])
 def test_wgmma_flash_ir_planted_bug_is_refused(case):
     name, cfg, check, ir_bug, text_bug = case
-    k = build_wgmma_flash_ir(cfg, mask_block0_when_needed=MASK_BLOCK0.get(cfg))
-    if ir_bug is not None:
-        ir_bug(k)
-    src = emit_cuda_attention(k)
-    if text_bug is not None:
-        bad = text_bug(src)
-        assert bad != src, f"{name}: the text mutation changed nothing"
-        src = bad
-    r = verify(k, arch="sm_90a", source=src)
-    assert not r.checks[check].holds, (name, {n: c.holds for n, c in r.checks.items()})
-    assert r.checks[check].counterexample
+    assert_case_refused(name, lambda: build_wgmma_flash_ir(
+        cfg, mask_block0_when_needed=MASK_BLOCK0.get(cfg)), emit_cuda_attention, check, ir_bug,
+        text_bug, arch="sm_90a")

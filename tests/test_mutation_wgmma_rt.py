@@ -17,6 +17,8 @@ from kernels.verify.concrete_instances import RuntimeInstance
 from kernels.verify.printed import verify_printed
 from kernels.verify.verifier import verify
 
+from _planted import assert_refused, replaced
+
 SMALL = WgmmaGemmConfig(bm=64, bn=64, stages=3)
 K = sym("K")
 
@@ -89,10 +91,9 @@ def test_raster_ignoring_the_partial_group_is_refused():
 def test_printed_edge_copy_bugs_are_refused(old, new):
     k = build_wgmma_rt_ir(SMALL)
     src = emit_cuda_gemm_rt(k)
-    assert old in src
     # at every launch (the first edge load's k < K differs from k <= K only where K < 64)
-    res = verify_printed(k, src.replace(old, new, 1), instances=list(rt_instances(SMALL)))
-    assert not res["printed_source"].holds
+    res = verify_printed(k, replaced(src, old, new), instances=list(rt_instances(SMALL)))
+    assert_refused(res, "printed_source", old)
 
 
 def test_edge_copy_also_on_inside_tiles_is_refused():
@@ -121,6 +122,5 @@ def test_edge_copy_also_on_inside_tiles_is_refused():
 def test_printed_32bit_shared_bases_are_checked(old, new, check):
     k = build_wgmma_rt_ir(SMALL)
     src = emit_cuda_gemm_rt(k)
-    assert old in src
-    res = verify_printed(k, src.replace(old, new, 1), instances=_inst("edge_odd"))
-    assert not res[check].holds
+    res = verify_printed(k, replaced(src, old, new), instances=_inst("edge_odd"))
+    assert_refused(res, check, old)

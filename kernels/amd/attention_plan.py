@@ -30,11 +30,11 @@ a KV tile has ``BN`` keys.  With ``l`` the lane, ``h = l // 32`` its half, ``i =
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 
-from layoutalg import ComposedLayout, Layout, Swizzle, composition
+from layoutalg import ComposedLayout, Layout, Swizzle
 
 from ..ir.p_rounding import P_ROUNDINGS
 from .gemm_plan import ConfigError, norm_dtype

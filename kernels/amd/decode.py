@@ -39,7 +39,6 @@ from .flash_attention import (BuiltAttention, PrefillShape, R, attention_family,
 from ..ir.attention import (AttnKernel, ExpScores, FinalNormalize, FVar, LaneXor, LOG2E,
                             MaskScores, Rescale, RowMax, ScalarParam, SoftmaxUpdate, VecAxpy,
                             VecDot)
-from ..printer.attention import emit_attention
 from .gemm_plan import ConfigError, norm_dtype
 from ..ir.core import Access, Barrier, Comment, Frag, If, Let, Loop, Param, ZeroFrag, sym
 

@@ -77,7 +77,7 @@ class PreshuffleGemmBuilder(GemmBuilder):
     def load_tile(self, op: OperandPlan, kt_expr: Any) -> List[Any]:
         if op.name != "B":
             return super().load_tile(op, kt_expr)
-        p, g, c = self.p, self.geo, self.c
+        g, c = self.geo, self.c
         parity = sympy.Mod(sympy.sympify(kt_expr), 2)
         if not parity.is_Integer:
             raise KernelError(f"preshuffled B: k-tile {kt_expr} has no fixed parity")

@@ -14,11 +14,11 @@ nvcc/NVRTC (its header comment is the model).  This module supplies what that he
   ``nvcc -cubin`` offline through :func:`kernels.cuda.compile_cuda`, with those options and
   include paths; :func:`launch_amd` - :func:`kernels.cuda.launch.launch`
   with the signature parsed from the source and the shared-memory size computed;
-* :func:`run_gemm` / :func:`run_attention` / :func:`run_decode` - the registry's GEMM, prefill
-  attention (top-left or bottom-right causal) and decode attention (the single decode kernel or
-  the split-KV split + combine pair, :func:`decode_case`) on torch CUDA tensors;
-  ``python3 -m kernels.nvidia.amd_flavour_checks`` runs the large-shape checks and timings
-  (:mod:`kernels.nvidia.amd_flavour_checks` holds the harness).
+* in :mod:`kernels.nvidia.amd_flavour_checks` (the harness, built on this module):
+  ``run_gemm`` / ``run_attention`` / ``run_decode`` - the registry's GEMM, prefill attention
+  (top-left or bottom-right causal) and decode attention (the single decode kernel or the
+  split-KV split + combine pair, ``decode_case``) on torch CUDA tensors;
+  ``python3 -m kernels.nvidia.amd_flavour_checks`` runs the large-shape checks and timings.
 
 The emitted source is compiled as it is: the emitter spells its own vector types
 (``la_f32x8`` of the decode kernels) with ``LAGEN_VEC_TYPEDEF``, which ``lagen_cuda.h`` defines
@@ -42,10 +42,10 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 from ..errors import CompileError, KernelError, LaunchError
 
+# the runners (run_gemm, run_decode, ...) live in amd_flavour_checks, which imports this module
 __all__ = ["generate_cuda", "lds_layout", "kernel_signatures", "cuda_options", "AmdCudaModule",
-           "compile_amd", "launch_amd", "run_gemm", "run_attention", "run_decode", "decode_case",
-           "decode_workspace", "check_decode", "decode_reference", "translate",
-           "MAX_WAVES", "INCLUDE_DIR", "mfma_probe_source", "mfma_probe_inputs"]
+           "compile_amd", "launch_amd", "translate", "MAX_WAVES", "INCLUDE_DIR",
+           "mfma_probe_source", "mfma_probe_inputs"]
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 MAX_WAVES = 15           # named barriers 1..15 (0 is __syncthreads)

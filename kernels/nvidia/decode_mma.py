@@ -31,7 +31,7 @@ is printed from; the tests check them against the PTX fragment rules by emulatio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Dict, List, Tuple
+from typing import ClassVar, Dict, Tuple
 
 from .attention import AttentionConfigError
 from .builder import CompiledKernel

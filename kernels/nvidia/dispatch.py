@@ -22,7 +22,7 @@ from .decode_mma import MMA_BLOCKS_PER_SM, MmaDecodeConfig, heads_per_mma_block,
 from .decode_fused_ir import IrFusedMmaDecode
 from .decode_padded import (TEMPLATE_HEAD_DIMS, ir_head_dim_ok, padded_decode_on_ir,
                             policy_head_dim, qk_width, v_width)
-from .decode_ir import IrSplitMmaDecode, ir_split_supported
+from .decode_ir import ir_split_supported
 from .decode_mma_ir import IrMmaSplitKVDecode, IrSplitKVDecode
 from .decode_splitkv import SplitKVDecode, SplitKVDecodeConfig, heads_per_block
 from .builder import short_dtype

@@ -66,8 +66,9 @@ from ..verify.spec import KernelSpec
 from .gemm import (CopyPlan, CudaGemmConfig, GemmConfigError, copy_steps, lane_bases,
                    mma_issue_order, plan_gemm, split_rows, swz_split)
 from .rt_gemm_launch import RtGemmKernel
-from .rt_gemm_parts import copy_vector, edge_limit, lt, pair_or_single_stores, raster_lets
-from .wgmma_rt_ir import RT_SCALARS, rt_gemm_spec, rt_instances
+from .rt_gemm_parts import (RT_SCALARS, RtGemmBuilder, copy_vector, edge_limit, lt,
+                            pair_or_single_stores, raster_lets)
+from .wgmma_rt_ir import rt_gemm_spec, rt_instances
 
 __all__ = ["build_mma_rt_ir", "mma_rt_instances", "mma_rt_spec", "mma_rt_refusal",
            "mma_rt_at_parity", "mma_rt_kernel_name", "IrMmaRtGemm"]
@@ -130,28 +131,15 @@ def mma_rt_spec(name: str, cfg: CudaGemmConfig) -> KernelSpec:
     return rt_gemm_spec(name, cfg, mma_rt_instances)
 
 
-class _Builder:
+class _Builder(RtGemmBuilder):
     def __init__(self, cfg: CudaGemmConfig) -> None:
-        refusal = mma_rt_refusal(cfg)
-        if refusal is not None:
-            raise GemmConfigError(refusal)
-        self.c, self.p, self.S = cfg, plan_gemm(cfg), cfg.stages
-        M, N, K, lda, ldb, ldc, a_vec, b_vec = (sym(n) for n in RT_SCALARS)
-        self.M, self.N, self.K, self.ldc = M, N, K, ldc
-        self.vec = {"A": a_vec, "B": b_vec}
-        self.tid, self.lane, self.wm, self.wn = sym("tid"), sym("lane"), sym("wm"), sym("wn")
-        self.m0, self.n0 = sym("m0"), sym("n0")
+        super().__init__(cfg, plan_gemm)
+        self.lane, self.wm, self.wn = sym("lane"), sym("wm"), sym("wn")
         self.kk, self.mt, self.nt = cfg.bk // 16, cfg.wtm // 16, cfg.wtn // 8
-        self.stage_frag = Frag("cp_stage", cfg.dtype, cfg.vec, cfg.vec)
-        self.edge_frag = Frag("ev", cfg.dtype, cfg.vec, cfg.vec)
         # two fragment buffers (the template's af[2][mt][4], bf[2][nt][2])
         self.af = Frag("af", cfg.dtype, 2 * self.mt * 8, 8)
         self.bf = Frag("bf", cfg.dtype, 2 * self.nt * 4, 4)
         self.acc = Frag("acc", "f32", self.mt * self.nt * 4, 4)
-        self.a_glob = Layout((M, K), (lda, 1))
-        self.b_glob = Layout((N, K), (1, ldb)) if cfg.b_major == "n" else \
-            Layout((N, K), (ldb, 1))
-        self.c_glob = Layout((M, N), (ldc, 1))
         br, bc = (cfg.bk, cfg.bn) if cfg.b_major == "n" else (cfg.bn, cfg.bk)
         self.elems = {"A": cfg.bm * cfg.bk, "B": br * bc}
         self.sw = {"A": self.p.sw_a, "B": self.p.sw_b}
@@ -162,6 +150,9 @@ class _Builder:
                 raise GemmConfigError(f"{cfg.name}: the {op} copy's shared offsets are not one "
                                       "per-thread base plus constants")
         self.xor_lets: Dict[str, Dict[Any, str]] = {"A": {}, "B": {}}
+
+    def refusal(self, cfg: CudaGemmConfig) -> Optional[str]:
+        return mma_rt_refusal(cfg)
 
     def staged(self, op: str) -> Any:
         """``(tile offset, stage) -> element of the shared array``: stages of the plan's

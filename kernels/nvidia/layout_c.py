@@ -12,7 +12,7 @@ is printed.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Mapping, Sequence
+from typing import Any, Dict, Mapping
 
 import numpy as np
 import sympy

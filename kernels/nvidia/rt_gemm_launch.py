@@ -7,7 +7,7 @@ template they fall back on differ.
   instances) before anything compiles; a passing verdict is remembered on disk by content
   (:func:`kernels.verify.report_cache.verified`).
 * Bound: the template's argument checks, then one launch of ``cdiv(M, bm) * cdiv(N, bn)``
-  blocks with the runtime arguments :data:`~.wgmma_rt_ir.RT_SCALARS`.  Matrices whose 32-bit
+  blocks with the runtime arguments :data:`~.rt_gemm_parts.RT_SCALARS`.  Matrices whose 32-bit
   offsets could reach :data:`INT_OFFSETS` run the template, whose pointers step in
   ``size_t`` (the verifier proves the IR's offsets at its launches, not past them).
 """

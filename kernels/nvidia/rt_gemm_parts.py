@@ -11,7 +11,10 @@ the wgmma one (:mod:`kernels.nvidia.wgmma_rt_ir`) and the mma.sync one
   templates' :func:`kernels.nvidia.gemm.emit_pair_store`);
 * :func:`copy_vector` / :func:`edge_limit`: where one thread's copy vector lies in A or B
   and the extent the vector runs along (both builders expose ``c``, ``tid``, ``m0``, ``n0``,
-  ``M``, ``N``, ``K``, ``a_glob``, ``b_glob``).
+  ``M``, ``N``, ``K``, ``a_glob``, ``b_glob``);
+* :class:`RtGemmBuilder`: the set-up both builders' constructors share (the refusal, the plan,
+  the runtime scalars :data:`RT_SCALARS` as symbols, the copy fragments, the global layouts of
+  A, B and C), so those names mean the same in both.
 """
 
 from __future__ import annotations
@@ -20,9 +23,49 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import sympy
 
-from ..ir.core import Access, Frag, Let, sym
+from layoutalg import Layout
 
-__all__ = ["lt", "raster_lets", "pair_or_single_stores", "copy_vector", "edge_limit"]
+from ..ir.core import Access, Frag, Let, sym
+from .gemm import GemmConfigError
+
+__all__ = ["RT_SCALARS", "RtGemmBuilder", "lt", "raster_lets", "pair_or_single_stores",
+           "copy_vector", "edge_limit"]
+
+#: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
+#: host saw that operand's leading dimension a multiple of 8 and its pointer 16-byte aligned)
+RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "a_vec", "b_vec")
+
+
+class RtGemmBuilder:
+    """The set-up shared by the runtime-size GEMM builders (``_Builder`` of
+    :mod:`kernels.nvidia.gemm_rt_ir`, :class:`~kernels.nvidia.wgmma_rt_ir.RtWgmmaBuilder`).
+
+    ``plan(cfg)`` is the configuration's plan (``self.p``); a subclass names its scope in
+    :meth:`refusal` (a refused configuration raises :class:`GemmConfigError` with that reason
+    before anything is planned).  Sets ``c``, ``p``, ``S`` (stages), the runtime scalars
+    ``M``, ``N``, ``K``, ``ldc`` and ``vec`` (``{"A": a_vec, "B": b_vec}``), the symbols
+    ``tid``, ``m0``, ``n0``, the copy fragments ``stage_frag`` / ``edge_frag`` and the global
+    layouts ``a_glob``, ``b_glob`` (by ``b_major``), ``c_glob``."""
+
+    def __init__(self, cfg: Any, plan: Callable[[Any], Any]) -> None:
+        refusal = self.refusal(cfg)
+        if refusal is not None:
+            raise GemmConfigError(refusal)
+        self.c, self.p, self.S = cfg, plan(cfg), cfg.stages
+        M, N, K, lda, ldb, ldc, a_vec, b_vec = (sym(n) for n in RT_SCALARS)
+        self.M, self.N, self.K, self.ldc = M, N, K, ldc
+        self.vec = {"A": a_vec, "B": b_vec}
+        self.tid, self.m0, self.n0 = sym("tid"), sym("m0"), sym("n0")
+        self.stage_frag = Frag("cp_stage", cfg.dtype, cfg.vec, cfg.vec)
+        self.edge_frag = Frag("ev", cfg.dtype, cfg.vec, cfg.vec)
+        self.a_glob = Layout((M, K), (lda, 1))
+        self.b_glob = Layout((N, K), (1, ldb)) if cfg.b_major == "n" else \
+            Layout((N, K), (ldb, 1))
+        self.c_glob = Layout((M, N), (ldc, 1))
+
+    def refusal(self, cfg: Any) -> Optional[str]:
+        """Why this builder cannot build ``cfg`` (``None``: it can)."""
+        raise NotImplementedError
 
 
 def lt(a: Any, b: Any) -> Any:

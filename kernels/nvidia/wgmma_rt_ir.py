@@ -52,16 +52,13 @@ from ..verify.concrete_instances import RuntimeInstance
 from ..verify.spec import Contraction, Dim, Domain, KernelSpec, Symbol, TensorSpec
 from .rt_gemm_launch import RtGemmKernel
 from .gemm import GemmConfigError
-from .rt_gemm_parts import copy_vector, edge_limit, lt, pair_or_single_stores, raster_lets
+from .rt_gemm_parts import (RT_SCALARS, RtGemmBuilder, copy_vector, edge_limit, lt,
+                            pair_or_single_stores, raster_lets)
 from .wgmma import Operand, WgmmaGemmConfig, accumulator_rows_cols, plan_wgmma_gemm
 from .wgmma_ir import shared_k_steps
 
 __all__ = ["RT_SCALARS", "RtWgmmaBuilder", "build_wgmma_rt_ir", "rt_instances", "rt_gemm_spec",
            "IrWgmmaRtGemm", "rt_ir_refusal", "rt_kernel_name"]
-
-#: the kernel's runtime arguments after the pointers A, B, C (``a_vec`` / ``b_vec``: 1 when the
-#: host saw that operand's leading dimension a multiple of 8 and its pointer 16-byte aligned)
-RT_SCALARS = ("M", "N", "K", "lda", "ldb", "ldc", "a_vec", "b_vec")
 
 
 def rt_ir_refusal(cfg: WgmmaGemmConfig) -> Any:
@@ -118,27 +115,15 @@ def rt_gemm_spec(name: str, cfg: Any,
         domain=Domain.at_launches(lambda k: launches(cfg)))
 
 
-class RtWgmmaBuilder:
+class RtWgmmaBuilder(RtGemmBuilder):
     """The runtime-size program of one configuration; the split-K form
     (:mod:`.wgmma_rt_ir_split`) overrides the k range, the epilogue and the interface."""
 
     def __init__(self, cfg: WgmmaGemmConfig) -> None:
-        refusal = self.refusal(cfg)
-        if refusal is not None:
-            raise GemmConfigError(refusal)
-        self.c, self.p, self.S = cfg, plan_wgmma_gemm(cfg), cfg.stages
-        M, N, K, lda, ldb, ldc, a_vec, b_vec = (sym(n) for n in RT_SCALARS)
-        self.M, self.N, self.K, self.ldc = M, N, K, ldc
-        self.vec = {"A": a_vec, "B": b_vec}
-        self.tid, self.wg, self.m0, self.n0 = sym("tid"), sym("wg"), sym("m0"), sym("n0")
+        super().__init__(cfg, plan_wgmma_gemm)
+        self.wg = sym("wg")
         self.n_lets = 0
-        self.stage_frag = Frag("cp_stage", cfg.dtype, cfg.vec, cfg.vec)
-        self.edge_frag = Frag("ev", cfg.dtype, cfg.vec, cfg.vec)
         self.acc = Frag("acc", "f32", cfg.bn // 2)
-        self.a_glob = Layout((M, K), (lda, 1))
-        self.b_glob = Layout((N, K), (1, ldb)) if cfg.b_major == "n" else \
-            Layout((N, K), (ldb, 1))
-        self.c_glob = Layout((M, N), (ldc, 1))
         self.elems = {"A": cfg.a_stage // 2, "B": cfg.b_stage // 2}
 
     def refusal(self, cfg: WgmmaGemmConfig) -> Any:

@@ -38,7 +38,7 @@ from ..runtime.launch_cache import PerStream
 from ..runtime.rocm import TensorSpec
 from . import layout_c as lc
 from .builder import CompiledKernel
-from .gemm import CudaGemm, GemmConfigError, c_layout, need
+from .gemm import CudaGemm, c_layout, need
 from .prelude import PACK, source_head
 from .splitk import reduce_kernel, reduce_site
 from .splitk_inline import (INLINE_PARAMS, counter_slots, emit_inline_epilogue,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Dict, Optional
+from typing import Dict
 
 from ..errors import KernelError
 

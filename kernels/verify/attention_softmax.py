@@ -356,7 +356,7 @@ class SoftmaxRules:
         rows = acc.row[:, idx]
         has = rows >= 0
         if (has & (rows != l.row[:, None])).any():
-            self.fail("online_softmax", f"normalise: O divided by the sum of another row")
+            self.fail("online_softmax", "normalise: O divided by the sum of another row")
             return
         if (has & ((acc.kbits[:, idx] != l.kbits[:, None, :]).any(axis=2))).any():
             t, c = (int(x) for x in np.argwhere(has & (acc.kbits[:, idx] != l.kbits[:, None, :])

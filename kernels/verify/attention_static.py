@@ -292,7 +292,7 @@ class AttentionStatic:
         """Every block and thread: K/V are read at the (batch, kv head) that GQA assigns to the
         (batch, head) of the thread's Q, and O/LSE are written at the Q's (batch, head)."""
         v = self.inst.values
-        H, HK, G = v["heads"], v["kv_heads"], v["group"]
+        H, G = v["heads"], v["group"]
         lv = leaves(a.coords[0])
         head = np.broadcast_to(np.asarray(eval_expr(lv[-2], env), dtype=np.int64), shape)
         bat = np.broadcast_to(np.asarray(eval_expr(lv[-1], env), dtype=np.int64), shape)

@@ -13,7 +13,7 @@ from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait
 from ..ir.nvidia_wgmma import WGMMA_STATEMENTS, WgmmaMma
 from .gate_common import (ACC_SH, ID_MASK, ID_MASK0, ID_SH_BUF, ID_SH_C0, ID_ZERO, Fail,
                           LdsRaces, MfmaTables, bits_below, bits_to_list, ldmatrix_lane_table,
-                          leaves, mode_coords, mode_extents)
+                          mode_coords, mode_extents)
 from .gate_wgmma import WgmmaRules
 from .spec import KernelSpec, SpecError
 

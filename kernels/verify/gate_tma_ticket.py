@@ -112,7 +112,7 @@ class TicketLedger:
         from ..nvidia.gemm import GemmConfigError
         from ..nvidia.splitk_inline import InlineReduceProtocol, check_arrival_protocol
         v = self.values
-        n, M, N, K = v["splits"], v["M"], v["N"], v["K"]
+        n = v["splits"]
         for slot, owners in self.owner.items():
             if len(owners) != 1:
                 f.add("counter_slots", f"{where}: (tile, warpgroup)s {sorted(owners)[:2]} share "

@@ -39,7 +39,7 @@ import sympy
 from layoutalg.verify.result import CheckResult
 
 from ..ir.core import Access, If, Let, Loop, Param, c_eval, walk
-from ..ir.nvidia_tma import (BulkCommit, BulkWait, LeaderOnly, MbarrierArrive,
+from ..ir.nvidia_tma import (BulkCommit, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
                              RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore, VarInit,
                              VarSet)

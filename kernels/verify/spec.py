@@ -40,7 +40,7 @@ barrier balance, role schedule, row ownership, per-wave-phase LDS races).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union
 
 from ..errors import KernelError
 
