@@ -19,7 +19,10 @@ The call's wall by events around ONE call is the host time up to its last launch
 last kernel whenever the host time per call exceeds the device time (the GPU has no queue);
 ``b2b`` drops to the device time when the host keeps up.  A cProfile of 300 calls of ours at
 the two low shapes says where the host time goes.  Writes ``gemm_wall.json`` / ``.txt`` and
-``gemm_wall_profile.txt`` to ``--out``.
+``gemm_wall_profile.txt`` to ``--out``.  ``--root TREE`` imports ``kernels`` (and the suite's
+helpers) from another checkout (a baseline, in the same call).  ``--copy-experiment``: the
+padded call's B copy (torch ``copy_`` on the wide views, what ``row_copier`` does) against
+the driver's ``cuMemcpy2DAsync`` of the same rows, host and back-to-back time, result checked.
 """
 
 from __future__ import annotations
@@ -43,7 +46,11 @@ SHAPES = [(4000, 3000, 1000, "f16"), (128, 4096, 14336, "bf16"), (2048, 2048, 20
 def main(argv=None) -> int:
     ap = bench_parser(10, __doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--root", default=None)
+    ap.add_argument("--copy-experiment", action="store_true")
     args = ap.parse_args(argv)
+    if args.root:
+        sys.path.insert(0, str(Path(args.root).resolve()))
     import torch
     from benchmarks.gpu import bench, env_info
     from benchmarks.gpu_suite import settle, timed
@@ -102,6 +109,7 @@ def main(argv=None) -> int:
         s = io.StringIO()
         pstats.Stats(p, stream=s).sort_stats("tottime").print_stats(18)
         prof_text.append(f"cProfile, 300 calls of gemm(a, b, c) {name}\n{s.getvalue()}")
+    copy = copy_experiment(torch, args.reps) if args.copy_experiment else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gemm_wall_profile.txt").write_text("\n".join(prof_text))
@@ -130,8 +138,52 @@ def main(argv=None) -> int:
         summary[name] = {"median": med, "ratio": ratio, **checks[name],
                          "wall10_ours_all": [m["ours_wall10_us"] for m in rows],
                          "wall10_cublas_all": [m["cublas_wall10_us"] for m in rows]}
-    write_report(out, "gemm_wall", lines, {"env": info, "summary": summary, "rows": meas})
+    if copy:
+        lines += ["", "B copy of 4000x3000x1000 (1000 rows of 6000 bytes onto 6016-byte rows), "
+                  "us per call, medians of 5:"] + [
+            f"  {k:<10} host {v['host_us']:6.1f}  back-to-back {v['b2b_us']:6.1f}  "
+            f"equal {v['equal']}" for k, v in copy.items()]
+    write_report(out, "gemm_wall", lines, {"env": info, "summary": summary, "rows": meas,
+                                           "copy": copy, "root": args.root})
     return 0
+
+
+def copy_experiment(torch, reps: int) -> dict:
+    """torch's wide-view ``copy_`` (``wgmma_tma.row_copier``) against ``cuMemcpy2DAsync`` for
+    the padded B of 4000x3000x1000 f16: host us per call (300 back to back), back-to-back us
+    per call (events around 300), and whether the buffer equals B afterwards."""
+    from cuda.bindings import driver as drv
+    from kernels.nvidia.wgmma_tma import padded_empty, row_copier
+    b = torch.randn(1000, 3000, dtype=torch.float16, device="cuda")
+    res = {}
+    for name in ("torch", "memcpy2d", "torch 2", "memcpy2d 2"):
+        pb = padded_empty(b, 128)
+        pb.zero_()
+        if name.split()[0] == "torch":
+            cp = row_copier(pb, b)
+            fn = (lambda cp=cp: cp(b))
+        else:
+            p = drv.CUDA_MEMCPY2D()
+            p.srcMemoryType = p.dstMemoryType = drv.CUmemorytype.CU_MEMORYTYPE_DEVICE
+            p.srcDevice, p.srcPitch = b.data_ptr(), b.stride(0) * 2
+            p.dstDevice, p.dstPitch = pb.data_ptr(), pb.stride(0) * 2
+            p.WidthInBytes, p.Height = b.shape[1] * 2, b.shape[0]
+            st = drv.CUstream(torch.cuda.current_stream().cuda_stream)
+
+            def fn(p=p, st=st):
+                (err,) = drv.cuMemcpy2DAsync(p, st)
+                if int(err):
+                    raise RuntimeError(f"cuMemcpy2DAsync: {err}")
+        hosts, b2bs = [], []
+        for _ in range(5):
+            hosts.append(host_seconds(fn, 300) * 1e6)
+            fn()
+            torch.cuda.synchronize()
+            b2bs.append(event_round_us(fn, 300))
+        res[name] = {"host_us": statistics.median(hosts), "b2b_us": statistics.median(b2bs),
+                     "equal": bool(torch.equal(pb[:, :b.shape[1]], b))}
+        print(name, res[name], flush=True)
+    return res
 
 
 if __name__ == "__main__":
