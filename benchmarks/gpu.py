@@ -349,6 +349,9 @@ def main(argv=None):
     ap.add_argument("--suite", action="store_true",
                     help="the shape suite instead (benchmarks/gpu_suite.py: 14 GEMM, 8 prefill, "
                          "9 decode shapes; --only picks its parts)")
+    ap.add_argument("--gemm-rounds", type=int, default=None,
+                    help="--suite: rounds of each GEMM row's ours / cuBLAS pair, alternating "
+                         "(default gpu_suite.GEMM_ROUNDS, 3; medians reported)")
     ap.add_argument("--profile", action="store_true",
                     help="only launch each kernel twice (GEMM 8192 bf16, prefill S=8K, cuBLAS), "
                          "for running under ncu")
@@ -392,7 +395,7 @@ def suite_main(args, info, parts) -> int:
     from benchmarks.gpu_suite import run_suite
     t0 = time.time()
     results = []
-    text = run_suite(results, args.reps, bench, parts)
+    text = run_suite(results, args.reps, bench, parts, gemm_rounds=args.gemm_rounds)
     info["seconds"] = round(time.time() - t0, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

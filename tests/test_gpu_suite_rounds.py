@@ -38,3 +38,30 @@ def test_interleaved_rounds_without_after_only_times(monkeypatch):
     monkeypatch.setattr(gpu_suite, "timed", lambda fn, reps, bench: {"wall_s": fn()})
     meas = gpu_suite.interleaved_rounds({"x": lambda: 1.0}, 2, 1, None)
     assert meas == {"x": [{"wall_s": 1.0}, {"wall_s": 1.0}]}
+
+
+def test_interleaved_rounds_can_settle_once_for_all(monkeypatch):
+    """The suite's GEMM rows settle once and then alternate the pair without settling (nothing
+    is released between the timings)."""
+    log = []
+    monkeypatch.setattr(gpu_suite, "settle", lambda: log.append("settle"))
+    monkeypatch.setattr(gpu_suite, "timed", lambda fn, reps, bench: {"wall_s": fn()})
+    calls = {"ours": lambda: log.append("ours") or 1.0, "cublas": lambda: log.append("cub") or 2.0}
+    meas = gpu_suite.interleaved_rounds(calls, 3, 1, None, settle_each=False)
+    assert log == ["ours", "cub", "cub", "ours", "ours", "cub"]
+    assert meas == {"ours": [{"wall_s": 1.0}] * 3, "cublas": [{"wall_s": 2.0}] * 3}
+
+
+def test_suite_table_gemm_rows_give_rounds_and_host_time():
+    row = {"part": "suite_gemm", "M": 4000, "N": 3000, "K": 1000, "dtype": "f16",
+           "ours_device_s": 48e-6, "cublas_device_s": 43.2e-6, "ratio_device": 0.9,
+           "ratio_wall": 0.7, "tflops_device": 500.0, "rel_err": 2e-4, "choice": "wgmma_tma x: y",
+           "ours_wall_s_rounds": [1, 2, 3], "ours_host_s": 41.4e-6, "cublas_host_s": 21.6e-6}
+    text = gpu_suite.suite_table([row], 3000.0)
+    assert "medians of 3 rounds" in text
+    line = next(x for x in text.splitlines() if x.startswith("4000x3000x1000"))
+    assert "41/22" in line and line.endswith("wgmma_tma x")
+    del row["ours_host_s"]                     # a row of an older run: no host column value
+    line = next(x for x in gpu_suite.suite_table([row], 3000.0).splitlines()
+                if x.startswith("4000x3000x1000"))
+    assert " - " in line

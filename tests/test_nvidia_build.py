@@ -148,10 +148,29 @@ def test_launch_validation_without_gpu():
     q = torch.randn(1, 2, 16, 128, dtype=torch.float16)
     with pytest.raises(LaunchError, match="NVIDIA GPU"):
         flash_attention(q, q, q)
-    with pytest.raises(LaunchError, match="GQA"):
-        flash_attention(q, q[:, :1].expand(1, 3, 16, 128).contiguous(),
-                        q[:, :1].expand(1, 3, 16, 128).contiguous())
-    with pytest.raises(LaunchError, match="scale"):
+    # CPU tensors are refused before any argument check that needs the built kernel (the
+    # device first: tests/test_nvidia_no_gpu.py); those checks on a pretend GPU below
+    with pytest.raises(LaunchError, match="NVIDIA GPU"):
         flash_attention(q, q, q, scale=-1.0)
-    with pytest.raises(LaunchError, match="head_dim"):
+    with pytest.raises(LaunchError, match="head_dim"):      # the one-pass template's own call
         decode_attention(q[:, :, :1, :64].contiguous(), q, q)
+
+
+def test_attention_argument_checks_on_a_pretend_gpu(monkeypatch):
+    pytest.importorskip("torch")
+    import torch
+    import _fake_cuda as fc
+    from kernels.cuda_attention import flash_attention
+    from kernels.nvidia import dispatch
+    fc.install(monkeypatch)
+    try:
+        q = fc.FakeCudaTensor((1, 2, 16, 128), torch.float16)
+        k3 = fc.FakeCudaTensor((1, 3, 16, 128), torch.float16)
+        with pytest.raises(LaunchError, match="GQA"):
+            flash_attention(q, k3, k3)
+        with pytest.raises(LaunchError, match="scale"):
+            flash_attention(q, q, q, scale=-1.0)
+        with pytest.raises(LaunchError, match="head_dim"):
+            dispatch.decode_attention(fc.FakeCudaTensor((1, 2, 1, 64), torch.float16), q, q)
+    finally:
+        fc.clear_caches()

@@ -95,6 +95,35 @@ def test_a_new_pointer_gets_its_own_tensor_map(fake, monkeypatch):
     assert L2[0].args[0] != L1[0].args[0] and L2[0].args[1:] == L1[0].args[1:]
 
 
+@pytest.mark.parametrize("M, N, K, maps", [(2048, 2048, 2048, 3),      # TMA store: A, B, C
+                                           (128, 4096, 14336, 2)])   # direct store: A, B
+def test_a_cached_tma_call_finds_its_tensor_maps_by_pointer(fake, monkeypatch, M, N, K, maps):
+    """Session 12 (host time per call, benchmarks/gpu_gemm_wall.py): a cached call of the IR
+    TMA GEMM takes its tensor maps from one look-up of the operands' pointers
+    (wgmma_tma_ir_split.operand_maps), not from tensor_map's key of shape, strides, dtype and
+    device per map; a new pointer still gets its own map, and the direct store's C (no map)
+    does not take part in the look-up."""
+    a, b, out = T((M, K), BF16), T((K, N), BF16), T((M, N), BF16)
+    L1 = calls(fake, lambda: dispatch.gemm(a, b, out))
+    looked = []
+    real = dispatch.IrTmaGemm.tensor_map
+    monkeypatch.setattr(dispatch.IrTmaGemm, "tensor_map",
+                        lambda self, t, *box: (looked.append(t.data_ptr()), real(self, t, *box))[1])
+    L2 = calls(fake, lambda: dispatch.gemm(a, b, out), 3)
+    assert looked == [] and [L.args for L in L2] == [L1[0].args] * 3
+    out2 = T((M, N), BF16)
+    L3 = calls(fake, lambda: dispatch.gemm(a, b, out2))
+    if maps == 3:                   # C's map is the new pointer's
+        assert looked == [a.data_ptr(), b.data_ptr(), out2.data_ptr()]
+        assert L3[0].args[:2] == L1[0].args[:2] and L3[0].args[2] != L1[0].args[2]
+    else:                           # no map for C: same maps, the new C pointer passed
+        assert looked == [] and L3[0].args[:2] == L1[0].args[:2]
+        assert out2.data_ptr() in L3[0].args
+    a2 = T((M, K), BF16)
+    L4 = calls(fake, lambda: dispatch.gemm(a2, b, out2))
+    assert looked[-maps:][0] == a2.data_ptr() and L4[0].args[0] != L1[0].args[0]
+
+
 @pytest.mark.parametrize("change", ["stride", "dtype", "alignment", "b_major"])
 def test_a_changed_key_misses(fake, change):
     a, b = T((256, 512)), T((512, 256))

@@ -405,6 +405,7 @@ def _fake_flash_builds(monkeypatch, dispatch):
     dispatch.clear_plans()
     monkeypatch.setattr(dispatch, "_FLASH_PLANS", type(dispatch._FLASH_PLANS)())
     monkeypatch.setattr(dispatch, "capability_of", lambda t: (9, 0))
+    monkeypatch.setattr(dispatch, "require_gpu_tensors", lambda where, **tensors: None)
     monkeypatch.setattr(dispatch, "compiled_flash",
                         lambda cfg: (lambda q, k, v, out=None, scale=None: built.append(cfg)))
     return built

@@ -62,4 +62,10 @@ def padded_decode_on_ir(D: int) -> bool:
     return PADDED_HEAD_DIMS_ON_IR and ir_head_dim_ok(D) and D not in TEMPLATE_HEAD_DIMS
 
 
-PADDED_HEAD_DIMS_ON_IR = True   # not yet run on a GPU (2026-11-24): tests/test_nvidia_ir_padded_gpu.py
+#: on: run on an H100, tests/test_nvidia_ir_padded_gpu.py passed in session 9 (2026-11-24 17:17Z,
+#: at c26285b: d32/80/96/160 bitwise equal to the kernel at its template head dim on
+#: zero-padded inputs, within bounds of the float32 reference) and again in session 10 (at
+#: 76749be, after the softmax unification); docs/PERFORMANCE.md, "The whole suite on merged
+#: main, session 9" / "session 10" (raw benchmarks/results/gpu_tests_h100_2026-11-24_s9_a.txt,
+#: gpu_tests_h100_2026-11-24_s10_b.txt)
+PADDED_HEAD_DIMS_ON_IR = True

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import LaunchError
-from ..runtime.cuda import device_info
+from ..runtime.cuda import device_info, require_gpu_tensors
 from ..runtime.launch_cache import BoundedCache, PerStream, tensor_key
 from .attention import FlashAttention, decode_attention as one_pass_decode
 from .decode_onepass_ir import IrOnePassDecode, onepass_config, onepass_ir_name
@@ -189,6 +189,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
         plan = _GEMM_PLANS.get(key)
         if plan is None:
             choice = choose_gemm(a, b, b_major=b_major, atom=atom)
+            require_gpu_tensors("gemm", a=a, b=b, out=out)     # before the build verifies
             plan = _GEMM_PLANS.put(key, GemmPlan(compiled_gemm(choice.config,
                                                                template=not choice.kernel),
                                                  choice.splits,
@@ -200,6 +201,7 @@ def gemm(a, b, out=None, *, b_major: str = "n", config: Any = None, atom: str = 
     if splits != 1 and not isinstance(config, (TmaGemmConfig, WgmmaGemmConfig)):
         raise LaunchError(f"splits={splits}: split-K is a wgmma configuration "
                           "(WgmmaGemmConfig(split_k=True))")
+    require_gpu_tensors("gemm", a=a, b=b, out=out)
     return run_gemm_plan(GemmPlan(compiled_gemm(config), splits, 0), a, b, out)
 
 
@@ -448,6 +450,8 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
         key = (q.dtype, q.shape[-1], q.device, bool(causal), atom, tma_ok, seq, k.shape[2])
         fa = _FLASH_PLANS.get(key)
         if fa is None:
+            # the device first: building the kernel verifies it (seconds on a CPU)
+            require_gpu_tensors("flash_attention", q=q, k=k, v=v, out=out)
             d = q.shape[-1]
             if atom == "wgmma" and d not in WGMMA_FLASH_DEFAULTS:
                 raise LaunchError(f"atom='wgmma': head_dim {d}; the wgmma kernel takes 64, 128 "
@@ -458,6 +462,7 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
         return _within_offsets(fa, q, k, v, out)(q, k, v, out=out, scale=scale)
     if config.causal != causal:
         raise LaunchError(f"config.causal={config.causal} but causal={causal}")
+    require_gpu_tensors("flash_attention", q=q, k=k, v=v, out=out)
     return _within_offsets(compiled_flash(config), q, k, v, out)(q, k, v, out=out, scale=scale)
 
 
@@ -660,6 +665,8 @@ def decode_attention(q, k, v, *, out_dtype: Optional[str] = None, scale: Optiona
         key = None
     dec = _DECODE_PLANS.get(key)
     if dec is None:
+        # the device first: building the kernel verifies it (seconds on a CPU)
+        require_gpu_tensors("decode_attention", q=q, k=k, v=v, out=out)
         dec = _DECODE_PLANS.put(key, _decode_kernel(q, k, od, kv_splits))
     return dec(q, k, v, out=out, scale=scale, kv_splits=kv_splits)
 

@@ -51,7 +51,7 @@ from .wgmma_tma_ir_builder import (DEFAULT_INSTANCES, DIRECT_INSTANCES, TmaIrBui
                                    instance_symbols, ir_form_refusal, ir_kernel_name,
                                    plain_instances, tma_gemm_spec)
 from .wgmma_tma_ir_reduce import ReduceSplitTmaIrBuilder, reduce_run
-from .wgmma_tma_ir_split import SplitTmaIrBuilder, split_instances, split_run
+from .wgmma_tma_ir_split import SplitTmaIrBuilder, operand_maps, split_instances, split_run
 
 __all__ = ["build_tma_gemm_ir", "tma_gemm_spec", "IrTmaGemm", "tma_ir_source", "DEFAULT_INSTANCES",
            "DIRECT_INSTANCES", "default_instances", "instance_symbols", "ir_form_refusal",
@@ -172,13 +172,14 @@ class IrTmaGemm(TmaGemm):
                           signature=("ptr", "ptr", "ptr") + ("i32",) * sizes,
                           specs=[Spec(strides=(), align=64)] * 2 + [c_spec] + [None] * sizes,
                           smem_bytes=smem_bytes(self.ir))
-        # the boxes the host encodes are the verified IR's tensor maps (A's: a_rows rows)
-        boxes = [(tm.box_inner, tm.box_outer) for tm in self.ir.meta["maps"]]
+        # the boxes the host encodes are the verified IR's tensor maps (A's: a_rows rows),
+        # kept per operand pointers for this bound call
+        maps_of = operand_maps(self)
 
         def run(a, b, out):
             if out is None:
                 out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-            maps = [self.tensor_map(t, *box) for t, box in zip((a, b, out), boxes)]
+            maps = maps_of(a, b, out)
             if direct:
                 main(maps + [out, M, N, K, ctas, out.stride(0)])
             else:

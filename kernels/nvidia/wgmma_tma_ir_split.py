@@ -196,20 +196,23 @@ class SplitTmaIrBuilder(TmaIrBuilder):
 
 
 def operand_maps(g: Any) -> Any:
-    """``maps_of(a, b)``: the tensor maps of A and B (the verified IR's boxes) for one bound
-    call of kernel ``g``, kept by the operands' pointers (their shapes and strides are the
-    bound call's): one dict look-up per call, not :meth:`tensor_map`'s key of shapes and
-    strides (host time per call, issue 20: these launches last 20-40 us)."""
+    """``maps_of(a, b[, c])``: the tensor maps of the operands the verified IR has maps for
+    (its boxes, in order: A, B and for the TMA store C; extra operands are ignored) for one
+    bound call of kernel ``g``, kept by those operands' pointers (their shapes and strides are
+    the bound call's): one dict look-up per call, not :meth:`tensor_map`'s key of shapes and
+    strides per map (host time per call, issue 20: these launches last 20-50 us)."""
     boxes = [(tm.box_inner, tm.box_outer) for tm in g.ir.meta["maps"]]
-    by_ptr: Dict[Tuple[int, int], List[Any]] = {}
+    n = len(boxes)
+    by_ptr: Dict[Tuple[int, ...], List[Any]] = {}
 
-    def maps_of(a, b) -> List[Any]:
-        key = (a.data_ptr(), b.data_ptr())
+    def maps_of(*ts) -> List[Any]:
+        ts = ts[:n]
+        key = tuple(t.data_ptr() for t in ts)
         maps = by_ptr.get(key)
         if maps is None:
             if len(by_ptr) > 64:
                 by_ptr.clear()
-            maps = by_ptr[key] = [g.tensor_map(t, *box) for t, box in zip((a, b), boxes)]
+            maps = by_ptr[key] = [g.tensor_map(t, *box) for t, box in zip(ts, boxes)]
         return maps
     return maps_of
 

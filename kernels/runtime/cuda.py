@@ -37,8 +37,8 @@ from .launch_cache import ALIGN_MOD, BoundedCache, arg_key, stream_handle
 from .rocm import TensorSpec, check_tensor, dim3
 
 __all__ = ["launch", "prepare_launch", "PreparedLaunch", "LaunchSite", "launch_key",
-           "clear_prepared", "check_cuda_tensor", "device_info", "cuda_available", "SIGNATURE_TYPES",
-           "function_attributes"]
+           "clear_prepared", "check_cuda_tensor", "require_gpu_tensors", "device_info",
+           "cuda_available", "SIGNATURE_TYPES", "function_attributes"]
 
 SIGNATURE_TYPES = {
     "ptr": ctypes.c_void_p, "i32": ctypes.c_int32, "u32": ctypes.c_uint32,
@@ -84,16 +84,38 @@ def _check(err, what: str) -> None:
 def check_cuda_tensor(t, spec: TensorSpec, where: str) -> None:
     """:class:`LaunchError` unless ``t`` meets ``spec`` and lives on an NVIDIA CUDA device."""
     check_tensor(t, spec, where, check_device=False)
+    _check_nvidia_device(t, f"{where}{f' ({spec.name})' if spec.name else ''}")
+
+
+def _check_nvidia_device(t, label: str) -> None:
     dev = getattr(t, "device", None)
     try:
         import torch
         hip = getattr(torch.version, "hip", None)
     except ImportError:  # pragma: no cover
         hip = None
-    if dev is None or dev.type != "cuda" or hip:
-        label = f"{where}{f' ({spec.name})' if spec.name else ''}"
+    if dev is None or getattr(dev, "type", None) != "cuda" or hip:
         raise LaunchError(f"{label}: tensor is on {dev}; the kernel needs a tensor on an "
                           f"NVIDIA GPU (torch device 'cuda' of a CUDA build of torch)")
+
+
+def require_gpu_tensors(where: str, **tensors: Any) -> None:
+    """The device checks of a launch, made before anything is built for it: a
+    :class:`LaunchError` naming the first of ``tensors`` (None skipped) that is not on an
+    NVIDIA CUDA device (the message :func:`check_cuda_tensor` gives), a
+    :class:`NoDeviceError` when cuda-python's driver bindings do not import.
+
+    The entry points (``kernels.nvidia.dispatch``: ``gemm``, ``flash_attention``,
+    ``decode_attention``) call it before they build a kernel, since building one verifies its
+    IR and printed text (seconds on a CPU) and the launch's own checks come after that: a call
+    without a GPU got its error only once the verifier had run.  Cheap (attribute reads), so
+    it runs on every uncached call; the launch still checks everything again."""
+    for name, t in tensors.items():
+        if t is not None:
+            _check_nvidia_device(t, f"{where}: {name}")
+    if _driver() is None:
+        raise NoDeviceError("cuda-python (cuda.bindings.driver) is not installed: "
+                            "pip install cuda-python to launch CUDA kernels")
 
 
 _LOCK = threading.Lock()
