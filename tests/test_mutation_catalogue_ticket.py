@@ -88,4 +88,4 @@ def test_every_ticket_check_has_a_planted_bug():
                          ids=[c[0] for c in TICKET_CASES])
 def test_ticket_planted_bug_is_refused_by_its_check(case, check, ir_bug, text_bug):
     assert_case_refused(case, lambda: build_decode_fused_ir(CFG), emit_cuda_attention, check,
-                        ir_bug, text_bug, arch="gfx942")
+                        ir_bug, text_bug, arch=CFG.arch)

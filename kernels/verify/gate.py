@@ -191,7 +191,7 @@ def _blocks_to_simulate(grid: Tuple[int, ...], limit: int = 4) -> List[Tuple[int
 
 # ---------------------------------------------------------------------------- entry point
 
-def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = None,
+def verify_kernel(k: Kernel, *, arch: Optional[str] = None, k_span: Optional[int] = None,
                   blocks: Optional[List[Tuple[int, int]]] = None,
                   translation: bool = True) -> GateReport:
     """Run every check on ``k``; returns the report (use ``raise_if_failed``).
@@ -204,8 +204,11 @@ def verify_kernel(k: Kernel, *, arch: str = "gfx942", k_span: Optional[int] = No
     ``translation=True`` (default) runs the static pass at one block and extends it to every
     block by the block-translation lemma when its symbolic conditions hold (falling back to the
     exhaustive enumeration of every block otherwise); ``False`` always enumerates every block.
+    ``arch``: as :func:`kernels.verify.verifier.verify` takes it (default the kernel's own,
+    else gfx942; NVIDIA statements at an AMD arch refused).
     """
-    return verify_every_block(k, gemm_spec_of(k), arch=arch, k_span=k_span, blocks=blocks,
+    from .target_arch import resolve_arch
+    return verify_every_block(k, gemm_spec_of(k), arch=resolve_arch(k, arch), k_span=k_span, blocks=blocks,
                               translation=translation)
 
 

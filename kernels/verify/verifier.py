@@ -32,17 +32,19 @@ from .attention_gate import verify_on_instances
 from .gate import GateReport, verify_every_block
 from .printed import attach_printed_checks
 from .spec import KernelSpec, SpecError
+from .target_arch import resolve_arch
 from .ticket_verify import require_declared_ticket, verify_ticket
 
 __all__ = ["verify"]
 
 
-def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx942", *,
+def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: Optional[str] = None, *,
            source: Optional[str] = None, instances: Optional[Sequence[Any]] = None,
            translation: bool = True,
            blocks: Optional[List[Tuple[int, int]]] = None) -> GateReport:
     """Verify ``kernel_ir`` against ``spec`` (default: the spec its builder attached) for
-    ``arch``; returns the report (``raise_if_failed`` raises
+    ``arch`` (default: the kernel's own, else gfx942; NVIDIA statements at an AMD arch are
+    refused: :func:`~.target_arch.resolve_arch`); returns the report (``raise_if_failed`` raises
     :class:`~kernels.verify.gate.VerificationError` with the counterexamples).
 
     ``instances`` replaces an ``instances`` domain's own launches; ``translation`` / ``blocks``
@@ -54,6 +56,7 @@ def verify(kernel_ir: Any, spec: Optional[KernelSpec] = None, arch: str = "gfx94
                         "kernels.verify.spec.KernelSpec")
     if not isinstance(spec, KernelSpec):
         raise SpecError(f"verify: spec must be a KernelSpec, got {type(spec).__name__}")
+    arch = resolve_arch(kernel_ir, arch)
     require_declared_ticket(kernel_ir, spec)
     if spec.ticket is not None:
         return verify_ticket(kernel_ir, spec, arch, source, instances, verify)
