@@ -49,7 +49,7 @@ Scope (:func:`mma_rt_refusal`): 16-byte copy vectors (``vec=8``; 8- and 4-byte r
 the template ``CudaGemm``) and an even number of 16-wide k steps per tile (``bk`` a multiple
 of 32: the fragment buffers alternate statically; the template now refuses ``bk=16`` too).
 Where the dispatch runs it: :func:`mma_rt_at_parity` (measured on an H100,
-docs/PERFORMANCE.md).
+docs/PERFORMANCE.md): every launch of more than one tile.
 """
 
 from __future__ import annotations
@@ -95,22 +95,15 @@ def mma_rt_refusal(cfg: CudaGemmConfig) -> Optional[str]:
 
 def mma_rt_at_parity(p: GemmProblem, cfg: CudaGemmConfig) -> bool:
     """Whether the IR form runs ``p`` at least as fast as the template, as measured (H100,
-    2026-11-24, ``benchmarks/nvidia_mma_rt_ir.py``: the suite's 14 GEMM shapes and 3 with B
-    K-major, docs/PERFORMANCE.md): 1.06-1.34x where a block of the problem reaches an edge
-    (M, N or K not a multiple of the tile, or rows not 16-byte aligned: the template's ``full``
-    sends both operands of such a block through its per-vector edge branches, the IR only the
-    operand at the edge) and 1.01x with B K-major; 0.96-0.98x on N-major problems with no
-    edge, and 0.91-0.955x for one block of one k tile (1x1x8: launch-bound, +0.2-0.4 us).
-    The dispatch runs the template there.  The edge-free gap is the stage arithmetic
-    (session 11, ``benchmarks/nvidia_mma_rt_ir_variants.py``): ``kt % stages`` sits in a
-    vector register and costs an add per B ``ldmatrix`` where the template's ring counter
-    is a uniform-register operand; the ring form as text measured 0.9795-0.99x there (a
-    verified form needs loop-carried variables in the lockstep engines)."""
+    2026-11-24 23:56Z, ``benchmarks/nvidia_mma_rt_ir.py --rounds 7 --reps 8``: the suite's 14
+    GEMM shapes and 3 with B K-major, docs/PERFORMANCE.md): 1.004-1.022x on the six edge-free
+    N-major problems (since the main loop of constant stages; before it 0.96-0.98x, which
+    kept them on the template), 1.06x with B K-major, 1.06-1.29x where a block reaches an
+    edge (the template's ``full`` sends both operands of such a block through its per-vector
+    edge branches, the IR only the operand at the edge).  Not at parity: one block of one k
+    tile (1x1x8: 0.95x, launch-bound, +0.2 us), which the dispatch leaves on the template."""
     one_launch_tile = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn) == 1 and p.k <= cfg.bk
-    if one_launch_tile:
-        return False
-    edge = p.m % cfg.bm or p.n % cfg.bn or p.k % cfg.bk or p.vec != 8
-    return bool(edge) or cfg.b_major == "k"
+    return not one_launch_tile
 
 
 def mma_rt_kernel_name(cfg: CudaGemmConfig) -> str:
