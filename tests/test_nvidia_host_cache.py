@@ -53,7 +53,8 @@ GEMMS = [  # (M, N, K, dtype, kwargs, kernel name prefix)
     (2048, 2048, 2048, BF16, {}, "lg_irtma_bf16_n_128x256x64_s3"),  # TMA persistent, IR-built
     (777, 333, 130, F16, {}, "lg_irwgmma_rt_f16_n_64x64x64_s6"),  # cp.async wgmma, IR-built
     (64, 256, 512, F16, {"atom": "mma"}, "lg_irgemm_rt_f16_n"),  # mma.sync, IR (an M edge)
-    (256, 256, 512, F16, {"atom": "mma"}, "lg_gemm_f16_n"),    # mma.sync template (no edge)
+    (256, 256, 512, F16, {"atom": "mma"}, "lg_irgemm_rt_f16_n"),  # mma.sync, IR (no edge)
+    (128, 256, 32, F16, {"atom": "mma"}, "lg_gemm_f16_n"),     # mma.sync template (one tile)
     (64, 256, 2048, F16, {"config": WgmmaGemmConfig(bm=64, bn=128, split_k=True), "splits": 4},
      "lg_irwgmma_rt_f16_n_64x128x64_s4_sk"),                        # wgmma split-K, IR-built
 ]

@@ -150,7 +150,7 @@ def choose_gemm(a, b, *, b_major: str = "n", atom: str = "auto", target: Optiona
             return replace(choice, kernel=mma_rt_kernel_name(cfg), reason=choice.reason +
                            "; the verified IR form (at least the template's speed here)")
         return replace(choice, reason=choice.reason + "; the template (the IR form measured "
-                       "below 0.98x of it on edge-free N-major problems and one-tile launches)")
+                       "below 0.98x of it on a launch of one tile)")
     return choice
 
 

@@ -21,14 +21,21 @@ every statement IR:
   barrier sit before the last k step's ``mma``, whose next fragments are the next tile's
   first: CUTLASS-style); ``ldmatrix`` addresses are the template's per-lane swizzled base
   XOR a constant plus an immediate (:func:`~kernels.nvidia.gemm.swz_split`, proved at every
-  lane and warp), the stage base ``kt % stages`` (the template's ring counter);
+  lane and warp);
+* the k loop in two parts (issue 20 item 1, session 12): a **main loop** over the tiles whose
+  next copy is on both operands' fast path (``kt + S - 1 < ab_fkt``), ``S`` tiles per trip,
+  so each tile's stage is a constant (every shared offset an immediate), its copy the
+  unpredicated ``cp.async`` with no branch and its next tile's fragments loaded
+  unconditionally; then a **tail loop** over the rest (an edge block's tiles, the last
+  ``S - 1``, the remainder of ``S``) with the stage ``kt % S`` and the copy paths;
 * each warp's ``mma`` in the template's order (``mma_order``); C as 4-byte pairs where both
   columns exist and ``ldc`` is even, else element by element, never past M or N.
 
-The one difference from the template: the next tile's first fragments are loaded only when
-there is a next tile (``kt + 1 < KT``; the template reads the stale stage and never uses it),
-so no thread reads shared memory nothing wrote.  The sums are the template's, in its k order:
-the output is bitwise the template's.
+The one difference from the template: on the last k tile the "next" fragments are the last
+tile's own again (the tail's stage ``min(kt + 1, KT - 1) % S``; the template reads the stage
+after it, stale or never written, and never uses it), so no thread reads shared memory
+nothing wrote and no load is guarded.  The sums are the template's, in its k order: the
+output is bitwise the template's.
 
 Proved by :func:`kernels.verify.verify` at the launches of :func:`mma_rt_instances` (edge
 tiles in M, N and K, odd K / N / leading dimensions, 1x1x8, a partial raster group, every copy
@@ -42,7 +49,7 @@ Scope (:func:`mma_rt_refusal`): 16-byte copy vectors (``vec=8``; 8- and 4-byte r
 the template ``CudaGemm``) and an even number of 16-wide k steps per tile (``bk`` a multiple
 of 32: the fragment buffers alternate statically; the template now refuses ``bk=16`` too).
 Where the dispatch runs it: :func:`mma_rt_at_parity` (measured on an H100,
-docs/PERFORMANCE.md).
+docs/PERFORMANCE.md): every launch of more than one tile.
 """
 
 from __future__ import annotations
@@ -89,22 +96,15 @@ def mma_rt_refusal(cfg: CudaGemmConfig) -> Optional[str]:
 
 def mma_rt_at_parity(p: GemmProblem, cfg: CudaGemmConfig) -> bool:
     """Whether the IR form runs ``p`` at least as fast as the template, as measured (H100,
-    2026-11-24, ``benchmarks/nvidia_mma_rt_ir.py``: the suite's 14 GEMM shapes and 3 with B
-    K-major, docs/PERFORMANCE.md): 1.06-1.34x where a block of the problem reaches an edge
-    (M, N or K not a multiple of the tile, or rows not 16-byte aligned: the template's ``full``
-    sends both operands of such a block through its per-vector edge branches, the IR only the
-    operand at the edge) and 1.01x with B K-major; 0.96-0.98x on N-major problems with no
-    edge, and 0.91-0.955x for one block of one k tile (1x1x8: launch-bound, +0.2-0.4 us).
-    The dispatch runs the template there.  The edge-free gap is the stage arithmetic
-    (session 11, ``benchmarks/nvidia_mma_rt_ir_variants.py``): ``kt % stages`` sits in a
-    vector register and costs an add per B ``ldmatrix`` where the template's ring counter
-    is a uniform-register operand; the ring form as text measured 0.9795-0.99x there (a
-    verified form needs loop-carried variables in the lockstep engines)."""
+    2026-11-24 23:56Z, ``benchmarks/nvidia_mma_rt_ir.py --rounds 7 --reps 8``: the suite's 14
+    GEMM shapes and 3 with B K-major, docs/PERFORMANCE.md): 1.004-1.022x on the six edge-free
+    N-major problems (since the main loop of constant stages; before it 0.96-0.98x, which
+    kept them on the template), 1.06x with B K-major, 1.06-1.29x where a block reaches an
+    edge (the template's ``full`` sends both operands of such a block through its per-vector
+    edge branches, the IR only the operand at the edge).  Not at parity: one block of one k
+    tile (1x1x8: 0.95x, launch-bound, +0.2 us), which the dispatch leaves on the template."""
     one_launch_tile = cdiv(p.m, cfg.bm) * cdiv(p.n, cfg.bn) == 1 and p.k <= cfg.bk
-    if one_launch_tile:
-        return False
-    edge = p.m % cfg.bm or p.n % cfg.bn or p.k % cfg.bk or p.vec != 8
-    return bool(edge) or cfg.b_major == "k"
+    return not one_launch_tile
 
 
 def mma_rt_kernel_name(cfg: CudaGemmConfig) -> str:
@@ -117,12 +117,19 @@ def mma_rt_instances(cfg: CudaGemmConfig) -> Tuple[RuntimeInstance, ...]:
     """The launches the kernel is verified at: those of the runtime-size wgmma GEMM
     (:func:`~kernels.nvidia.wgmma_rt_ir.rt_instances`: edge tiles in M, N and K with odd N and
     ``K = 2 bk + 2``, 16-byte rows with K and N multiples of 8, 1 x 1 x 8, a partial raster
-    group with odd ``lda`` and ``ldc``) and one k tile short of the pipeline (``K`` under
-    ``(stages - 2) bk``: prologue loads skipped, the cross-tile fragment load never taken)."""
+    group with odd ``lda`` and ``ldc``), one k tile short of the pipeline (``K`` under
+    ``(stages - 2) bk``: prologue loads skipped, the last tile's fragments reloaded at once)
+    and the main loop: ``K = 3 S bk + 8`` over two tile rows, the inside block running two
+    trips of ``S`` tiles then the tail (``S`` whole tiles and the K edge), the block at the M
+    edge the tail alone."""
     short = RuntimeInstance("short_k", dict(M=cfg.bm, N=cfg.bn, K=cfg.bk, lda=cfg.bk,
                                             ldb=cfg.bn if cfg.b_major == "n" else cfg.bk,
                                             ldc=cfg.bn, a_vec=1, b_vec=1), (1, 1, 1))
-    return tuple(rt_instances(cfg)) + (short,)
+    S, k = cfg.stages, 3 * cfg.stages * cfg.bk + 8
+    main = RuntimeInstance("main_loop", dict(M=cfg.bm + 1, N=cfg.bn, K=k, lda=k,
+                                             ldb=cfg.bn if cfg.b_major == "n" else k,
+                                             ldc=cfg.bn, a_vec=1, b_vec=1), (2, 1, 1))
+    return tuple(rt_instances(cfg)) + (short, main)
 
 
 def mma_rt_spec(name: str, cfg: CudaGemmConfig) -> KernelSpec:
@@ -326,6 +333,54 @@ class _Builder(RtGemmBuilder):
                             tag=f"mma(k{k},m{i},n{j})"))
         return out
 
+    def tile(self, kt: Any, rs: Any, rn: Any, fast: bool) -> List[Any]:
+        """One k tile ``kt`` read from stage ``rs``: the next k step's fragments before each
+        step's ``mma``; at k step 0 the copy of tile ``kt + S - 1``; the wait and barrier
+        before the last step, whose next fragments are the first of the tile in stage ``rn``
+        (the next tile's; the caller's choice on the last).  ``fast``: the caller has proved
+        tile ``kt + S - 1`` exists and is inside both operands (``kt + S - 1 < ab_fkt <=
+        KT``), so the copy is unpredicated ``cp.async``; else the copy paths."""
+        S, kk, KT = self.S, self.kk, sym("KT")
+        nxt = kt + S - 1
+        out: List[Any] = []
+        for k in range(kk):
+            cur = k % 2
+            if k == kk - 1:
+                out += [
+                    Comment(f"k tile kt + 1 has landed once at most {S - 2} newer groups are "
+                            "pending; the barrier makes every thread's copies visible and "
+                            "retires this tile's earlier reads of the stage the next copy "
+                            "overwrites"),
+                    CpAsyncWait(S - 2), Barrier()]
+                out += self.frags(1 - cur, 0, rn)
+            else:
+                out += self.frags(1 - cur, k + 1, rs)
+            if k == 0:
+                nst = sympy.Mod(nxt, S) if not fast else (rs + S - 1) % S
+                if fast:
+                    out += self.copy_tile("A", nxt, nst, "fast") + \
+                        self.copy_tile("B", nxt, nst, "fast")
+                else:
+                    out.append(If(nxt < KT, self.load_stage(nxt, nst)))
+                out.append(CpAsyncCommit())
+            out += self.mmas(cur, k)
+        return out
+
+    def main_loop(self) -> List[Any]:
+        """The k tiles whose next copy is on both operands' fast path, ``S`` at a time with
+        the stages constants (every shared offset an immediate, no guard, no copy branch):
+        tile ``kt`` is here iff ``kt + S - 1 < ab_fkt`` (then ``kt + 1 < KT`` too), the
+        first ``kq_n S`` of them, ``kq_n = max(0, ab_fkt - S + 1) // S``; the tail loop
+        takes the rest.  An edge block (``ab_fkt = 0``) runs the tail loop alone."""
+        S, kq = self.S, sym("kq")
+        body: List[Any] = []
+        for s in range(S):
+            body += self.tile(S * kq + s, s, (s + 1) % S, fast=True)
+        return [Let("kq_n", sympy.floor(sympy.Max(0, sym("ab_fkt") - S + 1) / S)),
+                Comment(f"k tiles 0 .. {S} kq_n - 1, {S} per trip: stage s of trip kq is "
+                        f"tile {S} kq + s"),
+                Loop("kq", 0, sym("kq_n"), body, unroll=1)]
+
     # ---- epilogue -----------------------------------------------------------------------
     def epilogue(self) -> List[Any]:
         c = self.c
@@ -363,26 +418,17 @@ class _Builder(RtGemmBuilder):
             CpAsyncWait(S - 2), Barrier(),
             Comment("k step 0 of k tile 0 into fragment buffer 0")]
         body += self.frags(0, 0, 0)
-        loop = Loop("kt", 0, KT)
-        loop.body += [Let("rs", sympy.Mod(kt, S)), Let("rn", sympy.Mod(kt + 1, S))]
-        nxt = kt + S - 1
-        for k in range(kk):
-            cur = k % 2
-            if k == kk - 1:
-                loop.body += [
-                    Comment(f"k tile kt + 1 has landed once at most {S - 2} newer groups are "
-                            "pending; the barrier makes every thread's copies visible and "
-                            "retires this tile's earlier reads of the stage the next copy "
-                            "overwrites"),
-                    CpAsyncWait(S - 2), Barrier(),
-                    If(kt + 1 < KT, self.frags(1 - cur, 0, sym("rn")))]
-            else:
-                loop.body += self.frags(1 - cur, k + 1, sym("rs"))
-            if k == 0:
-                loop.body += [If(nxt < KT, self.load_stage(nxt, sympy.Mod(nxt, S))),
-                              CpAsyncCommit()]
-            loop.body += self.mmas(cur, k)
-        body += [loop, CpAsyncWait(0)] + self.epilogue()
+        body += self.main_loop()
+        loop = Loop("kt", S * sym("kq_n"), KT)
+        # the next tile's stage; the last tile reloads its own (landed, unused): every tile
+        # loads the next fragments unconditionally, and no thread reads a stage nothing wrote
+        loop.body += [Let("rs", sympy.Mod(kt, S)),
+                      Let("rn", sympy.Mod(sympy.Min(kt + 1, KT - 1), S))]
+        loop.body += self.tile(kt, sym("rs"), sym("rn"), fast=False)
+        body += [Comment(f"the k tiles left (an edge block's, the last {S - 1}, the remainder "
+                         f"of {S}): the stage kt % {S}, the copy paths, the next tile's "
+                         "fragments only where there is one"), loop, CpAsyncWait(0)]
+        body += self.epilogue()
         name = mma_rt_kernel_name(c)
         header = [f"C[M x N] = A[M x K] (row-major, lda) @ B "
                   f"({'K x N' if c.b_major == 'n' else 'N x K'} row-major, ldb), {c.dtype}, f32 "

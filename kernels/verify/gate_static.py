@@ -95,10 +95,11 @@ class StaticChecks:
             elif isinstance(s, Loop):
                 if in_loop:
                     raise KernelError("gate: nested loops are not supported by the static pass")
-                # a stop that depends on the block (a split's k-tile count) runs to the
-                # largest, each block active while the index is below its own
-                lo, stop = int(c_eval(s.start, env)), np.asarray(c_eval(s.stop, env))
-                hi = int(stop.max())
+                # bounds that depend on the block (a split's k-tile count, where a tail loop
+                # starts) run from the smallest start to the largest stop, each block active
+                # inside its own
+                start, stop = np.asarray(c_eval(s.start, env)), np.asarray(c_eval(s.stop, env))
+                lo, hi = int(start.min()), int(stop.max())
                 if hi <= lo:
                     continue
                 vals = np.arange(lo, hi)
@@ -107,6 +108,7 @@ class StaticChecks:
                 saved = self.axis_vals["loop"]
                 self.axis_vals["loop"] = vals
                 on = active if stop.ndim == 0 else active & (vals.reshape(-1, 1, 1, 1) < stop)
+                on = on if start.ndim == 0 else on & (vals.reshape(-1, 1, 1, 1) >= start)
                 self.stmts(s.body, inner, on, in_loop=True)
                 self.axis_vals["loop"] = saved
             elif isinstance(s, If):
