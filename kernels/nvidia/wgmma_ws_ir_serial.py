@@ -43,22 +43,33 @@ from ..ir.nvidia_wgmma import GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
-from .wgmma_flash_ir import WgmmaFlashBuilder
+from .wgmma_flash_ir import WgmmaFlashBuilder, wgmma_flash_ir_name
 from .ws_tma_loads import TMA_CONSUMER_REGS, TMA_PRODUCER_REGS, plan_tma_loads
 
-__all__ = ["build_ws_serial_ir", "WS_STAGES"]
+__all__ = ["build_ws_serial_ir", "WS_STAGES", "WsRingBuilder", "with_roles"]
 
 WS_STAGES = 2
 
 
-class _WsBuilder(WgmmaFlashBuilder):
-    def __init__(self, causal: bool, dtype: str = "bf16") -> None:
-        super().__init__(WgmmaFlashConfig(dtype=dtype, head_dim=128, warpgroups=2,
-                                          causal=causal, overlap=False))
-        self.ws = WsFlashConfig(dtype=dtype, head_dim=128, bn=128, stages=WS_STAGES,
-                                causal=causal, pingpong=False, loader="tma")
+class WsRingBuilder(WgmmaFlashBuilder):
+    """The parts every warp-specialised d128 prefill IR shares, for one ``ws`` (a
+    :class:`~.wgmma_attention_ws.WsFlashConfig`: TMA loader, head_dim 128, its ``bn``,
+    ``stages`` and ``causal``): the tensor maps and 4-D boxes (:meth:`boxes`), the producer
+    (:meth:`producer`), the barriers (:meth:`barriers`), the consumers' Q start and rows
+    stepping by ``wg - 1`` (:meth:`scores`, :meth:`block_lets`), the ring's waits and releases
+    (:meth:`wait_full`, :meth:`release`), the GEMM-turn hooks (:meth:`turn_begin`,
+    :meth:`turn_end`: empty; the ping-pong's named barriers go there) and the kernel around a
+    consumer body (:meth:`frame`).  The schedules are the subclasses' (``consumer``): the
+    serial one here, the template's overlap in :mod:`.wgmma_ws_ir`.  ``overlap`` names the
+    schedule in the header the wgmma prefill's :meth:`build` writes."""
+
+    def __init__(self, ws: WsFlashConfig, overlap: bool = False) -> None:
+        super().__init__(WgmmaFlashConfig(dtype=ws.dtype, head_dim=ws.head_dim, warpgroups=2,
+                                          bn=ws.bn, causal=ws.causal, overlap=overlap))
+        self.ws = ws
+        self.S = ws.stages
         self.loads = plan_tma_loads(self.ws, self.p)
-        d, bm, bn = 128, self.c.bm, self.c.bn
+        d, bm, bn, dtype = ws.head_dim, self.c.bm, self.c.bn, ws.dtype
         self.maps = {
             "Q": TensorMap("tmQ", "Q", ("d", "row", "head", "batch"), d, R("seqlen_q"), 64, bm,
                            dtype, planes=(R("heads"), R("batch"))),
@@ -99,14 +110,14 @@ class _WsBuilder(WgmmaFlashBuilder):
 
     def producer(self) -> List[Any]:
         j = sym("j")
-        st = sympy.Mod(j, WS_STAGES)
-        round_ = sympy.floor(j / WS_STAGES)
+        st = sympy.Mod(j, self.S)
+        round_ = sympy.floor(j / self.S)
         body: List[Any] = [
             MbarrierExpectTx("bQ", 0, self.loads.q.stage_bytes),
             *self.boxes("Q", sym("m0"), 0, "bQ", 0)]
         ring: List[Any] = []
         for t in ("K", "V"):
-            ring += [Comment(f"{t} of block j: stage j % {WS_STAGES} once the consumers "
+            ring += [Comment(f"{t} of block j: stage j % {self.S} once the consumers "
                              "released it (parity of the previous round)"),
                      MbarrierWait(f"empty{t}", st, sympy.Mod(round_ + 1, 2)),
                      MbarrierExpectTx(f"full{t}", st, self.loads.k.stage_bytes),
@@ -114,24 +125,87 @@ class _WsBuilder(WgmmaFlashBuilder):
         body.append(Loop("j", 0, sym("n_blocks"), ring))
         return [Setmaxnreg(False, TMA_PRODUCER_REGS), LeaderOnly(body)]
 
-    # ---- the consumers -------------------------------------------------------------------
+    # ---- the ring seen from the consumers ---------------------------------------------------
+    def stage_of(self, j: Any) -> Any:
+        """The ring stage of key block ``j``."""
+        return sympy.Mod(j, self.S)
+
+    def wait_full(self, t: str, j: Any) -> Any:
+        """Wait for block ``j`` of ``t`` (K or V) in its stage: parity ``(j / stages) & 1``."""
+        return MbarrierWait(f"full{t}", self.stage_of(j), sympy.Mod(sympy.floor(j / self.S), 2))
+
+    def release(self, t: str, j: Any) -> Any:
+        """Lane 0 of each consumer warp frees block ``j``'s stage of ``t`` (after the wgmma
+        reading it retired)."""
+        return MbarrierArrive(f"empty{t}", self.stage_of(j), per_warp=True)
+
+    def turn_begin(self) -> List[Any]:
+        """Before a consumer issues its GEMMs: the ping-pong's wait for its turn (named
+        barrier); nothing without ping-pong (the seam the ping-pong fills)."""
+        return []
+
+    def turn_end(self, last: bool = False) -> List[Any]:
+        """After a consumer issued its GEMMs: the ping-pong hands the turn over (``last``: the
+        kernel's final issue); nothing without ping-pong."""
+        return []
+
+    def barriers(self) -> List[Any]:
+        """Q full (one phase); K and V full (count 1: the expect-tx arrival) and empty (count
+        8: lane 0 of each consumer warp) per stage."""
+        bars = [MbarrierInit("bQ", 1, 1)]
+        for t in ("K", "V"):
+            bars += [MbarrierInit(f"full{t}", self.S, 1), MbarrierInit(f"empty{t}", self.S, 8)]
+        return bars
+
+    def consumer(self) -> List[Any]:
+        """The consumer role's body (the schedule): the subclasses'."""
+        raise NotImplementedError
+
+    def epilogue_ws(self) -> List[Any]:
+        """The wgmma prefill's write-back without its ``cp.async`` wait (no copies here)."""
+        return [s for s in self.epilogue() if not isinstance(s, CpAsyncWait)]
+
+    def frame(self, name: str, kind: str) -> Any:
+        """The kernel: the wgmma prefill's spec, parameters and fragments (its :meth:`build`)
+        around the lets, the barriers and the producer / consumer roles; ``name`` and
+        ``meta["kind"]`` as given."""
+        k = self.build()            # the cp.async kernel: its spec, params, frags
+        k.body = [*self.block_lets(), *self.barriers(), MbarrierInitFence(),
+                  RoleBranch("producer", 0, 1, self.producer()),
+                  RoleBranch("consumer", 1, 2, self.consumer())]
+        k.name = name
+        k.block = 384
+        k.min_blocks = 1
+        k.frags = [f for f in k.frags if f.name != self.stage.name]
+        k.shared = [Shared("sQ", self.c.dtype, self.elems["Q"]),
+                    Shared("sK", self.c.dtype, self.S * self.elems["K"]),
+                    Shared("sV", self.c.dtype, self.S * self.elems["V"])]
+        k.params = [self.maps["Q"], self.maps["K"], self.maps["V"]] + \
+            [p for p in k.params if p.name == "O"] + [IntParam("kv_heads"), IntParam("batch")]
+        k.spec = with_roles(k.spec)
+        k.meta = dict(k.meta, kind=kind, ws_cfg=self.ws, loads=self.loads)
+        return k
+
+
+class _SerialBuilder(WsRingBuilder):
+    """The serial schedule: per key block S, softmax, P V, each waited for."""
+
     def ws_block(self, masked: bool) -> List[Any]:
         j = sym("j")
-        st = sympy.Mod(j, WS_STAGES)
-        par = sympy.Mod(sympy.floor(j / WS_STAGES), 2)
+        st = self.stage_of(j)
         return [
             Let("n0", j * self.c.bn),
-            MbarrierWait("fullK", st, par),
+            self.wait_full("K", j),
             *self.issue_scores(st),
             WgmmaWait(0, (self.sc.name,)),
             Comment("S retired: K's stage is free"),
-            MbarrierArrive("emptyK", st, per_warp=True),
+            self.release("K", j),
             *self.mask(masked), *self.softmax(), *self.round_p(),
-            MbarrierWait("fullV", st, par),
+            self.wait_full("V", j),
             WgmmaFence(), *self.pv(st), WgmmaCommit(),
             WgmmaWait(0, (self.o.name, self.pa.name)),
             Comment("P V retired: V's stage is free"),
-            MbarrierArrive("emptyV", st, per_warp=True)]
+            self.release("V", j)]
 
     def consumer(self) -> List[Any]:
         body: List[Any] = [Setmaxnreg(True, TMA_CONSUMER_REGS), MbarrierWait("bQ", 0, 0)]
@@ -140,32 +214,16 @@ class _WsBuilder(WgmmaFlashBuilder):
         body += [ZeroFrag(self.o),
                  Loop("j", 0, sym("n_full"), self.ws_block(False)),
                  Loop("j", sym("n_full"), sym("n_blocks"), self.ws_block(True))]
-        body += [s for s in self.epilogue() if not isinstance(s, CpAsyncWait)]
-        return body
+        return body + self.epilogue_ws()
 
     def build_ws(self) -> Any:
-        k = self.build()            # the serial cp.async kernel: its spec, params, frags
-        bars = [MbarrierInit("bQ", 1, 1)]
-        for t in ("K", "V"):
-            bars += [MbarrierInit(f"full{t}", WS_STAGES, 1), MbarrierInit(f"empty{t}", WS_STAGES, 8)]
-        k.body = [*self.block_lets(), *bars, MbarrierInitFence(),
-                  RoleBranch("producer", 0, 1, self.producer()),
-                  RoleBranch("consumer", 1, 2, self.consumer())]
-        k.name = k.name.replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_")
-        k.block = 384
-        k.min_blocks = 1
-        k.frags = [f for f in k.frags if f.name != self.stage.name]
-        k.shared = [Shared("sQ", self.c.dtype, self.elems["Q"]),
-                    Shared("sK", self.c.dtype, WS_STAGES * self.elems["K"]),
-                    Shared("sV", self.c.dtype, WS_STAGES * self.elems["V"])]
-        k.params = [self.maps["Q"], self.maps["K"], self.maps["V"]] + \
-            [p for p in k.params if p.name == "O"] + [IntParam("kv_heads"), IntParam("batch")]
-        k.spec = _with_roles(k.spec)
-        k.meta = dict(k.meta, kind="wgmma_ws_ir_serial", ws_cfg=self.ws, loads=self.loads)
-        return k
+        name = wgmma_flash_ir_name(self.c).replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_")
+        return self.frame(name, "wgmma_ws_ir_serial")
 
 
-def _with_roles(spec: Any) -> Any:
+def with_roles(spec: Any) -> Any:
+    """``spec`` with the warp-specialised roles (warpgroup 0 the producer, the others
+    consumers): what routes it to the engine (:mod:`kernels.verify.attention_ring`)."""
     import dataclasses
     return dataclasses.replace(spec, warpgroup_roles=("producer", "consumer"))
 
@@ -174,7 +232,9 @@ def build_ws_serial_ir(causal: bool = False, dtype: str = "bf16") -> Any:
     """The two-consumer, two-stage, serial-schedule warp-specialised d128 prefill as IR (the
     module docstring), with its spec; :class:`~.attention.AttentionConfigError` where the
     tile's boxes do not prove out."""
+    ws = WsFlashConfig(dtype=dtype, head_dim=128, bn=128, stages=WS_STAGES, causal=causal,
+                       pingpong=False, loader="tma")
     try:
-        return _WsBuilder(causal, dtype).build_ws()
+        return _SerialBuilder(ws).build_ws()
     except ValueError as e:
         raise AttentionConfigError(f"warp-specialised serial IR: {e}") from None
