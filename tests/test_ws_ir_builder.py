@@ -273,3 +273,83 @@ def test_planted_text_bugs_of_the_overlap_schedule_are_refused():
     assert cond in src
     bad = check(src.replace(cond, "      if (j > 0) {", 1))
     assert "printed_source" in bad, bad
+
+
+# ---- what the registers need: the write-only S and the pins before the fence ------------
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_nvrtc_compiles_the_printed_kernels_without_spills(name):
+    """The consumers under setmaxnreg 240: no spills, no serialised wgmma (bn 192 spilled with
+    an in-out S accumulator; the deferred wait spilled with O's rescale sunk below the issue)."""
+    import re
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    k = build_ws_ir(CONFIGS[name])
+    m = compile_cuda(emit_cuda_attention(k), "sm_90a", name=f"{k.name}.cu", backend="nvrtc",
+                     options=("--ptxas-options=-v",), use_cache=False)
+    assert m.kernels == (k.name,)
+    assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+    assert re.search(r"Used \d+ registers", m.log), m.log
+
+
+def test_write_only_is_the_scale_d_0_form():
+    from kernels.ir.nvidia_wgmma import WgmmaMma
+    k = build_ws_ir(CONFIGS["128x128 s3 (short)"])
+    first = next(s for s in _walk(k) if isinstance(s, WgmmaMma) and not s.accumulate)
+    assert first.write_only
+    with pytest.raises(ValueError, match="scale-d 0"):
+        dataclasses.replace(first, accumulate=True)
+    assert all(not s.write_only for s in _walk(k) if isinstance(s, WgmmaMma) and s.accumulate)
+
+
+def _walk(k):
+    from kernels.ir.core import walk
+    return list(walk(k.body))
+
+
+def _pin_after_issue(frag):
+    """A fence pinning ``frag`` right after the loop's issue (P V in flight on O and P)."""
+    from kernels.ir.nvidia_wgmma import WgmmaCommit, WgmmaFence
+
+    def plant(k):
+        def f(b):
+            i = max(i for i, s in enumerate(b) if isinstance(s, WgmmaCommit))
+            return b[:i + 1] + [WgmmaFence((frag,))] + b[i + 1:]
+        _edit_loops(k, f)
+    return plant
+
+
+@pytest.mark.parametrize("frag,check,msg", [
+    ("o_acc", "lane_accumulator_writeback", "pins o_acc while a wgmma writing it is in flight"),
+    ("pa", "lane_mfma_operands", "overwrites A registers pa")])
+def test_a_pin_of_registers_in_flight_is_refused(frag, check, msg):
+    k = build_ws_ir(CONFIGS["128x128 s3 (short)"])
+    _pin_after_issue(frag)(k)
+    r = verify_ws_attention(k, schedules=("lazy",))
+    bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert check in bad and msg in bad[check], bad
+
+
+def test_planted_text_bugs_of_the_register_forms_are_refused():
+    src, check = _printed("128x192 s2 (B8 H32 S8K)")
+    fn = "lg_wgmma_m64n192_bf16_t0"
+    call = f"{fn}_wo(&sc[0], "
+    assert call in src and f"{fn}(&sc[0], " in src
+    # the write-only wrapper defined with an in-out accumulator
+    i = src.index(f"LG_DEV void {fn}_wo(")
+    j = src.index("}\n", i)
+    bad = check(src[:i] + src[i:j].replace('"=f"', '"+f"') + src[j:])
+    assert "write-only D" in bad["declarations"], bad
+    # the scale-d 0 step calling the in-out wrapper; the write-only one accumulating
+    bad = check(src.replace(call, f"{fn}(&sc[0], ", 1))
+    assert "printed_source" in bad, bad
+    k0 = src.index(call)
+    end = src.index(");", k0)
+    bad = check(src[:end - 1] + "1" + src[end:])
+    assert "printed_source" in bad, bad
+    # a pin before the fence dropped
+    pins = "      lg_pin(o_acc);\n      lg_pin(pa);\n      lg_wgmma_fence();\n"
+    assert pins in src
+    bad = check(src.replace(pins, "      lg_pin(pa);\n      lg_wgmma_fence();\n", 1))
+    assert "printed_source" in bad, bad

@@ -38,15 +38,16 @@ why it can be bitwise the template).  What differs from the template's text: the
 every row sees whole run an unmasked copy of the loop body (the template tests ``need_mask``
 at run time); block 0 is always masked.
 
-Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; compiled, not run): 168 at launch, the
-consumers under ``setmaxnreg.inc`` 240; the non-deferred bn 128 kernels (stages 2 and 3, causal
-and not) without spills, as the template; the deferred wait (stages 2 and 3) and bn 192 spill
-72-108 bytes where the template spills none.  Why: the S wgmma's accumulator is an in-out
-(``"+f"``) asm operand even at scale-d 0 (``WgmmaMma(accumulate=False)``), so the previous
-block's masked scores stay live up to the next S issue, beside the probabilities the IR keeps in
-their own fragment (``pf``; the template exponentiates ``s`` in place): 64 (bn 192: 96)
-registers more across the softmax.  A write-only (``"=f"``) form of the scale-d-0 wgmma, or the
-exponent in place, would remove it; until then these kernels are not fit to time.
+Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; compiled, not run): every configuration
+above compiles without spills or serialised wgmmas (168 at launch, the consumers under
+``setmaxnreg.inc`` 240), as the template.  Two printing choices get there, each found by a
+spill: the S wgmma's scale-d 0 step has a write-only accumulator
+(``WgmmaMma(write_only=True)``, an ``"=f"`` asm operand): with the in-out form the previous
+block's masked scores stayed live up to the next S issue beside the probabilities the IR keeps
+in their own fragment (the template exponentiates in place): bn 192 spilled 72 bytes; and O and
+P are pinned before the fence of each P V issue (``WgmmaFence(pins)``, the template's
+``lg_pin`` there): without it ptxas sank O's rescale below the issue and the deferred wait
+spilled 104-112 bytes.
 
 Not built (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of
 the plan): ``pingpong`` (``engine_pingpong``: the engine does not run the consumers' named
@@ -128,6 +129,13 @@ class WsOverlapBuilder(WsRingBuilder):
         self.dw = cfg.defer_pv_wait
 
     # ---- pieces of the schedule ----------------------------------------------------------
+    def scores(self, st: Any) -> List[Any]:
+        """The ring's ``S = Q K^T``, its scale-d 0 first step with a write-only accumulator:
+        the masked scores of the block before die at its softmax, not at this issue (with an
+        in-out operand they stayed live beside the probabilities: spills at bn 192)."""
+        return [dataclasses.replace(s, write_only=True) if not s.accumulate else s
+                for s in super().scores(st)]
+
     def softmax(self, rescale: bool = True) -> List[Any]:
         """The wgmma prefill's softmax; deferred P V wait: alpha assigned to the variables
         declared before the loop (O is rescaled by it a block later)."""
@@ -149,7 +157,10 @@ class WsOverlapBuilder(WsRingBuilder):
               last: bool = False) -> List[Any]:
         """One GEMM issue of a consumer, inside its turn: ``S = Q K^T`` from ``scores_stage``
         and / or ``O += P V`` from ``pv_stage``, each its own commit group (S first)."""
-        out: List[Any] = [*self.turn_begin(), WgmmaFence()]
+        # O (just rescaled) and P (just converted) pinned before the fence: ptxas otherwise
+        # sank the rescale and the conversion below the issue and spilled (deferred wait)
+        pins = (self.o.name, self.pa.name) if pv_stage is not None else ()
+        out: List[Any] = [*self.turn_begin(), WgmmaFence(pins)]
         if scores_stage is not None:
             out += [*self.scores(scores_stage), WgmmaCommit()]
         if pv_stage is not None:

@@ -165,12 +165,10 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
 9. **the features off at d128 in what runs** (``unbuilt_features``): ``rescale_vote``,
    ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder.
 
-Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the IR's non-deferred
-bn 128 kernels (stages 2 and 3, causal and not) compile without spills, as the template; the
-deferred wait and bn 192 spill 72-108 bytes (the template none): the S wgmma's accumulator is
-an in-out ("+f") asm operand, so the previous block's masked scores stay live beside the
-probabilities the IR keeps in a separate fragment (the template exponentiates in place);
-:mod:`.wgmma_ws_ir` says what would remove it.
+Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
+compile without spills, as the template (a write-only S accumulator at scale-d 0 and O / P
+pinned before each P V issue: :mod:`.wgmma_ws_ir`).  Next, for a launch: the host's 4-D tensor
+maps for an IR kernel (piece 2), then GPU runs against the template (bitwise, device time).
 
 Speed risk: the one-warpgroup d64 IR measured 0.94-0.95x its template on the H100
 (:mod:`.wgmma_flash_ir`), below the 0.98x dispatch bar; the same printing choices (the

@@ -2,8 +2,10 @@
 consumer warpgroups on mbarrier rings, the consumers running the serial schedule of
 :mod:`.wgmma_flash_ir` (``overlap=False``: per key block S, softmax, P V, each waited for) --
 the first kernel of the engine of :mod:`.wgmma_ws_ir_plan` (piece 1).  Not the dispatched
-kernel's IR form (no ping-pong, no overlap, no deferred wait, no persistence: the plan's
-pieces 6-7 and the dispatched builder), not compiled for a GPU run, not dispatched.
+kernels' IR form (the overlap schedule, stages, bn 192 and the deferred wait are
+:mod:`.wgmma_ws_ir`'s, built on this module's :class:`WsRingBuilder`: the maps, boxes,
+producer, barriers, ring waits / releases and the GEMM-turn hooks the ping-pong fills), not
+compiled for a GPU run, not dispatched.
 
 * one block of 384 threads: warpgroup 0 the producer (``setmaxnreg.dec`` 24; thread 0 issues
   the boxes), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` 240; rows ``m0 + 64 (wg -
