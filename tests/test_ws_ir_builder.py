@@ -38,6 +38,7 @@ CONFIGS = {
     "128x128 s3 (short)": _cfg(bn=128, stages=3),
     "128x128 s3 causal (short causal)": _cfg(bn=128, stages=3, causal=True),
     "128x128 s2 dw": _cfg(bn=128, stages=2, defer_pv_wait=True),
+    "128x192 s2 f16": dataclasses.replace(_cfg(bn=192, stages=2), dtype="f16"),
 }
 
 
