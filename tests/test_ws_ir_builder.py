@@ -354,3 +354,23 @@ def test_planted_text_bugs_of_the_register_forms_are_refused():
     assert pins in src
     bad = check(src.replace(pins, "      lg_pin(pa);\n      lg_wgmma_fence();\n", 1))
     assert "printed_source" in bad, bad
+
+
+def test_the_serial_schedule_calls_the_same_hooks():
+    """The serial kernel (kernels/nvidia/wgmma_ws_ir_serial.py) wraps its S and P V issues in
+    the same hooks; its P V's ``last`` is the condition of the final block."""
+    from kernels.ir.core import Comment
+    from kernels.nvidia import wgmma_ws_ir_serial as serial
+
+    class Marked(serial.WsSerialBuilder):
+        def turn_begin(self):
+            return [Comment("turn begin")]
+
+        def turn_end(self, last=sympy.false):
+            return [Comment(f"turn end last={last}")]
+    ws = WsFlashConfig(dtype="bf16", head_dim=128, bn=128, stages=2, pingpong=False,
+                       loader="tma")
+    text = emit_cuda_attention(Marked(ws).build_ws())
+    assert text.count("// turn begin") == 4            # S and P V in each of the two loops
+    assert text.count("// turn end last=False") == 2
+    assert text.count("// turn end last=Eq(j, n_blocks - 1)") == 2

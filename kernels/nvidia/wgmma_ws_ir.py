@@ -154,7 +154,7 @@ class WsOverlapBuilder(WsRingBuilder):
                 *self.rescale_half(0), *self.rescale_half(1)]
 
     def issue(self, scores_stage: Any = None, pv_stage: Any = None,
-              last: bool = False) -> List[Any]:
+              last: Any = sympy.false) -> List[Any]:
         """One GEMM issue of a consumer, inside its turn: ``S = Q K^T`` from ``scores_stage``
         and / or ``O += P V`` from ``pv_stage``, each its own commit group (S first)."""
         # O (just rescaled) and P (just converted) pinned before the fence: ptxas otherwise
@@ -206,7 +206,7 @@ class WsOverlapBuilder(WsRingBuilder):
         if self.dw:
             out += self.pv_done(nl - 1, sympy.StrictGreaterThan(nl, 0, evaluate=False))
         return out + [*self.round_p(),
-                      *self.issue(pv_stage=self.stage_of(nl), last=True),
+                      *self.issue(pv_stage=self.stage_of(nl), last=sympy.true),
                       WgmmaWait(0, (self.o.name, self.pa.name))]
 
     def consumer(self) -> List[Any]:

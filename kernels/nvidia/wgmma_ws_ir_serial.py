@@ -48,7 +48,7 @@ from .wgmma_attention_ws import WsFlashConfig
 from .wgmma_flash_ir import WgmmaFlashBuilder, wgmma_flash_ir_name
 from .ws_tma_loads import TMA_CONSUMER_REGS, TMA_PRODUCER_REGS, plan_tma_loads
 
-__all__ = ["build_ws_serial_ir", "WS_STAGES", "WsRingBuilder", "with_roles"]
+__all__ = ["build_ws_serial_ir", "WS_STAGES", "WsRingBuilder", "WsSerialBuilder", "with_roles"]
 
 WS_STAGES = 2
 
@@ -143,12 +143,15 @@ class WsRingBuilder(WgmmaFlashBuilder):
 
     def turn_begin(self) -> List[Any]:
         """Before a consumer issues its GEMMs: the ping-pong's wait for its turn (named
-        barrier); nothing without ping-pong (the seam the ping-pong fills)."""
+        barrier); nothing without ping-pong.  With :meth:`turn_end`, the seam the ping-pong
+        fills: both schedules (serial here, overlap in :mod:`.wgmma_ws_ir`) call the two around
+        every GEMM issue of the consumers."""
         return []
 
-    def turn_end(self, last: bool = False) -> List[Any]:
-        """After a consumer issued its GEMMs: the ping-pong hands the turn over (``last``: the
-        kernel's final issue); nothing without ping-pong."""
+    def turn_end(self, last: Any = sympy.false) -> List[Any]:
+        """After a consumer issued its GEMMs: the ping-pong hands the turn over; ``last``, a
+        condition, holds at the consumer's final issue (the template's consumer 1 does not
+        hand over after it); nothing without ping-pong."""
         return []
 
     def barriers(self) -> List[Any]:
@@ -189,8 +192,9 @@ class WsRingBuilder(WgmmaFlashBuilder):
         return k
 
 
-class _SerialBuilder(WsRingBuilder):
-    """The serial schedule: per key block S, softmax, P V, each waited for."""
+class WsSerialBuilder(WsRingBuilder):
+    """The serial schedule: per key block S, softmax, P V, each waited for (each issue
+    between the GEMM-turn hooks)."""
 
     def ws_block(self, masked: bool) -> List[Any]:
         j = sym("j")
@@ -198,13 +202,14 @@ class _SerialBuilder(WsRingBuilder):
         return [
             Let("n0", j * self.c.bn),
             self.wait_full("K", j),
-            *self.issue_scores(st),
+            *self.turn_begin(), *self.issue_scores(st), *self.turn_end(),
             WgmmaWait(0, (self.sc.name,)),
             Comment("S retired: K's stage is free"),
             self.release("K", j),
             *self.mask(masked), *self.softmax(), *self.round_p(),
             self.wait_full("V", j),
-            WgmmaFence(), *self.pv(st), WgmmaCommit(),
+            *self.turn_begin(), WgmmaFence(), *self.pv(st), WgmmaCommit(),
+            *self.turn_end(sympy.Eq(j, sym("n_blocks") - 1)),
             WgmmaWait(0, (self.o.name, self.pa.name)),
             Comment("P V retired: V's stage is free"),
             self.release("V", j)]
@@ -237,6 +242,6 @@ def build_ws_serial_ir(causal: bool = False, dtype: str = "bf16") -> Any:
     ws = WsFlashConfig(dtype=dtype, head_dim=128, bn=128, stages=WS_STAGES, causal=causal,
                        pingpong=False, loader="tma")
     try:
-        return _SerialBuilder(ws).build_ws()
+        return WsSerialBuilder(ws).build_ws()
     except ValueError as e:
         raise AttentionConfigError(f"warp-specialised serial IR: {e}") from None
