@@ -11,7 +11,8 @@ Takes a :class:`~.wgmma_attention_ws.WsFlashConfig` with ``loader="tma"``, head_
 not, ``defer_pv_wait`` on or off.  One block of 384 threads: the TMA producer (warpgroup 0,
 ``setmaxnreg.dec`` 24: Q once, K and V of each block into a ring of ``stages``, each refill
 after the stage's ``empty`` phase) and two consumers (``setmaxnreg.inc`` 240, 64 rows each),
-which run the template's order, statement for statement:
+which run the template's order of ring waits, GEMM issues, wgmma waits, releases and
+softmax:
 
 * block 0: wait ``bQ`` and ``fullK[0]``, ``S = Q K_0^T``, wait it, release K's stage, mask
   and softmax;
@@ -36,7 +37,8 @@ wrap several times (:func:`ws_ir_instances`).
 The arithmetic is the IR's raw-score form (:mod:`.wgmma_flash_ir`; the plan's docstring says
 why it can be bitwise the template).  What differs from the template's text: the key blocks
 every row sees whole run an unmasked copy of the loop body (the template tests ``need_mask``
-at run time); block 0 is always masked.
+at run time); block 0 is always masked; without the deferred wait block 0's softmax rescales O
+(still zero: exact; the template leaves it), as the wgmma prefill IR does.
 
 Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; compiled, not run): every configuration
 above compiles without spills or serialised wgmmas (168 at launch, the consumers under
