@@ -31,10 +31,15 @@ def test_the_dispatched_configurations_are_the_ones_the_note_names():
 
 def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
     cfgs = plan.dispatched_d128_configs()
-    base = {"builder"}
+    # landed: the builder of the dispatched configurations (kernels/nvidia/wgmma_ws_ir.py)
+    # with the deferred P V wait and the ping-pong; what it lacks: the persistent units
+    base = set()
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == base
-    assert set(plan.missing_pieces(cfgs["B8 H32 S8K causal"])) == base | {"deferred_pv_wait"}
+    assert set(plan.missing_pieces(cfgs["B8 H32 S8K causal"])) == base
     assert set(plan.missing_pieces(cfgs["B16 H32 S512 causal"])) == base | {"persistent_units"}
+    for c in cfgs.values():        # the builder takes each without ping-pong / persistence
+        bare = dataclasses.replace(c, pingpong=False, persistent=False, unit_heads=0)
+        assert plan.missing_pieces(bare) == ()
     # landed: the two-consumer builder (wgmma_flash_ir, warpgroups=2 at d128), the
     # cross-warpgroup named barriers (NamedBarrier(arrive=...), the per-role model's rule) and
     # the 4-D tensor maps (TmaLoad.coords: model, printer, printed checks)
@@ -47,23 +52,30 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
         plan.missing_pieces(cfgs["B8 H32 S8K"]))
     # landed: the host's 4-D tensor maps of an IR kernel and its launcher (wgmma_ws_ir_launch)
     assert "host_maps_4d" not in plan.missing_pieces(cfgs["B8 H32 S8K"])
-    # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers
+    # the cp.async producer without ping-pong needs neither 4-D maps nor named barriers, but
+    # the builder has only the TMA producer
     bare = WsFlashConfig(head_dim=128, stages=2, pingpong=False)
-    assert set(plan.missing_pieces(bare)) == {"builder"}
-    # a piece whose probe turns True is no longer missing, one whose probe turns False is
-    pieces = tuple(dataclasses.replace(p, probe=lambda n=p.name: n != "engine_pingpong")
-                   if p.name in ("builder", "engine_pingpong") else p for p in plan.PIECES)
+    assert set(plan.missing_pieces(bare)) == {"unbuilt_features"}
+    assert set(plan.missing_pieces(dataclasses.replace(cfgs["B8 H32 S8K"], pingpong=False,
+                                                       rescale_vote=True))) == \
+        {"unbuilt_features"}
+    # a piece whose probe turns False is missing again
+    pieces = tuple(dataclasses.replace(p, probe=lambda: False) if p.name == "engine_pingpong"
+                   else p for p in plan.PIECES)
     monkeypatch.setattr(plan, "PIECES", pieces)
     assert set(plan.missing_pieces(cfgs["B8 H32 S8K"])) == {"engine_pingpong"}
 
 
 @pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers", "engine",
-                                  "engine_pingpong", "printed_text", "host_maps_4d"])
+                                  "engine_pingpong", "printed_text", "host_maps_4d",
+                                  "builder", "deferred_pv_wait", "persistent_units",
+                                  "unbuilt_features"])
 def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
     assert probe() is (name in ("two_consumers", "pingpong_barriers", "tma_4d", "engine",
-                                "engine_pingpong", "printed_text", "host_maps_4d"))
+                                "engine_pingpong", "printed_text", "host_maps_4d", "builder",
+                                "deferred_pv_wait"))
 
 
 def test_the_host_maps_probe_fails_when_the_reading_is_wrong(monkeypatch):
@@ -82,6 +94,17 @@ def test_the_host_maps_probe_fails_when_the_reading_is_wrong(monkeypatch):
     assert plan._host_maps_4d() is True
     monkeypatch.setattr(plan, "_module", lambda name: lambda: False)
     assert plan._host_maps_4d() is False
+
+
+def test_the_builder_probes_ask_the_builder(monkeypatch):
+    """The builder's probes turn with what ws_ir_supported says (a feature it learns flips
+    its piece), not with the module's existence."""
+    import kernels.nvidia.wgmma_ws_ir as ir
+    pieces = {p.name: p.probe for p in plan.PIECES}
+    monkeypatch.setattr(ir, "ws_ir_supported", lambda c: None)
+    assert pieces["persistent_units"]() and pieces["unbuilt_features"]()
+    monkeypatch.setattr(ir, "ws_ir_supported", lambda c: "no" if c.defer_pv_wait else None)
+    assert not pieces["deferred_pv_wait"]() and pieces["builder"]()
 
 
 def test_the_printed_text_probe_fails_when_a_check_fails(monkeypatch):

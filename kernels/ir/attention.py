@@ -124,6 +124,15 @@ class SoftmaxUpdate:
     alpha: str
     mc: str
     raw: bool = False           # CUDA form: m raw, mc the guarded scaled maximum (MaskScores.raw)
+    # raw CUDA form only: ``alpha`` is a float variable declared before (an FVar) and assigned
+    # here, not a ``const float`` of the block: it outlives the block, where O is rescaled by it
+    # a block later (the warp-specialised prefill's deferred P V wait, kernels.nvidia.wgmma_ws_ir)
+    alpha_declared: bool = False
+
+    def __post_init__(self) -> None:
+        if self.alpha_declared and not self.raw:
+            raise ValueError("SoftmaxUpdate(alpha_declared=True) is the raw CUDA form's "
+                             "(raw=True)")
 
 
 @dataclass

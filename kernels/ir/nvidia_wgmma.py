@@ -128,8 +128,15 @@ class WgmmaMma:
     # False: scale-d 0, ``acc = A B`` (the old accumulator values are not read; what the
     # attention kernels' first S = Q K^T step does instead of zeroing S: 64 moves a block)
     accumulate: bool = True
+    # scale-d 0 only: the accumulator printed as an output-only asm operand (``"=f"``,
+    # kernels.nvidia.wgmma_prelude.wgmma_wrapper), so the compiler need not keep its dead old
+    # values up to the issue (the warp-specialised prefill's S: kernels.nvidia.wgmma_ws_ir)
+    write_only: bool = False
 
     def __post_init__(self) -> None:
+        if self.write_only and self.accumulate:
+            raise ValueError(f"wgmma {self.tag}: write_only is the scale-d 0 form "
+                             "(accumulate=False)")
         if len(self.acc.idx) != self.atom.acc_registers or self.acc.frag.dtype != "f32":
             raise ValueError(f"wgmma {self.tag}: {self.atom.name} accumulates into "
                              f"{self.atom.acc_registers} f32 registers, got "
@@ -166,7 +173,13 @@ class WgmmaMma:
 
 @dataclass
 class WgmmaFence:
-    """``wgmma.fence.sync.aligned``: orders earlier register writes before later wgmmas."""
+    """``wgmma.fence.sync.aligned``: orders earlier register writes before later wgmmas.
+    ``pins``: frags pinned (``lg_pin``) just before it, so the compiler computes them above the
+    issue that follows (no wgmma may have them in flight there): without them ptxas sank the
+    warp-specialised prefill's O rescale and P conversion below its S / P V issue and spilled
+    (kernels.nvidia.wgmma_ws_ir); no instruction."""
+
+    pins: Tuple[str, ...] = ()
 
 
 @dataclass

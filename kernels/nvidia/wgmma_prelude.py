@@ -4,18 +4,26 @@ without importing a builder): ``wgmma`` fence / commit / wait, the register pins
 generic-to-async proxy fence, the descriptor helper of the IR-built kernels, and the
 ``wgmma.mma_async`` wrapper of one shape."""
 
+from typing import Any, Tuple
+
 from mfma_specs.nvidia_wgmma import wgmma
 
-__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "GMMA_DESC_U32", "PIN_WORDS", "wgmma_fn"]
+__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "GMMA_DESC_U32", "PIN_WORDS", "wgmma_fn",
+           "wgmma_key"]
 
 
-def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
+def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False,
+                  write_only: bool = False) -> str:
     """The inline-PTX wrapper ``fn`` of one ``wgmma.mma_async.m64n{n}k16`` accumulating into
     ``d`` (``n/2`` floats): ``fn(d, da, db)`` with A from shared memory (descriptor ``da``), or
-    ``fn(d, a, db)`` with A from 4 registers (``a_regs``); ``scale_d`` 0 overwrites ``d``."""
+    ``fn(d, a, db)`` with A from 4 registers (``a_regs``); ``scale_d`` 0 overwrites ``d``.
+    ``write_only``: ``d`` is an output-only (``"=f"``) operand, for the scale-d 0 issue only
+    (``scale_d`` has no default: the call passes its 0): the compiler may then keep other
+    values in ``d``'s registers up to the issue (with ``"+f"`` the dead old values of ``d`` stay
+    live until it)."""
     m = n // 2
     regs = ", ".join(f"%{i}" for i in range(m))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(m))
+    outs = ", ".join(f'"{"=" if write_only else "+"}f"(d[{i}])' for i in range(m))
     name = wgmma(dtype, n).name
     if a_regs:
         a_ops, a_in, trans = (f"{{%{m}, %{m + 1}, %{m + 2}, %{m + 3}}}",
@@ -25,7 +33,8 @@ def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = Fals
         a_ops, a_in, trans = f"%{m}", '"l"(da), ', f"0, {trans_b}"
         nb, sd, sig = m + 1, m + 2, "lg_u64 da"
     return (
-        f"LG_DEV void {fn}(float* d, {sig}, lg_u64 db, int scale_d = 1) {{\n"
+        f"LG_DEV void {fn}(float* d, {sig}, lg_u64 db, int scale_d{'' if write_only else ' = 1'})"
+        " {\n"
         f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"\n'
         f'    "{name} {{{regs}}}, {a_ops}, %{nb}, p, 1, 1, {trans};\\n}}\\n"\n'
         f'    : {outs}\n'
@@ -87,7 +96,16 @@ template <int N> LG_DEV void lg_pin(lg_u32 (&r)[N]) {
 """
 
 
-def wgmma_fn(dtype: str, n: int, trans_b: int, a_regs: bool = False) -> str:
+def wgmma_fn(dtype: str, n: int, trans_b: int, a_regs: bool = False,
+             write_only: bool = False) -> str:
     """The wrapper name the CUDA printer gives ``m64n{n}k16`` of ``dtype`` (``tnspB``
-    ``trans_b``), A from shared memory, or from registers (``a_regs``: ``_rs``)."""
-    return f"lg_wgmma_m64n{n}_{dtype}{'_rs' if a_regs else ''}_t{trans_b}"
+    ``trans_b``), A from shared memory, or from registers (``a_regs``: ``_rs``); the
+    output-only accumulator of :func:`wgmma_wrapper` (``write_only``): ``_wo``."""
+    return (f"lg_wgmma_m64n{n}_{dtype}{'_rs' if a_regs else ''}_t{trans_b}"
+            + ("_wo" if write_only else ""))
+
+
+def wgmma_key(m: Any) -> Tuple[str, int, int, bool, bool]:
+    """The wrapper a ``WgmmaMma`` statement ``m`` calls, as the arguments of :func:`wgmma_fn`
+    and :func:`wgmma_wrapper` (dtype, n, tnspB, A from registers, write-only accumulator)."""
+    return (m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs, m.write_only)

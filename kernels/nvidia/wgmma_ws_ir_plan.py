@@ -155,9 +155,7 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    row-sum and mask lines, a stray wait or box, a wait moved past the wgmma it guards, a
    dropped ``__syncwarp``, setmaxnreg, barrier counts and lengths).  **Left**: the index
    expressions of the blanked role lines are read back with C semantics (``printed_tma``) but
-   not in the ``index_ranges`` interval pass; and the warp-specialised builder of the
-   dispatched configurations (:data:`BUILDER_MODULE`, ``builder``) does not exist.  The serial
-   kernel compiles (NVRTC, sm_90a: 168 registers, no spills; in the SASS the producer names
+   not in the ``index_ranges`` interval pass; the serial kernel compiles (NVRTC, sm_90a: 168 registers, no spills; in the SASS the producer names
    registers up to R21 under its 24, the consumers up to R176 under their 240) and runs on
    the H100 through the host maps of piece 2 (``tests/test_nvidia_ws_ir_gpu.py``, 6 passed:
    bitwise the template of its configuration, ``lg_wsflash_*_d128_128x128_s2[_causal]_tma``,
@@ -166,10 +164,36 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    (``benchmarks/nvidia_ws_ir_serial.py``, docs/PERFORMANCE.md): 0.89x that template at B8 H32
    S8K, 1.00x causal, 0.94x at 1000 / 4097, 1.02x at S512 causal, 1.10x at S77; 0.79-0.88x
    the dispatched configurations but at S77;
-6. **deferred P V wait** (``defer_pv_wait``): the V release of block j - 2 under ``j > 1``;
-7. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
+6. **the builder of the dispatched configurations** (landed, :data:`BUILDER_MODULE`,
+   ``builder``: :func:`~.wgmma_ws_ir.build_ws_ir`): the template's overlap schedule on the
+   serial kernel's ring parts (:class:`~.wgmma_ws_ir_serial.WsRingBuilder`, shared through its
+   public methods): per block j wait K full, ``S = Q K_j^T`` and ``O += P V_{j-1}`` issued
+   together, ``wait_group 1``, release K, block j's softmax while P V runs, ``wait_group 0``,
+   release V of j - 1, rescale O; the last block's P V after the loop; ``stages`` 2 and 3,
+   ``bn`` 128 and 192; verified, IR and printed text, at the IR prefills' instances and a
+   ring-wrapping one (:func:`~.wgmma_ws_ir.ws_ir_instances`), causal and not; planted bugs
+   refused by their rules (``tests/test_ws_ir_builder.py``: a wait_group count off by one, V
+   released before its P V retired, a 2-stage parity on the 3-stage ring, the bn 192 S
+   accumulator read past its columns, the deferred wait dropped, a release later than the
+   ring absorbs).  The GEMM-turn hooks ``turn_begin`` / ``turn_end`` around each issue hold the
+   ping-pong's named barriers (:mod:`.ws_pingpong`, verified by piece 1's replay) where
+   ``pingpong`` is set, so the dispatched non-persistent configurations build as they run;
+   ``persistent=True`` is refused naming the missing piece;
+7. **deferred P V wait** (landed, ``defer_pv_wait``): the P V wait of block j - 1 at the top
+   of block j + 1 after its ring waits, the V release of block j - 2 under ``j > 1`` (its lag
+   run by the engine itself: the producer's refill waits the late release; a deadlock or a box
+   over a read in flight is refused), alpha kept across blocks
+   (``SoftmaxUpdate(alpha_declared=True)``, printed and read back as an assignment);
+8. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
    :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
-   counters over units, the Q ring (``bQe``), and coverage over a grid smaller than the units.
+   counters over units, the Q ring (``bQe``), and coverage over a grid smaller than the units;
+9. **the features off at d128 in what runs** (``unbuilt_features``): ``rescale_vote``,
+   ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder.
+
+Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
+compile without spills, as the template (a write-only S accumulator at scale-d 0 and O / P
+pinned before each P V issue: :mod:`.wgmma_ws_ir`).  Next: launch its kernels through the
+host maps of piece 2 and compare them with the template on the GPU (bitwise, device time).
 
 Speed risk: the one-warpgroup d64 IR measured 0.94-0.95x its template on the H100
 (:mod:`.wgmma_flash_ir`), below the 0.98x dispatch bar; the same printing choices (the
@@ -302,6 +326,23 @@ def _two_consumer_builder() -> bool:
     return wgmma_flash_ir_supported(WgmmaFlashConfig(head_dim=128, warpgroups=2)) is None
 
 
+def _builder_takes(**change: object) -> Callable[[], bool]:
+    """A probe: does the builder (:data:`BUILDER_MODULE`) take a d128 TMA configuration
+    without ping-pong, with ``change`` (its ``ws_ir_supported`` says None)?"""
+    return _builder_takes_all(change)
+
+
+def _builder_takes_all(*changes: Dict[str, object]) -> Callable[[], bool]:
+    def probe() -> bool:
+        if not _module(BUILDER_MODULE)():
+            return False
+        from . import wgmma_ws_ir
+        base = WsFlashConfig(head_dim=128, pingpong=False, loader="tma")
+        return all(wgmma_ws_ir.ws_ir_supported(dataclasses.replace(base, **c)) is None
+                   for c in changes)
+    return probe
+
+
 #: the planned modules: the engine (per-role scheduler + attention dataflow) and the builder
 ENGINE_MODULE = "kernels.verify.attention_ring"
 BUILDER_MODULE = "kernels.nvidia.wgmma_ws_ir"
@@ -338,11 +379,18 @@ PIECES: Tuple[Piece, ...] = (
     Piece("printed_text", "one printer for the attention and role statements, with the "
           "printed-text checks of both on the one text", lambda c: True, _ws_printed_text),
     Piece("builder", "the warp-specialised builder of the dispatched configurations (overlap "
-          "schedule, stages, bn 192)", lambda c: True, _module(BUILDER_MODULE)),
+          "schedule, stages, bn 192)", lambda c: True, _builder_takes()),
     Piece("deferred_pv_wait", "the deferred P V wait and V release of block j - 2",
-          lambda c: c.defer_pv_wait, _module(BUILDER_MODULE)),
+          lambda c: c.defer_pv_wait, _builder_takes(defer_pv_wait=True)),
     Piece("persistent_units", "the unit decode as IR lets, ring counters over units, the Q "
-          "ring", lambda c: c.persistent, _module(BUILDER_MODULE)),
+          "ring", lambda c: c.persistent, _builder_takes(persistent=True)),
+    Piece("unbuilt_features", "the template's features off at d128 in what runs (rescale_vote, "
+          "v_behind_k, the cp.async producer) and head_dim 64 / 256 in the builder",
+          lambda c: (c.rescale_vote or c.v_behind_k or c.loader != "tma"
+                     or c.head_dim != 128),
+          _builder_takes_all(dict(rescale_vote=True), dict(v_behind_k=True),
+                             dict(loader="cp.async"), dict(head_dim=64),
+                             dict(head_dim=256, bn=64))),
 )
 
 

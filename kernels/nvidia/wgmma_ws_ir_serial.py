@@ -2,10 +2,11 @@
 consumer warpgroups on mbarrier rings, the consumers running the serial schedule of
 :mod:`.wgmma_flash_ir` (``overlap=False``: per key block S, softmax, P V, each waited for) --
 the first kernel of the engine of :mod:`.wgmma_ws_ir_plan` (piece 1).  Not the dispatched
-kernel's IR form (no overlap, no deferred wait, no persistence: the plan's pieces 6-7 and
-the dispatched builder), not dispatched.  With ``pingpong`` the
+kernels' IR form (the overlap schedule, stages, bn 192 and the deferred wait are
+:mod:`.wgmma_ws_ir`'s, built on this module's :class:`WsRingBuilder`: the maps, boxes,
+producer, barriers, ring waits / releases and the GEMM-turn hooks the ping-pong fills), not dispatched.  With ``pingpong`` the
 consumers take turns to issue their GEMMs as the template's ping-pong does (the statements of
-:mod:`.ws_pingpong`; the default output is the kernel without them).
+:mod:`.ws_pingpong` in the GEMM-turn hooks; the default output is the kernel without them).
 
 * one block of 384 threads: warpgroup 0 the producer (``setmaxnreg.dec`` 24; thread 0 issues
   the boxes), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` 240; rows ``m0 + 64 (wg -
@@ -46,23 +47,34 @@ from ..ir.nvidia_wgmma import GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
-from .wgmma_flash_ir import WgmmaFlashBuilder
-from .ws_pingpong import pingpong_lets, pingpong_open, pingpong_turn
+from .wgmma_flash_ir import WgmmaFlashBuilder, wgmma_flash_ir_name
+from .ws_pingpong import pingpong_lets, pingpong_open, turn_begin, turn_end
 from .ws_tma_loads import TMA_CONSUMER_REGS, TMA_PRODUCER_REGS, plan_tma_loads
 
-__all__ = ["build_ws_serial_ir", "WS_STAGES"]
+__all__ = ["build_ws_serial_ir", "WS_STAGES", "WsRingBuilder", "WsSerialBuilder", "with_roles"]
 
 WS_STAGES = 2
 
 
-class _WsBuilder(WgmmaFlashBuilder):
-    def __init__(self, causal: bool, dtype: str = "bf16", pingpong: bool = False) -> None:
-        super().__init__(WgmmaFlashConfig(dtype=dtype, head_dim=128, warpgroups=2,
-                                          causal=causal, overlap=False))
-        self.ws = WsFlashConfig(dtype=dtype, head_dim=128, bn=128, stages=WS_STAGES,
-                                causal=causal, pingpong=pingpong, loader="tma")
+class WsRingBuilder(WgmmaFlashBuilder):
+    """The parts every warp-specialised d128 prefill IR shares, for one ``ws`` (a
+    :class:`~.wgmma_attention_ws.WsFlashConfig`: TMA loader, head_dim 128, its ``bn``,
+    ``stages`` and ``causal``): the tensor maps and 4-D boxes (:meth:`boxes`), the producer
+    (:meth:`producer`), the barriers (:meth:`barriers`), the consumers' Q start and rows
+    stepping by ``wg - 1`` (:meth:`scores`, :meth:`block_lets`), the ring's waits and releases
+    (:meth:`wait_full`, :meth:`release`), the GEMM-turn hooks (:meth:`turn_begin`,
+    :meth:`turn_end`: empty; the ping-pong's named barriers go there) and the kernel around a
+    consumer body (:meth:`frame`).  The schedules are the subclasses' (``consumer``): the
+    serial one here, the template's overlap in :mod:`.wgmma_ws_ir`.  ``overlap`` names the
+    schedule in the header the wgmma prefill's :meth:`build` writes."""
+
+    def __init__(self, ws: WsFlashConfig, overlap: bool = False) -> None:
+        super().__init__(WgmmaFlashConfig(dtype=ws.dtype, head_dim=ws.head_dim, warpgroups=2,
+                                          bn=ws.bn, causal=ws.causal, overlap=overlap))
+        self.ws = ws
+        self.S = ws.stages
         self.loads = plan_tma_loads(self.ws, self.p)
-        d, bm, bn = 128, self.c.bm, self.c.bn
+        d, bm, bn, dtype = ws.head_dim, self.c.bm, self.c.bn, ws.dtype
         self.maps = {
             "Q": TensorMap("tmQ", "Q", ("d", "row", "head", "batch"), d, R("seqlen_q"), 64, bm,
                            dtype, planes=(R("heads"), R("batch"))),
@@ -103,14 +115,14 @@ class _WsBuilder(WgmmaFlashBuilder):
 
     def producer(self) -> List[Any]:
         j = sym("j")
-        st = sympy.Mod(j, WS_STAGES)
-        round_ = sympy.floor(j / WS_STAGES)
+        st = sympy.Mod(j, self.S)
+        round_ = sympy.floor(j / self.S)
         body: List[Any] = [
             MbarrierExpectTx("bQ", 0, self.loads.q.stage_bytes),
             *self.boxes("Q", sym("m0"), 0, "bQ", 0)]
         ring: List[Any] = []
         for t in ("K", "V"):
-            ring += [Comment(f"{t} of block j: stage j % {WS_STAGES} once the consumers "
+            ring += [Comment(f"{t} of block j: stage j % {self.S} once the consumers "
                              "released it (parity of the previous round)"),
                      MbarrierWait(f"empty{t}", st, sympy.Mod(round_ + 1, 2)),
                      MbarrierExpectTx(f"full{t}", st, self.loads.k.stage_bytes),
@@ -118,66 +130,122 @@ class _WsBuilder(WgmmaFlashBuilder):
         body.append(Loop("j", 0, sym("n_blocks"), ring))
         return [Setmaxnreg(False, TMA_PRODUCER_REGS), LeaderOnly(body)]
 
-    # ---- the consumers -------------------------------------------------------------------
-    def ws_block(self, masked: bool) -> List[Any]:
-        j = sym("j")
-        st = sympy.Mod(j, WS_STAGES)
-        par = sympy.Mod(sympy.floor(j / WS_STAGES), 2)
-        qk: List[Any] = self.issue_scores(st)
-        pv: List[Any] = [WgmmaFence(), *self.pv(st), WgmmaCommit()]
-        if self.ws.pingpong:    # consumer 1's last GEMM is the last block's P V
-            qk = pingpong_turn(qk)
-            pv = pingpong_turn(pv, sympy.Eq(j, sym("n_blocks") - 1))
-        return [
-            Let("n0", j * self.c.bn),
-            MbarrierWait("fullK", st, par),
-            *qk,
-            WgmmaWait(0, (self.sc.name,)),
-            Comment("S retired: K's stage is free"),
-            MbarrierArrive("emptyK", st, per_warp=True),
-            *self.mask(masked), *self.softmax(), *self.round_p(),
-            MbarrierWait("fullV", st, par),
-            *pv,
-            WgmmaWait(0, (self.o.name, self.pa.name)),
-            Comment("P V retired: V's stage is free"),
-            MbarrierArrive("emptyV", st, per_warp=True)]
+    # ---- the ring seen from the consumers ---------------------------------------------------
+    def stage_of(self, j: Any) -> Any:
+        """The ring stage of key block ``j``."""
+        return sympy.Mod(j, self.S)
 
-    def consumer(self) -> List[Any]:
-        pp = self.ws.pingpong
-        body: List[Any] = [Setmaxnreg(True, TMA_CONSUMER_REGS), *(pingpong_lets() if pp else []),
-                           MbarrierWait("bQ", 0, 0)]
-        for hh in range(2):
-            body += [FVar(f"mr{hh}", "-inf"), FVar(f"lr{hh}", "0")]
-        body += [ZeroFrag(self.o), *(pingpong_open() if pp else []),
-                 Loop("j", 0, sym("n_full"), self.ws_block(False)),
-                 Loop("j", sym("n_full"), sym("n_blocks"), self.ws_block(True))]
-        body += [s for s in self.epilogue() if not isinstance(s, CpAsyncWait)]
-        return body
+    def wait_full(self, t: str, j: Any) -> Any:
+        """Wait for block ``j`` of ``t`` (K or V) in its stage: parity ``(j / stages) & 1``."""
+        return MbarrierWait(f"full{t}", self.stage_of(j), sympy.Mod(sympy.floor(j / self.S), 2))
 
-    def build_ws(self) -> Any:
-        k = self.build()            # the serial cp.async kernel: its spec, params, frags
+    def release(self, t: str, j: Any) -> Any:
+        """Lane 0 of each consumer warp frees block ``j``'s stage of ``t`` (after the wgmma
+        reading it retired)."""
+        return MbarrierArrive(f"empty{t}", self.stage_of(j), per_warp=True)
+
+    def turn_begin(self) -> List[Any]:
+        """Before a consumer issues its GEMMs: the ping-pong's wait for its turn (named
+        barrier, :func:`.ws_pingpong.turn_begin`); nothing without ping-pong.  With
+        :meth:`turn_end`, the seam the ping-pong fills: both schedules (serial here, overlap in
+        :mod:`.wgmma_ws_ir`) call the two around every GEMM issue of the consumers."""
+        return turn_begin() if self.ws.pingpong else []
+
+    def turn_end(self, last: Any = sympy.false) -> List[Any]:
+        """After a consumer issued its GEMMs: the ping-pong hands the turn over; ``last``, a
+        condition, holds at the consumer's final issue (the template's consumer 1 does not
+        hand over after it); nothing without ping-pong."""
+        return turn_end(last) if self.ws.pingpong else []
+
+    def consumer_start(self) -> List[Any]:
+        """The consumer role's first statements: ``setmaxnreg`` up, the ping-pong's ``cw``
+        (with ping-pong), the wait for Q."""
+        return [Setmaxnreg(True, TMA_CONSUMER_REGS),
+                *(pingpong_lets() if self.ws.pingpong else []), MbarrierWait("bQ", 0, 0)]
+
+    def open_turns(self) -> List[Any]:
+        """Before the consumers' first GEMM: consumer 1 opens consumer 0's first turn (with
+        ping-pong; nothing without)."""
+        return pingpong_open() if self.ws.pingpong else []
+
+    def barriers(self) -> List[Any]:
+        """Q full (one phase); K and V full (count 1: the expect-tx arrival) and empty (count
+        8: lane 0 of each consumer warp) per stage."""
         bars = [MbarrierInit("bQ", 1, 1)]
         for t in ("K", "V"):
-            bars += [MbarrierInit(f"full{t}", WS_STAGES, 1), MbarrierInit(f"empty{t}", WS_STAGES, 8)]
-        k.body = [*self.block_lets(), *bars, MbarrierInitFence(),
+            bars += [MbarrierInit(f"full{t}", self.S, 1), MbarrierInit(f"empty{t}", self.S, 8)]
+        return bars
+
+    def consumer(self) -> List[Any]:
+        """The consumer role's body (the schedule): the subclasses'."""
+        raise NotImplementedError
+
+    def epilogue_ws(self) -> List[Any]:
+        """The wgmma prefill's write-back without its ``cp.async`` wait (no copies here)."""
+        return [s for s in self.epilogue() if not isinstance(s, CpAsyncWait)]
+
+    def frame(self, name: str, kind: str) -> Any:
+        """The kernel: the wgmma prefill's spec, parameters and fragments (its :meth:`build`)
+        around the lets, the barriers and the producer / consumer roles; ``name`` and
+        ``meta["kind"]`` as given."""
+        k = self.build()            # the cp.async kernel: its spec, params, frags
+        k.body = [*self.block_lets(), *self.barriers(), MbarrierInitFence(),
                   RoleBranch("producer", 0, 1, self.producer()),
                   RoleBranch("consumer", 1, 2, self.consumer())]
-        k.name = k.name.replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_") + \
-            ("_pp" if self.ws.pingpong else "")
+        k.name = name
         k.block = 384
         k.min_blocks = 1
         k.frags = [f for f in k.frags if f.name != self.stage.name]
         k.shared = [Shared("sQ", self.c.dtype, self.elems["Q"]),
-                    Shared("sK", self.c.dtype, WS_STAGES * self.elems["K"]),
-                    Shared("sV", self.c.dtype, WS_STAGES * self.elems["V"])]
+                    Shared("sK", self.c.dtype, self.S * self.elems["K"]),
+                    Shared("sV", self.c.dtype, self.S * self.elems["V"])]
         k.params = [self.maps["Q"], self.maps["K"], self.maps["V"]] + \
             [p for p in k.params if p.name == "O"] + [IntParam("kv_heads"), IntParam("batch")]
-        k.spec = _with_roles(k.spec)
-        k.meta = dict(k.meta, kind="wgmma_ws_ir_serial", ws_cfg=self.ws, loads=self.loads)
+        k.spec = with_roles(k.spec)
+        k.meta = dict(k.meta, kind=kind, ws_cfg=self.ws, loads=self.loads)
         return k
 
 
-def _with_roles(spec: Any) -> Any:
+class WsSerialBuilder(WsRingBuilder):
+    """The serial schedule: per key block S, softmax, P V, each waited for (each issue
+    between the GEMM-turn hooks)."""
+
+    def ws_block(self, masked: bool) -> List[Any]:
+        j = sym("j")
+        st = self.stage_of(j)
+        return [
+            Let("n0", j * self.c.bn),
+            self.wait_full("K", j),
+            *self.turn_begin(), *self.issue_scores(st), *self.turn_end(),
+            WgmmaWait(0, (self.sc.name,)),
+            Comment("S retired: K's stage is free"),
+            self.release("K", j),
+            *self.mask(masked), *self.softmax(), *self.round_p(),
+            self.wait_full("V", j),
+            *self.turn_begin(), WgmmaFence(), *self.pv(st), WgmmaCommit(),
+            *self.turn_end(sympy.Eq(j, sym("n_blocks") - 1)),
+            WgmmaWait(0, (self.o.name, self.pa.name)),
+            Comment("P V retired: V's stage is free"),
+            self.release("V", j)]
+
+    def consumer(self) -> List[Any]:
+        body: List[Any] = self.consumer_start()
+        for hh in range(2):
+            body += [FVar(f"mr{hh}", "-inf"), FVar(f"lr{hh}", "0")]
+        body += [ZeroFrag(self.o), *self.open_turns(),
+                 Loop("j", 0, sym("n_full"), self.ws_block(False)),
+                 Loop("j", sym("n_full"), sym("n_blocks"), self.ws_block(True))]
+        return body + self.epilogue_ws()
+
+    def build_ws(self) -> Any:
+        name = wgmma_flash_ir_name(self.c).replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_") \
+            + ("_pp" if self.ws.pingpong else "")
+        return self.frame(name, "wgmma_ws_ir_serial")
+
+
+def with_roles(spec: Any) -> Any:
+    """``spec`` with the warp-specialised roles (warpgroup 0 the producer, the others
+    consumers): what routes it to the engine (:mod:`kernels.verify.attention_ring`)."""
     import dataclasses
     return dataclasses.replace(spec, warpgroup_roles=("producer", "consumer"))
 
@@ -190,7 +258,9 @@ def build_ws_serial_ir(causal: bool = False, dtype: str = "bf16",
     ``bar.arrive 2 - cw, 256`` after, consumer 1 opening with an arrive on barrier 1; the
     name ends in ``_pp``).  :class:`~.attention.AttentionConfigError` where the tile's boxes
     do not prove out."""
+    ws = WsFlashConfig(dtype=dtype, head_dim=128, bn=128, stages=WS_STAGES, causal=causal,
+                       pingpong=pingpong, loader="tma")
     try:
-        return _WsBuilder(causal, dtype, pingpong).build_ws()
+        return WsSerialBuilder(ws).build_ws()
     except ValueError as e:
         raise AttentionConfigError(f"warp-specialised serial IR: {e}") from None

@@ -30,7 +30,8 @@ import sympy
 from ..ir.core import If, Let, sym
 from ..ir.nvidia_tma import NamedBarrier
 
-__all__ = ["CW", "PINGPONG_THREADS", "pingpong_lets", "pingpong_open", "pingpong_turn"]
+__all__ = ["CW", "PINGPONG_THREADS", "pingpong_lets", "pingpong_open", "pingpong_turn",
+           "turn_begin", "turn_end"]
 
 #: the consumer's index (0 or 1) the turns are named by
 CW = sym("cw")
@@ -48,14 +49,21 @@ def pingpong_open() -> List[Any]:
     return [If(sympy.Eq(CW, 1), [NamedBarrier(1, PINGPONG_THREADS, arrive=True)])]
 
 
-def pingpong_turn(issue: Sequence[Any], last: Any = sympy.false) -> List[Any]:
-    """``issue`` (a GEMM's fence, wgmmas and commit) inside the consumer's turn: ``bar.sync
-    1 + cw, 256`` before, ``bar.arrive 2 - cw, 256`` after -- skipped by consumer 1 where
-    ``last`` (a condition: this is its last GEMM) holds."""
+def turn_begin() -> List[Any]:
+    """``bar.sync 1 + cw, 256``: wait for this consumer's turn."""
+    return [NamedBarrier(1 + CW, PINGPONG_THREADS)]
+
+
+def turn_end(last: Any = sympy.false) -> List[Any]:
+    """``bar.arrive 2 - cw, 256``: hand the turn over -- skipped by consumer 1 where ``last``
+    (a condition: this is its last GEMM) holds."""
     hand_over = NamedBarrier(2 - CW, PINGPONG_THREADS, arrive=True)
-    out: List[Any] = [NamedBarrier(1 + CW, PINGPONG_THREADS), *issue]
     if sympy.sympify(last) is sympy.false:      # Python's False too
-        out.append(hand_over)
-    else:
-        out.append(If(sympy.Or(sympy.Eq(CW, 0), sympy.Not(last)), [hand_over]))
-    return out
+        return [hand_over]
+    return [If(sympy.Or(sympy.Eq(CW, 0), sympy.Not(last)), [hand_over])]
+
+
+def pingpong_turn(issue: Sequence[Any], last: Any = sympy.false) -> List[Any]:
+    """``issue`` (a GEMM's fence, wgmmas and commit) inside the consumer's turn:
+    :func:`turn_begin` before, :func:`turn_end` after."""
+    return [*turn_begin(), *issue, *turn_end(last)]

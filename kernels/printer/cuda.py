@@ -19,7 +19,9 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
   ``lg_gmma_desc_u32(bits, sA_u32, start)`` from the array's 32-bit address,
   :mod:`kernels.printer.cuda_tma`, as does a kernel with ``meta["u32_shared"]``);
   ``WgmmaFence`` / ``WgmmaCommit`` / ``WgmmaWait`` -> ``lg_wgmma_fence()`` / ``lg_wgmma_commit()`` / ``lg_wgmma_wait<N>()`` followed by one
-  ``lg_pin(frag);`` per pinned accumulator; ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.
+  ``lg_pin(frag);`` per pinned accumulator (a fence's pins printed before it);
+  ``FenceProxyAsync`` -> ``lg_fence_proxy_async()``.  A scale-d 0 step with ``write_only``
+  calls the ``_wo`` wrapper (an output-only accumulator, ``scale_d`` passed as 0).
   A register A (``WgmmaMma.a`` a ``Regs``) -> ``lg_wgmma_m64n{N}_{dtype}_rs_t{tnspB}(&acc[0],
   &a[word], lg_gmma_desc(bits, sB, start))``: the 4 32-bit words from ``word`` (the
   wrapper of :func:`kernels.nvidia.wgmma_prelude.wgmma_wrapper` with ``a_regs``; such kernels
@@ -49,7 +51,7 @@ from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
 from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
-                                    wgmma_wrapper)
+                                    wgmma_key, wgmma_wrapper)
 from .cuda_ticket import ticket_stmt
 from .cuda_tma import has_tma, tma_decls, tma_helpers, tma_param, tma_stmt, u32_base
 from .hip import Printer
@@ -166,6 +168,8 @@ class CudaPrinter(Printer):
         elif isinstance(s, WgmmaMma):
             self.wgmma(s, d)
         elif isinstance(s, WgmmaFence):
+            for f in s.pins:
+                self.out(d, f"lg_pin({f});")
             self.out(d, "lg_wgmma_fence();")
         elif isinstance(s, WgmmaCommit):
             self.out(d, "lg_wgmma_commit();")
@@ -206,7 +210,7 @@ class CudaPrinter(Printer):
                f"{to_c(op.start)})" for op in shared]
         if m.a_in_regs:
             ops.insert(0, f"&{m.a.frag.name}[{self.words(m.a, f'wgmma {m.tag} A')}]")
-        fn = wgmma_fn(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs)
+        fn = wgmma_fn(*wgmma_key(m))
         if not m.accumulate:
             ops.append("0")         # the wrapper's scale_d: overwrite the accumulator
         self.out(d, f"{fn}(&{m.acc.frag.name}[{acc}], {', '.join(ops)});")
@@ -217,7 +221,7 @@ class CudaPrinter(Printer):
         if not ms:
             return tma_helpers(self.k)
         out = [HELPERS, GMMA_DESC_U32 if self.desc_u32() else GMMA_DESC, tma_helpers(self.k)]
-        keys = sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms})
+        keys = sorted({wgmma_key(m) for m in ms})
         if any(key[3] for key in keys):
             out.append(PIN_WORDS)
         for key in keys:

@@ -21,7 +21,8 @@ so the running maximum needs no further scale:
   operation for operation): the scores stay raw and the scale is folded into one ``fmaf`` per
   score: ``MaskScores`` -> ``sc[i] = (cond) ? sc[i] : LG_NEG_INF;``; ``SoftmaxUpdate`` ->
   ``const float mc_n = fmaxf(m, mx);`` ``const float mc = mc_n == LG_NEG_INF ? 0.f : mc_n *
-  scale_log2;`` ``const float alpha = lg_exp2(fmaf(m, scale_log2, -mc));`` ``m = mc_n;`` (``m``
+  scale_log2;`` ``const float alpha = lg_exp2(fmaf(m, scale_log2, -mc));`` (``alpha = ...``
+  where ``alpha_declared``: a variable declared before the loop) ``m = mc_n;`` (``m``
   stays raw, ``mc`` is the guarded maximum in base-2 units); ``ExpScores`` (an even number of
   items, summed in pairs; no ``row_guard``: ``mc`` is guarded) -> per item ``p[k] =
   lg_exp2(fmaf(sc[i], scale_log2, -mc));``, then ``float l_s = p[a] + p[b];`` ``l_s += p[c] +
@@ -159,7 +160,8 @@ def _raw(out: Callable[[int, str], None], s: Any, d: int, c: str) -> None:
     elif isinstance(s, SoftmaxUpdate):
         out(d, f"const float {s.mc}_n = fmaxf({s.m}, {s.m_tile});")
         out(d, f"const float {s.mc} = {s.mc}_n == LG_NEG_INF ? 0.f : {s.mc}_n * {c};")
-        out(d, f"const float {s.alpha} = lg_exp2(fmaf({s.m}, {c}, -{s.mc}));")
+        decl = "" if s.alpha_declared else "const float "
+        out(d, f"{decl}{s.alpha} = lg_exp2(fmaf({s.m}, {c}, -{s.mc}));")
         out(d, f"{s.m} = {s.mc}_n;")
     else:
         if s.p.dtype != "f32" or len(s.p_items) % 2:

@@ -34,6 +34,13 @@ class SoftmaxRules:
             self.fail("online_softmax", f"{what}: {frag.name} holds no scores")
             return None
         idx = np.array(items)
+        n = acc.row.shape[1]
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            # a softmax statement reading past its accumulator (e.g. a 192-key block's S read
+            # as 256 columns): refused, not an IndexError out of the verifier
+            bad = int(idx[(idx < 0) | (idx >= n)][0])
+            self.fail("in_bounds", f"{what}: reads {frag.name}[{bad}], past its {n} registers")
+            return None
         full = bits_below(self.D, self.dw)
         if (acc.dbits[:, idx] != full[None, None, :]).any():
             t, c = (int(x) for x in np.argwhere((acc.dbits[:, idx] != full).any(axis=2))[0])

@@ -49,6 +49,10 @@ class WgmmaRules:
         if isinstance(s, WgmmaMma):
             self.wgmma(s, env)
         elif isinstance(s, WgmmaFence):
+            for f in s.pins:    # lg_pin: the compiler sees the registers rewritten there
+                self.acc_read(f, range(10 ** 9), env, "pins")
+                n = next(x.count for x in self.df.k.frags if x.name == f)
+                self.regs_written(f, range(n), env, "lg_pin")
             self.unfenced.clear()
         elif isinstance(s, WgmmaCommit):
             self.groups.append(self.open)

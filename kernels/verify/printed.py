@@ -142,18 +142,18 @@ def _wgmma_stmts(s: Any, kind: str) -> List[SourceStmt]:
     """What the CUDA printer prints for one wgmma statement: the wrapper of the atom, the
     accumulator's first register, each operand's array and descriptor constant with its start
     expression; a wait's count and the frags it pins."""
-    from ..nvidia.wgmma_prelude import wgmma_fn
+    from ..nvidia.wgmma_prelude import wgmma_fn, wgmma_key
     if kind == "WgmmaMma":
         shared = (s.b,) if s.a_in_regs else (s.a, s.b)
         a_regs = ((s.a.frag.name, tuple(s.a.idx)),) if s.a_in_regs else ()
         return [SourceStmt("wgmma", text=s.tag, exprs=tuple(op.start for op in shared), regs=(
-            wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b, s.a_in_regs),
+            wgmma_fn(*wgmma_key(s)),
             (s.acc.frag.name, s.acc.idx[0]), *a_regs,
             *((op.buf, op.desc.constant_bits()) for op in shared), ("scale_d", int(s.accumulate))))]
-    if kind == "WgmmaWait":
-        return [SourceStmt("wg_wait", exprs=(s.pending,))] + \
-            [SourceStmt("pin", name=f) for f in s.pins]
-    return [SourceStmt(_WGMMA_KINDS[kind])]
+    pins = [SourceStmt("pin", name=f) for f in getattr(s, "pins", ())]
+    if kind == "WgmmaWait":     # pinned after a wait, before a fence
+        return [SourceStmt("wg_wait", exprs=(s.pending,))] + pins
+    return (pins if kind == "WgmmaFence" else []) + [SourceStmt(_WGMMA_KINDS[kind])]
 
 
 def _ir_value(e: Any, env: Dict[str, Any]) -> Any:
@@ -485,19 +485,19 @@ def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
     once each (a wrapper printing another instruction would pass every other check)."""
     from ..ir.nvidia_wgmma import WgmmaMma
     from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
-                                        wgmma_wrapper)
+                                        wgmma_key, wgmma_wrapper)
     ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
     if not ms:
         return
-    want = {(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms}
+    want = {wgmma_key(m) for m in ms}
     pins = [(PIN_WORDS, "lg_pin of a flat lg_u32 array")] if any(w[3] for w in want) else []
     for text, what in ([(HELPERS, "the wgmma fence / wait / pin helpers"),
                         # the descriptor helper the calls use (from a 32-bit base or not)
                         (GMMA_DESC_U32, "lg_gmma_desc_u32") if "lg_gmma_desc_u32(0x" in source
                         else (GMMA_DESC, "lg_gmma_desc")] + pins +
-                       [(wgmma_wrapper(wgmma_fn(*w), *w), f"{wgmma_fn(*w)} ({w[0]} "
-                         f"m64n{w[1]}k16, tnspB {w[2]}, A from "
-                         f"{'registers' if w[3] else 'shared memory'})") for w in sorted(want)]):
+                       [(wgmma_wrapper(wgmma_fn(*w), *w), f"{wgmma_fn(*w)} ({w[0]} m64n{w[1]}k16"
+                         f", tnspB {w[2]}, A from {'registers' if w[3] else 'shared memory'}"
+                         f"{', write-only D' if w[4] else ''})") for w in sorted(want)]):
         if source.count(text) != 1:
             fails.add("declarations", f"{what}: the text must define it once, exactly as "
                                       f"kernels.nvidia.wgmma_prelude prints it; found "

@@ -49,7 +49,7 @@ from ..nvidia.prelude import PACK
 from ..printer.cuda import f32_store_line
 from ..printer.cuda_ticket import ticket_stmt
 from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS, TMA_LOAD_4D_HELPER
-from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_wrapper
+from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_key, wgmma_wrapper
 from .cexpr import CExprError, evaluate, parse
 from .gate_common import Fail
 from .source_text import split_args
@@ -85,11 +85,11 @@ def _expected(s: Any) -> List[str]:
     if isinstance(s, Setmaxnreg):
         return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
     if isinstance(s, WgmmaMma) and s.a_in_regs:    # A from registers: 4 words of a frag
-        return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b, True)}(&{s.acc.frag.name}[0], "
+        return [f"{wgmma_fn(*wgmma_key(s))}(&{s.acc.frag.name}[0], "
                 f"&{s.a.frag.name}[{s.a.idx[0] // 2}], "
                 f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
     if isinstance(s, WgmmaMma):
-        return [f"{wgmma_fn(s.atom.dtype, s.atom.n, s.trans_b)}(&{s.acc.frag.name}[0], "
+        return [f"{wgmma_fn(*wgmma_key(s))}(&{s.acc.frag.name}[0], "
                 f"lg_gmma_desc_u32(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}_u32, ",
                 f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
     return []
@@ -393,7 +393,7 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
         helpers.append(("bar.arrive helper", NAMED_ARRIVE_HELPER))
     if any(isinstance(s, TmaLoad) and s.coords for s in walk(k.body)):
         helpers.append(("4-D box load helper", TMA_LOAD_4D_HELPER))
-    for key in sorted({(m.atom.dtype, m.atom.n, m.trans_b, m.a_in_regs) for m in ms}):
+    for key in sorted({wgmma_key(m) for m in ms}):
         helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
     for what, text in helpers:
         n = source.count(text)

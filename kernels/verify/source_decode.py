@@ -59,7 +59,7 @@ _GUARD = re.compile(r"^const float (\w+)_g = \1 == LG_NEG_INF \? 0\.f : \1;$")
 _EXPG = re.compile(rf"^{_R} = lg_exp2\({_R} - (\w+)_g\); (\w+) \+= \1\[\2\];$")
 # the raw-score softmax (kernels.printer.cuda_decode: the statements' raw=True, the prefills)
 _MCS = re.compile(r"^const float (\w+) = (\w+) == LG_NEG_INF \? 0\.f : \2 \* (\w+);$")
-_ALPHA_F = re.compile(r"^const float (\w+) = lg_exp2\(fmaf\((\w+), (\w+), -(\w+)\)\);$")
+_ALPHA_F = re.compile(r"^(const float )?(\w+) = lg_exp2\(fmaf\((\w+), (\w+), -(\w+)\)\);$")
 _EXP_F = re.compile(rf"^{_R} = lg_exp2\(fmaf\({_R}, (\w+), -(\w+)\)\);$")
 _LSUM = re.compile(rf"^(float )?(\w+)_s (=|\+=) {_R} \+ {_R};$")
 _LFOLD = re.compile(r"^(\w+) = fmaf\(\1, (\w+), \1_s\);$")
@@ -233,7 +233,8 @@ def _raw_regs(s: str) -> Optional[tuple]:
         return ("update_mcs", *m.groups())
     m = _ALPHA_F.match(s)
     if m:
-        return ("update_alpha_f", *m.groups())
+        g = m.groups()      # declared here, or assigned (SoftmaxUpdate.alpha_declared)
+        return ("update_alpha_f", "declared" if g[0] else "assigned", *g[1:])
     m = _EXP_F.match(s)
     if m:
         g = m.groups()
@@ -266,8 +267,9 @@ def _raw_ir(s: Any, c: str) -> List[SourceStmt]:
         return _mask_ir(s, "")
     if isinstance(s, SoftmaxUpdate):
         n = f"{s.mc}_n"
+        decl = "assigned" if s.alpha_declared else "declared"
         return [_w(("update_mc", n, s.m, s.m_tile)), _w(("update_mcs", s.mc, n, c)),
-                _w(("update_alpha_f", s.alpha, s.m, c, s.mc)), _w(("update_m", s.m, n))]
+                _w(("update_alpha_f", decl, s.alpha, s.m, c, s.mc)), _w(("update_m", s.m, n))]
     p, k = s.p.name, s.p_items
     out = [_w(("exp_f", p, pk, s.s.name, si, c, s.mc)) for pk, si in zip(k, s.s_items)]
     out += [_w(("l_pair", s.l, "=" if j == 0 else "+=", p, k[j], p, k[j + 1]))

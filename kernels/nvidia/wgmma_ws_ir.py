@@ -1,0 +1,247 @@
+"""The warp-specialised d128 prefill of the dispatched configurations built as kernel IR (the
+``builder`` and ``deferred_pv_wait`` pieces of :mod:`.wgmma_ws_ir_plan`): the template's
+overlap schedule (:func:`~.wgmma_attention_ws.emit_ws_flash`) on the ring of
+:class:`~.wgmma_ws_ir_serial.WsRingBuilder`, verified, IR and printed text, by the one
+verifier (:func:`kernels.verify.verifier.verify` routes it to the warp-specialised attention
+engine, :mod:`kernels.verify.attention_ring`; with ``source`` the printed text is read back by
+:mod:`kernels.verify.printed_ws`).
+
+Takes a :class:`~.wgmma_attention_ws.WsFlashConfig` with ``loader="tma"``, head_dim 128,
+``bn`` 128 or 192, ``stages`` 2 or 3 (what shared memory admits: bn 192 takes 2), causal or
+not, ``defer_pv_wait`` on or off.  One block of 384 threads: the TMA producer (warpgroup 0,
+``setmaxnreg.dec`` 24: Q once, K and V of each block into a ring of ``stages``, each refill
+after the stage's ``empty`` phase) and two consumers (``setmaxnreg.inc`` 240, 64 rows each),
+which run the template's order of ring waits, GEMM issues, wgmma waits, releases and
+softmax:
+
+* block 0: wait ``bQ`` and ``fullK[0]``, ``S = Q K_0^T``, wait it, release K's stage, mask
+  and softmax;
+* block ``j >= 1``: wait ``fullK[j % S]`` (parity ``(j / S) & 1``) and ``fullV[(j - 1) % S]``;
+  P of block ``j - 1`` rounded into the register-A fragment; ``S = Q K_j^T`` and ``O += P
+  V_{j-1}`` issued together (two commit groups), ``wgmma.wait_group 1`` (S retired, P V may
+  still run), release K's stage, block ``j``'s mask and softmax while P V runs, then
+  ``wait_group 0``, release V of ``j - 1``, rescale O by block ``j``'s alpha;
+* after the loop, the last block's P V (wait ``fullV``, round P, issue, wait); the write-back.
+
+``defer_pv_wait`` moves the P V wait of block ``j - 1`` to the top of block ``j + 1``, after
+that block's ring waits (the template's fix for ptxas hoisting the wait above the softmax):
+there, ``wait_group 0``, release V of ``j - 2`` (under ``j > 1``; V's release lags a block)
+and O rescaled by block ``j - 1``'s alpha, which therefore lives across the loop's iterations
+(``SoftmaxUpdate(alpha_declared=True)``: a variable declared before the loop, as the
+template's ``alpha[2]``; block 0's softmax leaves O alone, block 1 rescales it).  The last
+block: ``wait_group 0``, release V of ``NB - 2`` (under ``NB > 1``), rescale, then its P V.
+The lag is checked by the engine itself: the producer's refill of a V stage waits the lagging
+release (a deadlock, or a box over a read in flight, is refused), on instances whose rings
+wrap several times (:func:`ws_ir_instances`).
+
+The arithmetic is the IR's raw-score form (:mod:`.wgmma_flash_ir`; the plan's docstring says
+why it can be bitwise the template).  What differs from the template's text: the key blocks
+every row sees whole run an unmasked copy of the loop body (the template tests ``need_mask``
+at run time); block 0 is always masked; without the deferred wait block 0's softmax rescales O
+(still zero: exact; the template leaves it), as the wgmma prefill IR does.
+
+Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; compiled, not run): every configuration
+above compiles without spills or serialised wgmmas (168 at launch, the consumers under
+``setmaxnreg.inc`` 240), as the template.  Two printing choices get there, each found by a
+spill: the S wgmma's scale-d 0 step has a write-only accumulator
+(``WgmmaMma(write_only=True)``, an ``"=f"`` asm operand): with the in-out form the previous
+block's masked scores stayed live up to the next S issue beside the probabilities the IR keeps
+in their own fragment (the template exponentiates in place): bn 192 spilled 72 bytes; and O and
+P are pinned before the fence of each P V issue (``WgmmaFence(pins)``, the template's
+``lg_pin`` there): without it ptxas sank O's rescale below the issue and the deferred wait
+spilled 104-112 bytes.
+
+``pingpong``: the GEMM-turn hooks :meth:`~.wgmma_ws_ir_serial.WsRingBuilder.turn_begin` /
+``turn_end`` around each issue below hold the consumers' named barriers (:mod:`.ws_pingpong`,
+verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
+(refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
+``persistent`` / ``unit_heads`` (``persistent_units``), ``rescale_vote``, ``v_behind_k``, the
+``cp.async`` loader, head_dim other than 128.  Not dispatched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, List, Optional
+
+import sympy
+
+from ..ir.attention import FVar, LetMinMax, SoftmaxUpdate
+from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
+from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaFence, WgmmaWait
+from .attention import AttentionConfigError
+from .flash_ir import flash_instance, flash_ir_instances
+from .wgmma_attention_ws import WsFlashConfig, plan_ws_flash
+from .wgmma_ws_ir_serial import WsRingBuilder
+
+__all__ = ["ws_ir_supported", "build_ws_ir", "ws_ir_name", "ws_ir_instances", "WsOverlapBuilder"]
+
+
+def ws_ir_supported(cfg: WsFlashConfig) -> Optional[str]:
+    """None if :func:`build_ws_ir` builds ``cfg``, else why not (a feature the IR form lacks
+    names the piece of :data:`~.wgmma_ws_ir_plan.PIECES` it waits for)."""
+    if cfg.persistent or cfg.unit_heads:
+        return ("persistent=True / unit_heads need the plan's piece 'persistent_units' (the "
+                "unit decode as IR lets, ring counters over units, the Q ring)")
+    if cfg.loader != "tma":
+        return f"loader={cfg.loader!r}: the IR form has the TMA producer only (loader='tma')"
+    if cfg.head_dim != 128:
+        return f"head_dim={cfg.head_dim}: the IR form is the d128 prefill's"
+    if cfg.bn not in (128, 192):
+        return f"bn={cfg.bn}: the IR form takes the dispatched key blocks, 128 and 192"
+    if cfg.stages not in (2, 3):
+        return f"stages={cfg.stages}: the IR form takes 2 and 3 (the dispatched rings)"
+    if cfg.rescale_vote or cfg.v_behind_k:
+        return ("rescale_vote / v_behind_k: not in the IR form (off in every dispatched "
+                "configuration)")
+    return None
+
+
+def ws_ir_name(cfg: WsFlashConfig) -> str:
+    """The IR kernel's name: the template's with ``lg_wsflash_ir_`` for ``lg_wsflash_``."""
+    return "lg_wsflash_ir_" + cfg.name[len("lg_wsflash_"):]
+
+
+def ws_ir_instances(k: Any) -> List[Any]:
+    """The IR prefills' instances (:func:`~.flash_ir.flash_ir_instances`) and one whose rings
+    wrap several times (non-causal: 8 key blocks for one query block; causal: 6 query blocks,
+    the last reaching 6 key blocks), so the stage parities, the refills over a lagging release
+    (``defer_pv_wait``) and 3-stage rings run past their first rounds."""
+    c = k.meta["cfg"]
+    bm, bn = c.bm, c.bn
+    if c.causal:
+        wrap = flash_instance(c, "ring-wrap", 1, 1, 1, 5 * bm + 3, 5 * bm + 3)
+    else:
+        wrap = flash_instance(c, "ring-wrap", 1, 1, 1, 67, 7 * bn + 11)
+    return flash_ir_instances(k) + [wrap]
+
+
+class WsOverlapBuilder(WsRingBuilder):
+    """The consumers' overlap schedule (module docstring) on the shared ring parts."""
+
+    def __init__(self, cfg: WsFlashConfig) -> None:
+        super().__init__(cfg, overlap=True)
+        self.dw = cfg.defer_pv_wait
+
+    # ---- pieces of the schedule ----------------------------------------------------------
+    def scores(self, st: Any) -> List[Any]:
+        """The ring's ``S = Q K^T``, its scale-d 0 first step with a write-only accumulator:
+        the masked scores of the block before die at its softmax, not at this issue (with an
+        in-out operand they stayed live beside the probabilities: spills at bn 192)."""
+        return [dataclasses.replace(s, write_only=True) if not s.accumulate else s
+                for s in super().scores(st)]
+
+    def softmax(self, rescale: bool = True) -> List[Any]:
+        """The wgmma prefill's softmax; deferred P V wait: alpha assigned to the variables
+        declared before the loop (O is rescaled by it a block later)."""
+        out = super().softmax(rescale)
+        if not self.dw:
+            return out
+        return [dataclasses.replace(s, alpha_declared=True) if isinstance(s, SoftmaxUpdate)
+                else s for s in out]
+
+    def pv_done(self, v_block: Any, when: Any = None) -> List[Any]:
+        """The last P V retired: V's stage of block ``v_block`` released (under ``when``, a
+        condition: the deferred wait's block may not exist), O rescaled by the latest alpha."""
+        rel = [Comment("P V retired: its V stage is free"), self.release("V", v_block)]
+        return [WgmmaWait(0, (self.o.name, self.pa.name)),
+                *(rel if when is None else [If(when, rel)]),
+                *self.rescale_half(0), *self.rescale_half(1)]
+
+    def issue(self, scores_stage: Any = None, pv_stage: Any = None,
+              last: Any = sympy.false) -> List[Any]:
+        """One GEMM issue of a consumer, inside its turn: ``S = Q K^T`` from ``scores_stage``
+        and / or ``O += P V`` from ``pv_stage``, each its own commit group (S first)."""
+        # O (just rescaled) and P (just converted) pinned before the fence: ptxas otherwise
+        # sank the rescale and the conversion below the issue and spilled (deferred wait)
+        pins = (self.o.name, self.pa.name) if pv_stage is not None else ()
+        out: List[Any] = [*self.turn_begin(), WgmmaFence(pins)]
+        if scores_stage is not None:
+            out += [*self.scores(scores_stage), WgmmaCommit()]
+        if pv_stage is not None:
+            out += [*self.pv(pv_stage), WgmmaCommit()]
+        return out + self.turn_end(last)
+
+    def first_block(self) -> List[Any]:
+        return [Comment("block 0: S and its softmax"),
+                Let("n0", 0),
+                self.wait_full("K", sympy.Integer(0)),
+                *self.issue(scores_stage=sympy.Integer(0)),
+                WgmmaWait(0, (self.sc.name,)),
+                Comment("S retired: K's stage is free"),
+                self.release("K", sympy.Integer(0)),
+                # deferred: block 1 rescales O (zero here) by this alpha, as the template
+                *self.mask(True), *self.softmax(rescale=not self.dw)]
+
+    def overlap_block(self, masked: bool) -> List[Any]:
+        """Block ``j >= 1`` (module docstring)."""
+        j, jp = sym("j"), sym("jp")
+        out: List[Any] = [Let("n0", j * self.c.bn),
+                          Comment("jp = j - 1 >= 0: the block whose P V is issued here"),
+                          Let("jp", j - 1),
+                          self.wait_full("K", j), self.wait_full("V", jp)]
+        if self.dw:
+            out += [Comment("the P V of block j - 2, waited for here: after the ring waits, so "
+                            "ptxas keeps the softmax above it"),
+                    *self.pv_done(jp - 1, sympy.StrictGreaterThan(j, 1, evaluate=False))]
+        out += [*self.round_p(),
+                *self.issue(scores_stage=self.stage_of(j), pv_stage=self.stage_of(jp)),
+                Comment("S of block j done; P V of block j - 1 may still run"),
+                WgmmaWait(1, (self.sc.name,)),
+                self.release("K", j),
+                *self.mask(masked), *self.softmax(rescale=False)]
+        if not self.dw:
+            out += self.pv_done(jp)
+        return out
+
+    def last_block(self) -> List[Any]:
+        nl = sym("j_last")
+        out: List[Any] = [Comment("the last block's P V (j_last = n_blocks - 1 >= 0)"),
+                          Let("j_last", sym("n_blocks") - 1), self.wait_full("V", nl)]
+        if self.dw:
+            out += self.pv_done(nl - 1, sympy.StrictGreaterThan(nl, 0, evaluate=False))
+        return out + [*self.round_p(),
+                      *self.issue(pv_stage=self.stage_of(nl), last=sympy.true),
+                      WgmmaWait(0, (self.o.name, self.pa.name))]
+
+    def consumer(self) -> List[Any]:
+        body: List[Any] = self.consumer_start()
+        for hh in range(2):
+            body += [FVar(f"mr{hh}", "-inf"), FVar(f"lr{hh}", "0")]
+            if self.dw:     # block j's alpha, applied to O at the top of block j + 1
+                body.append(FVar(f"alpha{hh}", "0"))
+        return body + [
+            ZeroFrag(self.o), *self.open_turns(), *self.first_block(),
+            Comment("key blocks visible to every row of the query block: no mask"),
+            Loop("j", 1, sym("n_full"), self.overlap_block(False)),
+            Comment("the ragged last block" + (" and the blocks on the diagonal"
+                                               if self.c.causal else "") + ": masked"),
+            LetMinMax("j_mask", "max", 1, sym("n_full")),
+            Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True)),
+            *self.last_block(), *self.epilogue_ws()]
+
+    def build_ws(self) -> Any:
+        from ..verify.spec import Domain
+        k = self.frame(ws_ir_name(self.ws), "wgmma_ws_ir")
+        k.spec = dataclasses.replace(k.spec, domain=Domain.on_instances(ws_ir_instances))
+        k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
+                    .replace("overlapped schedule", f"warp-specialised (TMA producer, "
+                             f"{self.S}-stage rings), overlapped schedule"
+                             + (", P V wait deferred" if self.dw else ""))
+                    for h in k.header]
+        return k
+
+
+def build_ws_ir(cfg: WsFlashConfig) -> Any:
+    """The IR of ``cfg`` with its spec (module docstring); :class:`~.attention
+    .AttentionConfigError` where the IR form does not build ``cfg`` (:func:`ws_ir_supported`)
+    or the template's plan refuses it (shared memory, the ring and release-lag models, the
+    boxes against the descriptors: :func:`~.wgmma_attention_ws.plan_ws_flash`)."""
+    why = ws_ir_supported(cfg)
+    if why is not None:
+        raise AttentionConfigError(f"{ws_ir_name(cfg)}: {why}")
+    plan_ws_flash(cfg)
+    try:
+        return WsOverlapBuilder(cfg).build_ws()
+    except ValueError as e:
+        raise AttentionConfigError(f"warp-specialised IR {ws_ir_name(cfg)}: {e}") from None
