@@ -16,6 +16,7 @@ candidate for dispatch.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 
@@ -23,7 +24,7 @@ import torch
 
 from kernels.nvidia.prefill_select import choose_prefill
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention
-from kernels.nvidia.wgmma_ws_ir_launch import IrWsSerialAttention
+from kernels.nvidia.wgmma_ws_ir_launch import IrWsAttention, IrWsSerialAttention
 
 from gpu_timing import event_round_us, run_header, write_rows_json
 
@@ -38,6 +39,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--pingpong", action="store_true",
                     help="the ping-pong form of the IR kernel (and of its same-config template)")
+    ap.add_argument("--dispatched", action="store_true",
+                    help="the builder's IR (wgmma_ws_ir.build_ws_ir) of the dispatched "
+                         "configuration, persistence off, instead of the serial kernel")
     args = ap.parse_args()
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
@@ -46,8 +50,11 @@ def main() -> None:
         g = torch.Generator(device="cuda").manual_seed(5)
         q = torch.randn(B, H, Sq, 128, device="cuda", generator=g).to(dt)
         k, v = (torch.randn(B, H, Skv, 128, device="cuda", generator=g).to(dt) for _ in range(2))
-        ir = IrWsSerialAttention(causal, args.dtype, pingpong=args.pingpong)
         ws = choose_prefill(args.dtype, 128, causal, "wgmma", True, max(Sq, Skv), Skv).config
+        if args.dispatched:
+            ir = IrWsAttention(dataclasses.replace(ws, persistent=False, unit_heads=0))
+        else:
+            ir = IrWsSerialAttention(causal, args.dtype, pingpong=args.pingpong)
         kinds = {"ir": ir, "template": WsFlashAttention(ir.ws_cfg), "ws": WsFlashAttention(ws)}
         outs = {n: torch.full_like(q, float("nan")) for n in kinds}
         calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}

@@ -84,3 +84,42 @@ def test_ws_serial_ir_pingpong_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, 
     assert ir.ws_cfg.pingpong and ir.kernel_name.endswith("_pp")
     check_against_template(ir, tpl, q, k, v, causal, dt,
                            ref_batches=1 if Sq * Skv > 2 ** 24 else None)
+
+
+_BUILT = {}
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal,bshd", [
+    (8, 32, 32, 8192, 8192, "bf16", False, False),     # 128x192 s2 pp
+    (8, 32, 32, 8192, 8192, "bf16", True, False),      # 128x128 s2 pp causal dw
+    (4, 16, 16, 1000, 4097, "bf16", False, False),     # 128x192 s2 pp, ragged
+    (2, 4, 2, 77, 77, "f16", False, True),             # 128x128 s3 pp, GQA, BSHD
+    (16, 32, 32, 512, 512, "bf16", True, False),       # s3 pp causal (persistence off)
+    (3, 8, 8, 1500, 1500, "bf16", True, False),        # s2 pp causal dw, ragged rows
+], ids=["B8H32S8K", "B8H32S8K-causal", "B4H16-1000-4097", "B2H4S77-f16-gqa-bshd",
+        "B16H32S512-causal", "B3H8S1500-causal"])
+def test_ws_ir_of_the_dispatched_config_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal,
+                                                                bshd):
+    """The builder's IR (kernels.nvidia.wgmma_ws_ir: the overlap schedule, stages, bn 192,
+    ping-pong, deferred P V wait) of the configuration choose_prefill runs, persistence off,
+    against the template of that same configuration."""
+    import dataclasses
+    from kernels.nvidia.prefill_select import choose_prefill
+    from kernels.nvidia.wgmma_ws_ir_launch import IrWsAttention
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    ws = choose_prefill(dt, 128, causal, "wgmma", True, max(Sq, Skv), Skv).config
+    cfg = dataclasses.replace(ws, persistent=False, unit_heads=0)
+    if cfg not in _BUILT:
+        _BUILT[cfg] = (IrWsAttention(cfg), WsFlashAttention(cfg))
+    ir, tpl = _BUILT[cfg]
+    assert ir.ws_cfg == cfg
+    g = torch.Generator(device="cuda").manual_seed(29)
+
+    def make(H, S):
+        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
+                        generator=g).to(DT[dt])
+        return t.transpose(1, 2) if bshd else t
+    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    check_against_template(ir, tpl, q, k, v, causal, dt,
+                           ref_batches=1 if Sq * Skv > 2 ** 24 else None)

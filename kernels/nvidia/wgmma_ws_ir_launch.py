@@ -10,15 +10,16 @@ evaluate to, the box and the dtype) and then encodes it with the template's one 
 the tensor, the 128-byte swizzle, no interleave, zero fill), so an IR map is byte for byte the
 template's map of the same tensor and box.
 
-:class:`IrWsSerialAttention` runs :func:`~.wgmma_ws_ir_serial.build_ws_serial_ir` (verified
-first: the IR and its printed text) on (B, H, S, D) tensors of any strides TMA addresses
+:class:`IrWsAttention` runs :func:`~.wgmma_ws_ir.build_ws_ir` of a configuration (the
+dispatched ones but for persistence), :class:`IrWsSerialAttention` the serial kernel
+:func:`~.wgmma_ws_ir_serial.build_ws_serial_ir` (each verified first: the IR and its printed
+text), on (B, H, S, D) tensors of any strides TMA addresses
 (BSHD included), GQA, bf16 / f16, head_dim 128: grid (query blocks, batch x heads), 384
 threads, the arguments built by name from the IR's parameters and scalars (so the launch is
 the printed signature's order, whatever it is).  It refuses with
 :class:`~kernels.errors.LaunchError` what the maps cannot address (base not 16-byte aligned,
 strides not positive multiples of 16 bytes, head_dim not contiguous) and what the IR's 32-bit
-index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  Not dispatched: the serial
-schedule is the baseline the dispatched warp-specialised builder improves on.
+index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  Not dispatched.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .flash_ir import int_offsets_fit, ir_launch_fits, scale_log2_of
 from .wgmma_ws_ir_serial import build_ws_serial_ir
 from .ws_tma_loads import AttentionTensorMaps, ir_attention_map_args
 
-__all__ = ["IrWsSerialAttention", "launch_sizes"]
+__all__ = ["IrWsAttention", "IrWsSerialAttention", "launch_sizes"]
 
 
 def launch_sizes(q: Any, k: Any) -> Dict[str, int]:
@@ -45,20 +46,24 @@ def launch_sizes(q: Any, k: Any) -> Dict[str, int]:
             "seqlen_kv": Skv}
 
 
-class IrWsSerialAttention(FlashAttention):
-    """The serial warp-specialised d128 prefill built as IR, verified (the IR and its printed
-    CUDA; a passing verdict remembered on disk by content) before anything is compiled:
-    ``fa(q, k, v, out=None, scale=None) -> out`` with the template's arguments and checks
-    (:class:`~.attention.FlashAttention`), plus what its maps and 32-bit offsets need.
-    ``pingpong``: the consumers take turns to issue their GEMMs (the template's ping-pong).
-    ``report`` is the verifier's; ``ws_cfg`` the template configuration of the same tile,
-    stages and loader (:class:`~.wgmma_attention_ws.WsFlashConfig`)."""
+class IrWsAttention(FlashAttention):
+    """A warp-specialised d128 prefill built as IR by :func:`~.wgmma_ws_ir.build_ws_ir` for
+    ``cfg`` (a :class:`~.wgmma_attention_ws.WsFlashConfig` the builder takes: TMA loader, the
+    overlap schedule, stages 2 / 3, bn 128 / 192, ping-pong, the deferred P V wait; not
+    persistent), verified (the IR and its printed CUDA; a passing verdict remembered on disk
+    by content) before anything is compiled: ``fa(q, k, v, out=None, scale=None) -> out`` with
+    the template's arguments and checks (:class:`~.attention.FlashAttention`), plus what its
+    maps and 32-bit offsets need.  ``report`` is the verifier's; ``ws_cfg`` the template
+    configuration of the same tile, stages and loader."""
 
-    def __init__(self, causal: bool = False, dtype: str = "bf16", *,
-                 pingpong: bool = False, backend: str = "auto") -> None:
+    def __init__(self, cfg: Any, *, backend: str = "auto") -> None:
+        from .wgmma_ws_ir import build_ws_ir
+        self._init_ir(build_ws_ir(cfg), backend)
+
+    def _init_ir(self, ir: Any, backend: str) -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_ws_serial_ir(causal, dtype, pingpong=pingpong)
+        self.ir = ir
         source = emit_cuda_attention(self.ir)
         cfg = self.ir.meta["cfg"]
         self.report = verified(self.ir, source, cfg.arch)
@@ -146,3 +151,14 @@ class IrWsSerialAttention(FlashAttention):
             site([vals[n] for n in names])
             return out
         return run
+
+
+class IrWsSerialAttention(IrWsAttention):
+    """The serial warp-specialised d128 prefill (:func:`~.wgmma_ws_ir_serial
+    .build_ws_serial_ir`: S, softmax, P V each waited for, two-stage rings) launched as
+    :class:`IrWsAttention`; ``pingpong``: the consumers take turns to issue their GEMMs (the
+    template's ping-pong)."""
+
+    def __init__(self, causal: bool = False, dtype: str = "bf16", *,
+                 pingpong: bool = False, backend: str = "auto") -> None:
+        self._init_ir(build_ws_serial_ir(causal, dtype, pingpong=pingpong), backend)
