@@ -112,11 +112,17 @@ __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_suppor
 MASK_BLOCK0_WHEN_NEEDED = False
 
 
-def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
-    """None if the IR builds ``cfg``, else why not."""
+def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig, ws_consumer: bool = False
+                             ) -> Optional[str]:
+    """None if the IR builds ``cfg``, else why not.  ``ws_consumer``: the tile is the two
+    consumer warpgroups of a warp-specialised kernel (:mod:`.wgmma_ws_ir_cp`), which also take
+    head_dim 256 (O's 128 registers fit the consumers' 240 once the producer gives its
+    registers back; the copies are the producer's)."""
     if cfg.warpgroups not in (1, 2):
         return (f"warpgroups={cfg.warpgroups}: the IR form has one or two computing "
                 "warpgroups (64 query rows each)")
+    if ws_consumer and cfg.warpgroups == 2 and cfg.head_dim == 256:
+        return None
     if cfg.head_dim not in (64, 128):
         return (f"head_dim {cfg.head_dim}: the IR form takes 64 (the tile choose_prefill runs "
                 "on this kernel) and 128 (the consumer tile of the warp-specialised kernel, "
@@ -147,11 +153,11 @@ class WgmmaFlashBuilder:
     softmax and epilogue through the methods it overrides (``scores``, ``block_lets``).
     ``mask_block0_when_needed``: see :data:`MASK_BLOCK0_WHEN_NEEDED` (its default)."""
 
-    def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None
-                 ) -> None:
+    def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None,
+                 ws_consumer: bool = False) -> None:
         self.mask_block0_when_needed = (MASK_BLOCK0_WHEN_NEEDED if mask_block0_when_needed
                                         is None else mask_block0_when_needed)
-        why = wgmma_flash_ir_supported(cfg)
+        why = wgmma_flash_ir_supported(cfg, ws_consumer)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
         self.c: WgmmaFlashConfig = cfg
