@@ -55,7 +55,9 @@ runs at d128 (:mod:`.wgmma_attention_ws`; what its IR form still needs:
 H100 (``benchmarks/nvidia_ir_wgmma_flash_d128.py``, docs/PERFORMANCE.md) its output is bitwise
 its template's at every shape measured and bitwise the warp-specialised kernel's wherever both
 take the same key block (128, or 192 with ``bn=192``); 0.94-0.99x the template's device time at
-the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
+the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU), except as the two
+consumer warpgroups of the warp-specialised cp.async kernel (``ws_consumer=True``,
+:mod:`.wgmma_ws_ir_cp`: run on the H100, bitwise its template).
 The 32-bit bases apply to both tiles; the d128 figures above predate them.
 
 Speed (H100, 2026-11-24 21:31Z, ``benchmarks/nvidia_ir_wgmma_flash.py --rounds 11 --aa``,

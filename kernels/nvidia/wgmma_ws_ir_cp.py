@@ -43,7 +43,7 @@ from ..ir.nvidia_tma import (MbarrierArrive, MbarrierInit, MbarrierInitFence, Mb
 from ..ir.nvidia_wgmma import FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
-from .wgmma_attention_ws import WIDE_REGS, WsFlashConfig, plan_ws_flash
+from .wgmma_attention_ws import WsFlashConfig, plan_ws_flash
 from .wgmma_flash_ir import WgmmaFlashBuilder
 from .ws_cp_producer import CP_FULL_COUNT, CpProducer
 from .ws_pingpong import pingpong_lets, pingpong_open, pingpong_turn

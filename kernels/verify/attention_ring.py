@@ -19,6 +19,15 @@ The static pass of the attention gate runs on the same consumer view (:class:`Ri
 the O stores' index math, bounds and coverage over every block, the thread's (batch, head)
 anchor taken from the Q box its wait observes).
 
+A ``cp.async`` producer (:mod:`kernels.nvidia.ws_cp_producer`) runs on the same ring: its
+copies are the per-role model's (:mod:`kernels.verify.gate_cp_ring`: pending until each
+thread's ``cp.async.mbarrier.arrive.noinc``, stamped with the phase it joins); the dataflow
+takes their identities as they are (``cta.copied_ids``) where a box's are read back by
+``Ring.box_coords``; a consumer's ``fence.proxy.async`` is the ring's too (:meth:`~kernels
+.verify.ring_steps.Ring.fence`: without it after the wait, a wgmma reading a copy is a race);
+the Q anchor comes from the Q copies the ``bQ`` wait orders; and the static pass also runs on
+the producer role (the copies' index math, bounds, banks and GQA heads).
+
 The printed text of these kernels is checked beside this engine by
 :mod:`kernels.verify.printed_ws` (:func:`kernels.verify.verifier.verify` with ``source``).
 Named barriers between the consumers (the ping-pong, :mod:`kernels.nvidia.ws_pingpong`) are

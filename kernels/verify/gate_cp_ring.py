@@ -41,7 +41,7 @@ import numpy as np
 from ..ir.core import c_eval, walk
 from ..ir.nvidia import CpAsync
 from ..ir.nvidia_cp_ring import CpAsyncArrive
-from ..ir.nvidia_tma import WARPGROUP, RoleBranch, TmaLoad
+from ..ir.nvidia_tma import WARPGROUP, TmaLoad
 from .attention_ids import encode_ids
 from .gate_common import leaves
 from .gate_tma_data import Agent, Stop
@@ -221,7 +221,3 @@ class CpRingRules:
                                                 f"{int(flat[0])}) that no cp.async.mbarrier"
                                                 ".arrive covers")
 
-
-def role_of(k: Any, role: str) -> List[Any]:
-    """The statements of ``k``'s role ``role`` (its RoleBranch bodies)."""
-    return [x for s in k.body if isinstance(s, RoleBranch) and s.role == role for x in s.body]
