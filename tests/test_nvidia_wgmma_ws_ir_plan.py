@@ -69,13 +69,42 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
 @pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers", "engine",
                                   "engine_pingpong", "printed_text", "host_maps_4d",
                                   "builder", "deferred_pv_wait", "persistent_units",
-                                  "unbuilt_features"])
+                                  "unbuilt_features", "cp_producer", "d256_consumers"])
 def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
     assert probe() is (name in ("two_consumers", "pingpong_barriers", "tma_4d", "engine",
                                 "engine_pingpong", "printed_text", "host_maps_4d", "builder",
-                                "deferred_pv_wait"))
+                                "deferred_pv_wait", "cp_producer", "d256_consumers"))
+
+
+def test_the_d256_configuration_needs_the_cp_producer_pieces(monkeypatch):
+    """The dispatched d256 configuration (cp.async producer, bn 64, ping-pong, deferred wait):
+    only the overlap builder's d256 / cp.async form is missing; with the cp.async producer's or the d256
+    tile's probe False they are named."""
+    from kernels.nvidia.prefill_select import WS_PREFILL_TILES
+    cfg = WsFlashConfig(head_dim=256, **WS_PREFILL_TILES[256])
+    assert set(plan.missing_pieces(cfg)) == {"unbuilt_features"}
+    pieces = tuple(dataclasses.replace(p, probe=lambda: False)
+                   if p.name in ("cp_producer", "d256_consumers") else p for p in plan.PIECES)
+    monkeypatch.setattr(plan, "PIECES", pieces)
+    assert {"cp_producer", "d256_consumers"} <= set(plan.missing_pieces(cfg))
+    tma = WsFlashConfig(head_dim=128, loader="tma")
+    assert not {"cp_producer", "d256_consumers"} & set(plan.missing_pieces(tma))
+
+
+def test_the_cp_producer_probe_fails_when_the_text_check_fails(monkeypatch):
+    """The probe runs the printed-text checks: a printer dropping the noinc arrive helper's
+    .noinc turns it False."""
+    import kernels.printer.cuda_attention as ca
+    real = ca.emit_cuda_attention
+    monkeypatch.setattr(ca, "emit_cuda_attention", lambda k: real(k).replace(
+        "arrive.noinc.shared", "arrive.shared"))
+    plan._cp_producer.cache_clear()
+    try:
+        assert plan._cp_producer() is False
+    finally:
+        plan._cp_producer.cache_clear()
 
 
 def test_the_host_maps_probe_fails_when_the_reading_is_wrong(monkeypatch):

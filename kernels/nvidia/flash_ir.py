@@ -664,7 +664,7 @@ class IrFlashAttention(FlashAttention):
             raise LaunchError(f"batch x heads = {B * Hq} must be below 65536 (grid y)")
         log2_scale = scale_log2_of(cfg.head_dim, scale)
         grid = (-(-Sq // cfg.bm), B * Hq, 1)
-        site = LaunchSite(self.module, self.kernel_name, grid, cfg.threads,
+        site = LaunchSite(self.module, self.kernel_name, grid, self.ir.block,
                           signature=("ptr",) * 4 + ("i32",) * len(FLASH_IR_SCALARS) + ("f32",),
                           specs=[TensorSpec(strides=())] * 4
                           + [None] * (len(FLASH_IR_SCALARS) + 1),

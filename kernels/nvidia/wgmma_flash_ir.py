@@ -55,7 +55,9 @@ runs at d128 (:mod:`.wgmma_attention_ws`; what its IR form still needs:
 H100 (``benchmarks/nvidia_ir_wgmma_flash_d128.py``, docs/PERFORMANCE.md) its output is bitwise
 its template's at every shape measured and bitwise the warp-specialised kernel's wherever both
 take the same key block (128, or 192 with ``bn=192``); 0.94-0.99x the template's device time at
-the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU).
+the long shapes (not dispatched).  Refused: head_dim 256 (verified in one trial, never run on a GPU), except as the two
+consumer warpgroups of the warp-specialised cp.async kernel (``ws_consumer=True``,
+:mod:`.wgmma_ws_ir_cp`: run on the H100, bitwise its template).
 The 32-bit bases apply to both tiles; the d128 figures above predate them.
 
 Speed (H100, 2026-11-24 21:31Z, ``benchmarks/nvidia_ir_wgmma_flash.py --rounds 11 --aa``,
@@ -112,11 +114,17 @@ __all__ = ["build_wgmma_flash_ir", "wgmma_flash_ir_name", "wgmma_flash_ir_suppor
 MASK_BLOCK0_WHEN_NEEDED = False
 
 
-def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig) -> Optional[str]:
-    """None if the IR builds ``cfg``, else why not."""
+def wgmma_flash_ir_supported(cfg: WgmmaFlashConfig, ws_consumer: bool = False
+                             ) -> Optional[str]:
+    """None if the IR builds ``cfg``, else why not.  ``ws_consumer``: the tile is the two
+    consumer warpgroups of a warp-specialised kernel (:mod:`.wgmma_ws_ir_cp`), which also take
+    head_dim 256 (O's 128 registers fit the consumers' 240 once the producer gives its
+    registers back; the copies are the producer's)."""
     if cfg.warpgroups not in (1, 2):
         return (f"warpgroups={cfg.warpgroups}: the IR form has one or two computing "
                 "warpgroups (64 query rows each)")
+    if ws_consumer and cfg.warpgroups == 2 and cfg.head_dim == 256:
+        return None
     if cfg.head_dim not in (64, 128):
         return (f"head_dim {cfg.head_dim}: the IR form takes 64 (the tile choose_prefill runs "
                 "on this kernel) and 128 (the consumer tile of the warp-specialised kernel, "
@@ -147,11 +155,11 @@ class WgmmaFlashBuilder:
     softmax and epilogue through the methods it overrides (``scores``, ``block_lets``).
     ``mask_block0_when_needed``: see :data:`MASK_BLOCK0_WHEN_NEEDED` (its default)."""
 
-    def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None
-                 ) -> None:
+    def __init__(self, cfg: WgmmaFlashConfig, mask_block0_when_needed: Optional[bool] = None,
+                 ws_consumer: bool = False) -> None:
         self.mask_block0_when_needed = (MASK_BLOCK0_WHEN_NEEDED if mask_block0_when_needed
                                         is None else mask_block0_when_needed)
-        why = wgmma_flash_ir_supported(cfg)
+        why = wgmma_flash_ir_supported(cfg, ws_consumer)
         if why is not None:
             raise AttentionConfigError(f"{cfg.name}: {why}")
         self.c: WgmmaFlashConfig = cfg

@@ -188,12 +188,42 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
    counters over units, the Q ring (``bQe``), and coverage over a grid smaller than the units;
 9. **the features off at d128 in what runs** (``unbuilt_features``): ``rescale_vote``,
-   ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder.
+   ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder (the
+   overlap builder's; piece 10 has them in a serial kernel);
+10. **the cp.async producer** (landed, :data:`PIECES` ``cp_producer``; what d256 and tensors TMA
+    cannot address run): :class:`~kernels.ir.nvidia_cp_ring.CpAsyncArrive`
+    (``cp.async.mbarrier.arrive.noinc`` by every producer thread, printed as
+    ``lg_cp_mbar_arrive`` with its helper declared only where used) and the producer's
+    statements (:class:`~.ws_cp_producer.CpProducer`: the plan's 128-thread copies of Q, K and V
+    into the tile's proved layouts, whole blocks unpredicated, the ragged one per row; ``bQ`` /
+    ``full`` count 128).  On the per-role model (:mod:`kernels.verify.gate_cp_ring`): a copy's
+    elements take the global element's identity and stay pending until their thread's arrive,
+    which stamps them with the phase it joins (128 arrivals per warpgroup: a count of 1 is
+    "more arrivals than the count", 256 a deadlock); a consumer's ``fence.proxy.async`` after
+    the wait that acquired them is required before its wgmma reads them; copies no arrive covers
+    at the end are refused; the engine reads the copies' identities (``copied_ids``) and runs
+    the static pass on the producer too (index math, bounds, banks, the K / V head of each Q).
+    **d256** (:data:`PIECES` ``d256_consumers``, landed): the two-consumer tile at head_dim 256
+    and bn 64 (``WgmmaFlashBuilder(ws_consumer=True)``).  Its kernel:
+    :func:`~.wgmma_ws_ir_cp.build_ws_cp_ir` (two consumers at 240 registers, two stages, the
+    serial schedule, optional ping-pong; not dispatched), verified IR and text; planted bugs
+    refused (``tests/test_ws_cp_producer.py``: full / bQ count 1 and 256, the K or V proxy fence
+    dropped, a noinc arrive missing, a copy at the wrong row, copies no arrive covers, six
+    misprints).  NVRTC 13.5 sm_90a: 168 registers, no spills (causal ping-pong: 4 bytes); in
+    the SASS the producer names up to R21 under its 24, the consumers up to R208-R214 under
+    240.  On the H100 (:class:`~.wgmma_ws_ir_cp_launch.IrWsCpAttention`,
+    ``tests/test_nvidia_ws_ir_cp_gpu.py``: 6 passed) bitwise the template of its configuration
+    (``lg_wsflash_*_d256_128x64_s2[_pp][_causal]``) and the dispatched d256 kernel at B2 H16
+    S4K, B4 H8/1 S513 causal, B2 H4 S77; 0.88-0.91x that template at S4K (the serial schedule),
+    0.87-0.89x the dispatched one (docs/PERFORMANCE.md).
 
 Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
 compile without spills, as the template (a write-only S accumulator at scale-d 0 and O / P
-pinned before each P V issue: :mod:`.wgmma_ws_ir`).  Next: launch its kernels through the
-host maps of piece 2 and compare them with the template on the GPU (bitwise, device time).
+pinned before each P V issue: :mod:`.wgmma_ws_ir`).  On the H100 (2026-11-25,
+:class:`~.wgmma_ws_ir_launch.IrWsAttention`, ``tests/test_nvidia_ws_ir_gpu.py``, persistence
+off): bitwise the template of the same configuration at every measured shape; 0.96-1.00x its
+speed (B8 H32 S8K 0.962, causal 1.001, 1000 / 4097 0.970, S512 causal 0.966, S77 1.005; one
+run, docs/PERFORMANCE.md).  Not dispatched.
 
 Speed risk: the one-warpgroup d64 IR measured 0.94-0.95x its template on the H100
 (:mod:`.wgmma_flash_ir`), below the 0.98x dispatch bar; the same printing choices (the
@@ -320,6 +350,32 @@ def _ws_printed_text() -> bool:
     return all(c.holds for c in r.values())
 
 
+@functools.lru_cache(maxsize=None)
+def _cp_producer() -> bool:
+    """Is the cp.async producer there: its arrive on the per-role model, and the d256 kernel
+    built from it with its printed text checked (a second past the build)?"""
+    if not _module("kernels.nvidia.ws_cp_producer")():
+        return False
+    from ..ir.nvidia_cp_ring import CpAsyncArrive
+    from ..printer.cuda_attention import emit_cuda_attention
+    from ..verify.attention_static import default_instances
+    from ..verify.gate_cp_ring import CP_STATEMENTS
+    from ..verify.printed_ws import verify_printed_ws
+    from .wgmma_ws_ir_cp import build_ws_cp_ir
+    if CpAsyncArrive not in CP_STATEMENTS:
+        return False
+    k = build_ws_cp_ir()
+    r = verify_printed_ws(k, emit_cuda_attention(k), instances=default_instances(k)[1:2])
+    return all(c.holds for c in r.values())
+
+
+def _d256_consumers() -> bool:
+    from .wgmma_attention import WgmmaFlashConfig
+    from .wgmma_flash_ir import wgmma_flash_ir_supported
+    return wgmma_flash_ir_supported(WgmmaFlashConfig(head_dim=256, warpgroups=2, bn=64),
+                                    ws_consumer=True) is None
+
+
 def _two_consumer_builder() -> bool:
     from .wgmma_attention import WgmmaFlashConfig
     from .wgmma_flash_ir import wgmma_flash_ir_supported
@@ -391,6 +447,11 @@ PIECES: Tuple[Piece, ...] = (
           _builder_takes_all(dict(rescale_vote=True), dict(v_behind_k=True),
                              dict(loader="cp.async"), dict(head_dim=64),
                              dict(head_dim=256, bn=64))),
+    Piece("cp_producer", "the cp.async producer: 128 copying threads, cp.async.mbarrier.arrive"
+          ".noinc (full count 128), the consumers' proxy fence, on the per-role model",
+          lambda c: c.loader == "cp.async", _cp_producer),
+    Piece("d256_consumers", "two consumer warpgroups at head_dim 256 (bn 64, O's 128 "
+          "registers)", lambda c: c.head_dim == 256, _d256_consumers),
 )
 
 

@@ -36,9 +36,10 @@ from ..ir.nvidia_tma import (TMA_STATEMENTS, BulkCommit, BulkWait, MbarrierArriv
                              MbarrierExpectTx, MbarrierInit, MbarrierInitFence, MbarrierWait,
                              NamedBarrier, Setmaxnreg, TensorMap, TmaLoad, TmaPrefetch, TmaStore,
                              VarInit, VarSet)
+from ..ir.nvidia_cp_ring import CP_ARRIVE_HELPER, CpAsyncArrive
 from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS, TMA_LOAD_4D_HELPER
 
-__all__ = ["has_tma", "has_named_arrive", "has_tma_4d", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
+__all__ = ["has_tma", "has_cp_arrive", "has_named_arrive", "has_tma_4d", "tma_decls", "tma_helpers", "tma_stmt", "tma_param", "bar_addr",
            "shared_addr", "u32_base"]
 
 #: bytes per element of the arrays a TMA box reads or writes (TensorMap: 16-bit elements)
@@ -66,7 +67,14 @@ def tma_helpers(k: Any) -> str:
     if not has_tma(k):
         return ""
     return TMA_HELPERS + (NAMED_ARRIVE_HELPER if has_named_arrive(k) else "") + \
-        (TMA_LOAD_4D_HELPER if has_tma_4d(k) else "")
+        (TMA_LOAD_4D_HELPER if has_tma_4d(k) else "") + \
+        (CP_ARRIVE_HELPER if has_cp_arrive(k) else "")
+
+
+def has_cp_arrive(k: Any) -> bool:
+    """Does kernel ``k`` hold a ``cp.async.mbarrier.arrive.noinc``
+    (:class:`~kernels.ir.nvidia_cp_ring.CpAsyncArrive`)?"""
+    return any(isinstance(s, CpAsyncArrive) for s in walk(k.body))
 
 
 def u32_base(name: str) -> str:
@@ -126,6 +134,8 @@ def tma_stmt(out: Callable[[int, str], None], s: Any, d: int) -> bool:
             out(d, f"if ((tid & 31) == 0) lg_mbar_arrive({bar_addr(s.bar, s.index)});")
         else:
             out(d, f"lg_mbar_arrive({bar_addr(s.bar, s.index)});")
+    elif isinstance(s, CpAsyncArrive):
+        out(d, f"lg_cp_mbar_arrive({bar_addr(s.bar, s.index)});")
     elif isinstance(s, MbarrierWait):
         out(d, f"lg_mbar_wait({bar_addr(s.bar, s.index)}, (lg_u32)({to_c(s.parity)}));")
     elif isinstance(s, TmaPrefetch):

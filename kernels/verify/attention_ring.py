@@ -19,6 +19,15 @@ The static pass of the attention gate runs on the same consumer view (:class:`Ri
 the O stores' index math, bounds and coverage over every block, the thread's (batch, head)
 anchor taken from the Q box its wait observes).
 
+A ``cp.async`` producer (:mod:`kernels.nvidia.ws_cp_producer`) runs on the same ring: its
+copies are the per-role model's (:mod:`kernels.verify.gate_cp_ring`: pending until each
+thread's ``cp.async.mbarrier.arrive.noinc``, stamped with the phase it joins); the dataflow
+takes their identities as they are (``cta.copied_ids``) where a box's are read back by
+``Ring.box_coords``; a consumer's ``fence.proxy.async`` is the ring's too (:meth:`~kernels
+.verify.ring_steps.Ring.fence`: without it after the wait, a wgmma reading a copy is a race);
+the Q anchor comes from the Q copies the ``bQ`` wait orders; and the static pass also runs on
+the producer role (the copies' index math, bounds, banks and GQA heads).
+
 The printed text of these kernels is checked beside this engine by
 :mod:`kernels.verify.printed_ws` (:func:`kernels.verify.verifier.verify` with ``source``).
 Named barriers between the consumers (the ping-pong, :mod:`kernels.nvidia.ws_pingpong`) are
@@ -39,13 +48,15 @@ import numpy as np
 
 from ..ir.attention import LetMinMax
 from ..ir.core import Comment, Let, Param, sym, walk
+from ..ir.nvidia import CpAsync
 from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, NamedBarrier,
-                             RoleBranch, Setmaxnreg, TmaLoad)
-from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaMma, WgmmaWait
+                             RoleBranch, Setmaxnreg)
+from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaMma, WgmmaWait
 from .attention_dataflow import AttentionDataflow
 from .attention_ids import encode_ids
 from .attention_static import AttentionStatic, Instance, default_instances, eval_expr
 from .gate_common import Fail
+from .gate_cp_ring import anchor_loads
 from .gate_tma_data import Stop
 from .ring_pingpong import PingPong, has_pingpong, is_barrier_branch
 from .ring_steps import RING_SCHEDULES, Ring
@@ -103,6 +114,11 @@ class RingDataflow(AttentionDataflow):
             el = np.nonzero(tok >= self.synced)[0]
             if el.size == 0:
                 continue
+            copied, ids = cta.copied_ids(buf, el)     # cp.async copies (gate_cp_ring)
+            self.lds[buf][el[copied]] = ids[copied]
+            el = el[~copied]
+            if el.size == 0:
+                continue
             tensor, co, zero = self.ring.box_coords(buf, el)
             dims = self.spec.tensor(tensor).dims
             heads = self.HK if tensor in self.roles.kv_tensors else self.H
@@ -151,6 +167,9 @@ class RingDataflow(AttentionDataflow):
             elif isinstance(s, WgmmaCommit):
                 r.commit()
                 super().stmts([s], env)
+            elif isinstance(s, FenceProxyAsync):
+                r.fence(env)
+                super().stmts([s], env)
             elif isinstance(s, WgmmaWait):
                 r.retire(s)
                 super().stmts([s], env)
@@ -166,11 +185,11 @@ class RingStatic(AttentionStatic):
     no Q load to take it from)."""
 
     def __init__(self, k: Any, inst: Instance, arch: str, f: Fail, spec: KernelSpec,
-                 lo: int, threads: int) -> None:
+                 lo: int, threads: int, role: str = "consumer") -> None:
         body: List[Any] = []
         for s in k.body:
             if isinstance(s, RoleBranch):
-                if s.role == "consumer":
+                if s.role == role:
                     body += s.body
             elif isinstance(s, (Let, LetMinMax, Comment)):
                 body.append(s)
@@ -178,8 +197,8 @@ class RingStatic(AttentionStatic):
                                    params=[p for p in k.params if isinstance(p, Param)])
         super().__init__(view, inst, arch, f, {}, spec)
         self.env[sym("tid")] = lo + np.arange(threads).reshape(1, threads)
-        self.q_boxes = [s for s in walk(k.body) if isinstance(s, TmaLoad)
-                        and s.tmap.tensor == self.roles.anchor]
+        # the Q loads a wait orders: TMA boxes or the producer's cp.async copies
+        self.q_boxes = anchor_loads(k, self.roles.anchor)
 
     def stmts(self, body, env, active, where) -> None:
         for s in body:
@@ -217,10 +236,13 @@ def verify_ws_attention(k: Any, *, instances: Optional[Sequence[Instance]] = Non
     insts = list(instances) if instances is not None else default_instances(k)
     f = Fail()
     runs: List[str] = []
+    copies = any(isinstance(s, CpAsync) for s in walk(k.body))
     for inst in insts:
         st = RingStatic(k, inst, arch, f, spec, WARPGROUP, 2 * WARPGROUP)
         st.run()
         cover = st.coverage()
+        if copies:      # the cp.async producer's copies: index math, bounds, banks, GQA heads
+            RingStatic(k, inst, arch, f, spec, 0, WARPGROUP, role="producer").run()
         kw = _kw(inst, spec)
         gx, gy, _ = inst.grid
         blocks = [(bx, by) for by in range(gy) for bx in range(gx)]

@@ -40,6 +40,7 @@ from ..ir.nvidia_tma import (WARPGROUP, BulkCommit, BulkWait, LeaderOnly, Mbarri
 from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait
 from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
 from .gate_common import NVIDIA_SM_SMEM_BYTES, NVIDIA_SMEM_BYTES, SMEM_RESERVED, Fail
+from .gate_cp_ring import CP_STATEMENTS, CpRingRules
 from .gate_tma_data import AccState, Agent, Bar, DataRules, Stop
 from .gate_split_reduce import REDUCE_RULE, check_reduce
 from .gate_tma_ticket import (TICKET_RULES, TicketLedger, TicketModel, has_tickets,
@@ -58,7 +59,7 @@ _ROLE_STMT = (Setmaxnreg,)
 SCHEDULES = ("interleaved", "producer", "consumers")
 
 
-class _Cta(DataRules, TicketModel):
+class _Cta(CpRingRules, DataRules, TicketModel):
     """One CTA of one instance: shared memory identities, barriers, agents."""
 
     def __init__(self, g: "_Gate", values: Dict[str, int], bx: int, order: str) -> None:
@@ -269,6 +270,9 @@ class _Cta(DataRules, TicketModel):
             for buf in self.gen:
                 m = (self.gen[buf] == 1) & (self.writer[buf] == a.wg)
                 self.gen[buf][m] = 2
+            self.cp_fence(a)            # the cp.async copies it acquired (gate_cp_ring)
+        elif isinstance(s, CP_STATEMENTS):
+            self.cp_action(a, s, env)
         elif isinstance(s, WgmmaFence):
             a.unfenced.clear()
         elif isinstance(s, WgmmaCommit):
@@ -390,7 +394,8 @@ class _Cta(DataRules, TicketModel):
 
     def end_checks(self) -> None:
         """Once every agent finished: no bulk store or wgmma group left in flight, no barrier
-        part-way through a phase."""
+        part-way through a phase, no cp.async copy that no arrival covers."""
+        self.cp_end_checks()
         for a in self.agents:
             if a.bulk_unwaited or a.bulk_open:
                 self.f.add("lds_races", f"{self.where0}: warpgroup {a.wg} ends with bulk stores "

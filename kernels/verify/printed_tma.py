@@ -43,6 +43,8 @@ from ..ir.nvidia_tma import (BulkCommit, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
                              RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore, VarInit,
                              VarSet)
+from ..ir.nvidia import CpAsync
+from ..ir.nvidia_cp_ring import CP_ARRIVE_HELPER, CpAsyncArrive
 from ..ir.nvidia_wgmma import WgmmaMma
 from ..ir.ticket import AtomicTicket, CounterReset, LastArrival, PartialAdd, ThreadFence
 from ..nvidia.prelude import PACK
@@ -59,7 +61,8 @@ __all__ = ["attach_printed_tma", "printed_tma_checks"]
 _CALLS = {TmaLoad: "lg_tma_load_2d", TmaStore: "lg_tma_store_2d", MbarrierWait: "lg_mbar_wait",
           MbarrierExpectTx: "lg_mbar_expect_tx", MbarrierArrive: "lg_mbar_arrive",
           NamedBarrier: "lg_named_bar", BulkCommit: "lg_bulk_commit",
-          WgmmaMma: "lg_wgmma_m64n", Setmaxnreg: "lg_setmaxnreg_"}
+          WgmmaMma: "lg_wgmma_m64n", Setmaxnreg: "lg_setmaxnreg_",
+          CpAsyncArrive: "lg_cp_mbar_arrive"}
 
 
 def _expected(s: Any) -> List[str]:
@@ -75,6 +78,8 @@ def _expected(s: Any) -> List[str]:
         return [f"lg_mbar_expect_tx((lg_bar_{s.bar}_u32 + 8 * (", f", {int(s.bytes)}u)"]
     if isinstance(s, MbarrierArrive):
         return [f"lg_mbar_arrive((lg_bar_{s.bar}_u32 + 8 * ("]
+    if isinstance(s, CpAsyncArrive):
+        return [f"lg_cp_mbar_arrive((lg_bar_{s.bar}_u32 + 8 * ("]
     if isinstance(s, NamedBarrier):
         fn = f"lg_named_{'arrive' if s.arrive else 'bar'}("
         if _const_id(s):   # the call's id is a literal (the text reader skips literals)
@@ -132,6 +137,8 @@ def _ir_exprs(s: Any) -> Optional[Tuple[str, List[Any]]]:
         return ("lg_mbar_expect_tx(" if isinstance(s, MbarrierExpectTx) else
                 "if ((tid & 31) == 0) lg_mbar_arrive(" if s.per_warp else "lg_mbar_arrive("), \
             [s.index]
+    if isinstance(s, CpAsyncArrive):
+        return "lg_cp_mbar_arrive(", [s.index]
     if isinstance(s, NamedBarrier):
         return f"lg_named_{'arrive' if s.arrive else 'bar'}(", [] if _const_id(s) else [s.id]
     if isinstance(s, WgmmaMma):
@@ -211,7 +218,8 @@ _COUNTED = (("__threadfence();", (ThreadFence,)), ("atomicAdd(", (AtomicTicket,)
             ("__ldcg(", (PartialAdd,)), ("lg_named_bar(", _named(False)),
             ("lg_named_arrive(", _named(True)),
             ("lg_tma_load_2d(", lambda s: isinstance(s, TmaLoad) and not s.coords),
-            ("lg_tma_load_4d(", lambda s: isinstance(s, TmaLoad) and bool(s.coords)))
+            ("lg_tma_load_4d(", lambda s: isinstance(s, TmaLoad) and bool(s.coords)),
+            ("lg_cp_mbar_arrive(", (CpAsyncArrive,)))
 
 
 def _counted(k: Any, body: str, f: Fail) -> None:
@@ -303,7 +311,12 @@ def _expressions(k: Any, body: str, f: Fail) -> None:
     rng = np.random.default_rng(20)
     dtypes = {p.name: p.dtype for p in k.params if isinstance(p, Param)}
     pos = 0
+    # a cp.async's two halves are the attention reader's (kernels.verify.printed reads the
+    # copies back); this reader takes the role / mbarrier lines around them
+    copies = {id(a) for c in walk(k.body) if isinstance(c, CpAsync) for a in c.accesses()}
     for s in walk(k.body):
+        if id(s) in copies:
+            continue
         canon = _canonical(s, dtypes)
         if canon is not None:
             for line in canon:
@@ -393,6 +406,8 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
         helpers.append(("bar.arrive helper", NAMED_ARRIVE_HELPER))
     if any(isinstance(s, TmaLoad) and s.coords for s in walk(k.body)):
         helpers.append(("4-D box load helper", TMA_LOAD_4D_HELPER))
+    if any(isinstance(s, CpAsyncArrive) for s in walk(k.body)):
+        helpers.append(("cp.async arrive helper", CP_ARRIVE_HELPER))
     for key in sorted({wgmma_key(m) for m in ms}):
         helpers.append((wgmma_fn(*key), wgmma_wrapper(wgmma_fn(*key), *key)))
     for what, text in helpers:

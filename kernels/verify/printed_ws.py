@@ -38,6 +38,7 @@ from ..ir.core import If, Loop, walk
 from ..ir.nvidia_tma import (TMA_STATEMENTS, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
                              MbarrierInitFence, MbarrierWait, NamedBarrier, Setmaxnreg,
                              TmaLoad)
+from ..ir.nvidia_cp_ring import CpAsyncArrive
 from .gate_common import Fail
 from .printed import PRINTED_CHECKS, verify_printed
 from .printed_tma import printed_tma_checks
@@ -78,7 +79,10 @@ _FORMS: Tuple[Tuple[str, re.Pattern, _Hit], ...] = (
     ("box load", re.compile(r"lg_tma_load_\dd\(.*\);"), _is(TmaLoad)),
     ("named barrier sync", re.compile(r"lg_named_bar\(.*\);"), _named(False)),
     ("named barrier arrive", re.compile(r"lg_named_arrive\(.*\);"), _named(True)),
+    ("cp.async arrive", re.compile(r"lg_cp_mbar_arrive\(.*\);"), _is(CpAsyncArrive)),
 )
+#: the statements the role / mbarrier reader takes (the attention reader's view drops them)
+_ROLE_STATEMENTS = TMA_STATEMENTS + (CpAsyncArrive,)
 #: lines printed with the one before them: ``__syncthreads`` after the init fence,
 #: ``__syncwarp`` before a per-warp arrive
 _WITH_NEXT = {"per-warp arrive": ("__syncwarp();", -1), "init fence": ("__syncthreads();", 1)}
@@ -90,7 +94,7 @@ def role_lines(k: Any, source: str, f: Fail) -> str:
     ``f`` as ``printed_source``."""
     lines = source.split("\n")
     stmts = list(walk(k.body))
-    supported = [s for s in stmts if isinstance(s, TMA_STATEMENTS)]
+    supported = [s for s in stmts if isinstance(s, _ROLE_STATEMENTS)]
     for s in supported:
         if not any(hit(s) for _n, _p, hit in _FORMS):
             f.add("printed_source", f"{type(s).__name__}: no printed form the warp-specialised "
@@ -141,7 +145,7 @@ def verify_printed_ws(k: Any, source: str, *,
     hold."""
     f = Fail()
     text = role_lines(k, source, f)
-    attention = verify_printed(_view(k, lambda s: isinstance(s, TMA_STATEMENTS)), text,
+    attention = verify_printed(_view(k, lambda s: isinstance(s, _ROLE_STATEMENTS)), text,
                                instances=instances)
     tma = printed_tma_checks(k, source)
     out: Dict[str, CheckResult] = {}

@@ -176,6 +176,13 @@ class Ring:
                     raise Stop()
                 a.open.append((op.buf, el, s.acc.frag.name))
 
+    def fence(self, env) -> None:
+        """``fence.proxy.async`` by every consumer warpgroup (the per-role rule: the
+        ``cp.async`` copies each has acquired become visible to its wgmma reads)."""
+        from ..ir.nvidia_wgmma import FenceProxyAsync
+        for i, a in enumerate(self.consumers):
+            self.cta.action(a, FenceProxyAsync(), self.agent_env(i, env))
+
     def commit(self) -> None:
         for a in self.consumers:
             a.groups.append(a.open)

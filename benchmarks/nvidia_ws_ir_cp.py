@@ -1,0 +1,90 @@
+"""The serial warp-specialised d256 prefill with the cp.async producer built as verified IR
+(kernels.nvidia.wgmma_ws_ir_cp_launch.IrWsCpAttention) timed against the template
+warp-specialised kernel of the same configuration (WsFlashAttention(ir.ws_cfg): 128 x 64, two
+stages, cp.async, S of block j beside P V of block j - 1) and the one choose_prefill runs at
+each shape (the dispatched d256 configuration: ping-pong, deferred P V wait), one run:
+
+    python3 benchmarks/nvidia_ws_ir_cp.py --out results.json [--rounds 7]
+
+Per shape (B, H, Sq, Skv, causal): interleaved rounds (CUDA events, mean of 10 calls per round,
+median over rounds; the kernels' order rotates every round); the IR output compared with both
+templates' (max abs, bitwise) and each with a float32 torch reference on batch 0.  The serial
+schedule is the baseline the dispatched warp-specialised IR builder improves on, not a
+candidate for dispatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+from kernels.nvidia.prefill_select import choose_prefill
+from kernels.nvidia.wgmma_attention_ws import WsFlashAttention
+from kernels.nvidia.wgmma_ws_ir_cp_launch import IrWsCpAttention
+
+from gpu_timing import event_round_us, run_header, write_rows_json
+
+# (B, H, Hkv, Sq, Skv, causal): the d256 suite's shapes (docs/PERFORMANCE.md)
+SHAPES = [(2, 16, 16, 4096, 4096, False), (2, 16, 16, 4096, 4096, True),
+          (4, 8, 1, 513, 513, True), (2, 4, 4, 77, 77, False)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--pingpong", action="store_true",
+                    help="the ping-pong form of the IR kernel (and of its same-config template)")
+    args = ap.parse_args()
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    print(json.dumps(run_header()), flush=True)
+    rows = []
+    for B, H, Hkv, Sq, Skv, causal in SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(5)
+        q = torch.randn(B, H, Sq, 256, device="cuda", generator=g).to(dt)
+        k, v = (torch.randn(B, Hkv, Skv, 256, device="cuda", generator=g).to(dt)
+                for _ in range(2))
+        ir = IrWsCpAttention(causal, args.dtype, pingpong=args.pingpong)
+        ws = choose_prefill(args.dtype, 256, causal, "wgmma", True, max(Sq, Skv), Skv).config
+        kinds = {"ir": ir, "template": WsFlashAttention(ir.ws_cfg), "ws": WsFlashAttention(ws)}
+        outs = {n: torch.full_like(q, float("nan")) for n in kinds}
+        calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
+        for f in calls.values():
+            f()
+        torch.cuda.synchronize()
+        ts = {n: [] for n in kinds}
+        names = list(calls)
+        for r in range(args.rounds):
+            s = r % len(names)
+            for n in names[s:] + names[:s]:
+                ts[n].append(event_round_us(calls[n], 10))
+        med = {n: statistics.median(x) for n, x in ts.items()}
+        G = H // Hkv
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q[:1].float(), k[:1].float().repeat_interleave(G, 1),
+            v[:1].float().repeat_interleave(G, 1), is_causal=causal)
+        err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
+        row = {"B": B, "H": H, "Hkv": Hkv, "Sq": Sq, "Skv": Skv, "D": 256, "causal": causal,
+               "dtype": args.dtype, "ir": ir.kernel_name, "template": ir.ws_cfg.name,
+               "ws_config": ws.name,
+               **{f"{n}_us": round(t, 1) for n, t in med.items()},
+               "ir_speed_vs_template": round(med["template"] / med["ir"], 3),
+               "ir_speed_vs_ws": round(med["ws"] / med["ir"], 3),
+               "bitwise_equal": bool(torch.equal(outs["ir"], outs["template"])),
+               "max_abs_ir_vs_template": (outs["ir"].float() - outs["template"].float())
+               .abs().max().item(),
+               "bitwise_equal_ws": bool(torch.equal(outs["ir"], outs["ws"])),
+               "ir_nan": bool(outs["ir"].isnan().any()),
+               **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
+               "rounds_us": ts}
+        rows.append(row)
+        print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
+    write_rows_json(args.out, rows)
+
+
+if __name__ == "__main__":
+    main()

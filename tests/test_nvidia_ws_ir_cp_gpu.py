@@ -1,0 +1,55 @@
+"""The serial warp-specialised d256 prefill with the cp.async producer built as verified IR
+(kernels.nvidia.wgmma_ws_ir_cp_launch.IrWsCpAttention: 128 producer threads copying into a
+two-stage ring with cp.async.mbarrier.arrive.noinc, two consumer warpgroups, bn 64) against the
+template warp-specialised kernel of the same tile, stages and loader
+(kernels.nvidia.wgmma_attention_ws.WsFlashAttention(ir.ws_cfg): 128 x 64, two stages,
+cp.async) and a float32 torch reference, on a real Hopper GPU (skipped without one).
+
+Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_ws_ir_cp_gpu.py``.
+The output is poisoned with NaN first (every element must be written); the IR's error against
+the reference within the tolerance or 1.5x the template's; bitwise the template's output (the
+IR prints the template's arithmetic; only the schedule differs).  The timing is
+benchmarks/nvidia_ws_ir_cp.py."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
+
+pytestmark = NVIDIA_GPU
+
+from kernels.nvidia.wgmma_attention_ws import WsFlashAttention  # noqa: E402
+from kernels.nvidia.wgmma_ws_ir_cp_launch import IrWsCpAttention  # noqa: E402
+from _prefill_gpu import DT, check_against_template  # noqa: E402
+
+_KERNELS = {}
+
+
+def _pair(causal, dt, pingpong=False):
+    key = (causal, dt, pingpong)
+    if key not in _KERNELS:
+        ir = IrWsCpAttention(causal, dt, pingpong=pingpong)
+        _KERNELS[key] = (ir, WsFlashAttention(ir.ws_cfg))
+    return _KERNELS[key]
+
+
+@pytest.mark.parametrize("pingpong", [False, True], ids=["serial", "pingpong"])
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal", [
+    (2, 16, 16, 4096, 4096, "bf16", False),         # the d256 suite's S4K
+    (4, 8, 1, 513, 513, "bf16", True),              # GQA 8/1, a ragged block, causal
+    (2, 4, 4, 77, 77, "bf16", False),               # one partial key block
+], ids=["B2H16S4K", "B4H8-1S513-causal", "B2H4S77"])
+def test_ws_cp_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, pingpong):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and setmaxnreg need sm_90a")
+    g = torch.Generator(device="cuda").manual_seed(29)
+    q = torch.randn((B, Hq, Sq, 256), device="cuda", generator=g).to(DT[dt])
+    k, v = (torch.randn((B, Hkv, Skv, 256), device="cuda", generator=g).to(DT[dt])
+            for _ in range(2))
+    ir, tpl = _pair(causal, dt, pingpong)
+    assert ir.ws_cfg.loader == "cp.async" and ir.ws_cfg.head_dim == 256
+    assert ir.ws_cfg.pingpong == pingpong
+    check_against_template(ir, tpl, q, k, v, causal, dt)
