@@ -125,7 +125,7 @@ def mma_rt_instances(cfg: CudaGemmConfig) -> Tuple[RuntimeInstance, ...]:
     short = RuntimeInstance("short_k", dict(M=cfg.bm, N=cfg.bn, K=cfg.bk, lda=cfg.bk,
                                             ldb=cfg.bn if cfg.b_major == "n" else cfg.bk,
                                             ldc=cfg.bn, a_vec=1, b_vec=1), (1, 1, 1))
-    S, k = cfg.stages, 3 * cfg.stages * cfg.bk + 8
+    k = 3 * cfg.stages * cfg.bk + 8
     main = RuntimeInstance("main_loop", dict(M=cfg.bm + 1, N=cfg.bn, K=k, lda=k,
                                              ldb=cfg.bn if cfg.b_major == "n" else k,
                                              ldc=cfg.bn, a_vec=1, b_vec=1), (2, 1, 1))
@@ -402,7 +402,7 @@ class _Builder(RtGemmBuilder):
 
     # ---- the kernel ---------------------------------------------------------------------
     def build(self) -> AttnKernel:
-        c, S, kk = self.c, self.S, self.kk
+        c, S = self.c, self.S
         kt, KT = sym("kt"), sym("KT")
         body: List[Any] = [
             Let("lane", sympy.Mod(self.tid, 32)),
