@@ -23,6 +23,12 @@ Verified (IR and printed text) by the warp-specialised engine on instances whose
 smaller than the units (:func:`persist_instances`: several units per CTA with rings wrapping
 across units, a CTA with no unit, GQA, BSHD strides), where the static pass's coverage proves
 every output element stored exactly once over the CTAs' walks.
+
+NVRTC 13 sm_90a: 168 registers, no spills (the template: the same).  On the H100
+(:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`,
+``tests/test_nvidia_ws_persist_gpu.py``) bitwise the template of the same configuration at
+B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (one run,
+docs/PERFORMANCE.md).  Not dispatched.
 """
 
 from __future__ import annotations
