@@ -39,7 +39,7 @@ def unit_decode_lets(bm: int, causal: bool, unit_heads: int, u: Any) -> List[Any
     docstring), reading ``n_qb`` (:func:`cta_walk_lets`) and the runtime ``heads``, ``batch``,
     ``group``."""
     hbn = R("heads") * R("batch")
-    out: List[Any] = [Comment(f"unit u -> (query block, head, batch)"
+    out: List[Any] = [Comment("unit u -> (query block, head, batch)"
                               + (f": chunks of {unit_heads} (batch, head) pairs, the query "
                                  "block the slow index inside a chunk" if unit_heads else ""))]
     if unit_heads:
