@@ -246,3 +246,28 @@ def test_the_counter_is_one_variable_per_role(kernel):
     inits = [s for s in walk(kernel.body) if isinstance(s, VarInit)]
     sets = [s for s in walk(kernel.body) if isinstance(s, VarSet)]
     assert [s.name for s in inits] == ["g0", "g0"] and len(sets) == 2
+
+
+# ---- compiled and launched ------------------------------------------------------------------
+
+def test_nvrtc_compiles_the_persistent_kernel_without_spills(kernel):
+    """The consumers under setmaxnreg 240: no spills, no serialised wgmma (as the template)."""
+    import re
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    m = compile_cuda(emit_cuda_attention(kernel), "sm_90a", name=f"{kernel.name}.cu",
+                     backend="nvrtc", options=("--ptxas-options=-v",), use_cache=False)
+    assert m.kernels == (kernel.name,)
+    assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+    assert re.search(r"Used \d+ registers", m.log), m.log
+
+
+def test_the_walk_reads_batch_and_ctas_as_scalars(kernel):
+    """The launcher passes ``ctas`` (its grid) and ``batch`` by name: both are scalars the
+    printed text binds (the walk's lets read them), not unread int parameters."""
+    names = [s.name for s in kernel.scalars]
+    assert "ctas" in names and "batch" in names
+    assert "batch" not in [p.name for p in kernel.params]
+    src = emit_cuda_attention(kernel)
+    assert "int ctas" in src and "int batch" in src
