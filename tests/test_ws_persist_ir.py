@@ -271,3 +271,36 @@ def test_the_walk_reads_batch_and_ctas_as_scalars(kernel):
     assert "batch" not in [p.name for p in kernel.params]
     src = emit_cuda_attention(kernel)
     assert "int ctas" in src and "int batch" in src
+
+
+def test_a_counter_set_under_a_branch_is_carried_out_of_it(kernel):
+    """The consumer's VarSet inside an always-true branch: the dataflow and the static pass
+    carry it out of the branch (the kernel still verifies); under a never-true one the
+    counter is not advanced, which the ring refuses."""
+    def under(cond):
+        done = set()
+
+        def fn(s):
+            if isinstance(s, VarSet) and id(s) not in done:
+                done.add(id(s))
+                return [If(cond, [s])]
+            return [s]
+        return _in_role("consumer", fn)
+    insts = _insts(kernel, "units-gqa2")
+    ok = _mutate(kernel, under(sympy.GreaterThan(sym("nloc"), 1, evaluate=False)))
+    r = verify_ws_attention(ok, instances=insts)
+    assert all(c.holds for c in r.checks.values()), \
+        {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    bad = _mutate(kernel, under(sympy.StrictLessThan(sym("nloc"), 0, evaluate=False)))
+    _fails(bad, "mbarrier_protocol", "already observed", insts)
+
+
+def test_masked_set_changes_the_active_blocks_only():
+    import numpy as np
+    from kernels.verify.ring_carried import carry_back, masked_set
+    env = {sym("g0"): np.array([[0], [5], [7]])}
+    masked_set(env, "g0", np.array([[1], [6], [8]]), np.array([[True], [False], [True]]))
+    assert env[sym("g0")].ravel().tolist() == [1, 5, 8]
+    outer = {sym("g0"): 0, sym("x"): 1}
+    carry_back(outer, {sym("g0"): 3, sym("x"): 9}, frozenset({"g0"}))
+    assert outer == {sym("g0"): 3, sym("x"): 1}

@@ -269,7 +269,11 @@ class RingStatic(AttentionStatic):
         """A loop or branch assigning a carried variable: the base pass's walk, each
         iteration's carried values copied back (:mod:`.ring_carried`)."""
         if isinstance(s, If):
-            cond = np.broadcast_to(np.asarray(eval_expr(s.cond, env)), (self.nb, 1))
+            cond = np.asarray(eval_expr(s.cond, env))
+            if cond.ndim == 2 and cond.shape[1] > 1:      # as the base pass: block-uniform
+                self.f.add("lds_races", f"if ({s.cond}): condition depends on the thread")
+                cond = cond[:, :1]
+            cond = np.broadcast_to(cond, (self.nb, 1))
             inner = dict(env)
             self.stmts(s.body, inner, active & cond, where)
             carry_back(env, inner, self.carried)
