@@ -55,8 +55,9 @@ spilled 104-112 bytes.
 ``turn_end`` around each issue below hold the consumers' named barriers (:mod:`.ws_pingpong`,
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
-``persistent`` / ``unit_heads`` (``persistent_units``), ``rescale_vote``, ``v_behind_k``, the
-``cp.async`` loader, head_dim other than 128.  Not dispatched.
+``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader, head_dim other than 128;
+``persistent`` / ``unit_heads`` are refused here naming their builder, the subclass in
+:mod:`.wgmma_ws_ir_persist`.  Not dispatched.
 """
 
 from __future__ import annotations
