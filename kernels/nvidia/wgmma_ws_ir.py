@@ -55,8 +55,9 @@ spilled 104-112 bytes.
 ``turn_end`` around each issue below hold the consumers' named barriers (:mod:`.ws_pingpong`,
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
-``persistent`` / ``unit_heads`` (``persistent_units``), ``rescale_vote``, ``v_behind_k``, the
-``cp.async`` loader, head_dim other than 128.  Not dispatched.
+``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader, head_dim other than 128;
+``persistent`` / ``unit_heads`` are refused here naming their builder, the subclass in
+:mod:`.wgmma_ws_ir_persist`.  Not dispatched.
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def ws_ir_supported(cfg: WsFlashConfig) -> Optional[str]:
     """None if :func:`build_ws_ir` builds ``cfg``, else why not (a feature the IR form lacks
     names the piece of :data:`~.wgmma_ws_ir_plan.PIECES` it waits for)."""
     if cfg.persistent or cfg.unit_heads:
-        return ("persistent=True / unit_heads need the plan's piece 'persistent_units' (the "
-                "unit decode as IR lets, ring counters over units, the Q ring)")
+        return ("persistent=True / unit_heads: the plan's piece 'persistent_units' builds them "
+                "(wgmma_ws_ir_persist.build_ws_persist_ir); this builder is the "
+                "non-persistent kernel's")
     if cfg.loader != "tma":
         return f"loader={cfg.loader!r}: the IR form has the TMA producer only (loader='tma')"
     if cfg.head_dim != 128:

@@ -109,6 +109,12 @@ class IrWsAttention(FlashAttention):
             specs.append(None)
         return sig, specs
 
+    def ir_grid(self, q: Any) -> Tuple[Tuple[int, int, int], Dict[str, int]]:
+        """The launch's grid, and the values of any arguments the grid sets (none here):
+        (query blocks, batch x heads).  The persistent launcher's differs."""
+        B, Hq, Sq = (int(x) for x in q.shape[:3])
+        return (-(-Sq // self.cfg.bm), B * Hq, 1), {}
+
     def bind(self, q, k, v, out=None, scale: Optional[float] = None):
         """Check the arguments and the maps; ``run(q, k, v, out)`` for every call with their
         ``call_key``."""
@@ -127,11 +133,11 @@ class IrWsAttention(FlashAttention):
         strides = {f"{n}_{a}": int(t.stride(d)) for n, t in (("q", q), ("k", k), ("v", v))
                    for a, d in (("sb", 0), ("sh", 1), ("ss", 2))}
         sig, specs = self.signature()
-        grid = (-(-Sq // self.cfg.bm), B * Hq, 1)
+        grid, extra = self.ir_grid(q)
         site = LaunchSite(self.module, self.kernel_name, grid, self.ir.block, signature=sig,
                           specs=specs, smem_bytes=smem_bytes(self.ir))
         names = [p.name for p in self.ir.params] + [s.name for s in self.ir.scalars]
-        fixed = dict(sizes, **strides, scale_log2=log2_scale)
+        fixed = dict(sizes, **strides, scale_log2=log2_scale, **extra)
         unknown = set(names) - set(fixed) - set(rows) - {"O", "o_sb", "o_sh", "o_ss"}
         if unknown:
             raise LaunchError(f"{self.kernel_name}: the IR takes {sorted(unknown)}, which "

@@ -178,15 +178,30 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    ring absorbs).  The GEMM-turn hooks ``turn_begin`` / ``turn_end`` around each issue hold the
    ping-pong's named barriers (:mod:`.ws_pingpong`, verified by piece 1's replay) where
    ``pingpong`` is set, so the dispatched non-persistent configurations build as they run;
-   ``persistent=True`` is refused naming the missing piece;
+   ``persistent=True`` is piece 8's builder;
 7. **deferred P V wait** (landed, ``defer_pv_wait``): the P V wait of block j - 1 at the top
    of block j + 1 after its ring waits, the V release of block j - 2 under ``j > 1`` (its lag
    run by the engine itself: the producer's refill waits the late release; a deadlock or a box
    over a read in flight is refused), alpha kept across blocks
    (``SoftmaxUpdate(alpha_declared=True)``, printed and read back as an assignment);
-8. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
-   :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
-   counters over units, the Q ring (``bQe``), and coverage over a grid smaller than the units;
+8. **persistent work units** (landed, ``persistent``; :mod:`.wgmma_ws_ir_persist`, a subclass
+   of the overlap builder): the unit decode as IR lets (:mod:`.ws_units_ir`; the proof of
+   :func:`~.ws_tma_loads.check_unit_decode` runs on those lets, which compute the template's
+   order unit by unit), ``VarInit`` / ``VarSet`` ring counters over units (``g0`` in both
+   roles; the engine carries them across loop iterations and checks each value against the
+   kernel's declared range, :mod:`kernels.verify.ring_carried`; the printed-text reader reads
+   the text over that range), the Q ring (``bQ`` / ``bQe``, released after the unit's last
+   S), the unit's last V released, and coverage over a grid smaller than the units (every O
+   element stored once over the CTAs' walks; a CTA with no unit).  Planted bugs refused
+   (``tests/test_ws_persist_ir.py``: decode off by one / pairs merged, a counter not carried
+   in either role, the Q release missing, a unit skipped / done twice, a range too small,
+   misprinted counter lines).  NVRTC 13 sm_90a: 168 registers, no spills, as the template.
+   On the H100 (:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`,
+   ``tests/test_nvidia_ws_persist_gpu.py``: 4 passed) bitwise the template
+   ``lg_wsflash_*_d128_128x128_s3_pp_causal_tma_pt_uh4`` at B16 H32 S512 causal, H32/8,
+   B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (B16 H32 S512 0.961, H32/8 0.950, B8 H16
+   S1024 0.961; one run, 9 rotated rounds).  Not dispatched (``wgmma_ws_ir.build_ws_ir``
+   builds the non-persistent kernel and names this one);
 9. **the features off at d128 in what runs** (``unbuilt_features``): ``rescale_vote``,
    ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder (the
    overlap builder's; piece 10 has them in a serial kernel);
@@ -399,6 +414,17 @@ def _builder_takes_all(*changes: Dict[str, object]) -> Callable[[], bool]:
     return probe
 
 
+def _persist_builder() -> bool:
+    """Does the persistent builder (:mod:`.wgmma_ws_ir_persist`) take the d128 TMA
+    configuration with ``persistent`` (and ``unit_heads`` 4) on?"""
+    if not _module("kernels.nvidia.wgmma_ws_ir_persist")():
+        return False
+    from .wgmma_ws_ir_persist import ws_persist_supported
+    base = WsFlashConfig(head_dim=128, pingpong=False, loader="tma", persistent=True)
+    return all(ws_persist_supported(dataclasses.replace(base, unit_heads=g)) is None
+               for g in (0, 4))
+
+
 #: the planned modules: the engine (per-role scheduler + attention dataflow) and the builder
 ENGINE_MODULE = "kernels.verify.attention_ring"
 BUILDER_MODULE = "kernels.nvidia.wgmma_ws_ir"
@@ -439,7 +465,7 @@ PIECES: Tuple[Piece, ...] = (
     Piece("deferred_pv_wait", "the deferred P V wait and V release of block j - 2",
           lambda c: c.defer_pv_wait, _builder_takes(defer_pv_wait=True)),
     Piece("persistent_units", "the unit decode as IR lets, ring counters over units, the Q "
-          "ring", lambda c: c.persistent, _builder_takes(persistent=True)),
+          "ring", lambda c: c.persistent, _persist_builder),
     Piece("unbuilt_features", "the template's features off at d128 in what runs (rescale_vote, "
           "v_behind_k, the cp.async producer) and head_dim 64 / 256 in the builder",
           lambda c: (c.rescale_vote or c.v_behind_k or c.loader != "tma"

@@ -47,17 +47,20 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..ir.attention import LetMinMax
-from ..ir.core import Comment, Let, Param, sym, walk
+from ..ir.core import Comment, If, Let, Loop, Param, sym, walk
 from ..ir.nvidia import CpAsync
 from ..ir.nvidia_tma import (WARPGROUP, MbarrierArrive, MbarrierWait, NamedBarrier,
-                             RoleBranch, Setmaxnreg)
+                             RoleBranch, Setmaxnreg, VarSet)
 from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaMma, WgmmaWait
 from .attention_dataflow import AttentionDataflow
 from .attention_ids import encode_ids
-from .attention_static import AttentionStatic, Instance, default_instances, eval_expr
+from .attention_static import (AttentionStatic, Instance, default_instances, eval_expr,
+                               let_value)
 from .gate_common import Fail
 from .gate_cp_ring import anchor_loads
 from .gate_tma_data import Stop
+from .ring_carried import (assigns_carried, carried_names, carry_back, declared_ranges,
+                           masked_set, out_of_range)
 from .ring_pingpong import PingPong, has_pingpong, is_barrier_branch
 from .ring_steps import RING_SCHEDULES, Ring
 from .spec import KernelSpec
@@ -87,6 +90,9 @@ class RingDataflow(AttentionDataflow):
         # element identities name spec tensors (the kernel's parameters are tensor maps)
         self.tensor = {t.name: i + 1 for i, t in enumerate(spec.tensors)}
         self.synced = 0
+        # loop-carried variables (VarInit / VarSet: the persistent ring counter, ring_carried)
+        self.carried = carried_names(k.body)
+        self.carried_ranges = declared_ranges(k, inst.values, inst.grid)
 
     def env0(self) -> Dict[Any, Any]:
         env = super().env0()
@@ -158,6 +164,10 @@ class RingDataflow(AttentionDataflow):
                 r.arrive(s, env)
             elif isinstance(s, Setmaxnreg):
                 r.setmaxnreg(s, env)
+            elif assigns_carried(s) and not is_barrier_branch(s):
+                if self._wg is not None:
+                    self.wg_effects(s, env)
+                self.carried_walk(s, env)
             elif isinstance(s, WgmmaMma):
                 if self.pp is not None:
                     self.pp.record(s, env)
@@ -175,6 +185,40 @@ class RingDataflow(AttentionDataflow):
                 super().stmts([s], env)
             else:
                 super().stmts([s], env)
+
+
+    def carried_walk(self, s: Any, env: Dict[Any, Any]) -> None:
+        """A loop or branch assigning a carried variable: the base walk's, each iteration's
+        carried values copied back (:mod:`.ring_carried`)."""
+        if isinstance(s, Loop):
+            lo, hi = int(eval_expr(s.start, env)), int(eval_expr(s.stop, env))
+            for i in range(lo, hi):
+                inner = dict(env)
+                inner[sym(s.var)] = i
+                saved = self.where
+                self.where = f"{s.var}={i}"
+                self.stmts(s.body, inner)
+                self.where = saved
+                carry_back(env, inner, self.carried)
+                self.check_carried(env)
+            return
+        c = np.asarray(eval_expr(s.cond, env))
+        if c.ndim and (c != c.flat[0]).any():
+            self.fail("mbarrier_protocol", f"if ({s.cond}) assigns a loop-carried variable "
+                                           "and is not uniform over the consumer warpgroups")
+            raise Stop()
+        if c.flat[0]:
+            inner = dict(env)
+            self.stmts(s.body, inner)
+            carry_back(env, inner, self.carried)
+            self.check_carried(env)
+
+    def check_carried(self, env: Dict[Any, Any]) -> None:
+        """Each carried variable inside the range the kernel declares (:mod:`.ring_carried`)."""
+        why = out_of_range(env, self.carried, self.carried_ranges)
+        if why is not None:
+            self.fail("in_bounds", why)
+            raise Stop()
 
 
 class RingStatic(AttentionStatic):
@@ -199,12 +243,17 @@ class RingStatic(AttentionStatic):
         self.env[sym("tid")] = lo + np.arange(threads).reshape(1, threads)
         # the Q loads a wait orders: TMA boxes or the producer's cp.async copies
         self.q_boxes = anchor_loads(k, self.roles.anchor)
+        self.carried = carried_names(body)
 
     def stmts(self, body, env, active, where) -> None:
         for s in body:
             if isinstance(s, NamedBarrier) or is_barrier_branch(s):
                 continue        # no index math: the ping-pong's (ring_pingpong)
-            if isinstance(s, MbarrierWait):
+            if isinstance(s, VarSet):       # the active blocks' value only (ring_carried)
+                masked_set(env, s.name, let_value(s, env), active)
+            elif assigns_carried(s):
+                self.carried_walk(s, env, active, where)
+            elif isinstance(s, MbarrierWait):
                 for box in (b for b in self.q_boxes if b.bar == s.bar):
                     shape = (self.nb, self.k.block)
                     head, bat = (np.broadcast_to(np.asarray(eval_expr(c, env), dtype=np.int64),
@@ -214,6 +263,30 @@ class RingStatic(AttentionStatic):
                                         getattr(self, "qbh", np.full(shape, -1)))
             else:
                 super().stmts([s], env, active, where)
+
+
+    def carried_walk(self, s: Any, env: Dict[Any, Any], active: Any, where: str) -> None:
+        """A loop or branch assigning a carried variable: the base pass's walk, each
+        iteration's carried values copied back (:mod:`.ring_carried`)."""
+        if isinstance(s, If):
+            cond = np.asarray(eval_expr(s.cond, env))
+            if cond.ndim == 2 and cond.shape[1] > 1:      # as the base pass: block-uniform
+                self.f.add("lds_races", f"if ({s.cond}): condition depends on the thread")
+                cond = cond[:, :1]
+            cond = np.broadcast_to(cond, (self.nb, 1))
+            inner = dict(env)
+            self.stmts(s.body, inner, active & cond, where)
+            carry_back(env, inner, self.carried)
+            return
+        lo = np.broadcast_to(np.asarray(eval_expr(s.start, env)), (self.nb, 1))
+        hi = np.broadcast_to(np.asarray(eval_expr(s.stop, env)), (self.nb, 1))
+        for it in range(int(lo.min()), int(hi.max()) if hi.size else 0):
+            inner = dict(env)
+            inner[sym(s.var)] = it
+            act = active & (it >= lo) & (it < hi)
+            if act.any():
+                self.stmts(s.body, inner, act, f"{s.var}={it}")
+                carry_back(env, inner, self.carried)
 
 
 def _kw(inst: Instance, spec: KernelSpec) -> int:

@@ -29,6 +29,7 @@ which refuses what it does not know.
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -37,7 +38,7 @@ from layoutalg.verify.result import CheckResult
 from ..ir.core import If, Loop, walk
 from ..ir.nvidia_tma import (TMA_STATEMENTS, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
                              MbarrierInitFence, MbarrierWait, NamedBarrier, Setmaxnreg,
-                             TmaLoad)
+                             TmaLoad, VarInit, VarSet)
 from ..ir.nvidia_cp_ring import CpAsyncArrive
 from .gate_common import Fail
 from .printed import PRINTED_CHECKS, verify_printed
@@ -82,7 +83,7 @@ _FORMS: Tuple[Tuple[str, re.Pattern, _Hit], ...] = (
     ("cp.async arrive", re.compile(r"lg_cp_mbar_arrive\(.*\);"), _is(CpAsyncArrive)),
 )
 #: the statements the role / mbarrier reader takes (the attention reader's view drops them)
-_ROLE_STATEMENTS = TMA_STATEMENTS + (CpAsyncArrive,)
+_ROLE_STATEMENTS = TMA_STATEMENTS + (CpAsyncArrive, VarInit, VarSet)
 #: lines printed with the one before them: ``__syncthreads`` after the init fence,
 #: ``__syncwarp`` before a per-warp arrive
 _WITH_NEXT = {"per-warp arrive": ("__syncwarp();", -1), "init fence": ("__syncthreads();", 1)}
@@ -94,12 +95,13 @@ def role_lines(k: Any, source: str, f: Fail) -> str:
     ``f`` as ``printed_source``."""
     lines = source.split("\n")
     stmts = list(walk(k.body))
+    forms = _FORMS + _carried_forms(stmts)
     supported = [s for s in stmts if isinstance(s, _ROLE_STATEMENTS)]
     for s in supported:
-        if not any(hit(s) for _n, _p, hit in _FORMS):
+        if not any(hit(s) for _n, _p, hit in forms):
             f.add("printed_source", f"{type(s).__name__}: no printed form the warp-specialised "
                                     "text reader knows")
-    for name, pat, hit in _FORMS:
+    for name, pat, hit in forms:
         at = [i for i, ln in enumerate(lines) if pat.fullmatch(ln.strip())]
         want = sum(1 for s in stmts if hit(s))
         if len(at) != want:
@@ -116,6 +118,53 @@ def role_lines(k: Any, source: str, f: Fail) -> str:
                 else:
                     lines[j] = ""
     return "\n".join(lines)
+
+
+def _carried_forms(stmts: Sequence[Any]) -> Tuple[Tuple[str, re.Pattern, _Hit], ...]:
+    """The printed forms of the loop-carried variables (``int g0 = ...;`` / ``g0 = ...;``,
+    :mod:`kernels.printer.cuda_tma`), one pair per name the IR declares; their expressions are
+    read back by :func:`~.printed_tma.printed_tma_checks` with the role lines."""
+    out = []
+    for n in dict.fromkeys(s.name for s in stmts if isinstance(s, VarInit)):
+        out += [(f"{n} declaration", re.compile(rf"int {n} = .*;"),
+                 lambda s, n=n: isinstance(s, VarInit) and s.name == n),
+                (f"{n} assignment", re.compile(rf"{n} = .*;"),
+                 lambda s, n=n: isinstance(s, VarSet) and s.name == n)]
+    return tuple(out)
+
+
+def carried_reading(k: Any, view: Any, text: str, instances: Sequence[Any],
+                    f: Fail) -> Dict[str, CheckResult]:
+    """The attention reader's ``printed_source`` and ``index_ranges`` of a kernel with
+    loop-carried variables (``VarInit``; none: nothing): the reader does not run the loops
+    that carry them, so it reads the text with each one a value of the view only (a scalar
+    the signature does not have), at the ends of the range the kernel declares and one past
+    the start (:func:`~.ring_carried.declared_ranges`; the engine checks every value the
+    kernel gives it against that range).  A carried variable without a declared range is
+    refused."""
+    from ..ir.attention import ScalarParam
+    from .attention_static import Instance
+    from .ring_carried import declared_ranges
+    names = sorted({s.name for s in walk(k.body) if isinstance(s, VarInit)})
+    if not names:
+        return {}
+    runs: List[Any] = []
+    for i in instances:
+        rng = declared_ranges(k, i.values, i.grid)
+        if set(names) - set(rng):
+            f.add("printed_source", f"loop-carried {sorted(set(names) - set(rng))} without a "
+                                    "declared range: the text reader cannot read it")
+            return {}
+        samples = [[v for v in sorted({lo, lo + 1, hi}) if lo <= v <= hi]
+                   for lo, hi in (rng[n] for n in names)]
+        for vals in itertools.product(*samples):
+            tag = ", ".join(f"{n}={v}" for n, v in zip(names, vals))
+            runs.append(Instance(f"{i.name}, {tag}", dict(i.values, **dict(zip(names, vals))),
+                                 i.grid, i.causal))
+    v = copy.copy(view)
+    v.scalars = list(view.scalars) + [ScalarParam(n) for n in names]
+    res = verify_printed(v, text, instances=runs)
+    return {n: res[n] for n in ("printed_source", "index_ranges")}
 
 
 def _without(body: Sequence[Any], drop: Callable[[Any], bool]) -> List[Any]:
@@ -145,8 +194,9 @@ def verify_printed_ws(k: Any, source: str, *,
     hold."""
     f = Fail()
     text = role_lines(k, source, f)
-    attention = verify_printed(_view(k, lambda s: isinstance(s, _ROLE_STATEMENTS)), text,
-                               instances=instances)
+    view = _view(k, lambda s: isinstance(s, _ROLE_STATEMENTS))
+    attention = verify_printed(view, text, instances=instances)
+    attention.update(carried_reading(k, view, text, instances, f))
     tma = printed_tma_checks(k, source)
     out: Dict[str, CheckResult] = {}
     for name in PRINTED_CHECKS:

@@ -1,0 +1,50 @@
+"""The persistent warp-specialised d128 prefill built as verified IR
+(kernels.nvidia.wgmma_ws_ir_persist_launch.IrWsPersistAttention: one CTA per SM walking the
+work units, the ring counter carried over units, Q a one-stage ring) against the template of
+the same configuration (WsFlashAttention, the dispatched
+``lg_wsflash_*_d128_128x128_s3_pp_causal_tma_pt_uh4`` for causal problems up to 1024 rows) and
+a float32 torch reference, on a real Hopper GPU (skipped without one).
+
+Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_ws_persist_gpu.py``.
+Outputs NaN-poisoned first (every element written once the walks end); bitwise the template's
+output (the same arithmetic, the same unit order).  Timing: benchmarks/nvidia_ws_ir_persist.py."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
+
+pytestmark = NVIDIA_GPU
+
+from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig  # noqa: E402
+from kernels.nvidia.wgmma_ws_ir_persist_launch import IrWsPersistAttention  # noqa: E402
+from _prefill_gpu import DT, check_against_template  # noqa: E402
+
+DISPATCHED = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong=True,
+                           loader="tma", persistent=True, unit_heads=4)
+_KERNELS = {}
+
+
+def _pair(cfg):
+    if cfg not in _KERNELS:
+        _KERNELS[cfg] = (IrWsPersistAttention(cfg), WsFlashAttention(cfg))
+    return _KERNELS[cfg]
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,causal", [
+    (16, 32, 32, 512, 512, True),       # the short causal suite shape
+    (16, 32, 8, 512, 512, True),        # GQA 4
+    (2, 4, 2, 77, 77, True),            # fewer units than SMs, a partial block
+    (3, 5, 5, 1000, 1000, True),        # a short last chunk of unit_heads, ragged rows
+], ids=["B16H32S512-causal", "B16H32-8S512-causal", "B2H4S77-gqa", "B3H5S1000"])
+def test_ws_persist_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, causal):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    g = torch.Generator(device="cuda").manual_seed(29)
+    q, k, v = (torch.randn(B, H, S, 128, device="cuda", generator=g).to(DT["bf16"])
+               for H, S in ((Hq, Sq), (Hkv, Skv), (Hkv, Skv)))
+    ir, tpl = _pair(DISPATCHED)
+    check_against_template(ir, tpl, q, k, v, causal, "bf16")

@@ -1,0 +1,306 @@
+"""The persistent warp-specialised d128 prefill built as IR (kernels/nvidia/wgmma_ws_ir_persist.py,
+the plan's piece ``persistent_units``): the unit decode as IR lets proved by the plan's decode
+proof on those lets, the ring counter carried over units (kernels/verify/ring_carried.py), the
+Q ring, coverage over a grid smaller than the units; each planted bug refused by its rule."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+import sympy
+
+from kernels.ir.attention import LetMinMax
+from kernels.ir.core import If, Let, Loop, sym, walk
+from kernels.ir.nvidia_tma import MbarrierArrive, RoleBranch, VarInit, VarSet
+from kernels.nvidia.attention import AttentionConfigError
+from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
+from kernels.nvidia.wgmma_ws_ir_persist import build_ws_persist_ir, ws_persist_supported
+from kernels.nvidia.ws_tma_loads import UNIT_DECODE_CASES, check_unit_decode, printed_unit_order
+from kernels.nvidia.ws_units_ir import ir_unit_order, unit_decode_lets
+from kernels.printer.cuda_attention import emit_cuda_attention
+from kernels.verify.attention_ring import verify_ws_attention
+from kernels.verify.attention_static import default_instances
+from kernels.verify.verifier import verify
+
+#: the configuration the dispatch runs for causal problems up to 1024 rows
+DISPATCHED = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong=True,
+                           loader="tma", persistent=True, unit_heads=4)
+
+
+def _cfg(**kw) -> WsFlashConfig:
+    return WsFlashConfig(**{"head_dim": 128, "loader": "tma", "persistent": True, **kw})
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return build_ws_persist_ir(DISPATCHED)
+
+
+def _mutate(k, fn):
+    """A copy of ``k`` whose statements ``fn`` maps (each to a list), at every depth."""
+    def rec(body):
+        out = []
+        for s in body:
+            for r in fn(s):
+                if isinstance(r, (If, Loop)):
+                    r = copy.copy(r)
+                    r.body = rec(r.body)
+                out.append(r)
+        return out
+    m = copy.copy(k)
+    m.body = rec(k.body)
+    return m
+
+
+def _fails(k, check, msg, instances=None):
+    r = verify_ws_attention(k, instances=instances)
+    bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert check in bad, bad
+    assert msg in str(bad[check]), bad[check]
+
+
+# ---- the unit decode ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("uh,causal", list(itertools.product((0, 4), (False, True))))
+def test_the_ir_decode_is_the_templates_order(uh, causal):
+    """Unit by unit, the IR lets compute the (qb, h, b) the template's printed decode does
+    (so the persistent IR walks the units as the template), and the plan's proof holds on
+    the lets."""
+    cfg = _cfg(unit_heads=uh, causal=causal)
+    ir = ir_unit_order(unit_decode_lets(128, causal, uh, sym("u")), 128)
+    tmpl = printed_unit_order(cfg)
+    for nqb, nh, nb, _grid in UNIT_DECODE_CASES[:5]:
+        for u in range(nqb * nh * nb):
+            assert ir(u, nqb, nh, nb) == tmpl(u, nqb, nh, nb), (u, nqb, nh, nb)
+    assert check_unit_decode(cfg, order=ir).holds
+
+
+def _plant(lets, name, expr):
+    return [Let(name, expr) if isinstance(s, (Let, LetMinMax)) and s.name == name else s
+            for s in lets]
+
+
+@pytest.mark.parametrize("name,expr,msg", [
+    ("qb", sym("n_qb") - sym("rank"), "outside the problem"),                  # off by one
+    ("hb", 2 * sympy.floor(sympy.Mod(sym("u"), sym("heads") * sym("batch")) / 2),
+     "computed twice"),                                                         # pairs merged
+    ("rank", sympy.floor(sym("u") / (sym("heads") * sym("batch") + 1)), "computed twice"),
+])
+def test_planted_ir_decode_bugs_are_refused(name, expr, msg):
+    lets = unit_decode_lets(128, True, 0, sym("u"))
+    # the runtime symbols as the lets spell them (integer, nonnegative)
+    from kernels.ir.attention import runtime_symbol
+    expr = expr.subs({sym("heads"): runtime_symbol("heads"),
+                      sym("batch"): runtime_symbol("batch")})
+    order = ir_unit_order(_plant(lets, name, expr), 128)
+    with pytest.raises(AttentionConfigError, match=msg):
+        check_unit_decode(_cfg(causal=True), order=order)
+
+
+def test_the_build_proves_the_ir_decode(kernel):
+    assert kernel.meta["unit_decode"].holds
+    assert "unit_heads 4" in kernel.meta["unit_decode"].summary()
+
+
+# ---- the kernel -----------------------------------------------------------------------------
+
+def test_the_dispatched_persistent_kernel_is_verified_ir_and_text(kernel):
+    """IR and printed text at instances whose grid is smaller than the units (each CTA walks
+    several; one walks none), every check of the engine and the text reader."""
+    insts = default_instances(kernel)
+    tiles = [-(-i.values["seqlen_q"] // 128) * i.values["heads"] * i.values["batch"]
+             for i in insts]
+    assert any(i.grid[0] < t for i, t in zip(insts, tiles))
+    assert any(i.grid[0] > t for i, t in zip(insts, tiles))           # an idle CTA
+    assert all(i.grid[0] == i.values["ctas"] for i in insts)
+    r = verify(kernel, source=emit_cuda_attention(kernel))
+    assert all(c.holds for c in r.checks.values()), \
+        {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    assert "lg_wsflash_ir_" in kernel.name and kernel.name.endswith("_pt_uh4")
+
+
+@pytest.mark.parametrize("cfg", [_cfg(bn=128, stages=3, pingpong=True),
+                                 _cfg(bn=128, stages=2, causal=True, defer_pv_wait=True),
+                                 _cfg(bn=192, stages=2, unit_heads=4)],
+                         ids=["s3-pp", "s2-causal-dw", "bn192-uh4"])
+def test_other_persistent_configurations_are_verified(cfg):
+    k = build_ws_persist_ir(cfg)
+    r = verify_ws_attention(k)
+    assert all(c.holds for c in r.checks.values()), \
+        {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+
+
+def test_non_persistent_and_unbuilt_configurations_are_refused():
+    assert "persistent=False" in ws_persist_supported(_cfg(persistent=False))
+    with pytest.raises(AttentionConfigError, match="rescale_vote"):
+        build_ws_persist_ir(_cfg(rescale_vote=True))
+
+
+def _in_role(role, fn):
+    """``fn`` applied inside ``role``'s branch only."""
+    def outer(s):
+        if isinstance(s, RoleBranch) and s.role == role:
+            r = copy.copy(s)
+            r.body = _mutate(type("K", (), {"body": s.body})(), fn).body
+            return [r]
+        return [s]
+    return outer
+
+
+def _drop(pred):
+    return lambda s: [] if pred(s) else [s]
+
+
+def _insts(k, *names):
+    return [i for i in default_instances(k) if i.name in names]
+
+
+def test_a_consumer_counter_not_carried_is_refused(kernel):
+    bad = _mutate(kernel, _in_role("consumer", _drop(lambda s: isinstance(s, VarSet))))
+    _fails(bad, "mbarrier_protocol", "already observed", _insts(kernel, "units-gqa2"))
+
+
+def test_a_producer_counter_not_carried_is_refused(kernel):
+    bad = _mutate(kernel, _in_role("producer", _drop(lambda s: isinstance(s, VarSet))))
+    _fails(bad, "mbarrier_protocol", "deadlock", _insts(kernel, "units-gqa2"))
+
+
+def test_the_q_release_missing_is_refused(kernel):
+    bad = _mutate(kernel, _drop(lambda s: isinstance(s, If) and any(
+        isinstance(x, MbarrierArrive) and x.bar == "bQe" for x in s.body)))
+    _fails(bad, "mbarrier_protocol", "deadlock", _insts(kernel, "units-gqa2"))
+
+
+def test_a_unit_skipped_is_refused(kernel):
+    bad = _mutate(kernel, lambda s: [Let("nloc", s.expr - 1)] if isinstance(s, Let)
+                  and s.name == "nloc" else [s])
+    _fails(bad, "coverage", "stored 0 times", _insts(kernel, "units-gqa2"))
+
+
+def test_a_unit_done_twice_is_refused(kernel):
+    """CTAs stepping by ctas - 1: units walked by two CTAs (and the last never)."""
+    def plant(s):
+        if isinstance(s, LetMinMax) and s.name == "u":
+            return [LetMinMax("u", "min", s.a.subs(sym("ctas"), sym("ctas") - 1)
+                              .subs(sympy.Symbol("ctas", integer=True, nonnegative=True),
+                                    sympy.Symbol("ctas", integer=True, nonnegative=True) - 1),
+                              s.b)]
+        return [s]
+    bad = _mutate(kernel, plant)
+    _fails(bad, "coverage", "stored 2 times", _insts(kernel, "units-gqa2"))
+
+
+def test_a_decode_off_by_one_in_the_kernel_is_refused(kernel):
+    def plant(s):
+        if isinstance(s, Let) and s.name == "qb":
+            return [Let("qb", s.expr + 1)]
+        return [s]
+    bad = _mutate(kernel, plant)
+    r = verify_ws_attention(bad, instances=_insts(kernel, "units-wrap"))
+    assert not r.checks["coverage"].holds or not r.checks["in_bounds"].holds
+
+
+def test_a_declared_range_too_small_is_refused(kernel):
+    """The engine checks every value of the carried counter against the range the printed
+    reader reads the text over (a planted bug of the new check)."""
+    bad = copy.copy(kernel)
+    bad.meta = dict(kernel.meta, carried_ranges=lambda v, g: {"g0": (0, 1)})
+    _fails(bad, "in_bounds", "outside its declared range", _insts(kernel, "units-wrap"))
+
+
+def test_the_engine_without_the_carry_refuses_the_correct_kernel(kernel, monkeypatch):
+    """The carry is what makes the kernel pass: with it off (each iteration's env dropped,
+    the base walk's behaviour) the counter restarts every unit and the ring refuses it."""
+    from kernels.verify import attention_ring
+    monkeypatch.setattr(attention_ring, "carry_back", lambda outer, inner, names: None)
+    _fails(kernel, "mbarrier_protocol", "already observed", _insts(kernel, "units-gqa2"))
+
+
+# ---- the printed text -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("old,new", [
+    ("g0 = g0 + n_blocks;", "g0 = g0 + n_full;"),
+    ("int g0 = 0;", "int g0 = 1;"),
+])
+def test_planted_text_bugs_of_the_counter_are_refused(kernel, old, new):
+    src = emit_cuda_attention(kernel)
+    assert old in src
+    bad = src.replace(old, new, 1)
+    from kernels.verify.printed_ws import verify_printed_ws
+    r = verify_printed_ws(kernel, bad, instances=_insts(kernel, "units-gqa2"))
+    assert not r["printed_source"].holds
+
+
+def test_a_carried_variable_without_a_declared_range_is_refused(kernel):
+    from kernels.verify.printed_ws import verify_printed_ws
+    bad = copy.copy(kernel)
+    bad.meta = {k: v for k, v in kernel.meta.items() if k != "carried_ranges"}
+    r = verify_printed_ws(bad, emit_cuda_attention(kernel),
+                          instances=_insts(kernel, "units-gqa2"))
+    assert "without a declared range" in str(r["printed_source"].counterexample)
+
+
+def test_the_counter_is_one_variable_per_role(kernel):
+    inits = [s for s in walk(kernel.body) if isinstance(s, VarInit)]
+    sets = [s for s in walk(kernel.body) if isinstance(s, VarSet)]
+    assert [s.name for s in inits] == ["g0", "g0"] and len(sets) == 2
+
+
+# ---- compiled and launched ------------------------------------------------------------------
+
+def test_nvrtc_compiles_the_persistent_kernel_without_spills(kernel):
+    """The consumers under setmaxnreg 240: no spills, no serialised wgmma (as the template)."""
+    import re
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    m = compile_cuda(emit_cuda_attention(kernel), "sm_90a", name=f"{kernel.name}.cu",
+                     backend="nvrtc", options=("--ptxas-options=-v",), use_cache=False)
+    assert m.kernels == (kernel.name,)
+    assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+    assert re.search(r"Used \d+ registers", m.log), m.log
+
+
+def test_the_walk_reads_batch_and_ctas_as_scalars(kernel):
+    """The launcher passes ``ctas`` (its grid) and ``batch`` by name: both are scalars the
+    printed text binds (the walk's lets read them), not unread int parameters."""
+    names = [s.name for s in kernel.scalars]
+    assert "ctas" in names and "batch" in names
+    assert "batch" not in [p.name for p in kernel.params]
+    src = emit_cuda_attention(kernel)
+    assert "int ctas" in src and "int batch" in src
+
+
+def test_a_counter_set_under_a_branch_is_carried_out_of_it(kernel):
+    """The consumer's VarSet inside an always-true branch: the dataflow and the static pass
+    carry it out of the branch (the kernel still verifies); under a never-true one the
+    counter is not advanced, which the ring refuses."""
+    def under(cond):
+        done = set()
+
+        def fn(s):
+            if isinstance(s, VarSet) and id(s) not in done:
+                done.add(id(s))
+                return [If(cond, [s])]
+            return [s]
+        return _in_role("consumer", fn)
+    insts = _insts(kernel, "units-gqa2")
+    ok = _mutate(kernel, under(sympy.GreaterThan(sym("nloc"), 1, evaluate=False)))
+    r = verify_ws_attention(ok, instances=insts)
+    assert all(c.holds for c in r.checks.values()), \
+        {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+    bad = _mutate(kernel, under(sympy.StrictLessThan(sym("nloc"), 0, evaluate=False)))
+    _fails(bad, "mbarrier_protocol", "already observed", insts)
+
+
+def test_masked_set_changes_the_active_blocks_only():
+    import numpy as np
+    from kernels.verify.ring_carried import carry_back, masked_set
+    env = {sym("g0"): np.array([[0], [5], [7]])}
+    masked_set(env, "g0", np.array([[1], [6], [8]]), np.array([[True], [False], [True]]))
+    assert env[sym("g0")].ravel().tolist() == [1, 5, 8]
+    outer = {sym("g0"): 0, sym("x"): 1}
+    carry_back(outer, {sym("g0"): 3, sym("x"): 9}, frozenset({"g0"}))
+    assert outer == {sym("g0"): 3, sym("x"): 1}
