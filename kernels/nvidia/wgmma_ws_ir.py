@@ -83,14 +83,25 @@ def ws_ir_supported(cfg: WsFlashConfig) -> Optional[str]:
     if cfg.persistent or cfg.unit_heads:
         return ("persistent=True / unit_heads need the plan's piece 'persistent_units' (the "
                 "unit decode as IR lets, ring counters over units, the Q ring)")
+    if cfg.loader == "cp.async":
+        if (cfg.head_dim, cfg.bn, cfg.stages) != (256, 64, 2):
+            return (f"loader='cp.async' at head_dim {cfg.head_dim}, bn {cfg.bn}, stages "
+                    f"{cfg.stages}: the IR form builds the cp.async producer at the dispatched "
+                    "d256 tile (head_dim 256, bn 64, 2 stages)")
+        return _unbuilt(cfg)
     if cfg.loader != "tma":
-        return f"loader={cfg.loader!r}: the IR form has the TMA producer only (loader='tma')"
+        return f"loader={cfg.loader!r}: the IR form has the TMA and cp.async producers"
     if cfg.head_dim != 128:
-        return f"head_dim={cfg.head_dim}: the IR form is the d128 prefill's"
+        return (f"head_dim={cfg.head_dim}: the IR form takes the TMA producer at head_dim 128 "
+                "(256: the cp.async producer)")
     if cfg.bn not in (128, 192):
         return f"bn={cfg.bn}: the IR form takes the dispatched key blocks, 128 and 192"
     if cfg.stages not in (2, 3):
         return f"stages={cfg.stages}: the IR form takes 2 and 3 (the dispatched rings)"
+    return _unbuilt(cfg)
+
+
+def _unbuilt(cfg: WsFlashConfig) -> Optional[str]:
     if cfg.rescale_vote or cfg.v_behind_k:
         return ("rescale_vote / v_behind_k: not in the IR form (off in every dispatched "
                 "configuration)")
@@ -165,7 +176,7 @@ class WsOverlapBuilder(WsRingBuilder):
     def first_block(self) -> List[Any]:
         return [Comment("block 0: S and its softmax"),
                 Let("n0", 0),
-                self.wait_full("K", sympy.Integer(0)),
+                self.wait_full("K", sympy.Integer(0)), *self.acquired(),
                 *self.issue(scores_stage=sympy.Integer(0)),
                 WgmmaWait(0, (self.sc.name,)),
                 Comment("S retired: K's stage is free"),
@@ -184,7 +195,7 @@ class WsOverlapBuilder(WsRingBuilder):
             out += [Comment("the P V of block j - 2, waited for here: after the ring waits, so "
                             "ptxas keeps the softmax above it"),
                     *self.pv_done(jp - 1, sympy.StrictGreaterThan(j, 1, evaluate=False))]
-        out += [*self.round_p(),
+        out += [*self.acquired(), *self.round_p(),
                 *self.issue(scores_stage=self.stage_of(j), pv_stage=self.stage_of(jp)),
                 Comment("S of block j done; P V of block j - 1 may still run"),
                 WgmmaWait(1, (self.sc.name,)),
@@ -200,7 +211,7 @@ class WsOverlapBuilder(WsRingBuilder):
                           Let("j_last", sym("n_blocks") - 1), self.wait_full("V", nl)]
         if self.dw:
             out += self.pv_done(nl - 1, sympy.StrictGreaterThan(nl, 0, evaluate=False))
-        return out + [*self.round_p(),
+        return out + [*self.acquired(), *self.round_p(),
                       *self.issue(pv_stage=self.stage_of(nl), last=sympy.true),
                       WgmmaWait(0, (self.o.name, self.pa.name))]
 
@@ -225,7 +236,8 @@ class WsOverlapBuilder(WsRingBuilder):
         k = self.frame(ws_ir_name(self.ws), "wgmma_ws_ir")
         k.spec = dataclasses.replace(k.spec, domain=Domain.on_instances(ws_ir_instances))
         k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
-                    .replace("overlapped schedule", f"warp-specialised (TMA producer, "
+                    .replace("overlapped schedule", f"warp-specialised ({self.producer_name} "
+                             f"producer, "
                              f"{self.S}-stage rings), overlapped schedule"
                              + (", P V wait deferred" if self.dw else ""))
                     for h in k.header]
