@@ -130,6 +130,10 @@ def ws_ir_instances(k: Any) -> List[Any]:
 class WsOverlapBuilder(WsRingBuilder):
     """The consumers' overlap schedule (module docstring) on the shared ring parts."""
 
+    #: the cp.async producer predicates every block's copies (one copy of the loads, as the
+    #: template): with the unpredicated second copy the d256 kernel spilled 164 bytes
+    CP_WHOLE_BLOCKS = False
+
     def __init__(self, cfg: WsFlashConfig) -> None:
         super().__init__(cfg, overlap=True)
         self.dw = cfg.defer_pv_wait

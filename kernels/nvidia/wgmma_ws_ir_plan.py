@@ -187,9 +187,9 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
 8. **persistent work units** (``persistent``): the unit decode as IR lets (the proof of
    :func:`~.ws_tma_loads.check_unit_decode` then reads the IR), ``VarInit`` / ``VarSet`` ring
    counters over units, the Q ring (``bQe``), and coverage over a grid smaller than the units;
-9. **the features off at d128 in what runs** (``unbuilt_features``): ``rescale_vote``,
-   ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder (the
-   overlap builder's; piece 10 has them in a serial kernel);
+9. **the features off in what runs** (``unbuilt_features``): ``rescale_vote``,
+   ``v_behind_k``, the ``cp.async`` producer at d128 (the fallback where TMA cannot address the
+   tensors) and head_dim 64 are not in the builder;
 10. **the cp.async producer** (landed, :data:`PIECES` ``cp_producer``; what d256 and tensors TMA
     cannot address run): :class:`~kernels.ir.nvidia_cp_ring.CpAsyncArrive`
     (``cp.async.mbarrier.arrive.noinc`` by every producer thread, printed as
@@ -399,6 +399,17 @@ def _builder_takes_all(*changes: Dict[str, object]) -> Callable[[], bool]:
     return probe
 
 
+def _builder_takes_d256() -> bool:
+    """Does the builder take the dispatched d256 configuration (cp.async, bn 64, 2 stages,
+    ping-pong, the deferred P V wait: ``prefill_select.WS_PREFILL_TILES[256]``)?"""
+    if not _module(BUILDER_MODULE)():
+        return False
+    from . import wgmma_ws_ir
+    from .prefill_select import WS_PREFILL_TILES
+    cfg = WsFlashConfig(head_dim=256, **WS_PREFILL_TILES[256])
+    return cfg.loader == "cp.async" and wgmma_ws_ir.ws_ir_supported(cfg) is None
+
+
 #: the planned modules: the engine (per-role scheduler + attention dataflow) and the builder
 ENGINE_MODULE = "kernels.verify.attention_ring"
 BUILDER_MODULE = "kernels.nvidia.wgmma_ws_ir"
@@ -440,13 +451,17 @@ PIECES: Tuple[Piece, ...] = (
           lambda c: c.defer_pv_wait, _builder_takes(defer_pv_wait=True)),
     Piece("persistent_units", "the unit decode as IR lets, ring counters over units, the Q "
           "ring", lambda c: c.persistent, _builder_takes(persistent=True)),
-    Piece("unbuilt_features", "the template's features off at d128 in what runs (rescale_vote, "
-          "v_behind_k, the cp.async producer) and head_dim 64 / 256 in the builder",
-          lambda c: (c.rescale_vote or c.v_behind_k or c.loader != "tma"
-                     or c.head_dim != 128),
+    Piece("unbuilt_features", "the template's features off in what runs (rescale_vote, "
+          "v_behind_k), the cp.async producer at d128 (the fallback where TMA cannot address "
+          "the tensors) and head_dim 64 in the builder",
+          lambda c: (c.rescale_vote or c.v_behind_k or c.head_dim == 64
+                     or (c.loader != "tma" and c.head_dim != 256)),
           _builder_takes_all(dict(rescale_vote=True), dict(v_behind_k=True),
-                             dict(loader="cp.async"), dict(head_dim=64),
-                             dict(head_dim=256, bn=64))),
+                             dict(loader="cp.async"), dict(head_dim=64))),
+    Piece("cp_overlap", "the overlap builder on the cp.async producer (the ring parts taking "
+          "either producer, the consumers' proxy fence after the ring waits): the dispatched "
+          "d256 configuration", lambda c: c.loader == "cp.async" and c.head_dim == 256,
+          _builder_takes_d256),
     Piece("cp_producer", "the cp.async producer: 128 copying threads, cp.async.mbarrier.arrive"
           ".noinc (full count 128), the consumers' proxy fence, on the per-role model",
           lambda c: c.loader == "cp.async", _cp_producer),

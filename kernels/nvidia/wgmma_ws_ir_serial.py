@@ -72,6 +72,11 @@ class WsRingBuilder(WgmmaFlashBuilder):
     serial one here, the template's overlap in :mod:`.wgmma_ws_ir`.  ``overlap`` names the
     schedule in the header the wgmma prefill's :meth:`build` writes."""
 
+    #: the cp.async producer copies whole key blocks unpredicated (a second, predicated copy
+    #: of the loads for the ragged block): :class:`~.ws_cp_producer.CpProducer`'s
+    #: ``whole_blocks``; the overlap schedule's builder turns it off (spills, its docstring)
+    CP_WHOLE_BLOCKS = True
+
     def __init__(self, ws: WsFlashConfig, overlap: bool = False) -> None:
         # ws_consumer: the two consumer warpgroups also take head_dim 256 (the cp.async tile)
         super().__init__(WgmmaFlashConfig(dtype=ws.dtype, head_dim=ws.head_dim, warpgroups=2,
@@ -80,7 +85,8 @@ class WsRingBuilder(WgmmaFlashBuilder):
         self.ws = ws
         self.S = ws.stages
         #: the cp.async producer (None: the TMA producer of :meth:`boxes`)
-        self.cp = CpProducer(self, plan_ws_flash(ws)) if ws.loader == "cp.async" else None
+        self.cp = (CpProducer(self, plan_ws_flash(ws), whole_blocks=self.CP_WHOLE_BLOCKS)
+                   if ws.loader == "cp.async" else None)
         self.maps: Dict[str, TensorMap] = {}
         self.loads = None
         if self.cp is None:
