@@ -8,11 +8,15 @@ engine, :mod:`kernels.verify.attention_ring`; with ``source`` the printed text i
 
 Takes a :class:`~.wgmma_attention_ws.WsFlashConfig` with ``loader="tma"``, head_dim 128,
 ``bn`` 128 or 192, ``stages`` 2 or 3 (what shared memory admits: bn 192 takes 2), causal or
-not, ``defer_pv_wait`` on or off.  One block of 384 threads: the TMA producer (warpgroup 0,
-``setmaxnreg.dec`` 24: Q once, K and V of each block into a ring of ``stages``, each refill
-after the stage's ``empty`` phase) and two consumers (``setmaxnreg.inc`` 240, 64 rows each),
-which run the template's order of ring waits, GEMM issues, wgmma waits, releases and
-softmax:
+not, ``defer_pv_wait`` on or off; or with ``loader="cp.async"`` the dispatched d256 tile
+(head_dim 256, bn 64, 2 stages: ``prefill_select.WS_PREFILL_TILES[256]``).  One block of 384
+threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24: Q once, K and V of each block into
+a ring of ``stages``, each refill after the stage's ``empty`` phase; one thread's TMA boxes, or
+the 128 threads' ``cp.async`` copies of :class:`~.ws_cp_producer.CpProducer`, every block
+predicated per row) and two consumers (``setmaxnreg.inc`` 240, 64 rows each), which run the
+template's order of ring waits, GEMM issues, wgmma waits, releases and softmax (after a
+``cp.async`` producer's ring waits, ``fence.proxy.async`` before the wgmmas read the stages:
+:meth:`~.wgmma_ws_ir_serial.WsRingBuilder.acquired`, once per block as the template):
 
 * block 0: wait ``bQ`` and ``fullK[0]``, ``S = Q K_0^T``, wait it, release K's stage, mask
   and softmax;
@@ -56,7 +60,9 @@ spilled 104-112 bytes.
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
 ``persistent`` / ``unit_heads`` (``persistent_units``), ``rescale_vote``, ``v_behind_k``, the
-``cp.async`` loader, head_dim other than 128.  Not dispatched.
+``cp.async`` loader at other tiles than the d256 one (the d128 fallback), head_dim 64.  The
+d256 kernel (H100, 2026-11-25, docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K,
+B4 H8/1 S513 causal, B2 H4 S77; 0.74-0.77x its speed at S4K (open).  Not dispatched.
 """
 
 from __future__ import annotations

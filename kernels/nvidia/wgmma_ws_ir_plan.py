@@ -216,6 +216,25 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
     (``lg_wsflash_*_d256_128x64_s2[_pp][_causal]``) and the dispatched d256 kernel at B2 H16
     S4K, B4 H8/1 S513 causal, B2 H4 S77; 0.88-0.91x that template at S4K (the serial schedule),
     0.87-0.89x the dispatched one (docs/PERFORMANCE.md).
+11. **the cp.async producer in the overlap builder** (landed, :data:`PIECES` ``cp_overlap``):
+    the ring parts of :class:`~.wgmma_ws_ir_serial.WsRingBuilder` take either producer (the
+    TMA boxes, or :class:`~.ws_cp_producer.CpProducer` with ``full`` counting 128 and the
+    consumers' ``fence.proxy.async`` after their ring waits,
+    :meth:`~.wgmma_ws_ir_serial.WsRingBuilder.acquired`: once per block, after both waits and
+    the deferred P V wait, as the template), so :func:`~.wgmma_ws_ir.build_ws_ir` builds the
+    dispatched d256 configuration (``lg_wsflash_ir_*_d256_128x64_s2_pp[_causal]_dw``), verified
+    IR and text; planted bugs refused (``tests/test_ws_ir_cp_overlap.py``: the proxy fence
+    dropped in the loops / before the last P V, the deferred V release above its wait, of the
+    block in flight, two blocks late, the producer's V arrive dropped).  The serial d256 kernel
+    is the serial builder on the same parts (its printed text byte-identical to the earlier
+    duplicate's).  The overlap kernel's producer predicates every block (one copy of the
+    loads, as the template): with the serial kernel's unpredicated second copy it spilled 164
+    bytes under ``setmaxnreg.dec 24`` (NVRTC 13.5; now 16 / 20 bytes: four values computed
+    before the roles).  On the H100 (:class:`~.wgmma_ws_ir_cp_launch.IrWsCpAttention`
+    ``(cfg=...)``, ``tests/test_nvidia_ws_ir_cp_gpu.py``: 3 passed) bitwise its template at B2
+    H16 S4K, B4 H8/1 S513 causal, B2 H4 S77; 0.74x (plain) / 0.77x (causal) its speed at S4K,
+    0.94x at S513 causal, 0.99x at S77 -- slower than the serial IR (0.86-0.91x), open
+    (docs/PERFORMANCE.md).
 
 Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
 compile without spills, as the template (a write-only S accumulator at scale-d 0 and O / P

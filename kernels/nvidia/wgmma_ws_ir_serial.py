@@ -8,6 +8,13 @@ producer, barriers, ring waits / releases and the GEMM-turn hooks the ping-pong 
 consumers take turns to issue their GEMMs as the template's ping-pong does (the statements of
 :mod:`.ws_pingpong` in the GEMM-turn hooks; the default output is the kernel without them).
 
+The ring parts take either producer (:class:`WsRingBuilder`: ``loader="tma"`` the boxes below;
+``loader="cp.async"`` the 128 copying threads of :class:`~.ws_cp_producer.CpProducer`, ``full``
+counting 128 ``.noinc`` arrivals, and the consumers' ``fence.proxy.async`` after their ring
+waits, :meth:`WsRingBuilder.acquired`): :class:`WsSerialBuilder` on a ``cp.async``
+configuration is the d256 serial kernel of :mod:`.wgmma_ws_ir_cp`, and the overlap builder of
+:mod:`.wgmma_ws_ir` builds the dispatched d256 configuration on the same parts.
+
 * one block of 384 threads: warpgroup 0 the producer (``setmaxnreg.dec`` 24; thread 0 issues
   the boxes), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` 240; rows ``m0 + 64 (wg -
   1)``, Q's descriptor start stepping by ``wg - 1``);

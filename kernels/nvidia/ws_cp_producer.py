@@ -19,7 +19,9 @@ The consumers must ``fence.proxy.async`` after each ``full`` wait before a wgmma
 stage (the copies write through the generic proxy); the verifier's per-role model refuses a
 read without it (:mod:`kernels.verify.gate_cp_ring`).
 
-:class:`CpProducer` is used by :mod:`.wgmma_ws_ir_cp` (the d256 serial kernel); the copies'
+:class:`CpProducer` is the ``cp.async`` producer of the ring builder
+(:class:`~.wgmma_ws_ir_serial.WsRingBuilder`: the d256 serial kernel of :mod:`.wgmma_ws_ir_cp`
+and the overlap kernel of the dispatched d256 configuration, :mod:`.wgmma_ws_ir`); the copies'
 global side (layouts, index math, the (batch, head) of each tile) is the flash builder's
 (:class:`~.wgmma_flash_ir.WgmmaFlashBuilder`: ``G``, ``origin``, ``elems``, the staging frag).
 """
