@@ -4,7 +4,11 @@ warp-specialised kernel of the same configuration (WsFlashAttention(ir.ws_cfg): 
 stages, cp.async, S of block j beside P V of block j - 1) and the one choose_prefill runs at
 each shape (the dispatched d256 configuration: ping-pong, deferred P V wait), one run:
 
-    python3 benchmarks/nvidia_ws_ir_cp.py --out results.json [--rounds 7]
+    python3 benchmarks/nvidia_ws_ir_cp.py --out results.json [--rounds 7] [--dispatched]
+
+``--dispatched``: the IR is the overlap builder's kernel of the dispatched configuration
+itself (kernels.nvidia.wgmma_ws_ir.build_ws_ir of choose_prefill's d256 config), so "template"
+and "ws" are the same kernel, timed twice in the rotation (an A/A of the template).
 
 Per shape (B, H, Sq, Skv, causal): interleaved rounds (CUDA events, mean of 10 calls per round,
 median over rounds; the kernels' order rotates every round); the IR output compared with both
@@ -39,6 +43,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--pingpong", action="store_true",
                     help="the ping-pong form of the IR kernel (and of its same-config template)")
+    ap.add_argument("--dispatched", action="store_true",
+                    help="time the overlap builder's IR of the dispatched d256 configuration")
     args = ap.parse_args()
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
@@ -48,8 +54,9 @@ def main() -> None:
         q = torch.randn(B, H, Sq, 256, device="cuda", generator=g).to(dt)
         k, v = (torch.randn(B, Hkv, Skv, 256, device="cuda", generator=g).to(dt)
                 for _ in range(2))
-        ir = IrWsCpAttention(causal, args.dtype, pingpong=args.pingpong)
         ws = choose_prefill(args.dtype, 256, causal, "wgmma", True, max(Sq, Skv), Skv).config
+        ir = (IrWsCpAttention(cfg=ws) if args.dispatched
+              else IrWsCpAttention(causal, args.dtype, pingpong=args.pingpong))
         kinds = {"ir": ir, "template": WsFlashAttention(ir.ws_cfg), "ws": WsFlashAttention(ws)}
         outs = {n: torch.full_like(q, float("nan")) for n in kinds}
         calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}

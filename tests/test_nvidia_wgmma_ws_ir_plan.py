@@ -69,29 +69,35 @@ def test_missing_pieces_follow_the_configuration_and_the_probes(monkeypatch):
 @pytest.mark.parametrize("name", ["tma_4d", "pingpong_barriers", "two_consumers", "engine",
                                   "engine_pingpong", "printed_text", "host_maps_4d",
                                   "builder", "deferred_pv_wait", "persistent_units",
-                                  "unbuilt_features", "cp_producer", "d256_consumers"])
+                                  "unbuilt_features", "cp_producer", "d256_consumers",
+                                  "cp_overlap"])
 def test_capability_probes_read_the_code_base(name):
     """The probes that inspect code (not a planned module's name) say what is there today."""
     probe = {p.name: p.probe for p in plan.PIECES}[name]
     assert probe() is (name in ("two_consumers", "pingpong_barriers", "tma_4d", "engine",
                                 "engine_pingpong", "printed_text", "host_maps_4d", "builder",
                                 "deferred_pv_wait", "cp_producer", "d256_consumers",
-                                "persistent_units"))
+                                "persistent_units", "cp_overlap"))
 
 
 def test_the_d256_configuration_needs_the_cp_producer_pieces(monkeypatch):
     """The dispatched d256 configuration (cp.async producer, bn 64, ping-pong, deferred wait):
-    only the overlap builder's d256 / cp.async form is missing; with the cp.async producer's or the d256
-    tile's probe False they are named."""
+    nothing is missing since the overlap builder takes the cp.async producer (``cp_overlap``);
+    with the cp.async producer's, the d256 tile's or the overlap form's probe False they are
+    named, and the d128 TMA configurations need none of them."""
     from kernels.nvidia.prefill_select import WS_PREFILL_TILES
     cfg = WsFlashConfig(head_dim=256, **WS_PREFILL_TILES[256])
-    assert set(plan.missing_pieces(cfg)) == {"unbuilt_features"}
+    assert cfg.loader == "cp.async"
+    assert plan.missing_pieces(cfg) == ()
+    names = ("cp_producer", "d256_consumers", "cp_overlap")
     pieces = tuple(dataclasses.replace(p, probe=lambda: False)
-                   if p.name in ("cp_producer", "d256_consumers") else p for p in plan.PIECES)
+                   if p.name in names else p for p in plan.PIECES)
     monkeypatch.setattr(plan, "PIECES", pieces)
-    assert {"cp_producer", "d256_consumers"} <= set(plan.missing_pieces(cfg))
+    assert set(plan.missing_pieces(cfg)) == set(names)
     tma = WsFlashConfig(head_dim=128, loader="tma")
-    assert not {"cp_producer", "d256_consumers"} & set(plan.missing_pieces(tma))
+    assert not set(names) & set(plan.missing_pieces(tma))
+    # the d128 cp.async fallback (tensors TMA cannot address) is still the builder's to learn
+    assert "unbuilt_features" in plan.missing_pieces(WsFlashConfig(head_dim=128, stages=2))
 
 
 def test_the_cp_producer_probe_fails_when_the_text_check_fails(monkeypatch):
@@ -133,6 +139,9 @@ def test_the_builder_probes_ask_the_builder(monkeypatch):
     pieces = {p.name: p.probe for p in plan.PIECES}
     monkeypatch.setattr(ir, "ws_ir_supported", lambda c: None)
     assert pieces["persistent_units"]() and pieces["unbuilt_features"]()
+    assert pieces["cp_overlap"]()
+    monkeypatch.setattr(ir, "ws_ir_supported", lambda c: "no" if c.loader != "tma" else None)
+    assert not pieces["cp_overlap"]() and not pieces["unbuilt_features"]()
     monkeypatch.setattr(ir, "ws_ir_supported", lambda c: "no" if c.defer_pv_wait else None)
     assert not pieces["deferred_pv_wait"]() and pieces["builder"]()
 

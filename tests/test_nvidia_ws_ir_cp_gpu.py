@@ -3,7 +3,10 @@
 two-stage ring with cp.async.mbarrier.arrive.noinc, two consumer warpgroups, bn 64) against the
 template warp-specialised kernel of the same tile, stages and loader
 (kernels.nvidia.wgmma_attention_ws.WsFlashAttention(ir.ws_cfg): 128 x 64, two stages,
-cp.async) and a float32 torch reference, on a real Hopper GPU (skipped without one).
+cp.async) and a float32 torch reference, on a real Hopper GPU (skipped without one); and the
+dispatched d256 configuration (prefill_select.WS_PREFILL_TILES[256]: ping-pong, deferred P V
+wait) built by the overlap builder (kernels.nvidia.wgmma_ws_ir.build_ws_ir, launched by
+IrWsCpAttention(cfg=...)) against its template, at the same shapes.
 
 Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_ws_ir_cp_gpu.py``.
 The output is poisoned with NaN first (every element must be written); the IR's error against
@@ -21,6 +24,7 @@ from _nvidia_gpu import NVIDIA_GPU  # noqa: E402
 
 pytestmark = NVIDIA_GPU
 
+from kernels.nvidia.prefill_select import choose_prefill  # noqa: E402
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention  # noqa: E402
 from kernels.nvidia.wgmma_ws_ir_cp_launch import IrWsCpAttention  # noqa: E402
 from _prefill_gpu import DT, check_against_template  # noqa: E402
@@ -36,20 +40,41 @@ def _pair(causal, dt, pingpong=False):
     return _KERNELS[key]
 
 
-@pytest.mark.parametrize("pingpong", [False, True], ids=["serial", "pingpong"])
-@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal", [
+SHAPES = pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal", [
     (2, 16, 16, 4096, 4096, "bf16", False),         # the d256 suite's S4K
     (4, 8, 1, 513, 513, "bf16", True),              # GQA 8/1, a ragged block, causal
     (2, 4, 4, 77, 77, "bf16", False),               # one partial key block
 ], ids=["B2H16S4K", "B4H8-1S513-causal", "B2H4S77"])
-def test_ws_cp_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, pingpong):
+
+
+def _inputs(B, Hq, Hkv, Sq, Skv, dt):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma and setmaxnreg need sm_90a")
     g = torch.Generator(device="cuda").manual_seed(29)
     q = torch.randn((B, Hq, Sq, 256), device="cuda", generator=g).to(DT[dt])
     k, v = (torch.randn((B, Hkv, Skv, 256), device="cuda", generator=g).to(DT[dt])
             for _ in range(2))
+    return q, k, v
+
+
+@pytest.mark.parametrize("pingpong", [False, True], ids=["serial", "pingpong"])
+@SHAPES
+def test_ws_cp_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, pingpong):
+    q, k, v = _inputs(B, Hq, Hkv, Sq, Skv, dt)
     ir, tpl = _pair(causal, dt, pingpong)
     assert ir.ws_cfg.loader == "cp.async" and ir.ws_cfg.head_dim == 256
     assert ir.ws_cfg.pingpong == pingpong
+    check_against_template(ir, tpl, q, k, v, causal, dt)
+
+
+@SHAPES
+def test_the_dispatched_d256_ir_is_bitwise_its_template(B, Hq, Hkv, Sq, Skv, dt, causal):
+    q, k, v = _inputs(B, Hq, Hkv, Sq, Skv, dt)
+    cfg = choose_prefill(dt, 256, causal, "wgmma", True, max(Sq, Skv), Skv).config
+    key = ("dispatched", cfg)
+    if key not in _KERNELS:
+        _KERNELS[key] = (IrWsCpAttention(cfg=cfg), WsFlashAttention(cfg))
+    ir, tpl = _KERNELS[key]
+    assert ir.ws_cfg == cfg and cfg.loader == "cp.async" and cfg.defer_pv_wait
+    assert ir.kernel_name.startswith("lg_wsflash_ir_") and "_dw" in ir.kernel_name
     check_against_template(ir, tpl, q, k, v, causal, dt)

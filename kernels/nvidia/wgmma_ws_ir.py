@@ -8,11 +8,15 @@ engine, :mod:`kernels.verify.attention_ring`; with ``source`` the printed text i
 
 Takes a :class:`~.wgmma_attention_ws.WsFlashConfig` with ``loader="tma"``, head_dim 128,
 ``bn`` 128 or 192, ``stages`` 2 or 3 (what shared memory admits: bn 192 takes 2), causal or
-not, ``defer_pv_wait`` on or off.  One block of 384 threads: the TMA producer (warpgroup 0,
-``setmaxnreg.dec`` 24: Q once, K and V of each block into a ring of ``stages``, each refill
-after the stage's ``empty`` phase) and two consumers (``setmaxnreg.inc`` 240, 64 rows each),
-which run the template's order of ring waits, GEMM issues, wgmma waits, releases and
-softmax:
+not, ``defer_pv_wait`` on or off; or with ``loader="cp.async"`` the dispatched d256 tile
+(head_dim 256, bn 64, 2 stages: ``prefill_select.WS_PREFILL_TILES[256]``).  One block of 384
+threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24: Q once, K and V of each block into
+a ring of ``stages``, each refill after the stage's ``empty`` phase; one thread's TMA boxes, or
+the 128 threads' ``cp.async`` copies of :class:`~.ws_cp_producer.CpProducer`, every block
+predicated per row) and two consumers (``setmaxnreg.inc`` 240, 64 rows each), which run the
+template's order of ring waits, GEMM issues, wgmma waits, releases and softmax (after a
+``cp.async`` producer's ring waits, ``fence.proxy.async`` before the wgmmas read the stages:
+:meth:`~.wgmma_ws_ir_serial.WsRingBuilder.acquired`, once per block as the template):
 
 * block 0: wait ``bQ`` and ``fullK[0]``, ``S = Q K_0^T``, wait it, release K's stage, mask
   and softmax;
@@ -55,9 +59,11 @@ spilled 104-112 bytes.
 ``turn_end`` around each issue below hold the consumers' named barriers (:mod:`.ws_pingpong`,
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
-``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader, head_dim other than 128;
-``persistent`` / ``unit_heads`` are refused here naming their builder, the subclass in
-:mod:`.wgmma_ws_ir_persist`.  Not dispatched.
+``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader at other tiles than the d256 one (the
+d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are refused here naming their
+builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256 kernel (H100, 2026-11-25,
+docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1 S513 causal, B2 H4 S77;
+0.74-0.77x its speed at S4K (open).  Not dispatched.
 """
 
 from __future__ import annotations
@@ -85,14 +91,25 @@ def ws_ir_supported(cfg: WsFlashConfig) -> Optional[str]:
         return ("persistent=True / unit_heads: the plan's piece 'persistent_units' builds them "
                 "(wgmma_ws_ir_persist.build_ws_persist_ir); this builder is the "
                 "non-persistent kernel's")
+    if cfg.loader == "cp.async":
+        if (cfg.head_dim, cfg.bn, cfg.stages) != (256, 64, 2):
+            return (f"loader='cp.async' at head_dim {cfg.head_dim}, bn {cfg.bn}, stages "
+                    f"{cfg.stages}: the IR form builds the cp.async producer at the dispatched "
+                    "d256 tile (head_dim 256, bn 64, 2 stages)")
+        return _unbuilt(cfg)
     if cfg.loader != "tma":
-        return f"loader={cfg.loader!r}: the IR form has the TMA producer only (loader='tma')"
+        return f"loader={cfg.loader!r}: the IR form has the TMA and cp.async producers"
     if cfg.head_dim != 128:
-        return f"head_dim={cfg.head_dim}: the IR form is the d128 prefill's"
+        return (f"head_dim={cfg.head_dim}: the IR form takes the TMA producer at head_dim 128 "
+                "(256: the cp.async producer)")
     if cfg.bn not in (128, 192):
         return f"bn={cfg.bn}: the IR form takes the dispatched key blocks, 128 and 192"
     if cfg.stages not in (2, 3):
         return f"stages={cfg.stages}: the IR form takes 2 and 3 (the dispatched rings)"
+    return _unbuilt(cfg)
+
+
+def _unbuilt(cfg: WsFlashConfig) -> Optional[str]:
     if cfg.rescale_vote or cfg.v_behind_k:
         return ("rescale_vote / v_behind_k: not in the IR form (off in every dispatched "
                 "configuration)")
@@ -120,6 +137,10 @@ def ws_ir_instances(k: Any) -> List[Any]:
 
 class WsOverlapBuilder(WsRingBuilder):
     """The consumers' overlap schedule (module docstring) on the shared ring parts."""
+
+    #: the cp.async producer predicates every block's copies (one copy of the loads, as the
+    #: template): with the unpredicated second copy the d256 kernel spilled 164 bytes
+    CP_WHOLE_BLOCKS = False
 
     def __init__(self, cfg: WsFlashConfig) -> None:
         super().__init__(cfg, overlap=True)
@@ -167,7 +188,7 @@ class WsOverlapBuilder(WsRingBuilder):
     def first_block(self) -> List[Any]:
         return [Comment("block 0: S and its softmax"),
                 Let("n0", 0),
-                self.wait_full("K", sympy.Integer(0)),
+                self.wait_full("K", sympy.Integer(0)), *self.acquired(),
                 *self.issue(scores_stage=sympy.Integer(0)),
                 WgmmaWait(0, (self.sc.name,)),
                 Comment("S retired: K's stage is free"),
@@ -186,7 +207,7 @@ class WsOverlapBuilder(WsRingBuilder):
             out += [Comment("the P V of block j - 2, waited for here: after the ring waits, so "
                             "ptxas keeps the softmax above it"),
                     *self.pv_done(jp - 1, sympy.StrictGreaterThan(j, 1, evaluate=False))]
-        out += [*self.round_p(),
+        out += [*self.acquired(), *self.round_p(),
                 *self.issue(scores_stage=self.stage_of(j), pv_stage=self.stage_of(jp)),
                 Comment("S of block j done; P V of block j - 1 may still run"),
                 WgmmaWait(1, (self.sc.name,)),
@@ -202,7 +223,7 @@ class WsOverlapBuilder(WsRingBuilder):
                           Let("j_last", sym("n_blocks") - 1), self.wait_full("V", nl)]
         if self.dw:
             out += self.pv_done(nl - 1, sympy.StrictGreaterThan(nl, 0, evaluate=False))
-        return out + [*self.round_p(),
+        return out + [*self.acquired(), *self.round_p(),
                       *self.issue(pv_stage=self.stage_of(nl), last=sympy.true),
                       WgmmaWait(0, (self.o.name, self.pa.name))]
 
@@ -227,7 +248,8 @@ class WsOverlapBuilder(WsRingBuilder):
         k = self.frame(ws_ir_name(self.ws), "wgmma_ws_ir")
         k.spec = dataclasses.replace(k.spec, domain=Domain.on_instances(ws_ir_instances))
         k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
-                    .replace("overlapped schedule", f"warp-specialised (TMA producer, "
+                    .replace("overlapped schedule", f"warp-specialised ({self.producer_name} "
+                             f"producer, "
                              f"{self.S}-stage rings), overlapped schedule"
                              + (", P V wait deferred" if self.dw else ""))
                     for h in k.header]

@@ -1,4 +1,6 @@
-"""The host side of the warp-specialised ``cp.async`` IR prefill (:mod:`.wgmma_ws_ir_cp`): its
+"""The host side of the warp-specialised ``cp.async`` IR prefills (the serial kernel of
+:mod:`.wgmma_ws_ir_cp`, and the overlap builder's, :mod:`.wgmma_ws_ir`, on a ``cp.async``
+configuration such as the dispatched d256 one): their
 producer copies through plain pointers and strides, so the launch is the IR prefills' own
 (:class:`~.flash_ir.IrFlashAttention`: Q, K, V, O, the sizes and strides as 32-bit ints, the
 scale; grid (query blocks, batch x heads); refused with :class:`~kernels.errors.LaunchError`
@@ -9,26 +11,34 @@ its shared memory.  No tensor maps (the TMA producer's launcher is
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 from .builder import CompiledKernel
 from .flash_ir import IrFlashAttention
+from .wgmma_ws_ir import build_ws_ir
 from .wgmma_ws_ir_cp import build_ws_cp_ir
 
 __all__ = ["IrWsCpAttention"]
 
 
 class IrWsCpAttention(IrFlashAttention):
-    """The serial warp-specialised d256 prefill with the ``cp.async`` producer built as IR,
-    verified (the IR and its printed CUDA; a passing verdict remembered on disk by content)
-    before anything is compiled: ``fa(q, k, v, out=None, scale=None) -> out`` with the
-    template's arguments and checks.  ``pingpong``: the consumers take turns to issue their
-    GEMMs.  ``report`` is the verifier's; ``ws_cfg`` the template configuration of the same
-    tile, stages and loader (:class:`~.wgmma_attention_ws.WsFlashConfig`)."""
+    """A warp-specialised d256 prefill with the ``cp.async`` producer built as IR, verified
+    (the IR and its printed CUDA; a passing verdict remembered on disk by content) before
+    anything is compiled: ``fa(q, k, v, out=None, scale=None) -> out`` with the template's
+    arguments and checks.  Without ``cfg``: the serial kernel (``pingpong``: the consumers
+    take turns to issue their GEMMs); with ``cfg`` (a ``cp.async``
+    :class:`~.wgmma_attention_ws.WsFlashConfig`, e.g. the dispatched d256 one): the overlap
+    builder's kernel of that configuration (``causal``, ``dtype`` and ``pingpong`` are
+    then ``cfg``'s; :class:`~.attention.AttentionConfigError` where it does not build).
+    ``report`` is the verifier's; ``ws_cfg`` the template configuration of the same tile,
+    stages and loader."""
 
     def __init__(self, causal: bool = False, dtype: str = "bf16", *, pingpong: bool = False,
-                 backend: str = "auto") -> None:
+                 cfg: Optional[Any] = None, backend: str = "auto") -> None:
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_ws_cp_ir(causal, dtype, pingpong=pingpong)
+        self.ir = (build_ws_cp_ir(causal, dtype, pingpong=pingpong) if cfg is None
+                   else build_ws_ir(cfg))
         source = emit_cuda_attention(self.ir)
         cfg = self.ir.meta["cfg"]
         self.report = verified(self.ir, source, cfg.arch)

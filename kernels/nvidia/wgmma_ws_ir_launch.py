@@ -57,7 +57,11 @@ class IrWsAttention(FlashAttention):
     configuration of the same tile, stages and loader."""
 
     def __init__(self, cfg: Any, *, backend: str = "auto") -> None:
+        from .attention import AttentionConfigError
         from .wgmma_ws_ir import build_ws_ir
+        if cfg.loader != "tma":     # no tensor maps to encode: the pointer launch's kernel
+            raise AttentionConfigError(f"{cfg.name}: loader={cfg.loader!r} has no tensor maps; "
+                                       "its launcher is wgmma_ws_ir_cp_launch.IrWsCpAttention")
         self._init_ir(build_ws_ir(cfg), backend)
 
     def _init_ir(self, ir: Any, backend: str) -> None:

@@ -202,9 +202,9 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (B16 H32 S512 0.961, H32/8 0.950, B8 H16
    S1024 0.961; one run, 9 rotated rounds).  Not dispatched (``wgmma_ws_ir.build_ws_ir``
    builds the non-persistent kernel and names this one);
-9. **the features off at d128 in what runs** (``unbuilt_features``): ``rescale_vote``,
-   ``v_behind_k``, the ``cp.async`` producer and head_dim 64 / 256 are not in the builder (the
-   overlap builder's; piece 10 has them in a serial kernel);
+9. **the features off in what runs** (``unbuilt_features``): ``rescale_vote``,
+   ``v_behind_k``, the ``cp.async`` producer at d128 (the fallback where TMA cannot address the
+   tensors) and head_dim 64 are not in the builder;
 10. **the cp.async producer** (landed, :data:`PIECES` ``cp_producer``; what d256 and tensors TMA
     cannot address run): :class:`~kernels.ir.nvidia_cp_ring.CpAsyncArrive`
     (``cp.async.mbarrier.arrive.noinc`` by every producer thread, printed as
@@ -231,6 +231,25 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
     (``lg_wsflash_*_d256_128x64_s2[_pp][_causal]``) and the dispatched d256 kernel at B2 H16
     S4K, B4 H8/1 S513 causal, B2 H4 S77; 0.88-0.91x that template at S4K (the serial schedule),
     0.87-0.89x the dispatched one (docs/PERFORMANCE.md).
+11. **the cp.async producer in the overlap builder** (landed, :data:`PIECES` ``cp_overlap``):
+    the ring parts of :class:`~.wgmma_ws_ir_serial.WsRingBuilder` take either producer (the
+    TMA boxes, or :class:`~.ws_cp_producer.CpProducer` with ``full`` counting 128 and the
+    consumers' ``fence.proxy.async`` after their ring waits,
+    :meth:`~.wgmma_ws_ir_serial.WsRingBuilder.acquired`: once per block, after both waits and
+    the deferred P V wait, as the template), so :func:`~.wgmma_ws_ir.build_ws_ir` builds the
+    dispatched d256 configuration (``lg_wsflash_ir_*_d256_128x64_s2_pp[_causal]_dw``), verified
+    IR and text; planted bugs refused (``tests/test_ws_ir_cp_overlap.py``: the proxy fence
+    dropped in the loops / before the last P V, the deferred V release above its wait, of the
+    block in flight, two blocks late, the producer's V arrive dropped).  The serial d256 kernel
+    is the serial builder on the same parts (its printed text byte-identical to the earlier
+    duplicate's).  The overlap kernel's producer predicates every block (one copy of the
+    loads, as the template): with the serial kernel's unpredicated second copy it spilled 164
+    bytes under ``setmaxnreg.dec 24`` (NVRTC 13.5; now 16 / 20 bytes: four values computed
+    before the roles).  On the H100 (:class:`~.wgmma_ws_ir_cp_launch.IrWsCpAttention`
+    ``(cfg=...)``, ``tests/test_nvidia_ws_ir_cp_gpu.py``: 3 passed) bitwise its template at B2
+    H16 S4K, B4 H8/1 S513 causal, B2 H4 S77; 0.74x (plain) / 0.77x (causal) its speed at S4K,
+    0.94x at S513 causal, 0.99x at S77 -- slower than the serial IR (0.86-0.91x), open
+    (docs/PERFORMANCE.md).
 
 Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
 compile without spills, as the template (a write-only S accumulator at scale-d 0 and O / P
@@ -425,6 +444,17 @@ def _persist_builder() -> bool:
                for g in (0, 4))
 
 
+def _builder_takes_d256() -> bool:
+    """Does the builder take the dispatched d256 configuration (cp.async, bn 64, 2 stages,
+    ping-pong, the deferred P V wait: ``prefill_select.WS_PREFILL_TILES[256]``)?"""
+    if not _module(BUILDER_MODULE)():
+        return False
+    from . import wgmma_ws_ir
+    from .prefill_select import WS_PREFILL_TILES
+    cfg = WsFlashConfig(head_dim=256, **WS_PREFILL_TILES[256])
+    return cfg.loader == "cp.async" and wgmma_ws_ir.ws_ir_supported(cfg) is None
+
+
 #: the planned modules: the engine (per-role scheduler + attention dataflow) and the builder
 ENGINE_MODULE = "kernels.verify.attention_ring"
 BUILDER_MODULE = "kernels.nvidia.wgmma_ws_ir"
@@ -466,13 +496,17 @@ PIECES: Tuple[Piece, ...] = (
           lambda c: c.defer_pv_wait, _builder_takes(defer_pv_wait=True)),
     Piece("persistent_units", "the unit decode as IR lets, ring counters over units, the Q "
           "ring", lambda c: c.persistent, _persist_builder),
-    Piece("unbuilt_features", "the template's features off at d128 in what runs (rescale_vote, "
-          "v_behind_k, the cp.async producer) and head_dim 64 / 256 in the builder",
-          lambda c: (c.rescale_vote or c.v_behind_k or c.loader != "tma"
-                     or c.head_dim != 128),
+    Piece("unbuilt_features", "the template's features off in what runs (rescale_vote, "
+          "v_behind_k), the cp.async producer at d128 (the fallback where TMA cannot address "
+          "the tensors) and head_dim 64 in the builder",
+          lambda c: (c.rescale_vote or c.v_behind_k or c.head_dim == 64
+                     or (c.loader != "tma" and c.head_dim != 256)),
           _builder_takes_all(dict(rescale_vote=True), dict(v_behind_k=True),
-                             dict(loader="cp.async"), dict(head_dim=64),
-                             dict(head_dim=256, bn=64))),
+                             dict(loader="cp.async"), dict(head_dim=64))),
+    Piece("cp_overlap", "the overlap builder on the cp.async producer (the ring parts taking "
+          "either producer, the consumers' proxy fence after the ring waits): the dispatched "
+          "d256 configuration", lambda c: c.loader == "cp.async" and c.head_dim == 256,
+          _builder_takes_d256),
     Piece("cp_producer", "the cp.async producer: 128 copying threads, cp.async.mbarrier.arrive"
           ".noinc (full count 128), the consumers' proxy fence, on the per-role model",
           lambda c: c.loader == "cp.async", _cp_producer),

@@ -8,6 +8,13 @@ producer, barriers, ring waits / releases and the GEMM-turn hooks the ping-pong 
 consumers take turns to issue their GEMMs as the template's ping-pong does (the statements of
 :mod:`.ws_pingpong` in the GEMM-turn hooks; the default output is the kernel without them).
 
+The ring parts take either producer (:class:`WsRingBuilder`: ``loader="tma"`` the boxes below;
+``loader="cp.async"`` the 128 copying threads of :class:`~.ws_cp_producer.CpProducer`, ``full``
+counting 128 ``.noinc`` arrivals, and the consumers' ``fence.proxy.async`` after their ring
+waits, :meth:`WsRingBuilder.acquired`): :class:`WsSerialBuilder` on a ``cp.async``
+configuration is the d256 serial kernel of :mod:`.wgmma_ws_ir_cp`, and the overlap builder of
+:mod:`.wgmma_ws_ir` builds the dispatched d256 configuration on the same parts.
+
 * one block of 384 threads: warpgroup 0 the producer (``setmaxnreg.dec`` 24; thread 0 issues
   the boxes), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` 240; rows ``m0 + 64 (wg -
   1)``, Q's descriptor start stepping by ``wg - 1``);
@@ -33,7 +40,7 @@ of its configuration, not dispatched.
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Dict, List
 
 import sympy
 
@@ -43,13 +50,14 @@ from ..ir.nvidia import CpAsyncWait
 from ..ir.nvidia_tma import (IntParam, LeaderOnly, MbarrierArrive, MbarrierExpectTx,
                              MbarrierInit, MbarrierInitFence, MbarrierWait, RoleBranch,
                              Setmaxnreg, TensorMap, TmaLoad)
-from ..ir.nvidia_wgmma import GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaWait
+from ..ir.nvidia_wgmma import FenceProxyAsync, GmmaOperand, WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .wgmma_attention import WgmmaFlashConfig
-from .wgmma_attention_ws import WsFlashConfig
+from .wgmma_attention_ws import WsFlashConfig, plan_ws_flash
 from .wgmma_flash_ir import WgmmaFlashBuilder, wgmma_flash_ir_name
+from .ws_cp_producer import CP_FULL_COUNT, CpProducer
 from .ws_pingpong import pingpong_lets, pingpong_open, turn_begin, turn_end
-from .ws_tma_loads import TMA_CONSUMER_REGS, TMA_PRODUCER_REGS, plan_tma_loads
+from .ws_tma_loads import plan_tma_loads
 
 __all__ = ["build_ws_serial_ir", "WS_STAGES", "WsRingBuilder", "WsSerialBuilder", "with_roles"]
 
@@ -57,23 +65,49 @@ WS_STAGES = 2
 
 
 class WsRingBuilder(WgmmaFlashBuilder):
-    """The parts every warp-specialised d128 prefill IR shares, for one ``ws`` (a
-    :class:`~.wgmma_attention_ws.WsFlashConfig`: TMA loader, head_dim 128, its ``bn``,
-    ``stages`` and ``causal``): the tensor maps and 4-D boxes (:meth:`boxes`), the producer
-    (:meth:`producer`), the barriers (:meth:`barriers`), the consumers' Q start and rows
-    stepping by ``wg - 1`` (:meth:`scores`, :meth:`block_lets`), the ring's waits and releases
+    """The parts every warp-specialised prefill IR shares, for one ``ws`` (a
+    :class:`~.wgmma_attention_ws.WsFlashConfig`: its loader, head_dim, ``bn``, ``stages`` and
+    ``causal``): the producer (:meth:`producer`: with ``loader="tma"`` the tensor maps and
+    4-D boxes of :meth:`boxes`; with ``loader="cp.async"`` the 128 copying threads of
+    :class:`~.ws_cp_producer.CpProducer`, ``self.cp``), the barriers (:meth:`barriers`: a
+    ``full`` phase is one expect-tx arrival or 128 ``.noinc`` ones), the consumers' Q start and
+    rows stepping by ``wg - 1`` (:meth:`scores`, :meth:`block_lets`), the ring's waits, the
+    proxy fence after them (:meth:`acquired`: cp.async only) and releases
     (:meth:`wait_full`, :meth:`release`), the GEMM-turn hooks (:meth:`turn_begin`,
     :meth:`turn_end`: empty; the ping-pong's named barriers go there) and the kernel around a
     consumer body (:meth:`frame`).  The schedules are the subclasses' (``consumer``): the
     serial one here, the template's overlap in :mod:`.wgmma_ws_ir`.  ``overlap`` names the
     schedule in the header the wgmma prefill's :meth:`build` writes."""
 
+    #: the cp.async producer copies whole key blocks unpredicated (a second, predicated copy
+    #: of the loads for the ragged block): :class:`~.ws_cp_producer.CpProducer`'s
+    #: ``whole_blocks``; the overlap schedule's builder turns it off (spills, its docstring)
+    CP_WHOLE_BLOCKS = True
+
     def __init__(self, ws: WsFlashConfig, overlap: bool = False) -> None:
+        # ws_consumer: the two consumer warpgroups also take head_dim 256 (the cp.async tile)
         super().__init__(WgmmaFlashConfig(dtype=ws.dtype, head_dim=ws.head_dim, warpgroups=2,
-                                          bn=ws.bn, causal=ws.causal, overlap=overlap))
+                                          bn=ws.bn, causal=ws.causal, overlap=overlap),
+                         ws_consumer=True)
         self.ws = ws
         self.S = ws.stages
-        self.loads = plan_tma_loads(self.ws, self.p)
+        #: the cp.async producer (None: the TMA producer of :meth:`boxes`)
+        self.cp = (CpProducer(self, plan_ws_flash(ws), whole_blocks=self.CP_WHOLE_BLOCKS)
+                   if ws.loader == "cp.async" else None)
+        self.maps: Dict[str, TensorMap] = {}
+        self.loads = None
+        if self.cp is None:
+            self.tma_maps()
+
+    @property
+    def producer_name(self) -> str:
+        """``"TMA"`` or ``"cp.async"``: the producer, as headers name it."""
+        return "TMA" if self.cp is None else "cp.async"
+
+    def tma_maps(self) -> None:
+        """The TMA producer's 4-D boxes (proved against the tile's descriptors) and maps."""
+        ws = self.ws
+        self.loads = plan_tma_loads(ws, self.p)
         d, bm, bn, dtype = ws.head_dim, self.c.bm, self.c.bn, ws.dtype
         self.maps = {
             "Q": TensorMap("tmQ", "Q", ("d", "row", "head", "batch"), d, R("seqlen_q"), 64, bm,
@@ -91,17 +125,13 @@ class WsRingBuilder(WgmmaFlashBuilder):
                               s.a.desc, s.a.major, s.a.mn)
         return out
 
+    def copy_bases(self) -> List[Any]:
+        return []           # the consumers copy nothing (the cp.async producer's bases: self.cp)
+
     def block_lets(self) -> List[Any]:
-        out = []
-        for s in super().block_lets():
-            if isinstance(s, Let) and s.name == "row0":
-                s = Let("row0", s.expr.subs(sym("wg"), sym("wg") - 1))
-            if isinstance(s, Let) and s.name.startswith(("qs", "kvs")):
-                continue            # the cp.async bases: no cp.async here
-            if isinstance(s, Comment) and "copy vectors" in s.text:
-                continue
-            out.append(s)
-        return out
+        return [Let("row0", s.expr.subs(sym("wg"), sym("wg") - 1))
+                if isinstance(s, Let) and s.name == "row0" else s
+                for s in super().block_lets()]
 
     # ---- the producer -------------------------------------------------------------------
     def boxes(self, t: str, row: Any, stage: Any, bar: str, index: Any) -> List[Any]:
@@ -114,6 +144,11 @@ class WsRingBuilder(WgmmaFlashBuilder):
                 for j in range(ld.boxes)]
 
     def producer(self) -> List[Any]:
+        """The producer role: the cp.async copies (:meth:`.ws_cp_producer.CpProducer
+        .statements`) or one thread's TMA boxes: Q once, K and V of block ``j`` into stage ``j %
+        stages`` once its ``empty`` phase passed."""
+        if self.cp is not None:
+            return self.cp.statements(self.ws.regs[0])
         j = sym("j")
         st = sympy.Mod(j, self.S)
         round_ = sympy.floor(j / self.S)
@@ -128,7 +163,7 @@ class WsRingBuilder(WgmmaFlashBuilder):
                      MbarrierExpectTx(f"full{t}", st, self.loads.k.stage_bytes),
                      *self.boxes(t, j * self.c.bn, st, f"full{t}", st)]
         body.append(Loop("j", 0, sym("n_blocks"), ring))
-        return [Setmaxnreg(False, TMA_PRODUCER_REGS), LeaderOnly(body)]
+        return [Setmaxnreg(False, self.ws.regs[0]), LeaderOnly(body)]
 
     # ---- the ring seen from the consumers ---------------------------------------------------
     def stage_of(self, j: Any) -> Any:
@@ -138,6 +173,17 @@ class WsRingBuilder(WgmmaFlashBuilder):
     def wait_full(self, t: str, j: Any) -> Any:
         """Wait for block ``j`` of ``t`` (K or V) in its stage: parity ``(j / stages) & 1``."""
         return MbarrierWait(f"full{t}", self.stage_of(j), sympy.Mod(sympy.floor(j / self.S), 2))
+
+    def acquired(self, note: bool = True) -> List[Any]:
+        """After the ring waits of a consumer, before its wgmma reads the stages they acquired:
+        ``fence.proxy.async`` where the producer copies with ``cp.async`` (its writes go
+        through the generic proxy, wgmma reads through the async one; the per-role model
+        refuses a read without it, :mod:`kernels.verify.gate_cp_ring`), nothing after TMA
+        boxes (written through the async proxy).  ``note``: with the comment saying so."""
+        if self.cp is None:
+            return []
+        why = Comment("the copies wrote through the generic proxy; wgmma reads the async one")
+        return [why, FenceProxyAsync()] if note else [FenceProxyAsync()]
 
     def release(self, t: str, j: Any) -> Any:
         """Lane 0 of each consumer warp frees block ``j``'s stage of ``t`` (after the wgmma
@@ -160,7 +206,7 @@ class WsRingBuilder(WgmmaFlashBuilder):
     def consumer_start(self) -> List[Any]:
         """The consumer role's first statements: ``setmaxnreg`` up, the ping-pong's ``cw``
         (with ping-pong), the wait for Q."""
-        return [Setmaxnreg(True, TMA_CONSUMER_REGS),
+        return [Setmaxnreg(True, self.ws.regs[1]),
                 *(pingpong_lets() if self.ws.pingpong else []), MbarrierWait("bQ", 0, 0)]
 
     def open_turns(self) -> List[Any]:
@@ -169,11 +215,14 @@ class WsRingBuilder(WgmmaFlashBuilder):
         return pingpong_open() if self.ws.pingpong else []
 
     def barriers(self) -> List[Any]:
-        """Q full (one phase); K and V full (count 1: the expect-tx arrival) and empty (count
-        8: lane 0 of each consumer warp) per stage."""
-        bars = [MbarrierInit("bQ", 1, 1)]
+        """Q full (one phase); K and V full and empty (count 8: lane 0 of each consumer warp)
+        per stage.  A full phase (and Q's) counts 1 (the TMA producer's expect-tx arrival) or
+        128 (each copying thread's ``cp.async.mbarrier.arrive.noinc``)."""
+        full = 1 if self.cp is None else CP_FULL_COUNT
+        bars = [MbarrierInit("bQ", 1, full)]
         for t in ("K", "V"):
-            bars += [MbarrierInit(f"full{t}", self.S, 1), MbarrierInit(f"empty{t}", self.S, 8)]
+            bars += [MbarrierInit(f"full{t}", self.S, full),
+                     MbarrierInit(f"empty{t}", self.S, 8)]
         return bars
 
     def consumer(self) -> List[Any]:
@@ -195,13 +244,16 @@ class WsRingBuilder(WgmmaFlashBuilder):
         k.name = name
         k.block = 384
         k.min_blocks = 1
-        k.frags = [f for f in k.frags if f.name != self.stage.name]
         k.shared = [Shared("sQ", self.c.dtype, self.elems["Q"]),
                     Shared("sK", self.c.dtype, self.S * self.elems["K"]),
                     Shared("sV", self.c.dtype, self.S * self.elems["V"])]
+        k.spec = with_roles(k.spec)
+        if self.cp is not None:     # the copies' pointers, strides and staging registers
+            k.meta = dict(k.meta, kind=kind, ws_cfg=self.ws)
+            return k
+        k.frags = [f for f in k.frags if f.name != self.stage.name]
         k.params = [self.maps["Q"], self.maps["K"], self.maps["V"]] + \
             [p for p in k.params if p.name == "O"] + [IntParam("kv_heads"), IntParam("batch")]
-        k.spec = with_roles(k.spec)
         k.meta = dict(k.meta, kind=kind, ws_cfg=self.ws, loads=self.loads)
         return k
 
@@ -215,13 +267,13 @@ class WsSerialBuilder(WsRingBuilder):
         st = self.stage_of(j)
         return [
             Let("n0", j * self.c.bn),
-            self.wait_full("K", j),
+            self.wait_full("K", j), *self.acquired(),
             *self.turn_begin(), *self.issue_scores(st), *self.turn_end(),
             WgmmaWait(0, (self.sc.name,)),
             Comment("S retired: K's stage is free"),
             self.release("K", j),
             *self.mask(masked), *self.softmax(), *self.round_p(),
-            self.wait_full("V", j),
+            self.wait_full("V", j), *self.acquired(note=False),
             *self.turn_begin(), WgmmaFence(), *self.pv(st), WgmmaCommit(),
             *self.turn_end(sympy.Eq(j, sym("n_blocks") - 1)),
             WgmmaWait(0, (self.o.name, self.pa.name)),
@@ -238,9 +290,11 @@ class WsSerialBuilder(WsRingBuilder):
         return body + self.epilogue_ws()
 
     def build_ws(self) -> Any:
-        name = wgmma_flash_ir_name(self.c).replace("lg_wgflash_ir_", "lg_wsflash_ir_serial_") \
+        cp = self.cp is not None
+        name = wgmma_flash_ir_name(self.c).replace(
+            "lg_wgflash_ir_", "lg_wsflash_ir_cp_" if cp else "lg_wsflash_ir_serial_") \
             + ("_pp" if self.ws.pingpong else "")
-        return self.frame(name, "wgmma_ws_ir_serial")
+        return self.frame(name, "wgmma_ws_ir_cp" if cp else "wgmma_ws_ir_serial")
 
 
 def with_roles(spec: Any) -> Any:

@@ -19,7 +19,9 @@ The consumers must ``fence.proxy.async`` after each ``full`` wait before a wgmma
 stage (the copies write through the generic proxy); the verifier's per-role model refuses a
 read without it (:mod:`kernels.verify.gate_cp_ring`).
 
-:class:`CpProducer` is used by :mod:`.wgmma_ws_ir_cp` (the d256 serial kernel); the copies'
+:class:`CpProducer` is the ``cp.async`` producer of the ring builder
+(:class:`~.wgmma_ws_ir_serial.WsRingBuilder`: the d256 serial kernel of :mod:`.wgmma_ws_ir_cp`
+and the overlap kernel of the dispatched d256 configuration, :mod:`.wgmma_ws_ir`); the copies'
 global side (layouts, index math, the (batch, head) of each tile) is the flash builder's
 (:class:`~.wgmma_flash_ir.WgmmaFlashBuilder`: ``G``, ``origin``, ``elems``, the staging frag).
 """
@@ -53,10 +55,14 @@ class CpProducer:
     """The producer role's statements for the tile of ``flash`` (a
     :class:`~.wgmma_flash_ir.WgmmaFlashBuilder`: its global layouts and shared arrays) with the
     128-thread copies of ``plan`` (:func:`~.wgmma_attention_ws.plan_ws_flash`, same shared
-    layouts: the plan proves them equal to the tile's)."""
+    layouts: the plan proves them equal to the tile's).  ``whole_blocks``: a K / V block inside
+    the sequence copied unpredicated, the ragged one predicated per row (two copies of the
+    loads); False: every block predicated per row, one copy, as the warp-specialised template
+    prints it (:meth:`kv_block` says why the overlap kernel takes that)."""
 
-    def __init__(self, flash: Any, plan: WsFlashPlan) -> None:
+    def __init__(self, flash: Any, plan: WsFlashPlan, whole_blocks: bool = True) -> None:
         self.f, self.plan = flash, plan
+        self.whole_blocks = whole_blocks
         self.stages, self.bn = plan.cfg.stages, plan.cfg.bn
         self.ops = {"Q": plan.q, "K": plan.k, "V": plan.v}
 
@@ -102,7 +108,13 @@ class CpProducer:
 
     def kv_block(self, t: str, row0: Any, stage: Any) -> List[Any]:
         """K or V block at ``row0``: unpredicated where the whole block lies inside the
-        sequence (block-uniform test), else predicated per row (the template's two paths)."""
+        sequence (block-uniform test), else predicated per row (the template's two paths);
+        without ``whole_blocks`` predicated per row always.  Why both: the two paths double
+        the loop-invariant row offsets ptxas hoists out of the producer's loop, which under
+        its ``setmaxnreg.dec 24`` spilled 164 bytes in the d256 overlap kernel (NVRTC 13.5,
+        sm_90a; 16 with one path), while the serial kernel compiles either way without."""
+        if not self.whole_blocks:
+            return self.copy(t, row0, stage)
         whole = sympy.Le(row0 + self.bn, R("seqlen_kv"), evaluate=False)
         part = sympy.StrictGreaterThan(row0 + self.bn, R("seqlen_kv"), evaluate=False)
         return [If(whole, self.copy(t, row0, stage, predicated=False)),
