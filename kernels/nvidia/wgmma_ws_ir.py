@@ -224,6 +224,12 @@ class WsOverlapBuilder(WsRingBuilder):
         from ..verify.spec import Domain
         k = self.frame(ws_ir_name(self.ws), "wgmma_ws_ir")
         k.spec = dataclasses.replace(k.spec, domain=Domain.on_instances(ws_ir_instances))
+        if self.c.bn == 192:
+            # Q's eight descriptors recomputed at each S issue (lg_gmma_desc_u32_pin): held
+            # across the loop they spilled 72 bytes at bn 192 with ping-pong (eight 8-byte
+            # reloads per key block, NVRTC 13.5); at bn 128 nothing spills and the recompute
+            # costs 25 SASS instructions per block, so only the 192-key tile pins them
+            k.meta = dict(k.meta, pinned_desc_bases=("sQ",))
         k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
                     .replace("overlapped schedule", f"warp-specialised (TMA producer, "
                              f"{self.S}-stage rings), overlapped schedule"
