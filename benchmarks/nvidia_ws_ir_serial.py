@@ -31,7 +31,8 @@ from gpu_timing import event_round_us, run_header, write_rows_json
 # (B, Hq, Sq, Skv, causal[, Hkv]): the dispatched configurations' shapes, and (--dispatched)
 # the causal-long configuration's at GQA and a ragged length
 SHAPES = [(8, 32, 8192, 8192, False), (8, 32, 8192, 8192, True), (4, 16, 1000, 4097, False),
-          (16, 32, 512, 512, True), (2, 4, 77, 77, False), (2, 32, 4096, 4096, True, 8),
+          (16, 32, 512, 512, True), (2, 4, 77, 77, False), (16, 32, 512, 512, False),
+          (2, 32, 4096, 4096, True, 8),
           (3, 8, 1500, 1500, True)]
 
 
