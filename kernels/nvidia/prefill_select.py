@@ -67,7 +67,8 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
-           "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "prefill_on_ir",
+           "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "IR_WS_PREFILL_AT_PARITY",
+           "ws_prefill_on_ir", "prefill_on_ir",
            "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
@@ -143,9 +144,32 @@ def wgmma_prefill_on_ir(cfg: Any) -> bool:
                                    arch=cfg.arch, **kw)
 
 
+# (bn, stages, causal, defer_pv_wait) of the warp-specialised d128 configurations (TMA,
+# ping-pong, one block per unit: WS_PREFILL_TILES with WIDE_KEYS / CAUSAL_LONG) whose IR-built
+# kernel (kernels.nvidia.wgmma_ws_ir, IrWsAttention, bitwise the template's output) measured at
+# parity with the template: >= 0.98x its device time at every shape measured that runs it
+# (benchmarks/nvidia_ws_ir_serial.py --dispatched, H100, rotated rounds; docs/PERFORMANCE.md).
+# The persistent short causal kernel has no IR form yet (the plan's persistent_units).
+IR_WS_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool]] = frozenset()
+
+
+def ws_prefill_on_ir(cfg: Any) -> bool:
+    """Does the warp-specialised configuration ``cfg`` run the IR-built kernel
+    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`)?  A d128 TMA ping-pong configuration, one
+    block per unit, whose (bn, stages, causal, defer_pv_wait) is in
+    :data:`IR_WS_PREFILL_AT_PARITY`; else the template."""
+    if type(cfg) is not WsFlashConfig:
+        return False
+    key = (cfg.bn, cfg.stages, bool(cfg.causal), bool(cfg.defer_pv_wait))
+    return (key in IR_WS_PREFILL_AT_PARITY and cfg.head_dim == 128 and cfg.loader == "tma"
+            and cfg.pingpong and not (cfg.persistent or cfg.unit_heads or cfg.rescale_vote
+                                      or cfg.v_behind_k))
+
+
 def prefill_on_ir(cfg: Any) -> bool:
-    """Does ``cfg`` (mma.sync or wgmma) run its IR-built kernel (the two rules above)?"""
-    return mma_prefill_on_ir(cfg) or wgmma_prefill_on_ir(cfg)
+    """Does ``cfg`` (mma.sync, wgmma or warp-specialised) run its IR-built kernel (the three
+    rules above)?"""
+    return mma_prefill_on_ir(cfg) or wgmma_prefill_on_ir(cfg) or ws_prefill_on_ir(cfg)
 
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
@@ -194,7 +218,11 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                                 if cfg.persistent else "")
                              + (", P V wait deferred" if cfg.defer_pv_wait else "")
                              + f"), {cfg.bm} rows "
-                             f"x {cfg.bn} keys (H100 sweep)" + ("" if tma_ok else
+                             f"x {cfg.bn} keys (H100 sweep), "
+                             + ("the verified IR kernel (kernels.nvidia.wgmma_ws_ir, at parity "
+                                "with the template, H100)" if ws_prefill_on_ir(cfg) else
+                                "the template (kernels.nvidia.wgmma_attention_ws)")
+                             + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))
     if atom == "wgmma":
