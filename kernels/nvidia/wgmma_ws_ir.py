@@ -56,7 +56,14 @@ spilled 104-112 bytes.
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
 ``persistent`` / ``unit_heads`` (``persistent_units``), ``rescale_vote``, ``v_behind_k``, the
-``cp.async`` loader, head_dim other than 128.  Not dispatched.
+``cp.async`` loader, head_dim other than 128.  Dispatched where measured at parity with the
+template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`, :mod:`.prefill_ir`).
+
+At bn 192 Q's eight descriptors are printed pinned (``meta["pinned_desc_bases"]``,
+``lg_gmma_desc_u32_pin``: recomputed at each S issue): hoisted out of the key loop they
+spilled 72 bytes in the ping-pong form (eight reloads per key block; 0.96-0.97x the template
+on the H100, 0.99x pinned).  At bn 128 nothing spills and the recompute would cost 25 SASS
+instructions per block, so they stay held.
 """
 
 from __future__ import annotations
