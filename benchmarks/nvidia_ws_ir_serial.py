@@ -28,8 +28,12 @@ from kernels.nvidia.wgmma_ws_ir_launch import IrWsAttention, IrWsSerialAttention
 
 from gpu_timing import event_round_us, run_header, write_rows_json
 
+# (B, Hq, Sq, Skv, causal[, Hkv]): the dispatched configurations' shapes, and (--dispatched)
+# the causal-long configuration's at GQA and a ragged length
 SHAPES = [(8, 32, 8192, 8192, False), (8, 32, 8192, 8192, True), (4, 16, 1000, 4097, False),
-          (16, 32, 512, 512, True), (2, 4, 77, 77, False)]
+          (16, 32, 512, 512, True), (2, 4, 77, 77, False), (16, 32, 512, 512, False),
+          (2, 32, 4096, 4096, True, 8),
+          (3, 8, 1500, 1500, True)]
 
 
 def main() -> None:
@@ -46,10 +50,12 @@ def main() -> None:
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
     rows = []
-    for B, H, Sq, Skv, causal in SHAPES:
+    for B, H, Sq, Skv, causal, *hkv in SHAPES:
+        Hkv = hkv[0] if hkv else H
         g = torch.Generator(device="cuda").manual_seed(5)
         q = torch.randn(B, H, Sq, 128, device="cuda", generator=g).to(dt)
-        k, v = (torch.randn(B, H, Skv, 128, device="cuda", generator=g).to(dt) for _ in range(2))
+        k, v = (torch.randn(B, Hkv, Skv, 128, device="cuda", generator=g).to(dt)
+                for _ in range(2))
         ws = choose_prefill(args.dtype, 128, causal, "wgmma", True, max(Sq, Skv), Skv).config
         if args.dispatched:
             ir = IrWsAttention(dataclasses.replace(ws, persistent=False, unit_heads=0))
@@ -69,9 +75,10 @@ def main() -> None:
                 ts[n].append(event_round_us(calls[n], 10))
         med = {n: statistics.median(x) for n, x in ts.items()}
         ref = torch.nn.functional.scaled_dot_product_attention(
-            q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
+            q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal,
+            enable_gqa=Hkv != H)
         err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
-        row = {"B": B, "H": H, "Sq": Sq, "Skv": Skv, "D": 128, "causal": causal,
+        row = {"B": B, "H": H, "Hkv": Hkv, "Sq": Sq, "Skv": Skv, "D": 128, "causal": causal,
                "dtype": args.dtype, "ir": ir.kernel_name, "template": ir.ws_cfg.name,
                "ws_config": ws.name,
                **{f"{n}_us": round(t, 1) for n, t in med.items()},

@@ -123,3 +123,41 @@ def test_ws_ir_of_the_dispatched_config_is_bitwise_the_template(B, Hq, Hkv, Sq, 
     q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
     check_against_template(ir, tpl, q, k, v, causal, dt,
                            ref_batches=1 if Sq * Skv > 2 ** 24 else None)
+
+
+#: every warp-specialised configuration the IR rule can take (the rule forced on for all)
+_ALL_WS_KEYS = frozenset({(192, 2, False, False), (128, 2, True, True), (128, 3, False, False)})
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,causal,bshd", [
+    (2, 8, 8, 2048, 2048, False, False),     # 128x192 s2 pp
+    (2, 8, 2, 1500, 1500, True, True),       # 128x128 s2 pp causal dw, GQA, BSHD views
+    (2, 4, 4, 300, 700, False, False),       # 128x128 s3 pp, cross lengths
+], ids=["S2K", "S1500-causal-gqa-bshd", "300-700"])
+def test_flash_attention_runs_the_ws_ir_kernel_where_the_rule_says(monkeypatch, B, Hq, Hkv, Sq,
+                                                                   Skv, causal, bshd):
+    """kernels.nvidia.dispatch.flash_attention with the WS IR rule on for every configuration
+    it can take: the kernel it runs is IrWsAttention of choose_prefill's configuration, and its
+    output is bitwise that configuration's template (compiled_flash(template=True))."""
+    from kernels.nvidia import dispatch, prefill_select
+    from kernels.nvidia.wgmma_ws_ir_launch import IrWsAttention
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    monkeypatch.setattr(prefill_select, "IR_WS_PREFILL_AT_PARITY", _ALL_WS_KEYS)
+    monkeypatch.setattr(dispatch, "_FLASH", {})     # kernels built under the shipped rule
+    dispatch._FLASH_PLANS.clear()
+    g = torch.Generator(device="cuda").manual_seed(31)
+
+    def make(H, S):
+        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
+                        generator=g).to(torch.bfloat16)
+        return t.transpose(1, 2) if bshd else t
+    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    out = dispatch.flash_attention(q, k, v, causal=causal)
+    c = prefill_select.choose_prefill("bf16", 128, causal, "wgmma", True, max(Sq, Skv), Skv)
+    assert "verified IR kernel" in c.reason, c.reason
+    fa = dispatch.compiled_flash(c.config)
+    assert type(fa) is IrWsAttention and fa.ws_cfg == c.config
+    ref = dispatch.compiled_flash(c.config, template=True)(q, k, v)
+    assert torch.equal(out, ref)
+    dispatch._FLASH_PLANS.clear()

@@ -308,15 +308,16 @@ def test_planted_text_bugs_of_the_overlap_schedule_are_refused():
 
 # ---- what the registers need: the write-only S and the pins before the fence ------------
 
-@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("name", list(CONFIGS) + list(PP_CONFIGS))
 def test_nvrtc_compiles_the_printed_kernels_without_spills(name):
     """The consumers under setmaxnreg 240: no spills, no serialised wgmma (bn 192 spilled with
-    an in-out S accumulator; the deferred wait spilled with O's rescale sunk below the issue)."""
+    an in-out S accumulator; the deferred wait spilled with O's rescale sunk below the issue;
+    bn 192 with ping-pong spilled 72 bytes of hoisted Q descriptors before they were pinned)."""
     import re
     from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
     if not nvrtc_available():
         pytest.skip("NVRTC not installed")
-    k = build_ws_ir(CONFIGS[name])
+    k = build_ws_ir({**CONFIGS, **PP_CONFIGS}[name])
     m = compile_cuda(emit_cuda_attention(k), "sm_90a", name=f"{k.name}.cu", backend="nvrtc",
                      options=("--ptxas-options=-v",), use_cache=False)
     assert m.kernels == (k.name,)
@@ -404,3 +405,49 @@ def test_the_serial_schedule_calls_the_same_hooks():
     assert text.count("// turn begin") == 4            # S and P V in each of the two loops
     assert text.count("// turn end last=False") == 2
     assert text.count("// turn end last=Eq(j, n_blocks - 1)") == 2
+
+
+# ---- Q's descriptors recomputed at each issue at bn 192 (lg_gmma_desc_u32_pin) -------------
+
+def test_only_the_192_key_tile_pins_q_descriptors():
+    """bn 192 prints Q's descriptors pinned (held, they spilled with ping-pong); bn 128 holds
+    them (no spill there; the recompute would cost 25 instructions per key block)."""
+    for name, cfg in {**CONFIGS, **PP_CONFIGS}.items():
+        k = build_ws_ir(cfg)
+        src = emit_cuda_attention(k)
+        if cfg.bn == 192:
+            assert k.meta["pinned_desc_bases"] == ("sQ",), name
+            assert "lg_gmma_desc_u32_pin(0x4000004000010000ull, sQ_u32, " in src
+            assert "lg_gmma_desc_u32(0x4000004000010000ull, sQ_u32, " not in src
+            assert "lg_gmma_desc_u32_pin(0x4000004000010000ull, sK_u32" not in src
+        else:
+            assert "pinned_desc_bases" not in k.meta and "lg_gmma_desc_u32_pin" not in src
+
+
+def test_planted_text_bugs_of_the_pinned_descriptors_are_refused():
+    from kernels.nvidia.wgmma_prelude import GMMA_DESC_U32_PIN
+    src, check = _printed("128x192 s2 (B8 H32 S8K)")
+    assert src.count(GMMA_DESC_U32_PIN) == 1
+    # the pinned helper computing another address (a 32-byte start step)
+    bad = check(src.replace(GMMA_DESC_U32_PIN, GMMA_DESC_U32_PIN.replace(
+        "(lg_u32)start >> 3", "(lg_u32)start >> 4"), 1))
+    assert "lg_gmma_desc_u32_pin" in bad["declarations"], bad
+    # ... or missing (the calls then name an undefined helper)
+    bad = check(src.replace(GMMA_DESC_U32_PIN, "", 1))
+    assert "declarations" in bad, bad
+    # a pinned Q descriptor reading K's array, or the next k step of Q
+    call = "lg_gmma_desc_u32_pin(0x4000004000010000ull, sQ_u32, 4096*wg - 4080)"
+    assert call in src
+    bad = check(src.replace(call, call.replace("sQ_u32", "sK_u32"), 1))
+    assert "printed_source" in bad or "emitted_index_math" in bad, bad
+    bad = check(src.replace(call, call.replace("4080", "4064"), 1))
+    assert bad, bad
+
+
+def test_the_printer_refuses_pinned_descriptors_without_32_bit_bases():
+    from kernels.printer.cuda import CudaPrinter
+    k = build_ws_ir(CONFIGS["128x192 s2 (B8 H32 S8K)"])
+    p = CudaPrinter.__new__(CudaPrinter)
+    p.k, p.tma, p.u32_shared = k, False, False
+    with pytest.raises(ValueError, match="pinned descriptors of \\['sQ'\\] need the 32-bit"):
+        p.pinned_descs()

@@ -31,7 +31,7 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm, CudaGemmConfig
 from .gemm_rt_ir import IrMmaRtGemm, mma_rt_at_parity, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
-from .flash_ir import IrFlashAttention, ir_launch_fits
+from .prefill_ir import ir_prefill, ir_prefill_launches, is_ir_prefill, prefill_config
 from .prefill_select import choose_prefill, prefill_on_ir
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
@@ -40,7 +40,6 @@ from .wgmma_rt_ir import IrWgmmaRtGemm, rt_ir_refusal, rt_kernel_name
 from .wgmma_rt_ir_split import IrWgmmaRtSplitGemm, split_ir_refusal, split_kernel_name
 from .wgmma_attention import WGMMA_FLASH_DEFAULTS, WgmmaFlashAttention, WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashAttention, WsFlashConfig
-from .wgmma_flash_ir import IrWgmmaFlashAttention
 from .ws_tma_loads import tma_attention_ready
 
 __all__ = ["pick_atom", "capability_of", "gemm", "choose_gemm", "compiled_gemm", "wgmma_gemm",
@@ -468,10 +467,11 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
 
 def _within_offsets(fa: FlashAttention, q, k, v, out) -> FlashAttention:
     """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and
-    cannot launch these tensors (:func:`~.flash_ir.ir_launch_fits`: an element offset reaching
-    2^31, the IR indexing with 32-bit ``int``; batch x heads past grid y)."""
-    if isinstance(fa, IrFlashAttention) and not ir_launch_fits(q, k, v, out):
-        return compiled_flash(fa.cfg, template=True)
+    cannot launch these tensors (:func:`~.prefill_ir.ir_prefill_launches`: an element offset
+    reaching 2^31, the IR indexing with 32-bit ``int``; batch x heads past grid y; the
+    warp-specialised kernel's TMA maps unable to address them)."""
+    if is_ir_prefill(fa) and not ir_prefill_launches(fa, q, k, v, out):
+        return compiled_flash(prefill_config(fa), template=True)
     return fa
 
 
@@ -481,16 +481,14 @@ _FLASH_PLANS: BoundedCache = BoundedCache(256)
 def compiled_flash(cfg: Any, template: bool = False) -> FlashAttention:
     """The kernel of a :class:`FlashConfig`, ``WgmmaFlashConfig`` or ``WsFlashConfig``, built once per
     configuration (its module compiles on first launch): a configuration whose IR prefill runs
-    at parity (:func:`.prefill_select.prefill_on_ir`: mma.sync or wgmma) is the verified
-    :class:`~.flash_ir.IrFlashAttention` / :class:`~.wgmma_flash_ir.IrWgmmaFlashAttention`
-    unless ``template``."""
+    at parity (:func:`.prefill_select.prefill_on_ir`: mma.sync, wgmma or warp-specialised) is
+    the verified IR kernel (:func:`~.prefill_ir.ir_prefill`) unless ``template``."""
     ir = not template and prefill_on_ir(cfg)
     key = cfg if ir or not prefill_on_ir(cfg) else ("template", cfg)
     fa = _FLASH.get(key)
     if fa is None:
         kind = {WgmmaFlashConfig: WgmmaFlashAttention, WsFlashConfig: WsFlashAttention}
-        ir_kind = {WgmmaFlashConfig: IrWgmmaFlashAttention}.get(type(cfg), IrFlashAttention)
-        fa = _FLASH[key] = ir_kind(cfg) if ir else kind.get(type(cfg), FlashAttention)(cfg)
+        fa = _FLASH[key] = ir_prefill(cfg) if ir else kind.get(type(cfg), FlashAttention)(cfg)
     return fa
 
 

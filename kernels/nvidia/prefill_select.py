@@ -50,6 +50,10 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   softmax): 1.014x the 3-stage kernel at B2 H32/8 S4K in every round, 1.034x / 1.017x / 0.985x
   at S8K in three runs (a small gain, inside one S8K run's spread).  Neither the deferred wait
   nor the warp-voted rescale nor V loaded behind K beat the 192-key non-causal kernel.
+  The TMA configurations with one block per unit (192 keys, the causal-long one, 3 stages
+  non-causal) run built as verified IR (:mod:`.wgmma_ws_ir`, :func:`ws_prefill_on_ir`,
+  :mod:`.prefill_ir`: bitwise the template's output, 0.99-1.07x its device time on an H100);
+  the persistent and the cp.async kernels run the template.
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run: built as verified IR
 (:mod:`.flash_ir`, :func:`mma_prefill_on_ir`) where that kernel measured at parity with the
@@ -67,7 +71,8 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
-           "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "prefill_on_ir",
+           "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "IR_WS_PREFILL_AT_PARITY",
+           "ws_prefill_on_ir", "prefill_on_ir",
            "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
@@ -143,9 +148,38 @@ def wgmma_prefill_on_ir(cfg: Any) -> bool:
                                    arch=cfg.arch, **kw)
 
 
+# (bn, stages, causal, defer_pv_wait) of the warp-specialised d128 configurations (TMA,
+# ping-pong, one block per unit: WS_PREFILL_TILES with WIDE_KEYS / CAUSAL_LONG) whose IR-built
+# kernel (kernels.nvidia.wgmma_ws_ir, IrWsAttention, bitwise the template's output) measured at
+# parity with the template: >= 0.98x its device time at every shape measured that runs it
+# (H100 2026-11-25, benchmarks/nvidia_ws_ir_serial.py --dispatched --rounds 9, medians of 9
+# rotated rounds, nvidia_ws_ir_dispatched_h100_2026-11-25_pinned.json; docs/PERFORMANCE.md):
+# 128 x 192 s2: 0.992 at B8 H32 S8K, 0.995 at B4 H16 1000 / 4097 (0.962 / 0.970 before Q's
+# descriptors were pinned); 128 x 128 s2 causal dw: 0.999 at B8 H32 S8K, 0.996 at B2 H32/8
+# S4K, 0.993 at B3 H8 S1500; 128 x 128 s3: 1.068 at B2 H4 S77, 0.989 at B16 H32 S512.  The
+# persistent short causal kernel has no IR form yet (the plan's persistent_units; its
+# configuration with persistence off measured 0.974 at B16 H32 S512 causal).
+IR_WS_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool]] = frozenset(
+    {(192, 2, False, False), (128, 2, True, True), (128, 3, False, False)})
+
+
+def ws_prefill_on_ir(cfg: Any) -> bool:
+    """Does the warp-specialised configuration ``cfg`` run the IR-built kernel
+    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`)?  A d128 TMA ping-pong configuration, one
+    block per unit, whose (bn, stages, causal, defer_pv_wait) is in
+    :data:`IR_WS_PREFILL_AT_PARITY`; else the template."""
+    if type(cfg) is not WsFlashConfig:
+        return False
+    key = (cfg.bn, cfg.stages, bool(cfg.causal), bool(cfg.defer_pv_wait))
+    return (key in IR_WS_PREFILL_AT_PARITY and cfg.head_dim == 128 and cfg.loader == "tma"
+            and cfg.pingpong and not (cfg.persistent or cfg.unit_heads or cfg.rescale_vote
+                                      or cfg.v_behind_k))
+
+
 def prefill_on_ir(cfg: Any) -> bool:
-    """Does ``cfg`` (mma.sync or wgmma) run its IR-built kernel (the two rules above)?"""
-    return mma_prefill_on_ir(cfg) or wgmma_prefill_on_ir(cfg)
+    """Does ``cfg`` (mma.sync, wgmma or warp-specialised) run its IR-built kernel (the three
+    rules above)?"""
+    return mma_prefill_on_ir(cfg) or wgmma_prefill_on_ir(cfg) or ws_prefill_on_ir(cfg)
 
 
 # (head_dim, causal) -> wgmma tile (warpgroups, bn) and the measured reason
@@ -194,7 +228,11 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                                 if cfg.persistent else "")
                              + (", P V wait deferred" if cfg.defer_pv_wait else "")
                              + f"), {cfg.bm} rows "
-                             f"x {cfg.bn} keys (H100 sweep)" + ("" if tma_ok else
+                             f"x {cfg.bn} keys (H100 sweep), "
+                             + ("the verified IR kernel (kernels.nvidia.wgmma_ws_ir, at parity "
+                                "with the template, H100)" if ws_prefill_on_ir(cfg) else
+                                "the template (kernels.nvidia.wgmma_attention_ws)")
+                             + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))
     if atom == "wgmma":

@@ -4,12 +4,12 @@ without importing a builder): ``wgmma`` fence / commit / wait, the register pins
 generic-to-async proxy fence, the descriptor helper of the IR-built kernels, and the
 ``wgmma.mma_async`` wrapper of one shape."""
 
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 from mfma_specs.nvidia_wgmma import wgmma
 
-__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "GMMA_DESC_U32", "PIN_WORDS", "wgmma_fn",
-           "wgmma_key"]
+__all__ = ["HELPERS", "wgmma_wrapper", "GMMA_DESC", "GMMA_DESC_U32", "GMMA_DESC_U32_PIN",
+           "desc_helpers", "PIN_WORDS", "wgmma_fn", "wgmma_key"]
 
 
 def wgmma_wrapper(fn: str, dtype: str, n: int, trans_b: int, a_regs: bool = False,
@@ -84,6 +84,29 @@ LG_DEV lg_u64 lg_gmma_desc_u32(lg_u64 bits, lg_u32 base, int start) {
   return bits | (lg_u64)(((base & 0x3FFFF) >> 4) + ((lg_u32)start >> 3));
 }
 """
+
+# The same descriptor with `base` passed through an empty asm (the value unchanged): the
+# compiler cannot hoist the descriptor out of a loop, so it is recomputed at each issue (two
+# ALU instructions) instead of held.  The WS IR prefill's 192-key tile prints Q's this way
+# (kernels.nvidia.wgmma_ws_ir): its eight hoisted 64-bit Q descriptors spilled 72 bytes
+# in the ping-pong form, loaded in every key block.
+GMMA_DESC_U32_PIN = r"""
+// lg_gmma_desc_u32 recomputed at each use (`base` pinned: never hoisted out of a loop)
+LG_DEV lg_u64 lg_gmma_desc_u32_pin(lg_u64 bits, lg_u32 base, int start) {
+  asm volatile("" : "+r"(base));
+  return bits | (lg_u64)(((base & 0x3FFFF) >> 4) + ((lg_u32)start >> 3));
+}
+"""
+
+
+def desc_helpers(source: str) -> List[Tuple[str, str]]:
+    """The descriptor helpers a printed ``source`` calls, each (its exact text, a name for a
+    message): ``lg_gmma_desc_u32`` or ``lg_gmma_desc``, and ``lg_gmma_desc_u32_pin`` where
+    called."""
+    pin = "lg_gmma_desc_u32_pin(0x" in source     # printed beside lg_gmma_desc_u32 only
+    out = [(GMMA_DESC_U32, "lg_gmma_desc_u32") if pin or "lg_gmma_desc_u32(0x" in source
+           else (GMMA_DESC, "lg_gmma_desc")]
+    return out + ([(GMMA_DESC_U32_PIN, "lg_gmma_desc_u32_pin")] if pin else [])
 
 
 # IR-built kernels with a register-A wgmma: the printer declares a 16-bit frag as a flat

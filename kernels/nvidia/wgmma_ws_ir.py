@@ -63,7 +63,15 @@ verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`
 d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are refused here naming their
 builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256 kernel (H100, 2026-11-25,
 docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1 S513 causal, B2 H4 S77;
-0.74-0.77x its speed at S4K (open).  Not dispatched.
+0.74-0.77x its speed at S4K (open; not dispatched).  The d128 TMA kernels are dispatched where
+measured at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
+:mod:`.prefill_ir`).
+
+At bn 192 Q's eight descriptors are printed pinned (``meta["pinned_desc_bases"]``,
+``lg_gmma_desc_u32_pin``: recomputed at each S issue): hoisted out of the key loop they
+spilled 72 bytes in the ping-pong form (eight reloads per key block; 0.96-0.97x the template
+on the H100, 0.99x pinned).  At bn 128 nothing spills and the recompute would cost 25 SASS
+instructions per block, so they stay held.
 """
 
 from __future__ import annotations
@@ -247,6 +255,12 @@ class WsOverlapBuilder(WsRingBuilder):
         from ..verify.spec import Domain
         k = self.frame(ws_ir_name(self.ws), "wgmma_ws_ir")
         k.spec = dataclasses.replace(k.spec, domain=Domain.on_instances(ws_ir_instances))
+        if self.c.bn == 192:
+            # Q's eight descriptors recomputed at each S issue (lg_gmma_desc_u32_pin): held
+            # across the loop they spilled 72 bytes at bn 192 with ping-pong (eight 8-byte
+            # reloads per key block, NVRTC 13.5); at bn 128 nothing spills and the recompute
+            # costs 25 SASS instructions per block, so only the 192-key tile pins them
+            k.meta = dict(k.meta, pinned_desc_bases=("sQ",))
         k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
                     .replace("overlapped schedule", f"warp-specialised ({self.producer_name} "
                              f"producer, "

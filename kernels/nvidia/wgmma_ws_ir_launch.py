@@ -19,7 +19,8 @@ threads, the arguments built by name from the IR's parameters and scalars (so th
 the printed signature's order, whatever it is).  It refuses with
 :class:`~kernels.errors.LaunchError` what the maps cannot address (base not 16-byte aligned,
 strides not positive multiples of 16 bytes, head_dim not contiguous) and what the IR's 32-bit
-index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  Not dispatched.
+index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  :class:`IrWsAttention` is
+dispatched (:mod:`.prefill_ir`) for the configurations measured at parity.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ its probe, and the tests then ask for this note to be updated).
 
 What runs (:func:`~.prefill_select.choose_prefill` on sm_90a, bf16/f16, head_dim 128; d256 is
 the cp.async producer): the string template :mod:`.wgmma_attention_ws` in four configurations
-(:func:`dispatched_d128_configs` lists them at the measured shapes)::
+(:func:`dispatched_d128_configs` lists them at the measured shapes), the first three built as
+this plan's IR since 2026-11-25 (the builder, at parity on the H100: end of this note)::
 
     B8 H32 S8K, B4 H16 1000/4097  non-causal  lg_wsflash_*_d128_128x192_s2_pp_tma
     B8 H32 S8K, S4K               causal      lg_wsflash_*_d128_128x128_s2_pp_causal_tma_dw
@@ -251,17 +252,29 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
     0.94x at S513 causal, 0.99x at S77 -- slower than the serial IR (0.86-0.91x), open
     (docs/PERFORMANCE.md).
 
-Registers (NVRTC 13, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
+Registers (NVRTC 13.5, ``--ptxas-options=-v``, sm_90a; not a GPU run): the builder's kernels
 compile without spills, as the template (a write-only S accumulator at scale-d 0 and O / P
-pinned before each P V issue: :mod:`.wgmma_ws_ir`).  On the H100 (2026-11-25,
+pinned before each P V issue: :mod:`.wgmma_ws_ir`; at bn 192 Q's descriptors recomputed at
+each S issue, ``lg_gmma_desc_u32_pin``: held across the key loop, eight 64-bit values, they
+spilled 72 bytes in the ping-pong form, eight ``LDL.64`` in every key block -- the 3-4 % the
+192-key tile measured below its template).  On the H100 (2026-11-25,
 :class:`~.wgmma_ws_ir_launch.IrWsAttention`, ``tests/test_nvidia_ws_ir_gpu.py``, persistence
-off): bitwise the template of the same configuration at every measured shape; 0.96-1.00x its
-speed (B8 H32 S8K 0.962, causal 1.001, 1000 / 4097 0.970, S512 causal 0.966, S77 1.005; one
-run, docs/PERFORMANCE.md).  Not dispatched.
+off): bitwise the template of the same configuration at every measured shape; with the pinned
+Q descriptors (medians of 9 rotated rounds, one run): 128 x 192 s2 0.992 at B8 H32 S8K and
+0.995 at B4 H16 1000 / 4097 (0.962 / 0.970 before), 128 x 128 s2 causal dw 0.999 at S8K
+causal, 0.996 at B2 H32/8 S4K causal, 0.993 at B3 H8 S1500 causal, 128 x 128 s3 1.068 at B2
+H4 S77 and 0.989 at B16 H32 S512, the short causal configuration without persistence 0.974 at
+B16 H32 S512 causal (docs/PERFORMANCE.md).  **Dispatched** where at parity
+(:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`: the 192-key, causal-long and 3-stage
+non-causal configurations; :mod:`.prefill_ir` falls back to the template for tensors TMA
+cannot address and offsets past 2^31); the persistent short causal configuration runs its
+template until ``persistent_units`` lands.
 
-Speed risk: the one-warpgroup d64 IR measured 0.94-0.95x its template on the H100
-(:mod:`.wgmma_flash_ir`), below the 0.98x dispatch bar; the same printing choices (the
-unmasked loop copy, ``fmaf`` spellings) would start the warp-specialised IR from there.
+What the IR's hot loop is beside the template's (NVRTC 13.5 SASS, the unmasked key loop
+against the template's one loop, which tests ``need_mask`` at run time): 709 instructions
+against 872 at 128 x 192 s2 pp, 509 against 626 at 128 x 128 s3 pp; the 3-stage causal
+kernel's gap at S512 (0.974, persistence off) is outside the loop (block 0 always masked, the
+masked loop copy, 2928 instructions in all against 1944), not yet closed.
 """
 
 from __future__ import annotations

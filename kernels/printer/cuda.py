@@ -50,8 +50,8 @@ from ..ir.dtypes import ELEM_TYPES
 from ..ir.nvidia import CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrixLoad
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait)
 from ..nvidia.prelude import MMA, PACK, PRELUDE
-from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
-                                    wgmma_key, wgmma_wrapper)
+from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, GMMA_DESC_U32_PIN, HELPERS,
+                                    PIN_WORDS, wgmma_fn, wgmma_key, wgmma_wrapper)
 from .cuda_ticket import ticket_stmt
 from .cuda_tma import has_tma, tma_decls, tma_helpers, tma_param, tma_stmt, u32_base
 from .hip import Printer
@@ -140,6 +140,16 @@ class CudaPrinter(Printer):
         generic-pointer form converts the array per descriptor, per k step."""
         return self.tma or self.u32_shared
 
+    def pinned_descs(self) -> Set[str]:
+        """The shared arrays whose descriptors are recomputed at each issue
+        (``meta["pinned_desc_bases"]``, ``lg_gmma_desc_u32_pin``: never hoisted and held in
+        registers by the compiler); only from 32-bit bases."""
+        pinned = set(self.k.meta.get("pinned_desc_bases", ()))
+        if pinned and not self.desc_u32():
+            raise ValueError(f"cuda printer: pinned descriptors of {sorted(pinned)} need the "
+                             "32-bit shared bases (meta u32_shared, or a TMA kernel)")
+        return pinned
+
     # ---- statements ----------------------------------------------------------------------
     def stmt(self, s: Any, d: int) -> None:
         if tma_stmt(self.out, s, d) or ticket_stmt(self, s, d):
@@ -206,8 +216,9 @@ class CudaPrinter(Printer):
         shared = (m.b,) if m.a_in_regs else (m.a, m.b)
         fn_desc, base = ("lg_gmma_desc_u32", u32_base) if self.desc_u32() else \
             ("lg_gmma_desc", lambda b: b)
-        ops = [f"{fn_desc}(0x{op.desc.constant_bits():016x}ull, {base(op.buf)}, "
-               f"{to_c(op.start)})" for op in shared]
+        pinned = self.pinned_descs()
+        ops = [f"{fn_desc}{'_pin' if op.buf in pinned else ''}(0x{op.desc.constant_bits():016x}"
+               f"ull, {base(op.buf)}, {to_c(op.start)})" for op in shared]
         if m.a_in_regs:
             ops.insert(0, f"&{m.a.frag.name}[{self.words(m.a, f'wgmma {m.tag} A')}]")
         fn = wgmma_fn(*wgmma_key(m))
@@ -221,6 +232,8 @@ class CudaPrinter(Printer):
         if not ms:
             return tma_helpers(self.k)
         out = [HELPERS, GMMA_DESC_U32 if self.desc_u32() else GMMA_DESC, tma_helpers(self.k)]
+        if self.pinned_descs():
+            out.insert(2, GMMA_DESC_U32_PIN)
         keys = sorted({wgmma_key(m) for m in ms})
         if any(key[3] for key in keys):
             out.append(PIN_WORDS)

@@ -484,17 +484,16 @@ def _wgmma_helpers(k: Kernel, source: str, fails: Fail) -> None:
     atom's instruction (shape, dtype, tnspB), and the fence / wait / pin / descriptor helpers
     once each (a wrapper printing another instruction would pass every other check)."""
     from ..ir.nvidia_wgmma import WgmmaMma
-    from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, HELPERS, PIN_WORDS, wgmma_fn,
-                                        wgmma_key, wgmma_wrapper)
+    from ..nvidia.wgmma_prelude import (HELPERS, PIN_WORDS, desc_helpers, wgmma_fn, wgmma_key,
+                                        wgmma_wrapper)
     ms = [s for s in walk(k.body) if isinstance(s, WgmmaMma)]
     if not ms:
         return
     want = {wgmma_key(m) for m in ms}
     pins = [(PIN_WORDS, "lg_pin of a flat lg_u32 array")] if any(w[3] for w in want) else []
+    # the descriptor helpers the calls use (from a 32-bit base or not, pinned or not)
     for text, what in ([(HELPERS, "the wgmma fence / wait / pin helpers"),
-                        # the descriptor helper the calls use (from a 32-bit base or not)
-                        (GMMA_DESC_U32, "lg_gmma_desc_u32") if "lg_gmma_desc_u32(0x" in source
-                        else (GMMA_DESC, "lg_gmma_desc")] + pins +
+                        *desc_helpers(source)] + pins +
                        [(wgmma_wrapper(wgmma_fn(*w), *w), f"{wgmma_fn(*w)} ({w[0]} m64n{w[1]}k16"
                          f", tnspB {w[2]}, A from {'registers' if w[3] else 'shared memory'}"
                          f"{', write-only D' if w[4] else ''})") for w in sorted(want)]):

@@ -51,7 +51,8 @@ from ..nvidia.prelude import PACK
 from ..printer.cuda import f32_store_line
 from ..printer.cuda_ticket import ticket_stmt
 from ..nvidia.tma import NAMED_ARRIVE_HELPER, TMA_HELPERS, TMA_LOAD_4D_HELPER
-from ..nvidia.wgmma_prelude import GMMA_DESC_U32, HELPERS, wgmma_fn, wgmma_key, wgmma_wrapper
+from ..nvidia.wgmma_prelude import (GMMA_DESC_U32, GMMA_DESC_U32_PIN, HELPERS, wgmma_fn,
+                                     wgmma_key, wgmma_wrapper)
 from .cexpr import CExprError, evaluate, parse
 from .gate_common import Fail
 from .source_text import split_args
@@ -65,8 +66,15 @@ _CALLS = {TmaLoad: "lg_tma_load_2d", TmaStore: "lg_tma_store_2d", MbarrierWait: 
           CpAsyncArrive: "lg_cp_mbar_arrive"}
 
 
-def _expected(s: Any) -> List[str]:
-    """Fragments the printed call of ``s`` must contain."""
+def _desc(op: Any, pinned: Any) -> str:
+    """The printed start of an operand's descriptor (``_pin``: recomputed at each issue)."""
+    return (f"lg_gmma_desc_u32{'_pin' if op.buf in pinned else ''}("
+            f"0x{op.desc.constant_bits():016x}ull, {op.buf}_u32, ")
+
+
+def _expected(s: Any, pinned: Any = ()) -> List[str]:
+    """Fragments the printed call of ``s`` must contain (``pinned``: the arrays whose
+    descriptors the kernel prints pinned, ``meta["pinned_desc_bases"]``)."""
     if isinstance(s, TmaLoad):
         return [f"{_load_fn(s)}(({s.dst}_u32 + 2 * (", f", {s.tmap.name}, ",
                 f"(lg_bar_{s.bar}_u32 + 8 * ("]
@@ -91,12 +99,10 @@ def _expected(s: Any) -> List[str]:
         return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
     if isinstance(s, WgmmaMma) and s.a_in_regs:    # A from registers: 4 words of a frag
         return [f"{wgmma_fn(*wgmma_key(s))}(&{s.acc.frag.name}[0], "
-                f"&{s.a.frag.name}[{s.a.idx[0] // 2}], "
-                f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
+                f"&{s.a.frag.name}[{s.a.idx[0] // 2}], " + _desc(s.b, pinned)]
     if isinstance(s, WgmmaMma):
-        return [f"{wgmma_fn(*wgmma_key(s))}(&{s.acc.frag.name}[0], "
-                f"lg_gmma_desc_u32(0x{s.a.desc.constant_bits():016x}ull, {s.a.buf}_u32, ",
-                f"lg_gmma_desc_u32(0x{s.b.desc.constant_bits():016x}ull, {s.b.buf}_u32, "]
+        return [f"{wgmma_fn(*wgmma_key(s))}(&{s.acc.frag.name}[0], " + _desc(s.a, pinned),
+                _desc(s.b, pinned)]
     return []
 
 
@@ -275,8 +281,8 @@ def _txt_exprs(line: str) -> List[str]:
             out.append(sm.group(2))
         elif bm:
             out.append(bm.group(2))
-        elif a.startswith("lg_gmma_desc_u32("):
-            out.append(split_args(a[len("lg_gmma_desc_u32("):-1])[2].strip())
+        elif a.startswith(("lg_gmma_desc_u32(", "lg_gmma_desc_u32_pin(")):
+            out.append(split_args(a[a.index("(") + 1:-1])[2].strip())
         elif a.startswith("(lg_u32)("):
             out.append(a[len("(lg_u32)("):-1])
         elif not re.fullmatch(r"\d+u?|tm\w+|&\w+\[\d+\]", a):
@@ -402,6 +408,9 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
     helpers = [("TMA helpers", TMA_HELPERS)] + ([("wgmma helpers", HELPERS),
                                                  ("descriptor helper", GMMA_DESC_U32)]
                                                 if ms else [])
+    pinned = frozenset(k.meta.get("pinned_desc_bases", ()))
+    if pinned:
+        helpers.append(("pinned descriptor helper", GMMA_DESC_U32_PIN))
     if any(_named(True)(s) for s in walk(k.body)):
         helpers.append(("bar.arrive helper", NAMED_ARRIVE_HELPER))
     if any(isinstance(s, TmaLoad) and s.coords for s in walk(k.body)):
@@ -457,7 +466,7 @@ def printed_tma_checks(k: Any, source: str) -> Fail:
     body = source[m.end():]
     pos = 0
     for s in walk(k.body):
-        frags = _expected(s)
+        frags = _expected(s, pinned)
         if not frags:
             continue
         i = body.find(frags[0], pos)
