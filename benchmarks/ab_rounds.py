@@ -15,7 +15,10 @@ script interleaves, reduces and prints the same way:
   outputs, run once, with the IR output's error against the float32 reference;
 * :func:`prefill_rounds`: a prefill shape's kernels each writing its own output, warmed up
   once, timed in rotated rounds of CUDA-event means (``event_round_us``, 10 calls), with each
-  output's error against a float32 torch reference on batch 0.
+  output's error against a float32 torch reference on batch 0 (GQA: K / V heads repeated);
+* :func:`prefill_ab_fields`: the comparison fields of one such row (medians, the IR's speed,
+  bitwise equality and errors against each other kernel), the warp-specialised IR scripts'
+  (nvidia_ws_ir_serial.py, nvidia_ws_ir_cp.py, nvidia_ws_ir_persist.py) one row format.
 
 torch is imported inside the functions: the scripts' ``--help`` works without a GPU.
 """
@@ -29,7 +32,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple, TypeVar
 from gpu_timing import event_round_us
 
 __all__ = ["rotated_rounds", "medians", "print_row", "gemm_operands", "first_build",
-           "gemm_outputs", "prefill_rounds"]
+           "gemm_outputs", "prefill_rounds", "prefill_ab_fields"]
 
 T = TypeVar("T")
 
@@ -109,14 +112,14 @@ def gemm_outputs(ir: Any, tpl: Any, a: Any, b: Any, b_major: str, *bind: Any
 
 
 def prefill_rounds(kinds: Dict[str, Any], q: Any, k: Any, v: Any, causal: bool, rounds: int,
-                   poison: bool = False
+                   poison: bool = False, calls_per_round: int = 10
                    ) -> Tuple[Dict[str, Any], Dict[str, List[float]], Dict[str, float],
                               Dict[str, float]]:
     """Each prefill kernel of ``kinds`` called ``f(q, k, v, out=its own output)`` (outputs
     uninitialised, or NaN with ``poison``), warmed up once, then timed in
-    :func:`rotated_rounds` of :func:`~gpu_timing.event_round_us` (10 calls):
-    ``(outs, rounds_us, median_us, err)``, ``err`` each output's max abs error on batch 0
-    against float32 ``scaled_dot_product_attention``."""
+    :func:`rotated_rounds` of :func:`~gpu_timing.event_round_us` (``calls_per_round``
+    calls): ``(outs, rounds_us, median_us, err)``, ``err`` each output's max abs error on batch
+    0 against float32 ``scaled_dot_product_attention`` (K / V heads repeated for GQA)."""
     import torch
     outs = {n: (torch.full_like(q, float("nan")) if poison else torch.empty_like(q))
             for n in kinds}
@@ -124,9 +127,37 @@ def prefill_rounds(kinds: Dict[str, Any], q: Any, k: Any, v: Any, causal: bool, 
     for f in calls.values():
         f()
     torch.cuda.synchronize()
-    ts = rotated_rounds(list(calls), rounds, lambda n: event_round_us(calls[n], 10))
+    ts = rotated_rounds(list(calls), rounds,
+                        lambda n: event_round_us(calls[n], calls_per_round))
     med = medians(ts)
+    g = q.shape[1] // k.shape[1]
     ref = torch.nn.functional.scaled_dot_product_attention(
-        q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal)
+        q[:1].float(), k[:1].float().repeat_interleave(g, 1),
+        v[:1].float().repeat_interleave(g, 1), is_causal=causal)
     err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
     return outs, ts, med, err
+
+
+def prefill_ab_fields(outs: Dict[str, Any], ts: Dict[str, List[float]],
+                      med: Dict[str, float], err: Dict[str, float]) -> Dict[str, Any]:
+    """The comparison fields of one row of :func:`prefill_rounds`'s results, ``"ir"`` against
+    every other kernel: ``{name}_us`` (medians), ``ir_speed_vs_{name}`` (its time over the
+    IR's), ``bitwise_equal`` / ``max_abs_ir_vs_template`` against ``"template"`` and
+    ``bitwise_equal_{name}`` against the others, ``ir_nan``, ``max_abs_{name}_vs_f32_ref_b0``
+    and the raw ``rounds_us``."""
+    import torch
+    row: Dict[str, Any] = {f"{n}_us": round(t, 1) for n, t in med.items()}
+    others = [n for n in outs if n != "ir"]
+    row.update({f"ir_speed_vs_{n}": round(med[n] / med["ir"], 3) for n in others})
+    for n in others:
+        same = bool(torch.equal(outs["ir"], outs[n]))
+        if n == "template":
+            row["bitwise_equal"] = same
+            row["max_abs_ir_vs_template"] = (outs["ir"].float() - outs[n].float()) \
+                .abs().max().item()
+        else:
+            row[f"bitwise_equal_{n}"] = same
+    row["ir_nan"] = bool(outs["ir"].isnan().any())
+    row.update({f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()})
+    row["rounds_us"] = ts
+    return row

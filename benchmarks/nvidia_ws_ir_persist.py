@@ -6,20 +6,21 @@ the same configuration (the dispatched causal <= 1024-row kernel,
     python3 benchmarks/nvidia_ws_ir_persist.py --out results.json [--rounds 9]
 
 Per shape: interleaved rounds (CUDA events, mean of 20 calls per round, median over rounds;
-the order rotates every round); outputs compared bitwise."""
+the order rotates every round); outputs compared bitwise and each with a float32 reference on
+batch 0 (benchmarks/ab_rounds.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig
 from kernels.nvidia.wgmma_ws_ir_persist_launch import IrWsPersistAttention
 
-from gpu_timing import event_round_us, run_header, write_rows_json
+from ab_rounds import prefill_ab_fields, prefill_rounds, print_row
+from gpu_timing import run_header, write_rows_json
 
 CFG = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong=True, loader="tma",
                     persistent=True, unit_heads=4)
@@ -39,26 +40,13 @@ def main() -> None:
         q = torch.randn(B, Hq, Sq, 128, device="cuda", generator=g).to(torch.bfloat16)
         k, v = (torch.randn(B, Hkv, Skv, 128, device="cuda", generator=g).to(torch.bfloat16)
                 for _ in range(2))
-        outs = {n: torch.full_like(q, float("nan")) for n in kinds}
-        calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
-        for f in calls.values():
-            f()
-        torch.cuda.synchronize()
-        ts = {n: [] for n in kinds}
-        names = list(calls)
-        for r in range(args.rounds):
-            s = r % len(names)
-            for n in names[s:] + names[:s]:
-                ts[n].append(event_round_us(calls[n], 20))
-        med = {n: statistics.median(x) for n, x in ts.items()}
+        outs, ts, med, err = prefill_rounds(kinds, q, k, v, True, args.rounds, poison=True,
+                                            calls_per_round=20)
         row = {"B": B, "Hq": Hq, "Hkv": Hkv, "Sq": Sq, "Skv": Skv, "causal": True,
                "ir": kinds["ir"].kernel_name, "template": CFG.name,
-               **{f"{n}_us": round(t, 2) for n, t in med.items()},
-               "ir_speed_vs_template": round(med["template"] / med["ir"], 3),
-               "bitwise_equal": bool(torch.equal(outs["ir"], outs["template"])),
-               "ir_nan": bool(outs["ir"].isnan().any()), "rounds_us": ts}
+               **prefill_ab_fields(outs, ts, med, err)}
         rows.append(row)
-        print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
+        print_row(row, "rounds_us")
     write_rows_json(args.out, rows)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 
 import torch
 
@@ -26,7 +25,8 @@ from kernels.nvidia.prefill_select import choose_prefill
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention
 from kernels.nvidia.wgmma_ws_ir_launch import IrWsAttention, IrWsSerialAttention
 
-from gpu_timing import event_round_us, run_header, write_rows_json
+from ab_rounds import prefill_ab_fields, prefill_rounds, print_row
+from gpu_timing import run_header, write_rows_json
 
 # (B, Hq, Sq, Skv, causal[, Hkv]): the dispatched configurations' shapes, and (--dispatched)
 # the causal-long configuration's at GQA and a ragged length
@@ -62,37 +62,13 @@ def main() -> None:
         else:
             ir = IrWsSerialAttention(causal, args.dtype, pingpong=args.pingpong)
         kinds = {"ir": ir, "template": WsFlashAttention(ir.ws_cfg), "ws": WsFlashAttention(ws)}
-        outs = {n: torch.full_like(q, float("nan")) for n in kinds}
-        calls = {n: (lambda f=f, o=outs[n]: f(q, k, v, out=o)) for n, f in kinds.items()}
-        for f in calls.values():
-            f()
-        torch.cuda.synchronize()
-        ts = {n: [] for n in kinds}
-        names = list(calls)
-        for r in range(args.rounds):
-            s = r % len(names)
-            for n in names[s:] + names[:s]:
-                ts[n].append(event_round_us(calls[n], 10))
-        med = {n: statistics.median(x) for n, x in ts.items()}
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            q[:1].float(), k[:1].float(), v[:1].float(), is_causal=causal,
-            enable_gqa=Hkv != H)
-        err = {n: (o[:1].float() - ref).abs().max().item() for n, o in outs.items()}
+        outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds, poison=True)
         row = {"B": B, "H": H, "Hkv": Hkv, "Sq": Sq, "Skv": Skv, "D": 128, "causal": causal,
                "dtype": args.dtype, "ir": ir.kernel_name, "template": ir.ws_cfg.name,
                "ws_config": ws.name,
-               **{f"{n}_us": round(t, 1) for n, t in med.items()},
-               "ir_speed_vs_template": round(med["template"] / med["ir"], 3),
-               "ir_speed_vs_ws": round(med["ws"] / med["ir"], 3),
-               "bitwise_equal": bool(torch.equal(outs["ir"], outs["template"])),
-               "max_abs_ir_vs_template": (outs["ir"].float() - outs["template"].float())
-               .abs().max().item(),
-               "bitwise_equal_ws": bool(torch.equal(outs["ir"], outs["ws"])),
-               "ir_nan": bool(outs["ir"].isnan().any()),
-               **{f"max_abs_{n}_vs_f32_ref_b0": e for n, e in err.items()},
-               "rounds_us": ts}
+               **prefill_ab_fields(outs, ts, med, err)}
         rows.append(row)
-        print(json.dumps({k_: v_ for k_, v_ in row.items() if k_ != "rounds_us"}), flush=True)
+        print_row(row, "rounds_us")
     write_rows_json(args.out, rows)
 
 

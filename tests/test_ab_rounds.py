@@ -20,7 +20,8 @@ sys.path.append(str(ROOT / "benchmarks"))
 import ab_rounds  # noqa: E402
 
 SCRIPTS = ("nvidia_wgmma_rt_ir", "nvidia_wgmma_rt_split_ir", "nvidia_ir_flash",
-           "nvidia_ir_wgmma_flash", "nvidia_ir_wgmma_flash_d128", "nvidia_tma_ir_speed")
+           "nvidia_ir_wgmma_flash", "nvidia_ir_wgmma_flash_d128", "nvidia_tma_ir_speed",
+           "nvidia_ws_ir_serial", "nvidia_ws_ir_cp", "nvidia_ws_ir_persist")
 
 
 def test_two_names_alternate_and_three_rotate():
@@ -116,6 +117,42 @@ def test_prefill_rounds_time_each_kernel_in_rotation(monkeypatch):
     outs2, *_ = ab_rounds.prefill_rounds({"lazy": lambda q_, k_, v_, out: None}, q, k, v,
                                          False, 1, poison=True)
     assert outs2["lazy"].isnan().all()
+
+
+def test_prefill_rounds_repeat_kv_heads_for_gqa_and_count_calls(monkeypatch):
+    """GQA (4 query heads on 2 K / V heads): the reference repeats each K / V head for its
+    query heads, so an exact GQA kernel has no error; ``calls_per_round`` reaches the clock."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    seen = []
+    monkeypatch.setattr(ab_rounds, "event_round_us", lambda fn, n: seen.append(n) or 1.0)
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 4, 5, 8, generator=g)
+    k, v = (torch.randn(1, 2, 5, 8, generator=g) for _ in range(2))
+
+    def gqa(q_, k_, v_, out):
+        out.copy_(torch.nn.functional.scaled_dot_product_attention(
+            q_, k_.repeat_interleave(2, 1), v_.repeat_interleave(2, 1), is_causal=True))
+    _, _, _, err = ab_rounds.prefill_rounds({"ir": gqa}, q, k, v, True, 2, calls_per_round=20)
+    assert err == {"ir": 0.0} and seen == [20, 20]
+
+
+def test_prefill_ab_fields_compare_the_ir_with_each_kernel():
+    same = torch.zeros(1, 1, 2, 2)
+    other = same.clone()
+    other[0, 0, 0, 0] = 0.25
+    outs = {"ir": same, "template": same.clone(), "ws": other}
+    ts = {"ir": [2.0], "template": [3.0], "ws": [1.0]}
+    f = ab_rounds.prefill_ab_fields(outs, ts, {"ir": 2.0, "template": 3.0, "ws": 1.0},
+                                    {"ir": 0.1, "template": 0.1, "ws": 0.2})
+    assert f["ir_us"] == 2.0 and f["ir_speed_vs_template"] == 1.5
+    assert f["ir_speed_vs_ws"] == 0.5 and "ir_speed_vs_ir" not in f
+    assert f["bitwise_equal"] is True and f["max_abs_ir_vs_template"] == 0.0
+    assert f["bitwise_equal_ws"] is False and f["ir_nan"] is False
+    assert f["max_abs_ws_vs_f32_ref_b0"] == 0.2 and f["rounds_us"] is ts
+    nan = same.clone()
+    nan[0, 0, 1, 1] = float("nan")
+    assert ab_rounds.prefill_ab_fields({"ir": nan, "template": same}, {}, {"ir": 1.0,
+                                       "template": 1.0}, {})["ir_nan"] is True
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
