@@ -9,6 +9,19 @@ import torch
 DT = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
+def qkv(B, Hq, Hkv, Sq, Skv, D, dt, seed, bshd=False):
+    """Seeded q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D) on the GPU, drawn in that order from
+    one generator; ``bshd``: each a (B, S, H, D) tensor seen through its (B, H, S, D)
+    transpose (strided heads)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(H, S):
+        t = torch.randn((B, S, H, D) if bshd else (B, H, S, D), device="cuda",
+                        generator=g).to(DT[dt])
+        return t.transpose(1, 2) if bshd else t
+    return make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+
+
 def reference(q, k, v, causal):
     """softmax(q k^T / sqrt(d) [+ causal mask]) v in float32, GQA by repeating K and V."""
     G = q.shape[1] // k.shape[1]

@@ -27,7 +27,7 @@ pytestmark = NVIDIA_GPU
 from kernels.nvidia.prefill_select import choose_prefill  # noqa: E402
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention  # noqa: E402
 from kernels.nvidia.wgmma_ws_ir_cp_launch import IrWsCpAttention  # noqa: E402
-from _prefill_gpu import DT, check_against_template  # noqa: E402
+from _prefill_gpu import check_against_template, qkv  # noqa: E402
 
 _KERNELS = {}
 
@@ -50,11 +50,7 @@ SHAPES = pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,dt,causal", [
 def _inputs(B, Hq, Hkv, Sq, Skv, dt):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma and setmaxnreg need sm_90a")
-    g = torch.Generator(device="cuda").manual_seed(29)
-    q = torch.randn((B, Hq, Sq, 256), device="cuda", generator=g).to(DT[dt])
-    k, v = (torch.randn((B, Hkv, Skv, 256), device="cuda", generator=g).to(DT[dt])
-            for _ in range(2))
-    return q, k, v
+    return qkv(B, Hq, Hkv, Sq, Skv, 256, dt, 29)
 
 
 @pytest.mark.parametrize("pingpong", [False, True], ids=["serial", "pingpong"])

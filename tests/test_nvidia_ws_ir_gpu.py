@@ -24,7 +24,7 @@ pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention  # noqa: E402
 from kernels.nvidia.wgmma_ws_ir_launch import IrWsSerialAttention  # noqa: E402
-from _prefill_gpu import DT, check_against_template  # noqa: E402
+from _prefill_gpu import check_against_template, qkv  # noqa: E402
 
 _KERNELS = {}
 
@@ -51,13 +51,7 @@ def _pair(causal, dt, pingpong=False):
 def test_ws_serial_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, causal, bshd):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma and TMA need sm_90a")
-    g = torch.Generator(device="cuda").manual_seed(17)
-
-    def make(H, S):
-        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
-                        generator=g).to(DT[dt])
-        return t.transpose(1, 2) if bshd else t
-    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, dt, 17, bshd)
     ir, tpl = _pair(causal, dt)
     check_against_template(ir, tpl, q, k, v, causal, dt,
                            ref_batches=1 if Sq * Skv > 2 ** 24 else None)
@@ -73,13 +67,7 @@ def test_ws_serial_ir_pingpong_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, dt, 
     the engine's three-agent replay) against the template's 128 x 128 two-stage ping-pong."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma and TMA need sm_90a")
-    g = torch.Generator(device="cuda").manual_seed(23)
-
-    def make(H, S):
-        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
-                        generator=g).to(DT[dt])
-        return t.transpose(1, 2) if bshd else t
-    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, dt, 23, bshd)
     ir, tpl = _pair(causal, dt, pingpong=True)
     assert ir.ws_cfg.pingpong and ir.kernel_name.endswith("_pp")
     check_against_template(ir, tpl, q, k, v, causal, dt,
@@ -114,13 +102,7 @@ def test_ws_ir_of_the_dispatched_config_is_bitwise_the_template(B, Hq, Hkv, Sq, 
         _BUILT[cfg] = (IrWsAttention(cfg), WsFlashAttention(cfg))
     ir, tpl = _BUILT[cfg]
     assert ir.ws_cfg == cfg
-    g = torch.Generator(device="cuda").manual_seed(29)
-
-    def make(H, S):
-        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
-                        generator=g).to(DT[dt])
-        return t.transpose(1, 2) if bshd else t
-    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, dt, 29, bshd)
     check_against_template(ir, tpl, q, k, v, causal, dt,
                            ref_batches=1 if Sq * Skv > 2 ** 24 else None)
 
@@ -146,13 +128,7 @@ def test_flash_attention_runs_the_ws_ir_kernel_where_the_rule_says(monkeypatch, 
     monkeypatch.setattr(prefill_select, "IR_WS_PREFILL_AT_PARITY", _ALL_WS_KEYS)
     monkeypatch.setattr(dispatch, "_FLASH", {})     # kernels built under the shipped rule
     dispatch._FLASH_PLANS.clear()
-    g = torch.Generator(device="cuda").manual_seed(31)
-
-    def make(H, S):
-        t = torch.randn((B, S, H, 128) if bshd else (B, H, S, 128), device="cuda",
-                        generator=g).to(torch.bfloat16)
-        return t.transpose(1, 2) if bshd else t
-    q, k, v = make(Hq, Sq), make(Hkv, Skv), make(Hkv, Skv)
+    q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, "bf16", 31, bshd)
     out = dispatch.flash_attention(q, k, v, causal=causal)
     c = prefill_select.choose_prefill("bf16", 128, causal, "wgmma", True, max(Sq, Skv), Skv)
     assert "verified IR kernel" in c.reason, c.reason

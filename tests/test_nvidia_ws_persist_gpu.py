@@ -21,7 +21,7 @@ pytestmark = NVIDIA_GPU
 
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig  # noqa: E402
 from kernels.nvidia.wgmma_ws_ir_persist_launch import IrWsPersistAttention  # noqa: E402
-from _prefill_gpu import DT, check_against_template  # noqa: E402
+from _prefill_gpu import check_against_template, qkv  # noqa: E402
 
 DISPATCHED = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong=True,
                            loader="tma", persistent=True, unit_heads=4)
@@ -43,8 +43,6 @@ def _pair(cfg):
 def test_ws_persist_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, causal):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("wgmma and TMA need sm_90a")
-    g = torch.Generator(device="cuda").manual_seed(29)
-    q, k, v = (torch.randn(B, H, S, 128, device="cuda", generator=g).to(DT["bf16"])
-               for H, S in ((Hq, Sq), (Hkv, Skv), (Hkv, Skv)))
+    q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, "bf16", 29)
     ir, tpl = _pair(DISPATCHED)
     check_against_template(ir, tpl, q, k, v, causal, "bf16")
