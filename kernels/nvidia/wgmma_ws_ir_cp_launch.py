@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .builder import CompiledKernel
 from .flash_ir import IrFlashAttention
 from .wgmma_ws_ir import build_ws_ir
 from .wgmma_ws_ir_cp import build_ws_cp_ir
+from .wgmma_ws_ir_launch import load_verified_ws
 
 __all__ = ["IrWsCpAttention"]
 
@@ -35,14 +35,5 @@ class IrWsCpAttention(IrFlashAttention):
 
     def __init__(self, causal: bool = False, dtype: str = "bf16", *, pingpong: bool = False,
                  cfg: Optional[Any] = None, backend: str = "auto") -> None:
-        from ..printer.cuda_attention import emit_cuda_attention
-        from ..verify.report_cache import verified
-        self.ir = (build_ws_cp_ir(causal, dtype, pingpong=pingpong) if cfg is None
-                   else build_ws_ir(cfg))
-        source = emit_cuda_attention(self.ir)
-        cfg = self.ir.meta["cfg"]
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = self.ir.meta["plan"]
-        self.ws_cfg = self.ir.meta["ws_cfg"]
-        CompiledKernel.__init__(self, cfg, source, backend)
-        self.kernel_name = self.ir.name
+        load_verified_ws(self, build_ws_cp_ir(causal, dtype, pingpong=pingpong)
+                         if cfg is None else build_ws_ir(cfg), backend)

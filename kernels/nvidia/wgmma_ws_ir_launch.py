@@ -35,7 +35,7 @@ from .flash_ir import int_offsets_fit, ir_launch_fits, scale_log2_of
 from .wgmma_ws_ir_serial import build_ws_serial_ir
 from .ws_tma_loads import AttentionTensorMaps, ir_attention_map_args
 
-__all__ = ["IrWsAttention", "IrWsSerialAttention", "launch_sizes"]
+__all__ = ["IrWsAttention", "IrWsSerialAttention", "launch_sizes", "load_verified_ws"]
 
 
 def launch_sizes(q: Any, k: Any) -> Dict[str, int]:
@@ -45,6 +45,24 @@ def launch_sizes(q: Any, k: Any) -> Dict[str, int]:
     Hkv, Skv = int(k.shape[1]), int(k.shape[2])
     return {"batch": B, "heads": Hq, "kv_heads": Hkv, "group": Hq // Hkv, "seqlen_q": Sq,
             "seqlen_kv": Skv}
+
+
+def load_verified_ws(fa: Any, ir: Any, backend: str) -> None:
+    """Give the launcher ``fa`` a warp-specialised IR kernel: ``ir``'s printed CUDA verified
+    with the IR (:func:`~kernels.verify.report_cache.verified`: a passing verdict remembered
+    on disk by content, a failing one raised) before it is compiled (``backend``); sets
+    ``fa.ir`` / ``report`` / ``plan`` / ``ws_cfg`` / ``kernel_name``.  The one loading step of
+    the TMA launchers here and the cp.async one (:mod:`.wgmma_ws_ir_cp_launch`)."""
+    from ..printer.cuda_attention import emit_cuda_attention
+    from ..verify.report_cache import verified
+    fa.ir = ir
+    source = emit_cuda_attention(ir)
+    cfg = ir.meta["cfg"]
+    fa.report = verified(ir, source, cfg.arch)
+    fa.plan = ir.meta["plan"]
+    fa.ws_cfg = ir.meta["ws_cfg"]
+    CompiledKernel.__init__(fa, cfg, source, backend)
+    fa.kernel_name = ir.name
 
 
 class IrWsAttention(FlashAttention):
@@ -66,16 +84,7 @@ class IrWsAttention(FlashAttention):
         self._init_ir(build_ws_ir(cfg), backend)
 
     def _init_ir(self, ir: Any, backend: str) -> None:
-        from ..printer.cuda_attention import emit_cuda_attention
-        from ..verify.report_cache import verified
-        self.ir = ir
-        source = emit_cuda_attention(self.ir)
-        cfg = self.ir.meta["cfg"]
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = self.ir.meta["plan"]
-        self.ws_cfg = self.ir.meta["ws_cfg"]
-        CompiledKernel.__init__(self, cfg, source, backend)
-        self.kernel_name = self.ir.name
+        load_verified_ws(self, ir, backend)
         self._maps = AttentionTensorMaps()
 
     def map_rows(self, q: Any, k: Any, v: Any) -> Dict[str, int]:
