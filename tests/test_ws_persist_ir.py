@@ -304,3 +304,43 @@ def test_masked_set_changes_the_active_blocks_only():
     outer = {sym("g0"): 0, sym("x"): 1}
     carry_back(outer, {sym("g0"): 3, sym("x"): 9}, frozenset({"g0"}))
     assert outer == {sym("g0"): 3, sym("x"): 1}
+
+
+# ---- block 0's mask only where a row of the unit does not see all of it ---------------------
+
+def _block0_guard(k):
+    """The consumer's If around block 0's mask (the first MaskScores of the kernel)."""
+    from kernels.ir.attention import MaskScores
+    return next(s for s in walk(k.body) if isinstance(s, If)
+                and any(isinstance(x, MaskScores) for x in s.body))
+
+
+def test_block0_is_masked_under_the_run_time_guard_only(kernel):
+    """Block 0's mask runs where ``n_full < 1`` (the template's ``need_mask``): units below
+    the diagonal skip it; the printed text says so."""
+    g = _block0_guard(kernel)
+    assert str(g.cond) == "n_full < 1", g.cond
+    assert "if (n_full < 1) {" in emit_cuda_attention(kernel)
+
+
+def test_block0_mask_never_run_is_refused(kernel):
+    """The guard never true: the diagonal unit's block 0 unmasked (future keys in the
+    softmax, keys past seqlen_kv read): the engine refuses it."""
+    def plant(s):
+        if s is g:
+            return [If(sympy.StrictLessThan(sym("n_full"), 0, evaluate=False), s.body)]
+        return [s]
+    g = _block0_guard(kernel)
+    bad = _mutate(kernel, plant)
+    _fails(bad, "masking_and_tile_skipping", "invisible keys accumulated unmasked",
+           _insts(kernel, "units-wrap"))
+
+
+def test_block0_mask_guard_off_in_the_text_is_refused(kernel):
+    from kernels.verify.printed_ws import verify_printed_ws
+    src = emit_cuda_attention(kernel)
+    bad = src.replace("if (n_full < 1) {", "if (n_full < 0) {", 1)
+    assert bad != src
+    r = verify_printed_ws(kernel, bad, instances=_insts(kernel, "units-wrap"))
+    assert not r["printed_source"].holds
+    assert "if (n_full < 0) {" in str(r["printed_source"].counterexample)

@@ -168,7 +168,14 @@ class WsPersistBuilder(WsOverlapBuilder):
                 Comment("S retired: K's stage is free (and Q's when the unit has one block)"),
                 self.release("K", zero),
                 self.q_release(sympy.Eq(sym("n_blocks"), 1)),
-                *self.mask(True), *self.softmax(rescale=not self.dw)]
+                *self.first_mask(), *self.softmax(rescale=not self.dw)]
+
+    def first_mask(self) -> List[Any]:
+        """Block 0's mask only where some row of the unit does not see all of it
+        (``n_full < 1``: the template's run-time ``need_mask``).  Most units of a short
+        causal problem sit below the diagonal; masking their block 0 anyway cost the
+        compares and selects of a diagonal block per unit."""
+        return [If(sympy.StrictLessThan(sym("n_full"), 1, evaluate=False), self.mask(True))]
 
     def overlap_block(self, masked: bool) -> List[Any]:
         out = super().overlap_block(masked)
