@@ -344,3 +344,47 @@ def test_block0_mask_guard_off_in_the_text_is_refused(kernel):
     r = verify_printed_ws(kernel, bad, instances=_insts(kernel, "units-wrap"))
     assert not r["printed_source"].holds
     assert "if (n_full < 0) {" in str(r["printed_source"].counterexample)
+
+
+# ---- one key loop, the mask guarded at run time ---------------------------------------------
+
+def _loop_guard(k):
+    """The If around the key loop's mask (inside the consumer's loop over j)."""
+    from kernels.ir.attention import MaskScores
+    loops = [s for s in walk(k.body) if isinstance(s, Loop) and s.var == "j"
+             and any(isinstance(x, MaskScores) for x in walk(s.body))]
+    assert len(loops) == 1, loops
+    return next(s for s in walk(loops[0].body) if isinstance(s, If)
+                and any(isinstance(x, MaskScores) for x in s.body))
+
+
+def test_one_key_loop_masks_from_n_full_on(kernel):
+    """Blocks 1.. run one loop (not an unmasked and a masked copy); its mask runs where
+    ``j >= n_full``, in the IR and the printed text."""
+    assert str(_loop_guard(kernel).cond) == "j >= n_full"
+    src = emit_cuda_attention(kernel)
+    assert src.count("for (int j = 1; j < n_blocks; ++j) {") == 1
+    assert "if (j >= n_full) {" in src
+
+
+def test_the_diagonal_block_unmasked_is_refused(kernel):
+    """The loop's guard one block late (``j >= n_full + 1``): the diagonal block of a causal
+    unit runs unmasked, which the engine refuses."""
+    g = _loop_guard(kernel)
+
+    def plant(s):
+        if s is g:
+            return [If(sympy.GreaterThan(sym("j"), sym("n_full") + 1, evaluate=False), s.body)]
+        return [s]
+    _fails(_mutate(kernel, plant), "masking_and_tile_skipping",
+           "invisible keys accumulated unmasked", _insts(kernel, "units-wrap"))
+
+
+def test_the_loop_guard_late_in_the_text_is_refused(kernel):
+    from kernels.verify.printed_ws import verify_printed_ws
+    src = emit_cuda_attention(kernel)
+    bad = src.replace("if (j >= n_full) {", "if (j > n_full) {", 1)
+    assert bad != src
+    r = verify_printed_ws(kernel, bad, instances=_insts(kernel, "units-wrap"))
+    assert not r["printed_source"].holds
+    assert "if (j > n_full) {" in str(r["printed_source"].counterexample)

@@ -38,7 +38,7 @@ from typing import Any, List
 
 import sympy
 
-from ..ir.attention import FVar, LetMinMax, ScalarParam, runtime_symbol as R
+from ..ir.attention import FVar, LetMinMax, MaskScores, ScalarParam, runtime_symbol as R
 from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
 from ..ir.nvidia_tma import (LeaderOnly, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
                              MbarrierWait, Setmaxnreg, VarInit, VarSet)
@@ -197,13 +197,7 @@ class WsPersistBuilder(WsOverlapBuilder):
             unit += [FVar(f"mr{hh}", "-inf"), FVar(f"lr{hh}", "0")]
             if self.dw:
                 unit.append(FVar(f"alpha{hh}", "0"))
-        unit += [ZeroFrag(self.o), *self.first_block(),
-                 Comment("key blocks visible to every row of the query block: no mask"),
-                 Loop("j", 1, sym("n_full"), self.overlap_block(False)),
-                 Comment("the ragged last block" + (" and the blocks on the diagonal"
-                                                    if self.c.causal else "") + ": masked"),
-                 *self._mask_start(),
-                 Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True)),
+        unit += [ZeroFrag(self.o), *self.first_block(), *self.key_loops(),
                  *self.last_block(), *self.epilogue_ws(),
                  VarSet("g0", G0 + sym("n_blocks"))]
         # the ping-pong's opening arrive only where the CTA has a unit: a CTA without one
@@ -214,6 +208,29 @@ class WsPersistBuilder(WsOverlapBuilder):
                         *([If(sympy.StrictGreaterThan(sym("nloc"), 0, evaluate=False),
                               opening)] if opening else []),
                         Loop("iu", 0, sym("nloc"), unit)]
+
+    #: one loop over blocks 1.. with the mask under ``j >= n_full`` (the template's run-time
+    #: ``need_mask``) rather than an unmasked and a masked copy of the loop body: units of a
+    #: short causal problem run a few blocks each and walk every copy every unit, so the
+    #: second copy (about 550 instructions, 9 KB of SASS) is code each unit fetches again
+    ONE_LOOP = True
+
+    def key_loops(self) -> List[Any]:
+        """Blocks ``1 .. n_blocks - 1``: with :attr:`ONE_LOOP` one loop, the mask guarded at run
+        time; else the unmasked loop below ``n_full`` and the masked one from there."""
+        if self.ONE_LOOP:
+            body = [If(sympy.GreaterThan(sym("j"), sym("n_full"), evaluate=False), [s])
+                    if isinstance(s, MaskScores) else s for s in self.overlap_block(True)]
+            return [Comment("blocks 1..: masked where some row does not see all of the block "
+                            "(j >= n_full: the ragged last block" +
+                            (", the diagonal" if self.c.causal else "") + ")"),
+                    Loop("j", 1, sym("n_blocks"), body)]
+        return [Comment("key blocks visible to every row of the query block: no mask"),
+                Loop("j", 1, sym("n_full"), self.overlap_block(False)),
+                Comment("the ragged last block" + (" and the blocks on the diagonal"
+                                                   if self.c.causal else "") + ": masked"),
+                *self._mask_start(),
+                Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True))]
 
     def g0_range(self, values: Any, grid: Any) -> Any:
         """``g0``'s range at a launch: 0 up to the key blocks of the most units a CTA walks,
