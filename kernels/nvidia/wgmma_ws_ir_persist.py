@@ -29,6 +29,12 @@ NVRTC 13 sm_90a: 168 registers, no spills (the template: the same).  On the H100
 ``tests/test_nvidia_ws_persist_gpu.py``) bitwise the template of the same configuration at
 B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (one run,
 docs/PERFORMANCE.md).  Not dispatched.
+
+Outside the key loop, as the template: block 0 is masked only where ``n_full < 1``
+(:meth:`WsPersistBuilder.first_mask`; measured: no change in speed) and blocks 1.. run one
+loop with the mask under ``j >= n_full`` (:meth:`WsPersistBuilder.key_loops`, ``ONE_LOOP``:
+2864 SASS instructions against 3376 with the unmasked and masked copies; not yet measured on
+the GPU).
 """
 
 from __future__ import annotations
