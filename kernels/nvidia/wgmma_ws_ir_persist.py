@@ -32,9 +32,9 @@ docs/PERFORMANCE.md).  Not dispatched.
 
 Outside the key loop, as the template: block 0 is masked only where ``n_full < 1``
 (:meth:`WsPersistBuilder.first_mask`; measured: no change in speed) and blocks 1.. run one
-loop with the mask under ``j >= n_full`` (:meth:`WsPersistBuilder.key_loops`, ``ONE_LOOP``:
-2864 SASS instructions against 3376 with the unmasked and masked copies; not yet measured on
-the GPU).
+loop with the mask under ``j >= n_full`` where ``one_loop`` is on
+(:meth:`WsPersistBuilder.key_loops`: 2864 SASS instructions against 3376 with the unmasked
+and masked copies; verified, not yet run on the GPU: off by default).
 """
 
 from __future__ import annotations
@@ -93,8 +93,9 @@ def persist_instances(k: Any) -> List[Any]:
 class WsPersistBuilder(WsOverlapBuilder):
     """The overlap schedule over work units (module docstring)."""
 
-    def __init__(self, cfg: WsFlashConfig) -> None:
+    def __init__(self, cfg: WsFlashConfig, one_loop: bool = False) -> None:
         super().__init__(cfg)
+        self.one_loop = one_loop
         self.cta, self.ctas = sym("block_q"), R("ctas")
 
     # ---- the rings run on over the units: block j of the unit is block g0 + j ------------
@@ -215,16 +216,14 @@ class WsPersistBuilder(WsOverlapBuilder):
                               opening)] if opening else []),
                         Loop("iu", 0, sym("nloc"), unit)]
 
-    #: one loop over blocks 1.. with the mask under ``j >= n_full`` (the template's run-time
-    #: ``need_mask``) rather than an unmasked and a masked copy of the loop body: units of a
-    #: short causal problem run a few blocks each and walk every copy every unit, so the
-    #: second copy (about 550 instructions, 9 KB of SASS) is code each unit fetches again
-    ONE_LOOP = True
-
     def key_loops(self) -> List[Any]:
-        """Blocks ``1 .. n_blocks - 1``: with :attr:`ONE_LOOP` one loop, the mask guarded at run
-        time; else the unmasked loop below ``n_full`` and the masked one from there."""
-        if self.ONE_LOOP:
+        """Blocks ``1 .. n_blocks - 1``: with ``one_loop`` one loop, the mask under ``j >=
+        n_full`` (the template's run-time ``need_mask``); else the unmasked loop below
+        ``n_full`` and the masked one from there.  Why one loop: units of a short causal
+        problem run a few blocks each and walk every copy every unit, and the second copy is
+        about 550 SASS instructions (9 KB) each unit fetches again.  Off by default until
+        measured on the GPU (``build_ws_persist_ir(cfg, one_loop=True)``)."""
+        if self.one_loop:
             body = [If(sympy.GreaterThan(sym("j"), sym("n_full"), evaluate=False), [s])
                     if isinstance(s, MaskScores) else s for s in self.overlap_block(True)]
             return [Comment("blocks 1..: masked where some row does not see all of the block "
@@ -270,19 +269,20 @@ class WsPersistBuilder(WsOverlapBuilder):
         return k
 
 
-def build_ws_persist_ir(cfg: WsFlashConfig) -> Any:
+def build_ws_persist_ir(cfg: WsFlashConfig, *, one_loop: bool = False) -> Any:
     """The persistent IR of ``cfg`` (module docstring) with its spec; the template's plan
     checks run first (:func:`~.wgmma_attention_ws.plan_ws_flash`: its ring, the persistent
     protocol model, the template's decode) and then the proof that the IR's own decode lets
     compute each (query block, head, batch) exactly once (:func:`~.ws_tma_loads
-    .check_unit_decode` on :func:`~.ws_units_ir.ir_unit_order`).
+    .check_unit_decode` on :func:`~.ws_units_ir.ir_unit_order`).  ``one_loop``: blocks 1.. as
+    one loop with the mask guarded at run time (:meth:`WsPersistBuilder.key_loops`).
     :class:`~.attention.AttentionConfigError` where it is not built or a proof fails."""
     why = ws_persist_supported(cfg)
     if why is not None:
         raise AttentionConfigError(f"{ws_ir_name(cfg)}: {why}")
     plan_ws_flash(cfg)
     try:
-        b = WsPersistBuilder(cfg)
+        b = WsPersistBuilder(cfg, one_loop)
         k = b.build_ws()
     except ValueError as e:
         raise AttentionConfigError(f"warp-specialised IR {ws_ir_name(cfg)}: {e}") from None
