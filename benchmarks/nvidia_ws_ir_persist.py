@@ -3,7 +3,10 @@
 the same configuration (the dispatched causal <= 1024-row kernel,
 ``lg_wsflash_*_d128_128x128_s3_pp_causal_tma_pt_uh4``), one run:
 
-    python3 benchmarks/nvidia_ws_ir_persist.py --out results.json [--rounds 9]
+    python3 benchmarks/nvidia_ws_ir_persist.py --out results.json [--rounds 9] [--one-loop]
+
+``--one-loop`` adds the IR built with ``one_loop=True`` (blocks 1.. as one loop, the mask
+guarded at run time) as a third kind, ``ir1``, timed and compared bitwise with the others.
 
 Per shape: interleaved rounds (CUDA events, mean of 20 calls per round, median over rounds;
 the order rotates every round); outputs compared bitwise and each with a float32 reference on
@@ -31,9 +34,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--one-loop", action="store_true")
     args = ap.parse_args()
     print(json.dumps(run_header()), flush=True)
     kinds = {"ir": IrWsPersistAttention(CFG), "template": WsFlashAttention(CFG)}
+    if args.one_loop:
+        kinds["ir1"] = IrWsPersistAttention(CFG, one_loop=True)
     rows = []
     for B, Hq, Hkv, Sq, Skv in SHAPES:
         g = torch.Generator(device="cuda").manual_seed(5)
@@ -44,7 +50,10 @@ def main() -> None:
                                             calls_per_round=20)
         row = {"B": B, "Hq": Hq, "Hkv": Hkv, "Sq": Sq, "Skv": Skv, "causal": True,
                "ir": kinds["ir"].kernel_name, "template": CFG.name,
-               **prefill_ab_fields(outs, ts, med, err)}
+               **prefill_ab_fields(outs, ts, med, err),
+               **({"ir1_speed_vs_template": round(med["template"] / med["ir1"], 3),
+                   "ir1_bitwise_equal": bool(torch.equal(outs["ir1"], outs["template"])),
+                   "ir1_nan": bool(outs["ir1"].isnan().any())} if "ir1" in kinds else {})}
         rows.append(row)
         print_row(row, "rounds_us")
     write_rows_json(args.out, rows)

@@ -28,10 +28,11 @@ DISPATCHED = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong
 _KERNELS = {}
 
 
-def _pair(cfg):
-    if cfg not in _KERNELS:
-        _KERNELS[cfg] = (IrWsPersistAttention(cfg), WsFlashAttention(cfg))
-    return _KERNELS[cfg]
+def _pair(cfg, one_loop=False):
+    if (cfg, one_loop) not in _KERNELS:
+        _KERNELS[cfg, one_loop] = (IrWsPersistAttention(cfg, one_loop=one_loop),
+                                   WsFlashAttention(cfg))
+    return _KERNELS[cfg, one_loop]
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv,causal", [
@@ -46,3 +47,16 @@ def test_ws_persist_ir_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv, causal):
     q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, "bf16", 29)
     ir, tpl = _pair(DISPATCHED)
     check_against_template(ir, tpl, q, k, v, causal, "bf16")
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv", [
+    (16, 32, 8, 512, 512),              # GQA 4, units of 1..4 blocks
+    (3, 5, 5, 1000, 1000),              # ragged rows and keys: the last block masked
+], ids=["B16H32-8S512-causal", "B3H5S1000"])
+def test_ws_persist_ir_one_loop_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv):
+    """``one_loop=True``: blocks 1.. as one loop, the mask under ``j >= n_full``."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, "bf16", 31)
+    ir, tpl = _pair(DISPATCHED, one_loop=True)
+    check_against_template(ir, tpl, q, k, v, True, "bf16")

@@ -304,3 +304,117 @@ def test_masked_set_changes_the_active_blocks_only():
     outer = {sym("g0"): 0, sym("x"): 1}
     carry_back(outer, {sym("g0"): 3, sym("x"): 9}, frozenset({"g0"}))
     assert outer == {sym("g0"): 3, sym("x"): 1}
+
+
+# ---- block 0's mask only where a row of the unit does not see all of it ---------------------
+
+def _block0_guard(k):
+    """The consumer's If around block 0's mask (the first MaskScores of the kernel)."""
+    from kernels.ir.attention import MaskScores
+    return next(s for s in walk(k.body) if isinstance(s, If)
+                and any(isinstance(x, MaskScores) for x in s.body))
+
+
+def test_block0_is_masked_under_the_run_time_guard_only(kernel):
+    """Block 0's mask runs where ``n_full < 1`` (the template's ``need_mask``): units below
+    the diagonal skip it; the printed text says so."""
+    g = _block0_guard(kernel)
+    assert str(g.cond) == "n_full < 1", g.cond
+    assert "if (n_full < 1) {" in emit_cuda_attention(kernel)
+
+
+def test_block0_mask_never_run_is_refused(kernel):
+    """The guard never true: the diagonal unit's block 0 unmasked (future keys in the
+    softmax, keys past seqlen_kv read): the engine refuses it."""
+    def plant(s):
+        if s is g:
+            return [If(sympy.StrictLessThan(sym("n_full"), 0, evaluate=False), s.body)]
+        return [s]
+    g = _block0_guard(kernel)
+    bad = _mutate(kernel, plant)
+    _fails(bad, "masking_and_tile_skipping", "invisible keys accumulated unmasked",
+           _insts(kernel, "units-wrap"))
+
+
+def test_block0_mask_guard_off_in_the_text_is_refused(kernel):
+    from kernels.verify.printed_ws import verify_printed_ws
+    src = emit_cuda_attention(kernel)
+    bad = src.replace("if (n_full < 1) {", "if (n_full < 0) {", 1)
+    assert bad != src
+    r = verify_printed_ws(kernel, bad, instances=_insts(kernel, "units-wrap"))
+    assert not r["printed_source"].holds
+    assert "if (n_full < 0) {" in str(r["printed_source"].counterexample)
+
+
+# ---- one key loop, the mask guarded at run time ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def kernel1():
+    """The dispatched configuration built with ``one_loop=True``."""
+    return build_ws_persist_ir(DISPATCHED, one_loop=True)
+
+
+def test_the_one_loop_kernel_is_verified_ir_and_text(kernel1):
+    r = verify(kernel1, source=emit_cuda_attention(kernel1))
+    assert all(c.holds for c in r.checks.values()), \
+        {n: c.counterexample for n, c in r.checks.items() if not c.holds}
+
+
+def test_one_loop_is_off_by_default(kernel):
+    """Until measured on the GPU the default keeps the unmasked and masked loop copies."""
+    src = emit_cuda_attention(kernel)
+    assert "if (j >= n_full) {" not in src
+    assert "for (int j = 1; j < n_full; ++j) {" in src
+
+
+def _loop_guard(k):
+    """The If around the key loop's mask (inside the consumer's loop over j)."""
+    from kernels.ir.attention import MaskScores
+    loops = [s for s in walk(k.body) if isinstance(s, Loop) and s.var == "j"
+             and any(isinstance(x, MaskScores) for x in walk(s.body))]
+    assert len(loops) == 1, loops
+    return next(s for s in walk(loops[0].body) if isinstance(s, If)
+                and any(isinstance(x, MaskScores) for x in s.body))
+
+
+def test_one_key_loop_masks_from_n_full_on(kernel1):
+    """Blocks 1.. run one loop (not an unmasked and a masked copy); its mask runs where
+    ``j >= n_full``, in the IR and the printed text."""
+    assert str(_loop_guard(kernel1).cond) == "j >= n_full"
+    src = emit_cuda_attention(kernel1)
+    assert src.count("for (int j = 1; j < n_blocks; ++j) {") == 1
+    assert "if (j >= n_full) {" in src
+
+
+def test_the_diagonal_block_unmasked_is_refused(kernel1):
+    """The loop's guard one block late (``j >= n_full + 1``): the diagonal block of a causal
+    unit runs unmasked, which the engine refuses."""
+    g = _loop_guard(kernel1)
+
+    def plant(s):
+        if s is g:
+            return [If(sympy.GreaterThan(sym("j"), sym("n_full") + 1, evaluate=False), s.body)]
+        return [s]
+    _fails(_mutate(kernel1, plant), "masking_and_tile_skipping",
+           "invisible keys accumulated unmasked", _insts(kernel1, "units-wrap"))
+
+
+def test_the_loop_guard_late_in_the_text_is_refused(kernel1):
+    from kernels.verify.printed_ws import verify_printed_ws
+    src = emit_cuda_attention(kernel1)
+    bad = src.replace("if (j >= n_full) {", "if (j > n_full) {", 1)
+    assert bad != src
+    r = verify_printed_ws(kernel1, bad, instances=_insts(kernel1, "units-wrap"))
+    assert not r["printed_source"].holds
+    assert "if (j > n_full) {" in str(r["printed_source"].counterexample)
+
+
+def test_nvrtc_compiles_the_one_loop_kernel_without_spills(kernel1):
+    import re
+    from kernels.toolchain.nvrtc import compile_cuda, nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not installed")
+    m = compile_cuda(emit_cuda_attention(kernel1), "sm_90a", name=f"{kernel1.name}_1.cu",
+                     backend="nvrtc", options=("--ptxas-options=-v",), use_cache=False)
+    assert "serialized" not in m.log and " 0 bytes spill stores" in m.log, m.log
+    assert re.search(r"Used \d+ registers", m.log), m.log

@@ -29,6 +29,12 @@ NVRTC 13 sm_90a: 168 registers, no spills (the template: the same).  On the H100
 ``tests/test_nvidia_ws_persist_gpu.py``) bitwise the template of the same configuration at
 B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (one run,
 docs/PERFORMANCE.md).  Not dispatched.
+
+Outside the key loop, as the template: block 0 is masked only where ``n_full < 1``
+(:meth:`WsPersistBuilder.first_mask`; measured: no change in speed) and blocks 1.. run one
+loop with the mask under ``j >= n_full`` where ``one_loop`` is on
+(:meth:`WsPersistBuilder.key_loops`: 2864 SASS instructions against 3376 with the unmasked
+and masked copies; verified, not yet run on the GPU: off by default).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any, List
 
 import sympy
 
-from ..ir.attention import FVar, LetMinMax, ScalarParam, runtime_symbol as R
+from ..ir.attention import FVar, LetMinMax, MaskScores, ScalarParam, runtime_symbol as R
 from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
 from ..ir.nvidia_tma import (LeaderOnly, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
                              MbarrierWait, Setmaxnreg, VarInit, VarSet)
@@ -87,8 +93,9 @@ def persist_instances(k: Any) -> List[Any]:
 class WsPersistBuilder(WsOverlapBuilder):
     """The overlap schedule over work units (module docstring)."""
 
-    def __init__(self, cfg: WsFlashConfig) -> None:
+    def __init__(self, cfg: WsFlashConfig, one_loop: bool = False) -> None:
         super().__init__(cfg)
+        self.one_loop = one_loop
         self.cta, self.ctas = sym("block_q"), R("ctas")
 
     # ---- the rings run on over the units: block j of the unit is block g0 + j ------------
@@ -168,7 +175,14 @@ class WsPersistBuilder(WsOverlapBuilder):
                 Comment("S retired: K's stage is free (and Q's when the unit has one block)"),
                 self.release("K", zero),
                 self.q_release(sympy.Eq(sym("n_blocks"), 1)),
-                *self.mask(True), *self.softmax(rescale=not self.dw)]
+                *self.first_mask(), *self.softmax(rescale=not self.dw)]
+
+    def first_mask(self) -> List[Any]:
+        """Block 0's mask only where some row of the unit does not see all of it
+        (``n_full < 1``: the template's run-time ``need_mask``).  Most units of a short
+        causal problem sit below the diagonal; masking their block 0 anyway cost the
+        compares and selects of a diagonal block per unit."""
+        return [If(sympy.StrictLessThan(sym("n_full"), 1, evaluate=False), self.mask(True))]
 
     def overlap_block(self, masked: bool) -> List[Any]:
         out = super().overlap_block(masked)
@@ -190,13 +204,7 @@ class WsPersistBuilder(WsOverlapBuilder):
             unit += [FVar(f"mr{hh}", "-inf"), FVar(f"lr{hh}", "0")]
             if self.dw:
                 unit.append(FVar(f"alpha{hh}", "0"))
-        unit += [ZeroFrag(self.o), *self.first_block(),
-                 Comment("key blocks visible to every row of the query block: no mask"),
-                 Loop("j", 1, sym("n_full"), self.overlap_block(False)),
-                 Comment("the ragged last block" + (" and the blocks on the diagonal"
-                                                    if self.c.causal else "") + ": masked"),
-                 *self._mask_start(),
-                 Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True)),
+        unit += [ZeroFrag(self.o), *self.first_block(), *self.key_loops(),
                  *self.last_block(), *self.epilogue_ws(),
                  VarSet("g0", G0 + sym("n_blocks"))]
         # the ping-pong's opening arrive only where the CTA has a unit: a CTA without one
@@ -207,6 +215,27 @@ class WsPersistBuilder(WsOverlapBuilder):
                         *([If(sympy.StrictGreaterThan(sym("nloc"), 0, evaluate=False),
                               opening)] if opening else []),
                         Loop("iu", 0, sym("nloc"), unit)]
+
+    def key_loops(self) -> List[Any]:
+        """Blocks ``1 .. n_blocks - 1``: with ``one_loop`` one loop, the mask under ``j >=
+        n_full`` (the template's run-time ``need_mask``); else the unmasked loop below
+        ``n_full`` and the masked one from there.  Why one loop: units of a short causal
+        problem run a few blocks each and walk every copy every unit, and the second copy is
+        about 550 SASS instructions (9 KB) each unit fetches again.  Off by default until
+        measured on the GPU (``build_ws_persist_ir(cfg, one_loop=True)``)."""
+        if self.one_loop:
+            body = [If(sympy.GreaterThan(sym("j"), sym("n_full"), evaluate=False), [s])
+                    if isinstance(s, MaskScores) else s for s in self.overlap_block(True)]
+            return [Comment("blocks 1..: masked where some row does not see all of the block "
+                            "(j >= n_full: the ragged last block" +
+                            (", the diagonal" if self.c.causal else "") + ")"),
+                    Loop("j", 1, sym("n_blocks"), body)]
+        return [Comment("key blocks visible to every row of the query block: no mask"),
+                Loop("j", 1, sym("n_full"), self.overlap_block(False)),
+                Comment("the ragged last block" + (" and the blocks on the diagonal"
+                                                   if self.c.causal else "") + ": masked"),
+                *self._mask_start(),
+                Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True))]
 
     def g0_range(self, values: Any, grid: Any) -> Any:
         """``g0``'s range at a launch: 0 up to the key blocks of the most units a CTA walks,
@@ -240,19 +269,20 @@ class WsPersistBuilder(WsOverlapBuilder):
         return k
 
 
-def build_ws_persist_ir(cfg: WsFlashConfig) -> Any:
+def build_ws_persist_ir(cfg: WsFlashConfig, *, one_loop: bool = False) -> Any:
     """The persistent IR of ``cfg`` (module docstring) with its spec; the template's plan
     checks run first (:func:`~.wgmma_attention_ws.plan_ws_flash`: its ring, the persistent
     protocol model, the template's decode) and then the proof that the IR's own decode lets
     compute each (query block, head, batch) exactly once (:func:`~.ws_tma_loads
-    .check_unit_decode` on :func:`~.ws_units_ir.ir_unit_order`).
+    .check_unit_decode` on :func:`~.ws_units_ir.ir_unit_order`).  ``one_loop``: blocks 1.. as
+    one loop with the mask guarded at run time (:meth:`WsPersistBuilder.key_loops`).
     :class:`~.attention.AttentionConfigError` where it is not built or a proof fails."""
     why = ws_persist_supported(cfg)
     if why is not None:
         raise AttentionConfigError(f"{ws_ir_name(cfg)}: {why}")
     plan_ws_flash(cfg)
     try:
-        b = WsPersistBuilder(cfg)
+        b = WsPersistBuilder(cfg, one_loop)
         k = b.build_ws()
     except ValueError as e:
         raise AttentionConfigError(f"warp-specialised IR {ws_ir_name(cfg)}: {e}") from None

@@ -20,9 +20,11 @@ class IrWsPersistAttention(IrWsAttention):
     ``lg_wsflash_*_d128_128x128_s3_pp_causal_tma_pt_uh4``) built as IR and launched on
     ``min(units, SMs)`` CTAs."""
 
-    def __init__(self, cfg: Any, *, backend: str = "auto") -> None:
+    def __init__(self, cfg: Any, *, backend: str = "auto", one_loop: bool = False) -> None:
+        """``one_loop``: :func:`~.wgmma_ws_ir_persist.build_ws_persist_ir`'s (blocks 1.. as one
+        loop, the mask guarded at run time)."""
         from .wgmma_ws_ir_persist import build_ws_persist_ir
-        self._init_ir(build_ws_persist_ir(cfg), backend)
+        self._init_ir(build_ws_persist_ir(cfg, one_loop=one_loop), backend)
 
     def ir_grid(self, q: Any) -> Tuple[Tuple[int, int, int], Dict[str, int]]:
         """``(min(units, SMs), 1, 1)`` and ``ctas``, that count (the template's grid)."""
