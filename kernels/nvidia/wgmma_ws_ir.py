@@ -77,7 +77,7 @@ instructions per block, so they stay held.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import sympy
 
@@ -149,6 +149,17 @@ class WsOverlapBuilder(WsRingBuilder):
     #: the cp.async producer predicates every block's copies (one copy of the loads, as the
     #: template): with the unpredicated second copy the d256 kernel spilled 164 bytes
     CP_WHOLE_BLOCKS = False
+    #: (producer, consumer) registers with the cp.async producer (the template's are (24, 240);
+    #: 128 x 40 + 256 x 232 fits the same 384 x 168).  At 24 the producer's copies each
+    #: widened one int index into the one free register pair, so every cp.async waited for
+    #: the previous one to read its address (the template's pointer chain rotates four); at 40
+    #: the d256 kernel ran 0.87x / 0.84x its template at B2 H16 S4K (0.73x / 0.76x at 24;
+    #: H100, docs/PERFORMANCE.md), the consumers still without spills at 232
+    CP_REGS = (40, 232)
+
+    def role_regs(self) -> Tuple[int, int]:
+        """:attr:`CP_REGS` with the ``cp.async`` producer, else the template's registers."""
+        return self.CP_REGS if self.cp is not None else super().role_regs()
 
     def __init__(self, cfg: WsFlashConfig) -> None:
         super().__init__(cfg, overlap=True)
