@@ -59,6 +59,20 @@ def test_a_split_past_the_register_file_is_refused():
     assert ok.checks["register_budget"].holds
 
 
+class _PastTheLaunch(WsOverlapBuilder):
+    CP_REGS = (48, 232)          # 65536: the file, but past the CTA's 384 x 168 = 64512
+
+
+def test_a_split_past_the_launch_registers_is_refused():
+    """setmaxnreg.inc only gets what the CTA was launched with (the others' .dec released):
+    48 + 2 x 232 fills the file yet asks 1024 registers more than 384 threads x 168 hold, so
+    the consumers' .inc would wait forever; the 40 / 232 split is exactly the launch's."""
+    insts = default_instances(build_ws_ir(_dispatched(False)))[:1]
+    r = verify_ws_attention(_PastTheLaunch(_dispatched(False)).build_ws(), instances=insts)
+    c = r.checks["register_budget"]
+    assert not c.holds and "launched with at most 64512" in str(c.counterexample), c
+
+
 @pytest.mark.skipif(not nvrtc_available(), reason="needs NVRTC (cuda-python)")
 def test_no_spills_at_the_split(tmp_path):
     """The reason the consumers may give up 8 registers: ptxas fits them in 232 (and the
