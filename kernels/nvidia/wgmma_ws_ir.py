@@ -10,10 +10,12 @@ Takes a :class:`~.wgmma_attention_ws.WsFlashConfig` with ``loader="tma"``, head_
 ``bn`` 128 or 192, ``stages`` 2 or 3 (what shared memory admits: bn 192 takes 2), causal or
 not, ``defer_pv_wait`` on or off; or with ``loader="cp.async"`` the dispatched d256 tile
 (head_dim 256, bn 64, 2 stages: ``prefill_select.WS_PREFILL_TILES[256]``).  One block of 384
-threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24: Q once, K and V of each block into
-a ring of ``stages``, each refill after the stage's ``empty`` phase; one thread's TMA boxes, or
-the 128 threads' ``cp.async`` copies of :class:`~.ws_cp_producer.CpProducer`, every block
-predicated per row) and two consumers (``setmaxnreg.inc`` 240, 64 rows each), which run the
+threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24, 40 with ``cp.async``: Q once, K and
+V of each block into a ring of ``stages``, each refill after the stage's ``empty`` phase; one
+thread's TMA boxes, or the 128 threads' ``cp.async`` copies of
+:class:`~.ws_cp_producer.CpProducer`, every block predicated per row) and two consumers
+(``setmaxnreg.inc`` 240, 232 with ``cp.async``, :attr:`WsOverlapBuilder.CP_REGS` says why; 64
+rows each), which run the
 template's order of ring waits, GEMM issues, wgmma waits, releases and softmax (after a
 ``cp.async`` producer's ring waits, ``fence.proxy.async`` before the wgmmas read the stages:
 :meth:`~.wgmma_ws_ir_serial.WsRingBuilder.acquired`, once per block as the template):
@@ -63,8 +65,9 @@ verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`
 d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are refused here naming their
 builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256 kernel (H100, 2026-11-25,
 docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1 S513 causal, B2 H4 S77;
-0.74-0.77x its speed at S4K (open; not dispatched).  The d128 TMA kernels are dispatched where
-measured at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
+0.87x / 0.84x its speed at S4K with the 40 / 232 split (0.73-0.77x at 24 / 240; the
+producer's copy loop is the rest of the gap: open; not dispatched).  The d128 TMA kernels
+are dispatched where measured at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
 :mod:`.prefill_ir`).
 
 At bn 192 Q's eight descriptors are printed pinned (``meta["pinned_desc_bases"]``,
@@ -77,7 +80,7 @@ instructions per block, so they stay held.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import sympy
 
@@ -149,6 +152,17 @@ class WsOverlapBuilder(WsRingBuilder):
     #: the cp.async producer predicates every block's copies (one copy of the loads, as the
     #: template): with the unpredicated second copy the d256 kernel spilled 164 bytes
     CP_WHOLE_BLOCKS = False
+    #: (producer, consumer) registers with the cp.async producer (the template's are (24, 240);
+    #: 128 x 40 + 256 x 232 fits the same 384 x 168).  The d256 kernel's gap to its template
+    #: is its producer's copy loop (H100 A/B of source variants: producer-only changes gained
+    #: 7-19%, the template's every-thread release nothing); at 40 ptxas schedules that loop
+    #: with 30% fewer static stall cycles: 0.87x / 0.84x the template at B2 H16 S4K (0.73x /
+    #: 0.76x at 24), the consumers without spills at 232 (docs/PERFORMANCE.md)
+    CP_REGS = (40, 232)
+
+    def role_regs(self) -> Tuple[int, int]:
+        """:attr:`CP_REGS` with the ``cp.async`` producer, else the template's registers."""
+        return self.CP_REGS if self.cp is not None else super().role_regs()
 
     def __init__(self, cfg: WsFlashConfig) -> None:
         super().__init__(cfg, overlap=True)

@@ -40,7 +40,7 @@ of its configuration, not dispatched.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import sympy
 
@@ -143,12 +143,18 @@ class WsRingBuilder(WgmmaFlashBuilder):
                         coords=(head, sym("bat")))
                 for j in range(ld.boxes)]
 
+    def role_regs(self) -> Tuple[int, int]:
+        """(producer, consumer) registers per thread after ``setmaxnreg``: the template's
+        (:attr:`~.wgmma_attention_ws.WsFlashConfig.regs`) unless a schedule says otherwise (the
+        overlap builder's ``cp.async`` producer, :attr:`.wgmma_ws_ir.WsOverlapBuilder.CP_REGS`)."""
+        return self.ws.regs
+
     def producer(self) -> List[Any]:
         """The producer role: the cp.async copies (:meth:`.ws_cp_producer.CpProducer
         .statements`) or one thread's TMA boxes: Q once, K and V of block ``j`` into stage ``j %
         stages`` once its ``empty`` phase passed."""
         if self.cp is not None:
-            return self.cp.statements(self.ws.regs[0])
+            return self.cp.statements(self.role_regs()[0])
         j = sym("j")
         st = sympy.Mod(j, self.S)
         round_ = sympy.floor(j / self.S)
@@ -163,7 +169,7 @@ class WsRingBuilder(WgmmaFlashBuilder):
                      MbarrierExpectTx(f"full{t}", st, self.loads.k.stage_bytes),
                      *self.boxes(t, j * self.c.bn, st, f"full{t}", st)]
         body.append(Loop("j", 0, sym("n_blocks"), ring))
-        return [Setmaxnreg(False, self.ws.regs[0]), LeaderOnly(body)]
+        return [Setmaxnreg(False, self.role_regs()[0]), LeaderOnly(body)]
 
     # ---- the ring seen from the consumers ---------------------------------------------------
     def stage_of(self, j: Any) -> Any:
@@ -206,7 +212,7 @@ class WsRingBuilder(WgmmaFlashBuilder):
     def consumer_start(self) -> List[Any]:
         """The consumer role's first statements: ``setmaxnreg`` up, the ping-pong's ``cw``
         (with ping-pong), the wait for Q."""
-        return [Setmaxnreg(True, self.ws.regs[1]),
+        return [Setmaxnreg(True, self.role_regs()[1]),
                 *(pingpong_lets() if self.ws.pingpong else []), MbarrierWait("bQ", 0, 0)]
 
     def open_turns(self) -> List[Any]:

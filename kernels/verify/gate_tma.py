@@ -467,15 +467,21 @@ class _Gate:
                 self.f.add("register_budget", f"warpgroup {a.wg}: setmaxnreg {r} (a multiple of "
                                               "8 in 24..256)")
             total += WARPGROUP * r
-        # __launch_bounds__(threads, min_blocks): min_blocks CTAs share the register file
-        per_cta = _REGISTER_FILE // self.min_blocks
+        # __launch_bounds__(threads, min_blocks): min_blocks CTAs share the register file, and
+        # the roles only trade the registers their CTA was launched with (setmaxnreg.inc waits
+        # for what the .dec of the others released): at most threads x the file's share per
+        # thread rounded down to 8 (384 threads: 168 each, 64512; past it .inc never returns)
+        T = self.k.block
+        per_cta = _REGISTER_FILE // self.min_blocks // T // 8 * 8 * T
         if total > per_cta:
             self.f.add("register_budget", f"the roles ask for {total} registers "
                                           f"({', '.join(f'wg {a.wg}: {a.setmaxnreg[0].regs}' for a in self.last_agents if a.setmaxnreg)} "
                                           f"x 128); the register file has {_REGISTER_FILE}"
-                                          + (f", {per_cta} for each of the {self.min_blocks} "
-                                             "CTAs per SM the launch bounds ask for"
-                                             if self.min_blocks > 1 else ""))
+                                          + (f" for the {self.min_blocks} CTAs per SM the "
+                                             "launch bounds ask for" if self.min_blocks > 1
+                                             else "")
+                                          + f", a CTA of {T} threads is launched with at most "
+                                          f"{per_cta}")
 
     def run(self, instances: List[Dict[str, int]]) -> None:
         from ..printer.cuda import smem_bytes
