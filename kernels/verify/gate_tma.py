@@ -358,13 +358,20 @@ class _Cta(CpRingRules, DataRules, TicketModel):
             env = dict(env0)
             env[sym("tid")] = np.arange(a.wg * WARPGROUP, (a.wg + 1) * WARPGROUP)
             gens.append(self.run(a, body, env))
-        live = list(range(len(self.agents)))
+        self.schedule(self.agents, gens)
+
+    def schedule(self, agents: List[Agent], gens: List[Any]) -> None:
+        """Step the coroutines ``gens`` of ``agents`` round-robin, from the producer (or from
+        the consumers: ``order``), until all finished -- then the end checks -- or none
+        moves: a deadlock.  :meth:`simulate`'s schedule, and the ping-pong replay's
+        (:mod:`.ring_pingpong`) over its recorded consumers."""
+        live = list(range(len(agents)))
         if self.order == "consumers":
             live = live[1:] + live[:1]
         while live:
             moved = False
             for i in list(live):
-                a = self.agents[i]
+                a = agents[i]
                 before = (a.waiting, sum(b.completed for b in self.bars.values()), a.clock)
                 try:
                     next(gens[i])
@@ -387,7 +394,7 @@ class _Cta(CpRingRules, DataRules, TicketModel):
                         or not a.waiting:
                     moved = True
             if not moved:
-                stuck = "; ".join(self.agents[i].waiting for i in live)
+                stuck = "; ".join(agents[i].waiting for i in live)
                 self.f.add("mbarrier_protocol", f"deadlock: {stuck}")
                 return
         self.end_checks()

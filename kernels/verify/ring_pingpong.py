@@ -130,7 +130,7 @@ class PingPong:
             turns: Set[int] = set()
             gens = [cta.run(agents[0], body, penv)] + \
                 [self._consumer(cta, a, t, turns) for a, t in zip(agents[1:], self.traces)]
-            self._schedule(cta, agents, gens, order)
+            cta.schedule(agents, gens)
             for check, msg in gate.f.first.items():
                 r.f.add(check, f"ping-pong replay ({order} first): {msg}")
             if gate.f.first:
@@ -165,34 +165,3 @@ class PingPong:
                     raise Stop()
                 turns.add(a.wg)
         a.role = "after consumer"
-
-    @staticmethod
-    def _schedule(cta: Any, agents: List[Agent], gens: List[Iterator[None]], order: str) -> None:
-        """The per-role model's scheduler (``_Cta.simulate``) over the given coroutines:
-        round-robin from the producer (or from the consumers), a deadlock when no agent
-        moves, the end checks once all finished."""
-        live = list(range(len(agents)))
-        if order == "consumers":
-            live = live[1:] + live[:1]
-        while live:
-            moved = False
-            for i in list(live):
-                a = agents[i]
-                before = (a.waiting, sum(b.completed for b in cta.bars.values()), a.clock)
-                try:
-                    next(gens[i])
-                except StopIteration:
-                    a.done = True
-                    live.remove(i)
-                    moved = True
-                    continue
-                except Stop:
-                    return
-                if (a.waiting, sum(b.completed for b in cta.bars.values()), a.clock) != \
-                        before or not a.waiting:
-                    moved = True
-            if not moved:
-                cta.f.add("mbarrier_protocol", "deadlock: " + "; ".join(
-                    agents[i].waiting for i in live))
-                return
-        cta.end_checks()
