@@ -83,6 +83,11 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
     def run(self) -> None:
         self.stmts(self.k.body, self.env0())
 
+    def after_iteration(self, loop: Loop, env: Dict[Any, Any], inner: Dict[Any, Any]) -> None:
+        """After each iteration of ``loop``, walked in ``inner`` (a copy of ``env``): nothing
+        here; an engine whose kernels carry values across iterations copies them back
+        (:mod:`.attention_ring`)."""
+
     def stmts(self, body, env) -> None:
         for s in body:
             if self._wg is not None and not isinstance(s, WGMMA_STATEMENTS):
@@ -98,6 +103,7 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                     self.where = f"{s.var}={i}"
                     self.stmts(s.body, inner)
                     self.where = saved
+                    self.after_iteration(s, env, inner)
             elif isinstance(s, If):
                 c = np.asarray(eval_expr(s.cond, env))
                 if c.ndim and not (c == c.flat[0]).all() and is_group_barrier(s) and \

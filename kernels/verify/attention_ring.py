@@ -164,10 +164,10 @@ class RingDataflow(AttentionDataflow):
                 r.arrive(s, env)
             elif isinstance(s, Setmaxnreg):
                 r.setmaxnreg(s, env)
-            elif assigns_carried(s) and not is_barrier_branch(s):
+            elif isinstance(s, If) and assigns_carried(s) and not is_barrier_branch(s):
                 if self._wg is not None:
                     self.wg_effects(s, env)
-                self.carried_walk(s, env)
+                self.carried_if(s, env)
             elif isinstance(s, WgmmaMma):
                 if self.pp is not None:
                     self.pp.record(s, env)
@@ -187,21 +187,16 @@ class RingDataflow(AttentionDataflow):
                 super().stmts([s], env)
 
 
-    def carried_walk(self, s: Any, env: Dict[Any, Any]) -> None:
-        """A loop or branch assigning a carried variable: the base walk's, each iteration's
-        carried values copied back (:mod:`.ring_carried`)."""
-        if isinstance(s, Loop):
-            lo, hi = int(eval_expr(s.start, env)), int(eval_expr(s.stop, env))
-            for i in range(lo, hi):
-                inner = dict(env)
-                inner[sym(s.var)] = i
-                saved = self.where
-                self.where = f"{s.var}={i}"
-                self.stmts(s.body, inner)
-                self.where = saved
-                carry_back(env, inner, self.carried)
-                self.check_carried(env)
-            return
+    def after_iteration(self, loop: Loop, env: Dict[Any, Any], inner: Dict[Any, Any]) -> None:
+        """A loop assigning a carried variable: each iteration's carried values copied back
+        and checked against their declared ranges (:mod:`.ring_carried`)."""
+        if assigns_carried(loop):
+            carry_back(env, inner, self.carried)
+            self.check_carried(env)
+
+    def carried_if(self, s: If, env: Dict[Any, Any]) -> None:
+        """A branch assigning a carried variable: taken by every consumer warpgroup or by
+        none (a split refused), its carried values copied back."""
         c = np.asarray(eval_expr(s.cond, env))
         if c.ndim and (c != c.flat[0]).any():
             self.fail("mbarrier_protocol", f"if ({s.cond}) assigns a loop-carried variable "
@@ -251,8 +246,8 @@ class RingStatic(AttentionStatic):
                 continue        # no index math: the ping-pong's (ring_pingpong)
             if isinstance(s, VarSet):       # the active blocks' value only (ring_carried)
                 masked_set(env, s.name, let_value(s, env), active)
-            elif assigns_carried(s):
-                self.carried_walk(s, env, active, where)
+            elif isinstance(s, If) and assigns_carried(s):
+                self.carried_if(s, env, active, where)
             elif isinstance(s, MbarrierWait):
                 for box in (b for b in self.q_boxes if b.bar == s.bar):
                     shape = (self.nb, self.k.block)
@@ -265,28 +260,23 @@ class RingStatic(AttentionStatic):
                 super().stmts([s], env, active, where)
 
 
-    def carried_walk(self, s: Any, env: Dict[Any, Any], active: Any, where: str) -> None:
-        """A loop or branch assigning a carried variable: the base pass's walk, each
-        iteration's carried values copied back (:mod:`.ring_carried`)."""
-        if isinstance(s, If):
-            cond = np.asarray(eval_expr(s.cond, env))
-            if cond.ndim == 2 and cond.shape[1] > 1:      # as the base pass: block-uniform
-                self.f.add("lds_races", f"if ({s.cond}): condition depends on the thread")
-                cond = cond[:, :1]
-            cond = np.broadcast_to(cond, (self.nb, 1))
-            inner = dict(env)
-            self.stmts(s.body, inner, active & cond, where)
+    def after_iteration(self, loop: Loop, env: Dict[Any, Any], inner: Dict[Any, Any]) -> None:
+        """A loop assigning a carried variable: each iteration's carried values copied back
+        (:mod:`.ring_carried`)."""
+        if assigns_carried(loop):
             carry_back(env, inner, self.carried)
-            return
-        lo = np.broadcast_to(np.asarray(eval_expr(s.start, env)), (self.nb, 1))
-        hi = np.broadcast_to(np.asarray(eval_expr(s.stop, env)), (self.nb, 1))
-        for it in range(int(lo.min()), int(hi.max()) if hi.size else 0):
-            inner = dict(env)
-            inner[sym(s.var)] = it
-            act = active & (it >= lo) & (it < hi)
-            if act.any():
-                self.stmts(s.body, inner, act, f"{s.var}={it}")
-                carry_back(env, inner, self.carried)
+
+    def carried_if(self, s: If, env: Dict[Any, Any], active: Any, where: str) -> None:
+        """A branch assigning a carried variable, block-uniform as the base pass requires,
+        its carried values copied back."""
+        cond = np.asarray(eval_expr(s.cond, env))
+        if cond.ndim == 2 and cond.shape[1] > 1:      # as the base pass: block-uniform
+            self.f.add("lds_races", f"if ({s.cond}): condition depends on the thread")
+            cond = cond[:, :1]
+        cond = np.broadcast_to(cond, (self.nb, 1))
+        inner = dict(env)
+        self.stmts(s.body, inner, active & cond, where)
+        carry_back(env, inner, self.carried)
 
 
 def _kw(inst: Instance, spec: KernelSpec) -> int:

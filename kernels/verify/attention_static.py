@@ -187,6 +187,11 @@ class AttentionStatic:
     def run(self) -> None:
         self.stmts(self.k.body, self.env, np.ones((self.nb, 1), bool), "")
 
+    def after_iteration(self, loop: Loop, env: Dict[Any, Any], inner: Dict[Any, Any]) -> None:
+        """After each iteration of ``loop`` some block runs, walked in ``inner`` (a copy of
+        ``env``): nothing here; an engine whose kernels carry values across iterations copies
+        them back (:mod:`.attention_ring`)."""
+
     def stmts(self, body, env, active, where) -> None:
         for s in body:
             if isinstance(s, (Let, LetMinMax)):
@@ -202,6 +207,7 @@ class AttentionStatic:
                     act = active & (it >= lo) & (it < hi)
                     if act.any():
                         self.stmts(s.body, inner, act, f"{s.var}={it}")
+                        self.after_iteration(s, env, inner)
             elif isinstance(s, If):
                 cond = np.asarray(eval_expr(s.cond, env))
                 if cond.ndim == 2 and cond.shape[1] > 1 and is_group_barrier(s) and \
