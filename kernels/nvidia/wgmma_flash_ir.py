@@ -385,14 +385,19 @@ class WgmmaFlashBuilder:
                 *self.round_p(),
                 WgmmaFence(), *self.pv(sympy.Mod(sym("n_blocks") - 1, 2)), WgmmaCommit(),
                 WgmmaWait(0, (self.o.name, self.pa.name))]
-        return [*first,
-                Comment("key blocks visible to every row of the query block: no mask"),
+        return [*first, *self.key_loops(), *last]
+
+    def key_loops(self) -> List[Any]:
+        """Key blocks ``1 .. n_blocks - 1`` of the overlap schedule (:meth:`overlap_block`):
+        the unmasked loop below ``n_full`` (blocks every row of the query block sees whole),
+        then the masked one from ``max(1, n_full)`` (the ragged last block and, causal, the
+        diagonal).  The warp-specialised builders' loops too."""
+        return [Comment("key blocks visible to every row of the query block: no mask"),
                 Loop("j", 1, sym("n_full"), self.overlap_block(False)),
                 Comment("the ragged last block" + (" and the blocks on the diagonal"
                                                    if self.c.causal else "") + ": masked"),
                 LetMinMax("j_mask", "max", 1, sym("n_full")),
-                Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True)),
-                *last]
+                Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True))]
 
     def block_lets(self) -> List[Any]:
         c = self.c

@@ -84,8 +84,8 @@ from typing import Any, List, Optional, Tuple
 
 import sympy
 
-from ..ir.attention import FVar, LetMinMax, SoftmaxUpdate
-from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
+from ..ir.attention import FVar, SoftmaxUpdate
+from ..ir.core import Comment, If, Let, ZeroFrag, sym
 from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .flash_ir import flash_instance, flash_ir_instances
@@ -256,13 +256,7 @@ class WsOverlapBuilder(WsRingBuilder):
             if self.dw:     # block j's alpha, applied to O at the top of block j + 1
                 body.append(FVar(f"alpha{hh}", "0"))
         return body + [
-            ZeroFrag(self.o), *self.open_turns(), *self.first_block(),
-            Comment("key blocks visible to every row of the query block: no mask"),
-            Loop("j", 1, sym("n_full"), self.overlap_block(False)),
-            Comment("the ragged last block" + (" and the blocks on the diagonal"
-                                               if self.c.causal else "") + ": masked"),
-            LetMinMax("j_mask", "max", 1, sym("n_full")),
-            Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True)),
+            ZeroFrag(self.o), *self.open_turns(), *self.first_block(), *self.key_loops(),
             *self.last_block(), *self.epilogue_ws()]
 
     def build_ws(self) -> Any:

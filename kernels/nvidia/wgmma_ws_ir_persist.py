@@ -230,12 +230,7 @@ class WsPersistBuilder(WsOverlapBuilder):
                             "(j >= n_full: the ragged last block" +
                             (", the diagonal" if self.c.causal else "") + ")"),
                     Loop("j", 1, sym("n_blocks"), body)]
-        return [Comment("key blocks visible to every row of the query block: no mask"),
-                Loop("j", 1, sym("n_full"), self.overlap_block(False)),
-                Comment("the ragged last block" + (" and the blocks on the diagonal"
-                                                   if self.c.causal else "") + ": masked"),
-                *self._mask_start(),
-                Loop("j", sym("j_mask"), sym("n_blocks"), self.overlap_block(True))]
+        return super().key_loops()
 
     def g0_range(self, values: Any, grid: Any) -> Any:
         """``g0``'s range at a launch: 0 up to the key blocks of the most units a CTA walks,
@@ -245,11 +240,6 @@ class WsPersistBuilder(WsOverlapBuilder):
         tiles = -(-values["seqlen_q"] // bm) * values["heads"] * values["batch"]
         per = -(-tiles // max(1, values["ctas"]))
         return {"g0": (0, per * -(-values["seqlen_kv"] // bn))}
-
-    @staticmethod
-    def _mask_start() -> List[Any]:
-        from ..ir.attention import LetMinMax
-        return [LetMinMax("j_mask", "max", 1, sym("n_full"))]
 
     def build_ws(self) -> Any:
         from ..verify.spec import Domain
