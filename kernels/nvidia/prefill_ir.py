@@ -6,7 +6,8 @@ dispatch runs the configuration's template).
 the per-family knowledge out of :mod:`.dispatch`: the mma.sync prefill
 (:class:`~.flash_ir.IrFlashAttention`), the wgmma one (:class:`~.wgmma_flash_ir
 .IrWgmmaFlashAttention`) and the warp-specialised one (:class:`~.wgmma_ws_ir_launch
-.IrWsAttention`), and their launch limits: 32-bit offsets and the (query block, batch x heads)
+.IrWsAttention`, persistent: :class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`),
+and their launch limits: 32-bit offsets and the (query block, batch x heads)
 grid (:func:`~.flash_ir.ir_launch_fits`), and for the warp-specialised kernel tensors its TMA
 maps can address (:func:`~.ws_tma_loads.tma_attention_ready`; the template of a TMA
 configuration refuses the others too, the dispatch gives them the cp.async producer).
@@ -21,6 +22,7 @@ from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 from .wgmma_flash_ir import IrWgmmaFlashAttention
 from .wgmma_ws_ir_launch import IrWsAttention
+from .wgmma_ws_ir_persist_launch import IrWsPersistAttention
 from .ws_tma_loads import tma_attention_ready
 
 __all__ = ["ir_prefill", "is_ir_prefill", "ir_prefill_launches", "prefill_config"]
@@ -28,9 +30,10 @@ __all__ = ["ir_prefill", "is_ir_prefill", "ir_prefill_launches", "prefill_config
 
 def ir_prefill(cfg: Any) -> Any:
     """The verified IR-built kernel of ``cfg`` (a ``FlashConfig``, ``WgmmaFlashConfig`` or
-    ``WsFlashConfig``), built and verified now, compiled on first launch."""
+    ``WsFlashConfig``; a persistent one: :class:`~.wgmma_ws_ir_persist_launch
+    .IrWsPersistAttention`), built and verified now, compiled on first launch."""
     if type(cfg) is WsFlashConfig:
-        return IrWsAttention(cfg)
+        return IrWsPersistAttention(cfg) if cfg.persistent else IrWsAttention(cfg)
     if type(cfg) is WgmmaFlashConfig:
         return IrWgmmaFlashAttention(cfg)
     return IrFlashAttention(cfg)

@@ -72,7 +72,7 @@ from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
            "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "IR_WS_PREFILL_AT_PARITY",
-           "ws_prefill_on_ir", "prefill_on_ir",
+           "IR_WS_PERSIST_AT_PARITY", "ws_prefill_on_ir", "prefill_on_ir",
            "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
@@ -157,23 +157,36 @@ def wgmma_prefill_on_ir(cfg: Any) -> bool:
 # 128 x 192 s2: 0.992 at B8 H32 S8K, 0.995 at B4 H16 1000 / 4097 (0.962 / 0.970 before Q's
 # descriptors were pinned); 128 x 128 s2 causal dw: 0.999 at B8 H32 S8K, 0.996 at B2 H32/8
 # S4K, 0.993 at B3 H8 S1500; 128 x 128 s3: 1.068 at B2 H4 S77, 0.989 at B16 H32 S512.  The
-# persistent short causal kernel has no IR form yet (the plan's persistent_units; its
-# configuration with persistence off measured 0.974 at B16 H32 S512 causal).
+# persistent short causal kernel: IR_WS_PERSIST_AT_PARITY.
 IR_WS_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool]] = frozenset(
     {(192, 2, False, False), (128, 2, True, True), (128, 3, False, False)})
 
+# (bn, stages, causal, defer_pv_wait, unit_heads) of the persistent warp-specialised d128
+# configurations (TMA, ping-pong: the short causal one, PERSISTENT_MAX_SEQ) whose IR-built
+# kernel (kernels.nvidia.wgmma_ws_ir_persist, IrWsPersistAttention, bitwise the template's
+# output) measured at parity.  None yet: 128 x 128 s3 causal, units of 4 heads, measured 0.966
+# / 0.957 at B16 H32 S512 causal, 0.971 / 0.975 at H32/8, 0.980 / 0.998 at B8 H16 S1024 (H100
+# 2026-11-25, two runs, benchmarks/nvidia_ws_ir_persist.py --rounds 9 and the diagnostic A/B,
+# docs/PERFORMANCE.md), below the 0.98x bar at S512.
+IR_WS_PERSIST_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool, int]] = frozenset()
+
 
 def ws_prefill_on_ir(cfg: Any) -> bool:
-    """Does the warp-specialised configuration ``cfg`` run the IR-built kernel
-    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`)?  A d128 TMA ping-pong configuration, one
-    block per unit, whose (bn, stages, causal, defer_pv_wait) is in
-    :data:`IR_WS_PREFILL_AT_PARITY`; else the template."""
+    """Does the warp-specialised configuration ``cfg`` run the IR-built kernel?  A d128 TMA
+    ping-pong configuration without the warp vote or V behind K: one block per unit
+    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`) whose (bn, stages, causal, defer_pv_wait)
+    is in :data:`IR_WS_PREFILL_AT_PARITY`, or persistent
+    (:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`) with that and its
+    ``unit_heads`` in :data:`IR_WS_PERSIST_AT_PARITY`; else the template."""
     if type(cfg) is not WsFlashConfig:
         return False
+    if not (cfg.head_dim == 128 and cfg.loader == "tma" and cfg.pingpong
+            and not (cfg.rescale_vote or cfg.v_behind_k)):
+        return False
     key = (cfg.bn, cfg.stages, bool(cfg.causal), bool(cfg.defer_pv_wait))
-    return (key in IR_WS_PREFILL_AT_PARITY and cfg.head_dim == 128 and cfg.loader == "tma"
-            and cfg.pingpong and not (cfg.persistent or cfg.unit_heads or cfg.rescale_vote
-                                      or cfg.v_behind_k))
+    if cfg.persistent:
+        return (*key, cfg.unit_heads) in IR_WS_PERSIST_AT_PARITY
+    return key in IR_WS_PREFILL_AT_PARITY and not cfg.unit_heads
 
 
 def prefill_on_ir(cfg: Any) -> bool:
@@ -229,9 +242,12 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                              + (", P V wait deferred" if cfg.defer_pv_wait else "")
                              + f"), {cfg.bm} rows "
                              f"x {cfg.bn} keys (H100 sweep), "
-                             + ("the verified IR kernel (kernels.nvidia.wgmma_ws_ir, at parity "
-                                "with the template, H100)" if ws_prefill_on_ir(cfg) else
-                                "the template (kernels.nvidia.wgmma_attention_ws)")
+                             + (f"the verified IR kernel (kernels.nvidia.wgmma_ws_ir"
+                                f"{'_persist' if cfg.persistent else ''}, at parity with the "
+                                "template, H100)" if ws_prefill_on_ir(cfg) else
+                                "the template (kernels.nvidia.wgmma_attention_ws"
+                                + ("; its persistent IR form measured below parity, H100"
+                                   if cfg.persistent else "") + ")")
                              + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))

@@ -27,14 +27,22 @@ every output element stored exactly once over the CTAs' walks.
 NVRTC 13 sm_90a: 168 registers, no spills (the template: the same).  On the H100
 (:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`,
 ``tests/test_nvidia_ws_persist_gpu.py``) bitwise the template of the same configuration at
-B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (one run,
-docs/PERFORMANCE.md).  Not dispatched.
+B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.96-1.00x its speed (two runs,
+docs/PERFORMANCE.md: B16 H32 S512 causal at 0.957-0.966, below the 0.98 bar).  Not
+dispatched.
 
-Outside the key loop, as the template: block 0 is masked only where ``n_full < 1``
-(:meth:`WsPersistBuilder.first_mask`; measured: no change in speed) and blocks 1.. run one
-loop with the mask under ``j >= n_full`` where ``one_loop`` is on
-(:meth:`WsPersistBuilder.key_loops`: 2864 SASS instructions against 3376 with the unmasked
-and masked copies; verified, not yet run on the GPU: off by default).
+The unit's start and the blocks outside the key loop:
+
+* the producer prefetches the three tensor maps once per CTA before its walk (``TmaPrefetch``,
+  the template's ``prefetch.tensormap``);
+* block 0 does not rescale O (the unit's zero fill: the engine's ``online_softmax`` takes a
+  zero-filled O at any maximum version, :func:`kernels.verify.attention_dataflow
+  .zero_fill_version`); with the prefetch 1.5-2 % faster at S512 / S1024 than without both;
+* block 0 is masked only where ``n_full < 1`` (:meth:`WsPersistBuilder.first_mask`; measured:
+  no change in speed);
+* blocks 1.. run an unmasked loop below ``n_full`` and a masked one from there; one loop with
+  the mask under ``j >= n_full`` (``one_loop``, :meth:`WsPersistBuilder.key_loops`: 2816 SASS
+  instructions against 3320, verified) measured 1-3 % slower on the H100 and stays off.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import sympy
 from ..ir.attention import FVar, LetMinMax, MaskScores, ScalarParam, runtime_symbol as R
 from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
 from ..ir.nvidia_tma import (LeaderOnly, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
-                             MbarrierWait, Setmaxnreg, VarInit, VarSet)
+                             MbarrierWait, Setmaxnreg, TmaPrefetch, VarInit, VarSet)
 from ..ir.nvidia_wgmma import WgmmaWait
 from .attention import AttentionConfigError
 from .flash_ir import flash_instance, key_range_lets
@@ -162,8 +170,12 @@ class WsPersistBuilder(WsOverlapBuilder):
             *self.boxes("Q", sym("m0"), 0, "bQ", 0),
             Loop("j", 0, sym("n_blocks"), ring),
             VarSet("g0", G0 + sym("n_blocks"))]
+        # the three maps' descriptors fetched once per CTA ahead of its first boxes (the
+        # template's prefetch.tensormap): otherwise the CTA's first Q, K and V loads each wait
+        # on a descriptor fetch from global memory
         return [Setmaxnreg(False, TMA_PRODUCER_REGS),
-                LeaderOnly([VarInit("g0", 0), Loop("iu", 0, sym("nloc"), unit)])]
+                LeaderOnly([*(TmaPrefetch(self.maps[t]) for t in ("Q", "K", "V")),
+                            VarInit("g0", 0), Loop("iu", 0, sym("nloc"), unit)])]
 
     def first_block(self) -> List[Any]:
         zero = sympy.Integer(0)
@@ -175,7 +187,10 @@ class WsPersistBuilder(WsOverlapBuilder):
                 Comment("S retired: K's stage is free (and Q's when the unit has one block)"),
                 self.release("K", zero),
                 self.q_release(sympy.Eq(sym("n_blocks"), 1)),
-                *self.first_mask(), *self.softmax(rescale=not self.dw)]
+                # no rescale of O in block 0: O is the unit's zero fill there (the engine
+                # accepts a zero-filled O under any maximum: the rescale is the identity);
+                # the template skips it too, and it cost 64 multiplies per unit
+                *self.first_mask(), *self.softmax(rescale=False)]
 
     def first_mask(self) -> List[Any]:
         """Block 0's mask only where some row of the unit does not see all of it
@@ -221,8 +236,9 @@ class WsPersistBuilder(WsOverlapBuilder):
         n_full`` (the template's run-time ``need_mask``); else the unmasked loop below
         ``n_full`` and the masked one from there.  Why one loop: units of a short causal
         problem run a few blocks each and walk every copy every unit, and the second copy is
-        about 550 SASS instructions (9 KB) each unit fetches again.  Off by default until
-        measured on the GPU (``build_ws_persist_ir(cfg, one_loop=True)``)."""
+        about 550 SASS instructions (9 KB) each unit fetches again.  Measured on the H100
+        1-3 % slower than the two copies at S512 / S1024 causal (docs/PERFORMANCE.md), so off
+        by default (``build_ws_persist_ir(cfg, one_loop=True)``)."""
         if self.one_loop:
             body = [If(sympy.GreaterThan(sym("j"), sym("n_full"), evaluate=False), [s])
                     if isinstance(s, MaskScores) else s for s in self.overlap_block(True)]

@@ -33,7 +33,7 @@ from ..ir.lse_merge import LseMax, LseMergeStep, LseNormalize
 from .attention_static import Instance, eval_expr, let_value
 from .gate_common import Fail, LdsRaces, MfmaTables, bits_to_list, leaves
 
-__all__ = ["AttentionDataflow"]
+__all__ = ["AttentionDataflow", "zero_fill_version"]
 
 
 class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMergeRules,
@@ -521,12 +521,23 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
             rix = sp.c_i if rows_on_i else sp.c_j      # the C index of the query row
             acc.vbits[th_b, it_b] = acc.vbits[th_b, it_b] | vis[wv, rix[None]]
             want_ver = ver_j[wv, rix[None]]
-            cur_ver = acc.ver[th_b, it_b]
+            cur_ver = zero_fill_version(fresh, acc.ver[th_b, it_b], want_ver)
+            acc.ver[th_b, it_b] = cur_ver
             if (cur_ver != want_ver).any():
                 self.fail("online_softmax", f"{where}: O accumulated under maximum version "
                                             f"{int(cur_ver.flat[0])} receives probabilities of "
                                             f"version {int(want_ver.flat[0])} (missing rescale)")
 
+
+
+def zero_fill_version(fresh: np.ndarray, cur_ver: np.ndarray, want_ver: np.ndarray
+                      ) -> np.ndarray:
+    """The maximum version an O element is at when probabilities of ``want_ver`` reach it: an
+    element still its zero fill (``fresh``: zeroed, nothing accumulated since) is zero under
+    every maximum -- rescaling it is the identity -- so it takes ``want_ver`` (a kernel may
+    skip the first block's rescale of the zero-filled O, as the template does); any element
+    already holding a sum stays at ``cur_ver``, which must equal ``want_ver``."""
+    return np.where(fresh, want_ver, cur_ver)
 
 
 def _has_wgmma(k: Any) -> bool:

@@ -27,8 +27,10 @@ prints, with C semantics (:func:`kernels.ir.c_eval`).
      query row; sums combine disjoint key sets;
    * ``online_softmax`` - each exponent subtracts a maximum of its own row that covers every key
      exponentiated so far; ``O`` and ``l`` are rescaled by the ``alpha`` of their own row from
-     the version of the maximum they were accumulated under; ``O`` and ``l`` are combined only
-     under the same maximum; the normaliser sums exactly the keys accumulated into ``O``;
+     the version of the maximum they were accumulated under (an ``O`` element still its zero
+     fill is at every version: its rescale is the identity, which a kernel may skip); ``O`` and
+     ``l`` are combined only under the same maximum; the normaliser sums exactly the keys
+     accumulated into ``O``;
    * ``masking_and_tile_skipping`` - each mask condition is evaluated at the (row, key) the
      register really holds and equals visibility (``key < seqlen_kv`` and, causal, ``key <= row +
      causal_off``); at the store, the keys accumulated unmasked into each output row are exactly

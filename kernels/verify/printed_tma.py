@@ -41,8 +41,8 @@ from layoutalg.verify.result import CheckResult
 from ..ir.core import Access, If, Let, Loop, Param, c_eval, walk
 from ..ir.nvidia_tma import (BulkCommit, LeaderOnly, MbarrierArrive,
                              MbarrierExpectTx, MbarrierInit, MbarrierWait, NamedBarrier,
-                             RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaStore, VarInit,
-                             VarSet)
+                             RoleBranch, Setmaxnreg, TensorMap, TmaLoad, TmaPrefetch, TmaStore,
+                             VarInit, VarSet)
 from ..ir.nvidia import CpAsync
 from ..ir.nvidia_cp_ring import CP_ARRIVE_HELPER, CpAsyncArrive
 from ..ir.nvidia_wgmma import WgmmaMma
@@ -97,6 +97,8 @@ def _expected(s: Any, pinned: Any = ()) -> List[str]:
         return ["lg_bulk_commit()"]
     if isinstance(s, Setmaxnreg):
         return [f"lg_setmaxnreg_{'inc' if s.inc else 'dec'}<{s.regs}>()"]
+    if isinstance(s, TmaPrefetch):    # the map it names, in program order
+        return [f"lg_tma_prefetch({s.tmap.name})"]
     if isinstance(s, WgmmaMma) and s.a_in_regs:    # A from registers: 4 words of a frag
         return [f"{wgmma_fn(*wgmma_key(s))}(&{s.acc.frag.name}[0], "
                 f"&{s.a.frag.name}[{s.a.idx[0] // 2}], " + _desc(s.b, pinned)]
@@ -225,7 +227,7 @@ _COUNTED = (("__threadfence();", (ThreadFence,)), ("atomicAdd(", (AtomicTicket,)
             ("lg_named_arrive(", _named(True)),
             ("lg_tma_load_2d(", lambda s: isinstance(s, TmaLoad) and not s.coords),
             ("lg_tma_load_4d(", lambda s: isinstance(s, TmaLoad) and bool(s.coords)),
-            ("lg_cp_mbar_arrive(", (CpAsyncArrive,)))
+            ("lg_cp_mbar_arrive(", (CpAsyncArrive,)), ("lg_tma_prefetch(", (TmaPrefetch,)))
 
 
 def _counted(k: Any, body: str, f: Fail) -> None:

@@ -10,7 +10,8 @@ a view of the IR without its role / mbarrier / TMA statements; :class:`RoleBranc
 are compared with C semantics like every other branch.  The role / mbarrier / TMA lines
 (mbarrier arrays, their 32-bit addresses and initialisation, the init fence and its
 ``__syncthreads``, ``setmaxnreg``, waits with their parities, expect-tx byte counts, per-warp
-arrivals after their ``__syncwarp``, 4-D box loads with their coordinates, the ping-pong's
+arrivals after their ``__syncwarp``, 4-D box loads with their coordinates, tensor-map
+prefetches (the map each names), the ping-pong's
 named barriers ``lg_named_bar`` / ``lg_named_arrive`` with their ids and thread counts; the
 ``if`` on the consumer index around a hand-over stays a branch of the attention reader's) are
 read by
@@ -38,7 +39,7 @@ from layoutalg.verify.result import CheckResult
 from ..ir.core import If, Loop, walk
 from ..ir.nvidia_tma import (TMA_STATEMENTS, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
                              MbarrierInitFence, MbarrierWait, NamedBarrier, Setmaxnreg,
-                             TmaLoad, VarInit, VarSet)
+                             TmaLoad, TmaPrefetch, VarInit, VarSet)
 from ..ir.nvidia_cp_ring import CpAsyncArrive
 from .gate_common import Fail
 from .printed import PRINTED_CHECKS, verify_printed
@@ -78,6 +79,7 @@ _FORMS: Tuple[Tuple[str, re.Pattern, _Hit], ...] = (
      _arrive(True)),
     ("arrive", re.compile(r"lg_mbar_arrive\(.*\);"), _arrive(False)),
     ("box load", re.compile(r"lg_tma_load_\dd\(.*\);"), _is(TmaLoad)),
+    ("tensormap prefetch", re.compile(r"lg_tma_prefetch\(\w+\);"), _is(TmaPrefetch)),
     ("named barrier sync", re.compile(r"lg_named_bar\(.*\);"), _named(False)),
     ("named barrier arrive", re.compile(r"lg_named_arrive\(.*\);"), _named(True)),
     ("cp.async arrive", re.compile(r"lg_cp_mbar_arrive\(.*\);"), _is(CpAsyncArrive)),

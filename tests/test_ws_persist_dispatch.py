@@ -1,0 +1,90 @@
+"""The persistent short causal d128 prefill through the dispatch
+(kernels.nvidia.prefill_select.IR_WS_PERSIST_AT_PARITY / ws_prefill_on_ir,
+kernels.nvidia.prefill_ir), on the CPU with a pretend H100 (``_fake_cuda``): as shipped the
+template runs (its IR form measured below parity, and the reason says so); with the rule on,
+the verified IR kernel (IrWsPersistAttention) launches on ``min(units, SMs)`` CTAs, and gives
+way to its configuration's template on tensors it cannot launch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import _fake_cuda as fc  # noqa: E402
+from kernels.nvidia import dispatch, prefill_select  # noqa: E402
+from kernels.nvidia.prefill_ir import ir_prefill_launches, prefill_config  # noqa: E402
+from kernels.nvidia.prefill_select import choose_prefill, prefill_on_ir, ws_prefill_on_ir  # noqa: E402,E501
+from kernels.nvidia.wgmma_attention_ws import WsFlashAttention  # noqa: E402
+from kernels.nvidia.wgmma_ws_ir_persist_launch import IrWsPersistAttention  # noqa: E402
+
+BF16 = torch.bfloat16
+#: the persistent configuration the dispatch picks for causal problems up to 1024 rows
+SHORT_CAUSAL = frozenset({(128, 3, True, False, 4)})
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    f = fc.install(monkeypatch)
+    fc.install_tma_encoder(monkeypatch)
+    monkeypatch.setattr(dispatch, "_FLASH", {})
+    yield f
+    fc.clear_caches()
+
+
+def T(shape, stride=None, ptr=None):
+    return fc.FakeCudaTensor(shape, BF16, stride, ptr)
+
+
+def _short():
+    return choose_prefill("bf16", 128, True, "wgmma", True, 512, 512)
+
+
+def test_as_shipped_the_short_causal_problem_runs_the_template(fake):
+    c = _short()
+    assert c.config.persistent and c.config.unit_heads == 4
+    assert not ws_prefill_on_ir(c.config) and not prefill_on_ir(c.config)
+    assert "the template" in c.reason and "persistent IR form measured below parity" in c.reason
+    s = T((2, 8, 512, 128))
+    dispatch.flash_attention(s, s, s, causal=True, out=T(s.shape))
+    assert fake.launches[-1].kernel == "lg_wsflash_bf16_d128_128x128_s3_pp_causal_tma_pt_uh4"
+
+
+def test_the_rule_reads_the_persistent_set(monkeypatch):
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", SHORT_CAUSAL)
+    c = _short()
+    assert ws_prefill_on_ir(c.config) and prefill_on_ir(c.config)
+    assert "verified IR kernel (kernels.nvidia.wgmma_ws_ir_persist," in c.reason, c.reason
+    # the one-block-per-unit set does not take persistent configurations, nor this set other
+    # persistent ones
+    monkeypatch.setattr(prefill_select, "IR_WS_PREFILL_AT_PARITY",
+                        frozenset({(128, 3, True, False)}))
+    for kw in (dict(unit_heads=2), dict(stages=2), dict(rescale_vote=True),
+               dict(pingpong=False), dict(loader="cp.async")):
+        assert not ws_prefill_on_ir(dataclasses.replace(c.config, **kw)), kw
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", frozenset())
+    assert not ws_prefill_on_ir(c.config)
+
+
+def test_the_rule_on_launches_the_persistent_ir_kernel_and_falls_back(fake, monkeypatch):
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", SHORT_CAUSAL)
+    s = T((2, 8, 512, 128))
+    dispatch.flash_attention(s, s, s, causal=True, out=T(s.shape))
+    launch = fake.launches[-1]
+    assert launch.kernel == "lg_wsflash_ir_bf16_d128_128x128_s3_pp_causal_tma_pt_uh4"
+    assert launch.grid == (min(4 * 8 * 2, 132), 1, 1)        # units = query blocks x H x B
+    fa = dispatch.compiled_flash(_short().config)
+    assert type(fa) is IrWsPersistAttention and fa.report.holds
+    assert prefill_config(fa) == fa.ws_cfg == _short().config
+    big = T((16, 32, 1024, 128))                    # 4096 units: one CTA per SM
+    dispatch.flash_attention(big, big, big, causal=True, out=T(big.shape))
+    assert fake.launches[-1].grid == (132, 1, 1)
+    # K / V broadcast over the heads (head stride 0): no tensor map addresses them
+    q3, odd = T((1, 2, 300, 128)), T((1, 2, 300, 128), stride=(300 * 128, 0, 128, 1))
+    tpl = dispatch.compiled_flash(fa.ws_cfg, template=True)
+    assert type(tpl) is WsFlashAttention and tpl.cfg == fa.ws_cfg
+    assert ir_prefill_launches(fa, s, s, s, None)
+    assert not ir_prefill_launches(fa, q3, odd, odd, None)
+    assert dispatch._within_offsets(fa, q3, odd, odd, None) is tpl
