@@ -10,6 +10,13 @@ the per-family knowledge out of :mod:`.dispatch`: the mma.sync prefill
 grid (:func:`~.flash_ir.ir_launch_fits`), and for the warp-specialised kernel tensors its TMA
 maps can address (:func:`~.ws_tma_loads.tma_attention_ready`; the template of a TMA
 configuration refuses the others too, the dispatch gives them the cp.async producer).
+
+Where the 32-bit form cannot launch (offsets or strides from 2^31, batch x heads past grid y)
+the dispatch runs the same configuration's ``wide`` IR form (:mod:`.prefill_wide`: ``long
+long`` strides, grid (query blocks, heads, batch), each launch's index arithmetic proved at its
+own values) with :data:`WIDE_PREFILL_ON_IR`; the template only where the wide form cannot
+launch either (:func:`wide_prefill_launches`: heads or batch past 65535, the template's grid
+limits too; the warp-specialised kernel's TMA maps unable to address the tensors).
 """
 
 from __future__ import annotations
@@ -23,17 +30,24 @@ from .wgmma_flash_ir import IrWgmmaFlashAttention
 from .wgmma_ws_ir_launch import IrWsAttention
 from .ws_tma_loads import tma_attention_ready
 
-__all__ = ["ir_prefill", "is_ir_prefill", "ir_prefill_launches", "prefill_config"]
+__all__ = ["ir_prefill", "is_ir_prefill", "ir_prefill_launches", "prefill_config",
+           "WIDE_PREFILL_ON_IR", "wide_prefill_launches"]
+
+#: a call the 32-bit IR prefill cannot launch runs the configuration's wide IR form
+#: (:mod:`.prefill_wide`) instead of its template.  Off until the wide forms have run on a GPU
+#: bitwise against the templates (tests/test_prefill_wide_gpu.py)
+WIDE_PREFILL_ON_IR = False
 
 
-def ir_prefill(cfg: Any) -> Any:
+def ir_prefill(cfg: Any, wide: bool = False) -> Any:
     """The verified IR-built kernel of ``cfg`` (a ``FlashConfig``, ``WgmmaFlashConfig`` or
-    ``WsFlashConfig``), built and verified now, compiled on first launch."""
+    ``WsFlashConfig``), built and verified now, compiled on first launch; ``wide``: its 64-bit
+    form (:mod:`.prefill_wide`)."""
     if type(cfg) is WsFlashConfig:
-        return IrWsAttention(cfg)
+        return IrWsAttention(cfg, wide=wide)
     if type(cfg) is WgmmaFlashConfig:
-        return IrWgmmaFlashAttention(cfg)
-    return IrFlashAttention(cfg)
+        return IrWgmmaFlashAttention(cfg, wide=wide)
+    return IrFlashAttention(cfg, wide=wide)
 
 
 def is_ir_prefill(fa: Any) -> bool:
@@ -44,10 +58,32 @@ def is_ir_prefill(fa: Any) -> bool:
 def ir_prefill_launches(fa: Any, q: Any, k: Any, v: Any, out: Any) -> bool:
     """Can the IR-built prefill ``fa`` launch on these tensors?  Offsets below 2^31 and
     batch x heads inside grid y (:func:`~.flash_ir.ir_launch_fits`); the warp-specialised
-    kernel also needs q, k and v addressable by its TMA maps."""
+    kernel also needs q, k and v addressable by its TMA maps.  The wide form
+    (``fa.wide``): :func:`wide_prefill_launches`."""
+    if getattr(fa, "wide", False):
+        from .prefill_wide import launch_proved
+        return wide_prefill_launches(fa, q, k, v, out,
+                                     lambda *a: launch_proved(fa, *a))
     if not ir_launch_fits(q, k, v, out):
         return False
     return not isinstance(fa, IrWsAttention) or all(tma_attention_ready(t) for t in (q, k, v))
+
+
+def wide_prefill_launches(fa: Any, q: Any, k: Any, v: Any, out: Any = None,
+                          proved: Any = None) -> bool:
+    """Can the wide form of the IR prefill ``fa``'s configuration launch on these tensors?
+    Heads and batch inside grid y and z (65535 each, as the template's grid) and query
+    blocks inside grid x; the warp-specialised kernel's TMA maps able to address q, k, v;
+    and, given ``proved`` (the wide kernel's :func:`~.prefill_wide.launch_proved`, or a
+    callable ``proved(q, k, v, out)``), its index arithmetic proved at this launch (a row
+    times its ``int`` row stride past 2^31 is not: one batch of more than 2^31 elements)."""
+    from .prefill_wide import MAX_GRID_X, MAX_GRID_YZ
+    B, H, S = (int(x) for x in q.shape[:3])
+    if B > MAX_GRID_YZ or H > MAX_GRID_YZ or -(-S // fa.cfg.bm) > MAX_GRID_X:
+        return False
+    if isinstance(fa, IrWsAttention) and not all(tma_attention_ready(t) for t in (q, k, v)):
+        return False
+    return proved is None or bool(proved(q, k, v, out))
 
 
 def prefill_config(fa: Any) -> Any:
