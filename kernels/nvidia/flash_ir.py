@@ -25,7 +25,8 @@ n_whole``) without predicates (the template's ``fast_copy``).  Where the two sti
 blocks wholly visible to the whole query block run an unmasked copy of the loop body (the
 template tests ``need_mask`` at run time; at d256 one masked loop, as the template's); index
 arithmetic is 32-bit ``int`` (the launcher refuses tensors whose element offsets reach 2^31;
-the dispatch then runs the template).
+the dispatch then runs the configuration's wide form, :mod:`.prefill_wide`: 64-bit batch and
+head strides, the template's grid; or the template where that cannot launch).
 
 At d64 and d256 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`):
 ptxas then interleaves the exponentials with ``O += P V``.  At d256 the key loop is one masked
@@ -615,8 +616,9 @@ IR_MAX_BATCH_HEADS = 65535
 def ir_launch_fits(q: Any, k: Any, v: Any, out: Any = None) -> bool:
     """Can the IR prefills launch these tensors: every offset and stride fits 32-bit ``int``
     (:func:`int_offsets_fit`) and batch x query heads fits grid y
-    (:data:`IR_MAX_BATCH_HEADS`)?  Where not, the dispatch runs the template (grid (query
-    blocks, heads, batch), 64-bit strides)."""
+    (:data:`IR_MAX_BATCH_HEADS`)?  Where not, the dispatch runs the wide IR form
+    (:mod:`.prefill_wide`: grid (query blocks, heads, batch), 64-bit batch / head strides) or
+    the template."""
     ts = (q, k, v) + (() if out is None else (out,))
     return int_offsets_fit(*ts) and q.shape[0] * q.shape[1] <= IR_MAX_BATCH_HEADS
 
@@ -653,7 +655,7 @@ class IrFlashAttention(FlashAttention):
         from .prefill_wide import widen_prefill
         self.wide = wide
         self.ir = widen_prefill(ir) if wide else ir
-        self.source_text = source = emit_cuda_attention(self.ir)
+        source = emit_cuda_attention(self.ir)
         self.report = verified(self.ir, source, self.ir.meta["cfg"].arch)
         self.plan = plan
         CompiledKernel.__init__(self, self.ir.meta["cfg"], source, backend)
@@ -688,7 +690,7 @@ class IrFlashAttention(FlashAttention):
         if wide:        # this launch's own values proved (out: as given, or contiguous)
             vals = launch_values(q, k, v, out)
             o_st = (vals["o_sb"], vals["o_sh"], vals["o_ss"])
-            prove_launch(self.ir, self.source_text, vals, grid)
+            prove_launch(self.ir, self.source, vals, grid)
 
         def run(q, k, v, out):
             if out is None:

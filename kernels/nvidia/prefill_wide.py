@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 from ..errors import LaunchError
 from ..ir.attention import ScalarParam
 from ..ir.core import Let
+from ..runtime.launch_cache import BoundedCache
 
 __all__ = ["WIDE_GRID", "is_stride", "widen_prefill", "wide_instances", "past_2_31_instances",
            "wide_grid", "launch_values", "launch_proved", "prove_launch", "scalar_signature"]
@@ -170,13 +171,14 @@ def launch_values(q: Any, k: Any, v: Any, out: Any) -> Dict[str, int]:
 
 
 def launch_proved(fa: Any, q: Any, k: Any, v: Any, out: Any) -> bool:
-    """Does ``index_ranges`` hold for the wide kernel ``fa`` (``fa.ir``, ``fa.source_text``)
+    """Does ``index_ranges`` hold for the wide kernel ``fa`` (``fa.ir``, ``fa.source``)
     at this launch's values and grid (:func:`launch_index_ranges`)?"""
     grid = (-(-int(q.shape[2]) // fa.cfg.bm), int(q.shape[1]), int(q.shape[0]))
-    return launch_index_ranges(fa.ir, fa.source_text, launch_values(q, k, v, out), grid).holds
+    return launch_index_ranges(fa.ir, fa.source, launch_values(q, k, v, out), grid).holds
 
 
-_PROVED: Dict[Any, Any] = {}
+#: launch -> its index_ranges result (bounded: one entry per distinct launch)
+_PROVED: BoundedCache = BoundedCache(256)
 
 
 def launch_index_ranges(k: Any, source: str, values: Dict[str, int],
@@ -196,7 +198,7 @@ def launch_index_ranges(k: Any, source: str, values: Dict[str, int],
         else:
             from ..verify.printed import verify_printed
             res = verify_printed(k, source, instances=[inst])
-        hit = _PROVED[key] = res["index_ranges"]
+        hit = _PROVED.put(key, res["index_ranges"])
     return hit
 
 

@@ -19,8 +19,10 @@ threads, the arguments built by name from the IR's parameters and scalars (so th
 the printed signature's order, whatever it is).  It refuses with
 :class:`~kernels.errors.LaunchError` what the maps cannot address (base not 16-byte aligned,
 strides not positive multiples of 16 bytes, head_dim not contiguous) and what the IR's 32-bit
-index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  :class:`IrWsAttention` is
-dispatched (:mod:`.prefill_ir`) for the configurations measured at parity.
+index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`); its ``wide=True`` form
+(:mod:`.prefill_wide`: 64-bit batch / head strides, grid (query blocks, heads, batch), each
+launch proved at its values) takes those.  :class:`IrWsAttention` is dispatched
+(:mod:`.prefill_ir`) for the configurations measured at parity.
 """
 
 from __future__ import annotations
@@ -88,11 +90,9 @@ class IrWsAttention(FlashAttention):
         """Load ``ir`` verified; ``wide``: its 64-bit form first (:mod:`.prefill_wide`:
         ``long long`` strides, grid (query blocks, heads, batch)), for tensors whose offsets
         or batch x heads the 32-bit form cannot launch (the maps' limits stay)."""
-        from ..printer.cuda_attention import emit_cuda_attention
         from .prefill_wide import widen_prefill
         self.wide = wide
         load_verified_ws(self, widen_prefill(ir) if wide else ir, backend)
-        self.source_text = emit_cuda_attention(self.ir)
         self._maps = AttentionTensorMaps()
 
     def map_rows(self, q: Any, k: Any, v: Any) -> Dict[str, int]:
@@ -170,7 +170,7 @@ class IrWsAttention(FlashAttention):
         if wide:        # this launch's own values proved (out: as given, or contiguous)
             vals = launch_values(q, k, v, out)
             o_st = (vals["o_sb"], vals["o_sh"], vals["o_ss"])
-            prove_launch(self.ir, self.source_text, vals, grid)
+            prove_launch(self.ir, self.source, vals, grid)
 
         def run(q, k, v, out):
             if out is None:
