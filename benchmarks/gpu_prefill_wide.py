@@ -22,7 +22,6 @@ its output equals the template's.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -146,7 +145,8 @@ def main() -> None:
             dispatch.compiled_flash(dispatch.prefill_config(fa), template=True)(q, k, v, out=t)
             torch.cuda.synchronize()
             row = dict(case=f"dispatch-d{D}{'-causal' if causal else ''}", shape=shape,
-                       kernel=fa.kernel_name, wide=bool(getattr(fa, "wide", False)),
+                       kernel=getattr(fa, "kernel_name", fa.cfg.name),
+                       wide=bool(getattr(fa, "wide", False)),
                        bitwise_equal=bool(torch.equal(o, t)), ir_nan=bool(o.isnan().any()))
             rows.append(row)
             print(json.dumps(row), flush=True)

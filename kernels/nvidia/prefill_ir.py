@@ -34,9 +34,14 @@ __all__ = ["ir_prefill", "is_ir_prefill", "ir_prefill_launches", "prefill_config
            "WIDE_PREFILL_ON_IR", "wide_prefill_launches"]
 
 #: a call the 32-bit IR prefill cannot launch runs the configuration's wide IR form
-#: (:mod:`.prefill_wide`) instead of its template.  Off until the wide forms have run on a GPU
-#: bitwise against the templates (tests/test_prefill_wide_gpu.py)
-WIDE_PREFILL_ON_IR = False
+#: (:mod:`.prefill_wide`) instead of its template.  H100, 2026-11-25 (benchmarks/
+#: gpu_prefill_wide.py, medians of 7 rotated rounds; docs/PERFORMANCE.md): bitwise the
+#: template at every dispatched configuration, at B2 H16 S4K with batches 2^31 + 8192 elements
+#: apart and at B2048 H40 S64; the d64 wgmma kernel (what flash_attention() runs at d64)
+#: 0.986-1.019x the template's time, the warp-specialised d128 ones 0.954-1.007x past 2^31
+#: and 0.869-0.911x at B2048 H40 S64, the mma.sync ones 0.982-1.033x / 0.913-0.950x.  On: the
+#: verified kernel everywhere it launches (issue 20 item 1), at those costs
+WIDE_PREFILL_ON_IR = True
 
 
 def ir_prefill(cfg: Any, wide: bool = False) -> Any:
