@@ -68,6 +68,27 @@ def ref_err(q, k, v, o, causal):
     return worst
 
 
+def measure(ir, tpl, cfg, shape, dt, rounds, reps):
+    """One row: the wide IR kernel and the template at ``shape``, bitwise and timed."""
+    import torch
+    q, k, v, make_out = views(shape, cfg.head_dim, dt)
+    outs = {"ir": make_out(), "template": make_out()}
+    kern = {"ir": ir, "template": tpl}
+    calls = {n: (lambda f=kern[n], o=outs[n]: f(q, k, v, out=o)) for n in kern}
+    for f in calls.values():
+        f()
+    torch.cuda.synchronize()
+    same = bool(torch.equal(outs["ir"], outs["template"]))
+    nan = bool(outs["ir"].isnan().any())
+    err = ref_err(q, k, v, outs["ir"], cfg.causal)
+    ts = rotated_rounds(list(calls), rounds, lambda n: event_round_us(calls[n], reps))
+    med = medians(ts)
+    return dict(shape=shape, kernel=ir.kernel_name, bitwise_equal=same, ir_nan=nan,
+                max_abs_ir_vs_f32_ref=round(err, 5), ir_us=round(med["ir"], 1),
+                template_us=round(med["template"], 1),
+                ir_speed_vs_template=round(med["template"] / med["ir"], 3), rounds_us=ts)
+
+
 def cases():
     from kernels.nvidia.attention import FlashAttention, FlashConfig
     from kernels.nvidia.flash_ir import IrFlashAttention
@@ -106,28 +127,11 @@ def main() -> None:
         build_s = time.perf_counter() - t0
         dt = torch.bfloat16 if cfg.dtype == "bf16" else torch.float16
         for shape in ("past-2^31", "grid-y"):
-            q, k, v, make_out = views(shape, cfg.head_dim, dt)
-            outs = {"ir": make_out(), "template": make_out()}
-            kern = {"ir": ir, "template": tpl}
-            calls = {n: (lambda f=kern[n], o=outs[n]: f(q, k, v, out=o)) for n in kern}
-            for f in calls.values():
-                f()
-            torch.cuda.synchronize()
-            same = bool(torch.equal(outs["ir"], outs["template"]))
-            nan = bool(outs["ir"].isnan().any())
-            err = ref_err(q, k, v, outs["ir"], cfg.causal)
-            ts = rotated_rounds(list(calls), a.rounds,
-                                lambda n: event_round_us(calls[n], a.reps))
-            med = medians(ts)
-            row = dict(case=name, shape=shape, kernel=ir.kernel_name, bitwise_equal=same,
-                       ir_nan=nan, max_abs_ir_vs_f32_ref=round(err, 5),
-                       ir_us=round(med["ir"], 1), template_us=round(med["template"], 1),
-                       ir_speed_vs_template=round(med["template"] / med["ir"], 3),
-                       build_verify_s=round(build_s, 1), rounds_us=ts)
+            row = measure(ir, tpl, cfg, shape, dt, a.rounds, a.reps)
+            row.update(case=name, build_verify_s=round(build_s, 1))
             rows.append(row)
             print(json.dumps({k2: v2 for k2, v2 in row.items() if k2 != "rounds_us"}),
                   flush=True)
-            del q, k, v, outs, calls
             torch.cuda.empty_cache()
     # the dispatch with the switch on: what flash_attention launches, equal to the template
     from kernels.nvidia import dispatch, prefill_ir

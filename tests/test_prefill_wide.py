@@ -185,3 +185,14 @@ def test_dispatch_ws_wide_form(fake, monkeypatch):
     L = fake.launches[-1]
     assert L.kernel.startswith("lg_wsflash_ir_bf16_d128") and L.kernel.endswith("_i64")
     assert L.grid == (3, 4, 2)
+
+
+def test_a_swapped_wide_grid_is_refused():
+    """Planted bug: the wide grid with batch and head swapped (``bat`` on blockIdx.y, ``h`` on
+    z): on the 3-D grid of the instances (heads on y, batch on z) blocks read and write other
+    (batch, head) pairs' rows, which the verifier's static pass over every block refuses."""
+    k = widen_prefill(build_flash_ir(FlashConfig(head_dim=64)))
+    k.grid_symbols = ("block_q", "bat", "h")
+    r = verify(k, arch="sm_90", source=emit_cuda_attention(k))
+    failed = {n for n, c in r.checks.items() if not c.holds}
+    assert {"in_bounds", "coverage"} <= failed, failed

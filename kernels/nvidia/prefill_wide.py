@@ -33,7 +33,7 @@ from ..ir.attention import ScalarParam
 from ..ir.core import Let
 from ..runtime.launch_cache import BoundedCache
 
-__all__ = ["WIDE_GRID", "is_stride", "widen_prefill", "wide_instances", "past_2_31_instances",
+__all__ = ["WIDE_GRID", "MAX_GRID_X", "MAX_GRID_YZ", "is_stride", "widen_prefill", "wide_instances", "past_2_31_instances",
            "wide_grid", "launch_values", "launch_proved", "prove_launch", "scalar_signature"]
 
 #: the wide form's grid symbols: (query block, head, batch) on blockIdx.x / y / z
