@@ -78,3 +78,30 @@ def test_flash_attention_runs_the_wide_ir(monkeypatch, D, dtype):
     dispatch.compiled_flash(cfg, template=True)(q, k, v, out=t)
     torch.cuda.synchronize()
     assert torch.equal(o, t)
+
+
+def test_split_decode_past_2_31_wide_split_kernel_equals_template(monkeypatch):
+    """The one-launch IR decode on K / V whose batches lie 2^31 + 128 elements apart: the wide
+    IR split kernel + the IR combine (kernels.nvidia.decode_ir.WIDE_SPLIT_ON_IR) against the
+    template split kernel + the IR combine; bitwise."""
+    from kernels.nvidia import decode_ir
+    from kernels.nvidia.decode_fused_ir import IrFusedMmaDecode
+    from kernels.nvidia.decode_mma import MmaDecodeConfig
+    B, Hq, Hkv, Skv, D = 2, 16, 4, 1000, 128
+    sb = 2 ** 31 + 128
+    buf = torch.empty(sb + 2 * Hkv * Skv * D, device="cuda", dtype=torch.bfloat16)
+    buf[:2 * Hkv * Skv * D].normal_()
+    buf[sb:].normal_()
+    st = (sb, Skv * D, D, 1)
+    k = buf.as_strided((B, Hkv, Skv, D), st, 0)
+    v = buf.as_strided((B, Hkv, Skv, D), st, Hkv * Skv * D)
+    q = torch.randn(B, Hq, 1, D, device="cuda", dtype=torch.bfloat16)
+    dec = IrFusedMmaDecode(MmaDecodeConfig(head_dim=D, hg=4, warps=4))
+    monkeypatch.setattr(decode_ir, "WIDE_SPLIT_ON_IR", True)
+    got = dec(q, k, v)
+    assert dec.wide_split_call(q, k, v, None, 1.0, None, None) is not None
+    monkeypatch.setattr(decode_ir, "WIDE_SPLIT_ON_IR", False)
+    want = IrFusedMmaDecode(MmaDecodeConfig(head_dim=D, hg=4, warps=4))(q, k, v)
+    torch.cuda.synchronize()
+    assert not got.isnan().any()
+    assert torch.equal(got, want)

@@ -191,7 +191,8 @@ def launch_index_ranges(k: Any, source: str, values: Dict[str, int],
     key = (k.name, hash(source), tuple(sorted(values.items())), tuple(grid))
     hit = _PROVED.get(key)
     if hit is None:
-        inst = Instance("launch", values, tuple(grid), bool(k.meta["cfg"].causal))
+        inst = Instance("launch", values, tuple(grid),
+                        bool(getattr(k.meta["cfg"], "causal", False)))
         if str(k.meta.get("kind", "")).startswith("wgmma_ws"):
             from ..verify.printed_ws import verify_printed_ws
             res = verify_printed_ws(k, source, instances=[inst])
