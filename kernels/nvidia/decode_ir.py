@@ -71,9 +71,6 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
     def bind(self, q, k, v, out=None, scale: Optional[float] = None,
              kv_splits: Optional[int] = None, sms: Optional[int] = None):
         """As :meth:`.decode_splitkv.SplitKVDecode.bind`: ``run(q, k, v, out)``."""
-        import torch
-        from ..runtime.cuda import LaunchSite
-        from ..runtime.rocm import TensorSpec
         c = self.ir_call(q, k, v, out, scale, kv_splits, sms)
         if not c.fits:
             # the printed int offsets would leave int (the template's are long long): the
