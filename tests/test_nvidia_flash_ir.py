@@ -118,8 +118,8 @@ def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
     """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified IR
     kernel for the defaults of a measured (head_dim, mask) - every default since d128 causal
     and d256 measured at parity (H100 run v6) - the template otherwise (another tile, the
-    template's copy form, or asked for), and a call whose offsets reach 2^31 falls back to the
-    template."""
+    template's copy form, or asked for), and a call whose offsets reach 2^31 runs the wide IR
+    form (the template with WIDE_PREFILL_ON_IR off)."""
     from kernels.nvidia import dispatch
     from kernels.nvidia.attention import FLASH_DEFAULTS, FlashAttention
     from kernels.nvidia.prefill_select import (IR_PREFILL_AT_PARITY, choose_prefill,
@@ -155,15 +155,22 @@ def test_mma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch):
     small = _t((1, 1, 128, D), (128 * D, 128 * D, D, 1))
     big = _t((16, 32, 65537, D), (32 * 65537 * D, 65537 * D, D, 1))     # last offset > 2^31
     assert dispatch._within_offsets(fa, small, small, small, None) is fa
+    wide = dispatch.compiled_flash(cfg, wide=True)      # prefill_wide: 64-bit batch strides
+    assert wide.wide and wide.kernel_name == fa.kernel_name + "_i64" and wide.report.holds
+    assert dispatch._within_offsets(fa, small, small, small, big) is wide
+    assert dispatch._within_offsets(fa, big, small, small, None) is wide
+    assert dispatch._within_offsets(tpl, big, big, big, None) is tpl
+    from kernels.nvidia import prefill_ir
+    monkeypatch.setattr(prefill_ir, "WIDE_PREFILL_ON_IR", False)
     assert dispatch._within_offsets(fa, small, small, small, big) is tpl
     assert dispatch._within_offsets(fa, big, small, small, None) is tpl
-    assert dispatch._within_offsets(tpl, big, big, big, None) is tpl
 
 
-def test_ir_launch_fits_batch_times_heads_in_grid_y():
+def test_ir_launch_fits_batch_times_heads_in_grid_y(monkeypatch):
     """Regression: the IR prefills launch (query blocks, batch x heads): at 65536 (batch x
-    heads) the launcher refuses, so the dispatch must run the template, which launches (blocks,
-    heads, batch) (flash_attention raised LaunchError there for the dispatched IR kernel)."""
+    heads) the launcher refuses, so the dispatch must run the wide IR form or the template,
+    which launch (blocks, heads, batch) (flash_attention raised LaunchError there for the
+    dispatched IR kernel)."""
     from kernels.nvidia.flash_ir import IR_MAX_BATCH_HEADS, ir_launch_fits
     D = 64
 
@@ -182,6 +189,10 @@ def test_ir_launch_fits_batch_times_heads_in_grid_y():
     fa = dispatch.compiled_flash(cfg)
     assert isinstance(fa, IrFlashAttention)
     wide = t(4096, 16)
+    w = dispatch._within_offsets(fa, wide, wide, wide, None)
+    assert isinstance(w, IrFlashAttention) and w.wide
+    from kernels.nvidia import prefill_ir
+    monkeypatch.setattr(prefill_ir, "WIDE_PREFILL_ON_IR", False)
     assert type(dispatch._within_offsets(fa, wide, wide, wide, None)) is FlashAttention
 
 

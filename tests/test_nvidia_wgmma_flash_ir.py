@@ -131,8 +131,9 @@ def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch,
     """choose_prefill's reason names the kernel that runs; compiled_flash builds the verified
     IR kernel for the wgmma tile of a (head_dim, mask) in IR_WGMMA_PREFILL_AT_PARITY (as
     shipped, and with the rule forced on for every d64 mask), the template otherwise (the
-    serial schedule, another tile, or asked for); a call whose offsets reach 2^31 runs the
-    template."""
+    serial schedule, another tile, or asked for); a call whose offsets reach 2^31, or whose
+    batch x heads passes grid y, runs the wide IR form (the template with WIDE_PREFILL_ON_IR
+    off)."""
     from types import SimpleNamespace
     from kernels.nvidia import dispatch, prefill_select
     from kernels.nvidia.wgmma_attention import WgmmaFlashAttention
@@ -161,12 +162,21 @@ def test_wgmma_dispatch_runs_the_ir_kernel_where_measured_at_parity(monkeypatch,
                                   stride=lambda d=None, s=(32 * 65537 * 64, 65537 * 64, 64, 1):
                                   s if d is None else s[d])
             assert dispatch._within_offsets(fa, small, small, small, None) is fa
-            assert dispatch._within_offsets(fa, big, small, small, None) is tpl
-            # batch x heads past the IR's grid y: the template (grid (blocks, heads, batch))
+            # offsets past 2^31: the configuration's wide IR form (prefill_wide), or with
+            # WIDE_PREFILL_ON_IR off the template
+            wide_fa = dispatch.compiled_flash(c.config, wide=True)
+            assert wide_fa.wide and wide_fa.kernel_name == fa.kernel_name + "_i64"
+            assert dispatch._within_offsets(fa, big, small, small, None) is wide_fa
+            # batch x heads past the IR's grid y: the wide form's grid (blocks, heads, batch)
             wide = SimpleNamespace(shape=(4096, 16, 64, 64),
                                    stride=lambda d=None, s=(16 * 64 * 64, 64 * 64, 64, 1):
                                    s if d is None else s[d])
+            assert dispatch._within_offsets(fa, wide, wide, wide, None) is wide_fa
+            from kernels.nvidia import prefill_ir
+            monkeypatch.setattr(prefill_ir, "WIDE_PREFILL_ON_IR", False)
+            assert dispatch._within_offsets(fa, big, small, small, None) is tpl
             assert dispatch._within_offsets(fa, wide, wide, wide, None) is tpl
+            monkeypatch.setattr(prefill_ir, "WIDE_PREFILL_ON_IR", True)
         serial = WgmmaFlashConfig(head_dim=64, warpgroups=1, bn=128, causal=causal,
                                   overlap=False)
         other = WgmmaFlashConfig(head_dim=64, warpgroups=2, bn=128, causal=causal)

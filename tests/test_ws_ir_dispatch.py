@@ -2,7 +2,8 @@
 (kernels.nvidia.prefill_select.ws_prefill_on_ir, kernels.nvidia.prefill_ir, issue 20 item 1),
 on the CPU with a pretend H100 (``_fake_cuda``): which kernel each problem launches with the
 shipped rule and with the rule on for every configuration the IR builds, and the fallbacks to
-the template (persistent short causal problems, tensors TMA cannot address, offsets past 2^31)."""
+the template (persistent short causal problems, tensors TMA cannot address) and to the wide IR
+form (offsets past 2^31, batch x heads past grid y)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import _fake_cuda as fc  # noqa: E402
-from kernels.nvidia import dispatch, prefill_select  # noqa: E402
+from kernels.nvidia import dispatch, prefill_ir, prefill_select  # noqa: E402
 from kernels.nvidia.prefill_ir import ir_prefill_launches, prefill_config  # noqa: E402
 from kernels.nvidia.prefill_select import choose_prefill, ws_prefill_on_ir  # noqa: E402
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig  # noqa: E402
@@ -99,9 +100,17 @@ def test_flash_attention_launches_the_ir_kernel_and_falls_back(fake, monkeypatch
     assert not ir_prefill_launches(fa, q3, odd, odd, None)
     assert dispatch._within_offsets(fa, q, q, q, None) is fa
     assert dispatch._within_offsets(fa, q3, odd, odd, None) is tpl
+    # offsets past 2^31, batch x heads past grid y: the wide IR form (the template with
+    # WIDE_PREFILL_ON_IR off); tensors TMA cannot address stay on the template either way
+    wide_fa = dispatch.compiled_flash(fa.ws_cfg, wide=True)
+    assert wide_fa.wide and wide_fa.kernel_name == fa.kernel_name + "_i64"
     big = T((16, 32, 65537, 128))
-    assert dispatch._within_offsets(fa, big, big, big, None) is tpl
+    assert dispatch._within_offsets(fa, big, big, big, None) is wide_fa
     wide = T((4096, 17, 64, 128))
+    assert dispatch._within_offsets(fa, wide, wide, wide, None) is wide_fa
+    assert dispatch._within_offsets(wide_fa, q3, odd, odd, None) is tpl
+    monkeypatch.setattr(prefill_ir, "WIDE_PREFILL_ON_IR", False)
+    assert dispatch._within_offsets(fa, big, big, big, None) is tpl
     assert dispatch._within_offsets(fa, wide, wide, wide, None) is tpl
 
 

@@ -88,3 +88,23 @@ def test_the_rule_on_launches_the_persistent_ir_kernel_and_falls_back(fake, monk
     assert ir_prefill_launches(fa, s, s, s, None)
     assert not ir_prefill_launches(fa, q3, odd, odd, None)
     assert dispatch._within_offsets(fa, q3, odd, odd, None) is tpl
+
+
+def test_the_persistent_ir_kernel_has_no_wide_form_so_big_tensors_run_its_template(
+        fake, monkeypatch):
+    """Regression (merge of the wide prefill form with the persistent IR): with both rules on,
+    a call whose offsets pass 2^31 must not ask for a wide persistent kernel (none exists):
+    the dispatch gives it the template, and ir_prefill refuses wide=True by name."""
+    from kernels.errors import LaunchError
+    from kernels.nvidia.prefill_ir import ir_prefill, wide_prefill_launches
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", SHORT_CAUSAL)
+    fa = dispatch.compiled_flash(_short().config)
+    assert type(fa) is IrWsPersistAttention
+    # batches 2^31 + 8192 elements apart: the 32-bit IR cannot launch it
+    huge = T((2, 8, 512, 128), stride=(2 ** 31 + 8192, 512 * 128, 128, 1))
+    assert not ir_prefill_launches(fa, huge, huge, huge, None)
+    assert not wide_prefill_launches(fa, huge, huge, huge)
+    tpl = dispatch.compiled_flash(fa.ws_cfg, template=True)
+    assert dispatch._within_offsets(fa, huge, huge, huge, None) is tpl
+    with pytest.raises(LaunchError, match="no wide"):
+        ir_prefill(fa.ws_cfg, wide=True)

@@ -222,6 +222,11 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
                dict(head_dim=64, causal=True), dict(head_dim=256, bm=64, bn=32)):
         yield (f"nvidia/mma-flash-ir/{_kw(kw)}",
                lambda kw=kw: emit_attn_ir(build_flash_ir(FlashConfig(**kw))))
+    # ... and their wide (64-bit) form (kernels.nvidia.prefill_wide), for big tensors
+    from kernels.nvidia.prefill_wide import widen_prefill
+    for kw in (dict(head_dim=64), dict(causal=True, dtype="bf16")):
+        yield (f"nvidia/mma-flash-ir-i64/{_kw(kw)}",
+               lambda kw=kw: emit_attn_ir(widen_prefill(build_flash_ir(FlashConfig(**kw)))))
     for kw in (dict(), dict(head_dim=256, chunk=8), dict(head_dim=256), dict(head_dim=64)):
         yield (f"nvidia/decode/{_kw(kw)}", lambda kw=kw: emit_decode(DecodeConfig(**kw)))
     wg = [dict(), dict(dtype="bf16", b_major="k"), dict(bk=32, stages=6),
@@ -390,6 +395,11 @@ def _nvidia() -> Iterator[Tuple[str, Callable[[], str]]]:
         k2 = dict(kw, head_dim=64, warpgroups=1, bn=128)
         yield (f"nvidia/wgmma-flash-ir/{_kw(kw)}",
                lambda k2=k2: emit_attn_ir(build_wgmma_flash_ir(WgmmaFlashConfig(**k2))))
+    for kw in (dict(), dict(causal=True)):
+        k2 = dict(kw, head_dim=64, warpgroups=1, bn=128)
+        yield (f"nvidia/wgmma-flash-ir-i64/{_kw(kw)}",
+               lambda k2=k2: emit_attn_ir(widen_prefill(
+                   build_wgmma_flash_ir(WgmmaFlashConfig(**k2)))))
     from kernels.nvidia.wgmma_attention_ws import WsFlashConfig, emit_ws_flash
     for kw in (dict(), dict(causal=True), dict(pingpong=False), dict(stages=3),
                dict(head_dim=64, dtype="f16"), dict(loader="tma", stages=3),

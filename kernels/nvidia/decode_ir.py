@@ -6,7 +6,10 @@ of :mod:`.decode_mma_ir`, whose workspace layouts are checked to be the same
 :class:`IrSplitMmaDecode` has :class:`.decode_mma.MmaSplitKVDecode`'s arguments, split choice
 and results (bitwise: ``tests/test_nvidia_ir_split_gpu.py``); it always runs the combine, also
 for one split (the template's split kernel then writes O itself).  A call whose int offsets
-would leave int runs the template split kernel (long long offsets) with the IR combine.
+would leave int runs the template split kernel (long long offsets) with the IR combine, or
+with :data:`WIDE_SPLIT_ON_IR` the split kernel's wide IR form (batch / head strides ``long
+long``, verified with a launch past 2^31 and proved at each launch's values; the prefills'
+mechanism, :mod:`.prefill_wide`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,17 @@ from .decode_mma_ir import IrMmaSplitKVDecode, build_decode_combine_ir
 from .decode_padded import TEMPLATE_HEAD_DIMS, ir_head_dim_ok
 from .decode_split_ir import SPLIT_IR_SCALARS, build_decode_split_ir, check_same_workspace
 
-__all__ = ["IrCall", "IrSplitMmaDecode", "ir_split_supported"]
+__all__ = ["IrCall", "IrSplitMmaDecode", "ir_split_supported", "WIDE_SPLIT_ON_IR"]
 
 _INT = 2 ** 31
+
+#: a call whose 32-bit offsets do not fit runs the split kernel's wide IR form (``long long``
+#: batch / head strides, proved at the launch) + the IR combine, instead of the template split
+#: kernel.  H100 2026-11-25: bitwise the template split kernel (+ the same IR combine) at
+#: B2 Hq16 Hkv4 S1000 d128 bf16 with K / V batches 2^31 + 128 elements apart
+#: (tests/test_prefill_wide_gpu.py::test_split_decode_past_2_31_wide_split_kernel_equals_template);
+#: not timed yet, so off (the IR decodes run where measured at parity)
+WIDE_SPLIT_ON_IR = False
 
 
 class IrCall(NamedTuple):
@@ -60,19 +71,26 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
     def bind(self, q, k, v, out=None, scale: Optional[float] = None,
              kv_splits: Optional[int] = None, sms: Optional[int] = None):
         """As :meth:`.decode_splitkv.SplitKVDecode.bind`: ``run(q, k, v, out)``."""
-        import torch
-        from ..runtime.cuda import LaunchSite
-        from ..runtime.rocm import TensorSpec
         c = self.ir_call(q, k, v, out, scale, kv_splits, sms)
         if not c.fits:
             # the printed int offsets would leave int (the template's are long long): the
-            # template split kernel + the IR combine (IrMmaSplitKVDecode) runs this call
+            # wide IR split kernel (WIDE_SPLIT_ON_IR) or the template split kernel + the IR
+            # combine (IrMmaSplitKVDecode) runs this call
             return self.template_bind(q, k, v, out, c.scale, kv_splits, sms)
+        return self.split_bind(c, self.split_ir, self.split_kernel)
+
+    def split_bind(self, c: "IrCall", split_ir: Any, split_kernel: Any):
+        """``run(q, k, v, out)`` of the call ``c`` on the split kernel ``split_ir`` (compiled
+        as ``split_kernel``; the 32-bit one or its wide form) and the IR combine."""
+        import torch
+        from ..runtime.cuda import LaunchSite
+        from ..runtime.rocm import TensorSpec
+        from .prefill_wide import scalar_signature
         cfg, p, out_dt, scale, sizes = self.cfg, c.plan, c.out_dtype, c.scale, c.sizes
         rows, n, D = c.rows, c.splits, c.head_dim
-        site = LaunchSite(self.split_kernel.module, self.split_ir.name, (p["blocks"], n),
-                          cfg.threads, signature=("ptr",) * 5 + ("i32",) * len(SPLIT_IR_SCALARS)
-                          + ("f32",), specs=[TensorSpec(strides=())] * 5 +
+        site = LaunchSite(split_kernel.module, split_ir.name, (p["blocks"], n),
+                          cfg.threads, signature=("ptr",) * 5 + scalar_signature(split_ir),
+                          specs=[TensorSpec(strides=())] * 5 +
                           [None] * (len(SPLIT_IR_SCALARS) + 1), smem_bytes=self.split_smem)
         combine = self.combine_site(rows, p)
         scalars = [sizes[s] for s in SPLIT_IR_SCALARS] + [scale * math.log2(math.e)]
@@ -94,11 +112,46 @@ class IrSplitMmaDecode(IrMmaSplitKVDecode):
         return super().split_template_source(cfg) if \
             cfg.head_dim in TEMPLATE_HEAD_DIMS else ""
 
+    def wide_split(self) -> Any:
+        """(IR, compiled kernel) of the split kernel's wide form (``long long`` batch / head
+        strides; :func:`~.decode_split_ir.build_decode_split_ir`), verified with its printed
+        text (a launch past 2^31 among its instances) on first use."""
+        if getattr(self, "_wide_split", None) is None:
+            from ..verify.report_cache import verified
+            ir = build_decode_split_ir(self.cfg, wide=True)
+            source = emit_cuda_attention(ir)
+            verified(ir, source, self.cfg.arch)
+            self._wide_split = (ir, ir_compiled_kernel(ir, self.cfg.arch, source, self.backend),
+                                source)
+        return self._wide_split
+
+    def wide_split_call(self, q, k, v, out, scale: float, kv_splits: Optional[int],
+                        sms: Optional[int]) -> Optional["IrCall"]:
+        """The call on the wide split kernel where :data:`WIDE_SPLIT_ON_IR` holds and its
+        printed index arithmetic is proved at this launch's values
+        (:func:`~.prefill_wide.launch_index_ranges`: the int row products and the workspace
+        included); else None."""
+        if not WIDE_SPLIT_ON_IR:
+            return None
+        from .prefill_wide import launch_index_ranges
+        c = self.ir_call(q, k, v, out, scale, kv_splits, sms)
+        ir, _, source = self.wide_split()
+        vals = dict(c.sizes, n_splits=c.splits)
+        if min(vals.values()) < 0 or not launch_index_ranges(
+                ir, source, vals, (c.plan["blocks"], c.splits, 1)).holds:
+            return None
+        return c
+
     def template_bind(self, q, k, v, out, scale: float, kv_splits: Optional[int],
                       sms: Optional[int]):
-        """A call whose int offsets leave int: the template split kernel (long long offsets)
-        + the IR combine; at a padded head dim, which has no template, a
+        """A call whose int offsets leave int: the wide IR split kernel where it is proved at
+        this launch (:meth:`wide_split_call`), else the template split kernel (long long
+        offsets); + the IR combine; at a padded head dim, which has no template, a
         :class:`~kernels.errors.LaunchError`."""
+        c = self.wide_split_call(q, k, v, out, scale, kv_splits, sms)
+        if c is not None:
+            ir, kern, _ = self.wide_split()
+            return self.split_bind(c, ir, kern)
         if self.cfg.head_dim not in TEMPLATE_HEAD_DIMS:
             from ..errors import LaunchError
             raise LaunchError(f"head_dim {self.cfg.head_dim}: the IR decode's int offsets "

@@ -218,13 +218,13 @@ def split_loop_statements(cfg: MmaDecodeConfig) -> Tuple[List[Any], Dict[str, Fr
 
 
 def split_lse_spec(name: str, head_dim: int, in_dtype: str, instances: Any,
-                   stat_frag: str = "lse_part", key_step: int = 16) -> Any:
+                   stat_frag: str = "lse_part", key_step: int = 16, wide: Any = ()) -> Any:
     """What the split kernel computes: ``S = Q K^T`` over ``d``, the online softmax over the
     split's keys, ``Op = P V`` normalised, and the split's base-2 log-sum-exp ``LSEp`` (the
     partial of :func:`.decode_mma_ir.combine_lse_spec`'s merge, at the same workspace
     layouts); the splits partition the keys, each partial's key set carried by ``stat_frag``
     (the register stored to ``LSEp``); ``key_step`` the keys one loop iteration of the block
-    covers (its warps' tiles)."""
+    covers (its warps' tiles); the scalars in ``wide`` are ``long long`` ([0, 2^63))."""
     from ..verify.spec import (Contraction, Dim, Domain, KernelSpec, OnlineSoftmax,
                                SplitPartition, Symbol, TensorSpec)
     dims = (Dim("row", "seqlen_q"), Dim("key", "seqlen_kv"), Dim("d", head_dim),
@@ -240,7 +240,8 @@ def split_lse_spec(name: str, head_dim: int, in_dtype: str, instances: Any,
         contractions=(Contraction("S", "Q", "K", ("d",)), Contraction("Op", "P", "V", ("key",))),
         softmax=OnlineSoftmax("S", "P", "key", "d", key_step, lse="LSEp"),
         split_partition=SplitPartition("split", (stat_frag,)),
-        symbols=tuple(Symbol(n, 0, 2 ** 31 - 1) for n in SPLIT_IR_SCALARS + ("n_splits",)),
+        symbols=tuple(Symbol(n, 0, 2 ** (63 if n in wide else 31) - 1)
+                      for n in SPLIT_IR_SCALARS + ("n_splits",)),
         domain=Domain.on_instances(instances), head_anchor="Q", kv_head="kv_head",
         head_symbols=("bat", "hk", "hc", "bb", "h0", "block_bh"), store_heads="kv_group")
 
@@ -331,18 +332,28 @@ def _store_lse(G: Layout, lse: Frag, pred: Any) -> Access:
                   tag="LSEp.store", origin=G, coords=cs)
 
 
-def split_ir_name(cfg: MmaDecodeConfig) -> str:
-    return f"lg_decode_split_ir_{cfg.in_dtype}_d{cfg.head_dim}_g{cfg.hg}_w{cfg.warps}"
+def split_ir_name(cfg: MmaDecodeConfig, wide: bool = False) -> str:
+    return (f"lg_decode_split_ir_{cfg.in_dtype}_d{cfg.head_dim}_g{cfg.hg}_w{cfg.warps}"
+            f"{'_i64' if wide else ''}")
 
 
-def build_decode_split_ir(cfg: MmaDecodeConfig) -> Any:
+def scalar_params(names: Any, wide: bool) -> List[Any]:
+    """``int`` scalars ``names``; ``wide``: the batch and head strides ``long long``
+    (:func:`~.prefill_wide.is_stride`, the prefills' one rule; row strides stay ``int``)."""
+    from ..ir.attention import ScalarParam
+    from .prefill_wide import is_stride
+    return [ScalarParam(n, "long long" if wide and is_stride(n) else "int") for n in names]
+
+
+def build_decode_split_ir(cfg: MmaDecodeConfig, wide: bool = False) -> Any:
     """The split kernel of ``cfg`` as IR with its spec: grid ``(batch x kv heads x head
-    chunks, n_splits)``, ``32 warps`` threads."""
+    chunks, n_splits)``, ``32 warps`` threads.  ``wide``: the batch / head strides ``long
+    long`` (:func:`scalar_params`), verified with a launch whose offsets pass 2^31 too."""
     from ..ir.attention import AttnKernel, ScalarParam
     from ..ir.core import Param
     body, F = split_loop_statements(cfg)
     tail, shared, extra = merge_tail(cfg, F)
-    name = split_ir_name(cfg)
+    name = split_ir_name(cfg, wide)
     dt = cfg.in_dtype
     params = [Param("Q", dt), Param("K", dt), Param("V", dt), Param("Op", "f32", const=False),
               Param("LSEp", "f32", const=False)]
@@ -351,33 +362,44 @@ def build_decode_split_ir(cfg: MmaDecodeConfig) -> Any:
               f"{cfg.head_dim}; built as kernel IR and verified"]
     return AttnKernel(name, params, shared, list(F.values()) + extra, body + tail, cfg.threads,
                       (0, 0, 1), grid_symbols=("block_bh", "split"), header=header,
-                      meta={"kind": "decode_split_lse", "cfg": cfg},
-                      scalars=[ScalarParam(n) for n in SPLIT_IR_SCALARS] +
+                      meta={"kind": "decode_split_lse", "cfg": cfg, **({"wide": True} if wide else {})},
+                      scalars=scalar_params(SPLIT_IR_SCALARS, wide) +
                       [ScalarParam("scale_log2", "float")], min_blocks=1,
                       spec=split_lse_spec(name, cfg.head_dim, dt, split_instances,
-                                          key_step=16 * cfg.warps))
+                                          key_step=16 * cfg.warps,
+                                          wide=[p.name for p in scalar_params(
+                                              SPLIT_IR_SCALARS, wide)
+                                              if p.ctype == "long long"]))
 
 
 def split_instance(cfg: MmaDecodeConfig, name: str, B: int, HK: int, chunks: int, skv: int,
-                   ns: int) -> Any:
+                   ns: int, far: bool = False) -> Any:
     """A launch of ``B`` x ``HK`` kv heads x ``chunks`` head chunks (``group = chunks hg``),
-    ``skv`` keys in ``ns`` splits of ``ceil(skv / ns)`` keys, contiguous BHSD tensors."""
+    ``skv`` keys in ``ns`` splits of ``ceil(skv / ns)`` keys, contiguous BHSD tensors; ``far``:
+    their heads and batches 2^31 to 2^34 elements apart (every tensor's elements at distinct
+    offsets; the wide form's launch past 2^31)."""
     from ..verify.attention_gate import Instance
     D, H = cfg.head_dim, HK * chunks * cfg.hg
     chunk = -(-skv // ns)
     v = dict(batch=B, heads=H, kv_heads=HK, group=H // HK, seqlen_q=1, seqlen_kv=skv,
              n_splits=-(-skv // chunk), kv_chunk=chunk, q_sb=H * D, q_sh=D,
              k_sb=HK * skv * D, k_sh=skv * D, k_ss=D, v_sb=HK * skv * D, v_sh=skv * D, v_ss=D)
+    if far:
+        v.update(q_sb=2 ** 31 + 512, k_sh=2 ** 31 + 1024, k_sb=2 ** 33, v_sh=2 ** 32 + 2048,
+                 v_sb=2 ** 34)
     return Instance(name, v, (B * HK * chunks, v["n_splits"], 1), False)
 
 
 def split_instances(k: Any) -> List[Any]:
     """Verification launches: GQA over 2 kv heads and 2 batches with a ragged last split; 4
-    splits each shorter than one 16-key tile; two head chunks of one kv head, one split."""
+    splits each shorter than one 16-key tile; two head chunks of one kv head, one split; the
+    wide form also the first with heads and batches 2^31 to 2^34 elements apart."""
     cfg = k.meta["cfg"]
     return [split_instance(cfg, "gqa-ragged-last-split", 2, 2, 1, 100, 3),
             split_instance(cfg, "splits-shorter-than-a-tile", 1, 1, 1, 37, 4),
-            split_instance(cfg, "two-head-chunks-one-split", 1, 1, 2, 45, 1)]
+            split_instance(cfg, "two-head-chunks-one-split", 1, 1, 2, 45, 1)] + \
+        ([split_instance(cfg, "past-2^31", 2, 2, 1, 100, 3, far=True)]
+         if k.meta.get("wide") else [])
 
 
 def check_same_workspace(split: Any, combine: Any) -> None:

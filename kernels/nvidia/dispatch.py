@@ -31,7 +31,9 @@ from ..selection import H100, GemmChoice, GemmProblem, Target, nvidia_target
 from .gemm import CudaGemm, CudaGemmConfig
 from .gemm_rt_ir import IrMmaRtGemm, mma_rt_at_parity, mma_rt_kernel_name, mma_rt_refusal
 from .wgmma import WgmmaGemm, WgmmaGemmConfig
-from .prefill_ir import ir_prefill, ir_prefill_launches, is_ir_prefill, prefill_config
+from . import prefill_ir
+from .prefill_ir import (ir_prefill, ir_prefill_launches, is_ir_prefill, prefill_config,
+                         wide_prefill_launches)
 from .prefill_select import choose_prefill, prefill_on_ir
 from .wgmma_tma import TmaGemm, TmaGemmConfig, padded_empty, row_copier, tma_padded, tma_ready
 from .wgmma_tma_ir import IrTmaGemm, ir_form_refusal, ir_kernel_name
@@ -466,29 +468,40 @@ def flash_attention(q, k, v, *, causal: bool = False, scale: Optional[float] = N
 
 
 def _within_offsets(fa: FlashAttention, q, k, v, out) -> FlashAttention:
-    """``fa``, or the template of its configuration where ``fa`` is the IR-built prefill and
-    cannot launch these tensors (:func:`~.prefill_ir.ir_prefill_launches`: an element offset
-    reaching 2^31, the IR indexing with 32-bit ``int``; batch x heads past grid y; the
-    warp-specialised kernel's TMA maps unable to address them)."""
+    """``fa``, or where ``fa`` is the IR-built prefill and cannot launch these tensors
+    (:func:`~.prefill_ir.ir_prefill_launches`: an element offset reaching 2^31, the IR
+    indexing with 32-bit ``int``; batch x heads past grid y; the warp-specialised kernel's TMA
+    maps unable to address them) the wide IR form of its configuration where that launches
+    (with :data:`~.prefill_ir.WIDE_PREFILL_ON_IR`), else its template."""
     if is_ir_prefill(fa) and not ir_prefill_launches(fa, q, k, v, out):
-        return compiled_flash(prefill_config(fa), template=True)
+        cfg = prefill_config(fa)
+        if prefill_ir.WIDE_PREFILL_ON_IR and wide_prefill_launches(fa, q, k, v):
+            wide = compiled_flash(cfg, wide=True)
+            if ir_prefill_launches(wide, q, k, v, out):     # proved at this launch
+                return wide
+        return compiled_flash(cfg, template=True)
     return fa
 
 
 _FLASH_PLANS: BoundedCache = BoundedCache(256)
 
 
-def compiled_flash(cfg: Any, template: bool = False) -> FlashAttention:
+def compiled_flash(cfg: Any, template: bool = False, wide: bool = False) -> FlashAttention:
     """The kernel of a :class:`FlashConfig`, ``WgmmaFlashConfig`` or ``WsFlashConfig``, built once per
     configuration (its module compiles on first launch): a configuration whose IR prefill runs
     at parity (:func:`.prefill_select.prefill_on_ir`: mma.sync, wgmma or warp-specialised) is
-    the verified IR kernel (:func:`~.prefill_ir.ir_prefill`) unless ``template``."""
+    the verified IR kernel (:func:`~.prefill_ir.ir_prefill`) unless ``template``; ``wide``:
+    that kernel's 64-bit form (:mod:`.prefill_wide`)."""
     ir = not template and prefill_on_ir(cfg)
-    key = cfg if ir or not prefill_on_ir(cfg) else ("template", cfg)
+    if wide and not ir:
+        raise LaunchError(f"{cfg.name}: no wide IR form (the configuration runs its template)")
+    key = (("wide", cfg) if wide else cfg) if ir or not prefill_on_ir(cfg) \
+        else ("template", cfg)
     fa = _FLASH.get(key)
     if fa is None:
         kind = {WgmmaFlashConfig: WgmmaFlashAttention, WsFlashConfig: WsFlashAttention}
-        fa = _FLASH[key] = ir_prefill(cfg) if ir else kind.get(type(cfg), FlashAttention)(cfg)
+        fa = _FLASH[key] = ir_prefill(cfg, wide) if ir else \
+            kind.get(type(cfg), FlashAttention)(cfg)
     return fa
 
 

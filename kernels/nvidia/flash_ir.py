@@ -25,7 +25,8 @@ n_whole``) without predicates (the template's ``fast_copy``).  Where the two sti
 blocks wholly visible to the whole query block run an unmasked copy of the loop body (the
 template tests ``need_mask`` at run time; at d256 one masked loop, as the template's); index
 arithmetic is 32-bit ``int`` (the launcher refuses tensors whose element offsets reach 2^31;
-the dispatch then runs the template).
+the dispatch then runs the configuration's wide form, :mod:`.prefill_wide`: 64-bit batch and
+head strides, the template's grid; or the template where that cannot launch).
 
 At d64 and d256 the V wait comes right after ``S = Q K^T`` (:data:`V_WAIT_EARLY_HEAD_DIMS`):
 ptxas then interleaves the exponentials with ``O += P V``.  At d256 the key loop is one masked
@@ -615,8 +616,9 @@ IR_MAX_BATCH_HEADS = 65535
 def ir_launch_fits(q: Any, k: Any, v: Any, out: Any = None) -> bool:
     """Can the IR prefills launch these tensors: every offset and stride fits 32-bit ``int``
     (:func:`int_offsets_fit`) and batch x query heads fits grid y
-    (:data:`IR_MAX_BATCH_HEADS`)?  Where not, the dispatch runs the template (grid (query
-    blocks, heads, batch), 64-bit strides)."""
+    (:data:`IR_MAX_BATCH_HEADS`)?  Where not, the dispatch runs the wide IR form
+    (:mod:`.prefill_wide`: grid (query blocks, heads, batch), 64-bit batch / head strides) or
+    the template."""
     ts = (q, k, v) + (() if out is None else (out,))
     return int_offsets_fit(*ts) and q.shape[0] * q.shape[1] <= IR_MAX_BATCH_HEADS
 
@@ -634,18 +636,29 @@ class IrFlashAttention(FlashAttention):
     """The IR-built prefill of ``cfg``, verified (the IR and its printed CUDA; a passing verdict
     is remembered on disk by content, :mod:`kernels.verify.report_cache`) before anything is
     compiled: ``fa(q, k, v, out=None, scale=None) -> out`` with the template's arguments and
-    checks (:class:`~.attention.FlashAttention`), plus 32-bit element offsets.  ``report`` is
-    the verifier's."""
+    checks (:class:`~.attention.FlashAttention`), plus 32-bit element offsets and batch x
+    heads inside grid y; ``wide=True``: the 64-bit form (:mod:`.prefill_wide`: ``long long``
+    strides, grid (query blocks, heads, batch)) for tensors the 32-bit form cannot launch.
+    ``report`` is the verifier's."""
 
     def __init__(self, cfg: FlashConfig = FlashConfig(), *, backend: str = "auto",
-                 v_early: Optional[bool] = None, split: Optional[bool] = None) -> None:
+                 v_early: Optional[bool] = None, split: Optional[bool] = None,
+                 wide: bool = False) -> None:
+        self._load(build_flash_ir(cfg, v_early, split), plan_flash(cfg), backend, wide)
+
+    def _load(self, ir: Any, plan: Any, backend: str, wide: bool) -> None:
+        """Widen ``ir`` (``wide``), verify it with its printed CUDA (a passing verdict
+        remembered on disk by content) and load it: the one loading step of the mma.sync and
+        wgmma prefills."""
         from ..printer.cuda_attention import emit_cuda_attention
         from ..verify.report_cache import verified
-        self.ir = build_flash_ir(cfg, v_early, split)
+        from .prefill_wide import widen_prefill
+        self.wide = wide
+        self.ir = widen_prefill(ir) if wide else ir
         source = emit_cuda_attention(self.ir)
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = plan_flash(cfg)
-        CompiledKernel.__init__(self, cfg, source, backend)
+        self.report = verified(self.ir, source, self.ir.meta["cfg"].arch)
+        self.plan = plan
+        CompiledKernel.__init__(self, self.ir.meta["cfg"], source, backend)
         self.kernel_name = self.ir.name
 
     def bind(self, q, k, v, out=None, scale: Optional[float] = None):
@@ -654,28 +667,39 @@ class IrFlashAttention(FlashAttention):
         from ..printer.cuda import smem_bytes
         from ..runtime.cuda import LaunchSite
         from ..runtime.rocm import TensorSpec
+        from .prefill_wide import launch_values, prove_launch, scalar_signature, wide_grid
         B, Hq, Sq, Hkv, Skv = self.check_args(q, k, v, out)
         cfg = self.cfg
-        if not int_offsets_fit(q, k, v) or (out is not None and not int_offsets_fit(out)):
-            raise LaunchError(f"{self.kernel_name}: an element offset of q / k / v / out "
-                              "reaches 2^31; the IR-built prefill indexes with 32-bit int "
-                              "(the template FlashAttention takes 64-bit strides)")
-        if B * Hq > IR_MAX_BATCH_HEADS:
-            raise LaunchError(f"batch x heads = {B * Hq} must be below 65536 (grid y)")
+        wide = getattr(self, "wide", False)
+        if not wide:
+            if not int_offsets_fit(q, k, v) or (out is not None and not int_offsets_fit(out)):
+                raise LaunchError(f"{self.kernel_name}: an element offset of q / k / v / out "
+                                  "reaches 2^31; the IR-built prefill indexes with 32-bit int "
+                                  "(its wide=True form takes 64-bit strides)")
+            if B * Hq > IR_MAX_BATCH_HEADS:
+                raise LaunchError(f"batch x heads = {B * Hq} must be below 65536 (grid y; "
+                                  "the wide=True form's grid is (query blocks, heads, batch))")
         log2_scale = scale_log2_of(cfg.head_dim, scale)
-        grid = (-(-Sq // cfg.bm), B * Hq, 1)
+        grid = wide_grid(self.kernel_name, q, cfg.bm) if wide else (-(-Sq // cfg.bm), B * Hq, 1)
         site = LaunchSite(self.module, self.kernel_name, grid, self.ir.block,
-                          signature=("ptr",) * 4 + ("i32",) * len(FLASH_IR_SCALARS) + ("f32",),
+                          signature=("ptr",) * 4 + scalar_signature(self.ir),
                           specs=[TensorSpec(strides=())] * 4
                           + [None] * (len(FLASH_IR_SCALARS) + 1),
                           smem_bytes=smem_bytes(self.ir))
         head = [Sq, Skv, Hq, Hq // Hkv] + [t.stride(d) for t in (q, k, v) for d in range(3)]
+        if wide:        # this launch's own values proved (out: as given, or contiguous)
+            vals = launch_values(q, k, v, out)
+            o_st = (vals["o_sb"], vals["o_sh"], vals["o_ss"])
+            prove_launch(self.ir, self.source, vals, grid)
 
         def run(q, k, v, out):
             if out is None:
                 out = torch.empty_like(q, memory_format=torch.contiguous_format)
-                if not int_offsets_fit(out):
+                if not wide and not int_offsets_fit(out):
                     raise LaunchError(f"{self.kernel_name}: out has offsets past 2^31")
+            elif wide and tuple(out.stride()[:3]) != o_st:
+                raise LaunchError(f"{self.kernel_name}: out strides {tuple(out.stride())} "
+                                  f"differ from the proved launch's {o_st}")
             site([q, k, v, out, *head, out.stride(0), out.stride(1), out.stride(2),
                   log2_scale])
             return out

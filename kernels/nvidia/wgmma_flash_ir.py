@@ -481,19 +481,13 @@ class IrWgmmaFlashAttention(IrFlashAttention):
     """The IR-built wgmma prefill of ``cfg``, verified (the IR and its printed CUDA; a passing
     verdict is remembered on disk by content) before anything is compiled: ``fa(q, k, v,
     out=None, scale=None) -> out`` with the template's arguments and checks, plus 32-bit
-    element offsets (the launch of :class:`~.flash_ir.IrFlashAttention`).
+    element offsets (the launch of :class:`~.flash_ir.IrFlashAttention`; ``wide=True`` its
+    64-bit form, :mod:`.prefill_wide`).
     ``mask_block0_when_needed``: as :func:`build_wgmma_flash_ir` (None: the module's switch;
     the benchmark times both forms side by side)."""
 
     def __init__(self, cfg: WgmmaFlashConfig = WgmmaFlashConfig(head_dim=64, warpgroups=1),
                  *, backend: str = "auto",
-                 mask_block0_when_needed: Optional[bool] = None) -> None:
-        from ..printer.cuda_attention import emit_cuda_attention
-        from ..verify.report_cache import verified
-        from .builder import CompiledKernel
-        self.ir = build_wgmma_flash_ir(cfg, mask_block0_when_needed)
-        source = emit_cuda_attention(self.ir)
-        self.report = verified(self.ir, source, cfg.arch)
-        self.plan = plan_wgmma_flash(cfg)
-        CompiledKernel.__init__(self, cfg, source, backend)
-        self.kernel_name = self.ir.name
+                 mask_block0_when_needed: Optional[bool] = None, wide: bool = False) -> None:
+        self._load(build_wgmma_flash_ir(cfg, mask_block0_when_needed), plan_wgmma_flash(cfg),
+                   backend, wide)

@@ -19,8 +19,10 @@ threads, the arguments built by name from the IR's parameters and scalars (so th
 the printed signature's order, whatever it is).  It refuses with
 :class:`~kernels.errors.LaunchError` what the maps cannot address (base not 16-byte aligned,
 strides not positive multiples of 16 bytes, head_dim not contiguous) and what the IR's 32-bit
-index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`).  :class:`IrWsAttention` is
-dispatched (:mod:`.prefill_ir`) for the configurations measured at parity.
+index math and grid cannot (:func:`~.flash_ir.ir_launch_fits`); its ``wide=True`` form
+(:mod:`.prefill_wide`: 64-bit batch / head strides, grid (query blocks, heads, batch), each
+launch proved at its values) takes those.  :class:`IrWsAttention` is dispatched
+(:mod:`.prefill_ir`) for the configurations measured at parity.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..ir.nvidia_tma import IntParam, TensorMap
 from .attention import FlashAttention
 from .builder import CompiledKernel
 from .flash_ir import int_offsets_fit, ir_launch_fits, scale_log2_of
+from .prefill_wide import launch_values, prove_launch, scalar_signature, wide_grid
 from .wgmma_ws_ir_serial import build_ws_serial_ir
 from .ws_tma_loads import AttentionTensorMaps, ir_attention_map_args
 
@@ -75,16 +78,21 @@ class IrWsAttention(FlashAttention):
     maps and 32-bit offsets need.  ``report`` is the verifier's; ``ws_cfg`` the template
     configuration of the same tile, stages and loader."""
 
-    def __init__(self, cfg: Any, *, backend: str = "auto") -> None:
+    def __init__(self, cfg: Any, *, backend: str = "auto", wide: bool = False) -> None:
         from .attention import AttentionConfigError
         from .wgmma_ws_ir import build_ws_ir
         if cfg.loader != "tma":     # no tensor maps to encode: the pointer launch's kernel
             raise AttentionConfigError(f"{cfg.name}: loader={cfg.loader!r} has no tensor maps; "
                                        "its launcher is wgmma_ws_ir_cp_launch.IrWsCpAttention")
-        self._init_ir(build_ws_ir(cfg), backend)
+        self._init_ir(build_ws_ir(cfg), backend, wide)
 
-    def _init_ir(self, ir: Any, backend: str) -> None:
-        load_verified_ws(self, ir, backend)
+    def _init_ir(self, ir: Any, backend: str, wide: bool = False) -> None:
+        """Load ``ir`` verified; ``wide``: its 64-bit form first (:mod:`.prefill_wide`:
+        ``long long`` strides, grid (query blocks, heads, batch)), for tensors whose offsets
+        or batch x heads the 32-bit form cannot launch (the maps' limits stay)."""
+        from .prefill_wide import widen_prefill
+        self.wide = wide
+        load_verified_ws(self, widen_prefill(ir) if wide else ir, backend)
         self._maps = AttentionTensorMaps()
 
     def map_rows(self, q: Any, k: Any, v: Any) -> Dict[str, int]:
@@ -118,8 +126,8 @@ class IrWsAttention(FlashAttention):
             else:
                 sig.append("ptr")
                 specs.append(TensorSpec(strides=()))
-        for s in self.ir.scalars:
-            sig.append("f32" if s.ctype == "float" else "i32")
+        for kind in scalar_signature(self.ir):
+            sig.append(kind)
             specs.append(None)
         return sig, specs
 
@@ -127,6 +135,8 @@ class IrWsAttention(FlashAttention):
         """The launch's grid, and the values of any arguments the grid sets (none here):
         (query blocks, batch x heads).  The persistent launcher's differs."""
         B, Hq, Sq = (int(x) for x in q.shape[:3])
+        if getattr(self, "wide", False):
+            return wide_grid(self.kernel_name, q, self.cfg.bm), {}
         return (-(-Sq // self.cfg.bm), B * Hq, 1), {}
 
     def bind(self, q, k, v, out=None, scale: Optional[float] = None):
@@ -136,11 +146,12 @@ class IrWsAttention(FlashAttention):
         from ..printer.cuda import smem_bytes
         from ..runtime.cuda import LaunchSite
         B, Hq, Sq, Hkv, Skv = self.check_args(q, k, v, out)
-        if not ir_launch_fits(q, k, v, out):
+        wide = getattr(self, "wide", False)
+        if not wide and not ir_launch_fits(q, k, v, out):
             raise LaunchError(f"{self.kernel_name}: an element offset or stride of q / k / v / "
                               f"out reaches 2^31, or batch x heads = {B * Hq} is past 65535: "
                               "the IR indexes with 32-bit int and a (query block, batch x "
-                              "heads) grid (the template takes them)")
+                              "heads) grid (its wide=True form takes them)")
         rows = self.map_rows(q, k, v)
         sizes = launch_sizes(q, k)
         log2_scale = scale_log2_of(self.cfg.head_dim, scale)
@@ -156,12 +167,19 @@ class IrWsAttention(FlashAttention):
         if unknown:
             raise LaunchError(f"{self.kernel_name}: the IR takes {sorted(unknown)}, which "
                               "this launcher has no value for")
+        if wide:        # this launch's own values proved (out: as given, or contiguous)
+            vals = launch_values(q, k, v, out)
+            o_st = (vals["o_sb"], vals["o_sh"], vals["o_ss"])
+            prove_launch(self.ir, self.source, vals, grid)
 
         def run(q, k, v, out):
             if out is None:
                 out = torch.empty(tuple(q.shape), dtype=q.dtype, device=q.device)
-                if not int_offsets_fit(out):
+                if not wide and not int_offsets_fit(out):
                     raise LaunchError(f"{self.kernel_name}: out has offsets past 2^31")
+            elif wide and tuple(out.stride()[:3]) != o_st:
+                raise LaunchError(f"{self.kernel_name}: out strides {tuple(out.stride())} "
+                                  f"differ from the proved launch's {o_st}")
             vals = dict(fixed, O=out, o_sb=out.stride(0), o_sh=out.stride(1),
                         o_ss=out.stride(2))
             for tm in self.ir.params:

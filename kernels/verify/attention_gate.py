@@ -67,7 +67,7 @@ from ..ir.core import Access, If, Let, Loop, sym, walk
 from .attention_dataflow import AttentionDataflow
 from .attention_ids import rowid
 from .attention_roles import Roles
-from .attention_static import AttentionStatic, Instance, default_instances
+from .attention_static import AttentionStatic, Instance, default_instances, grid_blocks
 from .gate import GateReport
 from .gate_common import Fail, bits_to_list, check_lds_capacity, leaves
 from .rules import checks_for
@@ -147,9 +147,12 @@ def _check_partition(inst: Instance, part: Dict[int, np.ndarray], kw: int, f: Fa
 def _dataflow_blocks(inst: Instance, k: Any) -> List[Tuple[int, int]]:
     """Every query tile of the first and the last (batch, head) pair, whichever grid axis holds
     the query tiles (the causal prefill kernel puts them on y: its longest-first order)."""
-    gx, gy, _ = inst.grid
+    gx, gy, gz = inst.grid
     if tuple(k.grid_symbols[:2]) == ("block_bh", "block_q"):
         return [(bx, by) for bx in sorted({0, gx - 1}) for by in range(gy)]
+    if len(k.grid_symbols) > 2:   # (query blocks, heads, batch): first and last (head, batch)
+        return [(bx, by, bz) for by, bz in sorted({(0, 0), (gy - 1, gz - 1)})
+                for bx in range(gx)]
     return [(bx, by) for by in sorted({0, gy - 1}) for bx in range(gx)]
 
 
@@ -211,8 +214,7 @@ def verify_on_instances(k: Any, spec: KernelSpec, *, arch: str = "gfx942",
         # whose keys lie past the last one (zero-filled, masked): they must stay trackable
         kw = max(1, -(-(-(-v["seqlen_kv"] // BN) * BN + BN) // 64))
         every = not indep or roles.partitioned or roles.merged
-        blocks = [(bx, by) for by in range(inst.grid[1]) for bx in range(inst.grid[0])] \
-            if every else _dataflow_blocks(inst, k)
+        blocks = grid_blocks(inst.grid, len(k.grid_symbols)) if every else _dataflow_blocks(inst, k)
         part: Dict[int, np.ndarray] = {}
         for blk in blocks:
             fl = AttentionDataflow(k, inst, blk, f, kw, spec)

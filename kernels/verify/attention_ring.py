@@ -55,7 +55,7 @@ from ..ir.nvidia_wgmma import FenceProxyAsync, WgmmaCommit, WgmmaMma, WgmmaWait
 from .attention_dataflow import AttentionDataflow
 from .attention_ids import encode_ids
 from .attention_static import (AttentionStatic, Instance, default_instances, eval_expr,
-                               let_value)
+                               grid_blocks, let_value)
 from .gate_common import Fail
 from .gate_cp_ring import anchor_loads
 from .gate_tma_data import Stop
@@ -307,8 +307,7 @@ def verify_ws_attention(k: Any, *, instances: Optional[Sequence[Instance]] = Non
         if copies:      # the cp.async producer's copies: index math, bounds, banks, GQA heads
             RingStatic(k, inst, arch, f, spec, 0, WARPGROUP, role="producer").run()
         kw = _kw(inst, spec)
-        gx, gy, _ = inst.grid
-        blocks = [(bx, by) for by in range(gy) for bx in range(gx)]
+        blocks = grid_blocks(inst.grid, len(k.grid_symbols))
         for sched in schedules:
             for blk in blocks:
                 env0 = dict(inst.symbols())

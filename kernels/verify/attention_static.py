@@ -4,7 +4,7 @@ conflicts, coverage, LDS capacity), instance by instance."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import sympy
@@ -20,7 +20,7 @@ from ..ir.nvidia import CpAsync
 from .attention_ids import POS_MASK
 from .gate_common import BYTES, Fail, bank_result, compose_offset, lds_instruction, leaves
 
-__all__ = ["Instance", "default_instances", "eval_layout", "eval_expr", "let_value",
+__all__ = ["Instance", "grid_blocks", "default_instances", "eval_layout", "eval_expr", "let_value",
            "AttentionStatic"]
 
 
@@ -66,7 +66,22 @@ class Instance:
             s += f" causal_off={v['causal_off']}"
         if "kv_chunk" in v:
             s += f" n_splits={v['n_splits']} kv_chunk={v['kv_chunk']}"
-        return s + f" grid {self.grid[0]}x{self.grid[1]}"
+        gz = self.grid[2] if len(self.grid) > 2 else 1
+        return s + f" grid {self.grid[0]}x{self.grid[1]}" + (f"x{gz}" if gz != 1 else "")
+
+
+def grid_blocks(grid: Sequence[int], axes: int = 2) -> List[Tuple[int, ...]]:
+    """Every block id of ``grid``, x fastest: ``(bx, by)`` pairs for a kernel of two grid
+    symbols (``axes``; grid z 1), ``(bx, by, bz)`` for three (the wide prefills' (query
+    blocks, heads, batch): :mod:`kernels.nvidia.prefill_wide`)."""
+    gx, gy = int(grid[0]), int(grid[1])
+    gz = int(grid[2]) if len(grid) > 2 else 1
+    if axes < 3:
+        if gz != 1:
+            raise KernelError(f"grid {tuple(grid)} has a z extent but the kernel {axes} "
+                              "grid symbols")
+        return [(bx, by) for by in range(gy) for bx in range(gx)]
+    return [(bx, by, bz) for bz in range(gz) for by in range(gy) for bx in range(gx)]
 
 
 def default_instances(k: Any) -> List[Instance]:
