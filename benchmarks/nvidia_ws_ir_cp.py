@@ -9,6 +9,11 @@ each shape (the dispatched d256 configuration: ping-pong, deferred P V wait), on
 ``--dispatched``: the IR is the overlap builder's kernel of the dispatched configuration
 itself (kernels.nvidia.wgmma_ws_ir.build_ws_ir of choose_prefill's d256 config), so "template"
 and "ws" are the same kernel, timed twice in the rotation (an A/A of the template).
+``--variants w0d2,w1d4``: with ``--dispatched``, more IR kinds in the same rotation, each the
+overlap builder's kernel with its producer's copy form changed (diagnostic: ``w1`` the whole
+blocks copied unpredicated beside the predicated ragged one, ``WsOverlapBuilder
+.CP_WHOLE_BLOCKS``; ``d<n>`` the sources chained ``n`` deep, ``CP_SRC_CHAIN``; each verified
+as any IR kernel is); every kind's printed source's sha256 goes into the row.
 
 Per shape (B, H, Sq, Skv, causal): interleaved rounds (CUDA events, mean of 10 calls per round,
 median over rounds; the kernels' order rotates every round); the IR output compared with both
@@ -20,12 +25,15 @@ candidate for dispatch.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 
 import torch
 
 from kernels.nvidia.prefill_select import choose_prefill
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention
+from kernels.nvidia.wgmma_ws_ir import WsOverlapBuilder
 from kernels.nvidia.wgmma_ws_ir_cp_launch import IrWsCpAttention
 
 from ab_rounds import prefill_ab_fields, prefill_rounds, print_row
@@ -34,6 +42,21 @@ from gpu_timing import run_header, write_rows_json
 # (B, H, Hkv, Sq, Skv, causal): the d256 suite's shapes (docs/PERFORMANCE.md)
 SHAPES = [(2, 16, 16, 4096, 4096, False), (2, 16, 16, 4096, 4096, True),
           (4, 8, 1, 513, 513, True), (2, 4, 4, 77, 77, False)]
+
+
+def variant(cfg, tag: str) -> IrWsCpAttention:
+    """The overlap builder's kernel of ``cfg`` with the producer's copy form ``tag``
+    (``w<0|1>d<depth>``), the builder's defaults restored after."""
+    m = re.fullmatch(r"w([01])d(\d+)", tag)
+    if not m:
+        raise SystemExit(f"--variants: {tag!r} is not w<0|1>d<depth>")
+    saved = WsOverlapBuilder.CP_WHOLE_BLOCKS, WsOverlapBuilder.CP_SRC_CHAIN
+    WsOverlapBuilder.CP_WHOLE_BLOCKS, WsOverlapBuilder.CP_SRC_CHAIN = m.group(1) == "1", \
+        int(m.group(2))
+    try:
+        return IrWsCpAttention(cfg=cfg)
+    finally:
+        WsOverlapBuilder.CP_WHOLE_BLOCKS, WsOverlapBuilder.CP_SRC_CHAIN = saved
 
 
 def main() -> None:
@@ -45,7 +68,10 @@ def main() -> None:
                     help="the ping-pong form of the IR kernel (and of its same-config template)")
     ap.add_argument("--dispatched", action="store_true",
                     help="time the overlap builder's IR of the dispatched d256 configuration")
+    ap.add_argument("--variants", default="",
+                    help="with --dispatched: more IR kinds, e.g. w0d2,w1d4 (module docstring)")
     args = ap.parse_args()
+    tags = [t for t in args.variants.split(",") if t]
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
     rows = []
@@ -58,11 +84,16 @@ def main() -> None:
         ir = (IrWsCpAttention(cfg=ws) if args.dispatched
               else IrWsCpAttention(causal, args.dtype, pingpong=args.pingpong))
         kinds = {"ir": ir, "template": WsFlashAttention(ir.ws_cfg), "ws": WsFlashAttention(ws)}
+        kinds.update({f"ir_{t}": variant(ws, t) for t in (tags if args.dispatched else [])})
         outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds, poison=True)
         row = {"B": B, "H": H, "Hkv": Hkv, "Sq": Sq, "Skv": Skv, "D": 256, "causal": causal,
                "dtype": args.dtype, "ir": ir.kernel_name, "template": ir.ws_cfg.name,
                "ws_config": ws.name,
-               **prefill_ab_fields(outs, ts, med, err)}
+               **prefill_ab_fields(outs, ts, med, err),
+               "source_sha256": {n: hashlib.sha256(f.source.encode()).hexdigest()[:16]
+                                 for n, f in kinds.items()}}
+        for t in tags if args.dispatched else []:
+            row[f"ir_{t}_speed_vs_template"] = round(med["template"] / med[f"ir_{t}"], 3)
         rows.append(row)
         print_row(row, "rounds_us")
     write_rows_json(args.out, rows)

@@ -159,6 +159,9 @@ class WsOverlapBuilder(WsRingBuilder):
     #: with 30% fewer static stall cycles: 0.87x / 0.84x the template at B2 H16 S4K (0.73x /
     #: 0.76x at 24), the consumers without spills at 232 (docs/PERFORMANCE.md)
     CP_REGS = (40, 232)
+    #: the cp.async producer's sources as chained 64-bit pointers, this many chains deep
+    #: (:mod:`kernels.printer.cuda_cp_chain`; 0: each copy's ``K + (int index)``)
+    CP_SRC_CHAIN = 0
 
     def role_regs(self) -> Tuple[int, int]:
         """:attr:`CP_REGS` with the ``cp.async`` producer, else the template's registers."""
@@ -269,6 +272,8 @@ class WsOverlapBuilder(WsRingBuilder):
             # reloads per key block, NVRTC 13.5); at bn 128 nothing spills and the recompute
             # costs 25 SASS instructions per block, so only the 192-key tile pins them
             k.meta = dict(k.meta, pinned_desc_bases=("sQ",))
+        if self.cp is not None and self.CP_SRC_CHAIN:
+            k.meta = dict(k.meta, cp_src_chain=self.CP_SRC_CHAIN)
         k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
                     .replace("overlapped schedule", f"warp-specialised ({self.producer_name} "
                              f"producer, "
