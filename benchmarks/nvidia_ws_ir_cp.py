@@ -9,6 +9,9 @@ each shape (the dispatched d256 configuration: ping-pong, deferred P V wait), on
 ``--dispatched``: the IR is the overlap builder's kernel of the dispatched configuration
 itself (kernels.nvidia.wgmma_ws_ir.build_ws_ir of choose_prefill's d256 config), so "template"
 and "ws" are the same kernel, timed twice in the rotation (an A/A of the template).
+``--fallback128``: instead, the d128 ``cp.async`` fallback (the configuration choose_prefill
+runs where TMA cannot address q / k / v) at B8 H32 S8K with K and V broadcast over the heads,
+non-causal and causal: its IR (IrWsCpAttention(cfg=...)) against its template, timed twice.
 ``--variants w0d2,w1d4``: with ``--dispatched``, more IR kinds in the same rotation, each the
 overlap builder's kernel with its producer's copy form changed (diagnostic: ``w1`` the whole
 blocks copied unpredicated beside the predicated ragged one, ``WsOverlapBuilder
@@ -42,6 +45,9 @@ from gpu_timing import run_header, write_rows_json
 # (B, H, Hkv, Sq, Skv, causal): the d256 suite's shapes (docs/PERFORMANCE.md)
 SHAPES = [(2, 16, 16, 4096, 4096, False), (2, 16, 16, 4096, 4096, True),
           (4, 8, 1, 513, 513, True), (2, 4, 4, 77, 77, False)]
+# --fallback128: the d128 cp.async fallback (prefill_select.WS_PREFILL_FALLBACK[128]) where
+# TMA cannot address K / V: one K / V head broadcast over the H heads (head stride 0)
+FALLBACK_SHAPES = [(8, 32, 8192, 8192, False), (8, 32, 8192, 8192, True)]
 
 
 def variant(cfg, tag: str) -> IrWsCpAttention:
@@ -70,8 +76,12 @@ def main() -> None:
                     help="time the overlap builder's IR of the dispatched d256 configuration")
     ap.add_argument("--variants", default="",
                     help="with --dispatched: more IR kinds, e.g. w0d2,w1d4 (module docstring)")
+    ap.add_argument("--fallback128", action="store_true",
+                    help="the d128 cp.async fallback on K / V broadcast over the heads")
     args = ap.parse_args()
     tags = [t for t in args.variants.split(",") if t]
+    if args.fallback128:
+        return fallback128(args)
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(json.dumps(run_header()), flush=True)
     rows = []
@@ -94,6 +104,33 @@ def main() -> None:
                                  for n, f in kinds.items()}}
         for t in tags if args.dispatched else []:
             row[f"ir_{t}_speed_vs_template"] = round(med["template"] / med[f"ir_{t}"], 3)
+        rows.append(row)
+        print_row(row, "rounds_us")
+    write_rows_json(args.out, rows)
+
+
+def fallback128(args) -> None:
+    """The d128 cp.async fallback's IR against its template (module docstring)."""
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    print(json.dumps(run_header()), flush=True)
+    rows = []
+    for B, H, Sq, Skv, causal in FALLBACK_SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(5)
+        q = torch.randn(B, H, Sq, 128, device="cuda", generator=g).to(dt)
+        k, v = (torch.randn(B, 1, Skv, 128, device="cuda", generator=g).to(dt)
+                .expand(B, H, Skv, 128) for _ in range(2))
+        choice = choose_prefill(args.dtype, 128, causal, "wgmma", False, max(Sq, Skv), Skv)
+        cfg = choice.config
+        assert cfg.loader == "cp.async", choice
+        ir = IrWsCpAttention(cfg=cfg)
+        kinds = {"ir": ir, "template": WsFlashAttention(cfg), "ws": WsFlashAttention(cfg)}
+        outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds, poison=True)
+        row = {"B": B, "H": H, "Hkv": "1 broadcast (head stride 0)", "Sq": Sq, "Skv": Skv,
+               "D": 128, "causal": causal, "dtype": args.dtype, "ir": ir.kernel_name,
+               "template": cfg.name, "k_stride": list(k.stride()),
+               **prefill_ab_fields(outs, ts, med, err),
+               "source_sha256": {n: hashlib.sha256(f.source.encode()).hexdigest()[:16]
+                                 for n, f in kinds.items()}}
         rows.append(row)
         print_row(row, "rounds_us")
     write_rows_json(args.out, rows)

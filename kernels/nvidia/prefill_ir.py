@@ -6,7 +6,9 @@ dispatch runs the configuration's template).
 the per-family knowledge out of :mod:`.dispatch`: the mma.sync prefill
 (:class:`~.flash_ir.IrFlashAttention`), the wgmma one (:class:`~.wgmma_flash_ir
 .IrWgmmaFlashAttention`) and the warp-specialised one (:class:`~.wgmma_ws_ir_launch
-.IrWsAttention`), and their launch limits: 32-bit offsets and the (query block, batch x heads)
+.IrWsAttention`; with the ``cp.async`` producer :class:`~.wgmma_ws_ir_cp_launch
+.IrWsCpAttention`, which copies through pointers and strides: any tensors the template
+takes), and their launch limits: 32-bit offsets and the (query block, batch x heads)
 grid (:func:`~.flash_ir.ir_launch_fits`), and for the warp-specialised kernel tensors its TMA
 maps can address (:func:`~.ws_tma_loads.tma_attention_ready`; the template of a TMA
 configuration refuses the others too, the dispatch gives them the cp.async producer).
@@ -20,6 +22,7 @@ from .flash_ir import IrFlashAttention, ir_launch_fits
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 from .wgmma_flash_ir import IrWgmmaFlashAttention
+from .wgmma_ws_ir_cp_launch import IrWsCpAttention
 from .wgmma_ws_ir_launch import IrWsAttention
 from .ws_tma_loads import tma_attention_ready
 
@@ -30,7 +33,7 @@ def ir_prefill(cfg: Any) -> Any:
     """The verified IR-built kernel of ``cfg`` (a ``FlashConfig``, ``WgmmaFlashConfig`` or
     ``WsFlashConfig``), built and verified now, compiled on first launch."""
     if type(cfg) is WsFlashConfig:
-        return IrWsAttention(cfg)
+        return IrWsCpAttention(cfg=cfg) if cfg.loader == "cp.async" else IrWsAttention(cfg)
     if type(cfg) is WgmmaFlashConfig:
         return IrWgmmaFlashAttention(cfg)
     return IrFlashAttention(cfg)
@@ -54,4 +57,4 @@ def prefill_config(fa: Any) -> Any:
     """The dispatch's configuration of a prefill kernel ``fa``, the key its template is built
     from: the warp-specialised IR kernel's ``ws_cfg`` (its ``cfg`` is the consumers' wgmma
     tile), else ``fa.cfg``."""
-    return fa.ws_cfg if isinstance(fa, IrWsAttention) else fa.cfg
+    return fa.ws_cfg if isinstance(fa, (IrWsAttention, IrWsCpAttention)) else fa.cfg

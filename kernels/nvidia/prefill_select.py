@@ -53,7 +53,10 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   The TMA configurations with one block per unit (192 keys, the causal-long one, 3 stages
   non-causal) run built as verified IR (:mod:`.wgmma_ws_ir`, :func:`ws_prefill_on_ir`,
   :mod:`.prefill_ir`: bitwise the template's output, 0.99-1.07x its device time on an H100);
-  the persistent and the cp.async kernels run the template.
+  the d256 cp.async configuration runs built as verified IR too (whole blocks copied
+  unpredicated, the sources chained 64-bit pointers: 1.01-1.09x its template,
+  :data:`IR_WS_CP_PREFILL_AT_PARITY`); the persistent kernels and the d128 cp.async fallback
+  run the template.
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run: built as verified IR
 (:mod:`.flash_ir`, :func:`mma_prefill_on_ir`) where that kernel measured at parity with the
@@ -72,6 +75,7 @@ from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
            "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "IR_WS_PREFILL_AT_PARITY",
+           "IR_WS_CP_PREFILL_AT_PARITY",
            "ws_prefill_on_ir", "prefill_on_ir",
            "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
@@ -163,17 +167,34 @@ IR_WS_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool]] = frozenset(
     {(192, 2, False, False), (128, 2, True, True), (128, 3, False, False)})
 
 
+# (head_dim, bn, stages, causal, defer_pv_wait) of the warp-specialised cp.async
+# configurations (ping-pong, one block per unit) whose IR-built kernel (kernels.nvidia
+# .wgmma_ws_ir with the cp.async producer, IrWsCpAttention: whole blocks unpredicated, the
+# sources chained 64-bit pointers, bitwise the template's output) measured at parity with the
+# template: >= 0.98x its device time at every shape measured (H100 2026-11-25,
+# benchmarks/nvidia_ws_ir_cp.py --dispatched --rounds 7, medians of 7 rotated rounds,
+# nvidia_ws_ir_cp_chain_variants_h100_2026-11-25.json, kind ir_w1d2, whose printed sources are
+# the committed ones; docs/PERFORMANCE.md): the d256 tile (WS_PREFILL_TILES[256]) 1.008 at B2
+# H16 S4K, 1.017 causal, 1.088 at B4 H8/1 S513 causal, 1.027 at B2 H4 S77 (0.86 / 0.84 with
+# each copy's int index).
+IR_WS_CP_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, int, bool, bool]] = frozenset(
+    {(256, 64, 2, False, True), (256, 64, 2, True, True)})
+
+
 def ws_prefill_on_ir(cfg: Any) -> bool:
     """Does the warp-specialised configuration ``cfg`` run the IR-built kernel
-    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`)?  A d128 TMA ping-pong configuration, one
-    block per unit, whose (bn, stages, causal, defer_pv_wait) is in
-    :data:`IR_WS_PREFILL_AT_PARITY`; else the template."""
-    if type(cfg) is not WsFlashConfig:
+    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`, or with the ``cp.async`` producer
+    :class:`~.wgmma_ws_ir_cp_launch.IrWsCpAttention`)?  A ping-pong configuration, one block
+    per unit: a d128 TMA one whose (bn, stages, causal, defer_pv_wait) is in
+    :data:`IR_WS_PREFILL_AT_PARITY`, or a ``cp.async`` one whose (head_dim, bn, stages,
+    causal, defer_pv_wait) is in :data:`IR_WS_CP_PREFILL_AT_PARITY`; else the template."""
+    if type(cfg) is not WsFlashConfig or not cfg.pingpong or (
+            cfg.persistent or cfg.unit_heads or cfg.rescale_vote or cfg.v_behind_k):
         return False
     key = (cfg.bn, cfg.stages, bool(cfg.causal), bool(cfg.defer_pv_wait))
-    return (key in IR_WS_PREFILL_AT_PARITY and cfg.head_dim == 128 and cfg.loader == "tma"
-            and cfg.pingpong and not (cfg.persistent or cfg.unit_heads or cfg.rescale_vote
-                                      or cfg.v_behind_k))
+    if cfg.loader == "cp.async":
+        return (cfg.head_dim, *key) in IR_WS_CP_PREFILL_AT_PARITY
+    return key in IR_WS_PREFILL_AT_PARITY and cfg.head_dim == 128 and cfg.loader == "tma"
 
 
 def prefill_on_ir(cfg: Any) -> bool:
