@@ -1,10 +1,11 @@
 """The warp-specialised cp.async prefill on its verified IR kernel through the dispatch
 (kernels.nvidia.prefill_select.IR_WS_CP_PREFILL_AT_PARITY / ws_prefill_on_ir,
 kernels.nvidia.prefill_ir: IrWsCpAttention), on the CPU with a pretend H100 (``_fake_cuda``):
-the d256 configuration launches the IR kernel (TMA-addressable or not: the producer copies
-through pointers and strides), the d128 fallback only with the rule on for it, and the IR
-kernel gives way to its configuration's template where it cannot launch (offsets past 2^31,
-batch x heads past grid y)."""
+as shipped (the set empty: no cp.async configuration measured at parity in every run) the
+templates run; with the rule on, the d256 configuration launches the IR kernel
+(TMA-addressable or not: the producer copies through pointers and strides) as does the d128
+fallback, and the IR kernel gives way to its configuration's template where it cannot launch
+(offsets past 2^31, batch x heads past grid y)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ from kernels.nvidia.wgmma_ws_ir_cp_launch import IrWsCpAttention  # noqa: E402
 BF16 = torch.bfloat16
 #: the d128 fallback's (head_dim, bn, stages, causal, defer_pv_wait), both masks
 D128 = frozenset({(128, 128, 2, False, False), (128, 128, 2, True, False)})
+#: the d256 tile's (WS_PREFILL_TILES[256]: the P V wait deferred), both masks
+D256 = frozenset({(256, 64, 2, False, True), (256, 64, 2, True, True)})
+
+
+@pytest.fixture
+def rule_on(monkeypatch):
+    monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY", D128 | D256)
 
 
 @pytest.fixture
@@ -41,33 +49,37 @@ def T(shape, stride=None, ptr=None):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("tma_ok", [True, False])
-def test_the_d256_configuration_is_on_ir_and_the_reason_says_so(causal, tma_ok):
-    c = choose_prefill("bf16", 256, causal, "wgmma", tma_ok, 4096, 4096)
-    assert c.config.loader == "cp.async" and ws_prefill_on_ir(c.config)
-    assert prefill_select.prefill_on_ir(c.config)
-    assert "verified IR kernel" in c.reason, c.reason
+def test_the_rule_reads_the_measured_set(monkeypatch, causal, tma_ok):
+    """As shipped and with each tile's keys in the set: on IR exactly where the set holds the
+    configuration's key; the reason names the kernel."""
+    cfg = choose_prefill("bf16", 256, causal, "wgmma", tma_ok, 4096, 4096).config
+    fb = choose_prefill("bf16", 128, causal, "wgmma", False, 8192, 8192).config
+    assert cfg.loader == fb.loader == "cp.async" and (fb.bn, fb.stages) == (128, 2)
+    for parity in (prefill_select.IR_WS_CP_PREFILL_AT_PARITY, D256, D128, D128 | D256):
+        monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY", parity)
+        for c, keys in ((cfg, D256), (fb, D128)):
+            want = bool(keys & parity)
+            assert ws_prefill_on_ir(c) == want == prefill_select.prefill_on_ir(c)
+            why = choose_prefill("bf16", c.head_dim, causal, "wgmma",
+                                 tma_ok if c is cfg else False, 8192, 8192).reason
+            assert ("verified IR kernel" if want else "the template") in why, why
 
 
-def test_the_rule_reads_the_measured_set(monkeypatch):
-    """The d128 fallback (TMA cannot address the tensors) is on IR only with its key in the
-    set; configurations off the measured tiles never are."""
-    for causal in (False, True):
-        fb = choose_prefill("bf16", 128, causal, "wgmma", False, 8192, 8192)
-        assert fb.config.loader == "cp.async" and fb.config.bn == 128
-        assert not ws_prefill_on_ir(fb.config) and "the template" in fb.reason
-        monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY",
-                            prefill_select.IR_WS_CP_PREFILL_AT_PARITY | D128)
-        assert ws_prefill_on_ir(fb.config)
-        assert "verified IR kernel" in choose_prefill("bf16", 128, causal, "wgmma", False,
-                                                      8192, 8192).reason
-        monkeypatch.undo()
+def test_other_cp_async_configurations_stay_on_the_template(rule_on):
     d256 = choose_prefill("bf16", 256, False, "wgmma", True, 4096, 4096).config
+    assert ws_prefill_on_ir(d256)
     for kw in (dict(pingpong=False), dict(stages=3), dict(bn=128), dict(defer_pv_wait=False),
                dict(rescale_vote=True), dict(v_behind_k=True)):
         assert not ws_prefill_on_ir(dataclasses.replace(d256, **kw)), kw
 
 
-def test_flash_attention_launches_the_d256_ir_kernel_and_falls_back(fake):
+def test_the_shipped_rule_launches_the_templates(fake):
+    q = T((2, 4, 300, 256))
+    dispatch.flash_attention(q, q, q, out=T(q.shape))
+    assert fake.launches[-1].kernel == "lg_wsflash_bf16_d256_128x64_s2_pp_dw"
+
+
+def test_flash_attention_launches_the_d256_ir_kernel_and_falls_back(fake, rule_on):
     """The d256 problem launches the IR kernel (verified, compiled by NVRTC), also with K / V
     broadcast over the heads; offsets past 2^31 and batch x heads past grid y give way to the
     configuration's template."""
@@ -98,8 +110,7 @@ def test_the_d128_fallback_launches_the_ir_kernel_with_the_rule_on(fake, monkeyp
     odd = T((1, 2, 300, 128), stride=(300 * 128, 0, 128, 1))
     dispatch.flash_attention(odd_q, odd, odd, out=T(odd_q.shape))
     assert fake.launches[-1].kernel == "lg_wsflash_bf16_d128_128x128_s2_pp"     # as shipped
-    monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY",
-                        prefill_select.IR_WS_CP_PREFILL_AT_PARITY | D128)
+    monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY", D128)
     monkeypatch.setattr(dispatch, "_FLASH", {})
     fc.clear_caches()
     dispatch.flash_attention(odd_q, odd, odd, causal=True, out=T(odd_q.shape))

@@ -189,11 +189,12 @@ class WsOverlapBuilder(WsRingBuilder):
     #: the cp.async producer's sources as chained 64-bit pointers, this many chains deep
     #: (:mod:`kernels.printer.cuda_cp_chain`; 0: each copy's ``K + (int index)``, whose
     #: widening into one register pair made every cp.async wait for the previous one's
-    #: operand read).  H100, d256 dispatched configuration, 7 rotated rounds, one run
+    #: operand read).  H100, d256 dispatched configuration, 7 rotated rounds
     #: (benchmarks/results/nvidia_ws_ir_cp_chain_variants_h100_2026-11-25.json): with the two
-    #: paths and depth 2, 1.008 / 1.017 / 1.088 / 1.027x the template at B2 H16 S4K, the same
-    #: causal, B4 H8/1 S513 causal, B2 H4 S77 (0.858 / 0.844 / 0.977 / 1.021 before); one
-    #: predicated path at depths 2-4 0.98-1.00x, two paths at depths 3-4 0.98-1.02x
+    #: paths and depth 2, 1.008 / 1.017 / 1.089 / 1.025x the template at B2 H16 S4K, the same
+    #: causal, B4 H8/1 S513 causal, B2 H4 S77 (0.858 / 0.844 / 0.977 / 1.021 before); at S4K
+    #: one predicated path at depths 2-4 0.97-1.00x, two paths at depths 3-4 0.98-1.01x.  A
+    #: second run of this form: 0.996 / 1.001 / 1.032 / 0.948 (docs/PERFORMANCE.md)
     CP_SRC_CHAIN = 2
 
     def role_regs(self) -> Tuple[int, int]:
