@@ -6,7 +6,9 @@ template warp-specialised kernel of the same tile, stages and loader
 cp.async) and a float32 torch reference, on a real Hopper GPU (skipped without one); and the
 dispatched d256 configuration (prefill_select.WS_PREFILL_TILES[256]: ping-pong, deferred P V
 wait) built by the overlap builder (kernels.nvidia.wgmma_ws_ir.build_ws_ir, launched by
-IrWsCpAttention(cfg=...)) against its template, at the same shapes.
+IrWsCpAttention(cfg=...)) against its template, at the same shapes; and the d128 cp.async
+fallback (prefill_select.WS_PREFILL_FALLBACK[128], what runs where TMA cannot address the
+tensors) on K / V broadcast over the heads.
 
 Run on the device machine: ``python3 -m pytest -m gpu tests/test_nvidia_ws_ir_cp_gpu.py``.
 The output is poisoned with NaN first (every element must be written); the IR's error against
@@ -74,3 +76,24 @@ def test_the_dispatched_d256_ir_is_bitwise_its_template(B, Hq, Hkv, Sq, Skv, dt,
     assert ir.ws_cfg == cfg and cfg.loader == "cp.async" and cfg.defer_pv_wait
     assert ir.kernel_name.startswith("lg_wsflash_ir_") and "_dw" in ir.kernel_name
     check_against_template(ir, tpl, q, k, v, causal, dt)
+
+
+@pytest.mark.parametrize("B,Hq,Sq,Skv,causal", [
+    (2, 8, 1000, 1000, False),                     # ragged last key block
+    (2, 8, 1000, 1000, True),
+    (1, 4, 77, 77, False),                         # one partial key block
+], ids=["B2H8S1000", "B2H8S1000-causal", "B1H4S77"])
+def test_the_dispatched_d128_fallback_ir_is_bitwise_its_template(B, Hq, Sq, Skv, causal):
+    """K and V one head broadcast over the heads (head stride 0: no tensor map takes it)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and setmaxnreg need sm_90a")
+    q, k, v = qkv(B, Hq, 1, Sq, Skv, 128, "bf16", 31)
+    k, v = (t.expand(B, Hq, Skv, 128) for t in (k, v))
+    cfg = choose_prefill("bf16", 128, causal, "wgmma", False, max(Sq, Skv), Skv).config
+    assert cfg.loader == "cp.async" and (cfg.bn, cfg.stages) == (128, 2) and k.stride(1) == 0
+    key = ("fallback", cfg)
+    if key not in _KERNELS:
+        _KERNELS[key] = (IrWsCpAttention(cfg=cfg), WsFlashAttention(cfg))
+    ir, tpl = _KERNELS[key]
+    assert ir.kernel_name == "lg_wsflash_ir_" + cfg.name[len("lg_wsflash_"):]
+    check_against_template(ir, tpl, q, k, v, causal, "bf16")

@@ -116,7 +116,7 @@ def test_persistence_is_refused_naming_the_missing_piece(change, piece):
         build_ws_ir(cfg)
 
 
-@pytest.mark.parametrize("change,msg", [(dict(loader="cp.async"), "loader"),
+@pytest.mark.parametrize("change,msg", [(dict(loader="cp.async", bn=192), "loader='cp.async'"),
                                         (dict(head_dim=64), "head_dim"),
                                         (dict(bn=64), "bn=64"),
                                         (dict(stages=4), "stages=4"),

@@ -85,7 +85,7 @@ def test_the_tma_kernels_fence_nothing():
 
 
 @pytest.mark.parametrize("change,msg", [
-    (dict(head_dim=128, bn=128), "head_dim 128, bn 128"),
+    (dict(head_dim=128, bn=192), "head_dim 128, bn 192"),
     (dict(bn=128), "bn 128"),
     (dict(stages=3), "stages 3"),
     (dict(rescale_vote=True), "rescale_vote"),

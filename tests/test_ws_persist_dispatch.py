@@ -108,3 +108,14 @@ def test_the_persistent_ir_kernel_has_no_wide_form_so_big_tensors_run_its_templa
     assert dispatch._within_offsets(fa, huge, huge, huge, None) is tpl
     with pytest.raises(LaunchError, match="no wide"):
         ir_prefill(fa.ws_cfg, wide=True)
+
+
+def test_the_cp_async_ir_prefill_has_no_wide_form_either():
+    """Regression (merge of the wide form with the cp.async IR prefill): ir_prefill refuses a
+    wide cp.async kernel by name rather than building the 32-bit one under a wide key."""
+    from kernels.errors import LaunchError
+    from kernels.nvidia.prefill_ir import ir_prefill
+    cp = choose_prefill("bf16", 256, False, "wgmma", True, 4096, 4096).config
+    assert cp.loader == "cp.async"
+    with pytest.raises(LaunchError, match="no wide"):
+        ir_prefill(cp, wide=True)

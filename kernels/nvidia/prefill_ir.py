@@ -6,8 +6,10 @@ dispatch runs the configuration's template).
 the per-family knowledge out of :mod:`.dispatch`: the mma.sync prefill
 (:class:`~.flash_ir.IrFlashAttention`), the wgmma one (:class:`~.wgmma_flash_ir
 .IrWgmmaFlashAttention`) and the warp-specialised one (:class:`~.wgmma_ws_ir_launch
-.IrWsAttention`, persistent: :class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`),
-and their launch limits: 32-bit offsets and the (query block, batch x heads)
+.IrWsAttention`; persistent: :class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`;
+with the ``cp.async`` producer :class:`~.wgmma_ws_ir_cp_launch.IrWsCpAttention`, which copies
+through pointers and strides: any tensors the template takes), and their launch limits:
+32-bit offsets and the (query block, batch x heads)
 grid (:func:`~.flash_ir.ir_launch_fits`), and for the warp-specialised kernel tensors its TMA
 maps can address (:func:`~.ws_tma_loads.tma_attention_ready`; the template of a TMA
 configuration refuses the others too, the dispatch gives them the cp.async producer).
@@ -29,6 +31,7 @@ from .flash_ir import IrFlashAttention, ir_launch_fits
 from .wgmma_attention import WgmmaFlashConfig
 from .wgmma_attention_ws import WsFlashConfig
 from .wgmma_flash_ir import IrWgmmaFlashAttention
+from .wgmma_ws_ir_cp_launch import IrWsCpAttention
 from .wgmma_ws_ir_launch import IrWsAttention
 from .wgmma_ws_ir_persist_launch import IrWsPersistAttention
 from .ws_tma_loads import tma_attention_ready
@@ -51,14 +54,16 @@ def ir_prefill(cfg: Any, wide: bool = False) -> Any:
     """The verified IR-built kernel of ``cfg`` (a ``FlashConfig``, ``WgmmaFlashConfig`` or
     ``WsFlashConfig``; a persistent one: :class:`~.wgmma_ws_ir_persist_launch
     .IrWsPersistAttention`), built and verified now, compiled on first launch; ``wide``: its
-    64-bit form (:mod:`.prefill_wide`; the persistent kernel has none:
+    64-bit form (:mod:`.prefill_wide`; the persistent and the cp.async kernels have none:
     :class:`~kernels.errors.LaunchError`)."""
+    if type(cfg) is WsFlashConfig and wide and (cfg.persistent or cfg.loader == "cp.async"):
+        raise LaunchError(f"{cfg.name}: the persistent and cp.async IR prefills have no wide "
+                          "(64-bit) form")
     if type(cfg) is WsFlashConfig and cfg.persistent:
-        if wide:
-            raise LaunchError(f"{cfg.name}: the persistent IR prefill has no wide (64-bit) form")
         return IrWsPersistAttention(cfg)
     if type(cfg) is WsFlashConfig:
-        return IrWsAttention(cfg, wide=wide)
+        return IrWsCpAttention(cfg=cfg) if cfg.loader == "cp.async" else \
+            IrWsAttention(cfg, wide=wide)
     if type(cfg) is WgmmaFlashConfig:
         return IrWgmmaFlashAttention(cfg, wide=wide)
     return IrFlashAttention(cfg, wide=wide)
@@ -91,9 +96,9 @@ def wide_prefill_launches(fa: Any, q: Any, k: Any, v: Any, out: Any = None,
     and, given ``proved`` (the wide kernel's :func:`~.prefill_wide.launch_proved`, or a
     callable ``proved(q, k, v, out)``), its index arithmetic proved at this launch (a row
     times its ``int`` row stride past 2^31 is not: one batch of more than 2^31 elements).
-    Never for the persistent kernel, which has no wide form."""
+    Never for the persistent and the cp.async kernels, which have no wide form."""
     from .prefill_wide import MAX_GRID_X, MAX_GRID_YZ
-    if isinstance(fa, IrWsPersistAttention):      # no wide form: its template runs
+    if isinstance(fa, (IrWsPersistAttention, IrWsCpAttention)):   # no wide form: template
         return False
     B, H, S = (int(x) for x in q.shape[:3])
     if B > MAX_GRID_YZ or H > MAX_GRID_YZ or -(-S // fa.cfg.bm) > MAX_GRID_X:
@@ -107,4 +112,4 @@ def prefill_config(fa: Any) -> Any:
     """The dispatch's configuration of a prefill kernel ``fa``, the key its template is built
     from: the warp-specialised IR kernel's ``ws_cfg`` (its ``cfg`` is the consumers' wgmma
     tile), else ``fa.cfg``."""
-    return fa.ws_cfg if isinstance(fa, IrWsAttention) else fa.cfg
+    return fa.ws_cfg if isinstance(fa, (IrWsAttention, IrWsCpAttention)) else fa.cfg

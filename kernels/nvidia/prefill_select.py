@@ -53,7 +53,9 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   The TMA configurations with one block per unit (192 keys, the causal-long one, 3 stages
   non-causal) run built as verified IR (:mod:`.wgmma_ws_ir`, :func:`ws_prefill_on_ir`,
   :mod:`.prefill_ir`: bitwise the template's output, 0.99-1.07x its device time on an H100);
-  the persistent and the cp.async kernels run the template.
+  the persistent and the cp.async kernels run the template (the d256 cp.async IR measured
+  0.95-1.09x its template, below parity only at the launch-bound B2 H4 S77 in one of two runs:
+  :data:`IR_WS_CP_PREFILL_AT_PARITY` says what it waits for).
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run: built as verified IR
 (:mod:`.flash_ir`, :func:`mma_prefill_on_ir`) where that kernel measured at parity with the
@@ -72,7 +74,8 @@ from .wgmma_attention_ws import WsFlashConfig
 
 __all__ = ["PrefillChoice", "choose_prefill", "IR_PREFILL_AT_PARITY", "mma_prefill_on_ir",
            "IR_WGMMA_PREFILL_AT_PARITY", "wgmma_prefill_on_ir", "IR_WS_PREFILL_AT_PARITY",
-           "IR_WS_PERSIST_AT_PARITY", "ws_prefill_on_ir", "prefill_on_ir",
+           "IR_WS_PERSIST_AT_PARITY", "IR_WS_CP_PREFILL_AT_PARITY",
+           "ws_prefill_on_ir", "prefill_on_ir",
            "WGMMA_PREFILL_TILES", "WS_PREFILL_TILES",
            "WS_PREFILL_FALLBACK", "PERSISTENT_MAX_SEQ", "PERSISTENT_UNIT_HEADS", "WIDE_KEYS",
            "WIDE_KEYS_MIN_SEQ", "CAUSAL_LONG"]
@@ -171,19 +174,37 @@ IR_WS_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool]] = frozenset(
 IR_WS_PERSIST_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool, int]] = frozenset()
 
 
+# (head_dim, bn, stages, causal, defer_pv_wait) of the warp-specialised cp.async
+# configurations (ping-pong, one block per unit) whose IR-built kernel (kernels.nvidia
+# .wgmma_ws_ir with the cp.async producer, IrWsCpAttention: whole blocks unpredicated, the
+# sources chained 64-bit pointers, bitwise the template's output) measured at parity with the
+# template: >= 0.98x its device time at every shape measured.  None yet (H100 2026-11-25,
+# benchmarks/nvidia_ws_ir_cp.py, medians of 7 rotated rounds; docs/PERFORMANCE.md): the d256
+# tile (WS_PREFILL_TILES[256]) measured 1.008 / 0.996 at B2 H16 S4K, 1.017 / 1.001 causal,
+# 1.089 / 1.032 at B4 H8/1 S513 causal, but 1.025 / 0.948 at B2 H4 S77 (launch-bound, ~19 us;
+# that run's A/A 0.969, rounds 5-7 of every kind disturbed): add (256, 64, 2, False, True) and
+# (256, 64, 2, True, True) once S77 measures >= 0.98 again.  The d128 fallback
+# (WS_PREFILL_FALLBACK[128]) measured 0.936 / 0.952 at B8 H32 S8K (K / V broadcast).
+IR_WS_CP_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, int, bool, bool]] = frozenset()
+
+
 def ws_prefill_on_ir(cfg: Any) -> bool:
-    """Does the warp-specialised configuration ``cfg`` run the IR-built kernel?  A d128 TMA
-    ping-pong configuration without the warp vote or V behind K: one block per unit
-    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`) whose (bn, stages, causal, defer_pv_wait)
+    """Does the warp-specialised configuration ``cfg`` run the IR-built kernel?  A ping-pong
+    configuration without the warp vote or V behind K: a d128 TMA one, one block per unit
+    (:class:`~.wgmma_ws_ir_launch.IrWsAttention`), whose (bn, stages, causal, defer_pv_wait)
     is in :data:`IR_WS_PREFILL_AT_PARITY`, or persistent
     (:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`) with that and its
-    ``unit_heads`` in :data:`IR_WS_PERSIST_AT_PARITY`; else the template."""
-    if type(cfg) is not WsFlashConfig:
-        return False
-    if not (cfg.head_dim == 128 and cfg.loader == "tma" and cfg.pingpong
-            and not (cfg.rescale_vote or cfg.v_behind_k)):
+    ``unit_heads`` in :data:`IR_WS_PERSIST_AT_PARITY`; a ``cp.async`` one, one block per unit
+    (:class:`~.wgmma_ws_ir_cp_launch.IrWsCpAttention`), whose (head_dim, bn, stages, causal,
+    defer_pv_wait) is in :data:`IR_WS_CP_PREFILL_AT_PARITY`; else the template."""
+    if type(cfg) is not WsFlashConfig or not cfg.pingpong or cfg.rescale_vote or cfg.v_behind_k:
         return False
     key = (cfg.bn, cfg.stages, bool(cfg.causal), bool(cfg.defer_pv_wait))
+    if cfg.loader == "cp.async":
+        return not (cfg.persistent or cfg.unit_heads) and \
+            (cfg.head_dim, *key) in IR_WS_CP_PREFILL_AT_PARITY
+    if cfg.head_dim != 128 or cfg.loader != "tma":
+        return False
     if cfg.persistent:
         return (*key, cfg.unit_heads) in IR_WS_PERSIST_AT_PARITY
     return key in IR_WS_PREFILL_AT_PARITY and not cfg.unit_heads

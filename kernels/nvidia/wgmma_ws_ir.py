@@ -9,11 +9,15 @@ engine, :mod:`kernels.verify.attention_ring`; with ``source`` the printed text i
 Takes a :class:`~.wgmma_attention_ws.WsFlashConfig` with ``loader="tma"``, head_dim 128,
 ``bn`` 128 or 192, ``stages`` 2 or 3 (what shared memory admits: bn 192 takes 2), causal or
 not, ``defer_pv_wait`` on or off; or with ``loader="cp.async"`` the dispatched d256 tile
-(head_dim 256, bn 64, 2 stages: ``prefill_select.WS_PREFILL_TILES[256]``).  One block of 384
+(head_dim 256, bn 64, 2 stages: ``prefill_select.WS_PREFILL_TILES[256]``) and the d128
+fallback where TMA cannot address the tensors (bn 128, 2 stages:
+``prefill_select.WS_PREFILL_FALLBACK[128]``; :data:`CP_TILES`).  One block of 384
 threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24, 40 with ``cp.async``: Q once, K and
 V of each block into a ring of ``stages``, each refill after the stage's ``empty`` phase; one
 thread's TMA boxes, or the 128 threads' ``cp.async`` copies of
-:class:`~.ws_cp_producer.CpProducer`, every block predicated per row) and two consumers
+:class:`~.ws_cp_producer.CpProducer`: whole blocks unpredicated, the ragged one predicated
+per row, the sources printed as chained 64-bit pointers, :attr:`WsOverlapBuilder.CP_SRC_CHAIN`)
+and two consumers
 (``setmaxnreg.inc`` 240, 232 with ``cp.async``, :attr:`WsOverlapBuilder.CP_REGS` says why; 64
 rows each), which run the
 template's order of ring waits, GEMM issues, wgmma waits, releases and softmax (after a
@@ -92,7 +96,14 @@ from .flash_ir import flash_instance, flash_ir_instances
 from .wgmma_attention_ws import WsFlashConfig, plan_ws_flash
 from .wgmma_ws_ir_serial import WsRingBuilder
 
-__all__ = ["ws_ir_supported", "build_ws_ir", "ws_ir_name", "ws_ir_instances", "WsOverlapBuilder"]
+__all__ = ["ws_ir_supported", "build_ws_ir", "ws_ir_name", "ws_ir_instances", "WsOverlapBuilder",
+           "kv_broadcast_instance", "CP_TILES"]
+
+
+#: (head_dim, bn, stages) the builder takes with the cp.async producer: the dispatched d256
+#: tile (prefill_select.WS_PREFILL_TILES[256]) and the d128 fallback where TMA cannot address
+#: q / k / v (prefill_select.WS_PREFILL_FALLBACK[128])
+CP_TILES = frozenset({(256, 64, 2), (128, 128, 2)})
 
 
 def ws_ir_supported(cfg: WsFlashConfig) -> Optional[str]:
@@ -103,10 +114,11 @@ def ws_ir_supported(cfg: WsFlashConfig) -> Optional[str]:
                 "(wgmma_ws_ir_persist.build_ws_persist_ir); this builder is the "
                 "non-persistent kernel's")
     if cfg.loader == "cp.async":
-        if (cfg.head_dim, cfg.bn, cfg.stages) != (256, 64, 2):
+        if (cfg.head_dim, cfg.bn, cfg.stages) not in CP_TILES:
             return (f"loader='cp.async' at head_dim {cfg.head_dim}, bn {cfg.bn}, stages "
                     f"{cfg.stages}: the IR form builds the cp.async producer at the dispatched "
-                    "d256 tile (head_dim 256, bn 64, 2 stages)")
+                    "tiles (head_dim 256, bn 64, 2 stages; head_dim 128, bn 128, 2 stages: "
+                    "the fallback where TMA cannot address the tensors)")
         return _unbuilt(cfg)
     if cfg.loader != "tma":
         return f"loader={cfg.loader!r}: the IR form has the TMA and cp.async producers"
@@ -143,15 +155,30 @@ def ws_ir_instances(k: Any) -> List[Any]:
         wrap = flash_instance(c, "ring-wrap", 1, 1, 1, 5 * bm + 3, 5 * bm + 3)
     else:
         wrap = flash_instance(c, "ring-wrap", 1, 1, 1, 67, 7 * bn + 11)
-    return flash_ir_instances(k) + [wrap]
+    out = flash_ir_instances(k) + [wrap]
+    if "loads" not in k.meta:       # the cp.async producer: also what TMA cannot address
+        out.append(kv_broadcast_instance(c))
+    return out
+
+
+def kv_broadcast_instance(c: Any) -> Any:
+    """K and V of one head broadcast over 3 heads (head stride 0: ``expand``, which no tensor
+    map takes, so the dispatch gives it to the ``cp.async`` producer), 2 batches, a ragged
+    key block and partial query block."""
+    inst = flash_instance(c, "kv-broadcast", 2, 3, 3, c.bm + 9, 2 * c.bn + 5)
+    for t in ("k", "v"):
+        inst.values[f"{t}_sb"] = inst.values["seqlen_kv"] * c.head_dim
+        inst.values[f"{t}_sh"] = 0
+    return inst
 
 
 class WsOverlapBuilder(WsRingBuilder):
     """The consumers' overlap schedule (module docstring) on the shared ring parts."""
 
-    #: the cp.async producer predicates every block's copies (one copy of the loads, as the
-    #: template): with the unpredicated second copy the d256 kernel spilled 164 bytes
-    CP_WHOLE_BLOCKS = False
+    #: the cp.async producer copies a block inside the sequence unpredicated, the ragged one
+    #: predicated per row (the template's two paths).  With the int-index sources that spilled
+    #: 164 bytes (76 at 40 / 232); with the chained pointers below nothing spills (NVRTC 13.5)
+    CP_WHOLE_BLOCKS = True
     #: (producer, consumer) registers with the cp.async producer (the template's are (24, 240);
     #: 128 x 40 + 256 x 232 fits the same 384 x 168).  The d256 kernel's gap to its template
     #: is its producer's copy loop (H100 A/B of source variants: producer-only changes gained
@@ -159,6 +186,16 @@ class WsOverlapBuilder(WsRingBuilder):
     #: with 30% fewer static stall cycles: 0.87x / 0.84x the template at B2 H16 S4K (0.73x /
     #: 0.76x at 24), the consumers without spills at 232 (docs/PERFORMANCE.md)
     CP_REGS = (40, 232)
+    #: the cp.async producer's sources as chained 64-bit pointers, this many chains deep
+    #: (:mod:`kernels.printer.cuda_cp_chain`; 0: each copy's ``K + (int index)``, whose
+    #: widening into one register pair made every cp.async wait for the previous one's
+    #: operand read).  H100, d256 dispatched configuration, 7 rotated rounds
+    #: (benchmarks/results/nvidia_ws_ir_cp_chain_variants_h100_2026-11-25.json): with the two
+    #: paths and depth 2, 1.008 / 1.017 / 1.089 / 1.025x the template at B2 H16 S4K, the same
+    #: causal, B4 H8/1 S513 causal, B2 H4 S77 (0.858 / 0.844 / 0.977 / 1.021 before); at S4K
+    #: one predicated path at depths 2-4 0.97-1.00x, two paths at depths 3-4 0.98-1.01x.  A
+    #: second run of this form: 0.996 / 1.001 / 1.032 / 0.948 (docs/PERFORMANCE.md)
+    CP_SRC_CHAIN = 2
 
     def role_regs(self) -> Tuple[int, int]:
         """:attr:`CP_REGS` with the ``cp.async`` producer, else the template's registers."""
@@ -269,6 +306,8 @@ class WsOverlapBuilder(WsRingBuilder):
             # reloads per key block, NVRTC 13.5); at bn 128 nothing spills and the recompute
             # costs 25 SASS instructions per block, so only the 192-key tile pins them
             k.meta = dict(k.meta, pinned_desc_bases=("sQ",))
+        if self.cp is not None and self.CP_SRC_CHAIN:
+            k.meta = dict(k.meta, cp_src_chain=self.CP_SRC_CHAIN)
         k.header = [h.replace("kernels/nvidia/wgmma_flash_ir.py", "kernels/nvidia/wgmma_ws_ir.py")
                     .replace("overlapped schedule", f"warp-specialised ({self.producer_name} "
                              f"producer, "

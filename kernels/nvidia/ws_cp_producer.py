@@ -109,10 +109,12 @@ class CpProducer:
     def kv_block(self, t: str, row0: Any, stage: Any) -> List[Any]:
         """K or V block at ``row0``: unpredicated where the whole block lies inside the
         sequence (block-uniform test), else predicated per row (the template's two paths);
-        without ``whole_blocks`` predicated per row always.  Why both: the two paths double
-        the loop-invariant row offsets ptxas hoists out of the producer's loop, which under
-        its ``setmaxnreg.dec 24`` spilled 164 bytes in the d256 overlap kernel (NVRTC 13.5,
-        sm_90a; 16 with one path), while the serial kernel compiles either way without."""
+        without ``whole_blocks`` predicated per row always.  Why both: with sources printed
+        as int indices the two paths double the loop-invariant row offsets ptxas hoists out
+        of the producer's loop, which spilled 164 bytes in the d256 overlap kernel (NVRTC
+        13.5, sm_90a; 16 with one path); printed as chained pointers
+        (:mod:`kernels.printer.cuda_cp_chain`) the two paths compile without spills and are
+        the faster form on the H100 (:attr:`.wgmma_ws_ir.WsOverlapBuilder.CP_SRC_CHAIN`)."""
         if not self.whole_blocks:
             return self.copy(t, row0, stage)
         whole = sympy.Le(row0 + self.bn, R("seqlen_kv"), evaluate=False)

@@ -5,7 +5,9 @@ The statements that carry index math (``Let``, ``Loop``, ``If``, comments) print
 :func:`layoutalg.symbolic.to_c`); what differs is the instructions:
 
 * :class:`~kernels.ir.nvidia.CpAsync` -> ``lg_cp_async{4,8,16}(shared address, global pointer,
-  bytes)`` (``bytes`` is 0 where the load's predicate is off: the hardware zero-fills);
+  bytes)`` (``bytes`` is 0 where the load's predicate is off: the hardware zero-fills); with
+  ``meta["cp_src_chain"]`` the global pointer is a chained ``const T*`` declared on the line
+  before (:mod:`kernels.printer.cuda_cp_chain`);
   :class:`~kernels.ir.nvidia.CpAsyncCommit` / :class:`~kernels.ir.nvidia.CpAsyncWait` ->
   ``lg_cp_async_commit()`` / ``lg_cp_async_wait<N>()``;
 * :class:`~kernels.ir.nvidia.LdMatrixLoad` -> ``lg_ldmatrix_x4[_trans](r0..r3, address)``;
@@ -52,6 +54,7 @@ from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMm
 from ..nvidia.prelude import MMA, PACK, PRELUDE
 from ..nvidia.wgmma_prelude import (GMMA_DESC, GMMA_DESC_U32, GMMA_DESC_U32_PIN, HELPERS,
                                     PIN_WORDS, wgmma_fn, wgmma_key, wgmma_wrapper)
+from .cuda_cp_chain import plan_chains
 from .cuda_ticket import ticket_stmt
 from .cuda_tma import has_tma, tma_decls, tma_helpers, tma_param, tma_stmt, u32_base
 from .hip import Printer
@@ -97,6 +100,8 @@ class CudaPrinter(Printer):
         # generic pointer converted per use costs 64-bit address math and registers in the
         # loop (the IR prefill and the runtime-size GEMMs, issue 20 item 1)
         self.u32_shared = bool(getattr(k, "meta", {}).get("u32_shared"))
+        # cp.async sources as chained 64-bit pointers where the kernel asks (cuda_cp_chain)
+        self.cp_chain = plan_chains(k.body, int(getattr(k, "meta", {}).get("cp_src_chain", 0)))
 
     # ---- operands ------------------------------------------------------------------------
     def words(self, r: Regs, what: str) -> int:
@@ -161,6 +166,11 @@ class CudaPrinter(Printer):
                 raise ValueError(f"cuda printer: cp.async {s.tag} moves {nbytes} bytes; 4, 8 "
                                  "or 16")
             src = f"{ld.buf} + ({to_c(ld.offset)})"
+            link = self.cp_chain.get(id(s))
+            if link is not None:
+                self.out(d, f"const {_C_TYPE[self.buf_dtype[ld.buf]]}* {link.name} = "
+                            f"{link.base} + ({to_c(link.offset)});")
+                src = link.name
             n = str(nbytes) if ld.pred is None else f"({to_c(ld.pred)}) ? {nbytes} : 0"
             self.out(d, f"lg_cp_async{nbytes}({self.saddr(st)}, {src}, {n});")
         elif isinstance(s, CpAsyncCommit):

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from ..ir.core import THREAD_ID_AGAIN
 from ..ir.dtypes import ELEM_TYPES
 from .cexpr import CExprError, parse
+from .source_pointers import PointerChains
 
 __all__ = ["SourceStmt", "ParsedSource", "read_source", "read_cuda_source", "ctype_of", "split_args",
            "register_operand", "SCALAR_DTYPE", "param_decl"]
@@ -454,7 +455,11 @@ def read_cuda_source(src: str, kernel: str, dtypes: Dict[str, str],
         raise CExprError(f"the printed source has no kernel {kernel!r} (no 'extern \"C\" "
                          f"__global__ void __launch_bounds__(N) {kernel}(...)' line)")
     stack: List[List[SourceStmt]] = [out.body]
+    chains = PointerChains(out.params)      # cp.async sources as chained pointers
     for ln, s in _body_lines(lines, start):
+        if chains.declare(s, ln):
+            continue
+        s = chains.resolve(s)
         if s == "extern __shared__ __align__(128) unsigned char lg_smem[];":
             out.smem_align = 128
             continue
