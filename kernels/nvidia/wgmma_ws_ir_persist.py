@@ -27,9 +27,10 @@ every output element stored exactly once over the CTAs' walks.
 NVRTC 13 sm_90a: 168 registers, no spills (the template: the same).  On the H100
 (:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`,
 ``tests/test_nvidia_ws_persist_gpu.py``) bitwise the template of the same configuration at
-B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.96-1.00x its speed (two runs,
-docs/PERFORMANCE.md: B16 H32 S512 causal at 0.957-0.966, below the 0.98 bar).  Not
-dispatched.
+B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; with the producer as the template's
+(below) 0.99-1.04x its speed (docs/PERFORMANCE.md, H100 2026-11-25 03:20Z; 0.957-0.998
+before), and dispatched for the short causal problems
+(:data:`~.prefill_select.IR_WS_PERSIST_AT_PARITY`).
 
 The unit's start and the blocks outside the key loop:
 
