@@ -2,13 +2,16 @@
 persistent d128 IR's unit start as the template's"), one run:
 
     python3 benchmarks/nvidia_ws_ir_persist_diag.py OUT.json [--prev OLD.cu]
+        [--variant NAME=FILE.cu ...] [--kinds ir,template,...]
 
 Kinds, interleaved in rotated rounds (benchmarks/ab_rounds.py): ``ir`` (the verified IR,
 IrWsPersistAttention), ``ir1`` (its verified one-loop form), ``template``, and two source
 variants compiled from their text **without verification**, for attribution only (never
 dispatched): ``prev`` (an earlier printed source of the same kernel, ``--prev``: its text, the
 same kernel name and signature) and ``mbarC`` (the IR's source with the template's C-loop
-mbarrier wait instead of the asm loop).  Every output compared bitwise with the template's."""
+mbarrier wait instead of the asm loop); ``--variant NAME=FILE`` adds more such texts (the
+same kernel name and signature), and ``--kinds`` keeps only the kinds it lists (``ir`` and
+``template`` always run).  Every output compared bitwise with the template's."""
 
 from __future__ import annotations
 
@@ -51,17 +54,26 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--prev", default=None)
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--variant", action="append", default=[])
+    ap.add_argument("--kinds", default=None)
     args = ap.parse_args()
     print(json.dumps(run_header()), flush=True)
     ir = IrWsPersistAttention(CFG)
     if OLD not in ir.source:
         raise SystemExit("the IR's mbarrier wait is not the asm loop this script replaces")
-    kinds = {"ir": ir, "template": WsFlashAttention(CFG),
-             "ir1": IrWsPersistAttention(CFG, one_loop=True),
-             "mbarC": variant(ir, ir.source.replace(OLD, NEW))}
+    want = None if args.kinds is None else {"ir", "template", *args.kinds.split(",")}
+    kinds = {"ir": ir, "template": WsFlashAttention(CFG)}
+    if want is None or "ir1" in want:   # built (and verified) only when timed
+        kinds["ir1"] = IrWsPersistAttention(CFG, one_loop=True)
+    kinds["mbarC"] = variant(ir, ir.source.replace(OLD, NEW))
     if args.prev:
         kinds["prev"] = variant(ir, pathlib.Path(args.prev).read_text())
-    extra = [n for n in ("ir1", "prev", "mbarC") if n in kinds]
+    for v in args.variant:
+        name, path = v.split("=", 1)
+        kinds[name] = variant(ir, pathlib.Path(path).read_text())
+    if want is not None:
+        kinds = {n: fa for n, fa in kinds.items() if n in want}
+    extra = [n for n in kinds if n not in ("ir", "template")]
     rows = []
     for B, Hq, Hkv, Sq, Skv in SHAPES + [(2, 16, 16, 4096, 4096)]:
         g = torch.Generator(device="cuda").manual_seed(5)

@@ -60,3 +60,24 @@ def test_ws_persist_ir_one_loop_is_bitwise_the_template(B, Hq, Hkv, Sq, Skv):
     q, k, v = qkv(B, Hq, Hkv, Sq, Skv, 128, "bf16", 31)
     ir, tpl = _pair(DISPATCHED, one_loop=True)
     check_against_template(ir, tpl, q, k, v, True, "bf16")
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,causal", [
+    (4, 16, 4, 512, True),              # GQA 4, the short causal selection
+    (2, 3, 3, 700, True),               # a partial query block, a short last chunk
+], ids=["B4H16-4S512", "B2H3S700"])
+def test_flash_attention_runs_the_persistent_ir_kernel_as_shipped(B, Hq, Hkv, Sq, causal):
+    """kernels.nvidia.dispatch.flash_attention as shipped (IR_WS_PERSIST_AT_PARITY holds the
+    short causal configuration): the kernel it runs is IrWsPersistAttention of choose_prefill's
+    configuration, and its output is bitwise that configuration's template."""
+    from kernels.nvidia import dispatch, prefill_select
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma and TMA need sm_90a")
+    q, k, v = qkv(B, Hq, Hkv, Sq, Sq, 128, "bf16", 37)
+    out = dispatch.flash_attention(q, k, v, causal=causal)
+    c = prefill_select.choose_prefill("bf16", 128, causal, "wgmma", True, Sq, Sq)
+    assert c.config.persistent and "verified IR kernel" in c.reason, c.reason
+    fa = dispatch.compiled_flash(c.config)
+    assert type(fa) is IrWsPersistAttention and fa.ws_cfg == c.config
+    ref = dispatch.compiled_flash(c.config, template=True)(q, k, v)
+    assert torch.equal(out, ref)

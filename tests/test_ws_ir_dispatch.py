@@ -48,19 +48,26 @@ def _key(cfg):
     (False, 8192, 8192, False)])
 def test_the_rule_reads_the_measured_set(monkeypatch, causal, seq, seq_kv, tma_ok):
     """As shipped and with every configuration in the set: on IR exactly where the set holds
-    the configuration and it is a one-block-per-unit TMA one; the reason names the kernel."""
+    the configuration and it is a one-block-per-unit TMA one, or where the persistent set
+    (IR_WS_PERSIST_AT_PARITY, tests/test_ws_persist_dispatch.py) holds a persistent one; the
+    reason names the kernel."""
+    persist = prefill_select.IR_WS_PERSIST_AT_PARITY
     for parity in (prefill_select.IR_WS_PREFILL_AT_PARITY, ALL):
         monkeypatch.setattr(prefill_select, "IR_WS_PREFILL_AT_PARITY", parity)
         c = choose_prefill("bf16", 128, causal, "wgmma", tma_ok, seq, seq_kv)
-        want = (_key(c.config) in parity and tma_ok and not c.config.persistent)
+        want = tma_ok and ((_key(c.config) in parity and not c.config.persistent) or
+                           (c.config.persistent and
+                            (*_key(c.config), c.config.unit_heads) in persist))
         assert ws_prefill_on_ir(c.config) == want == prefill_select.prefill_on_ir(c.config)
         assert ("verified IR kernel" if want else "the template") in c.reason, c.reason
-        if parity is ALL:     # what the rule can never take
-            assert want == (tma_ok and not (causal and seq <= 1024))
+        if parity is ALL:     # what the one-block rule can never take: the persistent one
+            assert want == (tma_ok and (not (causal and seq <= 1024) or bool(persist)))
 
 
 def test_other_configurations_stay_on_the_template(monkeypatch):
     monkeypatch.setattr(prefill_select, "IR_WS_PREFILL_AT_PARITY", ALL)
+    # the one-block set never takes a persistent configuration (its own set emptied here)
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", frozenset())
     base = WsFlashConfig(dtype="bf16", head_dim=128, loader="tma", pingpong=True, bn=192,
                          stages=2)
     assert ws_prefill_on_ir(base)
@@ -75,10 +82,13 @@ def test_other_configurations_stay_on_the_template(monkeypatch):
 
 def test_flash_attention_launches_the_ir_kernel_and_falls_back(fake, monkeypatch):
     """With the rule on: the 192-key problem launches the IR kernel (verified, compiled by
-    NVRTC, its maps encoded); the short causal one the persistent template; tensors TMA cannot
+    NVRTC, its maps encoded); the short causal one the persistent template where the
+    persistent set does not hold it (emptied here; tests/test_ws_persist_dispatch.py has it
+    on); tensors TMA cannot
     address the cp.async template; an IR kernel handed tensors it cannot launch gives way to
     its configuration's template."""
     monkeypatch.setattr(prefill_select, "IR_WS_PREFILL_AT_PARITY", ALL)
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", frozenset())
     q = T((2, 8, 2048, 128))
     dispatch.flash_attention(q, q, q, out=T(q.shape))
     assert fake.launches[-1].kernel == "lg_wsflash_ir_bf16_d128_128x192_s2_pp_tma"

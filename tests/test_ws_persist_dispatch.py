@@ -1,9 +1,10 @@
 """The persistent short causal d128 prefill through the dispatch
 (kernels.nvidia.prefill_select.IR_WS_PERSIST_AT_PARITY / ws_prefill_on_ir,
 kernels.nvidia.prefill_ir), on the CPU with a pretend H100 (``_fake_cuda``): as shipped the
-template runs (its IR form measured below parity, and the reason says so); with the rule on,
-the verified IR kernel (IrWsPersistAttention) launches on ``min(units, SMs)`` CTAs, and gives
-way to its configuration's template on tensors it cannot launch."""
+verified IR kernel (IrWsPersistAttention) runs (measured at parity on an H100, and the reason
+says so); with the rule emptied the template does; the IR kernel launches on
+``min(units, SMs)`` CTAs and gives way to its configuration's template on tensors it cannot
+launch."""
 
 from __future__ import annotations
 
@@ -42,11 +43,22 @@ def _short():
     return choose_prefill("bf16", 128, True, "wgmma", True, 512, 512)
 
 
-def test_as_shipped_the_short_causal_problem_runs_the_template(fake):
+def test_as_shipped_the_short_causal_problem_runs_the_persistent_ir(fake):
     c = _short()
     assert c.config.persistent and c.config.unit_heads == 4
+    assert prefill_select.IR_WS_PERSIST_AT_PARITY == SHORT_CAUSAL
+    assert ws_prefill_on_ir(c.config) and prefill_on_ir(c.config)
+    assert "verified IR kernel (kernels.nvidia.wgmma_ws_ir_persist," in c.reason, c.reason
+    s = T((2, 8, 512, 128))
+    dispatch.flash_attention(s, s, s, causal=True, out=T(s.shape))
+    assert fake.launches[-1].kernel == "lg_wsflash_ir_bf16_d128_128x128_s3_pp_causal_tma_pt_uh4"
+
+
+def test_with_the_rule_emptied_the_template_runs_and_the_reason_says_why(fake, monkeypatch):
+    monkeypatch.setattr(prefill_select, "IR_WS_PERSIST_AT_PARITY", frozenset())
+    c = _short()
     assert not ws_prefill_on_ir(c.config) and not prefill_on_ir(c.config)
-    assert "the template" in c.reason and "persistent IR form measured below parity" in c.reason
+    assert "the template" in c.reason and "no persistent IR form measured at parity" in c.reason
     s = T((2, 8, 512, 128))
     dispatch.flash_attention(s, s, s, causal=True, out=T(s.shape))
     assert fake.launches[-1].kernel == "lg_wsflash_bf16_d128_128x128_s3_pp_causal_tma_pt_uh4"

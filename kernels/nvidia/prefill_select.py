@@ -52,10 +52,11 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   nor the warp-voted rescale nor V loaded behind K beat the 192-key non-causal kernel.
   The TMA configurations with one block per unit (192 keys, the causal-long one, 3 stages
   non-causal) run built as verified IR (:mod:`.wgmma_ws_ir`, :func:`ws_prefill_on_ir`,
-  :mod:`.prefill_ir`: bitwise the template's output, 0.99-1.07x its device time on an H100);
-  the persistent and the cp.async kernels run the template (the d256 cp.async IR measured
-  0.95-1.09x its template, below parity only at the launch-bound B2 H4 S77 in one of two runs:
-  :data:`IR_WS_CP_PREFILL_AT_PARITY` says what it waits for).
+  :mod:`.prefill_ir`: bitwise the template's output, 0.99-1.07x its device time on an H100),
+  and so does the persistent short causal one (:mod:`.wgmma_ws_ir_persist`,
+  :data:`IR_WS_PERSIST_AT_PARITY`: 0.99-1.04x); the cp.async kernels run the template (the
+  d256 cp.async IR measured 0.95-1.09x its template, below parity only at the launch-bound
+  B2 H4 S77 in one of two runs: :data:`IR_WS_CP_PREFILL_AT_PARITY` says what it waits for).
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run: built as verified IR
 (:mod:`.flash_ir`, :func:`mma_prefill_on_ir`) where that kernel measured at parity with the
@@ -167,11 +168,13 @@ IR_WS_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool]] = frozenset(
 # (bn, stages, causal, defer_pv_wait, unit_heads) of the persistent warp-specialised d128
 # configurations (TMA, ping-pong: the short causal one, PERSISTENT_MAX_SEQ) whose IR-built
 # kernel (kernels.nvidia.wgmma_ws_ir_persist, IrWsPersistAttention, bitwise the template's
-# output) measured at parity.  None yet: 128 x 128 s3 causal, units of 4 heads, measured 0.966
-# / 0.957 at B16 H32 S512 causal, 0.971 / 0.975 at H32/8, 0.980 / 0.998 at B8 H16 S1024 (H100
-# 2026-11-25, two runs, benchmarks/nvidia_ws_ir_persist.py --rounds 9 and the diagnostic A/B,
-# docs/PERFORMANCE.md), below the 0.98x bar at S512.
-IR_WS_PERSIST_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool, int]] = frozenset()
+# output) measured at parity.  128 x 128 s3 causal, units of 4 heads, with its producer as the
+# template's (printed last, its walk uniform, the block loop not unrolled): 0.993 / 1.001 at
+# B16 H32 S512 causal, 0.991 / 1.008 at H32/8, 1.011 / 1.015 at B8 H16 S1024, 1.036 at B2 H16
+# S4096 (H100 2026-11-25 03:20Z, benchmarks/nvidia_ws_ir_persist.py --rounds 9 / the diagnostic
+# A/B of 11 rounds in the same call, docs/PERFORMANCE.md; before: 0.957-0.998).
+IR_WS_PERSIST_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool, int]] = frozenset(
+    {(128, 3, True, False, 4)})
 
 
 # (head_dim, bn, stages, causal, defer_pv_wait) of the warp-specialised cp.async
@@ -267,8 +270,8 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                                 f"{'_persist' if cfg.persistent else ''}, at parity with the "
                                 "template, H100)" if ws_prefill_on_ir(cfg) else
                                 "the template (kernels.nvidia.wgmma_attention_ws"
-                                + ("; its persistent IR form measured below parity, H100"
-                                   if cfg.persistent else "") + ")")
+                                + ("; no persistent IR form measured at parity for this "
+                                   "configuration" if cfg.persistent else "") + ")")
                              + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))

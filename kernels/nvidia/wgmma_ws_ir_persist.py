@@ -27,14 +27,20 @@ every output element stored exactly once over the CTAs' walks.
 NVRTC 13 sm_90a: 168 registers, no spills (the template: the same).  On the H100
 (:class:`~.wgmma_ws_ir_persist_launch.IrWsPersistAttention`,
 ``tests/test_nvidia_ws_persist_gpu.py``) bitwise the template of the same configuration at
-B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; 0.96-1.00x its speed (two runs,
-docs/PERFORMANCE.md: B16 H32 S512 causal at 0.957-0.966, below the 0.98 bar).  Not
-dispatched.
+B16 H32 S512 causal, H32/8, B2 H4/2 S77, B3 H5 S1000; with the producer as the template's
+(below) 0.99-1.04x its speed (docs/PERFORMANCE.md, H100 2026-11-25 03:20Z; 0.957-0.998
+before), and dispatched for the short causal problems
+(:data:`~.prefill_select.IR_WS_PERSIST_AT_PARITY`).
 
 The unit's start and the blocks outside the key loop:
 
 * the producer prefetches the three tensor maps once per CTA before its walk (``TmaPrefetch``,
   the template's ``prefetch.tensormap``);
+* the producer's role branch is the kernel's last statement (:func:`producer_last`) and its
+  key-block loop is kept a loop (``#pragma unroll 1``), the template's form: its walk on the
+  uniform datapath, one copy of the loop (NVRTC 13 sm_90a: 269 producer instructions, 127
+  uniform, against 634 with 4 unrolled copies mostly in vector registers; 2888 in all against
+  3320);
 * block 0 does not rescale O (the unit's zero fill: the engine's ``online_softmax`` takes a
   zero-filled O at any maximum version, :func:`kernels.verify.attention_dataflow
   .zero_fill_version`); with the prefetch 1.5-2 % faster at S512 / S1024 than without both;
@@ -55,7 +61,8 @@ import sympy
 from ..ir.attention import FVar, LetMinMax, MaskScores, ScalarParam, runtime_symbol as R
 from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
 from ..ir.nvidia_tma import (LeaderOnly, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
-                             MbarrierWait, Setmaxnreg, TmaPrefetch, VarInit, VarSet)
+                             MbarrierWait, RoleBranch, Setmaxnreg, TmaPrefetch, VarInit,
+                             VarSet)
 from ..ir.nvidia_wgmma import WgmmaWait
 from .attention import AttentionConfigError
 from .flash_ir import flash_instance, key_range_lets
@@ -64,7 +71,8 @@ from .wgmma_ws_ir import WsOverlapBuilder, ws_ir_name
 from .ws_tma_loads import TMA_PRODUCER_REGS, check_unit_decode
 from .ws_units_ir import cta_walk_lets, ir_unit_order, unit_decode_lets
 
-__all__ = ["WsPersistBuilder", "build_ws_persist_ir", "persist_instances", "ws_persist_supported"]
+__all__ = ["WsPersistBuilder", "build_ws_persist_ir", "persist_instances", "producer_last",
+           "ws_persist_supported"]
 
 G0, IU = sym("g0"), sym("iu")
 
@@ -168,7 +176,9 @@ class WsPersistBuilder(WsOverlapBuilder):
                [MbarrierWait("bQe", 0, sympy.Mod(IU - 1, 2))]),
             MbarrierExpectTx("bQ", 0, self.loads.q.stage_bytes),
             *self.boxes("Q", sym("m0"), 0, "bQ", 0),
-            Loop("j", 0, sym("n_blocks"), ring),
+            # kept a loop (the template's): unrolled 4x by NVVM, the stage / parity arithmetic
+            # of each copy landed in vector registers (634 SASS instructions against 264)
+            Loop("j", 0, sym("n_blocks"), ring, unroll=1),
             VarSet("g0", G0 + sym("n_blocks"))]
         # the three maps' descriptors fetched once per CTA ahead of its first boxes (the
         # template's prefetch.tensormap): otherwise the CTA's first Q, K and V loads each wait
@@ -272,7 +282,25 @@ class WsPersistBuilder(WsOverlapBuilder):
                                              if self.ws.unit_heads else ""), 1)
                     for h in k.header]
         k.meta = dict(k.meta, kind="wgmma_ws_ir_persist", carried_ranges=self.g0_range)
+        k.body = producer_last(k.body)
         return k
+
+
+def producer_last(body: List[Any]) -> List[Any]:
+    """``body`` with the producer's role branch moved behind the consumers' (the template's
+    layout: its producer returns, nothing follows it).  The roles run disjoint warpgroups, so
+    their order in the text changes no thread's program; what it changes is ptxas's code: a
+    producer branch followed by the consumers' is a divergent region that reconverges
+    (``BSSY`` / ``BSYNC``), and inside it the producer's walk (the unit decode, the ring's
+    stage and parity) ran in vector registers; as the kernel's last statement it runs on the
+    uniform datapath as the template's does (NVRTC 13 sm_90a: 127 uniform instructions of
+    269, against 32 of 255 before)."""
+    roles = [i for i, s in enumerate(body) if isinstance(s, RoleBranch)]
+    prod = [i for i in roles if body[i].role == "producer"]
+    if len(prod) != 1 or roles != list(range(roles[0], len(body))):
+        raise ValueError("producer_last: the kernel must end in its role branches, one of "
+                         "them the producer's")
+    return [s for i, s in enumerate(body) if i != prod[0]] + [body[prod[0]]]
 
 
 def build_ws_persist_ir(cfg: WsFlashConfig, *, one_loop: bool = False) -> Any:

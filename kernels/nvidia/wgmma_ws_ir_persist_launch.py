@@ -3,8 +3,9 @@
 launcher of :class:`~.wgmma_ws_ir_launch.IrWsAttention` (the IR and its printed text verified
 first; the 4-D maps read against the tensors) with the template's persistent grid: one CTA per
 SM, fewer when there are fewer work units (:meth:`~.wgmma_attention_ws.WsFlashAttention
-.launch_grid`), the count passed to the kernel as ``ctas`` (its walk's step).  Not
-dispatched."""
+.launch_grid`), the count passed to the kernel as ``ctas`` (its walk's step).  Dispatched
+where :data:`~.prefill_select.IR_WS_PERSIST_AT_PARITY` holds the configuration
+(:mod:`.prefill_ir`)."""
 
 from __future__ import annotations
 

@@ -201,7 +201,9 @@ builder needs them (:data:`PIECES`; :func:`missing_pieces` says which a configur
    ``tests/test_nvidia_ws_persist_gpu.py``: 4 passed) bitwise the template
    ``lg_wsflash_*_d128_128x128_s3_pp_causal_tma_pt_uh4`` at B16 H32 S512 causal, H32/8,
    B2 H4/2 S77, B3 H5 S1000; 0.95-0.96x its speed (B16 H32 S512 0.961, H32/8 0.950, B8 H16
-   S1024 0.961; one run, 9 rotated rounds).  Not dispatched (``wgmma_ws_ir.build_ws_ir``
+   S1024 0.961; one run, 9 rotated rounds); with its producer as the template's (printed last,
+   its walk uniform, its block loop not unrolled) 0.99-1.04x (H100, 2026-11-25 03:20Z) and
+   dispatched (:data:`~.prefill_select.IR_WS_PERSIST_AT_PARITY`; ``wgmma_ws_ir.build_ws_ir``
    builds the non-persistent kernel and names this one);
 9. **the features off in what runs** (``unbuilt_features``): ``rescale_vote``,
    ``v_behind_k``, the ``cp.async`` producer at d128 (the fallback where TMA cannot address the
@@ -267,9 +269,9 @@ H4 S77 and 0.989 at B16 H32 S512, the short causal configuration without persist
 B16 H32 S512 causal (docs/PERFORMANCE.md).  **Dispatched** where at parity
 (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`: the 192-key, causal-long and 3-stage
 non-causal configurations; :mod:`.prefill_ir` falls back to the template for tensors TMA
-cannot address and offsets past 2^31); the persistent short causal configuration runs its
-template: its IR (piece 8) is bitwise it but measured 0.95-0.96x, and the d256 one (piece 11)
-0.84-0.87x.
+cannot address and offsets past 2^31), and so is the persistent short causal configuration
+(piece 8, :data:`~.prefill_select.IR_WS_PERSIST_AT_PARITY`: 0.99-1.04x with its producer as
+the template's); the d256 one (piece 11) measured 0.84-0.87x and runs its template.
 
 What the IR's hot loop is beside the template's (NVRTC 13.5 SASS, the unmasked key loop
 against the template's one loop, which tests ``need_mask`` at run time): 709 instructions
