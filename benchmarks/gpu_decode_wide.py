@@ -99,7 +99,7 @@ def split_rows(rounds, reps):
                 bind_s = time.perf_counter() - t0
                 took_wide = dec.wide_split_call(q, k, v, outs[n], 1.0, None, None) is not None
         decode_ir.WIDE_SPLIT_ON_IR = False
-        calls = {n: (lambda r=runs[n], o=outs[n]: r(q, k, v, o)) for n in runs}
+        calls = {n: (lambda r=runs[n], o=outs[n], t=(q, k, v): r(*t, o)) for n in runs}
         row = dict(case="split", shape=name, config=cfg.name, wide_launch=took_wide,
                    build_s=round(build, 1), wide_bind_s=round(bind_s, 2))
         row.update(timed(calls, outs, rounds, reps))
@@ -119,7 +119,7 @@ def onepass_rows(rounds, reps):
         kern = {"wide": IrOnePassDecode(cfg, wide=True), "template": DecodeAttention(cfg)}
         outs = {n: torch.full(q.shape, float("nan"), device="cuda", dtype=torch.float16)
                 for n in kern}
-        calls = {n: (lambda f=kern[n], o=outs[n]: f(q, k, v, out=o)) for n in kern}
+        calls = {n: (lambda f=kern[n], o=outs[n], t=(q, k, v): f(*t, out=o)) for n in kern}
         row = dict(case="onepass", shape=name, config=kern["wide"].kernel_name)
         row.update(timed(calls, outs, rounds, reps))
         yield row
