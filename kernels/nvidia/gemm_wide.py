@@ -37,7 +37,8 @@ LD_SCALARS = ("lda", "ldb", "ldc")
 
 #: a call whose 32-bit offsets could reach 2^31 runs the wide IR form (proved at its launch)
 #: instead of the template.  Off: verified and tested offline (2026-11-25), not yet run on a
-#: GPU (bitwise against the template and timed: benchmarks/gpu_gemm_wide.py to be written)
+#: GPU (tests/test_gemm_wide_gpu.py: bitwise against the template; benchmarks/gpu_gemm_wide.py:
+#: timed; both written, not run)
 WIDE_GEMM_ON_IR = False
 
 
