@@ -46,15 +46,19 @@ def test_a_stride_printed_int_is_refused(stride):
 torch = pytest.importorskip("torch")
 
 
-@pytest.mark.parametrize("on", [False, True], ids=["switch-off", "switch-on"])
+@pytest.mark.parametrize("on", [False, True, None], ids=["switch-off", "switch-on", "default"])
 def test_a_cache_past_2_31_runs_the_wide_split_kernel(monkeypatch, on):
     """The dispatched one-launch decode handed K / V whose batches lie 2^31 + 128 elements
     apart: with WIDE_SPLIT_ON_IR the wide IR split kernel (i64 batch / head strides) and the IR
-    combine, else the template split kernel and the IR combine."""
+    combine, else the template split kernel and the IR combine; by default (``on`` None: the
+    switch on since its H100 timing, 2026-11-25) the wide IR split kernel."""
     import _fake_cuda as fc
     from kernels.nvidia import decode_ir
     from kernels.nvidia.decode_fused_ir import IrFusedMmaDecode
     fake = fc.install(monkeypatch)
+    if on is None:
+        on = decode_ir.WIDE_SPLIT_ON_IR
+        assert on
     monkeypatch.setattr(decode_ir, "WIDE_SPLIT_ON_IR", on)
     try:
         dec = IrFusedMmaDecode(CFG)

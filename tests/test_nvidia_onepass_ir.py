@@ -106,11 +106,13 @@ def test_launches_bind_once_and_fall_back_past_int_offsets(monkeypatch):
     """On a pretend H100 (tests/_fake_cuda.py, nothing compiled): a call launches the IR
     kernel with the int arguments; a second call with the same argument keys launches again
     without binding again; a cache whose offsets reach 2^31 launches the template (its long
-    long strides)."""
+    long strides) with WIDE_FALLBACK_ON_IR off."""
     torch = pytest.importorskip("torch")
     import _fake_cuda as fc
+    from kernels.nvidia import decode_onepass_ir as op
     from kernels.nvidia.decode_onepass_ir import IrOnePassDecode
     fake = fc.install(monkeypatch)
+    monkeypatch.setattr(op, "WIDE_FALLBACK_ON_IR", False)
     try:
         bf, D = torch.bfloat16, 128
         dec = IrOnePassDecode(DecodeConfig(head_dim=D, chunk=8))
@@ -166,13 +168,14 @@ def test_wide_form_verifies_past_2_31(D, chunk):
 
 
 def test_wide_fallback_launches_the_wide_ir_form(monkeypatch):
-    """With WIDE_FALLBACK_ON_IR, a cache whose offsets reach 2^31 launches the wide IR form
-    with 64-bit stride arguments (pretend H100, nothing compiled)."""
+    """By default (WIDE_FALLBACK_ON_IR on since its H100 run, 2026-11-25), a cache whose
+    offsets reach 2^31 launches the wide IR form with 64-bit stride arguments, not the template
+    (pretend H100, nothing compiled)."""
     torch = pytest.importorskip("torch")
     import _fake_cuda as fc
     from kernels.nvidia import decode_onepass_ir as op
     fake = fc.install(monkeypatch)
-    monkeypatch.setattr(op, "WIDE_FALLBACK_ON_IR", True)
+    assert op.WIDE_FALLBACK_ON_IR
     try:
         bf, D = torch.bfloat16, 128
         dec = op.IrOnePassDecode(DecodeConfig(head_dim=D, chunk=8))

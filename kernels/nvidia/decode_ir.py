@@ -6,10 +6,10 @@ of :mod:`.decode_mma_ir`, whose workspace layouts are checked to be the same
 :class:`IrSplitMmaDecode` has :class:`.decode_mma.MmaSplitKVDecode`'s arguments, split choice
 and results (bitwise: ``tests/test_nvidia_ir_split_gpu.py``); it always runs the combine, also
 for one split (the template's split kernel then writes O itself).  A call whose int offsets
-would leave int runs the template split kernel (long long offsets) with the IR combine, or
-with :data:`WIDE_SPLIT_ON_IR` the split kernel's wide IR form (batch / head strides ``long
-long``, verified with a launch past 2^31 and proved at each launch's values; the prefills'
-mechanism, :mod:`.prefill_wide`).
+would leave int runs the split kernel's wide IR form (batch / head strides ``long long``,
+verified with a launch past 2^31 and proved at each launch's values; the prefills' mechanism,
+:mod:`.prefill_wide`) with the IR combine (:data:`WIDE_SPLIT_ON_IR`, on); where that proof
+fails, or with the switch off, the template split kernel (long long offsets).
 """
 
 from __future__ import annotations
@@ -31,11 +31,15 @@ _INT = 2 ** 31
 
 #: a call whose 32-bit offsets do not fit runs the split kernel's wide IR form (``long long``
 #: batch / head strides, proved at the launch) + the IR combine, instead of the template split
-#: kernel.  H100 2026-11-25: bitwise the template split kernel (+ the same IR combine) at
-#: B2 Hq16 Hkv4 S1000 d128 bf16 with K / V batches 2^31 + 128 elements apart
-#: (tests/test_prefill_wide_gpu.py::test_split_decode_past_2_31_wide_split_kernel_equals_template);
-#: not timed yet, so off (the IR decodes run where measured at parity)
-WIDE_SPLIT_ON_IR = False
+#: kernel.  H100 2026-11-25 (benchmarks/gpu_decode_wide.py, whole calls split + combine,
+#: medians of 7 rotated rounds; benchmarks/results/decode_wide_h100_2026-11-25.json): bitwise
+#: the template split kernel (+ the same IR combine) at all three shapes, template / wide
+#: 0.978 at B2 Hq16 Hkv4 S1000 d128 (35 us, rounds spread 33-48 us both ways), 1.000 at
+#: B2 Hq32 Hkv8 S16384 and 0.995 at a real 2^31 + 2^25-element cache (B65 Hq32 Hkv8 S32768,
+#: 2.85 ms); on: the one miss of the 0.98 bar is inside its own noise, and the call runs a
+#: kernel proved at its values instead of an unverified one.  A new call key's bind proves the
+#: launch (0.2-0.5 s of host time, once per key)
+WIDE_SPLIT_ON_IR = True
 
 
 class IrCall(NamedTuple):

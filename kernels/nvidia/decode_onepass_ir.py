@@ -28,10 +28,10 @@ template's device time on an H100 at 8 / 16 keys per step, 2026-11-24).  Lanes o
 1)``, the template's clamp) and store nothing.
 
 Offsets are 32-bit ``int`` (the template's strides are ``long long``): a call whose offsets or
-strides reach 2^31 runs the template (:func:`~.flash_ir.int_offsets_fit`), or, with
-:data:`WIDE_FALLBACK_ON_IR`, the ``wide`` form: the same IR with the strides as ``long long``
-arguments (64-bit offsets, as the template's), proved with a launch whose batches lie 2^31 to
-2^32 elements apart (``index_ranges`` types the ``long long`` arguments).
+strides reach 2^31 (:func:`~.flash_ir.int_offsets_fit`) runs the ``wide`` form
+(:data:`WIDE_FALLBACK_ON_IR`, on; off: the template): the same IR with the strides as ``long
+long`` arguments (64-bit offsets, as the template's), proved with a launch whose batches lie
+2^31 to 2^32 elements apart (``index_ranges`` types the ``long long`` arguments).
 """
 
 from __future__ import annotations
@@ -260,19 +260,21 @@ def onepass_config(q: Any, k: Any, out_dtype: str = "f16") -> DecodeConfig:
 
 
 #: a call whose 32-bit offsets do not fit runs the wide IR form (``long long`` strides,
-#: verified with a launch past 2^31) instead of the template.  Off until the wide form has run
-#: on a GPU (tests/test_nvidia_onepass_ir_gpu.py::test_wide_form_past_2_31_equals_template,
-#: written 2026-11-24, not run: the session's device budget was spent)
-WIDE_FALLBACK_ON_IR = False
+#: verified with a launch past 2^31) instead of the template.  H100 2026-11-25:
+#: tests/test_nvidia_onepass_ir_gpu.py::test_wide_form_past_2_31_equals_template passed
+#: (bitwise the template on a 4 GiB cache); benchmarks/gpu_decode_wide.py: bitwise at B2 Hq8
+#: Hkv2 S12 and B64 Hq32 Hkv8 S16 d128 (batches past 2^31), whole calls back to back 2.88x /
+#: 2.61x faster than the template (launch-bound rows: 19-21 us vs 50-60 us per call)
+WIDE_FALLBACK_ON_IR = True
 
 
 class IrOnePassDecode(DecodeAttention):
     """The IR-built one-pass decode of ``cfg``, verified (IR and printed CUDA; a passing verdict
     is remembered on disk by content, :mod:`kernels.verify.report_cache`) before anything is
     compiled: ``dec(q, k, v, out=None, scale=None) -> out`` with the template's arguments and
-    checks; a call whose element offsets reach 2^31 runs the template
-    (:class:`~.attention.DecodeAttention`, 64-bit strides) instead, or with
-    :data:`WIDE_FALLBACK_ON_IR` the ``wide`` form.  ``wide=True``: the strides are ``long long``
+    checks; a call whose element offsets reach 2^31 runs the ``wide`` form instead
+    (:data:`WIDE_FALLBACK_ON_IR`; off: the template :class:`~.attention.DecodeAttention`,
+    64-bit strides).  ``wide=True``: the strides are ``long long``
     arguments (:func:`build_onepass_ir`), every call fits.  ``report`` is the verifier's."""
 
     def __init__(self, cfg: DecodeConfig = DecodeConfig(), *, backend: str = "auto",

@@ -600,7 +600,8 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                                 f"{name}: the one-pass kernel built as kernel IR and "
                                 "verified; bitwise the template on the H100, 1.2-2.1x its "
                                 "device time from 8 keys, 0.93-1.14x at one key; a call "
-                                "whose offsets reach 2^31 runs the template)")
+                                "whose offsets reach 2^31 runs its wide form, long long "
+                                "strides)")
         return DecodeChoice("one_pass", None, f"seqlen_kv {skv} <= {SHORT_KV}: one lane group "
                             "per (batch, head) row, no split (the one-pass TEMPLATE kernel, "
                             "not verified IR: the IR kernel measured slower at this size)")
@@ -610,8 +611,8 @@ def choose_decode(q, k, *, out_dtype: str = "f16") -> DecodeChoice:
                         "products on tensor cores; KV split to fill the SMs; one launch, "
                         "the last split block of a group merges (IrFusedMmaDecode: split "
                         "kernel, ticket and merge built as kernel IR and verified; a call "
-                        "whose int offsets would leave int runs the template split kernel "
-                        "+ the IR combine)")
+                        "whose int offsets would leave int runs the split kernel's wide IR "
+                        "form, proved at its launch, + the IR combine)")
 
 
 def check_decode_head_dim(D: int) -> None:

@@ -189,8 +189,8 @@ class _Builder(RtGemmBuilder):
             cpl = self.copy[op]
             coords, glob, _ = self.vector(op, cpl, 0, 0)
             x = op.lower()
-            out += [Let(f"{x}g0", sympy.expand(glob(coords[0]))),
-                    Let(f"{x}s0", self.swz(op, cpl.off((self.tid, 0, 0))))]
+            out += self.base_lets(x, sympy.expand(glob(coords[0]))) + \
+                [Let(f"{x}s0", self.swz(op, cpl.off((self.tid, 0, 0))))]
         return out
 
     def edge_limit(self, op: str) -> Tuple[Any, int]:
@@ -212,7 +212,7 @@ class _Builder(RtGemmBuilder):
             if t in delta.free_symbols:
                 raise GemmConfigError(f"{c.name}: {op} copy iteration {i} is not the first "
                                       f"vector plus a thread-free step ({delta})")
-            goff = sym(f"{x}g0") + delta
+            goff = self.global_base(x, g0) + delta
             off = cpl.off((t, 0, i))
             scoords = tuple((off + j, stage) for j in range(vec))
             saddr = sym(f"{x}s0") + ds + stage * self.elems[op]
@@ -451,11 +451,16 @@ class _Builder(RtGemmBuilder):
                           spec=mma_rt_spec(name, c))
 
 
-def build_mma_rt_ir(cfg: CudaGemmConfig = CudaGemmConfig()) -> AttnKernel:
+def build_mma_rt_ir(cfg: CudaGemmConfig = CudaGemmConfig(), wide: bool = False) -> AttnKernel:
     """The runtime-size IR of ``cfg`` (any M, N, K, leading dimensions); raises
     :class:`~kernels.nvidia.gemm.GemmConfigError` where :func:`mma_rt_refusal` says so or the
-    plan fails its proofs."""
-    return _Builder(cfg).build()
+    plan fails its proofs.  ``wide``: the 64-bit form (:mod:`.gemm_wide`)."""
+    b = _Builder(cfg)
+    if not wide:
+        return b.build()
+    from .gemm_wide import widen_rt_gemm
+    b.wide = True
+    return widen_rt_gemm(b.build())
 
 
 class IrMmaRtGemm(RtGemmKernel):
@@ -465,8 +470,13 @@ class IrMmaRtGemm(RtGemmKernel):
     :class:`~kernels.nvidia.gemm.CudaGemm`'s arguments and checks, any M/N/K and strides."""
 
     def __init__(self, cfg: CudaGemmConfig = CudaGemmConfig(), *, backend: str = "auto") -> None:
-        ir = build_mma_rt_ir(cfg)
-        super().__init__(cfg, ir, emit_cuda_gemm_rt(ir), plan_gemm(cfg), backend)
+        ir, source = self.build(cfg)
+        super().__init__(cfg, ir, source, plan_gemm(cfg), backend)
+
+    def build(self, cfg: CudaGemmConfig, wide: bool = False) -> Tuple[Any, str]:
+        """``(kernel IR, printed source)`` of ``cfg`` (``wide``: the 64-bit form)."""
+        ir = build_mma_rt_ir(cfg, wide)
+        return ir, emit_cuda_gemm_rt(ir)
 
     def make_template(self) -> Any:
         from .gemm import CudaGemm

@@ -62,6 +62,20 @@ class RtGemmBuilder:
         self.b_glob = Layout((N, K), (1, ldb)) if cfg.b_major == "n" else \
             Layout((N, K), (ldb, 1))
         self.c_glob = Layout((M, N), (ldc, 1))
+        #: the wide (64-bit) form (:mod:`.gemm_wide`): no ``int`` let holds a global copy
+        #: base (a row times ``lda`` / ``ldb``), each copy's offset is printed whole
+        self.wide = False
+
+    def base_lets(self, x: str, g0: Any) -> List[Let]:
+        """The let of operand ``x``'s first global copy offset ``g0`` (``{x}g0``); none in
+        the wide form, where a row times a ``long long`` leading dimension cannot sit in an
+        ``int``."""
+        return [] if self.wide else [Let(f"{x}g0", g0)]
+
+    def global_base(self, x: str, g0: Any) -> Any:
+        """What a copy of operand ``x`` adds its thread-free step to: the let ``{x}g0``, or
+        in the wide form ``g0`` itself (64-bit C arithmetic through ``lda`` / ``ldb``)."""
+        return g0 if self.wide else sym(f"{x}g0")
 
     def refusal(self, cfg: Any) -> Optional[str]:
         """Why this builder cannot build ``cfg`` (``None``: it can)."""

@@ -156,8 +156,8 @@ class RtWgmmaBuilder(RtGemmBuilder):
             coords, glob, _ = self.vector(op, 0, 0)
             x = op.name.lower()
             pre = composition(op.smem.inner, op.copy.off)
-            out += [Let(f"{x}g0", sympy.expand(glob(coords[0]))),
-                    Let(f"{x}s0", swizzle_expr(op.smem.outer, pre((self.tid, 0, 0))))]
+            out += self.base_lets(x, sympy.expand(glob(coords[0]))) + \
+                [Let(f"{x}s0", swizzle_expr(op.smem.outer, pre((self.tid, 0, 0))))]
         return out
 
     def copy_tile(self, op: Operand, kt: Any, stage: Any, mode: str) -> List[Any]:
@@ -181,7 +181,7 @@ class RtWgmmaBuilder(RtGemmBuilder):
             if t in delta.free_symbols:
                 raise GemmConfigError(f"{c.name}: {op.name} copy iteration {i} is not the "
                                       f"first vector plus a thread-free step ({delta})")
-            goff = sym(f"{x}g0") + delta
+            goff = self.global_base(x, g0) + delta
             off = pre((t, 0, i))
             scoords = tuple((off + j, stage) for j in range(vec))
             saddr = sym(f"{x}s0") + ds + stage * self.elems[op.name]
@@ -333,10 +333,17 @@ class RtWgmmaBuilder(RtGemmBuilder):
         return rt_gemm_spec(name, self.c)
 
 
-def build_wgmma_rt_ir(cfg: WgmmaGemmConfig = WgmmaGemmConfig()) -> AttnKernel:
+def build_wgmma_rt_ir(cfg: WgmmaGemmConfig = WgmmaGemmConfig(), wide: bool = False
+                      ) -> AttnKernel:
     """The runtime-size IR of ``cfg`` (any M, N, K, leading dimensions); raises
-    :class:`~kernels.nvidia.gemm.GemmConfigError` for split-K or a plan that fails its proofs."""
-    return RtWgmmaBuilder(cfg).build()
+    :class:`~kernels.nvidia.gemm.GemmConfigError` for split-K or a plan that fails its proofs.
+    ``wide``: the 64-bit form (:mod:`.gemm_wide`)."""
+    b = RtWgmmaBuilder(cfg)
+    if not wide:
+        return b.build()
+    from .gemm_wide import widen_rt_gemm
+    b.wide = True
+    return widen_rt_gemm(b.build())
 
 
 class IrWgmmaRtGemm(RtGemmKernel):
@@ -350,9 +357,9 @@ class IrWgmmaRtGemm(RtGemmKernel):
         ir, source = self.build(cfg)
         super().__init__(cfg, ir, source, plan_wgmma_gemm(cfg), backend)
 
-    def build(self, cfg: WgmmaGemmConfig) -> Tuple[Any, str]:
-        """``(kernel IR, printed source)`` of ``cfg``."""
-        ir = build_wgmma_rt_ir(cfg)
+    def build(self, cfg: WgmmaGemmConfig, wide: bool = False) -> Tuple[Any, str]:
+        """``(kernel IR, printed source)`` of ``cfg`` (``wide``: the 64-bit form)."""
+        ir = build_wgmma_rt_ir(cfg, wide)
         return ir, emit_cuda_gemm_rt(ir)
 
     def make_template(self) -> Any:

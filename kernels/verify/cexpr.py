@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import KernelError
 
-__all__ = ["CExprError", "parse", "evaluate", "bound", "Node", "INT_MIN", "INT_MAX", "text_of"]
+__all__ = ["CExprError", "split_args", "parse", "evaluate", "bound", "Node", "INT_MIN", "INT_MAX", "text_of"]
 
 INT_MIN, INT_MAX = -(2 ** 31), 2 ** 31 - 1
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -326,3 +326,21 @@ def _fit(n: Node, iv: Interval, t: str, report: Callable[[Node, Interval, str], 
     lo, hi = (INT_MIN, INT_MAX) if t == "int" else (LONG_MIN, LONG_MAX)
     if iv[0] < lo or iv[1] > hi:
         report(n, iv, t)
+
+
+def split_args(s: str) -> List[str]:
+    """Top-level comma-separated parts of ``s`` (a printed call's or initialiser's
+    arguments): commas inside ``()``, ``{}`` or ``[]`` do not split."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Tuple
 
-from .cexpr import CExprError, parse
+from .cexpr import CExprError, parse, split_args
 
 __all__ = ["PointerChains", "POINTER_DECL"]
 
@@ -70,7 +70,6 @@ class PointerChains:
         m = _CP.match(s)
         if not m or not self.bound:
             return s
-        from .source_text import split_args
         args = split_args(m.group(2))
         if len(args) != 3 or args[1].strip() not in self.bound:
             return s

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ..ir.core import THREAD_ID_AGAIN
 from ..ir.dtypes import ELEM_TYPES
-from .cexpr import CExprError, parse
+from .cexpr import CExprError, parse, split_args
 from .source_pointers import PointerChains
 
 __all__ = ["SourceStmt", "ParsedSource", "read_source", "read_cuda_source", "ctype_of", "split_args",
@@ -92,23 +92,6 @@ _RSRC = re.compile(r"^const lagen_buffer (\w+)_rsrc = lagen_make_buffer\((\w+), 
 _MASK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = \(")
 _MFMA = re.compile(r"^(\w+\[\d+\]) = (__builtin_amdgcn_mfma_\w+)\((.*)\);$")
 _UNPACK = re.compile(r"^(\w+\[\d+\](?:\[\d+\])?) = v\[(\d+)\];$")
-
-
-def split_args(s: str) -> List[str]:
-    """Top-level comma-separated parts of ``s``."""
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur.strip())
-    return out
 
 
 @dataclass
