@@ -67,11 +67,11 @@ spilled 104-112 bytes.
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
 ``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader at other tiles than :data:`CP_TILES`
-(the d256 one and the d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are refused here naming their
-builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256 kernel (H100, 2026-11-25,
-docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1 S513 causal, B2 H4 S77;
-with the 40 / 232 split, whole blocks unpredicated and chained copy sources 0.99-1.02x its
-speed at those shapes (15 rounds), so it is dispatched
+(the d256 one and the d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are
+refused here naming their builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256
+kernel (H100, 2026-11-25, docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1
+S513 causal, B2 H4 S77; with the 40 / 232 split, whole blocks unpredicated and chained copy
+sources 0.99-1.02x its speed at those shapes (15 rounds), so it is dispatched
 (:data:`~.prefill_select.IR_WS_CP_PREFILL_AT_PARITY`); the d128 cp.async fallback, at its
 template's 56 / 224, is not (0.96-0.97x).  The d128 TMA kernels are dispatched where measured
 at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
