@@ -11,7 +11,10 @@ itself (kernels.nvidia.wgmma_ws_ir.build_ws_ir of choose_prefill's d256 config),
 and "ws" are the same kernel, timed twice in the rotation (an A/A of the template).
 ``--fallback128``: instead, the d128 ``cp.async`` fallback (the configuration choose_prefill
 runs where TMA cannot address q / k / v) at B8 H32 S8K with K and V broadcast over the heads,
-non-causal and causal: its IR (IrWsCpAttention(cfg=...)) against its template, timed twice.
+non-causal and causal: its IR (IrWsCpAttention(cfg=...)) against its template, timed twice;
+``--control-regs 40,232``: with it, one more IR kind ``ir_regs<p>_<c>`` in the rotation, the
+same kernel built at that (producer, consumer) split (``WsOverlapBuilder.CP_REGS``; the one the
+d128 fallback had before 56 / 224), verified as any IR kernel is.
 ``--variants w0d2,w1d4``: with ``--dispatched``, more IR kinds in the same rotation, each the
 overlap builder's kernel with its producer's copy form changed (diagnostic: ``w1`` the whole
 blocks copied unpredicated beside the predicated ragged one, ``WsOverlapBuilder
@@ -65,6 +68,20 @@ def variant(cfg, tag: str) -> IrWsCpAttention:
         WsOverlapBuilder.CP_WHOLE_BLOCKS, WsOverlapBuilder.CP_SRC_CHAIN = saved
 
 
+def at_regs(cfg, regs: str) -> IrWsCpAttention:
+    """The overlap builder's kernel of ``cfg`` at the (producer, consumer) register split
+    ``regs`` (``"40,232"``), the builder's splits restored after."""
+    m = re.fullmatch(r"(\d+),(\d+)", regs)
+    if not m:
+        raise SystemExit(f"--control-regs: {regs!r} is not <producer>,<consumer>")
+    saved = WsOverlapBuilder.CP_REGS
+    WsOverlapBuilder.CP_REGS = {**saved, cfg.head_dim: (int(m.group(1)), int(m.group(2)))}
+    try:
+        return IrWsCpAttention(cfg=cfg)
+    finally:
+        WsOverlapBuilder.CP_REGS = saved
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -78,6 +95,8 @@ def main() -> None:
                     help="with --dispatched: more IR kinds, e.g. w0d2,w1d4 (module docstring)")
     ap.add_argument("--fallback128", action="store_true",
                     help="the d128 cp.async fallback on K / V broadcast over the heads")
+    ap.add_argument("--control-regs", default="",
+                    help="with --fallback128: one more IR kind at this split, e.g. 40,232")
     args = ap.parse_args()
     tags = [t for t in args.variants.split(",") if t]
     if args.fallback128:
@@ -124,13 +143,20 @@ def fallback128(args) -> None:
         assert cfg.loader == "cp.async", choice
         ir = IrWsCpAttention(cfg=cfg)
         kinds = {"ir": ir, "template": WsFlashAttention(cfg), "ws": WsFlashAttention(cfg)}
+        ctl = f"ir_regs{args.control_regs.replace(',', '_')}" if args.control_regs else ""
+        if ctl:
+            kinds[ctl] = at_regs(cfg, args.control_regs)
         outs, ts, med, err = prefill_rounds(kinds, q, k, v, causal, args.rounds, poison=True)
         row = {"B": B, "H": H, "Hkv": "1 broadcast (head stride 0)", "Sq": Sq, "Skv": Skv,
                "D": 128, "causal": causal, "dtype": args.dtype, "ir": ir.kernel_name,
                "template": cfg.name, "k_stride": list(k.stride()),
+               "setmaxnreg": {n: re.findall(r"lg_setmaxnreg_(?:dec|inc)<(\d+)>", f.source)
+                              for n, f in kinds.items() if n.startswith("ir")},
                **prefill_ab_fields(outs, ts, med, err),
                "source_sha256": {n: hashlib.sha256(f.source.encode()).hexdigest()[:16]
                                  for n, f in kinds.items()}}
+        if ctl:
+            row[f"{ctl}_speed_vs_template"] = round(med["template"] / med[ctl], 3)
         rows.append(row)
         print_row(row, "rounds_us")
     write_rows_json(args.out, rows)

@@ -1,11 +1,11 @@
 """The warp-specialised cp.async prefill on its verified IR kernel through the dispatch
 (kernels.nvidia.prefill_select.IR_WS_CP_PREFILL_AT_PARITY / ws_prefill_on_ir,
 kernels.nvidia.prefill_ir: IrWsCpAttention), on the CPU with a pretend H100 (``_fake_cuda``):
-as shipped (the set empty: no cp.async configuration measured at parity in every run) the
-templates run; with the rule on, the d256 configuration launches the IR kernel
-(TMA-addressable or not: the producer copies through pointers and strides) as does the d128
-fallback, and the IR kernel gives way to its configuration's template where it cannot launch
-(offsets past 2^31, batch x heads past grid y)."""
+as shipped the set holds the d256 tile's two keys (measured at parity on an H100) and not the
+d128 fallback's (0.96-0.97x), so d256 launches the IR kernel (TMA-addressable or not: the
+producer copies through pointers and strides) and the d128 fallback its template; with the
+d128 keys added it launches its IR kernel too; the IR kernel gives way to its configuration's
+template where it cannot launch (offsets past 2^31, batch x heads past grid y)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def test_the_rule_reads_the_measured_set(monkeypatch, causal, tma_ok):
     cfg = choose_prefill("bf16", 256, causal, "wgmma", tma_ok, 4096, 4096).config
     fb = choose_prefill("bf16", 128, causal, "wgmma", False, 8192, 8192).config
     assert cfg.loader == fb.loader == "cp.async" and (fb.bn, fb.stages) == (128, 2)
-    for parity in (prefill_select.IR_WS_CP_PREFILL_AT_PARITY, D256, D128, D128 | D256):
+    assert prefill_select.IR_WS_CP_PREFILL_AT_PARITY == D256       # as shipped
+    for parity in (prefill_select.IR_WS_CP_PREFILL_AT_PARITY, frozenset(), D128, D128 | D256):
         monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY", parity)
         for c, keys in ((cfg, D256), (fb, D128)):
             want = bool(keys & parity)
@@ -73,10 +74,16 @@ def test_other_cp_async_configurations_stay_on_the_template(rule_on):
         assert not ws_prefill_on_ir(dataclasses.replace(d256, **kw)), kw
 
 
-def test_the_shipped_rule_launches_the_templates(fake):
+def test_the_shipped_rule_launches_the_d256_ir_and_the_d128_template(fake):
     q = T((2, 4, 300, 256))
     dispatch.flash_attention(q, q, q, out=T(q.shape))
-    assert fake.launches[-1].kernel == "lg_wsflash_bf16_d256_128x64_s2_pp_dw"
+    assert fake.launches[-1].kernel == "lg_wsflash_ir_bf16_d256_128x64_s2_pp_dw"
+    dispatch.flash_attention(q, q, q, causal=True, out=T(q.shape))
+    assert fake.launches[-1].kernel == "lg_wsflash_ir_bf16_d256_128x64_s2_pp_causal_dw"
+    q128 = T((1, 2, 300, 128))
+    kv = T((1, 2, 300, 128), stride=(300 * 128, 0, 128, 1))    # no tensor map: cp.async
+    dispatch.flash_attention(q128, kv, kv, out=T(q128.shape))
+    assert fake.launches[-1].kernel == "lg_wsflash_bf16_d128_128x128_s2_pp"
 
 
 def test_flash_attention_launches_the_d256_ir_kernel_and_falls_back(fake, rule_on):

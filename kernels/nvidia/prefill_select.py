@@ -53,10 +53,10 @@ suite shapes, 2026-11-24; docs/PERFORMANCE.md), not a model:
   The TMA configurations with one block per unit (192 keys, the causal-long one, 3 stages
   non-causal) run built as verified IR (:mod:`.wgmma_ws_ir`, :func:`ws_prefill_on_ir`,
   :mod:`.prefill_ir`: bitwise the template's output, 0.99-1.07x its device time on an H100),
-  and so does the persistent short causal one (:mod:`.wgmma_ws_ir_persist`,
-  :data:`IR_WS_PERSIST_AT_PARITY`: 0.99-1.04x); the cp.async kernels run the template (the
-  d256 cp.async IR measured 0.95-1.09x its template, below parity only at the launch-bound
-  B2 H4 S77 in one of two runs: :data:`IR_WS_CP_PREFILL_AT_PARITY` says what it waits for).
+  and so do the persistent short causal one (:mod:`.wgmma_ws_ir_persist`,
+  :data:`IR_WS_PERSIST_AT_PARITY`: 0.99-1.04x) and the d256 cp.async tile
+  (:data:`IR_WS_CP_PREFILL_AT_PARITY`: 0.99-1.02x its template at every d256 shape in a
+  15-round run); the d128 cp.async fallback runs the template (0.96-0.97x as IR).
 
 Off Hopper (or ``atom="mma"``) the mma.sync kernel's defaults run: built as verified IR
 (:mod:`.flash_ir`, :func:`mma_prefill_on_ir`) where that kernel measured at parity with the
@@ -181,14 +181,17 @@ IR_WS_PERSIST_AT_PARITY: FrozenSet[Tuple[int, int, bool, bool, int]] = frozenset
 # configurations (ping-pong, one block per unit) whose IR-built kernel (kernels.nvidia
 # .wgmma_ws_ir with the cp.async producer, IrWsCpAttention: whole blocks unpredicated, the
 # sources chained 64-bit pointers, bitwise the template's output) measured at parity with the
-# template: >= 0.98x its device time at every shape measured.  None yet (H100 2026-11-25,
-# benchmarks/nvidia_ws_ir_cp.py, medians of 7 rotated rounds; docs/PERFORMANCE.md): the d256
-# tile (WS_PREFILL_TILES[256]) measured 1.008 / 0.996 at B2 H16 S4K, 1.017 / 1.001 causal,
-# 1.089 / 1.032 at B4 H8/1 S513 causal, but 1.025 / 0.948 at B2 H4 S77 (launch-bound, ~19 us;
-# that run's A/A 0.969, rounds 5-7 of every kind disturbed): add (256, 64, 2, False, True) and
-# (256, 64, 2, True, True) once S77 measures >= 0.98 again.  The d128 fallback
-# (WS_PREFILL_FALLBACK[128]) measured 0.936 / 0.952 at B8 H32 S8K (K / V broadcast).
-IR_WS_CP_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, int, bool, bool]] = frozenset()
+# template: >= 0.98x its device time at every shape measured (H100 2026-11-25,
+# benchmarks/nvidia_ws_ir_cp.py --dispatched, medians of rotated rounds, each IR / template /
+# the template timed again; docs/PERFORMANCE.md).  The d256 tile (WS_PREFILL_TILES[256]), 15
+# rounds (nvidia_ws_ir_cp_dispatched_h100_2026-11-25_r15.json): 1.015 / 1.004 at B2 H16 S4K,
+# 0.994 / 0.999 causal, 0.988 / 1.000 at B4 H8/1 S513 causal, 1.010 / 1.011 at B2 H4 S77 (the
+# two 7-round runs before: 1.008 / 1.017 / 1.089 / 1.025 and 0.996 / 1.001 / 1.032 / 0.948,
+# that S77 in disturbed rounds).  Not the d128 fallback (WS_PREFILL_FALLBACK[128], B8 H32 S8K,
+# K / V broadcast, 9 rounds): 0.968 / 0.967 causal at its template's 56 / 224 registers, 0.975
+# / 0.956 at 40 / 232 (0.936 / 0.952 the run before).
+IR_WS_CP_PREFILL_AT_PARITY: FrozenSet[Tuple[int, int, int, bool, bool]] = frozenset(
+    {(256, 64, 2, False, True), (256, 64, 2, True, True)})
 
 
 def ws_prefill_on_ir(cfg: Any) -> bool:
@@ -271,7 +274,9 @@ def choose_prefill(dtype: str, head_dim: int, causal: bool, atom: str,
                                 "template, H100)" if ws_prefill_on_ir(cfg) else
                                 "the template (kernels.nvidia.wgmma_attention_ws"
                                 + ("; no persistent IR form measured at parity for this "
-                                   "configuration" if cfg.persistent else "") + ")")
+                                   "configuration" if cfg.persistent else
+                                   "; its IR form measured below parity, H100"
+                                   if cfg.loader == "cp.async" else "") + ")")
                              + ("" if tma_ok else
                                                                "; TMA cannot address these "
                                                                "tensors"))

@@ -12,13 +12,14 @@ not, ``defer_pv_wait`` on or off; or with ``loader="cp.async"`` the dispatched d
 (head_dim 256, bn 64, 2 stages: ``prefill_select.WS_PREFILL_TILES[256]``) and the d128
 fallback where TMA cannot address the tensors (bn 128, 2 stages:
 ``prefill_select.WS_PREFILL_FALLBACK[128]``; :data:`CP_TILES`).  One block of 384
-threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24, 40 with ``cp.async``: Q once, K and
+threads: the producer (warpgroup 0, ``setmaxnreg.dec`` 24; with ``cp.async`` 40 at d256, 56 at
+d128: Q once, K and
 V of each block into a ring of ``stages``, each refill after the stage's ``empty`` phase; one
 thread's TMA boxes, or the 128 threads' ``cp.async`` copies of
 :class:`~.ws_cp_producer.CpProducer`: whole blocks unpredicated, the ragged one predicated
 per row, the sources printed as chained 64-bit pointers, :attr:`WsOverlapBuilder.CP_SRC_CHAIN`)
 and two consumers
-(``setmaxnreg.inc`` 240, 232 with ``cp.async``, :attr:`WsOverlapBuilder.CP_REGS` says why; 64
+(``setmaxnreg.inc`` 240; with ``cp.async`` 232 / 224, :attr:`WsOverlapBuilder.CP_REGS` says why; 64
 rows each), which run the
 template's order of ring waits, GEMM issues, wgmma waits, releases and softmax (after a
 ``cp.async`` producer's ring waits, ``fence.proxy.async`` before the wgmmas read the stages:
@@ -65,13 +66,15 @@ spilled 104-112 bytes.
 ``turn_end`` around each issue below hold the consumers' named barriers (:mod:`.ws_pingpong`,
 verified by the engine's three-agent replay, :mod:`kernels.verify.ring_pingpong`).  Not built
 (refused with :class:`~.attention.AttentionConfigError` naming the missing piece of the plan):
-``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader at other tiles than the d256 one (the
-d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are refused here naming their
-builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256 kernel (H100, 2026-11-25,
-docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1 S513 causal, B2 H4 S77;
-0.87x / 0.84x its speed at S4K with the 40 / 232 split (0.73-0.77x at 24 / 240; the
-producer's copy loop is the rest of the gap: open; not dispatched).  The d128 TMA kernels
-are dispatched where measured at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
+``rescale_vote``, ``v_behind_k``, the ``cp.async`` loader at other tiles than :data:`CP_TILES`
+(the d256 one and the d128 fallback), head_dim 64; ``persistent`` / ``unit_heads`` are
+refused here naming their builder, the subclass in :mod:`.wgmma_ws_ir_persist`.  The d256
+kernel (H100, 2026-11-25, docs/PERFORMANCE.md): bitwise its template at B2 H16 S4K, B4 H8/1
+S513 causal, B2 H4 S77; with the 40 / 232 split, whole blocks unpredicated and chained copy
+sources 0.99-1.02x its speed at those shapes (15 rounds), so it is dispatched
+(:data:`~.prefill_select.IR_WS_CP_PREFILL_AT_PARITY`); the d128 cp.async fallback, at its
+template's 56 / 224, is not (0.96-0.97x).  The d128 TMA kernels are dispatched where measured
+at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
 :mod:`.prefill_ir`).
 
 At bn 192 Q's eight descriptors are printed pinned (``meta["pinned_desc_bases"]``,
@@ -84,7 +87,7 @@ instructions per block, so they stay held.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
@@ -179,13 +182,17 @@ class WsOverlapBuilder(WsRingBuilder):
     #: predicated per row (the template's two paths).  With the int-index sources that spilled
     #: 164 bytes (76 at 40 / 232); with the chained pointers below nothing spills (NVRTC 13.5)
     CP_WHOLE_BLOCKS = True
-    #: (producer, consumer) registers with the cp.async producer (the template's are (24, 240);
-    #: 128 x 40 + 256 x 232 fits the same 384 x 168).  The d256 kernel's gap to its template
-    #: is its producer's copy loop (H100 A/B of source variants: producer-only changes gained
-    #: 7-19%, the template's every-thread release nothing); at 40 ptxas schedules that loop
-    #: with 30% fewer static stall cycles: 0.87x / 0.84x the template at B2 H16 S4K (0.73x /
-    #: 0.76x at 24), the consumers without spills at 232 (docs/PERFORMANCE.md)
-    CP_REGS = (40, 232)
+    #: head_dim -> (producer, consumer) registers with the cp.async producer (each fits the
+    #: template's 384 x 168 launch: 128 x 40 + 256 x 232 = 128 x 56 + 256 x 224 = 64512).
+    #: d256 (the template's are (24, 240)): its gap to the template was its producer's copy
+    #: loop (H100 A/B of source variants: producer-only changes gained 7-19%, the template's
+    #: every-thread release nothing); at 40 ptxas schedules that loop with 30% fewer static
+    #: stall cycles: 0.87x / 0.84x the template at B2 H16 S4K (0.73x / 0.76x at 24), the
+    #: consumers without spills at 232 (docs/PERFORMANCE.md).  d128: the template's own
+    #: (56, 224); offline (NVRTC 13.5, SASS) its producer then has 1 of 24 copies waiting on the
+    #: previous operand read against 7 of 45 at 40 / 232 (0.936 / 0.952x the template at B8
+    #: H32 S8K K/V broadcast with 40 / 232; docs/PERFORMANCE.md for the 56 / 224 run)
+    CP_REGS: Dict[int, Tuple[int, int]] = {128: (56, 224), 256: (40, 232)}
     #: the cp.async producer's sources as chained 64-bit pointers, this many chains deep
     #: (:mod:`kernels.printer.cuda_cp_chain`; 0: each copy's ``K + (int index)``, whose
     #: widening into one register pair made every cp.async wait for the previous one's
@@ -198,8 +205,14 @@ class WsOverlapBuilder(WsRingBuilder):
     CP_SRC_CHAIN = 2
 
     def role_regs(self) -> Tuple[int, int]:
-        """:attr:`CP_REGS` with the ``cp.async`` producer, else the template's registers."""
-        return self.CP_REGS if self.cp is not None else super().role_regs()
+        """:attr:`CP_REGS` of the head dim with the ``cp.async`` producer, else the template's
+        registers."""
+        if self.cp is None:
+            return super().role_regs()
+        if self.ws.head_dim not in self.CP_REGS:
+            raise AttentionConfigError(f"head_dim {self.ws.head_dim}: no cp.async register split "
+                              f"(WsOverlapBuilder.CP_REGS has {sorted(self.CP_REGS)})")
+        return self.CP_REGS[self.ws.head_dim]
 
     def __init__(self, cfg: WsFlashConfig) -> None:
         super().__init__(cfg, overlap=True)
