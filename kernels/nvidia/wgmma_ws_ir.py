@@ -299,8 +299,14 @@ class WsOverlapBuilder(WsRingBuilder):
 
     #: the loaders whose producer is printed as the template's: its role branch after the
     #: consumers' (:func:`producer_last`) and its block loop kept a loop (``#pragma unroll
-    #: 1``), the persistent kernel's fix (:mod:`.wgmma_ws_ir_persist`) applied here
-    PRODUCER_AS_TEMPLATE = frozenset({"tma", "cp.async"})
+    #: 1``), the persistent kernel's fix (:mod:`.wgmma_ws_ir_persist`) applied here.  H100,
+    #: 2026-11-25 03:55Z (docs/PERFORMANCE.md): cp.async d256 1.005 / 1.019 / 1.022 / 1.089x
+    #: its template (0.996 / 1.001 / 1.032 / 0.948 before), d128 fallback 0.946 / 0.956x
+    #: (0.936 / 0.952): on.  TMA (NVRTC 13.5: 6 box loads against 22, 2488-3160 SASS
+    #: instructions against 2800-3464) read 0.956x at B4 H16 1000 / 4097 and 0.979x at B16 H32
+    #: S512 by medians (a step in every kind's rounds; per-round ratios 0.991 / 0.999), below
+    #: the dispatched set's 0.98 bar in that one run: off until re-timed
+    PRODUCER_AS_TEMPLATE = frozenset({"cp.async"})
 
     def producer_as_template(self) -> bool:
         """Whether this kernel's producer is printed as the template's
