@@ -74,6 +74,12 @@ producer's copy loop is the rest of the gap: open; not dispatched).  The d128 TM
 are dispatched where measured at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
 :mod:`.prefill_ir`).
 
+The producer as the template's (:attr:`WsOverlapBuilder.PRODUCER_AS_TEMPLATE`, per loader; the
+persistent kernel's fix, :mod:`.wgmma_ws_ir_persist`): its role branch printed after the
+consumers' (:func:`producer_last`) and its block loop kept a loop (``#pragma unroll 1``).  On
+for the cp.async producer (H100: not slower at any measured shape); off for TMA, whose set read
+0.956 / 0.979x at two shapes in its one run (docs/PERFORMANCE.md, branch prodlast).
+
 At bn 192 Q's eight descriptors are printed pinned (``meta["pinned_desc_bases"]``,
 ``lg_gmma_desc_u32_pin``: recomputed at each S issue): hoisted out of the key loop they
 spilled 72 bytes in the ping-pong form (eight reloads per key block; 0.96-0.97x the template
