@@ -77,6 +77,12 @@ template's 56 / 224, is not (0.96-0.97x).  The d128 TMA kernels are dispatched w
 at parity with the template (:data:`~.prefill_select.IR_WS_PREFILL_AT_PARITY`,
 :mod:`.prefill_ir`).
 
+The producer as the template's (:attr:`WsOverlapBuilder.PRODUCER_AS_TEMPLATE`, per loader; the
+persistent kernel's fix, :mod:`.wgmma_ws_ir_persist`): its role branch printed after the
+consumers' (:func:`producer_last`) and its block loop kept a loop (``#pragma unroll 1``).  On
+for the cp.async producer (H100: not slower at any measured shape); off for TMA, whose set read
+0.956 / 0.979x at two shapes in its one run (docs/PERFORMANCE.md, branch prodlast).
+
 At bn 192 Q's eight descriptors are printed pinned (``meta["pinned_desc_bases"]``,
 ``lg_gmma_desc_u32_pin``: recomputed at each S issue): hoisted out of the key loop they
 spilled 72 bytes in the ping-pong form (eight reloads per key block; 0.96-0.97x the template
@@ -93,6 +99,7 @@ import sympy
 
 from ..ir.attention import FVar, SoftmaxUpdate
 from ..ir.core import Comment, If, Let, ZeroFrag, sym
+from ..ir.nvidia_tma import RoleBranch
 from ..ir.nvidia_wgmma import WgmmaCommit, WgmmaFence, WgmmaWait
 from .attention import AttentionConfigError
 from .flash_ir import flash_instance, flash_ir_instances
@@ -100,7 +107,7 @@ from .wgmma_attention_ws import WsFlashConfig, plan_ws_flash
 from .wgmma_ws_ir_serial import WsRingBuilder
 
 __all__ = ["ws_ir_supported", "build_ws_ir", "ws_ir_name", "ws_ir_instances", "WsOverlapBuilder",
-           "kv_broadcast_instance", "CP_TILES"]
+           "kv_broadcast_instance", "CP_TILES", "producer_last"]
 
 
 #: (head_dim, bn, stages) the builder takes with the cp.async producer: the dispatched d256
@@ -309,9 +316,32 @@ class WsOverlapBuilder(WsRingBuilder):
             ZeroFrag(self.o), *self.open_turns(), *self.first_block(), *self.key_loops(),
             *self.last_block(), *self.epilogue_ws()]
 
+    #: the loaders whose producer is printed as the template's: its role branch after the
+    #: consumers' (:func:`producer_last`) and its block loop kept a loop (``#pragma unroll
+    #: 1``), the persistent kernel's fix (:mod:`.wgmma_ws_ir_persist`) applied here.  H100,
+    #: 2026-11-25 03:55Z (docs/PERFORMANCE.md): cp.async d256 1.005 / 1.019 / 1.022 / 1.089x
+    #: its template (0.996 / 1.001 / 1.032 / 0.948 before), d128 fallback 0.946 / 0.956x
+    #: (0.936 / 0.952): on.  TMA (NVRTC 13.5: 6 box loads against 22, 2488-3160 SASS
+    #: instructions against 2800-3464) read 0.956x at B4 H16 1000 / 4097 and 0.979x at B16 H32
+    #: S512 by medians (a step in every kind's rounds; per-round ratios 0.991 / 0.999), below
+    #: the dispatched set's 0.98 bar in that one run: off until re-timed
+    PRODUCER_AS_TEMPLATE = frozenset({"cp.async"})
+
+    def producer_as_template(self) -> bool:
+        """Whether this kernel's producer is printed as the template's
+        (:attr:`PRODUCER_AS_TEMPLATE`)."""
+        return self.ws.loader in self.PRODUCER_AS_TEMPLATE
+
+    def producer_unroll(self) -> Optional[int]:
+        """1 (the block loop kept a loop) where :meth:`producer_as_template`, else the
+        compiler's choice."""
+        return 1 if self.producer_as_template() else None
+
     def build_ws(self) -> Any:
         from ..verify.spec import Domain
         k = self.frame(ws_ir_name(self.ws), "wgmma_ws_ir")
+        if self.producer_as_template():
+            k.body = producer_last(k.body)
         k.spec = dataclasses.replace(k.spec, domain=Domain.on_instances(ws_ir_instances))
         if self.c.bn == 192:
             # Q's eight descriptors recomputed at each S issue (lg_gmma_desc_u32_pin): held
@@ -328,6 +358,24 @@ class WsOverlapBuilder(WsRingBuilder):
                              + (", P V wait deferred" if self.dw else ""))
                     for h in k.header]
         return k
+
+
+def producer_last(body: List[Any]) -> List[Any]:
+    """``body`` with the producer's role branch moved behind the consumers' (the template's
+    layout: its producer returns, nothing follows it).  The roles run disjoint warpgroups, so
+    their order in the text changes no thread's program; what it changes is ptxas's code: a
+    producer branch followed by the consumers' is a divergent region that reconverges
+    (``BSSY`` / ``BSYNC``), and inside it the producer's walk (the unit decode, the ring's
+    stage and parity) ran in vector registers; as the kernel's last statement it runs on the
+    uniform datapath as the template's does (NVRTC 13 sm_90a, the persistent kernel: 127
+    uniform instructions of 269, against 32 of 255 before).  ``ValueError`` unless the body
+    ends in its role branches, exactly one of them the producer's."""
+    roles = [i for i, s in enumerate(body) if isinstance(s, RoleBranch)]
+    prod = [i for i in roles if body[i].role == "producer"]
+    if len(prod) != 1 or roles != list(range(roles[0], len(body))):
+        raise ValueError("producer_last: the kernel must end in its role branches, one of "
+                         "them the producer's")
+    return [s for i, s in enumerate(body) if i != prod[0]] + [body[prod[0]]]
 
 
 def build_ws_ir(cfg: WsFlashConfig) -> Any:

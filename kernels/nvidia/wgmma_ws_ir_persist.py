@@ -61,13 +61,13 @@ import sympy
 from ..ir.attention import FVar, LetMinMax, MaskScores, ScalarParam, runtime_symbol as R
 from ..ir.core import Comment, If, Let, Loop, ZeroFrag, sym
 from ..ir.nvidia_tma import (LeaderOnly, MbarrierArrive, MbarrierExpectTx, MbarrierInit,
-                             MbarrierWait, RoleBranch, Setmaxnreg, TmaPrefetch, VarInit,
+                             MbarrierWait, Setmaxnreg, TmaPrefetch, VarInit,
                              VarSet)
 from ..ir.nvidia_wgmma import WgmmaWait
 from .attention import AttentionConfigError
 from .flash_ir import flash_instance, key_range_lets
 from .wgmma_attention_ws import WsFlashConfig, plan_ws_flash
-from .wgmma_ws_ir import WsOverlapBuilder, ws_ir_name
+from .wgmma_ws_ir import WsOverlapBuilder, producer_last, ws_ir_name
 from .ws_tma_loads import TMA_PRODUCER_REGS, check_unit_decode
 from .ws_units_ir import cta_walk_lets, ir_unit_order, unit_decode_lets
 
@@ -284,23 +284,6 @@ class WsPersistBuilder(WsOverlapBuilder):
         k.meta = dict(k.meta, kind="wgmma_ws_ir_persist", carried_ranges=self.g0_range)
         k.body = producer_last(k.body)
         return k
-
-
-def producer_last(body: List[Any]) -> List[Any]:
-    """``body`` with the producer's role branch moved behind the consumers' (the template's
-    layout: its producer returns, nothing follows it).  The roles run disjoint warpgroups, so
-    their order in the text changes no thread's program; what it changes is ptxas's code: a
-    producer branch followed by the consumers' is a divergent region that reconverges
-    (``BSSY`` / ``BSYNC``), and inside it the producer's walk (the unit decode, the ring's
-    stage and parity) ran in vector registers; as the kernel's last statement it runs on the
-    uniform datapath as the template's does (NVRTC 13 sm_90a: 127 uniform instructions of
-    269, against 32 of 255 before)."""
-    roles = [i for i, s in enumerate(body) if isinstance(s, RoleBranch)]
-    prod = [i for i in roles if body[i].role == "producer"]
-    if len(prod) != 1 or roles != list(range(roles[0], len(body))):
-        raise ValueError("producer_last: the kernel must end in its role branches, one of "
-                         "them the producer's")
-    return [s for i, s in enumerate(body) if i != prod[0]] + [body[prod[0]]]
 
 
 def build_ws_persist_ir(cfg: WsFlashConfig, *, one_loop: bool = False) -> Any:

@@ -40,7 +40,7 @@ of its configuration, not dispatched.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import sympy
 
@@ -154,7 +154,7 @@ class WsRingBuilder(WgmmaFlashBuilder):
         .statements`) or one thread's TMA boxes: Q once, K and V of block ``j`` into stage ``j %
         stages`` once its ``empty`` phase passed."""
         if self.cp is not None:
-            return self.cp.statements(self.role_regs()[0])
+            return self.cp.statements(self.role_regs()[0], unroll=self.producer_unroll())
         j = sym("j")
         st = sympy.Mod(j, self.S)
         round_ = sympy.floor(j / self.S)
@@ -168,8 +168,14 @@ class WsRingBuilder(WgmmaFlashBuilder):
                      MbarrierWait(f"empty{t}", st, sympy.Mod(round_ + 1, 2)),
                      MbarrierExpectTx(f"full{t}", st, self.loads.k.stage_bytes),
                      *self.boxes(t, j * self.c.bn, st, f"full{t}", st)]
-        body.append(Loop("j", 0, sym("n_blocks"), ring))
+        body.append(Loop("j", 0, sym("n_blocks"), ring, unroll=self.producer_unroll()))
         return [Setmaxnreg(False, self.role_regs()[0]), LeaderOnly(body)]
+
+    def producer_unroll(self) -> Optional[int]:
+        """The producer's block loop's ``unroll`` (:class:`~kernels.ir.core.Loop`): None, the
+        compiler's choice, unless a schedule keeps it a loop (the overlap builder's
+        :meth:`.wgmma_ws_ir.WsOverlapBuilder.producer_unroll`)."""
+        return None
 
     # ---- the ring seen from the consumers ---------------------------------------------------
     def stage_of(self, j: Any) -> Any:

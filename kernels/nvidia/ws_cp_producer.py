@@ -28,7 +28,7 @@ global side (layouts, index math, the (batch, head) of each tile) is the flash b
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import sympy
 
@@ -122,8 +122,9 @@ class CpProducer:
         return [If(whole, self.copy(t, row0, stage, predicated=False)),
                 If(part, self.copy(t, row0, stage))]
 
-    def statements(self, regs: int) -> List[Any]:
-        """The producer role: ``setmaxnreg.dec regs``, the bases, Q, then the ring loop."""
+    def statements(self, regs: int, unroll: Optional[int] = None) -> List[Any]:
+        """The producer role: ``setmaxnreg.dec regs``, the bases, Q, then the ring loop
+        (``unroll``: the loop's, :class:`~kernels.ir.core.Loop`; 1 keeps it a loop)."""
         S = self.stages
         j = sym("j")
         st = sympy.Mod(j, S)
@@ -138,4 +139,4 @@ class CpProducer:
                      CpAsyncArrive(f"full{t}", st)]
         return [Setmaxnreg(False, regs), *self.bases(),
                 *self.copy("Q", sym("m0"), 0), CpAsyncArrive("bQ", 0),
-                Loop("j", 0, sym("n_blocks"), ring)]
+                Loop("j", 0, sym("n_blocks"), ring, unroll=unroll)]
