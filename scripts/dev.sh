@@ -73,8 +73,10 @@ case "$cmd" in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/layoutalg" demo "$@" ;;
   # --dist loadfile: a file's tests run in one worker, in order, so a module-scoped fixture
-  # (a verified base kernel) is built once, as in a plain `pytest` run
-  test)  setup; exec "$VENV/bin/python" -m pytest -n auto --dist loadfile "$@" ;;
+  # (a verified base kernel) is built once, as in a plain `pytest` run;
+  # --no-loadscope-reorder: the files go out in tests/_file_order.py's order (the slow files
+  # first), not xdist's most-tests-first, which left the slow few-test files for the end
+  test)  setup; exec "$VENV/bin/python" -m pytest -n auto --dist loadfile --no-loadscope-reorder "$@" ;;
   layoutalg) setup; exec "$VENV/bin/layoutalg" "$@" ;;
   missing) need_pkgs ;;
   *) echo "usage: scripts/dev.sh {demo|test|setup|layoutalg|missing} [args...]" >&2; exit 2 ;;

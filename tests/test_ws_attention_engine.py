@@ -19,13 +19,23 @@ from kernels.ir.attention import MaskScores
 from kernels.nvidia.wgmma_ws_ir_serial import build_ws_serial_ir
 from kernels.verify.attention_ring import WS_ATTENTION_CHECKS, verify_ws_attention
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_ws_serial_prefill_is_verified(causal):
+    """Through the one entry point, the IR alone: the verifier routes a ws attention spec to
+    the engine (every instance, both ring schedules); with its printed text the report adds
+    the printed-text checks (kernels.verify.printed_ws, tests/test_ws_printed_text.py)."""
+    from kernels.verify.printed import PRINTED_CHECKS
+    from kernels.verify.verifier import verify
     k = build_ws_serial_ir(causal)
-    r = verify_ws_attention(k)
+    r = verify(k, arch="sm_90a")
     assert r.holds, {n: c.counterexample for n, c in r.checks.items() if not c.holds}
     assert set(r.checks) == set(WS_ATTENTION_CHECKS)
+    assert r.details["engine"].startswith("warp-specialised attention")
+    assert not set(PRINTED_CHECKS) & set(r.checks)
     assert "bshd-strided" in r.checks["online_softmax"].domain
 
 
@@ -175,17 +185,6 @@ def test_planted_bugs_are_refused(name, plant, check, msg, causal):
     bad = {n: c.counterexample for n, c in r.checks.items() if not c.holds}
     assert check in bad, (name, bad)
     assert msg in bad[check], (name, bad[check])
-
-
-def test_the_verifier_routes_a_ws_attention_spec_to_the_engine():
-    """The IR alone; with its printed text the report adds the printed-text checks
-    (kernels.verify.printed_ws, tests/test_ws_printed_text.py)."""
-    from kernels.verify.printed import PRINTED_CHECKS
-    from kernels.verify.verifier import verify
-    k = build_ws_serial_ir()
-    r = verify(k, arch="sm_90a")
-    assert r.holds and r.details["engine"].startswith("warp-specialised attention")
-    assert not set(PRINTED_CHECKS) & set(r.checks)
 
 
 def test_a_stray_consumer_barrier_is_refused_not_ignored():

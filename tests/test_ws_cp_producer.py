@@ -25,6 +25,9 @@ from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
 from kernels.verify.printed_ws import verify_printed_ws
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 ONE_ROW, RAGGED = 1, 0          # default_instances: one row / one key; B2 H4/2 S77
 
 

@@ -23,6 +23,9 @@ from kernels.printer.cuda_attention import emit_cuda_attention
 from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 
 def _cfg(**kw) -> WsFlashConfig:
     return WsFlashConfig(**{"dtype": "bf16", "head_dim": 128, "pingpong": False,

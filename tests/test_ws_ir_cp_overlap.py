@@ -28,6 +28,9 @@ from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
 from kernels.verify.printed_ws import verify_printed_ws
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 
 def _dispatched(causal: bool):
     return choose_prefill("bf16", 256, causal, "wgmma", True, 4096, 4096).config
@@ -185,10 +188,17 @@ BUGS = [
 ]
 
 
+@lru_cache(maxsize=None)
+def _unplanted_failures(insts: tuple) -> tuple:
+    """The unplanted kernel's failures on ``insts``: verified once per instance set, not once
+    per bug (three bugs share ring-wrap, two one-row-one-key)."""
+    return tuple(sorted(_failed(build_ws_ir(_dispatched(False)), list(insts)).items()))
+
+
 @pytest.mark.parametrize("name,plant,insts,check,msg", BUGS, ids=[b[0] for b in BUGS])
 def test_planted_bugs_are_refused(name, plant, insts, check, msg):
     k = build_ws_ir(_dispatched(False))
-    assert _failed(k, insts) == {}          # the unplanted kernel passes on these instances
+    assert _unplanted_failures(tuple(insts)) == ()   # the unplanted kernel passes on these
     plant(k)
     bad = _failed(k, insts)
     assert check in bad, (name, bad)

@@ -20,6 +20,9 @@ from kernels.printer.cuda_attention import emit_cuda_attention
 from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 
 def _dispatched(causal: bool) -> WsFlashConfig:
     return choose_prefill("bf16", 256, causal, "wgmma", True, 4096, 4096).config

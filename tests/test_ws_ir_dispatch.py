@@ -20,6 +20,9 @@ from kernels.nvidia.prefill_select import choose_prefill, ws_prefill_on_ir  # no
 from kernels.nvidia.wgmma_attention_ws import WsFlashAttention, WsFlashConfig  # noqa: E402
 from kernels.nvidia.wgmma_ws_ir_launch import IrWsAttention  # noqa: E402
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 BF16 = torch.bfloat16
 #: every (bn, stages, causal, defer_pv_wait) the dispatch picks without persistence
 ALL = frozenset({(192, 2, False, False), (128, 2, True, True), (128, 3, False, False)})

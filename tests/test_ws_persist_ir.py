@@ -24,6 +24,9 @@ from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
 from kernels.verify.verifier import verify
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 #: the configuration the dispatch runs for causal problems up to 1024 rows
 DISPATCHED = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong=True,
                            loader="tma", persistent=True, unit_heads=4)

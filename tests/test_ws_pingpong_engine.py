@@ -22,6 +22,9 @@ from kernels.verify.attention_ring import NAMED_BARRIERS, verify_ws_attention
 from kernels.verify.attention_static import default_instances
 from kernels.verify.printed_ws import verify_printed_ws
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_pingpong_prefill_is_verified_with_its_text(causal):

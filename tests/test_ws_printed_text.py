@@ -13,6 +13,9 @@ from kernels.verify.attention_static import default_instances
 from kernels.verify.printed import PRINTED_CHECKS
 from kernels.verify.printed_ws import verify_printed_ws
 
+# every verification here takes seconds: tests/_file_order.py runs this file first
+pytestmark = pytest.mark.slow
+
 _CACHE = {}
 
 

@@ -469,18 +469,21 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
             self.fail("lane_mfma_operands", f"{where}: accumulator used for two products")
             return
         acc_idx = np.array(m.acc.idx)
-        th = (np.arange(W) * L)[:, None, None] + np.arange(L)[None, :, None]
-        items = acc_idx[None, None, :]
+        # the registers (thread, item) this product writes: threads 0 .. W L - 1 in order, so
+        # every state array is read and written as a [W, L, items, ...] view of its first W L
+        # rows (a slice of the items where they are consecutive: no gather, no scatter)
+        ix = _items(acc_idx, acc.row.shape[1])
+
+        def at(x):
+            return _rows(x, W, L)[:, :, ix]
         wv = np.arange(W)[:, None, None]
         want_col = i_val[wv, sp.c_i[None]]           # key (S) or d (O)
         want_row = row_j[wv, sp.c_j[None]]
         if rows_on_i:
             want_col, want_row = row_j[wv, sp.c_j[None]], i_val[wv, sp.c_i[None]]
-        th_b, it_b = np.broadcast_arrays(th, items)
-        th_b, it_b = th_b.copy(), it_b.copy()
-        cur_r, cur_c = acc.row[th_b, it_b], acc.col[th_b, it_b]
+        cur_r, cur_c = at(acc.row), at(acc.col)
         fresh = cur_r < 0
-        if not acc.zeroed[th_b[fresh], it_b[fresh]].all():
+        if not at(acc.zeroed)[fresh].all():
             self.fail("lane_mfma_operands", f"{where}: accumulator used before it was zeroed")
         bad = ~fresh & ((cur_r != want_row) | (cur_c != want_col))
         if bad.any():
@@ -490,14 +493,14 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
                                             f"this MFMA adds ({int(want_row[w, l, c])}, "
                                             f"{int(want_col[w, l, c])})")
             return
-        acc.row[th_b, it_b] = want_row
-        acc.col[th_b, it_b] = want_col
+        _rows(acc.row, W, L)[:, :, ix] = want_row
+        _rows(acc.col, W, L)[:, :, ix] = want_col
         if kind == SCORES:
             words, nbits = acc.dbits, self.dw
         else:
             words, nbits = (acc.lobits if part == "lo" else acc.kbits), self.kw
             if part:
-                acc.paired[th_b, it_b] = True
+                _rows(acc.paired, W, L)[:, :, ix] = True
         srt = np.sort(q_val, axis=1)
         # -1: a zero reduction slot (warp_register_rules: padding head dims), no index
         if ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any():
@@ -509,25 +512,43 @@ class AttentionDataflow(SoftmaxRules, LseMergeRules, WarpRegisterRules, WarpMerg
         qb = key_bits(q_val, nbits)                      # [W, K, nbits]
         new = np.bitwise_or.reduce(qb, axis=1)        # [W, nbits]
         new_b = new[:, None, None, :]
-        cur = words[th_b, it_b]                       # [W, 64, C, nbits]
-        if ((cur & new_b) != 0).any():
+        if ((at(words) & new_b) != 0).any():          # [W, L, C, nbits]
             self.fail("lane_mfma_operands", f"{where}: an accumulator adds a reduction index it "
                                             "already summed")
             return
-        words[th_b, it_b] = cur | new_b
+        _rows(words, W, L)[:, :, ix] |= new_b
         if kind == OUT:
             vis = np.bitwise_or.reduce(np.where(~q_masked[..., None], qb[:, :, None, :],
                                                 np.uint64(0)), axis=1)       # [W, N, nbits]
             rix = sp.c_i if rows_on_i else sp.c_j      # the C index of the query row
-            acc.vbits[th_b, it_b] = acc.vbits[th_b, it_b] | vis[wv, rix[None]]
+            _rows(acc.vbits, W, L)[:, :, ix] |= vis[wv, rix[None]]
             want_ver = ver_j[wv, rix[None]]
-            cur_ver = zero_fill_version(fresh, acc.ver[th_b, it_b], want_ver)
-            acc.ver[th_b, it_b] = cur_ver
+            cur_ver = zero_fill_version(fresh, at(acc.ver), want_ver)
+            _rows(acc.ver, W, L)[:, :, ix] = cur_ver
             if (cur_ver != want_ver).any():
                 self.fail("online_softmax", f"{where}: O accumulated under maximum version "
                                             f"{int(cur_ver.flat[0])} receives probabilities of "
                                             f"version {int(want_ver.flat[0])} (missing rescale)")
 
+
+def _rows(x: np.ndarray, W: int, L: int) -> np.ndarray:
+    """Rows ``0 .. W L - 1`` of a per-thread state array as ``[W, L, ...]``: a view, so what
+    is written through it lands in ``x`` (a C-contiguous array reshapes without a copy; any
+    other is refused rather than written into a copy)."""
+    y = x[:W * L]
+    if not y.flags.c_contiguous:
+        raise KernelError("attention gate: a per-thread state array is not C-contiguous "
+                          f"(shape {x.shape}): its [W, L] view would be a copy")
+    return y.reshape((W, L) + x.shape[1:])
+
+
+def _items(idx: np.ndarray, n: int) -> Any:
+    """``idx`` as a slice where it is a run of consecutive items inside ``0 .. n - 1`` (the
+    same elements, read as a view), else ``idx`` itself (numpy's gather / scatter)."""
+    if idx.ndim == 1 and len(idx) and 0 <= idx[0] and idx[-1] < n and \
+            (np.diff(idx) == 1).all():
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
 
 
 def zero_fill_version(fresh: np.ndarray, cur_ver: np.ndarray, want_ver: np.ndarray

@@ -31,7 +31,6 @@ wgmma reading it runs), and a write means the next wgmma on those registers need
 
 from __future__ import annotations
 
-from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any, List, Tuple
 
@@ -43,38 +42,11 @@ from ..ir.nvidia_wgmma import WgmmaMma
 from ..ir.warp_registers import RoundProbs
 from .attention_ids import PROBS
 from .gate_wgmma import WgmmaRules
+from .wgmma_tables import WgmmaTables, wgmma_tables
 
 __all__ = ["WgmmaTables", "AttentionWgmmaRules", "AttentionWgmma", "frag_effects"]
 
 _WG = 128
-
-
-class WgmmaTables:
-    """The tables the attention accumulator rules read (the ``MfmaTables`` interface) for one
-    ``wgmma.m64n{N}k16`` over a 128-thread warpgroup: ``c_i`` / ``c_j`` [thread, item] the
-    accumulator element (row, column) each register holds (``layout_c``), ``a_lane`` /
-    ``a_item`` [64, 16] the thread and item holding register-A element ``(row, k)``
-    (``layout_a``)."""
-
-    def __init__(self, atom: Any) -> None:
-        lay = atom.layout_c()
-        v = np.array([[lay((t, e)) for e in range(atom.acc_registers)] for t in range(_WG)])
-        self.c_i, self.c_j = v % 64, v // 64
-        la = atom.layout_a()
-        self.a_lane = np.full((64, 16), -1, np.int64)
-        self.a_item = np.full((64, 16), -1, np.int64)
-        for t in range(_WG):
-            for e in range(8):
-                x = la((t, e))
-                self.a_lane[x % 64, x // 64], self.a_item[x % 64, x // 64] = t, e
-        if (self.a_lane < 0).any():
-            raise ValueError(f"{atom.name}: layout_a does not cover its 64 x 16 A")
-        self.M, self.N, self.K, self.lanes = 64, atom.n, 16, _WG
-
-
-@lru_cache(maxsize=None)
-def wgmma_tables(atom: Any) -> WgmmaTables:
-    return WgmmaTables(atom)
 
 
 def frag_effects(s: Any) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:

@@ -150,11 +150,19 @@ class CpRingRules:
             self.f.add("lane_mfma_operands", self.where(a, f"{s.tag}: {ld.buf} is not a spec "
                                                            "tensor", env))
             raise Stop()
-        for j in range(ld.width):
-            cs = [np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64), (WARPGROUP,))
-                  for x in leaves(ld.coords[j])]
-            ids = encode_ids(tid, cs[-1] * heads + cs[-2], cs[0], cs[1], ~pred)
-            self.cp_ids[buf][el[:, j]] = ids
+        # every element's coordinates at once ([thread, element] each); the leaves the
+        # elements share (the row, head and batch of a row copy) are evaluated once
+        memo: Dict[Any, np.ndarray] = {}
+
+        def ev(x: Any) -> np.ndarray:
+            if x not in memo:
+                memo[x] = np.broadcast_to(np.asarray(c_eval(x, env), dtype=np.int64),
+                                          (WARPGROUP,))
+            return memo[x]
+        per = [[ev(x) for x in leaves(ld.coords[j])] for j in range(ld.width)]
+        row, col, h, bat = (np.stack([c[i] for c in per], axis=1) for i in (0, 1, -2, -1))
+        # the copy's elements are distinct (checked above): one scatter is the per-element one
+        self.cp_ids[buf][el] = encode_ids(tid, bat * heads + h, row, col, ~pred[:, None])
         self.smem[buf][flat] = self.cp_ids[buf][flat]
         self.cp_src[buf][flat] = True
         self.tok[buf][flat] = -1                   # pending: no phase stamps it yet

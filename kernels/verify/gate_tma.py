@@ -46,6 +46,7 @@ from .gate_split_reduce import REDUCE_RULE, check_reduce
 from .gate_tma_ticket import (TICKET_RULES, TicketLedger, TicketModel, has_tickets,
                               ticket_structure)
 from .spec import KernelSpec, SpecError
+from .wgmma_tables import wgmma_tables
 
 __all__ = ["ROLE_CHECKS", "verify_roles", "role_cta"]
 
@@ -425,20 +426,13 @@ class _Gate:
         self.tensor_id = {t.name: i + 1 for i, t in enumerate(spec.tensors)}
         from ..ir.core import walk
         self.loop_vars = list(dict.fromkeys(s.var for s in walk(k.body) if isinstance(s, Loop)))
-        self.tables: Dict[Any, Tuple[np.ndarray, np.ndarray]] = {}
         self.incomplete: Dict[int, str] = {}     # warpgroup -> why its sums are not whole
         self.cover = np.zeros((1, 1), np.int64)
         self.atoms = {s.acc.frag.name: s.atom for s in walk(k.body) if isinstance(s, WgmmaMma)}
 
     def acc_table(self, s: Access) -> Tuple[np.ndarray, np.ndarray]:
-        atom = self.atoms[s.regs.frag.name]
-        tab = self.tables.get(atom)
-        if tab is None:
-            lay = atom.layout_c()
-            v = np.array([[lay((t, e)) for e in range(atom.acc_registers)]
-                          for t in range(WARPGROUP)])
-            tab = self.tables[atom] = (v % 64, v // 64)
-        return tab
+        tab = wgmma_tables(self.atoms[s.regs.frag.name])
+        return tab.c_i, tab.c_j
 
     def prologue(self, body: List[Any]) -> Tuple[Dict[Tuple[str, int], Tuple[int]], List[Any]]:
         """The barriers the top level initialises before its init fence (none if no fence

@@ -7,7 +7,7 @@ failures go to the GEMM gate's named checks (``lane_mfma_operands``,
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, List, Set, Tuple
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from ..ir.core import c_eval
 from .gate_common import ACC_SH, ID_MASK, ID_MASK0, ID_SH_BUF, ID_SH_C0, ID_ZERO
 from ..ir.nvidia_wgmma import (FenceProxyAsync, WgmmaCommit, WgmmaFence, WgmmaMma, WgmmaWait,
                                operand_elements)
+from .wgmma_tables import wgmma_tables
 
 __all__ = ["WgmmaRules"]
 
@@ -41,7 +42,6 @@ class WgmmaRules:
         # 0: visible to the async proxy; 1: written through the generic proxy, not fenced;
         # 2: fenced by its writer, not yet published to the other threads by a barrier
         self.generic = {s.name: np.zeros(s.count, np.int8) for s in df.k.shared}
-        self.tables: Dict[Any, Tuple[np.ndarray, np.ndarray]] = {}
         self.issues = 0
 
     # ---- statements ------------------------------------------------------------------------
@@ -148,12 +148,9 @@ class WgmmaRules:
 
     # ---- one wgmma -------------------------------------------------------------------------
     def _acc_table(self, atom: Any) -> Tuple[np.ndarray, np.ndarray]:
-        tab = self.tables.get(atom)
-        if tab is None:
-            lay = atom.layout_c()
-            v = np.array([[lay((t, e)) for e in range(atom.acc_registers)] for t in range(_WG)])
-            tab = self.tables[atom] = (v % 64, v // 64)
-        return tab
+        """``(row, col)`` [thread, item] of each accumulator register (``layout_c``)."""
+        tab = wgmma_tables(atom)
+        return tab.c_i, tab.c_j
 
     def _operand(self, op: Any, env, g: int, s: WgmmaMma) -> Any:
         """Identities ``[mn, 16]`` of operand ``op`` for warpgroup ``g`` (None: refused)."""
@@ -236,17 +233,8 @@ class WgmmaRules:
 
     def _a_table(self, atom: Any) -> Tuple[np.ndarray, np.ndarray]:
         """``[64, 16]`` (thread, item) of the register holding ``A[row, k]`` (layout_a)."""
-        key = ("a", atom)
-        tab = self.tables.get(key)
-        if tab is None:
-            lay = atom.layout_a()
-            th, it = np.zeros((64, 16), np.int64), np.zeros((64, 16), np.int64)
-            for t in range(_WG):
-                for e in range(8):
-                    v = lay((t, e))
-                    th[v % 64, v // 64], it[v % 64, v // 64] = t, e
-            tab = self.tables[key] = (th, it)
-        return tab
+        tab = wgmma_tables(atom)
+        return tab.a_lane, tab.a_item
 
     def _register_a(self, s: WgmmaMma, g: int, where: str) -> Any:
         """Identities ``[64, 16]`` of a register A for warpgroup ``g``: ``A[row, k]`` is item
