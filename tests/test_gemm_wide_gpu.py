@@ -3,7 +3,7 @@ on a real GPU (skipped without): A a strided view whose rows lie 2^20 + 8 elemen
 2304 rows (2.4 x 10^9 elements, past 2^31; a 4.8 GB buffer), C likewise with ldc = 2^20 + 8;
 the call bound with WIDE_GEMM_ON_IR launches the wide kernel, the template's output is
 bitwise equal (same products in the same k order), NaN-poisoned outputs.  Written
-2026-11-25, not yet run on a GPU (WIDE_GEMM_ON_IR stays off until it has)."""
+2026-11-25; first run on an H100 the same day (bitwise), after which WIDE_GEMM_ON_IR is on."""
 
 from __future__ import annotations
 

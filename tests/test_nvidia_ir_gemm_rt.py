@@ -218,10 +218,12 @@ def fake(monkeypatch):
     fc.clear_caches()
 
 
-def test_launch_arguments_and_the_int_offset_fallback(fake):
+def test_launch_arguments_and_the_int_offset_fallback(fake, monkeypatch):
     """The host's words: sizes, leading dimensions, a_vec / b_vec from the strides and
-    pointers (an odd lda: a_vec 0); a matrix of 2^31 elements or more runs the template (the
-    IR's offsets are 32-bit ints)."""
+    pointers (an odd lda: a_vec 0); a matrix of 2^31 elements or more runs the wide IR form
+    (gemm_wide.WIDE_GEMM_ON_IR, on), and with that switch off the template (the 32-bit IR's
+    offsets are ints)."""
+    from kernels.nvidia import gemm_wide
     import _fake_cuda as fc
     g = IrMmaRtGemm(CudaGemmConfig())
     a = fc.FakeCudaTensor((300, 200), torch.float16, stride=(201, 1))
@@ -232,5 +234,9 @@ def test_launch_arguments_and_the_int_offset_fallback(fake):
     assert L.grid == (3 * 3, 1, 1) and L.args[3:] == (300, 520, 200, 201, 520, 520, 0, 1)
     big = fc.FakeCudaTensor((70000, 40000), torch.float16)
     b2 = fc.FakeCudaTensor((40000, 256), torch.float16)
+    g(big, b2, fc.FakeCudaTensor((70000, 256), torch.float16))
+    assert fake.launches[-1].kernel == "lg_irgemm_rt_f16_n_128x256x32_w2x4_s4_v8_i64"
+    monkeypatch.setattr(gemm_wide, "WIDE_GEMM_ON_IR", False)
+    g.forget_calls()                    # the bound call is kept per call key
     g(big, b2, fc.FakeCudaTensor((70000, 256), torch.float16))
     assert fake.launches[-1].kernel == "lg_gemm_f16_n_128x256x32_w2x4_s4_v8"

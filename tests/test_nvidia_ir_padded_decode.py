@@ -228,6 +228,9 @@ def test_the_fused_decode_builds_at_a_padded_head_dim_without_a_template(monkeyp
         assert dec.split_verification.holds and dec.fused_verification["report"].holds
         assert dec.source == "" and dec.fused_kernel.source is dec.fused_source
         assert dec.blocks_per_sm == 2 and not dec.whole_waves
+        # with the wide IR split kernel off (on by default: tests/test_decode_split_wide.py)
+        import kernels.nvidia.decode_ir as decode_ir
+        monkeypatch.setattr(decode_ir, "WIDE_SPLIT_ON_IR", False)
         with pytest.raises(LaunchError, match="exists only at head_dim 64, 128 and 256"):
             dec.template_bind(None, None, None, None, 1.0, None, None)
     finally:

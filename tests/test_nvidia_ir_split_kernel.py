@@ -381,6 +381,10 @@ def test_ir_call_resolves_the_plan_scale_and_fit_the_ir_binds_share(monkeypatch)
             return "template"
         monkeypatch.setattr(IrMmaSplitKVDecode, "bind", template_bind)
         monkeypatch.setattr(IrSplitMmaDecode, "ints_fit", lambda self, s, n, rows: False)
+        # the template path (the wide IR split kernel, on by default, is
+        # tests/test_decode_split_wide.py's)
+        import kernels.nvidia.decode_ir as decode_ir
+        monkeypatch.setattr(decode_ir, "WIDE_SPLIT_ON_IR", False)
         assert not dec.ir_call(q, k, k, None, None, None, 132).fits
         assert dec.bind(q, k, k, None, None, None, 132) == "template"
         assert seen["scale"] == 1.0 / math.sqrt(128)

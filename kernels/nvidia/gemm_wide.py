@@ -36,10 +36,13 @@ __all__ = ["LD_SCALARS", "WIDE_GEMM_ON_IR", "widen_rt_gemm", "past_2_31_instance
 LD_SCALARS = ("lda", "ldb", "ldc")
 
 #: a call whose 32-bit offsets could reach 2^31 runs the wide IR form (proved at its launch)
-#: instead of the template.  Off: verified and tested offline (2026-11-25), not yet run on a
-#: GPU (tests/test_gemm_wide_gpu.py: bitwise against the template; benchmarks/gpu_gemm_wide.py:
-#: timed; both written, not run)
-WIDE_GEMM_ON_IR = False
+#: instead of the template.  H100, 2026-11-25 (benchmarks/gpu_gemm_wide.py --rounds 7, medians
+#: of 7 rotated rounds; tests/test_gemm_wide_gpu.py: bitwise the template; docs/PERFORMANCE.md):
+#: A / C rows 2^20 + 8 apart: mma.sync 1.41x, cp.async wgmma 1.52x the template's speed; a
+#: real tensor past 2^31 elements: mma.sync 1.00x, wgmma 0.954x.  On, below parity at that
+#: one shape, as the prefills' and decodes' wide forms: where the 32-bit form cannot launch, the
+#: kernel that runs is the verified one, each launch's index arithmetic proved at its values
+WIDE_GEMM_ON_IR = True
 
 
 def widen_rt_gemm(k: Any, longs: Any = LD_SCALARS) -> Any:
