@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Dict, List, Tuple
 
+import pytest
 import torch
 
 import kernels.runtime.cuda as rc
@@ -274,3 +275,16 @@ def install_tma_encoder(monkeypatch) -> FakeTmaDriver:
     pkg.driver = fake           # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cuda.bindings", pkg)
     return fake
+
+
+@pytest.fixture
+def fake_flash(monkeypatch):
+    """The fake driver and TMA encoder, with the dispatch's built prefill kernels forgotten so
+    a test's kernels are built under the rules it sets; caches cleared after.  Test files take
+    it as their ``fake`` fixture (``from _fake_cuda import fake_flash as fake``)."""
+    from kernels.nvidia import dispatch
+    f = install(monkeypatch)
+    install_tma_encoder(monkeypatch)
+    monkeypatch.setattr(dispatch, "_FLASH", {})
+    yield f
+    clear_caches()

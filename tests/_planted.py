@@ -7,6 +7,8 @@ printed text, verify, and assert that the check named for it refuses it with a c
   with the IR, so the IR check must catch it), then the text bug planted in that print;
 * :func:`assert_refused`: the named check failed, and its counterexample says why (present, not
   a "not evaluated" placeholder, naming ``words``);
+* :func:`producer_without_waits`: a warp-specialised kernel whose producer (its last role
+  branch) lost every wait on one mbarrier;
 * :func:`assert_case_refused`: one catalogue case end to end (build, plant, ``verify(ir,
   source=...)``, :func:`assert_refused`), the runner of tests/test_mutation_catalogue_*.py.
 """
@@ -65,3 +67,28 @@ def assert_case_refused(case: str, build: Callable[[], Any], emit: Callable[[Any
     k = build()
     src = planted_source(k, emit, ir_bug, text_bug, case)
     assert_refused(verify(k, arch=arch, source=src).checks, check, case)
+
+
+def producer_without_waits(k: Any, bar: str, roles: Callable[[Any], Any]) -> Any:
+    """A copy of the warp-specialised kernel ``k``, its producer printed last (``roles(k)[-1]``,
+    the last role branch) with every ``MbarrierWait`` on ``bar`` dropped, in its loops and
+    branches too; ``k`` is unchanged."""
+    import copy
+    from kernels.ir.core import If, Loop
+    from kernels.ir.nvidia_tma import MbarrierWait
+
+    def drop(body):
+        out = []
+        for s in body:
+            if isinstance(s, MbarrierWait) and s.bar == bar:
+                continue
+            if isinstance(s, (If, Loop)):
+                s = copy.copy(s)
+                s.body = drop(s.body)
+            out.append(s)
+        return out
+    bad = copy.copy(k)
+    prod = copy.copy(roles(k)[-1])
+    prod.body = drop(prod.body)
+    bad.body = [*k.body[:-1], prod]
+    return bad

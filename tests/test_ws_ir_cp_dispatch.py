@@ -34,13 +34,7 @@ def rule_on(monkeypatch):
     monkeypatch.setattr(prefill_select, "IR_WS_CP_PREFILL_AT_PARITY", D128 | D256)
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    f = fc.install(monkeypatch)
-    fc.install_tma_encoder(monkeypatch)
-    monkeypatch.setattr(dispatch, "_FLASH", {})
-    yield f
-    fc.clear_caches()
+from _fake_cuda import fake_flash as fake  # noqa: E402,F401  (the fixture)
 
 
 def T(shape, stride=None, ptr=None):

@@ -7,11 +7,9 @@ a producer's wait dropped at its new place still refused by the verifier."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from kernels.ir.core import If, Loop, walk
+from kernels.ir.core import Loop, walk
 from kernels.ir.nvidia_tma import MbarrierWait, RoleBranch
 from kernels.nvidia.prefill_select import WS_PREFILL_FALLBACK, WS_PREFILL_TILES
 from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
@@ -19,6 +17,7 @@ from kernels.nvidia import wgmma_ws_ir as W
 from kernels.printer.cuda_attention import emit_cuda_attention
 from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
+from _planted import producer_without_waits
 
 CFGS = {
     "tma 128x128 s3": WsFlashConfig(head_dim=128, bn=128, stages=3, pingpong=True, loader="tma"),
@@ -86,20 +85,7 @@ def test_a_producer_wait_dropped_is_still_refused_with_the_producer_last(both):
     block's V box overwrites a stage a P V still reads (the verifier reads the moved branch)."""
     k = W.build_ws_ir(CFGS["tma 128x128 s3"])
 
-    def drop(body):
-        out = []
-        for s in body:
-            if isinstance(s, MbarrierWait) and s.bar == "emptyV":
-                continue
-            if isinstance(s, (If, Loop)):
-                s = copy.copy(s)
-                s.body = drop(s.body)
-            out.append(s)
-        return out
-    bad = copy.copy(k)
-    prod = copy.copy(_roles(k)[-1])
-    prod.body = drop(prod.body)
-    bad.body = [*k.body[:-1], prod]
+    bad = producer_without_waits(k, "emptyV", _roles)
     assert sum(isinstance(s, MbarrierWait) and s.bar == "emptyV" for s in walk(bad.body)) == 0
     r = verify_ws_attention(bad, instances=[i for i in default_instances(k)
                                             if i.name == "ring-wrap"])

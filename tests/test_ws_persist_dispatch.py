@@ -26,13 +26,7 @@ BF16 = torch.bfloat16
 SHORT_CAUSAL = frozenset({(128, 3, True, False, 4)})
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    f = fc.install(monkeypatch)
-    fc.install_tma_encoder(monkeypatch)
-    monkeypatch.setattr(dispatch, "_FLASH", {})
-    yield f
-    fc.clear_caches()
+from _fake_cuda import fake_flash as fake  # noqa: E402,F401  (the fixture)
 
 
 def T(shape, stride=None, ptr=None):

@@ -13,13 +13,14 @@ import subprocess
 
 import pytest
 
-from kernels.ir.core import If, Let, Loop, walk
+from kernels.ir.core import Let, Loop, walk
 from kernels.ir.nvidia_tma import MbarrierWait, RoleBranch
 from kernels.nvidia.wgmma_attention_ws import WsFlashConfig
 from kernels.nvidia.wgmma_ws_ir_persist import build_ws_persist_ir, producer_last
 from kernels.printer.cuda_attention import emit_cuda_attention
 from kernels.verify.attention_ring import verify_ws_attention
 from kernels.verify.attention_static import default_instances
+from _planted import producer_without_waits
 
 DISPATCHED = WsFlashConfig(head_dim=128, bn=128, stages=3, causal=True, pingpong=True,
                            loader="tma", persistent=True, unit_heads=4)
@@ -82,20 +83,7 @@ def test_a_producer_wait_dropped_is_still_refused_with_the_producer_last(kernel)
     released V stage dropped, a later block's V overwrites a stage a P V still reads.  (Not
     the K wait: in the overlap schedule a consumer releases V(b) after K(b + 1), so the V wait
     before each K box already orders it; dropping it is no race.)"""
-    def drop(body):
-        out = []
-        for s in body:
-            if isinstance(s, MbarrierWait) and s.bar == "emptyV":
-                continue
-            if isinstance(s, (If, Loop)):
-                s = copy.copy(s)
-                s.body = drop(s.body)
-            out.append(s)
-        return out
-    bad = copy.copy(kernel)
-    prod = copy.copy(_roles(kernel)[-1])
-    prod.body = drop(prod.body)
-    bad.body = [*kernel.body[:-1], prod]
+    bad = producer_without_waits(kernel, "emptyV", _roles)
     r = verify_ws_attention(bad, instances=[i for i in default_instances(kernel)
                                             if i.name == "units-wrap"])
     assert not r.checks["lds_races"].holds, r.checks["lds_races"]
